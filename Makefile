@@ -1,0 +1,53 @@
+# glmc — build bin/glmc, bin/glmrun, the test programs; `make test` runs the CPU suite.
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4
+# Lua and jansson are linked statically so the binaries run on machines without the -dev packages
+# (the GPU machine); glmc never links the CUDA driver.
+LIBDIR  := /usr/lib/x86_64-linux-gnu
+STATIC  := $(LIBDIR)/liblua5.4.a $(LIBDIR)/libjansson.a $(LIBDIR)/libz.a
+LDLIBS  := $(STATIC) -lm -ldl -lpthread
+
+MAINS   := compiler/main.c runtime/main.c
+LIBSRC  := $(filter-out $(MAINS),$(wildcard compiler/*.c ops/*.c runtime/*.c))
+LIBOBJ  := $(LIBSRC:%.c=build/%.o)
+HDRS    := $(wildcard compiler/*.h ops/*.h runtime/*.h)
+TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
+TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
+
+all: bin/glmc bin/glmrun $(TESTS) $(TOOLS)
+
+build/%.o: %.c $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/libglm.a: $(LIBOBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+bin/glmc: build/compiler/main.o build/libglm.a
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+bin/glmrun: build/runtime/main.o build/libglm.a
+	@mkdir -p bin
+	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+
+build/tests/%: tests/%.c build/libglm.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< build/libglm.a $(LDLIBS) -o $@
+
+build/tools/%: tests/tools/%.c build/libglm.a $(HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -Itests $< build/libglm.a $(LDLIBS) -o $@
+
+test: all
+	@tests/run.sh
+
+demo: all
+	@tests/demo.sh
+
+clean:
+	rm -rf build bin
+
+.PHONY: all test demo clean

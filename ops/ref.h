@@ -1,0 +1,95 @@
+/*
+** ops/ref.h — float32 CPU reference kernels: the oracle every other path is compared with.
+**
+** Plain loops over contiguous row-major float32 arrays; reductions accumulate in double.
+** Shape letters: T rows (tokens in the step), K input features, N output features, C channels,
+** V vocabulary, H query heads, G key/value heads, D head dim, S cache capacity (positions).
+** Every function writes every element of its output (callers poison outputs before calling).
+*/
+#ifndef GLM_REF_H
+#define GLM_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* y[T,C] = table[ids[t], :]; ids are checked by the caller to lie in [0, V). */
+void ref_embedding(float *y, const float *table, const int32_t *ids, int T, int C);
+
+/* y[T,N] = x[T,K] · w[N,K]ᵀ (+ bias[N] when bias != NULL). Hugging Face nn.Linear layout. */
+void ref_linear(float *y, const float *x, const float *w, const float *bias, int T, int K, int N);
+
+/* y[B,M,N] = a[B,M,K] · b[B,K,N] (batched; B = 1 for a plain matmul). */
+void ref_matmul(float *y, const float *a, const float *b, int B, int M, int K, int N);
+
+/* Element-wise with broadcasting of the second operand over leading dims:
+** y[i] = a[i] op b[i % nb], n a multiple of nb. */
+void ref_add(float *y, const float *a, const float *b, size_t n, size_t nb);
+void ref_sub(float *y, const float *a, const float *b, size_t n, size_t nb);
+void ref_mul(float *y, const float *a, const float *b, size_t n, size_t nb);
+void ref_div(float *y, const float *a, const float *b, size_t n, size_t nb);
+
+void ref_scale(float *y, const float *x, size_t n, float s);        /* y = s·x */
+void ref_silu(float *y, const float *x, size_t n);                  /* x·σ(x) */
+void ref_gelu(float *y, const float *x, size_t n, int tanh_approx); /* erf form, or tanh form */
+void ref_sigmoid(float *y, const float *x, size_t n);
+void ref_swiglu(float *y, const float *gate, const float *up, size_t n); /* silu(gate)·up */
+
+/* Softmax over the last dim of x[R,N] (max-subtracted). */
+void ref_softmax(float *y, const float *x, int R, int N);
+
+/* y = x / sqrt(mean(x²) + eps) · w over rows of N; w may be NULL (no scale). */
+void ref_rmsnorm(float *y, const float *x, const float *w, int R, int N, float eps);
+
+/* y = (x - mean) / sqrt(var + eps) · w + b over rows of N; w and b may be NULL. */
+void ref_layernorm(float *y, const float *x, const float *w, const float *b, int R, int N, float eps);
+
+/*
+** Rotary position embedding. Rotates the first rot_dim values of each head (partial rotary keeps the
+** rest); interleaved = 0 pairs (i, i + rot_dim/2) (GPT-NeoX / HF "rotate_half"), interleaved = 1 pairs
+** (2i, 2i+1) (GPT-J / GGUF deepseek2). yarn_factor > 1 enables YaRN as Hugging Face computes it
+** (_compute_yarn_parameters): ramp between beta_fast and beta_slow over yarn_orig_ctx, and the
+** attention factor from mscale/mscale_all_dim (or attn_factor when > 0) multiplied into cos and sin.
+*/
+typedef struct {
+	int head_dim;        /* D */
+	int rot_dim;         /* rotated dims per head, even, <= D */
+	int interleaved;     /* 0: split-half (neox), 1: interleaved pairs */
+	double theta;        /* base */
+	double yarn_factor;  /* <= 1: plain rope */
+	int yarn_orig_ctx;   /* original_max_position_embeddings */
+	double beta_fast, beta_slow;   /* defaults 32, 1 */
+	double mscale, mscale_all_dim; /* DeepSeek-V3 style; 0 when absent */
+	double attn_factor;  /* explicit attention_factor; 0 when absent */
+} RefRope;
+
+/* inv_freq[rot_dim/2] and the cos/sin multiplier (1 unless YaRN). */
+void ref_rope_freqs(const RefRope *r, float *inv_freq, float *cs_scale);
+
+/* y[T,H,D] = rope(x[T,H,D]) at positions pos[T]. y may equal x. */
+void ref_rope(float *y, const float *x, const int32_t *pos, int T, int H, const RefRope *r);
+
+/*
+** Causal attention with a KV cache. q[T,H,Dk], k[T,G,Dk], v[T,G,Dv]; H a multiple of G (GQA: head h
+** reads kv head h / (H/G)). First writes k and v into kcache[S,G,Dk] and vcache[S,G,Dv] at rows pos[t],
+** then for each t attends over cache rows 0..pos[t] inclusive: y[T,H,Dv] = softmax(q·kᵀ·scale)·v.
+** Positions within one call are increasing; pos[t] < S is checked by the caller.
+*/
+void ref_attention(float *y, const float *q, const float *k, const float *v, float *kcache, float *vcache,
+                   const int32_t *pos, int T, int H, int G, int Dk, int Dv, int S, float scale);
+
+/* Indices of the k largest values of each row of x[R,N], largest first; ties go to the lower index. */
+void ref_topk(int32_t *idx, const float *x, int R, int N, int k);
+
+/* Index of the largest value of each row of x[R,N]; the first one on ties (like torch.argmax). */
+void ref_argmax(int32_t *idx, const float *x, int R, int N);
+
+/* y = x with dims permuted: y.shape[i] = shape[perm[i]]; ndim <= 4; elements of `elsize` bytes. */
+void ref_permute(void *y, const void *x, int ndim, const int64_t *shape, const int *perm, size_t elsize);
+
+/* Conversions of stored weights to float32 (exact: f16 and bf16 are subsets of f32). */
+float ref_f16_to_f32(uint16_t h);
+float ref_bf16_to_f32(uint16_t h);
+uint16_t ref_f32_to_bf16(float f);  /* round to nearest even, NaN kept NaN */
+uint16_t ref_f32_to_f16(float f);   /* round to nearest even, overflow to inf */
+
+#endif
