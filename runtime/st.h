@@ -29,7 +29,7 @@ typedef struct {
 	size_t size;
 } StFile;
 
-typedef struct {
+typedef struct StDir {
 	char *dir;           /* the directory given */
 	json_t *config;      /* parsed config.json (owned) */
 	int nfile;

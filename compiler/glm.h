@@ -1,0 +1,209 @@
+/*
+** compiler/glm.h — the one header of glmc and glmrun: arena, IR, operator table, plan format.
+**
+** Sections follow the files that implement them (chibicc style). The IR is a flat array of SSA nodes
+** in one arena per compilation; node i may only read nodes < i, so array order is a valid schedule.
+*/
+#ifndef GLM_H
+#define GLM_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define GLM_VERSION "0.1.0"
+
+/*
+** arena.c
+*/
+typedef struct ArenaBlock ArenaBlock;
+typedef struct {
+	ArenaBlock *head;
+	size_t used;                 /* bytes handed out, for statistics */
+} Arena;
+
+void *arena_alloc(Arena *a, size_t n);               /* zeroed, 16-byte aligned; exits on OOM */
+char *arena_strdup(Arena *a, const char *s);
+char *arena_printf(Arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free(Arena *a);
+
+/* Internal invariant broken: a bug in glmc, not in the user's input. */
+#define GLM_ASSERT(c) ((c) ? (void)0 : glm_die(__FILE__, __LINE__, #c))
+_Noreturn void glm_die(const char *file, int line, const char *what);
+/* Write a one-line message into err (snprintf that never overflows); returns -1 for `return seterr(...)`. */
+int seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/*
+** ir.c — values, nodes, graphs
+*/
+enum { DT_F32, DT_F16, DT_BF16, DT_I32, DT_NTYPES };
+
+/* What a value is. Weights come from the checkpoint; caches persist across steps; inputs are the
+** per-step values the runtime writes (token ids, positions); everything else is an activation. */
+enum { VK_ACT, VK_WEIGHT, VK_CACHE, VK_INPUT, VK_NKINDS };
+
+/* Sharding, filled by the Lua layer library's hints now and by the partitioner later. */
+enum { SH_REPLICATED, SH_SPLIT, SH_PARTIAL };
+typedef struct {
+	int8_t kind;                 /* SH_* */
+	int8_t axis;                 /* for SH_SPLIT */
+} Shard;
+
+/* Symbolic dims, bound at run time. */
+#define DIM_T (-2)               /* tokens in this step */
+#define DIM_S (-3)               /* cache capacity (positions), from --max-seq */
+#define MAXDIM 4
+#define MAXIN 8
+#define MAXATTR 8
+
+typedef struct {
+	int op;                      /* OP_* */
+	int dtype;                   /* DT_* of the value this node produces */
+	int kind;                    /* VK_* */
+	int ndim;
+	int64_t dim[MAXDIM];         /* static extent, or DIM_T / DIM_S */
+	int nin;
+	int in[MAXIN];               /* producer node ids, all < this node's id */
+	int64_t ia[MAXATTR];         /* integer attributes; names in the op table */
+	double fa[MAXATTR];          /* float attributes; names in the op table */
+	const char *name;            /* weight canonical name, input/cache name; else NULL */
+	Shard shard;
+	const char *src;             /* model file and line that created the node, for errors */
+	int line;
+} Node;
+
+/* A parameter's binding to the checkpoint: where its bytes are and what they must look like. */
+typedef struct {
+	int node;                    /* the VK_WEIGHT node */
+	const char *source;          /* tensor name in the checkpoint */
+	const char *file;            /* file holding it, relative to the weights path */
+	int dtype;                   /* stored dtype (DT_*) */
+	uint64_t offset, nbytes;     /* within that file */
+} WeightRef;
+
+typedef struct {
+	const char *key, *val;
+} Meta;
+
+typedef struct {
+	Arena *A;
+	Node *node;
+	int n, cap;
+	int out[8];                  /* output node ids */
+	const char *out_name[8];
+	int nout;
+	WeightRef *w;                /* one per VK_WEIGHT node, in node order */
+	int nw, wcap;
+	Meta *meta;                  /* model metadata kept in the plan (arch, eos ids, ...) */
+	int nmeta, metacap;
+} Graph;
+
+void graph_init(Graph *g, Arena *A);
+int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
+void graph_set_meta(Graph *g, const char *key, const char *val);
+const char *graph_meta(const Graph *g, const char *key);
+const char *dtype_name(int dt);
+int dtype_from_name(const char *s);
+size_t dtype_size(int dt);
+const char *kind_name(int k);
+int64_t node_numel(const Node *n, int64_t T, int64_t S); /* elements with T and S bound */
+/* "f32[T,64]" into buf. */
+const char *shape_str(const Node *n, char *buf, size_t len);
+/* Text dump, one line per node; stable for golden tests. */
+void ir_dump(const Graph *g, FILE *f);
+
+/*
+** ops/ops.c — the operator table
+*/
+enum {
+	OP_INPUT, OP_PARAM, OP_CACHE,
+	OP_EMBEDDING, OP_LINEAR, OP_MATMUL,
+	OP_ADD, OP_SUB, OP_MUL, OP_DIV, OP_SCALE,
+	OP_SILU, OP_GELU, OP_SIGMOID, OP_SOFTMAX, OP_SWIGLU,
+	OP_RMSNORM, OP_LAYERNORM, OP_ROPE, OP_ATTENTION,
+	OP_TOPK, OP_ARGMAX,
+	OP_RESHAPE, OP_SLICE, OP_CONCAT, OP_PERMUTE,
+	OP_NOPS
+};
+
+typedef struct Exec Exec;
+
+typedef struct {
+	const char *name;
+	int nin_min, nin_max;
+	const char *ia[MAXATTR];     /* names of the integer attributes in use (NULL ends) */
+	const char *fa[MAXATTR];     /* names of the float attributes in use */
+	/* Infer n's dtype/ndim/dim from its inputs and attributes; on error write a message naming the
+	** shapes involved and return -1. */
+	int (*shape)(const Graph *g, Node *n, char *err, size_t len);
+	/* Float32 reference execution (the oracle). */
+	void (*cpu)(Exec *x, int id);
+} OpDef;
+
+extern const OpDef op_table[OP_NOPS];
+int op_from_name(const char *s);
+
+/*
+** verify.c
+*/
+/* Re-derive every node's shape and check SSA order, kinds, outputs and weight refs. */
+int verify(const Graph *g, char *err, size_t len);
+
+/*
+** lua_front.c — run a model description, building the graph
+*/
+typedef struct {
+	const char *format;          /* "hf" (GGUF comes with the weights issue) */
+	void *config;                /* json_t * of config.json */
+} ModelMeta;
+
+/* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,
+** "model.lua:LINE: message". */
+int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err,
+              size_t len);
+
+/*
+** bind.c — bind declared parameters to checkpoint tensors
+*/
+struct StDir;
+/* Fill g->w for every weight node from the checkpoint; list unused checkpoint tensors on `warn`
+** (an error with strict). */
+int bind_weights(Graph *g, const struct StDir *d, int strict, FILE *warn, char *err, size_t len);
+
+/*
+** plan.c — the plan file, the contract between glmc and glmrun
+**
+** Layout: 8-byte magic "GLMPLAN\n", u32 format version, u32 crc32 of the payload, u64 payload bytes,
+** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
+*/
+#define PLAN_MAGIC "GLMPLAN\n"
+#define PLAN_VERSION 1
+
+int plan_write(const Graph *g, const char *path, char *err, size_t len);
+/* Read and verify a plan into g (allocated from g's arena). */
+int plan_read(Graph *g, const char *path, char *err, size_t len);
+
+/*
+** runtime/exec.c — the CPU reference executor
+*/
+struct Exec {
+	const Graph *g;
+	int64_t T, S;                /* bound symbolic dims for the current step */
+	int64_t maxT;
+	void **buf;                  /* per node: float* or int32_t* (inputs, argmax/topk) */
+	float **wt;                  /* per node: float32 copy of a weight, else NULL */
+	char err[512];               /* first run-time error (e.g. token id out of range) */
+};
+
+/* Load every weight (converted to float32) from the weights path and size buffers for up to maxT
+** tokens per step and S cache positions. */
+int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len);
+/* Run one step: tokens[T] at positions pos[T]. Outputs are in x->buf[g->out[i]]. */
+int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len);
+void exec_free(Exec *x);
+/* Concrete extent of dim i of node id in the current step. */
+int64_t exec_dim(const Exec *x, int id, int i);
+int64_t exec_numel(const Exec *x, int id);
+
+#endif

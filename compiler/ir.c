@@ -1,0 +1,149 @@
+/*
+** compiler/ir.c — the graph: SSA nodes in an arena-backed array, metadata, and the text dump.
+*/
+#include "glm.h"
+
+#include <string.h>
+
+void graph_init(Graph *g, Arena *A)
+{
+	memset(g, 0, sizeof *g);
+	g->A = A;
+}
+
+/* Append a node; arrays grow by copying inside the arena (old copies are garbage until arena_free). */
+int graph_add(Graph *g, const Node *n)
+{
+	if (g->n == g->cap) {
+		int cap = g->cap ? g->cap * 2 : 256;
+		Node *nn = arena_alloc(g->A, sizeof(Node) * (size_t)cap);
+		if (g->n)
+			memcpy(nn, g->node, sizeof(Node) * (size_t)g->n);
+		g->node = nn, g->cap = cap;
+	}
+	for (int i = 0; i < n->nin; i++)
+		GLM_ASSERT(n->in[i] >= 0 && n->in[i] < g->n);
+	g->node[g->n] = *n;
+	return g->n++;
+}
+
+/* Metadata travels in the plan; setting a key twice replaces it. */
+void graph_set_meta(Graph *g, const char *key, const char *val)
+{
+	for (int i = 0; i < g->nmeta; i++)
+		if (!strcmp(g->meta[i].key, key)) {
+			g->meta[i].val = arena_strdup(g->A, val);
+			return;
+		}
+	if (g->nmeta == g->metacap) {
+		int cap = g->metacap ? g->metacap * 2 : 32;
+		Meta *m = arena_alloc(g->A, sizeof(Meta) * (size_t)cap);
+		if (g->nmeta)
+			memcpy(m, g->meta, sizeof(Meta) * (size_t)g->nmeta);
+		g->meta = m, g->metacap = cap;
+	}
+	g->meta[g->nmeta].key = arena_strdup(g->A, key);
+	g->meta[g->nmeta].val = arena_strdup(g->A, val);
+	g->nmeta++;
+}
+
+const char *graph_meta(const Graph *g, const char *key)
+{
+	for (int i = 0; i < g->nmeta; i++)
+		if (!strcmp(g->meta[i].key, key))
+			return g->meta[i].val;
+	return NULL;
+}
+
+static const char *dtype_names[DT_NTYPES] = {"f32", "f16", "bf16", "i32"};
+static const size_t dtype_sizes[DT_NTYPES] = {4, 2, 2, 4};
+static const char *kind_names[VK_NKINDS] = {"act", "weight", "cache", "input"};
+
+const char *dtype_name(int dt)
+{
+	return dt >= 0 && dt < DT_NTYPES ? dtype_names[dt] : "?";
+}
+
+int dtype_from_name(const char *s)
+{
+	for (int i = 0; i < DT_NTYPES; i++)
+		if (!strcmp(s, dtype_names[i]))
+			return i;
+	return -1;
+}
+
+size_t dtype_size(int dt)
+{
+	return dt >= 0 && dt < DT_NTYPES ? dtype_sizes[dt] : 0;
+}
+
+const char *kind_name(int k)
+{
+	return k >= 0 && k < VK_NKINDS ? kind_names[k] : "?";
+}
+
+int64_t node_numel(const Node *n, int64_t T, int64_t S)
+{
+	int64_t e = 1;
+	for (int i = 0; i < n->ndim; i++)
+		e *= n->dim[i] == DIM_T ? T : n->dim[i] == DIM_S ? S : n->dim[i];
+	return e;
+}
+
+const char *shape_str(const Node *n, char *buf, size_t len)
+{
+	size_t k = (size_t)snprintf(buf, len, "%s[", dtype_name(n->dtype));
+	for (int i = 0; i < n->ndim && k < len; i++) {
+		const char *sep = i ? "," : "";
+		if (n->dim[i] == DIM_T)
+			k += (size_t)snprintf(buf + k, len - k, "%sT", sep);
+		else if (n->dim[i] == DIM_S)
+			k += (size_t)snprintf(buf + k, len - k, "%sS", sep);
+		else
+			k += (size_t)snprintf(buf + k, len - k, "%s%lld", sep, (long long)n->dim[i]);
+	}
+	if (k < len)
+		snprintf(buf + k, len - k, "]");
+	return buf;
+}
+
+/* Print attributes by the names the op table gives them; zero-valued ones are shown too, since a
+** zero (e.g. interleaved=0) is as meaningful as any other value. */
+static void dump_attrs(const Node *n, FILE *f)
+{
+	const OpDef *d = &op_table[n->op];
+	for (int i = 0; i < MAXATTR && d->ia[i]; i++)
+		fprintf(f, " %s=%lld", d->ia[i], (long long)n->ia[i]);
+	for (int i = 0; i < MAXATTR && d->fa[i]; i++)
+		fprintf(f, " %s=%.9g", d->fa[i], n->fa[i]);
+}
+
+void ir_dump(const Graph *g, FILE *f)
+{
+	char sb[96];
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		fprintf(f, "%%%d = %s", i, op_table[n->op].name);
+		if (n->name)
+			fprintf(f, " \"%s\"", n->name);
+		for (int j = 0; j < n->nin; j++)
+			fprintf(f, "%s%%%d", j ? ", " : " ", n->in[j]);
+		dump_attrs(n, f);
+		fprintf(f, " : %s", shape_str(n, sb, sizeof sb));
+		if (n->kind != VK_ACT)
+			fprintf(f, " %s", kind_name(n->kind));
+		if (n->shard.kind == SH_SPLIT)
+			fprintf(f, " split(%d)", n->shard.axis);
+		else if (n->shard.kind == SH_PARTIAL)
+			fprintf(f, " partial");
+		fprintf(f, "\n");
+	}
+	for (int i = 0; i < g->nw; i++) {
+		const WeightRef *w = &g->w[i];
+		fprintf(f, "weight %%%d \"%s\" <- \"%s\" %s %s @%llu+%llu\n", w->node, g->node[w->node].name,
+		        w->source, w->file ? w->file : "?", dtype_name(w->dtype), (unsigned long long)w->offset,
+		        (unsigned long long)w->nbytes);
+	}
+	for (int i = 0; i < g->nout; i++)
+		fprintf(f, "output \"%s\" %%%d\n", g->out_name[i], g->out[i]);
+}

@@ -1,0 +1,911 @@
+/*
+** compiler/lua_front.c — the Lua front end. A model description is a Lua program that calls a small
+** graph-builder API (the `glm` table); every call appends one IR node, after the op's shape rule has
+** accepted it. Tensors are full userdata holding only a node id, so a Lua error that unwinds through
+** a binding leaves nothing to free (the graph lives in the compilation's arena).
+**
+** The Lua state is a sandbox: base/string/table/math/utf8 only, no io/os/debug, no loading of files or
+** bytecode except `require` of text modules from the model library directory, a memory cap and an
+** instruction budget. A model file from the internet must not be able to do anything but build a graph.
+**
+** Errors name the model file's line ("llama.lua:42: linear: ..."), adding the library line when the
+** failing call was made inside the layer library.
+*/
+#include "glm.h"
+
+#include <jansson.h>
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TENSOR_MT "glm.tensor"
+#define FRONT_KEY "glm.front"
+#define LUA_MEM_LIMIT ((size_t)2 << 30)
+#define LUA_INSN_LIMIT 2000000000LL
+
+typedef struct {
+	Graph *g;
+	const ModelMeta *mm;
+	const char *model_path;     /* as given; the chunkname is "@" model_path */
+	const char *libdir;
+	size_t mem;                 /* bytes Lua holds now */
+	long long insns;            /* instructions run, in units of the hook period */
+} Front;
+
+typedef struct {
+	int id;
+} Tensor;
+
+static Front *front_of(lua_State *L)
+{
+	lua_getfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
+	Front *f = lua_touserdata(L, -1);
+	lua_pop(L, 1);
+	return f;
+}
+
+/*
+** The location a message should name: the innermost line in the model file itself, plus the innermost
+** Lua line when that is somewhere else (a library function the model called).
+*/
+static void push_where(lua_State *L, const Front *f)
+{
+	lua_Debug ar;
+	char inner[256] = "", model[256] = "";
+	for (int level = 1; lua_getstack(L, level, &ar); level++) {
+		if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
+			continue;
+		if (!inner[0])
+			snprintf(inner, sizeof inner, "%s:%d", ar.short_src, ar.currentline);
+		if (ar.source[0] == '@' && !strcmp(ar.source + 1, f->model_path)) {
+			snprintf(model, sizeof model, "%s:%d", ar.short_src, ar.currentline);
+			break;
+		}
+	}
+	if (model[0] && strcmp(model, inner))
+		lua_pushfstring(L, "%s: (in %s) ", model, inner);
+	else if (model[0] || inner[0])
+		lua_pushfstring(L, "%s: ", model[0] ? model : inner);
+	else
+		lua_pushliteral(L, "");
+}
+
+/* Raise a Lua error located at the model's line. */
+static int front_error(lua_State *L, const char *fmt, ...)
+{
+	Front *f = front_of(L);
+	push_where(L, f);
+	va_list ap;
+	va_start(ap, fmt);
+	lua_pushvfstring(L, fmt, ap);
+	va_end(ap);
+	lua_concat(L, 2);
+	return lua_error(L);
+}
+
+/* The model-file line of the current call, recorded in each node for later diagnostics. */
+static void node_origin(lua_State *L, Front *f, Node *n)
+{
+	lua_Debug ar;
+	for (int level = 1; lua_getstack(L, level, &ar); level++)
+		if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && ar.source[0] == '@' &&
+		    !strcmp(ar.source + 1, f->model_path)) {
+			n->src = f->model_path;
+			n->line = ar.currentline;
+			return;
+		}
+}
+
+static void push_tensor(lua_State *L, int id)
+{
+	Tensor *t = lua_newuserdatauv(L, sizeof *t, 0);
+	t->id = id;
+	luaL_setmetatable(L, TENSOR_MT);
+}
+
+static Tensor *to_tensor(lua_State *L, int idx)
+{
+	return luaL_testudata(L, idx, TENSOR_MT);
+}
+
+/* Argument idx of function fn must be a tensor; returns its node id. */
+static int check_tensor(lua_State *L, int idx, const char *fn)
+{
+	Tensor *t = to_tensor(L, idx);
+	if (!t)
+		front_error(L, "%s: argument %d must be a tensor, got %s", fn, idx, luaL_typename(L, idx));
+	return t->id;
+}
+
+/* Run the op's shape rule on n, then append it and push its tensor; errors carry the model line. */
+static int add_node(lua_State *L, Node *n)
+{
+	Front *f = front_of(L);
+	char err[512];
+	node_origin(L, f, n);
+	if (n->nin < op_table[n->op].nin_min || n->nin > op_table[n->op].nin_max)
+		return front_error(L, "%s: %d operands, expected %d..%d", op_table[n->op].name, n->nin,
+		                   op_table[n->op].nin_min, op_table[n->op].nin_max);
+	if (op_table[n->op].shape(f->g, n, err, sizeof err))
+		return front_error(L, "%s", err);
+	push_tensor(L, graph_add(f->g, n));
+	return 1;
+}
+
+/* Options-table readers: a missing field gives the default; a field of the wrong type is an error. */
+static lua_Integer opt_int(lua_State *L, int t, const char *fn, const char *k, lua_Integer def)
+{
+	if (lua_isnoneornil(L, t))
+		return def;
+	lua_getfield(L, t, k);
+	lua_Integer v = def;
+	if (!lua_isnil(L, -1)) {
+		int ok;
+		v = lua_tointegerx(L, -1, &ok);
+		if (!ok)
+			front_error(L, "%s: option '%s' must be an integer, got %s", fn, k, luaL_typename(L, -1));
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static double opt_num(lua_State *L, int t, const char *fn, const char *k, double def)
+{
+	if (lua_isnoneornil(L, t))
+		return def;
+	lua_getfield(L, t, k);
+	double v = def;
+	if (!lua_isnil(L, -1)) {
+		if (!lua_isnumber(L, -1))
+			front_error(L, "%s: option '%s' must be a number, got %s", fn, k, luaL_typename(L, -1));
+		v = lua_tonumber(L, -1);
+	}
+	lua_pop(L, 1);
+	return v;
+}
+
+static int opt_bool(lua_State *L, int t, const char *k, int def)
+{
+	if (lua_isnoneornil(L, t))
+		return def;
+	lua_getfield(L, t, k);
+	int v = lua_isnil(L, -1) ? def : lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return v;
+}
+
+static lua_Integer need_int(lua_State *L, int t, const char *fn, const char *k)
+{
+	if (!lua_istable(L, t))
+		front_error(L, "%s: expected an options table with '%s'", fn, k);
+	lua_getfield(L, t, k);
+	int ok;
+	lua_Integer v = lua_tointegerx(L, -1, &ok);
+	if (!ok)
+		front_error(L, "%s: option '%s' is required (an integer), got %s", fn, k, luaL_typename(L, -1));
+	lua_pop(L, 1);
+	return v;
+}
+
+/* A shape as Lua gives it: integers, or "T"/"S" for the symbolic dims. */
+static int read_dim(lua_State *L, int idx, const char *fn, int64_t *d)
+{
+	if (lua_type(L, idx) == LUA_TSTRING) {
+		const char *s = lua_tostring(L, idx);
+		if (!strcmp(s, "T"))
+			return *d = DIM_T, 0;
+		if (!strcmp(s, "S"))
+			return *d = DIM_S, 0;
+		return front_error(L, "%s: dim \"%s\" is not a number, \"T\" or \"S\"", fn, s);
+	}
+	int ok;
+	lua_Integer v = lua_tointegerx(L, idx, &ok);
+	if (!ok)
+		return front_error(L, "%s: dim must be an integer, got %s", fn, luaL_typename(L, idx));
+	*d = v;
+	return 0;
+}
+
+static int read_shape(lua_State *L, int idx, const char *fn, int64_t *dim)
+{
+	if (!lua_istable(L, idx))
+		return front_error(L, "%s: shape must be a table of dims, got %s", fn, luaL_typename(L, idx));
+	int nd = (int)lua_rawlen(L, idx);
+	if (nd < 1 || nd > MAXDIM)
+		return front_error(L, "%s: shape has %d dims (1..%d allowed)", fn, nd, MAXDIM);
+	for (int i = 0; i < nd; i++) {
+		lua_rawgeti(L, idx, i + 1);
+		read_dim(L, -1, fn, &dim[i]);
+		lua_pop(L, 1);
+	}
+	return nd;
+}
+
+/* Lua axes are 1-based; negative ones count from the end (-1 is the last). */
+static int axis_arg(lua_State *L, int idx, int ndim, const char *fn)
+{
+	lua_Integer a = luaL_checkinteger(L, idx);
+	if (a < 0)
+		a += ndim + 1;
+	if (a < 1 || a > ndim)
+		front_error(L, "%s: axis %d is outside 1..%d", fn, (int)lua_tointeger(L, idx), ndim);
+	return (int)a - 1;
+}
+
+static const Node *node_of(lua_State *L, int id)
+{
+	return &front_of(L)->g->node[id];
+}
+
+/*
+** Leaves: parameters, step inputs, caches.
+*/
+
+/* glm.param(name, shape, {source=, split=}) declares a weight by canonical name. */
+static int l_param(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *name = luaL_checkstring(L, 1);
+	Node n = {.op = OP_PARAM, .kind = VK_WEIGHT, .dtype = DT_F32};
+	n.ndim = read_shape(L, 2, "param", n.dim);
+	n.name = arena_strdup(f->g->A, name);
+	const char *source = name;
+	if (lua_istable(L, 3)) {
+		lua_getfield(L, 3, "source");
+		if (lua_isstring(L, -1))
+			source = lua_tostring(L, -1);
+		lua_getfield(L, 3, "split");
+		if (!lua_isnil(L, -1)) {
+			n.shard.kind = SH_SPLIT;
+			n.shard.axis = (int8_t)(lua_tointeger(L, -1) - 1);
+			if (n.shard.axis < 0 || n.shard.axis >= n.ndim)
+				return front_error(L, "param '%s': split axis %d is outside 1..%d", name, n.shard.axis + 1, n.ndim);
+		}
+		lua_pop(L, 2);
+	}
+	for (int i = 0; i < f->g->n; i++)
+		if (f->g->node[i].op == OP_PARAM && !strcmp(f->g->node[i].name, name))
+			return front_error(L, "param '%s' is declared twice (first at line %d)", name, f->g->node[i].line);
+	source = arena_strdup(f->g->A, source);
+	add_node(L, &n);
+	Graph *g = f->g;
+	if (g->nw == g->wcap) {
+		int cap = g->wcap ? g->wcap * 2 : 64;
+		WeightRef *w = arena_alloc(g->A, sizeof(WeightRef) * (size_t)cap);
+		if (g->nw)
+			memcpy(w, g->w, sizeof(WeightRef) * (size_t)g->nw);
+		g->w = w, g->wcap = cap;
+	}
+	g->w[g->nw++] = (WeightRef){.node = g->n - 1, .source = source, .dtype = -1};
+	return 1;
+}
+
+/* glm.input("tokens" | "pos"): int32 per-token values of the step, shape [T]. */
+static int l_input(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *name = luaL_checkstring(L, 1);
+	if (strcmp(name, "tokens") && strcmp(name, "pos"))
+		return front_error(L, "input: unknown step input '%s' (tokens, pos)", name);
+	for (int i = 0; i < f->g->n; i++)
+		if (f->g->node[i].op == OP_INPUT && !strcmp(f->g->node[i].name, name))
+			return push_tensor(L, i), 1;
+	Node n = {.op = OP_INPUT, .kind = VK_INPUT, .dtype = DT_I32, .ndim = 1, .dim = {DIM_T}};
+	n.name = arena_strdup(f->g->A, name);
+	return add_node(L, &n);
+}
+
+/* glm.cache(name, {dims...}): a float32 buffer of shape [S, dims...] that persists across steps. */
+static int l_cache(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *name = luaL_checkstring(L, 1);
+	Node n = {.op = OP_CACHE, .kind = VK_CACHE, .dtype = DT_F32};
+	int64_t d[MAXDIM];
+	int nd = read_shape(L, 2, "cache", d);
+	if (nd + 1 > MAXDIM)
+		return front_error(L, "cache '%s': too many dims", name);
+	n.ndim = nd + 1;
+	n.dim[0] = DIM_S;
+	memcpy(n.dim + 1, d, sizeof(int64_t) * (size_t)nd);
+	for (int i = 0; i < f->g->n; i++)
+		if (f->g->node[i].op == OP_CACHE && !strcmp(f->g->node[i].name, name))
+			return front_error(L, "cache '%s' is declared twice", name);
+	n.name = arena_strdup(f->g->A, name);
+	return add_node(L, &n);
+}
+
+/*
+** Operators.
+*/
+static int op_n(lua_State *L, int op, int nin, const char *fn)
+{
+	Node n = {.op = op, .nin = nin};
+	for (int i = 0; i < nin; i++)
+		n.in[i] = check_tensor(L, i + 1, fn);
+	return add_node(L, &n);
+}
+
+static int l_embedding(lua_State *L) { return op_n(L, OP_EMBEDDING, 2, "embedding"); }
+static int l_silu(lua_State *L) { return op_n(L, OP_SILU, 1, "silu"); }
+static int l_sigmoid(lua_State *L) { return op_n(L, OP_SIGMOID, 1, "sigmoid"); }
+static int l_softmax(lua_State *L) { return op_n(L, OP_SOFTMAX, 1, "softmax"); }
+static int l_swiglu(lua_State *L) { return op_n(L, OP_SWIGLU, 2, "swiglu"); }
+static int l_matmul(lua_State *L) { return op_n(L, OP_MATMUL, 2, "matmul"); }
+static int l_argmax(lua_State *L) { return op_n(L, OP_ARGMAX, 1, "argmax"); }
+
+/* glm.linear(x, w [, bias]) */
+static int l_linear(lua_State *L)
+{
+	return op_n(L, OP_LINEAR, lua_isnoneornil(L, 3) ? 2 : 3, "linear");
+}
+
+/* glm.gelu(x [, {approx = "tanh"}]) */
+static int l_gelu(lua_State *L)
+{
+	Node n = {.op = OP_GELU, .nin = 1, .in = {check_tensor(L, 1, "gelu")}};
+	if (lua_istable(L, 2)) {
+		lua_getfield(L, 2, "approx");
+		const char *a = lua_tostring(L, -1);
+		if (a && strcmp(a, "tanh") && strcmp(a, "none"))
+			return front_error(L, "gelu: approx must be \"tanh\" or \"none\", got \"%s\"", a);
+		n.ia[0] = a && !strcmp(a, "tanh");
+		lua_pop(L, 1);
+	}
+	return add_node(L, &n);
+}
+
+/* glm.scale(x, s) */
+static int l_scale(lua_State *L)
+{
+	Node n = {.op = OP_SCALE, .nin = 1, .in = {check_tensor(L, 1, "scale")}};
+	n.fa[0] = luaL_checknumber(L, 2);
+	return add_node(L, &n);
+}
+
+/* glm.rmsnorm(x, w|nil, eps) and glm.layernorm(x, w|nil, b|nil, eps) */
+static int l_rmsnorm(lua_State *L)
+{
+	Node n = {.op = OP_RMSNORM, .nin = 1, .in = {check_tensor(L, 1, "rmsnorm")}};
+	if (!lua_isnil(L, 2))
+		n.in[n.nin++] = check_tensor(L, 2, "rmsnorm");
+	if (!lua_isnumber(L, 3))
+		return front_error(L, "rmsnorm: argument 3 (eps) must be a number");
+	n.fa[0] = lua_tonumber(L, 3);
+	return add_node(L, &n);
+}
+
+static int l_layernorm(lua_State *L)
+{
+	Node n = {.op = OP_LAYERNORM, .nin = 1, .in = {check_tensor(L, 1, "layernorm")}};
+	int has_w = !lua_isnil(L, 2), has_b = !lua_isnil(L, 3);
+	if (has_b && !has_w)
+		return front_error(L, "layernorm: a bias without a weight is not supported");
+	if (has_w)
+		n.in[n.nin++] = check_tensor(L, 2, "layernorm");
+	if (has_b)
+		n.in[n.nin++] = check_tensor(L, 3, "layernorm");
+	if (!lua_isnumber(L, 4))
+		return front_error(L, "layernorm: argument 4 (eps) must be a number");
+	n.fa[0] = lua_tonumber(L, 4);
+	return add_node(L, &n);
+}
+
+/* glm.rope(x, pos, {heads=, head_dim=, rot_dim=, interleaved=, theta=, yarn={factor=, orig_ctx=,
+** beta_fast=, beta_slow=, mscale=, mscale_all_dim=, attn_factor=}}) */
+static int l_rope(lua_State *L)
+{
+	Node n = {.op = OP_ROPE, .nin = 2, .in = {check_tensor(L, 1, "rope"), check_tensor(L, 2, "rope")}};
+	n.ia[0] = need_int(L, 3, "rope", "heads");
+	n.ia[1] = need_int(L, 3, "rope", "head_dim");
+	n.ia[2] = opt_int(L, 3, "rope", "rot_dim", n.ia[1]);
+	n.ia[3] = opt_bool(L, 3, "interleaved", 0);
+	n.fa[0] = opt_num(L, 3, "rope", "theta", 10000.0);
+	lua_getfield(L, 3, "yarn");
+	if (lua_istable(L, -1)) {
+		int y = lua_gettop(L);
+		n.fa[1] = opt_num(L, y, "rope.yarn", "factor", 1.0);
+		n.ia[4] = opt_int(L, y, "rope.yarn", "orig_ctx", 0);
+		n.fa[2] = opt_num(L, y, "rope.yarn", "beta_fast", 32.0);
+		n.fa[3] = opt_num(L, y, "rope.yarn", "beta_slow", 1.0);
+		n.fa[4] = opt_num(L, y, "rope.yarn", "mscale", 0.0);
+		n.fa[5] = opt_num(L, y, "rope.yarn", "mscale_all_dim", 0.0);
+		n.fa[6] = opt_num(L, y, "rope.yarn", "attn_factor", 0.0);
+	} else if (!lua_isnil(L, -1))
+		return front_error(L, "rope: option 'yarn' must be a table");
+	lua_pop(L, 1);
+	return add_node(L, &n);
+}
+
+/* glm.attention(q, k, v, kcache, vcache, pos, {heads=, kv_heads=, head_dim=, v_head_dim=, scale=}) */
+static int l_attention(lua_State *L)
+{
+	Node n = {.op = OP_ATTENTION, .nin = 6};
+	for (int i = 0; i < 6; i++)
+		n.in[i] = check_tensor(L, i + 1, "attention");
+	n.ia[0] = need_int(L, 7, "attention", "heads");
+	n.ia[1] = opt_int(L, 7, "attention", "kv_heads", n.ia[0]);
+	n.ia[2] = need_int(L, 7, "attention", "head_dim");
+	n.ia[3] = opt_int(L, 7, "attention", "v_head_dim", n.ia[2]);
+	n.fa[0] = opt_num(L, 7, "attention", "scale", n.ia[2] > 0 ? 1.0 / sqrt((double)n.ia[2]) : 0);
+	return add_node(L, &n);
+}
+
+/* glm.topk(x, k): int32 indices of the k largest along the last dim. */
+static int l_topk(lua_State *L)
+{
+	Node n = {.op = OP_TOPK, .nin = 1, .in = {check_tensor(L, 1, "topk")}};
+	n.ia[0] = luaL_checkinteger(L, 2);
+	return add_node(L, &n);
+}
+
+/* x:view(d1, d2, ...) or x:view{d1, d2, ...}; one -1 is inferred from the static extents. */
+static int l_view(lua_State *L)
+{
+	int x = check_tensor(L, 1, "view");
+	const Node *in = node_of(L, x);
+	int64_t d[MAXDIM];
+	int nd;
+	if (lua_istable(L, 2))
+		nd = read_shape(L, 2, "view", d);
+	else {
+		nd = lua_gettop(L) - 1;
+		if (nd < 1 || nd > MAXDIM)
+			return front_error(L, "view: %d dims (1..%d allowed)", nd, MAXDIM);
+		for (int i = 0; i < nd; i++)
+			read_dim(L, i + 2, "view", &d[i]);
+	}
+	int infer = -1;
+	int64_t have = 1, total = 1;
+	for (int i = 0; i < in->ndim; i++)
+		total *= in->dim[i] > 0 ? in->dim[i] : 1;
+	for (int i = 0; i < nd; i++) {
+		if (d[i] == -1) {
+			if (infer >= 0)
+				return front_error(L, "view: more than one -1");
+			infer = i;
+		} else if (d[i] > 0)
+			have *= d[i];
+	}
+	if (infer >= 0) {
+		if (total % have)
+			return front_error(L, "view: cannot infer the -1 dim (%d values into parts of %d)", (int)total, (int)have);
+		d[infer] = total / have;
+	}
+	Node n = {.op = OP_RESHAPE, .nin = 1, .in = {x}};
+	for (int i = 0; i < nd; i++)
+		n.ia[i] = d[i];
+	n.ia[4] = nd;
+	return add_node(L, &n);
+}
+
+/* x:permute{...} (1-based source axes) and x:transpose(a, b). */
+static int l_permute(lua_State *L)
+{
+	int x = check_tensor(L, 1, "permute");
+	int nd = node_of(L, x)->ndim;
+	Node n = {.op = OP_PERMUTE, .nin = 1, .in = {x}};
+	luaL_checktype(L, 2, LUA_TTABLE);
+	if ((int)lua_rawlen(L, 2) != nd)
+		return front_error(L, "permute: %d axes given for a %d-dim tensor", (int)lua_rawlen(L, 2), nd);
+	for (int i = 0; i < nd; i++) {
+		lua_rawgeti(L, 2, i + 1);
+		n.ia[i] = lua_tointeger(L, -1) - 1;
+		lua_pop(L, 1);
+	}
+	return add_node(L, &n);
+}
+
+static int l_transpose(lua_State *L)
+{
+	int x = check_tensor(L, 1, "transpose");
+	int nd = node_of(L, x)->ndim;
+	int a = axis_arg(L, 2, nd, "transpose"), b = axis_arg(L, 3, nd, "transpose");
+	Node n = {.op = OP_PERMUTE, .nin = 1, .in = {x}};
+	for (int i = 0; i < nd; i++)
+		n.ia[i] = i;
+	n.ia[a] = b, n.ia[b] = a;
+	return add_node(L, &n);
+}
+
+/* glm.split(x, axis, {sizes...}) returns one tensor per part. */
+static int l_split(lua_State *L)
+{
+	int x = check_tensor(L, 1, "split");
+	const Node *in = node_of(L, x);
+	int ax = axis_arg(L, 2, in->ndim, "split");
+	luaL_checktype(L, 3, LUA_TTABLE);
+	int np = (int)lua_rawlen(L, 3);
+	if (np < 1 || np > 64)
+		return front_error(L, "split: %d parts (1..64 allowed)", np);
+	int64_t at = 0;
+	for (int i = 0; i < np; i++) {
+		lua_rawgeti(L, 3, i + 1);
+		int64_t sz = lua_tointeger(L, -1);
+		lua_pop(L, 1);
+		Node n = {.op = OP_SLICE, .nin = 1, .in = {x}, .ia = {ax, at, sz}};
+		add_node(L, &n);
+		at += sz;
+	}
+	if (at != node_of(L, x)->dim[ax])
+		return front_error(L, "split: parts add up to %d but axis %d has %d", (int)at, ax + 1,
+		                   (int)node_of(L, x)->dim[ax]);
+	return np;
+}
+
+/* glm.slice(x, axis, start, len) with a 0-based start (an offset, not an index). */
+static int l_slice(lua_State *L)
+{
+	int x = check_tensor(L, 1, "slice");
+	int ax = axis_arg(L, 2, node_of(L, x)->ndim, "slice");
+	Node n = {.op = OP_SLICE, .nin = 1, .in = {x}, .ia = {ax, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)}};
+	return add_node(L, &n);
+}
+
+/* glm.concat({a, b, ...}, axis) */
+static int l_concat(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TTABLE);
+	int np = (int)lua_rawlen(L, 1);
+	if (np < 1 || np > MAXIN)
+		return front_error(L, "concat: %d parts (1..%d allowed)", np, MAXIN);
+	Node n = {.op = OP_CONCAT, .nin = np};
+	for (int i = 0; i < np; i++) {
+		lua_rawgeti(L, 1, i + 1);
+		n.in[i] = check_tensor(L, -1, "concat");
+		lua_pop(L, 1);
+	}
+	n.ia[0] = axis_arg(L, 2, node_of(L, n.in[0])->ndim, "concat");
+	return add_node(L, &n);
+}
+
+/* glm.output(name, t) marks a graph output; "logits" is what glmrun samples from. */
+static int l_output(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *name = luaL_checkstring(L, 1);
+	int id = check_tensor(L, 2, "output");
+	if (f->g->nout == 8)
+		return front_error(L, "output: at most 8 outputs");
+	if (f->g->node[id].dtype != DT_F32)
+		return front_error(L, "output '%s' must be a float tensor", name);
+	f->g->out_name[f->g->nout] = arena_strdup(f->g->A, name);
+	f->g->out[f->g->nout++] = id;
+	return 0;
+}
+
+/*
+** Metadata: glm.meta(key) reads the checkpoint's metadata (config.json for HF; dotted keys walk
+** nested objects); glm.set_meta(key, value) records model facts in the plan.
+*/
+static void push_json(lua_State *L, json_t *j, int depth)
+{
+	if (depth > 32)
+		luaL_error(L, "metadata nested too deeply");
+	luaL_checkstack(L, 4, "metadata");
+	switch (json_typeof(j)) {
+	case JSON_OBJECT: {
+		const char *k;
+		json_t *v;
+		lua_newtable(L);
+		json_object_foreach(j, k, v) {
+			push_json(L, v, depth + 1);
+			lua_setfield(L, -2, k);
+		}
+		break;
+	}
+	case JSON_ARRAY: {
+		size_t i;
+		json_t *v;
+		lua_newtable(L);
+		json_array_foreach(j, i, v) {
+			push_json(L, v, depth + 1);
+			lua_rawseti(L, -2, (lua_Integer)i + 1);
+		}
+		break;
+	}
+	case JSON_STRING: lua_pushlstring(L, json_string_value(j), json_string_length(j)); break;
+	case JSON_INTEGER: lua_pushinteger(L, (lua_Integer)json_integer_value(j)); break;
+	case JSON_REAL: lua_pushnumber(L, json_real_value(j)); break;
+	case JSON_TRUE: lua_pushboolean(L, 1); break;
+	case JSON_FALSE: lua_pushboolean(L, 0); break;
+	default: lua_pushnil(L); break;
+	}
+}
+
+static int l_meta(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *key = luaL_checkstring(L, 1);
+	json_t *j = f->mm ? f->mm->config : NULL;
+	char part[256];
+	for (const char *p = key; j && *p;) {
+		const char *dot = strchr(p, '.');
+		size_t n = dot ? (size_t)(dot - p) : strlen(p);
+		if (n >= sizeof part)
+			return front_error(L, "meta: key '%s' too long", key);
+		memcpy(part, p, n);
+		part[n] = 0;
+		j = json_is_object(j) ? json_object_get(j, part) : NULL;
+		p += n + (dot ? 1 : 0);
+	}
+	if (!j)
+		return lua_pushnil(L), 1;
+	push_json(L, j, 0);
+	return 1;
+}
+
+static int l_set_meta(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *key = luaL_checkstring(L, 1);
+	const char *val = luaL_tolstring(L, 2, NULL);
+	graph_set_meta(f->g, key, val);
+	return 0;
+}
+
+/*
+** Tensor methods and operators.
+*/
+static int l_shape(lua_State *L)
+{
+	const Node *n = node_of(L, check_tensor(L, 1, "shape"));
+	lua_createtable(L, n->ndim, 0);
+	for (int i = 0; i < n->ndim; i++) {
+		if (n->dim[i] == DIM_T)
+			lua_pushliteral(L, "T");
+		else if (n->dim[i] == DIM_S)
+			lua_pushliteral(L, "S");
+		else
+			lua_pushinteger(L, n->dim[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
+static int l_dim(lua_State *L)
+{
+	const Node *n = node_of(L, check_tensor(L, 1, "dim"));
+	int a = axis_arg(L, 2, n->ndim, "dim");
+	if (n->dim[a] < 0)
+		lua_pushstring(L, n->dim[a] == DIM_T ? "T" : "S");
+	else
+		lua_pushinteger(L, n->dim[a]);
+	return 1;
+}
+
+static int l_ndim(lua_State *L)
+{
+	lua_pushinteger(L, node_of(L, check_tensor(L, 1, "ndim"))->ndim);
+	return 1;
+}
+
+static int l_tostring(lua_State *L)
+{
+	int id = check_tensor(L, 1, "tostring");
+	char b[96];
+	lua_pushfstring(L, "tensor %%%d %s", id, shape_str(node_of(L, id), b, sizeof b));
+	return 1;
+}
+
+/* a op b for tensors, and tensor × number / number × tensor / tensor ÷ number as a scale. Operands of
+** commutative ops are swapped when the smaller one comes first, so broadcasting works both ways. */
+static int arith(lua_State *L, int op, const char *sym)
+{
+	Tensor *a = to_tensor(L, 1), *b = to_tensor(L, 2);
+	if (a && b) {
+		Node n = {.op = op, .nin = 2, .in = {a->id, b->id}};
+		if ((op == OP_ADD || op == OP_MUL) && node_of(L, a->id)->ndim < node_of(L, b->id)->ndim)
+			n.in[0] = b->id, n.in[1] = a->id;
+		return add_node(L, &n);
+	}
+	if ((op == OP_MUL || op == OP_DIV) && a && lua_isnumber(L, 2)) {
+		Node n = {.op = OP_SCALE, .nin = 1, .in = {a->id}};
+		n.fa[0] = op == OP_MUL ? lua_tonumber(L, 2) : 1.0 / lua_tonumber(L, 2);
+		return add_node(L, &n);
+	}
+	if (op == OP_MUL && b && lua_isnumber(L, 1)) {
+		Node n = {.op = OP_SCALE, .nin = 1, .in = {b->id}, .fa = {lua_tonumber(L, 1)}};
+		return add_node(L, &n);
+	}
+	return front_error(L, "cannot compute %s %s %s", luaL_typename(L, 1), sym, luaL_typename(L, 2));
+}
+
+static int l_add(lua_State *L) { return arith(L, OP_ADD, "+"); }
+static int l_sub(lua_State *L) { return arith(L, OP_SUB, "-"); }
+static int l_mul(lua_State *L) { return arith(L, OP_MUL, "*"); }
+static int l_div(lua_State *L) { return arith(L, OP_DIV, "/"); }
+
+static int l_unm(lua_State *L)
+{
+	Node n = {.op = OP_SCALE, .nin = 1, .in = {check_tensor(L, 1, "-")}, .fa = {-1.0}};
+	return add_node(L, &n);
+}
+
+static const luaL_Reg glm_funcs[] = {
+	{"param", l_param}, {"input", l_input}, {"cache", l_cache},
+	{"embedding", l_embedding}, {"linear", l_linear}, {"matmul", l_matmul},
+	{"scale", l_scale}, {"silu", l_silu}, {"gelu", l_gelu}, {"sigmoid", l_sigmoid},
+	{"softmax", l_softmax}, {"swiglu", l_swiglu}, {"rmsnorm", l_rmsnorm}, {"layernorm", l_layernorm},
+	{"rope", l_rope}, {"attention", l_attention}, {"topk", l_topk}, {"argmax", l_argmax},
+	{"view", l_view}, {"reshape", l_view}, {"permute", l_permute}, {"transpose", l_transpose},
+	{"split", l_split}, {"slice", l_slice}, {"concat", l_concat},
+	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
+	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta},
+	{NULL, NULL},
+};
+
+static const luaL_Reg tensor_meta[] = {
+	{"__add", l_add}, {"__sub", l_sub}, {"__mul", l_mul}, {"__div", l_div}, {"__unm", l_unm},
+	{"__tostring", l_tostring}, {NULL, NULL},
+};
+
+/*
+** The sandbox.
+*/
+
+/* Allocator with a cap, so a runaway model file fails instead of exhausting the machine. */
+static void *front_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
+{
+	Front *f = ud;
+	if (!ptr)
+		osize = 0;
+	if (nsize == 0) {
+		free(ptr);
+		f->mem -= osize;
+		return NULL;
+	}
+	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT)
+		return NULL;
+	void *p = realloc(ptr, nsize);
+	if (p)
+		f->mem += nsize - osize;
+	return p;
+}
+
+/* An instruction budget: a model that loops forever is stopped with its line. */
+static void front_hook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	Front *f = front_of(L);
+	if (++f->insns * 100000 > LUA_INSN_LIMIT)
+		front_error(L, "the model ran more than %lld Lua instructions (an endless loop?)", LUA_INSN_LIMIT);
+}
+
+/* require(name): text modules from the library directory only; names are plain identifiers with dots. */
+static int l_require(lua_State *L)
+{
+	Front *f = front_of(L);
+	const char *name = luaL_checkstring(L, 1);
+	for (const char *p = name; *p; p++)
+		if (!(('a' <= *p && *p <= 'z') || ('A' <= *p && *p <= 'Z') || ('0' <= *p && *p <= '9') || *p == '_' ||
+		      *p == '.'))
+			return front_error(L, "require: module name '%s' may only hold letters, digits, '_' and '.'", name);
+	if (!name[0] || name[0] == '.' || strstr(name, ".."))
+		return front_error(L, "require: bad module name '%s'", name);
+	lua_getfield(L, LUA_REGISTRYINDEX, "glm.loaded");
+	lua_getfield(L, -1, name);
+	if (!lua_isnil(L, -1))
+		return 1;
+	lua_pop(L, 1);
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	luaL_addstring(&b, f->libdir);
+	luaL_addchar(&b, '/');
+	for (const char *p = name; *p; p++)
+		luaL_addchar(&b, *p == '.' ? '/' : *p);
+	luaL_addstring(&b, ".lua");
+	luaL_pushresult(&b);
+	const char *path = lua_tostring(L, -1);
+	int st = luaL_loadfilex(L, path, "t");
+	if (st == LUA_ERRFILE)
+		return front_error(L, "require: no module '%s' in the model library (%s)", name, path);
+	if (st != LUA_OK)
+		return lua_error(L);
+	lua_pushstring(L, name);
+	lua_call(L, 1, 1);
+	if (lua_isnil(L, -1)) {
+		lua_pop(L, 1);
+		lua_pushboolean(L, 1);
+	}
+	lua_pushvalue(L, -1);
+	lua_setfield(L, -4, name);
+	return 1;
+}
+
+/* print goes to stderr, so a model's chatter never mixes with glmc's output. */
+static int l_print(lua_State *L)
+{
+	int n = lua_gettop(L);
+	for (int i = 1; i <= n; i++) {
+		fprintf(stderr, "%s%s", i > 1 ? "\t" : "", luaL_tolstring(L, i, NULL));
+		lua_pop(L, 1);
+	}
+	fprintf(stderr, "\n");
+	return 0;
+}
+
+static void open_sandbox(lua_State *L)
+{
+	static const luaL_Reg libs[] = {
+		{LUA_GNAME, luaopen_base}, {LUA_TABLIBNAME, luaopen_table}, {LUA_STRLIBNAME, luaopen_string},
+		{LUA_MATHLIBNAME, luaopen_math}, {LUA_UTF8LIBNAME, luaopen_utf8}, {NULL, NULL},
+	};
+	for (const luaL_Reg *l = libs; l->func; l++) {
+		luaL_requiref(L, l->name, l->func, 1);
+		lua_pop(L, 1);
+	}
+	/* Nothing that reads files, loads chunks or reaches the collector's internals. */
+	static const char *drop[] = {"dofile", "loadfile", "load", "collectgarbage", NULL};
+	for (const char **d = drop; *d; d++) {
+		lua_pushnil(L);
+		lua_setglobal(L, *d);
+	}
+	lua_getglobal(L, "string");
+	lua_pushnil(L);
+	lua_setfield(L, -2, "dump");
+	lua_pop(L, 1);
+	lua_register(L, "require", l_require);
+	lua_register(L, "print", l_print);
+	lua_newtable(L);
+	lua_setfield(L, LUA_REGISTRYINDEX, "glm.loaded");
+
+	luaL_newmetatable(L, TENSOR_MT);
+	luaL_setfuncs(L, tensor_meta, 0);
+	luaL_newlib(L, glm_funcs);
+	lua_pushvalue(L, -1);
+	lua_setfield(L, -3, "__index"); /* methods: x:silu(), x:view(...), x:shape() */
+	lua_pushliteral(L, "hf");
+	lua_setfield(L, -2, "format");
+	lua_setglobal(L, "glm");
+	lua_pop(L, 1);
+}
+
+static int front_main(lua_State *L)
+{
+	Front *f = lua_touserdata(L, 1);
+	lua_pushlightuserdata(L, f);
+	lua_setfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
+	open_sandbox(L);
+	if (f->mm && f->mm->format) {
+		lua_getglobal(L, "glm");
+		lua_pushstring(L, f->mm->format);
+		lua_setfield(L, -2, "format");
+		lua_pop(L, 1);
+	}
+	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);
+	if (luaL_loadfilex(L, f->model_path, "t") != LUA_OK)
+		return lua_error(L);
+	lua_call(L, 0, 0);
+	return 0;
+}
+
+int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
+{
+	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir};
+	lua_State *L = lua_newstate(front_alloc, &f);
+	if (!L)
+		return seterr(err, len, "%s: cannot create a Lua state", model_path);
+	lua_pushcfunction(L, front_main);
+	lua_pushlightuserdata(L, &f);
+	int st = lua_pcall(L, 1, 0, 0);
+	if (st != LUA_OK) {
+		const char *m = lua_tostring(L, -1);
+		seterr(err, len, "%s", st == LUA_ERRMEM ? "the model used more than the Lua memory limit (2 GiB)"
+		                       : m               ? m
+		                                         : "error object is not a string");
+		/* One line: newlines in Lua messages (tracebacks) are folded. */
+		for (char *p = err; *p; p++)
+			if (*p == '\n')
+				*p = ' ';
+		lua_close(L);
+		return -1;
+	}
+	lua_close(L);
+	if (g->n == 0)
+		return seterr(err, len, "%s: the model built no graph", model_path);
+	return 0;
+}

@@ -1,0 +1,234 @@
+/*
+** compiler/main.c — the glmc command line and the pass pipeline.
+**
+** The pipeline is one flat function, compile(), that runs the passes in order; `glmc dump --after P`
+** stops after pass P and prints the IR. Passes so far: front (run the Lua model), verify, bind (check
+** every parameter against the checkpoint). Fusion, memory planning, partitioning and CUDA emission
+** are later issues; until they exist their flags are refused rather than ignored.
+*/
+#include "glm.h"
+#include "st.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct {
+	const char *cmd;
+	const char *model;
+	const char *weights;
+	const char *out;
+	const char *lib;
+	const char *arch;
+	const char *after;
+	int tp;
+	int strict;
+} Opts;
+
+static const char *usage =
+	"usage: glmc compile MODEL.lua --weights PATH -o OUT.plan [options]\n"
+	"       glmc dump MODEL.lua --weights PATH [--after PASS]\n"
+	"       glmc dump PLAN\n"
+	"\n"
+	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
+	"\n"
+	"  --weights PATH   Hugging Face checkpoint directory (config.json + *.safetensors)\n"
+	"  -o FILE          plan file to write\n"
+	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
+	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
+	"  --tp N           tensor-parallel ranks (only 1 so far)\n"
+	"  --arch sm_XX     GPU architecture recorded in the plan (default sm_90; no kernels yet)\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind (default: bind)\n"
+	"  -h, --help       this text;  --version  print the version\n";
+
+static _Noreturn void fail(const char *msg)
+{
+	fprintf(stderr, "glmc: %s\n", msg);
+	exit(1);
+}
+
+static _Noreturn void fail_usage(const char *what, const char *arg)
+{
+	fprintf(stderr, "glmc: %s%s%s\n(run 'glmc --help' for usage)\n", what, arg ? " " : "", arg ? arg : "");
+	exit(2);
+}
+
+static int is_dir(const char *p)
+{
+	struct stat st;
+	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* The library directory: --lib, else MODEL's directory + "/lib", else <glmc>/../models/lib. */
+static const char *find_lib(const Opts *o, Arena *A)
+{
+	if (o->lib)
+		return o->lib;
+	const char *slash = strrchr(o->model, '/');
+	char *d = slash ? arena_printf(A, "%.*s/lib", (int)(slash - o->model), o->model) : arena_strdup(A, "lib");
+	if (is_dir(d))
+		return d;
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n > 0) {
+		exe[n] = 0;
+		char *s = strrchr(exe, '/');
+		if (s) {
+			*s = 0;
+			char *p = arena_printf(A, "%s/../models/lib", exe);
+			if (is_dir(p))
+				return p;
+		}
+	}
+	return d;
+}
+
+/* Print the IR when this is the pass the user asked to see; returns 1 to stop the pipeline. */
+static int dump_after(const Opts *o, const char *pass, const Graph *g)
+{
+	if (!o->after || strcmp(o->after, pass))
+		return 0;
+	ir_dump(g, stdout);
+	return 1;
+}
+
+/* The pipeline. Each stage either succeeds or writes a one-line error into err. */
+static int compile(const Opts *o, Graph *g, char *err, size_t len)
+{
+	StDir d;
+	if (st_open_dir(&d, o->weights, err, len))
+		return -1;
+	ModelMeta mm = {.format = "hf", .config = d.config};
+	int rc = -1;
+	if (front_run(g, o->model, find_lib(o, g->A), &mm, err, len))
+		goto out;
+	if (dump_after(o, "front", g))
+		goto done;
+	if (verify(g, err, len))
+		goto out;
+	if (dump_after(o, "verify", g))
+		goto done;
+	if (bind_weights(g, &d, o->strict, stderr, err, len) || verify(g, err, len))
+		goto out;
+	char real[PATH_MAX];
+	graph_set_meta(g, "weights.path", realpath(o->weights, real) ? real : o->weights);
+	graph_set_meta(g, "weights.format", "hf");
+	graph_set_meta(g, "glmc.version", GLM_VERSION);
+	graph_set_meta(g, "arch", o->arch);
+	graph_set_meta(g, "tp", "1");
+	if (dump_after(o, "bind", g))
+		goto done;
+	if (o->out && plan_write(g, o->out, err, len))
+		goto out;
+done:
+	rc = 0;
+out:
+	st_close(&d);
+	return rc;
+}
+
+static int valid_arch(const char *a)
+{
+	static const char *ok[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", NULL};
+	for (const char **p = ok; *p; p++)
+		if (!strcmp(a, *p))
+			return 1;
+	return 0;
+}
+
+static void parse(Opts *o, int argc, char **argv)
+{
+	*o = (Opts){.tp = 1, .arch = "sm_90"};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage, stdout);
+			exit(0);
+		} else if (!strcmp(a, "--version")) {
+			printf("glmc %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION);
+			exit(0);
+		} else if (!strcmp(a, "--strict"))
+			o->strict = 1;
+		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
+		         !strcmp(a, "--arch") || !strcmp(a, "--after")) {
+			if (!next)
+				fail_usage("missing value after", a);
+			i++;
+			if (!strcmp(a, "--weights"))
+				o->weights = next;
+			else if (!strcmp(a, "-o"))
+				o->out = next;
+			else if (!strcmp(a, "--lib"))
+				o->lib = next;
+			else if (!strcmp(a, "--arch"))
+				o->arch = next;
+			else if (!strcmp(a, "--after"))
+				o->after = next;
+			else {
+				char *end;
+				long v = strtol(next, &end, 10);
+				if (*end || (v != 1 && v != 2 && v != 4 && v != 8))
+					fail_usage("--tp must be 1, 2, 4 or 8, got", next);
+				o->tp = (int)v;
+			}
+		} else if (a[0] == '-')
+			fail_usage("unknown option", a);
+		else if (!o->cmd)
+			o->cmd = a;
+		else if (!o->model)
+			o->model = a;
+		else
+			fail_usage("unexpected argument", a);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	Opts o;
+	parse(&o, argc, argv);
+	if (!o.cmd)
+		fail_usage("no command given (compile, dump)", NULL);
+	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump"))
+		fail_usage("unknown command", o.cmd);
+	if (!o.model)
+		fail_usage(o.cmd, "needs a model file");
+	if (!valid_arch(o.arch))
+		fail_usage("--arch must be one of sm_80 sm_86 sm_89 sm_90 sm_100 sm_120, got", o.arch);
+	if (o.tp != 1)
+		fail("--tp: tensor parallelism is not implemented yet; only --tp 1 works");
+	char err[1024];
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	if (!strcmp(o.cmd, "dump") && !o.weights) {
+		/* glmc dump PLAN */
+		if (plan_read(&g, o.model, err, sizeof err))
+			fail(err);
+		for (int i = 0; i < g.nmeta; i++)
+			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
+		ir_dump(&g, stdout);
+		arena_free(&A);
+		return 0;
+	}
+	if (!o.weights)
+		fail_usage(o.cmd, "needs --weights PATH");
+	if (!strcmp(o.cmd, "compile") && !o.out)
+		fail_usage("compile", "needs -o OUT.plan");
+	if (!strcmp(o.cmd, "dump")) {
+		o.out = NULL;
+		if (!o.after)
+			o.after = "bind";
+		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind"))
+			fail_usage("--after must be front, verify or bind, got", o.after);
+	} else if (o.after)
+		fail_usage("--after belongs to glmc dump", NULL);
+	if (compile(&o, &g, err, sizeof err))
+		fail(err);
+	if (o.out)
+		fprintf(stderr, "glmc: wrote %s (%d nodes, %d weights)\n", o.out, g.n, g.nw);
+	arena_free(&A);
+	return 0;
+}

@@ -1,0 +1,293 @@
+/*
+** compiler/plan.c — write and read plan files. The plan is the whole contract between glmc and glmrun:
+** a magic, a format version, a crc32 of the payload and its length, then the metadata, the nodes, the
+** weight manifest and the outputs. The reader trusts nothing: every count and string is checked against
+** the bytes left, the checksum must match, and the graph is re-verified before anyone runs it.
+*/
+#include "glm.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+typedef struct {
+	unsigned char *p;
+	size_t n, cap;
+	int oom;
+} Buf;
+
+static void put(Buf *b, const void *src, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n > b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 65536;
+		while (cap < b->n + n)
+			cap *= 2;
+		unsigned char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->p = p, b->cap = cap;
+	}
+	memcpy(b->p + b->n, src, n);
+	b->n += n;
+}
+
+static void put_u8(Buf *b, int v) { unsigned char c = (unsigned char)v; put(b, &c, 1); }
+static void put_u32(Buf *b, uint32_t v) { put(b, &v, 4); }
+static void put_i64(Buf *b, int64_t v) { put(b, &v, 8); }
+static void put_f64(Buf *b, double v) { put(b, &v, 8); }
+
+static void put_str(Buf *b, const char *s)
+{
+	if (!s) {
+		put_u32(b, UINT32_MAX);
+		return;
+	}
+	uint32_t n = (uint32_t)strlen(s);
+	put_u32(b, n);
+	put(b, s, n);
+}
+
+int plan_write(const Graph *g, const char *path, char *err, size_t len)
+{
+	Buf b = {0};
+	put_u32(&b, (uint32_t)g->nmeta);
+	for (int i = 0; i < g->nmeta; i++)
+		put_str(&b, g->meta[i].key), put_str(&b, g->meta[i].val);
+	put_u32(&b, (uint32_t)g->n);
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		put_u8(&b, n->op), put_u8(&b, n->dtype), put_u8(&b, n->kind), put_u8(&b, n->ndim);
+		for (int k = 0; k < n->ndim; k++)
+			put_i64(&b, n->dim[k]);
+		put_u8(&b, n->nin);
+		for (int k = 0; k < n->nin; k++)
+			put_u32(&b, (uint32_t)n->in[k]);
+		for (int k = 0; k < MAXATTR; k++)
+			put_i64(&b, n->ia[k]);
+		for (int k = 0; k < MAXATTR; k++)
+			put_f64(&b, n->fa[k]);
+		put_str(&b, n->name);
+		put_u8(&b, n->shard.kind), put_u8(&b, n->shard.axis);
+		put_str(&b, n->src);
+		put_u32(&b, (uint32_t)n->line);
+	}
+	put_u32(&b, (uint32_t)g->nw);
+	for (int i = 0; i < g->nw; i++) {
+		const WeightRef *w = &g->w[i];
+		put_u32(&b, (uint32_t)w->node), put_str(&b, w->source), put_str(&b, w->file);
+		put_u8(&b, w->dtype), put_i64(&b, (int64_t)w->offset), put_i64(&b, (int64_t)w->nbytes);
+	}
+	put_u32(&b, (uint32_t)g->nout);
+	for (int i = 0; i < g->nout; i++)
+		put_str(&b, g->out_name[i]), put_u32(&b, (uint32_t)g->out[i]);
+	if (b.oom) {
+		free(b.p);
+		return seterr(err, len, "%s: out of memory while writing the plan", path);
+	}
+	unsigned char hdr[24];
+	memcpy(hdr, PLAN_MAGIC, 8);
+	uint32_t ver = PLAN_VERSION, crc = (uint32_t)crc32_z(0L, b.p, b.n);
+	uint64_t n = b.n;
+	memcpy(hdr + 8, &ver, 4), memcpy(hdr + 12, &crc, 4), memcpy(hdr + 16, &n, 8);
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		free(b.p);
+		return seterr(err, len, "%s: cannot create the plan file: %m", path);
+	}
+	int ok = fwrite(hdr, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n;
+	ok = (fclose(f) == 0) && ok;
+	free(b.p);
+	if (!ok)
+		return seterr(err, len, "%s: write failed: %m", path);
+	return 0;
+}
+
+/* A bounds-checked reader; the first failure sticks and later reads return zeros. */
+typedef struct {
+	const unsigned char *p;
+	size_t n, at;
+	const char *fail;
+	Arena *A;
+} Rd;
+
+static int get(Rd *r, void *dst, size_t n)
+{
+	if (r->fail || r->n - r->at < n) {
+		if (!r->fail)
+			r->fail = "truncated payload";
+		memset(dst, 0, n);
+		return -1;
+	}
+	memcpy(dst, r->p + r->at, n);
+	r->at += n;
+	return 0;
+}
+
+static int get_u8(Rd *r) { unsigned char c; get(r, &c, 1); return c; }
+static uint32_t get_u32(Rd *r) { uint32_t v; get(r, &v, 4); return v; }
+static int64_t get_i64(Rd *r) { int64_t v; get(r, &v, 8); return v; }
+static double get_f64(Rd *r) { double v; get(r, &v, 8); return v; }
+
+static const char *get_str(Rd *r)
+{
+	uint32_t n = get_u32(r);
+	if (n == UINT32_MAX || r->fail)
+		return NULL;
+	if (r->n - r->at < n) {
+		r->fail = "string runs past the end";
+		return NULL;
+	}
+	char *s = arena_alloc(r->A, (size_t)n + 1);
+	memcpy(s, r->p + r->at, n);
+	r->at += n;
+	if (memchr(s, 0, n))
+		r->fail = "string holds a NUL byte";
+	return s;
+}
+
+/* A count that must fit in what is left, each item taking at least `min` bytes. */
+static uint32_t get_count(Rd *r, size_t min, uint32_t limit)
+{
+	uint32_t n = get_u32(r);
+	if (!r->fail && (n > limit || (size_t)n * min > r->n - r->at)) {
+		r->fail = "count larger than the file";
+		return 0;
+	}
+	return n;
+}
+
+static int read_payload(Graph *g, Rd *r)
+{
+	uint32_t nm = get_count(r, 8, 1u << 20);
+	for (uint32_t i = 0; i < nm && !r->fail; i++) {
+		const char *k = get_str(r), *v = get_str(r);
+		if (!k || !v) {
+			r->fail = r->fail ? r->fail : "null metadata string";
+			break;
+		}
+		graph_set_meta(g, k, v);
+	}
+	uint32_t nn = get_count(r, 16, 1u << 26);
+	for (uint32_t i = 0; i < nn && !r->fail; i++) {
+		Node n = {0};
+		n.op = get_u8(r), n.dtype = get_u8(r), n.kind = get_u8(r), n.ndim = get_u8(r);
+		if (n.op >= OP_NOPS || n.ndim > MAXDIM || n.ndim < 1) {
+			r->fail = "node with an unknown op or a bad rank";
+			break;
+		}
+		for (int k = 0; k < n.ndim; k++)
+			n.dim[k] = get_i64(r);
+		n.nin = get_u8(r);
+		if (n.nin > MAXIN) {
+			r->fail = "node with too many operands";
+			break;
+		}
+		for (int k = 0; k < n.nin; k++) {
+			n.in[k] = (int)get_u32(r);
+			if (n.in[k] < 0 || (uint32_t)n.in[k] >= i) {
+				r->fail = "operand that is not an earlier node";
+				break;
+			}
+		}
+		for (int k = 0; k < MAXATTR; k++)
+			n.ia[k] = get_i64(r);
+		for (int k = 0; k < MAXATTR; k++)
+			n.fa[k] = get_f64(r);
+		n.name = get_str(r);
+		n.shard.kind = (int8_t)get_u8(r), n.shard.axis = (int8_t)get_u8(r);
+		n.src = get_str(r);
+		n.line = (int)get_u32(r);
+		if (!r->fail)
+			graph_add(g, &n);
+	}
+	uint32_t nw = get_count(r, 29, (uint32_t)g->n);
+	if (!r->fail && nw) {
+		g->w = arena_alloc(g->A, sizeof(WeightRef) * nw);
+		g->wcap = (int)nw;
+	}
+	for (uint32_t i = 0; i < nw && !r->fail; i++) {
+		WeightRef *w = &g->w[g->nw];
+		w->node = (int)get_u32(r), w->source = get_str(r), w->file = get_str(r);
+		w->dtype = get_u8(r), w->offset = (uint64_t)get_i64(r), w->nbytes = (uint64_t)get_i64(r);
+		if (!r->fail && (w->node < 0 || w->node >= g->n || !w->source || !w->file || w->dtype >= DT_NTYPES)) {
+			r->fail = "bad weight manifest entry";
+			break;
+		}
+		g->nw++;
+	}
+	uint32_t no = get_count(r, 8, 8);
+	for (uint32_t i = 0; i < no && !r->fail; i++) {
+		g->out_name[i] = get_str(r);
+		g->out[i] = (int)get_u32(r);
+		if (!g->out_name[i] || g->out[i] < 0 || g->out[i] >= g->n)
+			r->fail = r->fail ? r->fail : "bad output entry";
+		g->nout = (int)i + 1;
+	}
+	if (!r->fail && r->at != r->n)
+		r->fail = "trailing bytes after the payload";
+	return r->fail ? -1 : 0;
+}
+
+int plan_read(Graph *g, const char *path, char *err, size_t len)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return seterr(err, len, "%s: cannot open the plan: %m", path);
+	unsigned char hdr[24];
+	size_t got = fread(hdr, 1, 24, f);
+	if (got < 8 || memcmp(hdr, PLAN_MAGIC, 8)) {
+		fclose(f);
+		return seterr(err, len, "%s: not a glmc plan (bad magic)", path);
+	}
+	if (got < 24) {
+		fclose(f);
+		return seterr(err, len, "%s: truncated plan header", path);
+	}
+	uint32_t ver, crc;
+	uint64_t n;
+	memcpy(&ver, hdr + 8, 4), memcpy(&crc, hdr + 12, 4), memcpy(&n, hdr + 16, 8);
+	if (ver != PLAN_VERSION) {
+		fclose(f);
+		return seterr(err, len, "%s: plan format version %u, but this glmrun reads version %u; recompile the "
+		              "model with the matching glmc", path, ver, PLAN_VERSION);
+	}
+	if (fseek(f, 0, SEEK_END) || ftell(f) < 0) {
+		fclose(f);
+		return seterr(err, len, "%s: cannot size the plan: %m", path);
+	}
+	uint64_t have = (uint64_t)ftell(f) - 24;
+	if (have != n) {
+		fclose(f);
+		return seterr(err, len, "%s: the header promises %llu payload bytes but the file has %llu (truncated or "
+		              "appended to)", path, (unsigned long long)n, (unsigned long long)have);
+	}
+	unsigned char *p = malloc(n ? n : 1);
+	if (!p) {
+		fclose(f);
+		return seterr(err, len, "%s: out of memory reading %llu bytes", path, (unsigned long long)n);
+	}
+	fseek(f, 24, SEEK_SET);
+	size_t rd = fread(p, 1, n, f);
+	fclose(f);
+	if (rd != n) {
+		free(p);
+		return seterr(err, len, "%s: read failed", path);
+	}
+	if ((uint32_t)crc32_z(0L, p, n) != crc) {
+		free(p);
+		return seterr(err, len, "%s: checksum mismatch: the plan is corrupted", path);
+	}
+	Rd r = {.p = p, .n = n, .A = g->A};
+	int rc = read_payload(g, &r);
+	free(p);
+	if (rc)
+		return seterr(err, len, "%s: malformed plan: %s at byte %zu", path, r.fail, r.at + 24);
+	char m[512];
+	if (verify(g, m, sizeof m))
+		return seterr(err, len, "%s: invalid plan: %s", path, m);
+	return 0;
+}

@@ -1,0 +1,111 @@
+/*
+** runtime/exec.c — the CPU reference executor. It runs any verified graph node by node with the
+** float32 reference kernels: slow, exact, and the oracle the GPU path is compared with. Every output
+** is poisoned (NaN / -1) before its op runs, so an op that leaves an element unwritten is caught.
+*/
+#include "glm.h"
+#include "st.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+int64_t exec_dim(const Exec *x, int id, int i)
+{
+	int64_t d = x->g->node[id].dim[i];
+	return d == DIM_T ? x->T : d == DIM_S ? x->S : d;
+}
+
+int64_t exec_numel(const Exec *x, int id)
+{
+	return node_numel(&x->g->node[id], x->T, x->S);
+}
+
+/* Find the plan's tensor in the checkpoint and check it is still what glmc bound. */
+static int load_weight(Exec *x, const StDir *d, const WeightRef *w, char *err, size_t len)
+{
+	const Node *n = &x->g->node[w->node];
+	const StTensor *t = st_find(d, w->source);
+	if (!t)
+		return seterr(err, len, "%s: tensor '%s' (parameter '%s') is missing; the weights changed since the plan "
+		              "was compiled", d->dir, w->source, n->name);
+	int64_t numel = node_numel(n, 0, 0);
+	static const int st_of[DT_NTYPES] = {ST_F32, ST_F16, ST_BF16, ST_I32};
+	if (t->dtype != st_of[w->dtype] || t->nbytes != w->nbytes || t->nbytes != (uint64_t)numel * dtype_size(w->dtype))
+		return seterr(err, len, "%s: tensor '%s' is %s with %llu bytes, the plan expects %s with %llu; recompile "
+		              "the plan", d->files[t->file].path, w->source, st_type_name(t->dtype),
+		              (unsigned long long)t->nbytes, dtype_name(w->dtype), (unsigned long long)w->nbytes);
+	float *f = malloc((size_t)numel * sizeof(float));
+	if (!f)
+		return seterr(err, len, "out of memory for tensor '%s' (%lld values)", w->source, (long long)numel);
+	if (st_to_f32(f, st_data(d, t), t->dtype, (size_t)numel)) {
+		free(f);
+		return seterr(err, len, "%s: tensor '%s': cannot convert %s to float32", d->dir, w->source,
+		              st_type_name(t->dtype));
+	}
+	x->wt[w->node] = f;
+	x->buf[w->node] = f;
+	return 0;
+}
+
+int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len)
+{
+	memset(x, 0, sizeof *x);
+	x->g = g, x->maxT = maxT, x->S = S, x->T = maxT;
+	x->buf = calloc((size_t)g->n, sizeof *x->buf);
+	x->wt = calloc((size_t)g->n, sizeof *x->wt);
+	if (!x->buf || !x->wt)
+		return seterr(err, len, "out of memory");
+	StDir d;
+	if (st_open_dir(&d, weights, err, len))
+		return -1;
+	for (int i = 0; i < g->nw; i++)
+		if (load_weight(x, &d, &g->w[i], err, len)) {
+			st_close(&d);
+			return -1;
+		}
+	st_close(&d);
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->kind == VK_WEIGHT)
+			continue;
+		size_t bytes = (size_t)node_numel(n, maxT, S) * dtype_size(n->dtype);
+		x->buf[i] = calloc(bytes ? bytes : 1, 1);
+		if (!x->buf[i])
+			return seterr(err, len, "out of memory: %zu bytes for %s node %%%d", bytes, op_table[n->op].name, i);
+	}
+	return 0;
+}
+
+int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T, (long long)x->maxT);
+	x->T = T;
+	x->err[0] = 0;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->op == OP_INPUT) {
+			memcpy(x->buf[i], !strcmp(n->name, "tokens") ? tokens : pos, (size_t)T * sizeof(int32_t));
+			continue;
+		}
+		if (n->kind != VK_ACT)
+			continue;
+		memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
+		op_table[n->op].cpu(x, i);
+		if (x->err[0])
+			return seterr(err, len, "%s:%d: %s: %s", n->src ? n->src : "?", n->line, op_table[n->op].name, x->err);
+	}
+	return 0;
+}
+
+void exec_free(Exec *x)
+{
+	if (x->buf)
+		for (int i = 0; i < x->g->n; i++)
+			free(x->buf[i]);
+	free(x->buf);
+	free(x->wt);
+	memset(x, 0, sizeof *x);
+}
