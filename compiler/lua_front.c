@@ -24,7 +24,7 @@
 #define TENSOR_MT "glm.tensor"
 #define FRONT_KEY "glm.front"
 #define LUA_MEM_LIMIT ((size_t)2 << 30)
-#define LUA_INSN_LIMIT 2000000000LL
+#define LUA_INSN_LIMIT 100000000LL
 
 typedef struct {
 	Graph *g;
@@ -55,7 +55,7 @@ static void push_where(lua_State *L, const Front *f)
 {
 	lua_Debug ar;
 	char inner[256] = "", model[256] = "";
-	for (int level = 1; lua_getstack(L, level, &ar); level++) {
+	for (int level = 0; lua_getstack(L, level, &ar); level++) {
 		if (!lua_getinfo(L, "Sl", &ar) || ar.currentline <= 0)
 			continue;
 		if (!inner[0])
@@ -90,7 +90,7 @@ static int front_error(lua_State *L, const char *fmt, ...)
 static void node_origin(lua_State *L, Front *f, Node *n)
 {
 	lua_Debug ar;
-	for (int level = 1; lua_getstack(L, level, &ar); level++)
+	for (int level = 0; lua_getstack(L, level, &ar); level++)
 		if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0 && ar.source[0] == '@' &&
 		    !strcmp(ar.source + 1, f->model_path)) {
 			n->src = f->model_path;
@@ -772,7 +772,7 @@ static void front_hook(lua_State *L, lua_Debug *ar)
 	(void)ar;
 	Front *f = front_of(L);
 	if (++f->insns * 100000 > LUA_INSN_LIMIT)
-		front_error(L, "the model ran more than %lld Lua instructions (an endless loop?)", LUA_INSN_LIMIT);
+		front_error(L, "the model ran more than %I Lua instructions (an endless loop?)", (lua_Integer)LUA_INSN_LIMIT);
 }
 
 /* require(name): text modules from the library directory only; names are plain identifiers with dots. */

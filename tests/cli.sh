@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# tests/cli.sh — end-to-end checks through the real binaries: fixtures reproduced exactly, and bad
+# input (models, weights, plans, prompts) refused with a one-line message that names the culprit.
+# Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
+set -u
+cd "$(dirname "$0")/.."
+FIX=../shared/fixtures/hf
+CMP=build/tools/cmplogits
+MKHF=build/tools/mkhf
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { echo "ok - $1"; }
+bad() { echo "FAIL - $1: $2"; }
+
+# expect_fail NAME SUBSTRING CMD...: CMD must exit non-zero without crashing, printing exactly one
+# line on stderr that contains SUBSTRING.
+expect_fail() {
+	local name=$1 want=$2
+	shift 2
+	"$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$? lines
+	lines=$(wc -l <"$tmp/err")
+	if [ $rc -eq 0 ]; then
+		bad "$name" "succeeded, expected an error containing '$want'"
+	elif [ $rc -ge 128 ]; then
+		bad "$name" "crashed (status $rc): $(head -c 300 "$tmp/err")"
+	elif ! grep -qF -- "$want" "$tmp/err"; then
+		bad "$name" "error '$(head -c 300 "$tmp/err")' does not contain '$want'"
+	elif [ "$lines" -ne 1 ]; then
+		bad "$name" "error is $lines lines, expected one: $(head -c 300 "$tmp/err")"
+	else
+		ok "$name"
+	fi
+}
+
+# run_fixture NAME MODEL WEIGHTS TOL: compile, run the fixture prompt for 12 tokens, compare greedy ids
+# exactly and logits within TOL of the fixture's.
+run_fixture() {
+	local name=$1 model=$2 weights=$3 tol=$4 fixture=$FIX/$1
+	local plan=$tmp/$name.plan
+	if ! bin/glmc compile "$model" --weights "$weights" -o "$plan" 2>"$tmp/err"; then
+		bad "$name compile" "$(cat "$tmp/err")"
+		return
+	fi
+	ok "$name compile"
+	local out
+	if ! out=$(bin/glmrun "$plan" --device cpu --tokens "$($CMP --prompt "$fixture")" -n 12 \
+		--dump-logits "$tmp/$name.f32" 2>"$tmp/err"); then
+		bad "$name run" "$(cat "$tmp/err")"
+		return
+	fi
+	local want
+	want=$($CMP --greedy "$fixture")
+	[ "$out" = "$want" ] && ok "$name greedy tokens" || bad "$name greedy tokens" "got '$out', want '$want'"
+	local r
+	r=$($CMP "$tmp/$name.f32" "$fixture" "$tol") && ok "$name logits ($r)" || bad "$name logits" "$r"
+}
+
+# The acceptance checks: float32 checkpoints as Hugging Face saved them.
+run_fixture llama models/llama.lua $FIX/llama 1e-5
+run_fixture qwen3 models/qwen3.lua $FIX/qwen3 1e-5
+
+# Other storage: sharded f32 must give the very same logits; f16 and bf16 weights within their error.
+if [ -x $MKHF ]; then
+	$MKHF $FIX/llama "$tmp/llama-sharded" --shards 3 >/dev/null &&
+		bin/glmc compile models/llama.lua --weights "$tmp/llama-sharded" -o "$tmp/sh.plan" 2>/dev/null &&
+		bin/glmrun "$tmp/sh.plan" --tokens "$($CMP --prompt $FIX/llama)" -n 12 --dump-logits "$tmp/sh.f32" >/dev/null &&
+		cmp -s "$tmp/sh.f32" "$tmp/llama.f32" && ok "sharded checkpoint gives identical logits" ||
+		bad "sharded checkpoint gives identical logits" "differs or failed"
+	for dt in f16 bf16; do
+		tol=2e-3
+		[ $dt = bf16 ] && tol=2e-2
+		$MKHF $FIX/qwen3 "$tmp/qwen3-$dt" --dtype $dt >/dev/null &&
+			bin/glmc compile models/qwen3.lua --weights "$tmp/qwen3-$dt" -o "$tmp/$dt.plan" 2>/dev/null &&
+			bin/glmrun "$tmp/$dt.plan" --tokens "$($CMP --prompt $FIX/qwen3)" -n 12 --dump-logits "$tmp/$dt.f32" >/dev/null &&
+			r=$($CMP "$tmp/$dt.f32" $FIX/qwen3 $tol) && ok "qwen3 $dt weights ($r)" || bad "qwen3 $dt weights" "${r:-failed}"
+	done
+else
+	bad "mkhf tool" "build/tools/mkhf is missing"
+fi
+
+# Model descriptions with errors: file:line and the names involved.
+M=tests/models
+L=$FIX/llama
+expect_fail "syntax error names file:line" "syntax_error.lua:2:" bin/glmc compile $M/syntax_error.lua --weights $L -o $tmp/x.plan
+expect_fail "shape error names line and shapes" "shape_error.lua:6: linear: input f32[T,64] has 64 features but weight f32[64,32] takes 32" bin/glmc compile $M/shape_error.lua --weights $L -o $tmp/x.plan
+expect_fail "unknown parameter names the tensor" "unknown_param.lua:4: parameter 'blk.0.attn_gate.weight': tensor 'model.layers.0.self_attn.gate.weight' not found" bin/glmc compile $M/unknown_param.lua --weights $L -o $tmp/x.plan
+expect_fail "unmapped parameter names it" "unmapped_param.lua:4: parameter 'blk.0.attn_qq.weight' has no hf name" bin/glmc compile $M/unmapped_param.lua --weights $L -o $tmp/x.plan
+expect_fail "parameter shape mismatch" "tensor 'model.embed_tokens.weight' in $L/model.safetensors has shape [512, 64], the model expects [512, 32]" bin/glmc compile $M/wrong_shape_param.lua --weights $L -o $tmp/x.plan
+expect_fail "missing hyperparameter" "missing_hparam.lua:2: hyperparameter 'n_experts': none of [num_experts_per_tok]" bin/glmc compile $M/missing_hparam.lua --weights $L -o $tmp/x.plan
+expect_fail "model without output" "declares no output" bin/glmc compile $M/no_output.lua --weights $L -o $tmp/x.plan
+expect_fail "op given a non-tensor" "bad_op_arg.lua:2: silu: argument 1 must be a tensor, got nil" bin/glmc compile $M/bad_op_arg.lua --weights $L -o $tmp/x.plan
+expect_fail "split sizes checked" "split_error.lua:3: split: parts add up to 48 but axis 2 has 64" bin/glmc compile $M/split_error.lua --weights $L -o $tmp/x.plan
+expect_fail "missing model file" "nope.lua" bin/glmc compile $M/nope.lua --weights $L -o $tmp/x.plan
+printf '\033Lua\124\000' >"$tmp/bytecode.lua"
+expect_fail "bytecode model refused" "binary chunk" bin/glmc compile "$tmp/bytecode.lua" --weights $L -o $tmp/x.plan
+
+# The sandbox: no io, os, debug, load; require only from the library; no endless loops.
+expect_fail "sandbox: no io" "sandbox_io.lua:1: attempt to index a nil value (global 'io')" bin/glmc compile $M/sandbox_io.lua --weights $L -o $tmp/x.plan
+expect_fail "sandbox: no os" "sandbox_os.lua:1: attempt to index a nil value (global 'os')" bin/glmc compile $M/sandbox_os.lua --weights $L -o $tmp/x.plan
+[ ! -e /tmp/glmc-sandbox-escaped ] && ok "sandbox: os.execute did not run" || bad "sandbox: os.execute did not run" "file created"
+expect_fail "sandbox: no debug" "sandbox_debug.lua:1: attempt to index a nil value (global 'debug')" bin/glmc compile $M/sandbox_debug.lua --weights $L -o $tmp/x.plan
+expect_fail "sandbox: no load" "sandbox_load.lua:1: attempt to call a nil value (global 'load')" bin/glmc compile $M/sandbox_load.lua --weights $L -o $tmp/x.plan
+expect_fail "sandbox: require limited to the library" "sandbox_require.lua:1: require: no module 'os' in the model library" bin/glmc compile $M/sandbox_require.lua --weights $L -o $tmp/x.plan
+expect_fail "sandbox: require path traversal" "sandbox_require_path.lua:1: require: module name" bin/glmc compile $M/sandbox_require_path.lua --weights $L -o $tmp/x.plan
+expect_fail "sandbox: endless loop stopped" "endless.lua:2: the model ran more than" bin/glmc compile $M/endless.lua --weights $L -o $tmp/x.plan
+
+# Weights folders with problems.
+mkdir -p "$tmp/empty"
+expect_fail "weights folder without config.json" "config.json" bin/glmc compile models/llama.lua --weights "$tmp/empty" -o $tmp/x.plan
+if [ -x $MKHF ]; then
+	$MKHF $L "$tmp/llama-missing" --drop model.layers.1.mlp.up_proj.weight >/dev/null 2>&1
+	expect_fail "missing tensor named" "parameter 'blk.1.ffn_up.weight': tensor 'model.layers.1.mlp.up_proj.weight' not found" bin/glmc compile models/llama.lua --weights "$tmp/llama-missing" -o $tmp/x.plan
+fi
+bin/glmc compile models/llama.lua --weights $FIX/qwen3 -o $tmp/x.plan 2>"$tmp/err" >/dev/null
+grep -q "warning: .*tensor 'model.layers.0.self_attn.q_norm.weight' is not used" "$tmp/err" && ok "unused tensors listed" || bad "unused tensors listed" "$(head -3 "$tmp/err")"
+expect_fail "unused tensors refused with --strict" "is not used by the model (--strict)" bin/glmc compile models/llama.lua --weights $FIX/qwen3 -o $tmp/x.plan --strict
+
+# Plans: another format version, corruption, truncation, and weights that changed under a plan.
+P=$tmp/llama.plan
+cp $P $tmp/v.plan && printf '\x07' | dd of=$tmp/v.plan bs=1 seek=8 conv=notrunc 2>/dev/null
+expect_fail "plan from another format version" "plan format version 7, but this glmrun reads version 1" bin/glmrun $tmp/v.plan --tokens 1,2
+cp $P $tmp/c.plan && printf '\xff' | dd of=$tmp/c.plan bs=1 seek=200 conv=notrunc 2>/dev/null
+expect_fail "corrupted plan" "checksum mismatch" bin/glmrun $tmp/c.plan --tokens 1,2
+head -c 1000 $P >$tmp/t.plan
+expect_fail "truncated plan" "truncated or appended to" bin/glmrun $tmp/t.plan --tokens 1,2
+expect_fail "not a plan" "not a glmc plan" bin/glmrun models/llama.lua --tokens 1,2
+expect_fail "weights changed since compile" "the plan expects" bin/glmrun $P --weights $tmp/qwen3-bf16 --tokens 1,2
+
+# Prompts and devices.
+expect_fail "token id outside the vocabulary" "token id 600 is outside the vocabulary [0, 512)" bin/glmrun $P --tokens 1,600
+expect_fail "prompt longer than the context" "more than the model's context of 512" bin/glmrun $P --tokens 1,2,3 -n 600
+expect_fail "prompt longer than --max-seq" "more than --max-seq 8" bin/glmrun $P --tokens 1,2,3,4,5,6 -n 4 --max-seq 8
+expect_fail "bad token list" "not a comma-separated list" bin/glmrun $P --tokens 1,x,3
+expect_fail "cuda device refused clearly" "no CUDA backend" bin/glmrun $P --device cuda --tokens 1,2
+out=$(bin/glmrun $P --tokens 5 -n 3) && [ "$(echo $out | wc -w)" = 3 ] && ok "glmrun -n 3 prints 3 ids" || bad "glmrun -n 3 prints 3 ids" "$out"
+bin/glmrun $P --tokens 5,6,7 -n 4 --dump-logits $tmp/rows.f32 >/dev/null &&
+	[ "$(stat -c %s $tmp/rows.f32)" = $(((3 + 4 - 1) * 512 * 4)) ] && ok "dump-logits has n_prompt + n - 1 rows" ||
+	bad "dump-logits has n_prompt + n - 1 rows" "size $(stat -c %s $tmp/rows.f32 2>/dev/null)"
+
+# Help and dumps.
+bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
+bin/glmrun --help | grep -q -- "--dump-logits FILE" && ok "glmrun --help" || bad "glmrun --help" "usage missing"
+bin/glmc dump models/llama.lua --weights $L --after front | grep -q '^%[0-9]* = attention %.* heads=4 kv_heads=2 head_dim=16' && ok "glmc dump --after front" || bad "glmc dump --after front" "no attention node"
+bin/glmc dump $P | grep -q '^weight %[0-9]* "blk.0.attn_q.weight" <- "model.layers.0.self_attn.q_proj.weight"' && ok "glmc dump PLAN lists the manifest" || bad "glmc dump PLAN lists the manifest" "no manifest line"
+exit 0

@@ -1,0 +1,2 @@
+local tokens = glm.input("tokens")
+local y = glm.silu(nil)

@@ -1,0 +1,1 @@
+local tokens = glm.input("tokens")

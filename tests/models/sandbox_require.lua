@@ -1,0 +1,1 @@
+local os = require "os"

@@ -1,0 +1,2 @@
+local nn = require "nn"
+local x = = 3
