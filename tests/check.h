@@ -10,10 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-static int check_failures;
+static int check_failures __attribute__((unused));
 
 /* Record one check; fmt explains a failure. */
-static void check(int ok, const char *name, const char *fmt, ...)
+static inline void check(int ok, const char *name, const char *fmt, ...)
 {
 	if (ok) {
 		printf("ok - %s\n", name);
@@ -29,7 +29,7 @@ static void check(int ok, const char *name, const char *fmt, ...)
 }
 
 /* Relative L2 error ‖a−b‖/‖b‖; NaN anywhere gives +inf so it never passes. */
-static double rel_l2(const float *a, const float *b, size_t n)
+static inline double rel_l2(const float *a, const float *b, size_t n)
 {
 	double num = 0, den = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -45,7 +45,7 @@ static double rel_l2(const float *a, const float *b, size_t n)
 }
 
 /* Fill with fresh random values in [-1, 1) (xorshift, seeded by the caller). */
-static void fill_random(float *x, size_t n, unsigned long long *seed)
+static inline void fill_random(float *x, size_t n, unsigned long long *seed)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned long long s = *seed;
@@ -55,7 +55,7 @@ static void fill_random(float *x, size_t n, unsigned long long *seed)
 	}
 }
 
-static int check_done(void)
+static inline int check_done(void)
 {
 	return check_failures ? 1 : 0;
 }

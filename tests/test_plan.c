@@ -1,0 +1,170 @@
+/*
+** tests/test_plan.c — the plan file: round trip, refusal of other versions and of corruption, and a
+** fuzz loop that mutates the payload (re-sealing the checksum, so the parser itself is exercised) and
+** must never crash. Also checks that the verifier rejects graphs whose recorded shapes are wrong.
+*/
+#include "check.h"
+#include "glm.h"
+
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* A small graph with every leaf kind, a weight manifest and an output. */
+static void build(Graph *g)
+{
+	Node tok = {.op = OP_INPUT, .kind = VK_INPUT, .dtype = DT_I32, .ndim = 1, .dim = {DIM_T}, .name = "tokens"};
+	Node pos = tok;
+	pos.name = "pos";
+	Node emb = {.op = OP_PARAM, .kind = VK_WEIGHT, .dtype = DT_BF16, .ndim = 2, .dim = {32, 16},
+	            .name = "token_embd.weight", .src = "m.lua", .line = 3};
+	Node kc = {.op = OP_CACHE, .kind = VK_CACHE, .dtype = DT_F32, .ndim = 2, .dim = {DIM_S, 16}, .name = "k"};
+	int t = graph_add(g, &tok), p = graph_add(g, &pos), e = graph_add(g, &emb);
+	graph_add(g, &kc);
+	Node x = {.op = OP_EMBEDDING, .nin = 2, .in = {e, t}};
+	char err[256];
+	op_table[OP_EMBEDDING].shape(g, &x, err, sizeof err);
+	int xi = graph_add(g, &x);
+	Node r = {.op = OP_ROPE, .nin = 2, .in = {xi, p}, .ia = {2, 8, 8, 1, 4096}, .fa = {10000, 4, 32, 1, 1, 1, 0}};
+	op_table[OP_ROPE].shape(g, &r, err, sizeof err);
+	int ri = graph_add(g, &r);
+	g->w = arena_alloc(g->A, sizeof(WeightRef));
+	g->w[0] = (WeightRef){.node = e, .source = "model.embed_tokens.weight", .file = "model.safetensors",
+	                      .dtype = DT_BF16, .offset = 128, .nbytes = 32 * 16 * 2};
+	g->nw = 1;
+	g->out[0] = ri, g->out_name[0] = "logits", g->nout = 1;
+	graph_set_meta(g, "arch", "test");
+}
+
+static char *dump_str(const Graph *g)
+{
+	char *s = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&s, &n);
+	ir_dump(g, f);
+	for (int i = 0; i < g->nmeta; i++)
+		fprintf(f, "meta %s=%s\n", g->meta[i].key, g->meta[i].val);
+	fclose(f);
+	return s;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	fseek(f, 0, SEEK_END);
+	*n = (size_t)ftell(f);
+	fseek(f, 0, SEEK_SET);
+	unsigned char *p = malloc(*n);
+	if (fread(p, 1, *n, f) != *n)
+		*n = 0;
+	fclose(f);
+	return p;
+}
+
+static void spit(const char *path, const unsigned char *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+	fwrite(p, 1, n, f);
+	fclose(f);
+}
+
+/* Recompute the payload checksum so a mutated payload reaches the parser. */
+static void reseal(unsigned char *p, size_t n)
+{
+	if (n < 24)
+		return;
+	uint64_t len = n - 24;
+	uint32_t crc = (uint32_t)crc32_z(0L, p + 24, len);
+	memcpy(p + 12, &crc, 4), memcpy(p + 16, &len, 8);
+}
+
+int main(void)
+{
+	char path[] = "/tmp/glm-test-plan-XXXXXX", err[1024];
+	int fd = mkstemp(path);
+	close(fd);
+	Arena A = {0}, B = {0};
+	Graph g, h;
+	graph_init(&g, &A);
+	build(&g);
+	check(verify(&g, err, sizeof err) == 0, "test graph verifies", "%s", err);
+	check(plan_write(&g, path, err, sizeof err) == 0, "plan writes", "%s", err);
+	graph_init(&h, &B);
+	int rc = plan_read(&h, path, err, sizeof err);
+	check(rc == 0, "plan reads back", "%s", err);
+	char *d1 = dump_str(&g), *d2 = rc == 0 ? dump_str(&h) : strdup("");
+	check(!strcmp(d1, d2), "round trip preserves nodes, manifest, outputs and metadata", "\n%s\nvs\n%s", d1, d2);
+	free(d1), free(d2);
+	arena_free(&B);
+
+	size_t n;
+	unsigned char *orig = slurp(path, &n), *p = malloc(n + 64);
+
+	memcpy(p, orig, n);
+	p[8] = 2;
+	spit(path, p, n);
+	graph_init(&h, &B);
+	check(plan_read(&h, path, err, sizeof err) < 0 && strstr(err, "plan format version 2"), "other version refused",
+	      "%s", err);
+	arena_free(&B);
+
+	memcpy(p, orig, n);
+	p[n - 5] ^= 0x40;
+	spit(path, p, n);
+	graph_init(&h, &B);
+	check(plan_read(&h, path, err, sizeof err) < 0 && strstr(err, "checksum mismatch"), "corruption detected", "%s",
+	      err);
+	arena_free(&B);
+
+	/* A shape the operands do not give must be caught by the verifier, even with a valid checksum. */
+	Graph bad;
+	Arena C = {0};
+	graph_init(&bad, &C);
+	build(&bad);
+	bad.node[4].dim[1] = 17;
+	check(verify(&bad, err, sizeof err) < 0 && strstr(err, "recorded shape f32[T,17] but operands give f32[T,16]"),
+	      "verifier rejects a wrong recorded shape", "%s", err);
+	bad.node[4].dim[1] = 16;
+	bad.node[5].in[0] = 5;
+	check(verify(&bad, err, sizeof err) < 0 && strstr(err, "not an earlier node"), "verifier rejects a cycle", "%s",
+	      err);
+	arena_free(&C);
+
+	/* Fuzz: random byte flips, truncations and extensions of the payload, checksum resealed. */
+	unsigned long long seed = 0x9e3779b97f4a7c15ULL;
+	int accepted = 0, rejected_silently = 0;
+	for (int it = 0; it < 3000; it++) {
+		memcpy(p, orig, n);
+		size_t m = n;
+		float r[4];
+		fill_random(r, 4, &seed);
+		int kind = (int)((r[0] + 1) * 2) % 4;
+		size_t at = 24 + (size_t)((r[1] + 1) / 2 * (double)(n - 24)) % (n - 24);
+		if (kind == 0)
+			p[at] ^= (unsigned char)(1u << ((int)((r[2] + 1) * 4) & 7));
+		else if (kind == 1)
+			p[at] = (unsigned char)((r[2] + 1) * 127);
+		else if (kind == 2)
+			m = at;
+		else {
+			memcpy(p + at + 8, orig + at, n - at);
+			memset(p + at, 0xff, 8);
+			m = n + 8;
+		}
+		reseal(p, m);
+		spit(path, p, m);
+		graph_init(&h, &B);
+		err[0] = 0;
+		int st = plan_read(&h, path, err, sizeof err);
+		accepted += st == 0;
+		rejected_silently += st != 0 && !err[0];
+		arena_free(&B);
+	}
+	check(!rejected_silently, "fuzzed plans never crash and every refusal has a message",
+	      "%d refusals without a message", rejected_silently);
+	printf("# fuzz: %d of 3000 mutated plans were still valid\n", accepted);
+	free(orig), free(p);
+	unlink(path);
+	arena_free(&A);
+	return check_done();
+}
