@@ -1,7 +1,7 @@
 # glmc — build bin/glmc, bin/glmrun, the test programs; `make test` runs the CPU suite.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -MMD -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4
 # Lua and jansson are linked statically so the binaries run on machines without the -dev packages
 # (the GPU machine); glmc never links the CUDA driver.
 LIBDIR  := /usr/lib/x86_64-linux-gnu
