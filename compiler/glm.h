@@ -197,7 +197,8 @@ struct Exec {
 };
 
 /* Load every weight (converted to float32) from the weights path and size buffers for up to maxT
-** tokens per step and S cache positions. */
+** tokens per step and S cache positions. With weights == NULL, weight buffers are left for the caller
+** to fill (tests). */
 int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len);
 /* Run one step: tokens[T] at positions pos[T]. Outputs are in x->buf[g->out[i]]. */
 int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len);
