@@ -1,0 +1,459 @@
+/*
+** ops/ref.c — float32 CPU reference kernels (see ref.h). Clarity first: plain loops, double
+** accumulation for every dot product and reduction, float32 wherever Hugging Face rounds to float32
+** (rope), so that these kernels can serve as the oracle for every other path.
+*/
+#include "ref.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Copies the rows of an embedding table selected by token ids. */
+void ref_embedding(float *y, const float *table, const int32_t *ids, int T, int C)
+{
+	for (int t = 0; t < T; t++)
+		memcpy(y + (size_t)t * C, table + (size_t)ids[t] * C, (size_t)C * sizeof *y);
+}
+
+/* nn.Linear: each output is a dot product of an input row with a weight row, plus the bias. */
+void ref_linear(float *y, const float *x, const float *w, const float *bias, int T, int K, int N)
+{
+	for (int t = 0; t < T; t++) {
+		const float *xr = x + (size_t)t * K;
+		for (int n = 0; n < N; n++) {
+			const float *wr = w + (size_t)n * K;
+			double s = bias ? bias[n] : 0.0;
+			for (int k = 0; k < K; k++)
+				s += (double)xr[k] * wr[k];
+			y[(size_t)t * N + n] = (float)s;
+		}
+	}
+}
+
+/* Batched matmul, b in [K,N] (not transposed) layout. */
+void ref_matmul(float *y, const float *a, const float *b, int B, int M, int K, int N)
+{
+	for (int i = 0; i < B; i++) {
+		const float *ab = a + (size_t)i * M * K, *bb = b + (size_t)i * K * N;
+		float *yb = y + (size_t)i * M * N;
+		for (int m = 0; m < M; m++)
+			for (int n = 0; n < N; n++) {
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += (double)ab[(size_t)m * K + k] * bb[(size_t)k * N + n];
+				yb[(size_t)m * N + n] = (float)s;
+			}
+	}
+}
+
+/* Binary element-wise ops; b repeats every nb elements (broadcast over leading dims). One float32
+** operation each, exactly what torch computes. */
+void ref_add(float *y, const float *a, const float *b, size_t n, size_t nb)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] + b[i % nb];
+}
+
+void ref_sub(float *y, const float *a, const float *b, size_t n, size_t nb)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] - b[i % nb];
+}
+
+void ref_mul(float *y, const float *a, const float *b, size_t n, size_t nb)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] * b[i % nb];
+}
+
+void ref_div(float *y, const float *a, const float *b, size_t n, size_t nb)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = a[i] / b[i % nb];
+}
+
+/* y = s·x, one float32 multiply as torch does. */
+void ref_scale(float *y, const float *x, size_t n, float s)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = s * x[i];
+}
+
+/* Logistic function in double; 1/(1+e^-x) saturates cleanly at both ends. */
+static double sigm(double x)
+{
+	return 1.0 / (1.0 + exp(-x));
+}
+
+/* The activations below are evaluated in double and rounded once. SiLU: x·σ(x). */
+void ref_silu(float *y, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = (float)(x[i] * sigm(x[i]));
+}
+
+/* GELU: exact erf form (nn.GELU()), or the tanh approximation (approximate="tanh", gelu_new). */
+void ref_gelu(float *y, const float *x, size_t n, int tanh_approx)
+{
+	const double k = sqrt(2.0 / M_PI);
+	for (size_t i = 0; i < n; i++) {
+		double v = x[i];
+		double g = tanh_approx ? 0.5 * v * (1.0 + tanh(k * (v + 0.044715 * v * v * v)))
+				       : 0.5 * v * (1.0 + erf(v * M_SQRT1_2));
+		y[i] = (float)g;
+	}
+}
+
+/* σ(x) = 1/(1+e^-x). */
+void ref_sigmoid(float *y, const float *x, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = (float)sigm(x[i]);
+}
+
+/* The gated MLP activation: silu(gate)·up. */
+void ref_swiglu(float *y, const float *gate, const float *up, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		y[i] = (float)(gate[i] * sigm(gate[i]) * up[i]);
+}
+
+/* Row softmax; subtracting the row max keeps exp from overflowing. */
+void ref_softmax(float *y, const float *x, int R, int N)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * N;
+		float *yr = y + (size_t)r * N;
+		float mx = xr[0];
+		for (int i = 1; i < N; i++)
+			mx = xr[i] > mx ? xr[i] : mx;
+		double s = 0;
+		for (int i = 0; i < N; i++)
+			s += exp((double)xr[i] - mx);
+		for (int i = 0; i < N; i++)
+			yr[i] = (float)(exp((double)xr[i] - mx) / s);
+	}
+}
+
+/* RMSNorm (LlamaRMSNorm): scale each row by the reciprocal root of its mean square. */
+void ref_rmsnorm(float *y, const float *x, const float *w, int R, int N, float eps)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * N;
+		float *yr = y + (size_t)r * N;
+		double ss = 0;
+		for (int i = 0; i < N; i++)
+			ss += (double)xr[i] * xr[i];
+		double inv = 1.0 / sqrt(ss / N + eps);
+		for (int i = 0; i < N; i++)
+			yr[i] = (float)(xr[i] * inv * (w ? w[i] : 1.0));
+	}
+}
+
+/* LayerNorm with the biased variance (as torch), computed in two passes for accuracy. */
+void ref_layernorm(float *y, const float *x, const float *w, const float *b, int R, int N, float eps)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * N;
+		float *yr = y + (size_t)r * N;
+		double mean = 0, var = 0;
+		for (int i = 0; i < N; i++)
+			mean += xr[i];
+		mean /= N;
+		for (int i = 0; i < N; i++)
+			var += (xr[i] - mean) * (xr[i] - mean);
+		double inv = 1.0 / sqrt(var / N + eps);
+		for (int i = 0; i < N; i++)
+			yr[i] = (float)((xr[i] - mean) * inv * (w ? w[i] : 1.0) + (b ? b[i] : 0.0));
+	}
+}
+
+/* YaRN's attention scale from HF's get_mscale. */
+static double yarn_mscale(double factor, double m)
+{
+	return factor <= 1 ? 1.0 : 0.1 * m * log(factor) + 1.0;
+}
+
+/* The (fractional) dimension at which a frequency completes `rot` rotations over ctx positions. */
+static double yarn_dim(double rot, int dim, double base, int ctx)
+{
+	return dim * log(ctx / (rot * 2 * M_PI)) / (2 * log(base));
+}
+
+/*
+** Inverse frequencies exactly as HF rounds them: exponent 2i/dim and base^e in float32, then 1/x in
+** float32. With YaRN (HF _compute_yarn_parameters, dim = rot_dim, truncate = true) each frequency
+** blends the interpolated (1/(factor·base^e)) and extrapolated (1/base^e) values by a linear ramp
+** over the pair index between the correction dims of beta_fast and beta_slow.
+*/
+void ref_rope_freqs(const RefRope *r, float *inv_freq, float *cs_scale)
+{
+	int dim = r->rot_dim, half = dim / 2;
+	float base = (float)r->theta;
+	int yarn = r->yarn_factor > 1;
+	double lo = 0, hi = 1;
+	float factor = (float)r->yarn_factor;
+
+	if (yarn) {
+		double bf = r->beta_fast != 0 ? r->beta_fast : 32, bs = r->beta_slow != 0 ? r->beta_slow : 1;
+		lo = floor(yarn_dim(bf, dim, r->theta, r->yarn_orig_ctx));
+		hi = ceil(yarn_dim(bs, dim, r->theta, r->yarn_orig_ctx));
+		lo = lo > 0 ? lo : 0; /* as HF: hi is clamped to dim - 1 (not half - 1), and not below 0 */
+		hi = hi < dim - 1 ? hi : dim - 1;
+		if (lo == hi)
+			hi += 0.001; /* HF's guard against a zero-width ramp */
+	}
+	for (int i = 0; i < half; i++) {
+		float e = (float)(2 * i) / (float)dim;
+		float p = powf(base, e);
+		if (!yarn) {
+			inv_freq[i] = 1.0f / p;
+			continue;
+		}
+		float extra = 1.0f / p, inter = 1.0f / (factor * p);
+		float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+		ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+		float ef = 1.0f - ramp; /* extrapolation weight: 1 for high frequencies (small i) */
+		inv_freq[i] = inter * (1.0f - ef) + extra * ef;
+	}
+
+	double s = 1.0;
+	if (yarn) {
+		if (r->attn_factor > 0)
+			s = r->attn_factor;
+		else if (r->mscale != 0 && r->mscale_all_dim != 0)
+			s = yarn_mscale(r->yarn_factor, r->mscale) / yarn_mscale(r->yarn_factor, r->mscale_all_dim);
+		else
+			s = yarn_mscale(r->yarn_factor, 1);
+	}
+	*cs_scale = (float)s;
+}
+
+/*
+** Rotates pairs of each head by pos·inv_freq[i] (float32 angle, cos/sin in float32 times the YaRN
+** scale, as HF). Pair i is (i, i + rot/2) split-half, or (2i, 2i+1) interleaved; dims past rot_dim
+** are copied. Each pair is read before it is written, so y may alias x.
+*/
+void ref_rope(float *y, const float *x, const int32_t *pos, int T, int H, const RefRope *r)
+{
+	int D = r->head_dim, half = r->rot_dim / 2;
+	float inv[half > 0 ? half : 1], sc;
+	ref_rope_freqs(r, inv, &sc);
+
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			size_t off = ((size_t)t * H + h) * D;
+			const float *xh = x + off;
+			float *yh = y + off;
+			for (int i = 0; i < half; i++) {
+				float a = (float)pos[t] * inv[i];
+				float c = cosf(a) * sc, s = sinf(a) * sc;
+				int i0 = r->interleaved ? 2 * i : i, i1 = r->interleaved ? 2 * i + 1 : i + half;
+				float x0 = xh[i0], x1 = xh[i1];
+				yh[i0] = x0 * c - x1 * s;
+				yh[i1] = x1 * c + x0 * s;
+			}
+			for (int d = 2 * half; d < D; d++)
+				yh[d] = xh[d];
+		}
+}
+
+/*
+** Causal attention over a KV cache: store this step's k/v rows at their positions, then per token
+** and head softmax(scale·q·k) over cache rows 0..pos[t] weighted into v, all in double.
+*/
+void ref_attention(float *y, const float *q, const float *k, const float *v, float *kcache, float *vcache,
+		   const int32_t *pos, int T, int H, int G, int Dk, int Dv, int S, float scale)
+{
+	for (int t = 0; t < T; t++) {
+		memcpy(kcache + (size_t)pos[t] * G * Dk, k + (size_t)t * G * Dk, (size_t)G * Dk * sizeof(float));
+		memcpy(vcache + (size_t)pos[t] * G * Dv, v + (size_t)t * G * Dv, (size_t)G * Dv * sizeof(float));
+	}
+
+	double *p = malloc(((size_t)S + Dv) * sizeof *p), *acc = p + S; /* scores, output accumulator */
+	if (!p) {
+		fprintf(stderr, "ref_attention: out of memory (S=%d, Dv=%d)\n", S, Dv);
+		abort();
+	}
+	int rep = H / G;
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			const float *qh = q + ((size_t)t * H + h) * Dk;
+			int g = h / rep, n = pos[t] + 1;
+			double mx = -INFINITY, sum = 0;
+			for (int j = 0; j < n; j++) {
+				const float *kj = kcache + ((size_t)j * G + g) * Dk;
+				double s = 0;
+				for (int d = 0; d < Dk; d++)
+					s += (double)qh[d] * kj[d];
+				p[j] = s * scale;
+				mx = p[j] > mx ? p[j] : mx;
+			}
+			for (int d = 0; d < Dv; d++)
+				acc[d] = 0;
+			for (int j = 0; j < n; j++) {
+				double e = exp(p[j] - mx);
+				const float *vj = vcache + ((size_t)j * G + g) * Dv;
+				sum += e;
+				for (int d = 0; d < Dv; d++)
+					acc[d] += e * vj[d];
+			}
+			float *yh = y + ((size_t)t * H + h) * Dv;
+			for (int d = 0; d < Dv; d++)
+				yh[d] = (float)(acc[d] / sum);
+		}
+	free(p);
+}
+
+/* Order used by topk and argmax: larger value first, NaN above everything (as torch), then lower
+** index first. */
+static int before(const float *x, int32_t a, int32_t b)
+{
+	float va = x[a], vb = x[b];
+	if (isnan(va) || isnan(vb))
+		return isnan(va) && (!isnan(vb) || a < b);
+	return va > vb || (va == vb && a < b);
+}
+
+/* Restores the heap property below slot i of a heap whose root is the entry ranked last. */
+static void sift(int32_t *hp, int n, int i, const float *x)
+{
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && before(x, hp[c], hp[c + 1]))
+			c++;
+		if (!before(x, hp[i], hp[c]))
+			return;
+		int32_t tmp = hp[i];
+		hp[i] = hp[c], hp[c] = tmp;
+		i = c;
+	}
+}
+
+/*
+** Top k per row in O(N log k) with no scratch: the output row itself holds a heap of the best k seen
+** so far with the worst at the root; a final heap sort leaves them best first.
+*/
+void ref_topk(int32_t *idx, const float *x, int R, int N, int k)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * N;
+		int32_t *hp = idx + (size_t)r * k;
+		for (int i = 0; i < k; i++)
+			hp[i] = i;
+		for (int i = k / 2 - 1; i >= 0; i--)
+			sift(hp, k, i, xr);
+		for (int i = k; i < N; i++)
+			if (before(xr, i, hp[0])) {
+				hp[0] = i;
+				sift(hp, k, 0, xr);
+			}
+		for (int n = k - 1; n > 0; n--) {
+			int32_t tmp = hp[0];
+			hp[0] = hp[n], hp[n] = tmp;
+			sift(hp, n, 0, xr);
+		}
+	}
+}
+
+/* First index of the row maximum (the first NaN if any, like torch.argmax). */
+void ref_argmax(int32_t *idx, const float *x, int R, int N)
+{
+	for (int r = 0; r < R; r++) {
+		const float *xr = x + (size_t)r * N;
+		int32_t best = 0;
+		for (int i = 1; i < N; i++)
+			if (before(xr, i, best))
+				best = i;
+		idx[r] = best;
+	}
+}
+
+/* General transpose: walk the output in order and gather from the input through its strides
+** (leading dims of size 1 pad ndim up to 4). */
+void ref_permute(void *y, const void *x, int ndim, const int64_t *shape, const int *perm, size_t elsize)
+{
+	int64_t st[4], os[4] = {1, 1, 1, 1}, is[4] = {0, 0, 0, 0};
+	int pad = 4 - ndim;
+	int64_t s = 1;
+	for (int d = ndim - 1; d >= 0; d--)
+		st[d] = s, s *= shape[d];
+	for (int i = 0; i < ndim; i++)
+		os[pad + i] = shape[perm[i]], is[pad + i] = st[perm[i]];
+
+	char *out = y;
+	const char *in = x;
+	for (int64_t a = 0; a < os[0]; a++)
+		for (int64_t b = 0; b < os[1]; b++)
+			for (int64_t c = 0; c < os[2]; c++)
+				for (int64_t d = 0; d < os[3]; d++) {
+					int64_t src = a * is[0] + b * is[1] + c * is[2] + d * is[3];
+					memcpy(out, in + src * elsize, elsize);
+					out += elsize;
+				}
+}
+
+/* Bit casts between float and its IEEE-754 pattern. */
+static uint32_t f2u(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, sizeof u);
+	return u;
+}
+
+static float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, sizeof f);
+	return f;
+}
+
+/* IEEE half to float: subnormals scale exactly by 2^-24; inf and NaN keep sign and payload. */
+float ref_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+	if (e == 0)
+		return u2f(f2u(ldexpf((float)m, -24)) | sign);
+	if (e == 31)
+		return u2f(sign | 0x7f800000 | m << 13);
+	return u2f(sign | (e - 15 + 127) << 23 | m << 13);
+}
+
+/* bfloat16 is the top half of a float32. */
+float ref_bf16_to_f32(uint16_t h)
+{
+	return u2f((uint32_t)h << 16);
+}
+
+/* Round to nearest even on the low 16 bits (overflow carries into inf); NaN stays a quiet NaN
+** with its sign. */
+uint16_t ref_f32_to_bf16(float f)
+{
+	uint32_t u = f2u(f);
+	if (isnan(f))
+		return (uint16_t)(u >> 16 | 0x40);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+/* Float to IEEE half, round to nearest even: normals round the 13 dropped mantissa bits (a carry
+** steps the exponent), |f| >= 65520 becomes inf, and subnormals are f·2^24 rounded to an integer. */
+uint16_t ref_f32_to_f16(float f)
+{
+	uint32_t u = f2u(f), a = u & 0x7fffffff;
+	uint16_t sign = (uint16_t)(u >> 16 & 0x8000);
+	if (a > 0x7f800000) /* NaN: quiet, keep the top payload bits */
+		return (uint16_t)(sign | 0x7e00 | (a >> 13 & 0x3ff));
+	if (a >= 0x477ff000) /* 65520 and above, inf included */
+		return sign | 0x7c00;
+	if (a < 0x38800000) /* below 2^-14: subnormal half; the scaling is exact, rint rounds to even */
+		return (uint16_t)(sign | (uint16_t)nearbyintf(u2f(a) * 16777216.0f));
+	uint32_t h = ((a >> 23) - 127 + 15) << 10 | (a >> 13 & 0x3ff), rem = a & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1)))
+		h++;
+	return (uint16_t)(sign | h);
+}
