@@ -1,7 +1,7 @@
 # glmc — build bin/glmc, bin/glmrun, the test programs; `make test` runs the CPU suite.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4 -I/usr/local/cuda/include
 # Lua and jansson are linked statically so the binaries run on machines without the -dev packages
 # (the GPU machine); glmc never links the CUDA driver.
 LIBDIR  := /usr/lib/x86_64-linux-gnu
@@ -10,7 +10,7 @@ LDLIBS  := $(STATIC) -lm -ldl -lpthread
 
 MAINS   := compiler/main.c runtime/main.c
 LIBSRC  := $(filter-out $(MAINS),$(wildcard compiler/*.c ops/*.c runtime/*.c))
-LIBOBJ  := $(LIBSRC:%.c=build/%.o)
+LIBOBJ  := $(LIBSRC:%.c=build/%.o) build/gen/kernels_cuh.o
 HDRS    := $(wildcard compiler/*.h ops/*.h runtime/*.h)
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
@@ -20,6 +20,15 @@ all: bin/glmc bin/glmrun $(TESTS) $(TOOLS)
 build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+# ops/kernels.cuh travels inside the binaries as a string (glm_kernels_cuh).
+build/embed: compiler/tools/embed.c
+	@mkdir -p build
+	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
+
+build/gen/kernels_cuh.c: ops/kernels.cuh build/embed
+	@mkdir -p build/gen
+	build/embed glm_kernels_cuh < $< > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@
@@ -47,7 +56,13 @@ test: all
 demo: all
 	@tests/demo.sh
 
+# Everything tests/gpu/run.sh needs on the device machine (carry bin and build there).
+gpu-bundle: all
+	tests/gpu/build_kernels_test.sh
+	mkdir -p build/fixtures
+	cp -r ../shared/fixtures/hf/llama ../shared/fixtures/hf/qwen3 build/fixtures/
+
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean
+.PHONY: all test demo clean gpu-bundle

@@ -71,6 +71,7 @@ typedef struct {
 	Shard shard;
 	const char *src;             /* model file and line that created the node, for errors */
 	int line;
+	int layer;                   /* transformer layer (glm.layer), -1 outside any */
 } Node;
 
 /* A parameter's binding to the checkpoint: where its bytes are and what they must look like. */
@@ -86,6 +87,47 @@ typedef struct {
 	const char *key, *val;
 } Meta;
 
+/*
+** The CUDA section of a plan (emit_cuda.c): kernel source, its cubin, and the launch list. A launch's
+** grid dims and scalar arguments are Size expressions, evaluated by glmrun once T (and S) are known:
+** node < 0 gives the constant div; otherwise ceil(product of dims [lo, hi) of node / div).
+*/
+typedef struct {
+	int32_t node;
+	int8_t lo, hi;
+	int64_t div;
+} Size;
+
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE };
+typedef struct {
+	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
+	Size s;                      /* INT, LONG */
+	double f;                    /* FLOAT */
+} KArg;
+
+#define MAXKARG 16
+typedef struct {
+	int node;                    /* the node this launch computes (part of) */
+	const char *kernel;          /* extern "C" name in the source */
+	int tmin, tmax;              /* used when tmin <= T <= tmax */
+	Size grid[3];
+	int block;
+	int narg;
+	KArg arg[MAXKARG];
+} Launch;
+
+typedef struct {
+	const char *arch;            /* "sm_90" */
+	int act;                     /* activation dtype: DT_F32 or DT_BF16 */
+	int wconv;                   /* float weights converted to this dtype at upload, or -1 to keep */
+	const char *source;          /* the whole NVRTC program */
+	const unsigned char *cubin;  /* may be NULL: glmrun compiles the source */
+	size_t cubin_size;
+	const char *sample_kernel;   /* the sampler's extern "C" name */
+	Launch *l;
+	int nl;
+} Cuda;
+
 typedef struct {
 	Arena *A;
 	Node *node;
@@ -97,6 +139,7 @@ typedef struct {
 	int nw, wcap;
 	Meta *meta;                  /* model metadata kept in the plan (arch, eos ids, ...) */
 	int nmeta, metacap;
+	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
@@ -143,6 +186,8 @@ typedef struct {
 
 extern const OpDef op_table[OP_NOPS];
 int op_from_name(const char *s);
+/* A rope node's inverse frequencies [rot_dim/2] and cos/sin multiplier, as the CPU reference uses them. */
+void op_rope_table(const Node *n, float *inv_freq, float *cs_scale);
 
 /*
 ** verify.c
@@ -172,13 +217,29 @@ struct StDir;
 int bind_weights(Graph *g, const struct StDir *d, int strict, FILE *warn, char *err, size_t len);
 
 /*
+** emit_cuda.c — kernels and launches for every node
+*/
+/* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
+** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
+int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
+extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
+
+/*
+** nvrtc.c — NVRTC, loaded at run time so glmc and glmrun start without the CUDA toolkit
+*/
+/* 1 when libnvrtc can be loaded. */
+int nvrtc_available(void);
+/* Compile src for arch ("sm_90") to a malloc'd cubin. Errors quote the generated source line. */
+int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size_t *n, char *err, size_t len);
+
+/*
 ** plan.c — the plan file, the contract between glmc and glmrun
 **
 ** Layout: 8-byte magic "GLMPLAN\n", u32 format version, u32 crc32 of the payload, u64 payload bytes,
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 1
+#define PLAN_VERSION 2
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

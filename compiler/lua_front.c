@@ -32,6 +32,7 @@ typedef struct {
 	const char *model_path;     /* as given; the chunkname is "@" model_path */
 	const char *libdir;
 	size_t mem;                 /* bytes Lua holds now */
+	int layer;                  /* set by glm.layer, recorded in each node */
 	long long insns;            /* instructions run, in units of the hook period */
 } Front;
 
@@ -126,6 +127,7 @@ static int add_node(lua_State *L, Node *n)
 	Front *f = front_of(L);
 	char err[512];
 	node_origin(L, f, n);
+	n->layer = f->layer;
 	if (n->nin < op_table[n->op].nin_min || n->nin > op_table[n->op].nin_max)
 		return front_error(L, "%s: %d operands, expected %d..%d", op_table[n->op].name, n->nin,
 		                   op_table[n->op].nin_min, op_table[n->op].nin_max);
@@ -638,6 +640,13 @@ static int l_meta(lua_State *L)
 	return 1;
 }
 
+/* glm.layer(i) tags the nodes built next with transformer layer i (-1: none), for per-layer reports. */
+static int l_layer(lua_State *L)
+{
+	front_of(L)->layer = (int)luaL_checkinteger(L, 1);
+	return 0;
+}
+
 static int l_set_meta(lua_State *L)
 {
 	Front *f = front_of(L);
@@ -734,7 +743,7 @@ static const luaL_Reg glm_funcs[] = {
 	{"view", l_view}, {"reshape", l_view}, {"permute", l_permute}, {"transpose", l_transpose},
 	{"split", l_split}, {"slice", l_slice}, {"concat", l_concat},
 	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
-	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta},
+	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta}, {"layer", l_layer},
 	{NULL, NULL},
 };
 
@@ -885,7 +894,7 @@ static int front_main(lua_State *L)
 
 int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
 {
-	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir};
+	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1};
 	lua_State *L = lua_newstate(front_alloc, &f);
 	if (!L)
 		return seterr(err, len, "%s: cannot create a Lua state", model_path);

@@ -23,6 +23,7 @@ typedef struct {
 	const char *lib;
 	const char *arch;
 	const char *after;
+	const char *dtype;
 	int tp;
 	int strict;
 } Opts;
@@ -39,8 +40,10 @@ static const char *usage =
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
 	"  --tp N           tensor-parallel ranks (only 1 so far)\n"
-	"  --arch sm_XX     GPU architecture recorded in the plan (default sm_90; no kernels yet)\n"
-	"  --after PASS     dump the IR after PASS: front, verify, bind (default: bind)\n"
+	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
+	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
+	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind, emit (default: bind)\n"
 	"  -h, --help       this text;  --version  print the version\n";
 
 static _Noreturn void fail(const char *msg)
@@ -120,6 +123,14 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "tp", "1");
 	if (dump_after(o, "bind", g))
 		goto done;
+	if (emit_cuda(g, o->arch, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32, o->out != NULL, stderr, err, len))
+		goto out;
+	if (dump_after(o, "emit", g)) {
+		for (int i = 0; i < g->cuda.nl; i++)
+			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
+			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg);
+		goto done;
+	}
 	if (o->out && plan_write(g, o->out, err, len))
 		goto out;
 done:
@@ -140,7 +151,7 @@ static int valid_arch(const char *a)
 
 static void parse(Opts *o, int argc, char **argv)
 {
-	*o = (Opts){.tp = 1, .arch = "sm_90"};
+	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32"};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -153,7 +164,7 @@ static void parse(Opts *o, int argc, char **argv)
 		} else if (!strcmp(a, "--strict"))
 			o->strict = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
-		         !strcmp(a, "--arch") || !strcmp(a, "--after")) {
+		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype")) {
 			if (!next)
 				fail_usage("missing value after", a);
 			i++;
@@ -167,6 +178,11 @@ static void parse(Opts *o, int argc, char **argv)
 				o->arch = next;
 			else if (!strcmp(a, "--after"))
 				o->after = next;
+			else if (!strcmp(a, "--dtype")) {
+				if (strcmp(next, "f32") && strcmp(next, "bf16"))
+					fail_usage("--dtype must be f32 or bf16, got", next);
+				o->dtype = next;
+			}
 			else {
 				char *end;
 				long v = strtol(next, &end, 10);
@@ -221,8 +237,9 @@ int main(int argc, char **argv)
 		o.out = NULL;
 		if (!o.after)
 			o.after = "bind";
-		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind"))
-			fail_usage("--after must be front, verify or bind, got", o.after);
+		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind") &&
+		    strcmp(o.after, "emit"))
+			fail_usage("--after must be front, verify, bind or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	if (compile(&o, &g, err, sizeof err))

@@ -51,6 +51,33 @@ static void put_str(Buf *b, const char *s)
 	put(b, s, n);
 }
 
+static void put_size(Buf *b, Size s)
+{
+	put_u32(b, (uint32_t)s.node), put_u8(b, s.lo), put_u8(b, s.hi), put_i64(b, s.div);
+}
+
+/* The CUDA section: present (flag 1) once emit_cuda has run. */
+static void put_cuda(Buf *b, const Cuda *c)
+{
+	put_u8(b, c->source != NULL);
+	if (!c->source)
+		return;
+	put_str(b, c->arch), put_u8(b, c->act), put_u8(b, c->wconv + 1), put_str(b, c->source);
+	put_i64(b, (int64_t)c->cubin_size);
+	put(b, c->cubin, c->cubin_size);
+	put_str(b, c->sample_kernel);
+	put_u32(b, (uint32_t)c->nl);
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		put_u32(b, (uint32_t)l->node), put_str(b, l->kernel), put_u32(b, (uint32_t)l->tmin), put_u32(b, (uint32_t)l->tmax);
+		for (int k = 0; k < 3; k++)
+			put_size(b, l->grid[k]);
+		put_u32(b, (uint32_t)l->block), put_u8(b, l->narg);
+		for (int k = 0; k < l->narg; k++)
+			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_f64(b, l->arg[k].f);
+	}
+}
+
 int plan_write(const Graph *g, const char *path, char *err, size_t len)
 {
 	Buf b = {0};
@@ -73,7 +100,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 		put_str(&b, n->name);
 		put_u8(&b, n->shard.kind), put_u8(&b, n->shard.axis);
 		put_str(&b, n->src);
-		put_u32(&b, (uint32_t)n->line);
+		put_u32(&b, (uint32_t)n->line), put_u32(&b, (uint32_t)n->layer);
 	}
 	put_u32(&b, (uint32_t)g->nw);
 	for (int i = 0; i < g->nw; i++) {
@@ -84,6 +111,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	put_u32(&b, (uint32_t)g->nout);
 	for (int i = 0; i < g->nout; i++)
 		put_str(&b, g->out_name[i]), put_u32(&b, (uint32_t)g->out[i]);
+	put_cuda(&b, &g->cuda);
 	if (b.oom) {
 		free(b.p);
 		return seterr(err, len, "%s: out of memory while writing the plan", path);
@@ -160,6 +188,62 @@ static uint32_t get_count(Rd *r, size_t min, uint32_t limit)
 	return n;
 }
 
+/* A Size must name a node (or none) and a dim range of it. */
+static Size get_size(const Graph *g, Rd *r)
+{
+	Size s;
+	s.node = (int32_t)get_u32(r), s.lo = (int8_t)get_u8(r), s.hi = (int8_t)get_u8(r), s.div = get_i64(r);
+	if (!r->fail && (s.node < -1 || s.node >= g->n || s.div <= 0 ||
+	                 (s.node >= 0 && (s.lo < 0 || s.hi < s.lo || s.hi > g->node[s.node].ndim))))
+		r->fail = "bad size expression in a kernel launch";
+	return s;
+}
+
+static void get_cuda(Graph *g, Rd *r)
+{
+	Cuda *c = &g->cuda;
+	if (!get_u8(r) || r->fail)
+		return;
+	c->arch = get_str(r), c->act = get_u8(r), c->wconv = get_u8(r) - 1, c->source = get_str(r);
+	int64_t n = get_i64(r);
+	if (r->fail || !c->arch || !c->source || (c->act != DT_F32 && c->act != DT_BF16) || c->wconv >= DT_NTYPES ||
+	    n < 0 || (uint64_t)n > r->n - r->at) {
+		r->fail = r->fail ? r->fail : "bad CUDA section header";
+		return;
+	}
+	if (n) {
+		unsigned char *cb = arena_alloc(r->A, (size_t)n);
+		get(r, cb, (size_t)n);
+		c->cubin = cb, c->cubin_size = (size_t)n;
+	}
+	c->sample_kernel = get_str(r);
+	uint32_t nl = get_count(r, 40, 1u << 24);
+	if (r->fail || !c->sample_kernel) {
+		r->fail = r->fail ? r->fail : "missing sampler kernel";
+		return;
+	}
+	c->l = arena_alloc(r->A, sizeof(Launch) * (nl ? nl : 1));
+	for (uint32_t i = 0; i < nl && !r->fail; i++) {
+		Launch *l = &c->l[i];
+		l->node = (int)get_u32(r), l->kernel = get_str(r), l->tmin = (int)get_u32(r), l->tmax = (int)get_u32(r);
+		for (int k = 0; k < 3; k++)
+			l->grid[k] = get_size(g, r);
+		l->block = (int)get_u32(r), l->narg = get_u8(r);
+		if (!r->fail && (l->node < 0 || l->node >= g->n || !l->kernel || l->block < 1 || l->block > 1024 ||
+		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin)) {
+			r->fail = "bad kernel launch";
+			break;
+		}
+		for (int k = 0; k < l->narg && !r->fail; k++) {
+			KArg *a = &l->arg[k];
+			a->kind = (int8_t)get_u8(r), a->s = get_size(g, r), a->f = get_f64(r);
+			if (!r->fail && (a->kind > KA_ROPE || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0)))
+				r->fail = "bad kernel argument";
+		}
+		c->nl = (int)i + 1;
+	}
+}
+
 static int read_payload(Graph *g, Rd *r)
 {
 	uint32_t nm = get_count(r, 8, 1u << 20);
@@ -200,7 +284,7 @@ static int read_payload(Graph *g, Rd *r)
 		n.name = get_str(r);
 		n.shard.kind = (int8_t)get_u8(r), n.shard.axis = (int8_t)get_u8(r);
 		n.src = get_str(r);
-		n.line = (int)get_u32(r);
+		n.line = (int)get_u32(r), n.layer = (int)get_u32(r);
 		if (!r->fail)
 			graph_add(g, &n);
 	}
@@ -227,6 +311,8 @@ static int read_payload(Graph *g, Rd *r)
 			r->fail = r->fail ? r->fail : "bad output entry";
 		g->nout = (int)i + 1;
 	}
+	if (!r->fail)
+		get_cuda(g, r);
 	if (!r->fail && r->at != r->n)
 		r->fail = "trailing bytes after the payload";
 	return r->fail ? -1 : 0;

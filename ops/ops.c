@@ -481,6 +481,12 @@ static RefRope rope_params(const Node *n)
 	return r;
 }
 
+void op_rope_table(const Node *n, float *inv_freq, float *cs_scale)
+{
+	RefRope r = rope_params(n);
+	ref_rope_freqs(&r, inv_freq, cs_scale);
+}
+
 static void cpu_rope(Exec *x, int id)
 {
 	RefRope r = rope_params(NODE);

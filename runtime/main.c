@@ -1,27 +1,38 @@
 /*
-** runtime/main.c — glmrun: load a plan and its weights, prefill the prompt, then decode greedily.
+** runtime/main.c — glmrun: load a plan and its weights, prefill the prompt, then decode.
 **
-** The CPU device runs the reference executor. The CUDA device (CUDA graphs, NVRTC kernels) is the GPU
-** backend issue; until it exists --device cuda says so instead of silently running on the CPU.
+** --device cpu runs the reference executor; --device cuda runs the plan's kernels, each decode step one
+** CUDA-graph launch; without --device, the GPU is used when one is present. --verify runs the prompt
+** and one decode step on both and reports the per-layer error.
 */
 #include "glm.h"
+#include "gpu.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 static const char *usage =
 	"usage: glmrun PLAN --tokens ID,ID,... [options]\n"
 	"\n"
-	"Run a plan compiled by glmc: evaluate the prompt, then generate N tokens greedily and print their\n"
-	"ids on one line (exactly N: generation does not stop at end-of-sequence in this mode).\n"
+	"Run a plan compiled by glmc: evaluate the prompt, then generate N tokens and print their ids on one\n"
+	"line (exactly N: generation does not stop at end-of-sequence in this mode).\n"
 	"\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
 	"  -n N                 tokens to generate (default 16)\n"
-	"  --device cpu|cuda    where to run (default cpu; the CUDA backend is not built yet)\n"
+	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
 	"  --max-seq N          KV-cache capacity in positions (default: prompt + N)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
 	"                       (prompt positions, then each generated token fed back: n_prompt + N - 1 rows)\n"
+	"  --temp T             sampling temperature (default 0: greedy); cuda only for now\n"
+	"  --top-k K, --top-p P restrict sampling to the K most likely tokens / the top P probability mass\n"
+	"  --seed S             sampling seed (default 0); the same seed gives the same tokens\n"
+	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
+	"                       report the largest relative error per layer; exit 1 above tolerance\n"
+	"  --stats              print device, memory, timing and graph-launch counts on stderr\n"
 	"  --weights PATH       weights directory (default: the one the plan was compiled with)\n"
 	"  -h, --help           this text;  --version  print the version\n";
 
@@ -43,6 +54,16 @@ static long parse_long(const char *s, const char *what, long lo, long hi)
 	long v = strtol(s, &end, 10);
 	if (errno || end == s || *end || v < lo || v > hi)
 		fail("%s must be an integer in [%ld, %ld], got '%s'", what, lo, hi, s);
+	return v;
+}
+
+static double parse_double(const char *s, const char *what, double lo, double hi)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= lo && v <= hi))
+		fail("%s must be a number in [%g, %g], got '%s'", what, lo, hi, s);
 	return v;
 }
 
@@ -81,122 +102,290 @@ static int argmax_row(const float *x, int64_t n)
 	return (int)best;
 }
 
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct {
+	const char *plan, *tokens, *device, *dump, *weights;
+	long n, max_seq;
+	GpuOpts gpu;
+	int verify, stats;
+} Args;
+
+static void parse(Args *a, int argc, char **argv)
+{
+	*a = (Args){.n = 16, .gpu = {.top_p = 1.0f}};
+	for (int i = 1; i < argc; i++) {
+		const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+			fputs(usage, stdout);
+			exit(0);
+		} else if (!strcmp(s, "--version")) {
+			printf("glmrun %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION);
+			exit(0);
+		} else if (!strcmp(s, "--verify"))
+			a->verify = 1;
+		else if (!strcmp(s, "--stats"))
+			a->stats = 1;
+		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
+		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
+		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed")) {
+			if (!next)
+				fail("missing value after %s", s);
+			i++;
+			if (!strcmp(s, "--tokens"))
+				a->tokens = next;
+			else if (!strcmp(s, "-n"))
+				a->n = parse_long(next, "-n", 1, 1 << 24);
+			else if (!strcmp(s, "--device"))
+				a->device = next;
+			else if (!strcmp(s, "--max-seq"))
+				a->max_seq = parse_long(next, "--max-seq", 1, 1 << 24);
+			else if (!strcmp(s, "--dump-logits"))
+				a->dump = next;
+			else if (!strcmp(s, "--weights"))
+				a->weights = next;
+			else if (!strcmp(s, "--temp"))
+				a->gpu.temp = (float)parse_double(next, "--temp", 0, 100);
+			else if (!strcmp(s, "--top-k"))
+				a->gpu.top_k = (int)parse_long(next, "--top-k", 0, 1 << 24);
+			else if (!strcmp(s, "--top-p"))
+				a->gpu.top_p = (float)parse_double(next, "--top-p", 0, 1);
+			else
+				a->gpu.seed = (uint32_t)parse_long(next, "--seed", 0, UINT32_MAX);
+		} else if (s[0] == '-')
+			fail("unknown option %s (run 'glmrun --help')", s);
+		else if (!a->plan)
+			a->plan = s;
+		else
+			fail("unexpected argument '%s'", s);
+	}
+	if (!a->plan)
+		fail("no plan given (run 'glmrun --help')");
+	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
+		fail("--device must be cpu or cuda, got '%s'", a->device);
+	if (!a->tokens)
+		fail("no prompt: give --tokens ID,ID,...");
+}
+
+/* Relative L2 error of a against the reference b; NaN gives +inf. */
+static double rel_err(const float *a, const float *b, size_t n)
+{
+	double num = 0, den = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (isnan(a[i]) || isnan(b[i]))
+			return INFINITY;
+		double d = (double)a[i] - b[i];
+		num += d * d, den += (double)b[i] * b[i];
+	}
+	return den > 0 ? sqrt(num / den) : (num > 0 ? INFINITY : 0);
+}
+
+/*
+** --verify: the same tokens through the GPU and the CPU reference, every node compared; one line per
+** layer with its worst node. The tolerance is the GPU contract: 1e-4 for f32, 2e-2 for bf16.
+*/
+static int verify_run(const Graph *g, Gpu *gpu, Exec *cpu, const int32_t *prompt, int np, double tol)
+{
+	char err[1024];
+	float **out = calloc((size_t)g->n, sizeof *out);
+	int nl = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].layer + 2 > nl)
+			nl = g->node[i].layer + 2;
+	double *worst = calloc((size_t)nl, sizeof *worst);
+	int *wnode = calloc((size_t)nl, sizeof *wnode);
+	int32_t *pos = malloc(sizeof *pos * (size_t)np);
+	if (!out || !worst || !wnode || !pos)
+		fail("out of memory");
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].kind == VK_ACT && !(out[i] = malloc(sizeof(float) * (size_t)node_numel(&g->node[i], np, cpu->S))))
+			fail("out of memory");
+	int bad = 0;
+	int32_t tok[1];
+	for (int step = 0; step < 2; step++) {
+		int T = step ? 1 : np;
+		const int32_t *tk = step ? tok : prompt;
+		for (int i = 0; i < T; i++)
+			pos[i] = step ? np : i;
+		if (exec_step(cpu, tk, pos, T, err, sizeof err) || gpu_step_outputs(gpu, tk, pos, T, out, err, sizeof err))
+			fail("%s", err);
+		for (int i = 0; i < nl; i++)
+			worst[i] = -1, wnode[i] = -1;
+		for (int i = 0; i < g->n; i++) {
+			const Node *n = &g->node[i];
+			if (n->kind != VK_ACT)
+				continue;
+			size_t cnt = (size_t)node_numel(n, T, cpu->S);
+			double e;
+			if (n->dtype == DT_I32) {
+				e = 0;
+				for (size_t k = 0; k < cnt; k++)
+					e += out[i][k] != (float)((int32_t *)cpu->buf[i])[k];
+			} else
+				e = rel_err(out[i], cpu->buf[i], cnt);
+			int l = n->layer + 1;
+			if (!(e <= worst[l]))
+				worst[l] = e, wnode[l] = i;
+		}
+		printf("verify %s (%d token%s):\n", step ? "decode step" : "prefill", T, T > 1 ? "s" : "");
+		for (int l = 0; l < nl; l++) {
+			if (wnode[l] < 0)
+				continue;
+			const Node *n = &g->node[wnode[l]];
+			int over = !(worst[l] <= tol);
+			bad |= over;
+			char label[32];
+			snprintf(label, sizeof label, l ? "layer %d" : "outside", l - 1);
+			printf("  %-10s max rel-L2 %.3g  (%s %%%d, %s:%d)%s\n", label, worst[l], op_table[n->op].name, wnode[l],
+			       n->src ? n->src : "?", n->line, over ? "  ABOVE TOLERANCE" : "");
+		}
+		int64_t V = g->node[g->out[0]].dim[1];
+		tok[0] = argmax_row((float *)cpu->buf[g->out[0]] + (size_t)(T - 1) * (size_t)V, V);
+	}
+	printf("verify: %s (tolerance %g)\n", bad ? "FAILED" : "passed", tol);
+	for (int i = 0; i < g->n; i++)
+		free(out[i]);
+	free(out), free(worst), free(wnode), free(pos);
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
-	const char *plan = NULL, *tokens = NULL, *device = "cpu", *dump = NULL, *weights = NULL;
-	long n = 16, max_seq = 0;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage, stdout);
-			return 0;
-		} else if (!strcmp(a, "--version")) {
-			printf("glmrun %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION);
-			return 0;
-		} else if (!strcmp(a, "--tokens") || !strcmp(a, "-n") || !strcmp(a, "--device") ||
-		           !strcmp(a, "--max-seq") || !strcmp(a, "--dump-logits") || !strcmp(a, "--weights")) {
-			if (!next)
-				fail("missing value after %s", a);
-			i++;
-			if (!strcmp(a, "--tokens"))
-				tokens = next;
-			else if (!strcmp(a, "-n"))
-				n = parse_long(next, "-n", 1, 1 << 24);
-			else if (!strcmp(a, "--device"))
-				device = next;
-			else if (!strcmp(a, "--max-seq"))
-				max_seq = parse_long(next, "--max-seq", 1, 1 << 24);
-			else if (!strcmp(a, "--dump-logits"))
-				dump = next;
-			else
-				weights = next;
-		} else if (a[0] == '-')
-			fail("unknown option %s (run 'glmrun --help')", a);
-		else if (!plan)
-			plan = a;
-		else
-			fail("unexpected argument '%s'", a);
-	}
-	if (!plan)
-		fail("no plan given (run 'glmrun --help')");
-	if (strcmp(device, "cpu") && strcmp(device, "cuda"))
-		fail("--device must be cpu or cuda, got '%s'", device);
-	if (!tokens)
-		fail("no prompt: give --tokens ID,ID,...");
+	Args a;
+	parse(&a, argc, argv);
 	int np;
-	int32_t *prompt = parse_tokens(tokens, &np);
+	int32_t *prompt = parse_tokens(a.tokens, &np);
 
 	char err[1024];
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (plan_read(&g, plan, err, sizeof err))
+	if (plan_read(&g, a.plan, err, sizeof err))
 		fail("%s", err);
-	if (!strcmp(device, "cuda"))
-		fail("--device cuda: this glmrun has no CUDA backend yet; run with --device cpu");
+	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
+	if (a.gpu.temp > 0 && !cuda)
+		fail("--temp: sampling runs on the GPU only so far; use --device cuda or --temp 0 (greedy)");
 
 	int logits = -1;
 	for (int i = 0; i < g.nout; i++)
 		if (!strcmp(g.out_name[i], "logits"))
 			logits = g.out[i];
 	if (logits < 0)
-		fail("%s: the plan has no output named 'logits'", plan);
+		fail("%s: the plan has no output named 'logits'", a.plan);
 	const Node *L = &g.node[logits];
 	if (L->ndim != 2 || L->dim[0] != DIM_T || L->dim[1] <= 0)
-		fail("%s: output 'logits' must be [T, vocab]", plan);
+		fail("%s: output 'logits' must be [T, vocab]", a.plan);
 	int64_t V = L->dim[1];
+	for (int i = 0; i < np; i++)
+		if (prompt[i] >= V)
+			fail("--tokens: token id %d is outside the vocabulary [0, %lld)", prompt[i], (long long)V);
 
-	long need = np + n - 1;
+	long need = np + a.n - 1 + a.verify;
 	const char *ctx = graph_meta(&g, "n_ctx");
 	if (ctx && need > atol(ctx))
-		fail("prompt of %d tokens + %ld generated needs %ld positions, more than the model's context of %s", np, n,
+		fail("prompt of %d tokens + %ld generated needs %ld positions, more than the model's context of %s", np, a.n,
 		     need, ctx);
-	if (!max_seq)
-		max_seq = need;
+	long max_seq = a.max_seq ? a.max_seq : need;
 	if (need > max_seq)
-		fail("prompt of %d tokens + %ld generated needs %ld positions, more than --max-seq %ld", np, n, need,
-		     max_seq);
+		fail("prompt of %d tokens + %ld generated needs %ld positions, more than --max-seq %ld", np, a.n, need, max_seq);
+	const char *weights = a.weights ? a.weights : graph_meta(&g, "weights.path");
 	if (!weights)
-		weights = graph_meta(&g, "weights.path");
-	if (!weights)
-		fail("%s: the plan names no weights; pass --weights PATH", plan);
+		fail("%s: the plan names no weights; pass --weights PATH", a.plan);
 
 	Exec x;
-	if (exec_init(&x, &g, weights, np, max_seq, err, sizeof err))
+	Gpu *gpu = NULL;
+	int use_cpu = !cuda || a.verify;
+	if (use_cpu && exec_init(&x, &g, weights, np, max_seq, err, sizeof err))
 		fail("%s", err);
-	FILE *df = NULL;
-	if (dump && !(df = fopen(dump, "wb")))
-		fail("%s: cannot create: %s", dump, strerror(errno));
-
-	int32_t *pos = malloc(sizeof *pos * (size_t)np);
-	if (!pos)
-		fail("out of memory");
-	for (int i = 0; i < np; i++)
-		pos[i] = i;
-	if (exec_step(&x, prompt, pos, np, err, sizeof err))
-		fail("%s", err);
-	const float *y = x.buf[logits];
-	if (df && fwrite(y, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
-		fail("%s: write failed", dump);
-	int32_t tok = argmax_row(y + (np - 1) * V, V);
-	printf("%d", tok);
-	for (long i = 1; i < n; i++) {
-		int32_t p = (int32_t)(np + i - 1);
-		if (exec_step(&x, &tok, &p, 1, err, sizeof err))
+	if (cuda) {
+		a.gpu.progress = isatty(2);
+		a.gpu.keep_logits = a.dump != NULL;
+		if (gpu_open(&gpu, &g, weights, np, max_seq, &a.gpu, err, sizeof err))
 			fail("%s", err);
-		y = x.buf[logits];
-		if (df && fwrite(y, sizeof(float), (size_t)V, df) != (size_t)V)
-			fail("%s: write failed", dump);
-		tok = argmax_row(y, V);
+	}
+	if (a.verify) {
+		if (!cuda)
+			fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
+		int bad = verify_run(&g, gpu, &x, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
+		gpu_close(gpu);
+		exec_free(&x);
+		return bad;
+	}
+
+	FILE *df = NULL;
+	if (a.dump && !(df = fopen(a.dump, "wb")))
+		fail("%s: cannot create: %s", a.dump, strerror(errno));
+	float *rows = malloc(sizeof(float) * (size_t)(np * V));
+	int32_t *pos = malloc(sizeof *pos * (size_t)np);
+	if (!rows || !pos)
+		fail("out of memory");
+	double t0 = now();
+	int32_t tok;
+	if (cuda) {
+		if (gpu_prefill(gpu, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
+			fail("%s", err);
+	} else {
+		for (int i = 0; i < np; i++)
+			pos[i] = i;
+		if (exec_step(&x, prompt, pos, np, err, sizeof err))
+			fail("%s", err);
+		memcpy(rows, x.buf[logits], sizeof(float) * (size_t)(np * V));
+		tok = argmax_row(rows + (np - 1) * V, V);
+	}
+	double t1 = now();
+	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
+		fail("%s: write failed", a.dump);
+	printf("%d", tok);
+	fflush(stdout);
+	for (long i = 1; i < a.n; i++) {
+		if (cuda) {
+			if (gpu_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
+				fail("%s", err);
+		} else {
+			int32_t p = (int32_t)(np + i - 1);
+			if (exec_step(&x, &tok, &p, 1, err, sizeof err))
+				fail("%s", err);
+			memcpy(rows, x.buf[logits], sizeof(float) * (size_t)V);
+			tok = argmax_row(rows, V);
+		}
+		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
+			fail("%s: write failed", a.dump);
 		printf(" %d", tok);
 		fflush(stdout);
 	}
 	printf("\n");
+	double t2 = now();
 	if (df && fclose(df))
-		fail("%s: write failed", dump);
-	exec_free(&x);
-	free(pos);
-	free(prompt);
+		fail("%s: write failed", a.dump);
+	if (a.stats) {
+		fprintf(stderr, "stats: device %s\n", cuda ? "cuda" : "cpu");
+		fprintf(stderr, "stats: prefill %d tokens in %.3f ms (%.1f tok/s)\n", np, 1e3 * (t1 - t0), np / (t1 - t0));
+		if (a.n > 1)
+			fprintf(stderr, "stats: decode %ld steps in %.3f ms (%.3f ms/step, %.1f tok/s)\n", a.n - 1, 1e3 * (t2 - t1),
+			        1e3 * (t2 - t1) / (double)(a.n - 1), (double)(a.n - 1) / (t2 - t1));
+		if (cuda) {
+			GpuStats s;
+			gpu_stats(gpu, &s);
+			fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,
+			        s.recompiled ? ", kernels recompiled from the plan's source" : "");
+			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
+			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20),
+			        (double)s.cache_bytes / (1 << 20), s.upload_s);
+			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d\n",
+			        s.decode_steps, s.graph_launches,
+			        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step);
+		}
+	}
+	if (gpu)
+		gpu_close(gpu);
+	if (use_cpu)
+		exec_free(&x);
+	free(rows), free(pos), free(prompt);
 	arena_free(&A);
 	return 0;
 }

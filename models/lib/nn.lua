@@ -145,8 +145,10 @@ function nn.decoder(hp, W, layer)
   local emb = W("token_embd.weight", { hp.vocab, hp.n_embd })
   local x = glm.embedding(emb, tokens)
   for l = 0, hp.n_layer - 1 do
+    glm.layer(l)
     x = layer(x, l, pos)
   end
+  glm.layer(-1)
   x = glm.rmsnorm(x, W("output_norm.weight", { hp.n_embd }), hp.eps)
   local head = hp.tie and emb or W("output.weight", { hp.vocab, hp.n_embd }, nn.column)
   glm.output("logits", glm.linear(x, head))

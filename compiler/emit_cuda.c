@@ -1,0 +1,467 @@
+/*
+** compiler/emit_cuda.c — CUDA emission. For every node the op's kernel template (ops/kernels.cuh) is
+** instantiated by a small extern "C" wrapper whose parameters are exactly the launch's arguments, so the
+** plan's launch list and the kernel signatures cannot disagree: both are written here from one list.
+** Identical wrappers (same template instantiation and parameter types) are emitted once and shared, so
+** a 78-layer model compiles as few kernels as one layer. NVRTC turns the program into one cubin.
+**
+** Activations are float or bf16 (act); weights keep their stored type unless the plan converts float
+** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
+*/
+#include "glm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	Graph *g;
+	char *src;                   /* the wrappers, appended to the template file */
+	size_t n, cap;
+	int nkern;
+	char **keys;                 /* dedup: "params|call" per emitted kernel */
+	int nkeys, keycap;
+	Launch *l;
+	int nl, lcap;
+} Em;
+
+/* One wrapper under construction: formal parameters and the template call's arguments. */
+typedef struct {
+	char formal[1024], call[1024];
+	int nf;
+	Launch L;
+} Wr;
+
+static void appendf(Em *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(Em *e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (e->n + (size_t)k + 1 > e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 1 << 16;
+		while (cap < e->n + (size_t)k + 1)
+			cap *= 2;
+		char *s = realloc(e->src, cap);
+		GLM_ASSERT(s);
+		e->src = s, e->cap = cap;
+	}
+	va_start(ap, fmt);
+	vsnprintf(e->src + e->n, (size_t)k + 1, fmt, ap);
+	va_end(ap);
+	e->n += (size_t)k;
+}
+
+static void cat(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cat(char *dst, size_t cap, const char *fmt, ...)
+{
+	size_t k = strlen(dst);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(dst + k, cap - k, fmt, ap);
+	va_end(ap);
+}
+
+static Size sz_const(int64_t k) { return (Size){.node = -1, .div = k}; }
+static Size sz_dims(int node, int lo, int hi, int64_t div) { return (Size){.node = node, .lo = (int8_t)lo, .hi = (int8_t)hi, .div = div}; }
+static Size sz_numel(const Graph *g, int node, int64_t div) { return sz_dims(node, 0, g->node[node].ndim, div); }
+/* Rows of a node: everything but its last dim. */
+static Size sz_rows(const Graph *g, int node) { return sz_dims(node, 0, g->node[node].ndim - 1, 1); }
+
+/* The C++ element type a kernel sees for a node's buffer. */
+static const char *ctype(const Graph *g, int id)
+{
+	const Node *n = &g->node[id];
+	if (n->dtype == DT_I32)
+		return "int";
+	int dt = n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype) : g->cuda.act;
+	return dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : "float";
+}
+
+/* Element type by size, for ops that only move bytes. */
+static const char *etype(const Graph *g, int id)
+{
+	const Node *n = &g->node[id];
+	int dt = n->dtype == DT_I32 ? DT_I32 : n->kind == VK_WEIGHT ? n->dtype : g->cuda.act;
+	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
+}
+
+static void w_start(Wr *w, int node)
+{
+	memset(w, 0, sizeof *w);
+	w->L.node = node;
+	w->L.tmin = 1, w->L.tmax = 1 << 30;
+	w->L.block = 256;
+	for (int i = 0; i < 3; i++)
+		w->L.grid[i] = sz_const(1);
+}
+
+static void w_sep(Wr *w)
+{
+	if (w->nf++)
+		cat(w->formal, sizeof w->formal, ", ");
+}
+
+static void w_callsep(Wr *w)
+{
+	if (w->call[0])
+		cat(w->call, sizeof w->call, ", ");
+}
+
+/* A buffer argument; outputs are writable, inputs const. */
+static void w_buf(Wr *w, const Graph *g, int node, int out, const char *type)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s%s *a%d", out ? "" : "const ", type ? type : ctype(g, node), w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}};
+}
+
+static void w_null(Wr *w)
+{
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "nullptr");
+}
+
+static void w_size(Wr *w, Size s, int wide)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s a%d", wide ? "long long" : "int", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = wide ? KA_LONG : KA_INT, .s = s};
+}
+
+static void w_int(Wr *w, int64_t v) { w_size(w, sz_const(v), 0); }
+
+static void w_float(Wr *w, double f)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "float a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_FLOAT, .f = f};
+}
+
+static void w_rope(Wr *w, int node)
+{
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "const float *a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ROPE, .s = {.node = node}};
+}
+
+/* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
+static void w_finish(Em *e, Wr *w, const char *tmpl)
+{
+	char key[2600];
+	snprintf(key, sizeof key, "%d|%s|%s|%s", w->L.block, w->formal, tmpl, w->call);
+	int k;
+	for (k = 0; k < e->nkeys; k++)
+		if (!strcmp(e->keys[k], key))
+			break;
+	if (k == e->nkeys) {
+		if (e->nkeys == e->keycap) {
+			e->keycap = e->keycap ? e->keycap * 2 : 64;
+			e->keys = realloc(e->keys, sizeof *e->keys * (size_t)e->keycap);
+			GLM_ASSERT(e->keys);
+		}
+		e->keys[e->nkeys++] = strdup(key);
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { %s(%s); }\n", w->L.block, k,
+		        w->formal, tmpl, w->call);
+	}
+	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
+	if (e->nl == e->lcap) {
+		e->lcap = e->lcap ? e->lcap * 2 : 256;
+		e->l = realloc(e->l, sizeof *e->l * (size_t)e->lcap);
+		GLM_ASSERT(e->l);
+	}
+	e->l[e->nl++] = w->L;
+}
+
+/* Rows per token of a linear's input: its static extent apart from T, over K. */
+static int64_t rows_per_token(const Node *x)
+{
+	int64_t r = 1;
+	for (int i = 0; i < x->ndim - 1; i++)
+		r *= x->dim[i] == DIM_T ? 1 : x->dim[i];
+	return r;
+}
+
+static int has_t(const Node *n)
+{
+	for (int i = 0; i < n->ndim; i++)
+		if (n->dim[i] == DIM_T)
+			return 1;
+	return 0;
+}
+
+static const char *bool_s(int b) { return b ? "true" : "false"; }
+
+/* The launches of one node. */
+static int emit_node(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	switch (n->op) {
+	case OP_INPUT: case OP_PARAM: case OP_CACHE: case OP_RESHAPE:
+		return 0; /* leaves have no kernel; a reshape aliases its input's buffer */
+	case OP_EMBEDDING: {
+		int tab = n->in[0], ids = n->in[1];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+		w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+		w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+		w.L.grid[1] = sz_numel(g, ids, 1);
+		snprintf(t, sizeof t, "k_embedding<%s, %s>", A, ctype(g, tab));
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_LINEAR: {
+		int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+		int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
+		for (int variant = 0; variant < 2; variant++) {
+			w_start(&w, id);
+			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
+			if (bias >= 0)
+				w_buf(&w, g, bias, 0, NULL);
+			else
+				w_null(&w);
+			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
+			if (variant == 0) {
+				if (tmax_gemv < 1)
+					continue;
+				w.L.tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
+				w.L.grid[0] = sz_const((N + 7) / 8);
+				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+			} else {
+				if (tmax_gemv >= (1 << 30))
+					continue;
+				w.L.tmin = (int)(tmax_gemv < 1 ? 1 : tmax_gemv + 1);
+				w.L.grid[0] = sz_const((N + 63) / 64);
+				w.L.grid[1] = sz_numel(g, x, K * 64);
+				snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+			}
+			w_finish(e, &w, t);
+		}
+		return 0;
+	}
+	case OP_MATMUL: {
+		int a = n->in[0], b = n->in[1], nd = n->ndim;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+		w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
+		w_size(&w, sz_dims(b, nd - 1, nd, 1), 0);
+		w.L.grid[0] = sz_dims(b, nd - 1, nd, 256);
+		w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
+		w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
+		snprintf(t, sizeof t, "k_matmul<%s, %s>", A, ctype(g, b));
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
+		int a = n->in[0], b = n->in[1];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+		w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
+		w.L.grid[0] = sz_numel(g, id, 256);
+		snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID: {
+		int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+		w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
+		w.L.grid[0] = sz_numel(g, id, 256);
+		snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_SWIGLU:
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+		w_size(&w, sz_numel(g, id, 1), 1);
+		w.L.grid[0] = sz_numel(g, id, 256);
+		snprintf(t, sizeof t, "k_swiglu<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	case OP_SOFTMAX:
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+		w_int(&w, n->dim[n->ndim - 1]);
+		w.L.grid[0] = sz_rows(g, id);
+		snprintf(t, sizeof t, "k_softmax<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	case OP_RMSNORM: case OP_LAYERNORM: {
+		int hw = n->nin > 1, hb = n->nin > 2;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+		if (hw)
+			w_buf(&w, g, n->in[1], 0, NULL);
+		else
+			w_null(&w);
+		const char *W = hw ? ctype(g, n->in[1]) : A;
+		if (n->op == OP_LAYERNORM) {
+			if (hb)
+				w_buf(&w, g, n->in[2], 0, W);
+			else
+				w_null(&w);
+		}
+		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_rows(g, id);
+		if (n->op == OP_RMSNORM)
+			snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
+		else
+			snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
+		if (hb && strcmp(ctype(g, n->in[2]), W))
+			return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_ROPE: {
+		int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+		w_rope(&w, id);
+		float *inv = malloc(sizeof(float) * (size_t)(R / 2 + 1)), cs;
+		GLM_ASSERT(inv);
+		op_rope_table(n, inv, &cs);
+		free(inv);
+		w_float(&w, cs);
+		w_int(&w, H), w_int(&w, D), w_int(&w, R);
+		w.L.grid[0] = sz_numel(g, id, D);
+		w.L.block = 128;
+		snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_ATTENTION: {
+		int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
+		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_kv_write<%s>", A);
+		w_finish(e, &w, t);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_const(H);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.block = 128;
+		snprintf(t, sizeof t, "k_attention<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_TOPK: case OP_ARGMAX: {
+		int x = n->in[0];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
+		w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
+		if (n->op == OP_TOPK)
+			w_int(&w, n->ia[0]);
+		w.L.grid[0] = sz_rows(g, x);
+		snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_SLICE: {
+		int x = n->in[0], ax = (int)n->ia[0];
+		const char *E = etype(g, id);
+		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+		w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
+		w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
+		w.L.grid[0] = sz_numel(g, id, 256);
+		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_CONCAT: {
+		int ax = (int)n->ia[0];
+		int64_t at = 0;
+		const char *E = etype(g, id);
+		for (int i = 0; i < n->nin; i++) {
+			int x = n->in[i];
+			int64_t part = g->node[x].dim[ax];
+			w_start(&w, id);
+			w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+			w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+			w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
+			w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
+			w.L.grid[0] = sz_numel(g, x, 256);
+			snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+			w_finish(e, &w, t);
+			at += part;
+		}
+		return 0;
+	}
+	case OP_PERMUTE: {
+		int x = n->in[0], nd = g->node[x].ndim;
+		const char *E = etype(g, id);
+		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+		for (int i = 0; i < 4; i++)
+			w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
+		for (int i = 0; i < 4; i++)
+			w_int(&w, i < nd ? n->ia[i] : i);
+		w.L.grid[0] = sz_numel(g, id, 256);
+		snprintf(t, sizeof t, "k_permute<%s>", E);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	default:
+		return seterr(err, len, "op %d (%%%d): no CUDA kernel for this op", n->op, id);
+	}
+}
+
+/* The sampler: one fixed wrapper, launched by glmrun on the last logits row. */
+static const char *emit_sampler(Em *e)
+{
+	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
+	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample(int *out, int cap, int *next_token, "
+	        "int *next_pos, int *step, const %s *logits, int V, const float *params) { k_sample<%s>(out, cap, "
+	        "next_token, next_pos, step, logits, V, params); }\n", A, A);
+	return "glm_sample";
+}
+
+int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
+{
+	Em e = {.g = g};
+	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
+	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
+	int rc = 0;
+	for (int i = 0; i < g->n && !rc; i++)
+		rc = emit_node(&e, i, err, len);
+	if (!rc) {
+		g->cuda.sample_kernel = emit_sampler(&e);
+		g->cuda.source = arena_strdup(g->A, e.src);
+		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));
+		memcpy(g->cuda.l, e.l, sizeof(Launch) * (size_t)e.nl);
+		g->cuda.nl = e.nl;
+	}
+	for (int i = 0; i < e.nkeys; i++)
+		free(e.keys[i]);
+	free(e.keys), free(e.l), free(e.src);
+	if (rc || !compile)
+		return rc;
+	if (!nvrtc_available()) {
+		if (warn)
+			fprintf(warn, "glmc: warning: NVRTC not found; the plan holds kernel source only and glmrun will compile "
+			        "it at load\n");
+		return 0;
+	}
+	unsigned char *cubin;
+	size_t n;
+	if (nvrtc_compile(g->cuda.source, arch, &cubin, &n, err, len))
+		return -1;
+	unsigned char *c = arena_alloc(g->A, n);
+	memcpy(c, cubin, n);
+	free(cubin);
+	g->cuda.cubin = c, g->cuda.cubin_size = n;
+	return 0;
+}

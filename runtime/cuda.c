@@ -1,0 +1,639 @@
+/*
+** runtime/cuda.c — glmrun on one GPU: driver API through dlopen, one module per plan, one device
+** allocation each for weights, activations and caches, eager prefill, and a decode step that is one
+** CUDA-graph launch. The graph reads and writes only device buffers: the sampler writes the next token
+** and position where the next replay reads them, so a whole step needs no host-to-device copy.
+*/
+#include "gpu.h"
+#include "ref.h"
+#include "st.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The driver entry points glmrun uses, resolved by their versioned names. */
+typedef struct {
+	void *so;
+	__typeof__(cuInit) *init;
+	__typeof__(cuGetErrorString) *errstr;
+	__typeof__(cuDeviceGetCount) *dev_count;
+	__typeof__(cuDeviceGet) *dev_get;
+	__typeof__(cuDeviceGetName) *dev_name;
+	__typeof__(cuDeviceGetAttribute) *dev_attr;
+	__typeof__(cuDevicePrimaryCtxRetain) *ctx_retain;
+	__typeof__(cuDevicePrimaryCtxRelease_v2) *ctx_release;
+	__typeof__(cuCtxSetCurrent) *ctx_set;
+	__typeof__(cuMemGetInfo_v2) *mem_info;
+	__typeof__(cuMemAlloc_v2) *alloc;
+	__typeof__(cuMemFree_v2) *free;
+	__typeof__(cuMemAllocHost_v2) *alloc_host;
+	__typeof__(cuMemFreeHost) *free_host;
+	__typeof__(cuMemcpyHtoD_v2) *htod;
+	__typeof__(cuMemcpyDtoH_v2) *dtoh;
+	__typeof__(cuMemcpyHtoDAsync_v2) *htod_async;
+	__typeof__(cuMemcpyDtoHAsync_v2) *dtoh_async;
+	__typeof__(cuMemsetD8_v2) *memset8;
+	__typeof__(cuModuleLoadData) *mod_load;
+	__typeof__(cuModuleUnload) *mod_unload;
+	__typeof__(cuModuleGetFunction) *mod_fn;
+	__typeof__(cuFuncGetAttribute) *fn_attr;
+	__typeof__(cuLaunchKernel) *launch;
+	__typeof__(cuStreamCreate) *stream_create;
+	__typeof__(cuStreamDestroy_v2) *stream_destroy;
+	__typeof__(cuStreamSynchronize) *stream_sync;
+	__typeof__(cuStreamBeginCapture_v2) *capture_begin;
+	__typeof__(cuStreamEndCapture) *capture_end;
+	__typeof__(cuGraphInstantiateWithFlags) *graph_inst;
+	__typeof__(cuGraphLaunch) *graph_launch;
+	__typeof__(cuGraphExecDestroy) *graph_exec_destroy;
+	__typeof__(cuGraphDestroy) *graph_destroy;
+} Cu;
+
+struct Gpu {
+	Cu cu;
+	const Graph *g;
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream st;
+	CUmodule mod;
+	CUfunction *fn;              /* per launch */
+	CUfunction sample;
+	CUdeviceptr *ptr;            /* per node */
+	CUdeviceptr *rope;           /* per node: rope tables */
+	CUdeviceptr wmem, amem, cmem, smem;
+	int tokens, pos, logits;     /* node ids */
+	int64_t maxT, S, V;
+	CUdeviceptr params, step, ring, rope_mem;
+	int ring_cap;
+	CUgraph graph;
+	CUgraphExec exec;
+	int captured_logits;
+	int32_t *host_tok;           /* pinned */
+	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
+	void *host_raw;              /* pinned, one logits row as the device stores it */
+	GpuStats stats;
+};
+
+static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
+{
+	const char *s = NULL;
+	if (x->cu.errstr)
+		x->cu.errstr(r, &s);
+	return seterr(err, len, "CUDA: %s failed: %s (error %d)", what, s ? s : "unknown error", (int)r);
+}
+
+#define CK(call, what)                                \
+	do {                                              \
+		CUresult r_ = (call);                         \
+		if (r_ != CUDA_SUCCESS)                       \
+			return cuerr(x, r_, what, err, len);      \
+	} while (0)
+
+/* Load libcuda and every symbol; a machine without the driver gets one clear line. */
+static int load_driver(Cu *cu, char *err, size_t len)
+{
+	memset(cu, 0, sizeof *cu);
+	cu->so = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!cu->so)
+		return seterr(err, len, "--device cuda: no NVIDIA driver found (libcuda.so.1 cannot be loaded); run with "
+		              "--device cpu");
+#define SYM(f, name)                                                                               \
+	if (!(*(void **)&cu->f = dlsym(cu->so, name)))                                                  \
+		return seterr(err, len, "--device cuda: the NVIDIA driver lacks %s (driver too old?)", name);
+	SYM(init, "cuInit");
+	SYM(errstr, "cuGetErrorString");
+	SYM(dev_count, "cuDeviceGetCount");
+	SYM(dev_get, "cuDeviceGet");
+	SYM(dev_name, "cuDeviceGetName");
+	SYM(dev_attr, "cuDeviceGetAttribute");
+	SYM(ctx_retain, "cuDevicePrimaryCtxRetain");
+	SYM(ctx_release, "cuDevicePrimaryCtxRelease_v2");
+	SYM(ctx_set, "cuCtxSetCurrent");
+	SYM(mem_info, "cuMemGetInfo_v2");
+	SYM(alloc, "cuMemAlloc_v2");
+	SYM(free, "cuMemFree_v2");
+	SYM(alloc_host, "cuMemAllocHost_v2");
+	SYM(free_host, "cuMemFreeHost");
+	SYM(htod, "cuMemcpyHtoD_v2");
+	SYM(dtoh, "cuMemcpyDtoH_v2");
+	SYM(htod_async, "cuMemcpyHtoDAsync_v2");
+	SYM(dtoh_async, "cuMemcpyDtoHAsync_v2");
+	SYM(memset8, "cuMemsetD8_v2");
+	SYM(mod_load, "cuModuleLoadData");
+	SYM(mod_unload, "cuModuleUnload");
+	SYM(mod_fn, "cuModuleGetFunction");
+	SYM(fn_attr, "cuFuncGetAttribute");
+	SYM(launch, "cuLaunchKernel");
+	SYM(stream_create, "cuStreamCreate");
+	SYM(stream_destroy, "cuStreamDestroy_v2");
+	SYM(stream_sync, "cuStreamSynchronize");
+	SYM(capture_begin, "cuStreamBeginCapture_v2");
+	SYM(capture_end, "cuStreamEndCapture");
+	SYM(graph_inst, "cuGraphInstantiateWithFlags");
+	SYM(graph_launch, "cuGraphLaunch");
+	SYM(graph_exec_destroy, "cuGraphExecDestroy");
+	SYM(graph_destroy, "cuGraphDestroy");
+#undef SYM
+	return 0;
+}
+
+/* Evaluate a Size with T and S bound. */
+static int64_t size_val(const Gpu *x, Size s, int64_t T)
+{
+	if (s.node < 0)
+		return s.div;
+	const Node *n = &x->g->node[s.node];
+	int64_t p = 1;
+	for (int i = s.lo; i < s.hi; i++)
+		p *= n->dim[i] == DIM_T ? T : n->dim[i] == DIM_S ? x->S : n->dim[i];
+	return (p + s.div - 1) / s.div;
+}
+
+/* Device element size of a node's buffer. */
+static size_t elsize(const Gpu *x, int id)
+{
+	const Node *n = &x->g->node[id];
+	const Cuda *c = &x->g->cuda;
+	if (n->dtype == DT_I32)
+		return 4;
+	if (n->kind == VK_WEIGHT)
+		return dtype_size(c->wconv >= 0 ? c->wconv : n->dtype);
+	return dtype_size(c->act);
+}
+
+static void progress(const Gpu *x, const GpuOpts *o, size_t done, size_t total)
+{
+	(void)x;
+	if (!o->progress || !total)
+		return;
+	fprintf(stderr, "\rglmrun: uploading weights %3d%% (%.2f / %.2f GiB)", (int)(100.0 * (double)done / (double)total),
+	        (double)done / (1 << 30), (double)total / (1 << 30));
+	if (done == total)
+		fprintf(stderr, "\n");
+}
+
+/* Upload every weight through a pinned staging buffer, converting float weights to the plan's wconv. */
+static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	StDir d;
+	if (st_open_dir(&d, weights, err, len))
+		return -1;
+	size_t total = 0, done = 0, stage_cap = 64u << 20;
+	for (int i = 0; i < g->nw; i++)
+		total += (size_t)node_numel(&g->node[g->w[i].node], 0, 0) * elsize(x, g->w[i].node);
+	unsigned char *stage = NULL;
+	CUresult r = x->cu.alloc_host((void **)&stage, stage_cap);
+	if (r != CUDA_SUCCESS) {
+		st_close(&d);
+		return cuerr(x, r, "cuMemAllocHost (weight staging)", err, len);
+	}
+	int rc = 0;
+	for (int i = 0; i < g->nw && !rc; i++) {
+		const WeightRef *w = &g->w[i];
+		const Node *n = &g->node[w->node];
+		const StTensor *t = st_find(&d, w->source);
+		size_t numel = (size_t)node_numel(n, 0, 0), es = elsize(x, w->node);
+		static const int st_of[DT_NTYPES] = {ST_F32, ST_F16, ST_BF16, ST_I32};
+		if (!t || t->dtype != st_of[w->dtype] || t->nbytes != w->nbytes) {
+			rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan", weights,
+			            w->source);
+			break;
+		}
+		const unsigned char *src = st_data(&d, t);
+		int conv = x->g->cuda.wconv >= 0 && w->dtype != x->g->cuda.wconv;
+		for (size_t at = 0; at < numel && !rc;) {
+			size_t cnt = stage_cap / (conv ? 4 : es);
+			if (cnt > numel - at)
+				cnt = numel - at;
+			const void *from = src + at * dtype_size(w->dtype);
+			if (conv) {
+				/* Through float32 (exact), then rounded to nearest even. */
+				float *f = (float *)stage;
+				st_to_f32(f, from, t->dtype, cnt);
+				uint16_t *h = (uint16_t *)stage;
+				for (size_t k = 0; k < cnt; k++)
+					h[k] = x->g->cuda.wconv == DT_BF16 ? ref_f32_to_bf16(f[k]) : ref_f32_to_f16(f[k]);
+			} else
+				memcpy(stage, from, cnt * es);
+			r = x->cu.htod(x->ptr[w->node] + at * es, stage, cnt * es);
+			if (r != CUDA_SUCCESS)
+				rc = cuerr(x, r, "cuMemcpyHtoD (weights)", err, len);
+			at += cnt;
+			done += cnt * es;
+			progress(x, o, done, total);
+		}
+	}
+	x->cu.free_host(stage);
+	st_close(&d);
+	return rc;
+}
+
+/* The module: the plan's cubin when it was built for this GPU, else NVRTC from the plan's source. */
+static int load_module(Gpu *x, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	int major = 0, minor = 0;
+	CK(x->cu.dev_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, x->dev), "cuDeviceGetAttribute");
+	CK(x->cu.dev_attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, x->dev), "cuDeviceGetAttribute");
+	x->stats.cc_major = major, x->stats.cc_minor = minor;
+	char arch[16];
+	snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+	unsigned char *own = NULL;
+	const void *image = c->cubin;
+	if (!c->cubin || strcmp(c->arch, arch)) {
+		size_t n;
+		if (nvrtc_compile(c->source, arch, &own, &n, err, len))
+			return -1;
+		image = own;
+		x->stats.recompiled = 1;
+	}
+	CUresult r = x->cu.mod_load(&x->mod, image);
+	free(own);
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuModuleLoadData", err, len);
+	x->fn = calloc((size_t)c->nl + 1, sizeof *x->fn);
+	if (!x->fn)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < c->nl; i++) {
+		r = x->cu.mod_fn(&x->fn[i], x->mod, c->l[i].kernel);
+		if (r != CUDA_SUCCESS)
+			return seterr(err, len, "plan: kernel %s of node %%%d is missing from the module", c->l[i].kernel,
+			              c->l[i].node);
+		int maxt = 0;
+		x->cu.fn_attr(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, x->fn[i]);
+		if (c->l[i].block > maxt)
+			return seterr(err, len, "plan: kernel %s launches %d threads but allows %d", c->l[i].kernel,
+			              c->l[i].block, maxt);
+	}
+	CK(x->cu.mod_fn(&x->sample, x->mod, c->sample_kernel), "cuModuleGetFunction (sampler)");
+	return 0;
+}
+
+/* Lay out every buffer, check the total against free memory, then allocate. */
+static int alloc_buffers(Gpu *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	size_t wb = 0, ab = 0, cb = 0, rb = 0;
+	size_t *off = calloc((size_t)g->n, sizeof *off);
+	x->ptr = calloc((size_t)g->n, sizeof *x->ptr);
+	x->rope = calloc((size_t)g->n, sizeof *x->rope);
+	if (!off || !x->ptr || !x->rope)
+		return free(off), seterr(err, len, "out of memory");
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		size_t bytes = ((size_t)node_numel(n, x->maxT, x->S) * elsize(x, i) + 255) & ~(size_t)255;
+		if (n->op == OP_RESHAPE)
+			continue;
+		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
+		off[i] = *acc;
+		*acc += bytes;
+		if (n->op == OP_ROPE)
+			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
+	}
+	x->ring_cap = 1 << 16;
+	size_t sb = 256 + (size_t)x->ring_cap * 4;
+	size_t need = wb + ab + cb + rb + sb, free_b = 0, total_b = 0;
+	CUresult r = x->cu.mem_info(&free_b, &total_b);
+	if (r != CUDA_SUCCESS)
+		return free(off), cuerr(x, r, "cuMemGetInfo", err, len);
+	if (need + (256u << 20) > free_b) {
+		free(off);
+		return seterr(err, len, "not enough GPU memory: the plan needs %.2f GiB (weights %.2f, activations %.2f, "
+		              "KV cache %.2f for %lld positions) but %.2f GiB are free; lower --max-seq", (double)need / (1 << 30),
+		              (double)wb / (1 << 30), (double)ab / (1 << 30), (double)cb / (1 << 30), (long long)x->S,
+		              (double)free_b / (1 << 30));
+	}
+	if ((wb && (r = x->cu.alloc(&x->wmem, wb))) || (ab && (r = x->cu.alloc(&x->amem, ab))) ||
+	    (cb && (r = x->cu.alloc(&x->cmem, cb))) || (r = x->cu.alloc(&x->smem, sb)) ||
+	    (rb && (r = x->cu.alloc(&x->rope_mem, rb)))) {
+		free(off);
+		return cuerr(x, r, "cuMemAlloc", err, len);
+	}
+	x->stats.weight_bytes = wb, x->stats.act_bytes = ab, x->stats.cache_bytes = cb;
+	size_t ro = 0;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->op == OP_RESHAPE) {
+			x->ptr[i] = x->ptr[n->in[0]];
+			continue;
+		}
+		CUdeviceptr base = n->kind == VK_WEIGHT ? x->wmem : n->kind == VK_CACHE ? x->cmem : x->amem;
+		x->ptr[i] = base + off[i];
+		if (n->op == OP_ROPE) {
+			int half = (int)n->ia[2] / 2;
+			float *inv = malloc(sizeof(float) * (size_t)half), cs;
+			if (!inv)
+				return free(off), seterr(err, len, "out of memory");
+			op_rope_table(n, inv, &cs);
+			x->rope[i] = x->rope_mem + ro;
+			r = x->cu.htod(x->rope[i], inv, sizeof(float) * (size_t)half);
+			free(inv);
+			if (r != CUDA_SUCCESS)
+				return free(off), cuerr(x, r, "cuMemcpyHtoD (rope table)", err, len);
+			ro += ((size_t)half * sizeof(float) + 255) & ~(size_t)255;
+		}
+	}
+	free(off);
+	/* Poison activations (NaN in f32 and bf16) so a kernel that skips an element is visible; caches start
+	** at zero, since attention never reads rows past the position. */
+	if (ab)
+		CK(x->cu.memset8(x->amem, 0xff, ab), "cuMemsetD8");
+	if (cb)
+		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
+	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
+	x->params = x->smem, x->step = x->smem + 64, x->ring = x->smem + 256;
+	return 0;
+}
+
+int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o, char *err,
+             size_t len)
+{
+	*out = NULL;
+	if (!g->cuda.source)
+		return seterr(err, len, "the plan has no CUDA section; recompile it with this glmc");
+	Gpu *x = calloc(1, sizeof *x);
+	if (!x)
+		return seterr(err, len, "out of memory");
+	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
+	*out = x;
+	if (load_driver(&x->cu, err, len))
+		return -1;
+	CUresult r = x->cu.init(0);
+	if (r == CUDA_ERROR_NO_DEVICE)
+		return seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuInit", err, len);
+	int ndev = 0;
+	CK(x->cu.dev_count(&ndev), "cuDeviceGetCount");
+	if (ndev < 1)
+		return seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	CK(x->cu.dev_get(&x->dev, 0), "cuDeviceGet");
+	x->cu.dev_name(x->stats.name, sizeof x->stats.name, x->dev);
+	CK(x->cu.ctx_retain(&x->ctx, x->dev), "cuDevicePrimaryCtxRetain");
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	CK(x->cu.stream_create(&x->st, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].op == OP_INPUT)
+			*(strcmp(g->node[i].name, "tokens") ? &x->pos : &x->tokens) = i;
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			x->logits = g->out[i];
+	if (x->tokens < 0 || x->pos < 0 || x->logits < 0)
+		return seterr(err, len, "plan: needs inputs 'tokens' and 'pos' and an output 'logits'");
+	x->V = g->node[x->logits].dim[1];
+	if (load_module(x, err, len) || alloc_buffers(x, err, len))
+		return -1;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (upload_weights(x, weights, o, err, len))
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	x->stats.upload_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	float params[4] = {o->temp, (float)o->top_k, o->top_p, 0};
+	memcpy(&params[3], &o->seed, 4);
+	CK(x->cu.htod(x->params, params, sizeof params), "cuMemcpyHtoD (sampling parameters)");
+	CK(x->cu.alloc_host((void **)&x->host_tok, 64), "cuMemAllocHost");
+	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
+	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4), "cuMemAllocHost");
+	for (int i = 0; i < g->cuda.nl; i++)
+		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax)
+			x->stats.kernels_per_step++;
+	x->stats.kernels_per_step++; /* the sampler */
+	return 0;
+}
+
+/* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
+static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		if (T < l->tmin || T > l->tmax)
+			continue;
+		void *args[MAXKARG];
+		union {
+			CUdeviceptr p;
+			int i;
+			long long l;
+			float f;
+		} v[MAXKARG];
+		for (int k = 0; k < l->narg; k++) {
+			const KArg *a = &l->arg[k];
+			switch (a->kind) {
+			case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
+			case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
+			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
+			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
+			default: v[k].f = (float)a->f; break;
+			}
+			args[k] = &v[k];
+		}
+		unsigned gx = (unsigned)size_val(x, l->grid[0], T), gy = (unsigned)size_val(x, l->grid[1], T),
+		         gz = (unsigned)size_val(x, l->grid[2], T);
+		if (!gx || !gy || !gz)
+			continue;
+		CUresult r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, 0, x->st, args, NULL);
+		if (r != CUDA_SUCCESS) {
+			const Node *n = &x->g->node[l->node];
+			char what[256];
+			snprintf(what, sizeof what, "launching %s for %s node %%%d (%s:%d)", l->kernel, op_table[n->op].name,
+			         l->node, n->src ? n->src : "?", n->line);
+			return cuerr(x, r, what, err, len);
+		}
+	}
+	return 0;
+}
+
+/* The sampler on logits row `row` (of the current step), writing the token where the next step reads. */
+static int launch_sample(Gpu *x, int64_t row, char *err, size_t len)
+{
+	CUdeviceptr logits = x->ptr[x->logits] + (CUdeviceptr)(row * x->V * (int64_t)elsize(x, x->logits));
+	CUdeviceptr tok = x->ptr[x->tokens], pos = x->ptr[x->pos];
+	int cap = x->ring_cap, V = (int)x->V;
+	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params};
+	CK(x->cu.launch(x->sample, 1, 1, 1, 1024, 1, 1, 0, x->st, args, NULL), "launching the sampler");
+	return 0;
+}
+
+/* Queue the copies of the sampled token and (optionally) the logits row into pinned memory. */
+static int queue_readback(Gpu *x, int64_t row, int logits, char *err, size_t len)
+{
+	CK(x->cu.dtoh_async(x->host_tok, x->ptr[x->tokens], 4, x->st), "cuMemcpyDtoHAsync (token)");
+	if (logits) {
+		size_t es = elsize(x, x->logits);
+		CK(x->cu.dtoh_async(x->host_raw, x->ptr[x->logits] + (CUdeviceptr)(row * x->V * (int64_t)es),
+		                    (size_t)x->V * es, x->st), "cuMemcpyDtoHAsync (logits)");
+	}
+	return 0;
+}
+
+/* The pinned logits row as float32. */
+static void logits_out(Gpu *x, float *dst)
+{
+	if (elsize(x, x->logits) == 4)
+		memcpy(dst, x->host_raw, (size_t)x->V * 4);
+	else
+		for (int64_t i = 0; i < x->V; i++)
+			dst[i] = ref_bf16_to_f32(((uint16_t *)x->host_raw)[i]);
+}
+
+int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
+                size_t len)
+{
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "prefill of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	int32_t *pos = malloc(sizeof *pos * (size_t)T);
+	if (!pos)
+		return seterr(err, len, "out of memory");
+	for (int64_t i = 0; i < T; i++)
+		pos[i] = pos0 + (int32_t)i;
+	CUresult r = x->cu.htod_async(x->ptr[x->tokens], tokens, (size_t)T * 4, x->st);
+	if (r == CUDA_SUCCESS)
+		r = x->cu.htod_async(x->ptr[x->pos], pos, (size_t)T * 4, x->st);
+	if (r != CUDA_SUCCESS)
+		return free(pos), cuerr(x, r, "cuMemcpyHtoDAsync (prompt)", err, len);
+	if (launch_step(x, T, err, len))
+		return free(pos), -1;
+	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
+	/* All rows of logits, then the sampler, which expects the position of the row it samples in pos[0]. */
+	if (logits) {
+		size_t es = elsize(x, x->logits), cnt = (size_t)(T * x->V);
+		void *raw = malloc(cnt * es);
+		if (!raw)
+			return free(pos), seterr(err, len, "out of memory");
+		r = x->cu.stream_sync(x->st);
+		if (r == CUDA_SUCCESS)
+			r = x->cu.dtoh(raw, x->ptr[x->logits], cnt * es);
+		if (r != CUDA_SUCCESS)
+			return free(raw), free(pos), cuerr(x, r, "prefill", err, len);
+		for (size_t k = 0; k < cnt; k++)
+			logits[k] = es == 4 ? ((float *)raw)[k] : ref_bf16_to_f32(((uint16_t *)raw)[k]);
+		free(raw);
+	}
+	int32_t last = pos0 + (int32_t)T - 1;
+	r = x->cu.htod_async(x->ptr[x->pos], &last, 4, x->st);
+	free(pos);
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuMemcpyHtoDAsync (position)", err, len);
+	if (launch_sample(x, T - 1, err, len) || queue_readback(x, 0, 0, err, len))
+		return -1;
+	CK(x->cu.stream_sync(x->st), "prefill");
+	*next = *x->host_tok;
+	return 0;
+}
+
+int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len)
+{
+	if (!x->exec || x->captured_logits != (logits != NULL)) {
+		if (x->exec) {
+			x->cu.graph_exec_destroy(x->exec);
+			x->cu.graph_destroy(x->graph);
+			x->exec = NULL;
+		}
+		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+		int rc = launch_step(x, 1, err, len);
+		if (!rc && logits)
+			rc = queue_readback(x, 0, 1, err, len);
+		if (!rc)
+			rc = launch_sample(x, 0, err, len);
+		if (!rc)
+			rc = queue_readback(x, 0, 0, err, len);
+		CUresult r = x->cu.capture_end(x->st, &x->graph);
+		if (rc)
+			return -1;
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuStreamEndCapture", err, len);
+		CK(x->cu.graph_inst(&x->exec, x->graph, 0), "cuGraphInstantiate");
+		x->captured_logits = logits != NULL;
+	}
+	CK(x->cu.graph_launch(x->exec, x->st), "cuGraphLaunch");
+	x->stats.graph_launches++;
+	x->stats.decode_steps++;
+	CK(x->cu.stream_sync(x->st), "decode step");
+	if (logits)
+		logits_out(x, logits);
+	*next = *x->host_tok;
+	return 0;
+}
+
+int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err, size_t len)
+{
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "step of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	CK(x->cu.htod(x->ptr[x->tokens], tokens, (size_t)T * 4), "cuMemcpyHtoD (tokens)");
+	CK(x->cu.htod(x->ptr[x->pos], pos, (size_t)T * 4), "cuMemcpyHtoD (positions)");
+	if (launch_step(x, T, err, len))
+		return -1;
+	CK(x->cu.stream_sync(x->st), "step");
+	const Graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (!out[i] || n->kind != VK_ACT)
+			continue;
+		size_t cnt = (size_t)node_numel(n, T, x->S), es = elsize(x, i);
+		void *tmp = malloc(cnt * es);
+		if (!tmp)
+			return seterr(err, len, "out of memory");
+		CUresult r = x->cu.dtoh(tmp, x->ptr[i], cnt * es);
+		if (r != CUDA_SUCCESS)
+			return free(tmp), cuerr(x, r, "cuMemcpyDtoH", err, len);
+		for (size_t k = 0; k < cnt; k++)
+			out[i][k] = n->dtype == DT_I32 ? (float)((int32_t *)tmp)[k]
+			            : es == 2         ? ref_bf16_to_f32(((uint16_t *)tmp)[k])
+			                              : ((float *)tmp)[k];
+		free(tmp);
+	}
+	return 0;
+}
+
+void gpu_stats(const Gpu *x, GpuStats *s)
+{
+	*s = x->stats;
+}
+
+void gpu_close(Gpu *x)
+{
+	if (!x)
+		return;
+	if (x->cu.so && x->ctx) {
+		if (x->exec)
+			x->cu.graph_exec_destroy(x->exec), x->cu.graph_destroy(x->graph);
+		if (x->mod)
+			x->cu.mod_unload(x->mod);
+		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem};
+		for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+			if (m[i])
+				x->cu.free(m[i]);
+		if (x->host_tok)
+			x->cu.free_host(x->host_tok);
+		if (x->host_logits)
+			x->cu.free_host(x->host_logits);
+		if (x->host_raw)
+			x->cu.free_host(x->host_raw);
+		if (x->st)
+			x->cu.stream_destroy(x->st);
+		x->cu.ctx_release(x->dev);
+	}
+	if (x->cu.so)
+		dlclose(x->cu.so);
+	free(x->fn), free(x->ptr), free(x->rope);
+	free(x);
+}
+
+/* Whether a GPU can be used here: the driver loads and reports at least one device. */
+int gpu_present(void)
+{
+	Cu cu;
+	char err[256];
+	int n = 0;
+	int ok = load_driver(&cu, err, sizeof err) == 0 && cu.init(0) == CUDA_SUCCESS &&
+	         cu.dev_count(&n) == CUDA_SUCCESS && n > 0;
+	if (cu.so)
+		dlclose(cu.so);
+	return ok;
+}

@@ -1,0 +1,57 @@
+/*
+** runtime/gpu.h — the CUDA device path of glmrun. The driver (libcuda) is opened with dlopen, so glmrun
+** starts on machines without a GPU and says so in one line when asked for one.
+*/
+#ifndef GLM_GPU_H
+#define GLM_GPU_H
+
+#include "glm.h"
+
+typedef struct Gpu Gpu;
+
+typedef struct {
+	float temp;                  /* <= 0: greedy */
+	int top_k;                   /* <= 0: off */
+	float top_p;                 /* >= 1: off */
+	uint32_t seed;
+	int progress;                /* draw a progress bar for the weight upload */
+	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
+} GpuOpts;
+
+/* Open the first GPU, load (or recompile) the plan's kernels, check memory, upload the weights, allocate
+** the KV caches for S positions and buffers for up to maxT tokens per step. */
+int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o, char *err,
+             size_t len);
+
+/* Evaluate T prompt tokens at positions pos0.. (eagerly: the prefill shape changes per prompt), then
+** sample the next token from the last row. logits (V floats per row, T rows) may be NULL. */
+int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
+                size_t len);
+
+/* One decode step as one CUDA-graph launch (captured on first use): feeds back the last sampled token,
+** samples the next. logits (V floats) may be NULL. */
+int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len);
+
+/* Run the nodes for T tokens eagerly and copy every node's output to host float32 arrays (out[node],
+** NULL for leaves), for --verify. */
+int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,
+                     size_t len);
+
+/* Counters for --stats. */
+typedef struct {
+	long graph_launches, decode_steps, kernel_launches_eager;
+	int kernels_per_step;
+	double upload_s;
+	size_t weight_bytes, act_bytes, cache_bytes;
+	char name[256];
+	int cc_major, cc_minor;
+	int recompiled;
+} GpuStats;
+void gpu_stats(const Gpu *x, GpuStats *s);
+
+void gpu_close(Gpu *x);
+
+/* 1 when the driver loads and sees a GPU (for picking the default device). */
+int gpu_present(void);
+
+#endif

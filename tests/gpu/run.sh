@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# tests/gpu/run.sh — one GPU round on the device machine. Builds nothing there: bin/, build/gpu/ and the
+# fixtures in build/fixtures/ come from `make gpu-bundle` on the development machine. Runs the kernel
+# tests, every fixture through --device cuda (f32 and bf16) against the fixture logits and the CPU
+# reference (--verify), the sampling contract, and compute-sanitizer on one fixture; prints a table.
+set -u
+cd "$(dirname "$0")/../.."
+FIX=${FIX:-build/fixtures}
+OUT=${OUT:-/tmp/glm-gpu}
+mkdir -p "$OUT"
+CMP=build/tools/cmplogits
+rows=()
+pass=0
+fail=0
+record() { # NAME STATUS DETAIL
+	rows+=("$(printf '%-44s %-5s %s' "$1" "$2" "$3")")
+	if [ "$2" = ok ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+
+if [ -x build/gpu/test_kernels ]; then
+	build/gpu/test_kernels >"$OUT/kernels.log" 2>&1
+	rc=$?
+	grep '^FAIL' "$OUT/kernels.log" | head -20
+	record "kernel tests (build/gpu/test_kernels)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/kernels.log")"
+else
+	record "kernel tests" FAIL "build/gpu/test_kernels missing"
+fi
+
+for m in llama qwen3; do
+	prompt=$($CMP --prompt $FIX/$m)
+	want=$($CMP --greedy $FIX/$m)
+	for dt in f32 bf16; do
+		tol=1e-4
+		[ $dt = bf16 ] && tol=2e-2
+		plan=$OUT/$m-$dt.plan
+		if ! bin/glmc compile models/$m.lua --weights $FIX/$m --dtype $dt -o $plan 2>"$OUT/err"; then
+			record "$m $dt compile" FAIL "$(head -c 300 "$OUT/err")"
+			continue
+		fi
+		got=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --dump-logits $OUT/$m-$dt.f32 --stats 2>"$OUT/$m-$dt.stats")
+		grep stats: "$OUT/$m-$dt.stats" | sed "s/^/  [$m $dt] /"
+		if [ "$got" = "$want" ]; then
+			record "$m $dt greedy tokens" ok "$got"
+		else
+			record "$m $dt greedy tokens" FAIL "got '$got' want '$want' $(grep -v stats: "$OUT/$m-$dt.stats" | head -c 300)"
+		fi
+		r=$($CMP $OUT/$m-$dt.f32 $FIX/$m $tol)
+		record "$m $dt logits vs fixture" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r"
+		launches=$(sed -n 's/.*graph launches \([0-9]*\) (\([0-9.]*\) per step).*/\2/p' "$OUT/$m-$dt.stats")
+		record "$m $dt graph launches per step" "$([ "$launches" = 1.00 ] && echo ok || echo FAIL)" "$launches"
+		bin/glmrun $plan --device cuda --tokens "$prompt" --verify >"$OUT/$m-$dt.verify" 2>&1
+		rc=$?
+		sed "s/^/  [$m $dt] /" "$OUT/$m-$dt.verify"
+		record "$m $dt --verify against the CPU" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$m-$dt.verify")"
+	done
+done
+
+# Sampling: the same seed twice gives the same tokens, another seed differs, --temp 0 is greedy.
+plan=$OUT/llama-f32.plan
+prompt=$($CMP --prompt $FIX/llama)
+s1=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 24 --temp 1.5 --seed 7 2>&1)
+s2=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 24 --temp 1.5 --seed 7 2>&1)
+s3=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 24 --temp 1.5 --seed 8 2>&1)
+g0=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 0 2>&1)
+record "same seed, same tokens" "$([ "$s1" = "$s2" ] && echo ok || echo FAIL)" "$s1"
+record "another seed, other tokens" "$([ "$s1" != "$s3" ] && echo ok || echo FAIL)" "$s3"
+record "--temp 0 equals greedy" "$([ "$g0" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$g0"
+k1=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1 --top-k 1 --seed 3 2>&1)
+record "--top-k 1 equals greedy" "$([ "$k1" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$k1"
+
+# compute-sanitizer on one fixture.
+if command -v compute-sanitizer >/dev/null; then
+	compute-sanitizer --tool memcheck --error-exitcode 9 bin/glmrun $plan --device cuda --tokens "$prompt" -n 4 >"$OUT/memcheck.log" 2>&1
+	rc=$?
+	record "compute-sanitizer memcheck (llama f32)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+else
+	record "compute-sanitizer memcheck" FAIL "compute-sanitizer not found"
+fi
+
+echo
+printf '%-44s %-5s %s\n' CHECK RESULT DETAIL
+printf '%s\n' "${rows[@]}"
+echo "$pass passed, $fail failed"
+[ $fail = 0 ]
