@@ -4,7 +4,7 @@
 ** with a model.safetensors.index.json. The .json files (config.json, ...) are copied unchanged; a source
 ** index is replaced by the new layout's own.
 **
-**   mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N]
+**   mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]...
 */
 #include "st.h"
 
@@ -17,7 +17,8 @@
 #include <sys/stat.h>
 
 static const char usage[] =
-	"usage: mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N]\n"
+	"usage: mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]...\n"
+	"(--drop leaves tensor NAME out, to make a checkpoint that lacks it)\n"
 	"Copy a Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index),\n"
 	"converting F32/F16/BF16 tensors to --dtype (round to nearest even; other dtypes are copied as they\n"
 	"are) and writing --shards N files (model-0000k-of-0000N.safetensors + model.safetensors.index.json)\n"
@@ -158,8 +159,8 @@ static int is_float(int dt)
 /* Parse the arguments, open SRC_DIR with the checked reader, write OUT_DIR shard by shard. */
 int main(int argc, char **argv)
 {
-	const char *pos[2] = {0}, *dts = NULL;
-	int npos = 0, shards = 1, dtype = -1;
+	const char *pos[2] = {0}, *dts = NULL, *drop[16];
+	int npos = 0, shards = 1, dtype = -1, ndrop = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage, stdout);
@@ -176,6 +177,10 @@ int main(int argc, char **argv)
 					die("--shards '%s': want an integer from 1 to 99999", argv[i]);
 				shards = (int)v;
 			}
+		} else if (!strcmp(argv[i], "--drop")) {
+			if (i + 1 >= argc || ndrop == 16)
+				die("--drop needs a tensor name (at most 16)");
+			drop[ndrop++] = argv[++i];
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			die("unknown option '%s' (see --help)", argv[i]);
 		} else if (npos < 2) {
@@ -232,6 +237,13 @@ int main(int argc, char **argv)
 		int first = i, nw = 0;
 		for (; i < n && sh[i] == s; i++, nw++) {
 			const StTensor *t = &d.t[i];
+			int skip = 0;
+			for (int k = 0; k < ndrop; k++)
+				skip |= !strcmp(drop[k], t->name);
+			if (skip) {
+				nw--;
+				continue;
+			}
 			const void *src = st_data(&d, t);
 			w[nw] = (StWrite){t->name, odt[i], t->ndim, t->shape, src};
 			json_object_set_new(wm, t->name, json_string(fname));
