@@ -188,13 +188,16 @@ static uint32_t get_count(Rd *r, size_t min, uint32_t limit)
 	return n;
 }
 
-/* A Size must name a node (or none) and a dim range of it. */
-static Size get_size(const Graph *g, Rd *r)
+/* A Size must name a node (or none) and a dim range of it; `check` is off for arguments that only use
+** the node field (buffers). */
+static Size get_size(const Graph *g, Rd *r, int check)
 {
 	Size s;
 	s.node = (int32_t)get_u32(r), s.lo = (int8_t)get_u8(r), s.hi = (int8_t)get_u8(r), s.div = get_i64(r);
-	if (!r->fail && (s.node < -1 || s.node >= g->n || s.div <= 0 ||
-	                 (s.node >= 0 && (s.lo < 0 || s.hi < s.lo || s.hi > g->node[s.node].ndim))))
+	if (!r->fail && (s.node < -1 || s.node >= g->n))
+		r->fail = "kernel launch names a node outside the graph";
+	else if (!r->fail && check &&
+	         (s.div < 0 || (s.node >= 0 && (s.div == 0 || s.lo < 0 || s.hi < s.lo || s.hi > g->node[s.node].ndim))))
 		r->fail = "bad size expression in a kernel launch";
 	return s;
 }
@@ -227,7 +230,7 @@ static void get_cuda(Graph *g, Rd *r)
 		Launch *l = &c->l[i];
 		l->node = (int)get_u32(r), l->kernel = get_str(r), l->tmin = (int)get_u32(r), l->tmax = (int)get_u32(r);
 		for (int k = 0; k < 3; k++)
-			l->grid[k] = get_size(g, r);
+			l->grid[k] = get_size(g, r, 1);
 		l->block = (int)get_u32(r), l->narg = get_u8(r);
 		if (!r->fail && (l->node < 0 || l->node >= g->n || !l->kernel || l->block < 1 || l->block > 1024 ||
 		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin)) {
@@ -236,7 +239,9 @@ static void get_cuda(Graph *g, Rd *r)
 		}
 		for (int k = 0; k < l->narg && !r->fail; k++) {
 			KArg *a = &l->arg[k];
-			a->kind = (int8_t)get_u8(r), a->s = get_size(g, r), a->f = get_f64(r);
+			a->kind = (int8_t)get_u8(r);
+			a->s = get_size(g, r, a->kind == KA_INT || a->kind == KA_LONG);
+			a->f = get_f64(r);
 			if (!r->fail && (a->kind > KA_ROPE || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0)))
 				r->fail = "bad kernel argument";
 		}

@@ -457,3 +457,80 @@ uint16_t ref_f32_to_f16(float f)
 		h++;
 	return (uint16_t)(sign | h);
 }
+
+/* murmur3's 32-bit finalizer, as the GPU sampler uses it. */
+static uint32_t mix32(uint32_t h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+/* A float's rank in the total order of floats as an unsigned key (-0 as +0). */
+static uint32_t order_key(float f)
+{
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if (u == 0x80000000u)
+		u = 0;
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* The sampler twin: the same thresholds found bit by bit, the same hash, the same Gumbel noise. */
+int ref_sample(const float *l, int V, float temp, int top_k, float top_p, uint32_t seed, int step)
+{
+	if (!(temp > 0.0f)) {
+		int32_t best;
+		ref_argmax(&best, l, 1, V);
+		return best;
+	}
+	uint32_t tau = 0;
+	if (top_k > 0 && top_k < V)
+		for (int b = 31; b >= 0; b--) {
+			uint32_t c = tau | (1u << b);
+			int cnt = 0;
+			for (int i = 0; i < V; i++)
+				cnt += order_key(l[i]) >= c;
+			if (cnt >= top_k)
+				tau = c;
+		}
+	if (top_p < 1.0f) {
+		float lmax = -INFINITY;
+		for (int i = 0; i < V; i++)
+			lmax = fmaxf(lmax, l[i]);
+		float M = lmax / temp, z = 0.0f;
+		for (int i = 0; i < V; i++)
+			if (order_key(l[i]) >= tau)
+				z += expf(l[i] / temp - M);
+		float target = top_p * z;
+		uint32_t tp = 0;
+		for (int b = 31; b >= 0; b--) {
+			uint32_t c = tp | (1u << b), lo = c > tau ? c : tau;
+			float mass = 0.0f;
+			for (int i = 0; i < V; i++)
+				if (order_key(l[i]) >= lo)
+					mass += expf(l[i] / temp - M);
+			if (mass >= target)
+				tp = c;
+		}
+		uint32_t kmax = order_key(lmax);
+		tp = tp < kmax ? tp : kmax;
+		tau = tau > tp ? tau : tp;
+	}
+	uint32_t hs = mix32(mix32(seed ^ 0x9e3779b9u) ^ (uint32_t)step);
+	float bv = -INFINITY;
+	int bi = 0;
+	for (int i = 0; i < V; i++) {
+		if (order_key(l[i]) < tau)
+			continue;
+		uint32_t h = mix32(hs ^ mix32((uint32_t)i + 0x6a09e667u));
+		float u = ((float)(h >> 9) + 0.5f) * 1.1920928955078125e-7f;
+		float v = l[i] / temp - logf(-logf(u));
+		if (v > bv)
+			bv = v, bi = i;
+	}
+	return bi;
+}

@@ -86,6 +86,13 @@ void ref_argmax(int32_t *idx, const float *x, int R, int N);
 /* y = x with dims permuted: y.shape[i] = shape[perm[i]]; ndim <= 4; elements of `elsize` bytes. */
 void ref_permute(void *y, const void *x, int ndim, const int64_t *shape, const int *perm, size_t elsize);
 
+/*
+** The sampler's CPU twin (kernel k_sample in kernels.cuh, whose comment gives the algorithm): greedy when
+** temp <= 0, else top_k / top_p filtering and Gumbel-max with a counter-based hash of (seed, step,
+** index). Same seed and step, same token (up to float-summation near-ties in top_p).
+*/
+int ref_sample(const float *logits, int V, float temp, int top_k, float top_p, uint32_t seed, int step);
+
 /* Conversions of stored weights to float32 (exact: f16 and bf16 are subsets of f32). */
 float ref_f16_to_f32(uint16_t h);
 float ref_bf16_to_f32(uint16_t h);

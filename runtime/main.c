@@ -7,6 +7,7 @@
 */
 #include "glm.h"
 #include "gpu.h"
+#include "ref.h"
 
 #include <errno.h>
 #include <math.h>
@@ -27,7 +28,7 @@ static const char *usage =
 	"  --max-seq N          KV-cache capacity in positions (default: prompt + N)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
 	"                       (prompt positions, then each generated token fed back: n_prompt + N - 1 rows)\n"
-	"  --temp T             sampling temperature (default 0: greedy); cuda only for now\n"
+	"  --temp T             sampling temperature (default 0: greedy)\n"
 	"  --top-k K, --top-p P restrict sampling to the K most likely tokens / the top P probability mass\n"
 	"  --seed S             sampling seed (default 0); the same seed gives the same tokens\n"
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
@@ -268,8 +269,6 @@ int main(int argc, char **argv)
 	if (plan_read(&g, a.plan, err, sizeof err))
 		fail("%s", err);
 	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
-	if (a.gpu.temp > 0 && !cuda)
-		fail("--temp: sampling runs on the GPU only so far; use --device cuda or --temp 0 (greedy)");
 
 	int logits = -1;
 	for (int i = 0; i < g.nout; i++)
@@ -335,7 +334,7 @@ int main(int argc, char **argv)
 		if (exec_step(&x, prompt, pos, np, err, sizeof err))
 			fail("%s", err);
 		memcpy(rows, x.buf[logits], sizeof(float) * (size_t)(np * V));
-		tok = argmax_row(rows + (np - 1) * V, V);
+		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
 	}
 	double t1 = now();
 	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
@@ -351,7 +350,7 @@ int main(int argc, char **argv)
 			if (exec_step(&x, &tok, &p, 1, err, sizeof err))
 				fail("%s", err);
 			memcpy(rows, x.buf[logits], sizeof(float) * (size_t)V);
-			tok = argmax_row(rows, V);
+			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
 		}
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
 			fail("%s: write failed", a.dump);

@@ -44,6 +44,9 @@ run_fixture() {
 		return
 	fi
 	ok "$name compile"
+	local c
+	c=$(build/tools/checkplan "$plan" 2>&1) && ok "$name kernels compiled for sm_90 and launch limits checked" ||
+		bad "$name kernels compiled for sm_90 and launch limits checked" "$c"
 	local out
 	if ! out=$(bin/glmrun "$plan" --device cpu --tokens "$($CMP --prompt "$fixture")" -n 12 \
 		--dump-logits "$tmp/$name.f32" 2>"$tmp/err"); then
@@ -120,7 +123,7 @@ expect_fail "unused tensors refused with --strict" "is not used by the model (--
 # Plans: another format version, corruption, truncation, and weights that changed under a plan.
 P=$tmp/llama.plan
 cp $P $tmp/v.plan && printf '\x07' | dd of=$tmp/v.plan bs=1 seek=8 conv=notrunc 2>/dev/null
-expect_fail "plan from another format version" "plan format version 7, but this glmrun reads version 1" bin/glmrun $tmp/v.plan --tokens 1,2
+expect_fail "plan from another format version" "plan format version 7, but this glmrun reads version" bin/glmrun $tmp/v.plan --tokens 1,2
 cp $P $tmp/c.plan && printf '\xff' | dd of=$tmp/c.plan bs=1 seek=200 conv=notrunc 2>/dev/null
 expect_fail "corrupted plan" "checksum mismatch" bin/glmrun $tmp/c.plan --tokens 1,2
 head -c 1000 $P >$tmp/t.plan
@@ -138,6 +141,19 @@ out=$(bin/glmrun $P --tokens 5 -n 3) && [ "$(echo $out | wc -w)" = 3 ] && ok "gl
 bin/glmrun $P --tokens 5,6,7 -n 4 --dump-logits $tmp/rows.f32 >/dev/null &&
 	[ "$(stat -c %s $tmp/rows.f32)" = $(((3 + 4 - 1) * 512 * 4)) ] && ok "dump-logits has n_prompt + n - 1 rows" ||
 	bad "dump-logits has n_prompt + n - 1 rows" "size $(stat -c %s $tmp/rows.f32 2>/dev/null)"
+
+# Sampling on the CPU (the GPU sampler's twin): seeds reproduce, --temp 0 and --top-k 1 are greedy.
+PR=$($CMP --prompt $FIX/llama)
+GR=$($CMP --greedy $FIX/llama)
+s1=$(bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 7)
+s2=$(bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 7)
+s3=$(bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 8)
+[ -n "$s1" ] && [ "$s1" = "$s2" ] && ok "same seed, same sampled tokens" || bad "same seed, same sampled tokens" "'$s1' vs '$s2'"
+[ "$s1" != "$s3" ] && ok "another seed, other tokens" || bad "another seed, other tokens" "both '$s1'"
+[ "$(bin/glmrun $P --device cpu --tokens "$PR" -n 12 --temp 0 --seed 5)" = "$GR" ] && ok "--temp 0 is greedy" || bad "--temp 0 is greedy" "differs"
+[ "$(bin/glmrun $P --device cpu --tokens "$PR" -n 12 --temp 2 --top-k 1 --seed 5)" = "$GR" ] && ok "--top-k 1 is greedy" || bad "--top-k 1 is greedy" "differs"
+[ "$(bin/glmrun $P --device cpu --tokens "$PR" -n 12 --temp 1 --top-p 0.000001 --seed 5)" = "$GR" ] && ok "tiny --top-p is greedy" || bad "tiny --top-p is greedy" "differs"
+expect_fail "bad --top-p" "--top-p must be a number in [0, 1]" bin/glmrun $P --tokens 1 --top-p 2
 
 # Help and dumps.
 bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"

@@ -1,0 +1,119 @@
+/*
+** tests/tools/checkplan.c — check a plan's CUDA section without a GPU: the cubin is an ELF for the
+** plan's arch, every launched kernel (and the sampler) is a function symbol in it, each launch's block
+** equals the __launch_bounds__ its wrapper declares, and grid dims stay within the hardware limits for
+** every step size from 1 to --max-t tokens.
+**
+** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
+*/
+#include "glm.h"
+
+#include <elf.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Noreturn void fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "checkplan: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+/* Whether the ELF image has a function symbol called name. */
+static int has_symbol(const unsigned char *img, size_t n, const char *name)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	if (n < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64)
+		fail("the cubin is not a 64-bit ELF image");
+	if (eh->e_shoff + (size_t)eh->e_shnum * sizeof(Elf64_Shdr) > n)
+		fail("the cubin's section table is out of bounds");
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+			continue;
+		const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+		if (sh[i].sh_offset + sh[i].sh_size > n || strs->sh_offset + strs->sh_size > n)
+			fail("the cubin's symbol table is out of bounds");
+		const Elf64_Sym *sym = (const Elf64_Sym *)(img + sh[i].sh_offset);
+		for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
+			if (ELF64_ST_TYPE(sym[k].st_info) == STT_FUNC && sym[k].st_name < strs->sh_size &&
+			    !strcmp((const char *)img + strs->sh_offset + sym[k].st_name, name))
+				return 1;
+	}
+	return 0;
+}
+
+/* The __launch_bounds__ of kernel `name` in the generated source, or -1. */
+static int declared_bounds(const char *src, const char *name)
+{
+	char pat[128];
+	snprintf(pat, sizeof pat, " %s(", name);
+	const char *p = strstr(src, pat);
+	if (!p)
+		return -1;
+	const char *lb = p;
+	while (lb > src && lb[-1] != '\n')
+		lb--;
+	lb = strstr(lb, "__launch_bounds__(");
+	return lb && lb < p ? atoi(lb + 18) : -1;
+}
+
+static int64_t eval(const Graph *g, Size s, int64_t T, int64_t S)
+{
+	if (s.node < 0)
+		return s.div;
+	int64_t p = 1;
+	for (int i = s.lo; i < s.hi; i++) {
+		int64_t d = g->node[s.node].dim[i];
+		p *= d == DIM_T ? T : d == DIM_S ? S : d;
+	}
+	return (p + s.div - 1) / s.div;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		fail("usage: checkplan PLAN [--max-t N]");
+	int64_t maxT = argc > 3 && !strcmp(argv[2], "--max-t") ? atoll(argv[3]) : 4096;
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	char err[1024];
+	if (plan_read(&g, argv[1], err, sizeof err))
+		fail("%s", err);
+	const Cuda *c = &g.cuda;
+	if (!c->source)
+		fail("%s: no CUDA section", argv[1]);
+	if (!c->cubin)
+		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
+	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
+		fail("sampler %s missing from the cubin", c->sample_kernel);
+	int distinct = 0;
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		if (!has_symbol(c->cubin, c->cubin_size, l->kernel))
+			fail("kernel %s (node %%%d) missing from the cubin", l->kernel, l->node);
+		int lb = declared_bounds(c->source, l->kernel);
+		if (lb != l->block)
+			fail("kernel %s launches %d threads but declares __launch_bounds__(%d)", l->kernel, l->block, lb);
+		int first = 1;
+		for (int k = 0; k < i && first; k++)
+			first = strcmp(c->l[k].kernel, l->kernel) != 0;
+		distinct += first;
+		for (int64_t T = l->tmin; T <= maxT && T <= l->tmax; T = T < 64 ? T + 1 : T * 2) {
+			int64_t gx = eval(&g, l->grid[0], T, 1 << 17), gy = eval(&g, l->grid[1], T, 1 << 17),
+			        gz = eval(&g, l->grid[2], T, 1 << 17);
+			if (gx < 1 || gx > INT32_MAX || gy < 1 || gy > 65535 || gz < 1 || gz > 65535)
+				fail("kernel %s (node %%%d) at T=%lld has grid %lld x %lld x %lld, outside the limits", l->kernel,
+				     l->node, (long long)T, (long long)gx, (long long)gy, (long long)gz);
+		}
+	}
+	printf("%s: %s, %d launches of %d distinct kernels, cubin %zu bytes\n", argv[1], c->arch, c->nl, distinct,
+	       c->cubin_size);
+	arena_free(&A);
+	return 0;
+}
