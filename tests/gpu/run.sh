@@ -14,7 +14,7 @@ pass=0
 fail=0
 record() { # NAME STATUS DETAIL
 	rows+=("$(printf '%-44s %-5s %s' "$1" "$2" "$3")")
-	if [ "$2" = ok ]; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+	case "$2" in ok) pass=$((pass + 1)) ;; info) ;; *) fail=$((fail + 1)) ;; esac
 }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
@@ -43,11 +43,22 @@ for m in llama qwen3; do
 		grep stats: "$OUT/$m-$dt.stats" | sed "s/^/  [$m $dt] /"
 		if [ "$got" = "$want" ]; then
 			record "$m $dt greedy tokens" ok "$got"
+		elif [ $dt = bf16 ] && [ -n "$got" ]; then
+			# bf16 rounding may flip a near-tie of these tiny random models; the logits below decide.
+			record "$m $dt greedy tokens (bf16: informational)" info "got '$got' want '$want'"
 		else
 			record "$m $dt greedy tokens" FAIL "got '$got' want '$want' $(grep -v stats: "$OUT/$m-$dt.stats" | head -c 300)"
 		fi
-		r=$($CMP $OUT/$m-$dt.f32 $FIX/$m $tol)
-		record "$m $dt logits vs fixture" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r"
+		if [ "$got" = "$want" ]; then
+			r=$($CMP $OUT/$m-$dt.f32 $FIX/$m $tol)
+			record "$m $dt logits vs fixture" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r"
+		fi
+		# Teacher-forced: the prompt and the fixture's greedy tokens in one prefill give every row the
+		# fixture has, whatever this run would have sampled (n_prompt + 12 - 1 rows, -n 1).
+		forced="$prompt,$(echo $want | tr ' ' ',' | cut -d, -f1-11)"
+		bin/glmrun $plan --device cuda --tokens "$forced" -n 1 --dump-logits $OUT/$m-$dt-forced.f32 >/dev/null 2>"$OUT/err"
+		r=$($CMP $OUT/$m-$dt-forced.f32 $FIX/$m $tol 2>&1)
+		record "$m $dt teacher-forced logits vs fixture" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r"
 		launches=$(sed -n 's/.*graph launches \([0-9]*\) (\([0-9.]*\) per step).*/\2/p' "$OUT/$m-$dt.stats")
 		record "$m $dt graph launches per step" "$([ "$launches" = 1.00 ] && echo ok || echo FAIL)" "$launches"
 		bin/glmrun $plan --device cuda --tokens "$prompt" --verify >"$OUT/$m-$dt.verify" 2>&1
