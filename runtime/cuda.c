@@ -8,6 +8,7 @@
 #include "ref.h"
 #include "st.h"
 
+#include <cublasLt.h>
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -53,8 +54,29 @@ typedef struct {
 	__typeof__(cuGraphDestroy) *graph_destroy;
 } Cu;
 
+/* cuBLASLt for prefill matmuls, when the library is present; else glmc's own GEMM kernel runs. */
+typedef struct {
+	void *so;
+	cublasLtHandle_t h;
+	__typeof__(cublasLtCreate) *create;
+	__typeof__(cublasLtDestroy) *destroy;
+	__typeof__(cublasLtMatmulDescCreate) *desc_create;
+	__typeof__(cublasLtMatmulDescSetAttribute) *desc_set;
+	__typeof__(cublasLtMatmulDescDestroy) *desc_destroy;
+	__typeof__(cublasLtMatrixLayoutCreate) *layout_create;
+	__typeof__(cublasLtMatrixLayoutDestroy) *layout_destroy;
+	__typeof__(cublasLtMatmulPreferenceCreate) *pref_create;
+	__typeof__(cublasLtMatmulPreferenceSetAttribute) *pref_set;
+	__typeof__(cublasLtMatmulPreferenceDestroy) *pref_destroy;
+	__typeof__(cublasLtMatmulAlgoGetHeuristic) *heuristic;
+	__typeof__(cublasLtMatmul) *matmul;
+	CUdeviceptr ws;
+	size_t ws_size;
+} Lt;
+
 struct Gpu {
 	Cu cu;
+	Lt lt;
 	const Graph *g;
 	CUdevice dev;
 	CUcontext ctx;
@@ -72,11 +94,14 @@ struct Gpu {
 	CUgraph graph;
 	CUgraphExec exec;
 	int captured_logits;
+	int capturing;
 	int32_t *host_tok;           /* pinned */
 	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
 	void *host_raw;              /* pinned, one logits row as the device stores it */
 	GpuStats stats;
 };
+
+static void lt_open(Gpu *x);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
 {
@@ -388,6 +413,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	x->V = g->node[x->logits].dim[1];
 	if (load_module(x, err, len) || alloc_buffers(x, err, len))
 		return -1;
+	lt_open(x);
+	x->stats.have_lt = x->lt.h != NULL;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (upload_weights(x, weights, o, err, len))
@@ -407,6 +434,110 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	return 0;
 }
 
+/* Open cuBLASLt and its workspace; on any failure prefill simply keeps glmc's GEMM kernel. */
+static void lt_open(Gpu *x)
+{
+	Lt *lt = &x->lt;
+	static const char *names[] = {"libcublasLt.so.13", "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so.13",
+	                              NULL};
+	for (const char **n = names; *n && !lt->so; n++)
+		lt->so = dlopen(*n, RTLD_NOW | RTLD_LOCAL);
+	if (!lt->so)
+		return;
+	int ok = 1;
+#define SYM(f, name) ok = ok && (*(void **)&lt->f = dlsym(lt->so, name)) != NULL;
+	SYM(create, "cublasLtCreate");
+	SYM(destroy, "cublasLtDestroy");
+	SYM(desc_create, "cublasLtMatmulDescCreate");
+	SYM(desc_set, "cublasLtMatmulDescSetAttribute");
+	SYM(desc_destroy, "cublasLtMatmulDescDestroy");
+	SYM(layout_create, "cublasLtMatrixLayoutCreate");
+	SYM(layout_destroy, "cublasLtMatrixLayoutDestroy");
+	SYM(pref_create, "cublasLtMatmulPreferenceCreate");
+	SYM(pref_set, "cublasLtMatmulPreferenceSetAttribute");
+	SYM(pref_destroy, "cublasLtMatmulPreferenceDestroy");
+	SYM(heuristic, "cublasLtMatmulAlgoGetHeuristic");
+	SYM(matmul, "cublasLtMatmul");
+#undef SYM
+	lt->ws_size = 32u << 20;
+	if (!ok || lt->create(&lt->h) != CUBLAS_STATUS_SUCCESS || x->cu.alloc(&lt->ws, lt->ws_size) != CUDA_SUCCESS) {
+		if (lt->h)
+			lt->destroy(lt->h);
+		dlclose(lt->so);
+		memset(lt, 0, sizeof *lt);
+	}
+}
+
+/*
+** A prefill linear through cuBLASLt: row-major Y[M,N] = X[M,K]·W[N,K]ᵀ is column-major Yᵀ = op(W)·Xᵀ with
+** W seen as a K×N column-major matrix, transposed. Only for matching types (f32/f32 or bf16/bf16, bias of
+** the same type); returns 1 when it ran, 0 to let the kernel run instead, -1 on error.
+*/
+static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
+{
+	Lt *lt = &x->lt;
+	const Graph *g = x->g;
+	const Node *n = &g->node[id];
+	if (!lt->h || n->op != OP_LINEAR)
+		return 0;
+	int xi = n->in[0], wi = n->in[1], bi = n->nin > 2 ? n->in[2] : -1;
+	size_t es = elsize(x, xi);
+	if (elsize(x, wi) != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
+		return 0;
+	cudaDataType_t dt = es == 4 ? CUDA_R_32F : CUDA_R_16BF;
+	int64_t K = g->node[wi].dim[1], N = g->node[wi].dim[0], M = node_numel(&g->node[xi], T, x->S) / K;
+	cublasLtMatmulDesc_t desc = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	cublasLtMatmulHeuristicResult_t heur;
+	int found = 0, rc = 0;
+	float one = 1, zero = 0;
+	CUdeviceptr bias = bi >= 0 ? x->ptr[bi] : 0;
+	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	cublasStatus_t st = lt->desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+	if (!st)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+	if (!st)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN);
+	if (!st && bi >= 0)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+	if (!st && bi >= 0)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+	if (!st)
+		st = lt->layout_create(&la, dt, (uint64_t)K, (uint64_t)N, K);
+	if (!st)
+		st = lt->layout_create(&lb, dt, (uint64_t)K, (uint64_t)M, K);
+	if (!st)
+		st = lt->layout_create(&lc, dt, (uint64_t)N, (uint64_t)M, N);
+	if (!st)
+		st = lt->pref_create(&pref);
+	if (!st)
+		st = lt->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt->ws_size, sizeof lt->ws_size);
+	if (!st)
+		st = lt->heuristic(lt->h, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+	if (!st && found > 0) {
+		st = lt->matmul(lt->h, desc, &one, (void *)x->ptr[wi], la, (void *)x->ptr[xi], lb, &zero, (void *)x->ptr[id], lc,
+		                (void *)x->ptr[id], lc, &heur.algo, (void *)lt->ws, lt->ws_size, (cudaStream_t)x->st);
+		rc = st ? seterr(err, len, "cuBLASLt: matmul for linear %%%d (%lld×%lld·%lld) failed (status %d)", id,
+		                 (long long)M, (long long)K, (long long)N, (int)st)
+		        : 1;
+	}
+	if (pref)
+		lt->pref_destroy(pref);
+	if (lc)
+		lt->layout_destroy(lc);
+	if (lb)
+		lt->layout_destroy(lb);
+	if (la)
+		lt->layout_destroy(la);
+	if (desc)
+		lt->desc_destroy(desc);
+	if (rc == 1)
+		x->stats.lt_matmuls++;
+	return rc;
+}
+
 /* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
@@ -415,6 +546,13 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		const Launch *l = &c->l[i];
 		if (T < l->tmin || T > l->tmax)
 			continue;
+		if (l->tmin > 1 && !x->capturing) {
+			int done = lt_linear(x, l->node, T, err, len);
+			if (done < 0)
+				return -1;
+			if (done)
+				continue;
+		}
 		void *args[MAXKARG];
 		union {
 			CUdeviceptr p;
@@ -536,7 +674,9 @@ int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len)
 			x->exec = NULL;
 		}
 		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+		x->capturing = 1;
 		int rc = launch_step(x, 1, err, len);
+		x->capturing = 0;
 		if (!rc && logits)
 			rc = queue_readback(x, 0, 1, err, len);
 		if (!rc)
@@ -615,10 +755,14 @@ void gpu_close(Gpu *x)
 			x->cu.free_host(x->host_logits);
 		if (x->host_raw)
 			x->cu.free_host(x->host_raw);
+		if (x->lt.h)
+			x->lt.destroy(x->lt.h), x->cu.free(x->lt.ws);
 		if (x->st)
 			x->cu.stream_destroy(x->st);
 		x->cu.ctx_release(x->dev);
 	}
+	if (x->lt.so)
+		dlclose(x->lt.so);
 	if (x->cu.so)
 		dlclose(x->cu.so);
 	free(x->fn), free(x->ptr), free(x->rope);

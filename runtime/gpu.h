@@ -46,6 +46,8 @@ typedef struct {
 	char name[256];
 	int cc_major, cc_minor;
 	int recompiled;
+	int have_lt;                 /* cuBLASLt found: prefill matmuls go through it */
+	long lt_matmuls;
 } GpuStats;
 void gpu_stats(const Gpu *x, GpuStats *s);
 

@@ -384,6 +384,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
 			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20),
 			        (double)s.cache_bytes / (1 << 20), s.upload_s);
+			fprintf(stderr, "stats: prefill matmuls %s (%ld calls)\n",
+			        s.have_lt ? "through cuBLASLt" : "through glmc's GEMM kernel (cuBLASLt not found)", s.lt_matmuls);
 			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d\n",
 			        s.decode_steps, s.graph_launches,
 			        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step);
