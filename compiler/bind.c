@@ -1,24 +1,16 @@
 /*
 ** compiler/bind.c — bind every declared parameter to a checkpoint tensor by name, checking shape and
-** dtype. A wrong binding computes fluent garbage, so nothing here is lenient: a missing tensor, a
-** shape that differs or a dtype this build cannot read is an error naming the tensor and the model
-** line that declared it; checkpoint tensors the model never uses are listed.
+** type. A wrong binding computes fluent garbage, so nothing here is lenient: a missing tensor, a shape
+** that differs or a type glmc cannot read is an error naming the tensor and the model line that
+** declared it; checkpoint tensors the model never uses are listed. A parameter may be a row slot of a
+** merged tensor (row0), addressed by index, never by file order.
 */
 #include "glm.h"
-#include "st.h"
+#include "quant.h"
+#include "weights.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static int dtype_from_st(int st)
-{
-	switch (st) {
-	case ST_F32: return DT_F32;
-	case ST_F16: return DT_F16;
-	case ST_BF16: return DT_BF16;
-	default: return -1;
-	}
-}
 
 /* "[64, 128]" */
 static const char *dims_str(int nd, const int64_t *d, char *buf, size_t len)
@@ -31,68 +23,89 @@ static const char *dims_str(int nd, const int64_t *d, char *buf, size_t len)
 	return buf;
 }
 
-/* The file name relative to the weights directory, as the plan records it. */
-static const char *rel_name(const StDir *d, const char *path)
+/* The expected source shape: the parameter's, with the slot's rows added back when it is a slot
+** (source rows are checked to hold [row0, row0 + rows)). */
+static int shape_fits(const Node *n, const WeightRef *w, const WTensor *t)
 {
-	size_t n = strlen(d->dir);
-	if (!strncmp(path, d->dir, n) && path[n] == '/')
-		return path + n + 1;
-	const char *s = strrchr(path, '/');
-	return s ? s + 1 : path;
+	if (t->ndim != n->ndim)
+		return 0;
+	for (int k = 1; k < n->ndim; k++)
+		if (t->shape[k] != n->dim[k])
+			return 0;
+	if (w->row0 || w->slot_rows)
+		return w->row0 + n->dim[0] <= t->shape[0];
+	return t->shape[0] == n->dim[0];
 }
 
-int bind_weights(Graph *g, const StDir *d, int strict, FILE *warn, char *err, size_t len)
+int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err, size_t len)
 {
-	char *used = calloc((size_t)d->ntensor + 1, 1);
+	char *used = calloc((size_t)wt->ntensor + 1, 1);
 	char b1[128], b2[128], at[256];
 	if (!used)
 		return seterr(err, len, "out of memory");
-	for (int i = 0; i < g->nw; i++) {
+	int rc = 0;
+	for (int i = 0; i < g->nw && !rc; i++) {
 		WeightRef *w = &g->w[i];
 		Node *n = &g->node[w->node];
 		snprintf(at, sizeof at, "%s:%d: ", n->src ? n->src : "?", n->line);
-		const StTensor *t = st_find(d, w->source);
-		if (!t) {
-			free(used);
+		WTensor t;
+		int ti = weights_find(wt, w->source, &t);
+		if (ti < 0) {
 			if (strcmp(w->source, n->name))
-				return seterr(err, len, "%sparameter '%s': tensor '%s' not found in %s", at, n->name, w->source,
-				              d->dir);
-			return seterr(err, len, "%sparameter '%s' not found in %s", at, n->name, d->dir);
+				rc = seterr(err, len, "%sparameter '%s': tensor '%s' not found in %s", at, n->name, w->source,
+				            wt->path);
+			else
+				rc = seterr(err, len, "%sparameter '%s' not found in %s", at, n->name, wt->path);
+			break;
 		}
-		int dt = dtype_from_st(t->dtype);
+		int dt = weights_dtype(t.qtype);
 		if (dt < 0) {
-			free(used);
-			return seterr(err, len, "%s%s: tensor '%s' has dtype %s, which glmc cannot use for '%s' (F32, F16, BF16)",
-			              at, d->files[t->file].path, t->name, st_type_name(t->dtype), n->name);
+			rc = seterr(err, len, "%s%s: tensor '%s' has type %s, which glmc cannot read (parameter '%s')", at,
+			            t.file, t.name, t.type_name, n->name);
+			break;
 		}
-		int same = t->ndim == n->ndim;
-		for (int k = 0; same && k < n->ndim; k++)
-			same = t->shape[k] == n->dim[k];
-		if (!same) {
-			free(used);
-			return seterr(err, len, "%sparameter '%s': tensor '%s' in %s has shape %s, the model expects %s", at,
-			              n->name, t->name, d->files[t->file].path, dims_str(t->ndim, t->shape, b1, sizeof b1),
-			              dims_str(n->ndim, n->dim, b2, sizeof b2));
+		if (!shape_fits(n, w, &t)) {
+			if (w->row0 || w->slot_rows)
+				rc = seterr(err, len, "%sparameter '%s': tensor '%s' in %s has shape %s, too small for rows [%lld, "
+				            "%lld) of shape %s", at, n->name, t.name, t.file, dims_str(t.ndim, t.shape, b1, sizeof b1),
+				            (long long)w->row0, (long long)(w->row0 + n->dim[0]),
+				            dims_str(n->ndim, n->dim, b2, sizeof b2));
+			else
+				rc = seterr(err, len, "%sparameter '%s': tensor '%s' in %s has shape %s, the model expects %s", at,
+				            n->name, t.name, t.file, dims_str(t.ndim, t.shape, b1, sizeof b1),
+				            dims_str(n->ndim, n->dim, b2, sizeof b2));
+			break;
 		}
-		used[t - d->t] = 1;
+		if (!quant_row_bytes(t.qtype, t.shape[t.ndim - 1])) {
+			rc = seterr(err, len, "%s%s: tensor '%s': rows of %lld values are not whole %s blocks", at, t.file, t.name,
+			            (long long)t.shape[t.ndim - 1], t.type_name);
+			break;
+		}
+		if (w->unpermute && (n->dim[0] % w->unpermute || (n->dim[0] / w->unpermute) % 2)) {
+			rc = seterr(err, len, "%sparameter '%s': %lld rows do not split into %d heads of even size", at, n->name,
+			            (long long)n->dim[0], w->unpermute);
+			break;
+		}
+		used[ti] = 1;
 		n->dtype = dt;
 		w->dtype = dt;
-		w->file = arena_strdup(g->A, rel_name(d, d->files[t->file].path));
-		w->offset = t->off;
-		w->nbytes = t->nbytes;
+		w->qtype = t.qtype;
+		w->file = arena_strdup(g->A, t.file);
+		w->offset = t.off;
+		w->nbytes = t.nbytes;
 	}
-	int unused = 0;
-	for (int i = 0; i < d->ntensor; i++)
-		if (!used[i]) {
-			if (!unused && strict) {
-				seterr(err, len, "%s: tensor '%s' is not used by the model (--strict)", d->dir, d->t[i].name);
-				free(used);
-				return -1;
-			}
-			if (warn)
-				fprintf(warn, "glmc: warning: %s: tensor '%s' is not used by the model\n", d->dir, d->t[i].name);
-			unused++;
+	for (int i = 0; i < wt->ntensor && !rc; i++) {
+		if (used[i])
+			continue;
+		WTensor t;
+		weights_get(wt, i, &t);
+		if (strict) {
+			rc = seterr(err, len, "%s: tensor '%s' is not used by the model (--strict)", wt->path, t.name);
+			break;
 		}
+		if (warn)
+			fprintf(warn, "glmc: warning: %s: tensor '%s' is not used by the model\n", wt->path, t.name);
+	}
 	free(used);
-	return 0;
+	return rc;
 }

@@ -74,7 +74,10 @@ static const char *ctype(const Graph *g, int id)
 	const Node *n = &g->node[id];
 	if (n->dtype == DT_I32)
 		return "int";
-	int dt = n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype) : g->cuda.act;
+	/* Quantized weights are dequantized at upload (to float, or bf16 with wconv) until the quantized
+	** GEMV kernels exist. */
+	int dt = n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype == DT_Q ? DT_F32 : n->dtype)
+	                              : g->cuda.act;
 	return dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : "float";
 }
 
@@ -82,7 +85,9 @@ static const char *ctype(const Graph *g, int id)
 static const char *etype(const Graph *g, int id)
 {
 	const Node *n = &g->node[id];
-	int dt = n->dtype == DT_I32 ? DT_I32 : n->kind == VK_WEIGHT ? n->dtype : g->cuda.act;
+	int dt = n->dtype == DT_I32 ? DT_I32
+	         : n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype == DT_Q ? DT_F32 : n->dtype)
+	                                : g->cuda.act;
 	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
 }
 

@@ -37,7 +37,8 @@ int seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(pr
 /*
 ** ir.c — values, nodes, graphs
 */
-enum { DT_F32, DT_F16, DT_BF16, DT_I32, DT_NTYPES };
+/* DT_Q: a ggml block-quantized weight (its ggml type id is in the WeightRef); computed on as float32. */
+enum { DT_F32, DT_F16, DT_BF16, DT_I32, DT_Q, DT_NTYPES };
 
 /* What a value is. Weights come from the checkpoint; caches persist across steps; inputs are the
 ** per-step values the runtime writes (token ids, positions); everything else is an activation. */
@@ -78,9 +79,13 @@ typedef struct {
 typedef struct {
 	int node;                    /* the VK_WEIGHT node */
 	const char *source;          /* tensor name in the checkpoint */
-	const char *file;            /* file holding it, relative to the weights path */
-	int dtype;                   /* stored dtype (DT_*) */
-	uint64_t offset, nbytes;     /* within that file */
+	const char *file;            /* file holding it */
+	int dtype;                   /* stored dtype (DT_*; DT_Q for ggml block types) */
+	int qtype;                   /* stored ggml type id (F32 0, F16 1, BF16 30, Q8_0 8, ...) */
+	uint64_t offset, nbytes;     /* the whole source tensor within that file */
+	int64_t row0;                /* the parameter is rows [row0, row0 + rows) of the source (merged slots) */
+	int slot_rows;               /* nonzero when the parameter is a row slot (even one at row 0) */
+	int unpermute;               /* > 0: undo llama.cpp's q/k rope row permutation for this many heads */
 } WeightRef;
 
 typedef struct {
@@ -198,9 +203,10 @@ int verify(const Graph *g, char *err, size_t len);
 /*
 ** lua_front.c — run a model description, building the graph
 */
+struct Weights;
+/* What a model description can read: the checkpoint's metadata and its tensor table. */
 typedef struct {
-	const char *format;          /* "hf" (GGUF comes with the weights issue) */
-	void *config;                /* json_t * of config.json */
+	const struct Weights *w;
 } ModelMeta;
 
 /* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,
@@ -211,10 +217,9 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 /*
 ** bind.c — bind declared parameters to checkpoint tensors
 */
-struct StDir;
 /* Fill g->w for every weight node from the checkpoint; list unused checkpoint tensors on `warn`
 ** (an error with strict). */
-int bind_weights(Graph *g, const struct StDir *d, int strict, FILE *warn, char *err, size_t len);
+int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char *err, size_t len);
 
 /*
 ** emit_cuda.c — kernels and launches for every node

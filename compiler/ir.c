@@ -55,8 +55,8 @@ const char *graph_meta(const Graph *g, const char *key)
 	return NULL;
 }
 
-static const char *dtype_names[DT_NTYPES] = {"f32", "f16", "bf16", "i32"};
-static const size_t dtype_sizes[DT_NTYPES] = {4, 2, 2, 4};
+static const char *dtype_names[DT_NTYPES] = {"f32", "f16", "bf16", "i32", "q"};
+static const size_t dtype_sizes[DT_NTYPES] = {4, 2, 2, 4, 0};
 static const char *kind_names[VK_NKINDS] = {"act", "weight", "cache", "input"};
 
 const char *dtype_name(int dt)
@@ -140,9 +140,14 @@ void ir_dump(const Graph *g, FILE *f)
 	}
 	for (int i = 0; i < g->nw; i++) {
 		const WeightRef *w = &g->w[i];
-		fprintf(f, "weight %%%d \"%s\" <- \"%s\" %s %s @%llu+%llu\n", w->node, g->node[w->node].name,
-		        w->source, w->file ? w->file : "?", dtype_name(w->dtype), (unsigned long long)w->offset,
+		fprintf(f, "weight %%%d \"%s\" <- \"%s\" %s type %d @%llu+%llu", w->node, g->node[w->node].name,
+		        w->source, w->file ? w->file : "?", w->qtype, (unsigned long long)w->offset,
 		        (unsigned long long)w->nbytes);
+		if (w->row0)
+			fprintf(f, " rows from %lld", (long long)w->row0);
+		if (w->unpermute)
+			fprintf(f, " unpermute %d heads", w->unpermute);
+		fprintf(f, "\n");
 	}
 	for (int i = 0; i < g->nout; i++)
 		fprintf(f, "output \"%s\" %%%d\n", g->out_name[i], g->out[i]);

@@ -12,6 +12,7 @@
 ** failing call was made inside the layer library.
 */
 #include "glm.h"
+#include "weights.h"
 
 #include <jansson.h>
 #include <lauxlib.h>
@@ -255,6 +256,8 @@ static int l_param(lua_State *L)
 	n.ndim = read_shape(L, 2, "param", n.dim);
 	n.name = arena_strdup(f->g->A, name);
 	const char *source = name;
+	int64_t slot = opt_int(L, 3, "param", "slot", -1), row0 = opt_int(L, 3, "param", "row0", 0);
+	int64_t unpermute = opt_int(L, 3, "param", "unpermute", 0);
 	if (lua_istable(L, 3)) {
 		lua_getfield(L, 3, "source");
 		if (lua_isstring(L, -1))
@@ -268,6 +271,8 @@ static int l_param(lua_State *L)
 		}
 		lua_pop(L, 2);
 	}
+	if (slot < -1 || row0 < 0 || unpermute < 0 || (slot >= 0 && row0))
+		return front_error(L, "param '%s': slot (>= 0), row0 (>= 0) and unpermute (heads) are exclusive options", name);
 	for (int i = 0; i < f->g->n; i++)
 		if (f->g->node[i].op == OP_PARAM && !strcmp(f->g->node[i].name, name))
 			return front_error(L, "param '%s' is declared twice (first at line %d)", name, f->g->node[i].line);
@@ -281,7 +286,8 @@ static int l_param(lua_State *L)
 			memcpy(w, g->w, sizeof(WeightRef) * (size_t)g->nw);
 		g->w = w, g->wcap = cap;
 	}
-	g->w[g->nw++] = (WeightRef){.node = g->n - 1, .source = source, .dtype = -1};
+	g->w[g->nw++] = (WeightRef){.node = g->n - 1, .source = source, .dtype = -1, .unpermute = (int)unpermute,
+	                            .row0 = slot >= 0 ? slot * n.dim[0] : row0, .slot_rows = slot >= 0 || row0 > 0};
 	return 1;
 }
 
@@ -618,11 +624,71 @@ static void push_json(lua_State *L, json_t *j, int depth)
 	}
 }
 
+/* A GGUF metadata value: scalars as Lua values, arrays as tables (converted only when asked for). */
+static int push_gguf(lua_State *L, const GgufKV *kv)
+{
+	if (kv->type == GGUF_ARRAY) {
+		uint64_t n = gguf_arr_len(kv);
+		lua_createtable(L, n < (1 << 24) ? (int)n : 0, 0);
+		for (uint64_t i = 0; i < n; i++) {
+			int64_t iv;
+			double fv;
+			uint64_t sl;
+			const char *sv;
+			if (kv->arr_type == GGUF_STRING && (sv = gguf_arr_str(kv, i, &sl)))
+				lua_pushlstring(L, sv, sl);
+			else if (kv->arr_type == GGUF_FLOAT32 || kv->arr_type == GGUF_FLOAT64)
+				lua_pushnumber(L, gguf_arr_float(kv, i, &fv) ? 0 : fv);
+			else if (kv->arr_type == GGUF_BOOL)
+				lua_pushboolean(L, !gguf_arr_int(kv, i, &iv) && iv);
+			else if (!gguf_arr_int(kv, i, &iv))
+				lua_pushinteger(L, iv);
+			else
+				lua_pushnil(L);
+			lua_rawseti(L, -2, (lua_Integer)i + 1);
+		}
+		return 1;
+	}
+	int64_t iv;
+	double fv;
+	switch (kv->type) {
+	case GGUF_STRING: lua_pushlstring(L, kv->str.s, kv->str.len); break;
+	case GGUF_BOOL: lua_pushboolean(L, kv->v.u != 0); break;
+	case GGUF_FLOAT32: case GGUF_FLOAT64: lua_pushnumber(L, gguf_kv_float(kv, &fv) ? 0 : fv); break;
+	default:
+		if (gguf_kv_int(kv, &iv))
+			lua_pushnumber(L, (double)kv->v.u);
+		else
+			lua_pushinteger(L, iv);
+	}
+	return 1;
+}
+
+/* glm.weight_shape(name): a checkpoint tensor's shape (PyTorch order), or nil when it is absent; lets a
+** description adapt (tied embeddings, vocab size) without reading tensors itself. */
+static int l_weight_shape(lua_State *L)
+{
+	Front *f = front_of(L);
+	WTensor t;
+	if (!f->mm || !f->mm->w || weights_find(f->mm->w, luaL_checkstring(L, 1), &t) < 0)
+		return lua_pushnil(L), 1;
+	lua_createtable(L, t.ndim, 0);
+	for (int i = 0; i < t.ndim; i++) {
+		lua_pushinteger(L, t.shape[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	return 1;
+}
+
 static int l_meta(lua_State *L)
 {
 	Front *f = front_of(L);
 	const char *key = luaL_checkstring(L, 1);
-	json_t *j = f->mm ? f->mm->config : NULL;
+	if (f->mm && f->mm->w && f->mm->w->format == WF_GGUF) {
+		const GgufKV *kv = gguf_find_key(&f->mm->w->gg, key);
+		return kv ? push_gguf(L, kv) : (lua_pushnil(L), 1);
+	}
+	json_t *j = f->mm && f->mm->w ? f->mm->w->st.config : NULL;
 	char part[256];
 	for (const char *p = key; j && *p;) {
 		const char *dot = strchr(p, '.');
@@ -744,6 +810,7 @@ static const luaL_Reg glm_funcs[] = {
 	{"split", l_split}, {"slice", l_slice}, {"concat", l_concat},
 	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
 	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta}, {"layer", l_layer},
+	{"weight_shape", l_weight_shape},
 	{NULL, NULL},
 };
 
@@ -879,9 +946,9 @@ static int front_main(lua_State *L)
 	lua_pushlightuserdata(L, f);
 	lua_setfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
 	open_sandbox(L);
-	if (f->mm && f->mm->format) {
+	if (f->mm && f->mm->w) {
 		lua_getglobal(L, "glm");
-		lua_pushstring(L, f->mm->format);
+		lua_pushstring(L, weights_format_name(f->mm->w->format));
 		lua_setfield(L, -2, "format");
 		lua_pop(L, 1);
 	}

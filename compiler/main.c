@@ -7,7 +7,7 @@
 ** are later issues; until they exist their flags are refused rather than ignored.
 */
 #include "glm.h"
-#include "st.h"
+#include "weights.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -35,7 +35,8 @@ static const char *usage =
 	"\n"
 	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
 	"\n"
-	"  --weights PATH   Hugging Face checkpoint directory (config.json + *.safetensors)\n"
+	"  --weights PATH   a GGUF file (or the first of a split set), or a Hugging Face checkpoint\n"
+	"                   directory (config.json + *.safetensors)\n"
 	"  -o FILE          plan file to write\n"
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
@@ -100,10 +101,10 @@ static int dump_after(const Opts *o, const char *pass, const Graph *g)
 /* The pipeline. Each stage either succeeds or writes a one-line error into err. */
 static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
-	StDir d;
-	if (st_open_dir(&d, o->weights, err, len))
+	Weights d;
+	if (weights_open(&d, o->weights, err, len))
 		return -1;
-	ModelMeta mm = {.format = "hf", .config = d.config};
+	ModelMeta mm = {.w = &d};
 	int rc = -1;
 	if (front_run(g, o->model, find_lib(o, g->A), &mm, err, len))
 		goto out;
@@ -117,7 +118,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		goto out;
 	char real[PATH_MAX];
 	graph_set_meta(g, "weights.path", realpath(o->weights, real) ? real : o->weights);
-	graph_set_meta(g, "weights.format", "hf");
+	graph_set_meta(g, "weights.format", weights_format_name(d.format));
 	graph_set_meta(g, "glmc.version", GLM_VERSION);
 	graph_set_meta(g, "arch", o->arch);
 	graph_set_meta(g, "tp", "1");
@@ -136,7 +137,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 done:
 	rc = 0;
 out:
-	st_close(&d);
+	weights_close(&d);
 	return rc;
 }
 

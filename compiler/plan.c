@@ -106,7 +106,8 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	for (int i = 0; i < g->nw; i++) {
 		const WeightRef *w = &g->w[i];
 		put_u32(&b, (uint32_t)w->node), put_str(&b, w->source), put_str(&b, w->file);
-		put_u8(&b, w->dtype), put_i64(&b, (int64_t)w->offset), put_i64(&b, (int64_t)w->nbytes);
+		put_u8(&b, w->dtype), put_u32(&b, (uint32_t)w->qtype), put_i64(&b, (int64_t)w->offset);
+		put_i64(&b, (int64_t)w->nbytes), put_i64(&b, w->row0), put_u32(&b, (uint32_t)w->unpermute), put_u8(&b, w->slot_rows);
 	}
 	put_u32(&b, (uint32_t)g->nout);
 	for (int i = 0; i < g->nout; i++)
@@ -293,7 +294,7 @@ static int read_payload(Graph *g, Rd *r)
 		if (!r->fail)
 			graph_add(g, &n);
 	}
-	uint32_t nw = get_count(r, 29, (uint32_t)g->n);
+	uint32_t nw = get_count(r, 50, (uint32_t)g->n);
 	if (!r->fail && nw) {
 		g->w = arena_alloc(g->A, sizeof(WeightRef) * nw);
 		g->wcap = (int)nw;
@@ -301,8 +302,11 @@ static int read_payload(Graph *g, Rd *r)
 	for (uint32_t i = 0; i < nw && !r->fail; i++) {
 		WeightRef *w = &g->w[g->nw];
 		w->node = (int)get_u32(r), w->source = get_str(r), w->file = get_str(r);
-		w->dtype = get_u8(r), w->offset = (uint64_t)get_i64(r), w->nbytes = (uint64_t)get_i64(r);
-		if (!r->fail && (w->node < 0 || w->node >= g->n || !w->source || !w->file || w->dtype >= DT_NTYPES)) {
+		w->dtype = get_u8(r), w->qtype = (int)get_u32(r), w->offset = (uint64_t)get_i64(r);
+		w->nbytes = (uint64_t)get_i64(r), w->row0 = get_i64(r), w->unpermute = (int)get_u32(r);
+		w->slot_rows = get_u8(r);
+		if (!r->fail && (w->node < 0 || w->node >= g->n || !w->source || !w->file || w->dtype >= DT_NTYPES ||
+		                 w->qtype < 0 || w->row0 < 0 || w->unpermute < 0)) {
 			r->fail = "bad weight manifest entry";
 			break;
 		}

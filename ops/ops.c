@@ -27,7 +27,7 @@ static int same_shape(const Node *a, const Node *b)
 
 static int is_float(const Node *n)
 {
-	return n->dtype == DT_F32 || n->dtype == DT_F16 || n->dtype == DT_BF16;
+	return n->dtype == DT_F32 || n->dtype == DT_F16 || n->dtype == DT_BF16 || n->dtype == DT_Q;
 }
 
 static void set_shape(Node *n, int dtype, int ndim, const int64_t *dim)

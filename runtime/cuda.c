@@ -6,7 +6,8 @@
 */
 #include "gpu.h"
 #include "ref.h"
-#include "st.h"
+#include "weights.h"
+#include "quant.h"
 
 #include <cublasLt.h>
 #include <cuda.h>
@@ -186,7 +187,7 @@ static size_t elsize(const Gpu *x, int id)
 	if (n->dtype == DT_I32)
 		return 4;
 	if (n->kind == VK_WEIGHT)
-		return dtype_size(c->wconv >= 0 ? c->wconv : n->dtype);
+		return c->wconv >= 0 ? dtype_size(c->wconv) : n->dtype == DT_Q ? 4 : dtype_size(n->dtype);
 	return dtype_size(c->act);
 }
 
@@ -201,12 +202,16 @@ static void progress(const Gpu *x, const GpuOpts *o, size_t done, size_t total)
 		fprintf(stderr, "\n");
 }
 
-/* Upload every weight through a pinned staging buffer, converting float weights to the plan's wconv. */
+/*
+** Upload every weight through a pinned staging buffer. Stored bytes go up as they are when the device
+** type is the stored type and no transform applies; otherwise the weight is loaded as float32
+** (dequantized, rows transformed) and narrowed to the device type.
+*/
 static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *err, size_t len)
 {
 	const Graph *g = x->g;
-	StDir d;
-	if (st_open_dir(&d, weights, err, len))
+	Weights d;
+	if (weights_open(&d, weights, err, len))
 		return -1;
 	size_t total = 0, done = 0, stage_cap = 64u << 20;
 	for (int i = 0; i < g->nw; i++)
@@ -214,37 +219,45 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 	unsigned char *stage = NULL;
 	CUresult r = x->cu.alloc_host((void **)&stage, stage_cap);
 	if (r != CUDA_SUCCESS) {
-		st_close(&d);
+		weights_close(&d);
 		return cuerr(x, r, "cuMemAllocHost (weight staging)", err, len);
 	}
 	int rc = 0;
 	for (int i = 0; i < g->nw && !rc; i++) {
 		const WeightRef *w = &g->w[i];
 		const Node *n = &g->node[w->node];
-		const StTensor *t = st_find(&d, w->source);
 		size_t numel = (size_t)node_numel(n, 0, 0), es = elsize(x, w->node);
-		static const int st_of[DT_NTYPES] = {ST_F32, ST_F16, ST_BF16, ST_I32};
-		if (!t || t->dtype != st_of[w->dtype] || t->nbytes != w->nbytes) {
-			rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan", weights,
-			            w->source);
-			break;
+		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
+		const void *raw = NULL;
+		WTensor t;
+		if (devtype == w->dtype && !w->unpermute && !w->row0) {
+			if (weights_find(&d, w->source, &t) < 0 || t.qtype != w->qtype || t.nbytes != w->nbytes) {
+				rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan",
+				            weights, w->source);
+				break;
+			}
+			raw = t.data;
 		}
-		const unsigned char *src = st_data(&d, t);
-		int conv = x->g->cuda.wconv >= 0 && w->dtype != x->g->cuda.wconv;
+		float *f = NULL;
+		if (!raw) {
+			if (!(f = malloc(numel * sizeof(float)))) {
+				rc = seterr(err, len, "out of memory loading '%s'", w->source);
+				break;
+			}
+			if ((rc = weights_load_f32(&d, g, w, f, err, len)))
+				break;
+		}
 		for (size_t at = 0; at < numel && !rc;) {
-			size_t cnt = stage_cap / (conv ? 4 : es);
+			size_t cnt = stage_cap / es;
 			if (cnt > numel - at)
 				cnt = numel - at;
-			const void *from = src + at * dtype_size(w->dtype);
-			if (conv) {
-				/* Through float32 (exact), then rounded to nearest even. */
-				float *f = (float *)stage;
-				st_to_f32(f, from, t->dtype, cnt);
-				uint16_t *h = (uint16_t *)stage;
+			if (raw)
+				memcpy(stage, (const unsigned char *)raw + at * es, cnt * es);
+			else if (es == 4)
+				memcpy(stage, f + at, cnt * 4);
+			else
 				for (size_t k = 0; k < cnt; k++)
-					h[k] = x->g->cuda.wconv == DT_BF16 ? ref_f32_to_bf16(f[k]) : ref_f32_to_f16(f[k]);
-			} else
-				memcpy(stage, from, cnt * es);
+					((uint16_t *)stage)[k] = devtype == DT_BF16 ? ref_f32_to_bf16(f[at + k]) : ref_f32_to_f16(f[at + k]);
 			r = x->cu.htod(x->ptr[w->node] + at * es, stage, cnt * es);
 			if (r != CUDA_SUCCESS)
 				rc = cuerr(x, r, "cuMemcpyHtoD (weights)", err, len);
@@ -252,9 +265,10 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 			done += cnt * es;
 			progress(x, o, done, total);
 		}
+		free(f);
 	}
 	x->cu.free_host(stage);
-	st_close(&d);
+	weights_close(&d);
 	return rc;
 }
 

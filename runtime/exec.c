@@ -4,7 +4,7 @@
 ** is poisoned (NaN / -1) before its op runs, so an op that leaves an element unwritten is caught.
 */
 #include "glm.h"
-#include "st.h"
+#include "weights.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -21,27 +21,16 @@ int64_t exec_numel(const Exec *x, int id)
 	return node_numel(&x->g->node[id], x->T, x->S);
 }
 
-/* Find the plan's tensor in the checkpoint and check it is still what glmc bound. */
-static int load_weight(Exec *x, const StDir *d, const WeightRef *w, char *err, size_t len)
+/* Load one weight as float32 (dequantized, transforms applied). */
+static int load_weight(Exec *x, const Weights *d, const WeightRef *w, char *err, size_t len)
 {
-	const Node *n = &x->g->node[w->node];
-	const StTensor *t = st_find(d, w->source);
-	if (!t)
-		return seterr(err, len, "%s: tensor '%s' (parameter '%s') is missing; the weights changed since the plan "
-		              "was compiled", d->dir, w->source, n->name);
-	int64_t numel = node_numel(n, 0, 0);
-	static const int st_of[DT_NTYPES] = {ST_F32, ST_F16, ST_BF16, ST_I32};
-	if (t->dtype != st_of[w->dtype] || t->nbytes != w->nbytes || t->nbytes != (uint64_t)numel * dtype_size(w->dtype))
-		return seterr(err, len, "%s: tensor '%s' is %s with %llu bytes, the plan expects %s with %llu; recompile "
-		              "the plan", d->files[t->file].path, w->source, st_type_name(t->dtype),
-		              (unsigned long long)t->nbytes, dtype_name(w->dtype), (unsigned long long)w->nbytes);
+	int64_t numel = node_numel(&x->g->node[w->node], 0, 0);
 	float *f = malloc((size_t)numel * sizeof(float));
 	if (!f)
 		return seterr(err, len, "out of memory for tensor '%s' (%lld values)", w->source, (long long)numel);
-	if (st_to_f32(f, st_data(d, t), t->dtype, (size_t)numel)) {
+	if (weights_load_f32(d, x->g, w, f, err, len)) {
 		free(f);
-		return seterr(err, len, "%s: tensor '%s': cannot convert %s to float32", d->dir, w->source,
-		              st_type_name(t->dtype));
+		return -1;
 	}
 	x->wt[w->node] = f;
 	x->buf[w->node] = f;
@@ -56,16 +45,16 @@ int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_
 	x->wt = calloc((size_t)g->n, sizeof *x->wt);
 	if (!x->buf || !x->wt)
 		return seterr(err, len, "out of memory");
-	StDir d;
-	if (weights && st_open_dir(&d, weights, err, len))
+	Weights d;
+	if (weights && weights_open(&d, weights, err, len))
 		return -1;
 	for (int i = 0; weights && i < g->nw; i++)
 		if (load_weight(x, &d, &g->w[i], err, len)) {
-			st_close(&d);
+			weights_close(&d);
 			return -1;
 		}
 	if (weights)
-		st_close(&d);
+		weights_close(&d);
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
 		if (n->kind == VK_WEIGHT && x->buf[i])

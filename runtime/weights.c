@@ -1,0 +1,184 @@
+/*
+** runtime/weights.c — checkpoints of either format behind one interface (see weights.h).
+*/
+#include "weights.h"
+#include "quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int weights_open(Weights *w, const char *path, char *err, size_t len)
+{
+	memset(w, 0, sizeof *w);
+	w->path = path;
+	struct stat sb;
+	if (stat(path, &sb))
+		return seterr(err, len, "%s: cannot open the weights: %m", path);
+	if (S_ISDIR(sb.st_mode)) {
+		w->format = WF_HF;
+		if (st_open_dir(&w->st, path, err, len))
+			return -1;
+		w->ntensor = w->st.ntensor;
+		return 0;
+	}
+	w->format = WF_GGUF;
+	if (gguf_open(&w->gg, path, err, len))
+		return -1;
+	w->ntensor = w->gg.ntensor;
+	return 0;
+}
+
+void weights_close(Weights *w)
+{
+	if (w->format == WF_HF)
+		st_close(&w->st);
+	else
+		gguf_close(&w->gg);
+	memset(w, 0, sizeof *w);
+}
+
+const char *weights_format_name(int format)
+{
+	return format == WF_GGUF ? "gguf" : "hf";
+}
+
+static int qtype_of_st(int dt)
+{
+	switch (dt) {
+	case ST_F32: return QT_F32;
+	case ST_F16: return QT_F16;
+	case ST_BF16: return QT_BF16;
+	case ST_I32: return QT_I32;
+	case ST_F64: return QT_F64;
+	case ST_I8: return QT_I8;
+	default: return -1;
+	}
+}
+
+void weights_get(const Weights *w, int i, WTensor *t)
+{
+	memset(t, 0, sizeof *t);
+	if (w->format == WF_HF) {
+		const StTensor *s = &w->st.t[i];
+		t->name = s->name;
+		t->qtype = qtype_of_st(s->dtype);
+		t->type_name = st_type_name(s->dtype);
+		t->ndim = s->ndim > 4 ? 4 : s->ndim;
+		for (int k = 0; k < t->ndim; k++)
+			t->shape[k] = s->shape[k];
+		if (s->ndim == 0)
+			t->ndim = 1, t->shape[0] = 1;
+		t->data = st_data(&w->st, s);
+		t->nbytes = s->nbytes;
+		t->file = w->st.files[s->file].path;
+		t->off = s->off;
+		return;
+	}
+	const GgufTensor *g = &w->gg.t[i];
+	t->name = g->name;
+	t->qtype = g->type;
+	t->type_name = quant_type_name(g->type);
+	t->ndim = gguf_torch_shape(g, t->shape);
+	t->data = gguf_tensor_data(&w->gg, g);
+	t->nbytes = g->nbytes;
+	t->file = w->gg.files[g->file].path;
+	t->off = g->off;
+}
+
+int weights_find(const Weights *w, const char *name, WTensor *t)
+{
+	int i = -1;
+	if (w->format == WF_HF) {
+		const StTensor *s = st_find(&w->st, name);
+		i = s ? (int)(s - w->st.t) : -1;
+	} else {
+		const GgufTensor *g = gguf_find_tensor(&w->gg, name);
+		i = g ? (int)(g - w->gg.t) : -1;
+	}
+	if (i >= 0 && t)
+		weights_get(w, i, t);
+	return i;
+}
+
+int weights_dtype(int qtype)
+{
+	switch (qtype) {
+	case QT_F32: return DT_F32;
+	case QT_F16: return DT_F16;
+	case QT_BF16: return DT_BF16;
+	default: return qtype >= 0 && quant_supported(qtype) ? DT_Q : -1;
+	}
+}
+
+/* Source row of destination row r: a slot starts at row0; llama-arch GGUF conversions store each head's
+** q/k rows interleaved (pairs (2i, 2i+1)) where Hugging Face has halves (i, i + D/2), so destination
+** row head·D + h·D/2 + i comes from source row head·D + 2i + h. */
+static int64_t source_row(const WeightRef *r, int64_t rows, int64_t row)
+{
+	if (r->unpermute > 0) {
+		int64_t D = rows / r->unpermute, head = row / D, j = row % D, h = j / (D / 2), i = j % (D / 2);
+		row = head * D + 2 * i + h;
+	}
+	return r->row0 + row;
+}
+
+int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float *dst, char *err, size_t len)
+{
+	const Node *n = &g->node[r->node];
+	WTensor t;
+	if (weights_find(w, r->source, &t) < 0)
+		return seterr(err, len, "%s: tensor '%s' (parameter '%s') is missing; the weights changed since the plan "
+		              "was compiled", w->path, r->source, n->name);
+	if (t.qtype != r->qtype || t.nbytes != r->nbytes)
+		return seterr(err, len, "%s: tensor '%s' is %s with %llu bytes, the plan expects %s with %llu; recompile "
+		              "the plan", t.file, r->source, t.type_name, (unsigned long long)t.nbytes,
+		              quant_type_name(r->qtype), (unsigned long long)r->nbytes);
+	int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
+	int64_t src_rows = (int64_t)(t.nbytes / quant_row_bytes(t.qtype, cols));
+	size_t rb = quant_row_bytes(t.qtype, cols);
+	if (!rb || r->row0 < 0 || r->row0 + rows > src_rows)
+		return seterr(err, len, "%s: tensor '%s' has %lld rows of %lld, the plan reads rows [%lld, %lld)", t.file,
+		              r->source, (long long)src_rows, (long long)cols, (long long)r->row0,
+		              (long long)(r->row0 + rows));
+	if (r->unpermute > 0 && (rows % r->unpermute || (rows / r->unpermute) % 2))
+		return seterr(err, len, "%s: tensor '%s': %lld rows do not split into %d heads of even size", t.file,
+		              r->source, (long long)rows, r->unpermute);
+	const unsigned char *src = t.data;
+	for (int64_t row = 0; row < rows; row++)
+		if (quant_dequant(t.qtype, src + (size_t)source_row(r, rows, row) * rb, dst + row * cols, (size_t)cols))
+			return seterr(err, len, "%s: tensor '%s': cannot dequantize type %s", t.file, r->source, t.type_name);
+	return 0;
+}
+
+int weights_slice(const WTensor *t, int axis, int rank, int n, WRange *out, int cap, char *err, size_t len)
+{
+	int64_t cols = t->shape[t->ndim - 1], rows = 1;
+	for (int i = 0; i < t->ndim - 1; i++)
+		rows *= t->shape[i];
+	size_t rb = quant_row_bytes(t->qtype, cols);
+	if (!rb)
+		return seterr(err, len, "tensor '%s': type %s rows of %lld cannot be sliced", t->name, t->type_name,
+		              (long long)cols);
+	if (n < 1 || rank < 0 || rank >= n)
+		return seterr(err, len, "tensor '%s': rank %d of %d", t->name, rank, n);
+	if (axis == 0) {
+		if (rows % n)
+			return seterr(err, len, "tensor '%s': %lld rows do not split into %d equal parts", t->name,
+			              (long long)rows, n);
+		if (cap < 1)
+			return seterr(err, len, "slice: no room for ranges");
+		out[0] = (WRange){(uint64_t)(rows / n * rank) * rb, (uint64_t)(rows / n) * rb};
+		return 1;
+	}
+	int64_t part = cols / n, blck = quant_block_size(t->qtype);
+	if (cols % n || part % blck)
+		return seterr(err, len, "tensor '%s': splitting %lld columns %d ways would cut a %s block of %lld values",
+		              t->name, (long long)cols, n, t->type_name, (long long)blck);
+	if (rows > cap)
+		return seterr(err, len, "slice: %lld ranges needed, room for %d", (long long)rows, cap);
+	size_t pb = quant_row_bytes(t->qtype, part);
+	for (int64_t r = 0; r < rows; r++)
+		out[r] = (WRange){(uint64_t)r * rb + (uint64_t)rank * pb, pb};
+	return (int)rows;
+}

@@ -1,0 +1,64 @@
+/*
+** runtime/weights.h — one view over both checkpoint formats: a Hugging Face directory (safetensors,
+** st.h) or a GGUF file or split set (gguf.h). Tensors carry their ggml type id (F32, F16 and BF16 for
+** safetensors too) and their PyTorch-order shape, so binding, slicing and loading never ask which format
+** they came from. Loading applies the plan's per-weight transforms (a row slot of a merged tensor, the
+** q/k row permutation of llama-arch GGUF conversions) and dequantizes to float32.
+*/
+#ifndef GLM_WEIGHTS_H
+#define GLM_WEIGHTS_H
+
+#include "glm.h"
+#include "gguf.h"
+#include "st.h"
+
+enum { WF_HF, WF_GGUF };
+
+typedef struct {
+	const char *name;
+	int qtype;                   /* ggml type id (QT_*); -1 for a safetensors dtype ggml has no id for */
+	const char *type_name;       /* "Q4_K", "BF16", "F8_E4M3" */
+	int ndim;
+	int64_t shape[4];            /* PyTorch order: shape[ndim-1] is the row length */
+	const void *data;
+	uint64_t nbytes;
+	const char *file;            /* the file holding it */
+	uint64_t off;                /* byte offset within that file */
+} WTensor;
+
+typedef struct Weights {
+	int format;                  /* WF_* */
+	const char *path;
+	StDir st;
+	Gguf gg;
+	int ntensor;
+} Weights;
+
+/* A directory is a Hugging Face checkpoint; a file is GGUF (or the first of a split set). */
+int weights_open(Weights *w, const char *path, char *err, size_t len);
+void weights_close(Weights *w);
+/* Tensor i (0 <= i < ntensor) or the one named; weights_find returns its index or -1. */
+void weights_get(const Weights *w, int i, WTensor *t);
+int weights_find(const Weights *w, const char *name, WTensor *t);
+const char *weights_format_name(int format);
+
+/* The IR dtype a stored type binds as: f32/f16/bf16 as themselves, ggml block types as DT_Q; -1 when
+** glmc cannot read the type at all. */
+int weights_dtype(int qtype);
+
+/* Load one bound weight as float32 rows into dst (node_numel values): checks the checkpoint still holds
+** what the plan recorded, applies the row transforms, dequantizes. */
+int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float *dst, char *err, size_t len);
+
+/*
+** Tensor-parallel slicing: rank's part of a [rows, cols] tensor (PyTorch order, leading dims folded into
+** rows) split into n equal parts along axis 0 (rows: output features / experts) or 1 (columns: input
+** features), as byte ranges of the stored tensor. A column split must not cut a quantization block.
+** Fills at most cap ranges; returns the count, or -1 with a message.
+*/
+typedef struct {
+	uint64_t off, len;           /* relative to the tensor's first byte */
+} WRange;
+int weights_slice(const WTensor *t, int axis, int rank, int n, WRange *out, int cap, char *err, size_t len);
+
+#endif
