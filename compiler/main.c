@@ -7,6 +7,7 @@
 ** are later issues; until they exist their flags are refused rather than ignored.
 */
 #include "glm.h"
+#include "inspect.h"
 #include "weights.h"
 
 #include <limits.h>
@@ -32,6 +33,7 @@ static const char *usage =
 	"usage: glmc compile MODEL.lua --weights PATH -o OUT.plan [options]\n"
 	"       glmc dump MODEL.lua --weights PATH [--after PASS]\n"
 	"       glmc dump PLAN\n"
+	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"\n"
 	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
 	"\n"
@@ -204,10 +206,12 @@ static void parse(Opts *o, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && !strcmp(argv[1], "inspect"))
+		return inspect_main(argc - 1, argv + 1);
 	Opts o;
 	parse(&o, argc, argv);
 	if (!o.cmd)
-		fail_usage("no command given (compile, dump)", NULL);
+		fail_usage("no command given (compile, dump, inspect)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump"))
 		fail_usage("unknown command", o.cmd);
 	if (!o.model)

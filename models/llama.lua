@@ -2,13 +2,13 @@
 local nn = require "nn"
 
 local hp = nn.read_llama_hparams { bias = { hf = "attention_bias", default = false } }
-local rope = nn.hf_rope(hp.head_dim)
+local rope = nn.rope(hp.head_dim)
 local W = nn.weights(nn.hf_names)
 glm.set_meta("arch", "llama")
 
 nn.decoder(hp, W, function(x, l, pos)
   local h = glm.rmsnorm(x, W(nn.blk(l, "attn_norm.weight"), { hp.n_embd }), hp.eps)
-  x = x + nn.attention(h, l, hp, W, pos, rope, { bias = hp.bias })
+  x = x + nn.attention(h, l, hp, W, pos, rope, { bias = hp.bias, unpermute_qk = glm.format == "gguf" })
   h = glm.rmsnorm(x, W(nn.blk(l, "ffn_norm.weight"), { hp.n_embd }), hp.eps)
   return x + nn.mlp(h, l, hp, W)
 end)

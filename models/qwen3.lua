@@ -2,7 +2,7 @@
 local nn = require "nn"
 
 local hp = nn.read_llama_hparams { bias = { hf = "attention_bias", default = false } }
-local rope = nn.hf_rope(hp.head_dim)
+local rope = nn.rope(hp.head_dim)
 local W = nn.weights(nn.hf_names)
 glm.set_meta("arch", "qwen3")
 

@@ -7,10 +7,12 @@
 
 local nn = {}
 
--- Read hyperparameters. spec maps our name to { hf = key or {keys...}, default = v, optional = true }.
--- Dotted keys walk nested objects ("rope_parameters.rope_theta"). Every value read is recorded in the
--- plan as hparam.<name>. A required key that is absent is an error naming the keys that were tried.
+-- Read hyperparameters. spec maps our name to { hf = key or {keys...}, gguf = key or {keys...},
+-- default = v, optional = true }. HF dotted keys walk nested objects ("rope_parameters.rope_theta");
+-- in GGUF keys "{arch}" stands for general.architecture. Every value read is recorded in the plan as
+-- hparam.<name>. A required key that is absent is an error naming the keys that were tried.
 function nn.hparams(spec)
+  local arch = glm.format == "gguf" and glm.meta("general.architecture") or nil
   local names = {}
   for name in pairs(spec) do names[#names + 1] = name end
   table.sort(names)
@@ -20,7 +22,8 @@ function nn.hparams(spec)
     local keys = s[glm.format]
     if type(keys) == "string" then keys = { keys } end
     local v
-    for _, k in ipairs(keys or {}) do
+    for i, k in ipairs(keys or {}) do
+      if arch then k = k:gsub("{arch}", arch); keys[i] = k end
       v = glm.meta(k)
       if v ~= nil then break end
     end
@@ -57,8 +60,9 @@ nn.hf_names = {
   ["ffn_down.weight"] = "mlp.down_proj.weight",
 }
 
--- The checkpoint's name for a canonical name, or an error naming it.
+-- The checkpoint's name for a canonical name, or an error naming it. GGUF names are the canonical ones.
 function nn.source_name(map, canon)
+  if glm.format == "gguf" then return canon end
   local layer, rest = canon:match("^blk%.(%d+)%.(.+)$")
   local src = map[rest or canon]
   if not src then
@@ -105,17 +109,41 @@ end
 local function blk(l, name) return ("blk.%d.%s"):format(l, name) end
 nn.blk = blk
 
+-- Rotary settings from GGUF metadata ({arch}.rope.*): the base, the rotated dims and YaRN.
+function nn.gguf_rope(head_dim)
+  local arch = glm.meta("general.architecture")
+  local function m(k) return glm.meta(arch .. "." .. k) end
+  local r = { theta = m("rope.freq_base") or 10000.0, rot_dim = m("rope.dimension_count") or head_dim }
+  local kind = m("rope.scaling.type") or "none"
+  if kind == "yarn" then
+    r.yarn = { factor = m("rope.scaling.factor"), orig_ctx = m("rope.scaling.original_context_length"),
+               beta_fast = m("rope.scaling.yarn_beta_fast"), beta_slow = m("rope.scaling.yarn_beta_slow") }
+  elseif kind ~= "none" then
+    error(("rope scaling '%s' is not supported (none, yarn)"):format(kind), 2)
+  end
+  return r
+end
+
+-- The rotary settings of whichever format the weights are in.
+function nn.rope(head_dim)
+  if glm.format == "gguf" then return nn.gguf_rope(head_dim) end
+  return nn.hf_rope(head_dim)
+end
+
 -- Grouped-query attention block (covers MHA when kv_heads == heads), with optional qkv bias and
 -- per-head q/k RMSNorm (Qwen3), rotary (split-half unless rope.interleaved), and a KV cache per layer.
--- hp: n_embd, n_head, n_kv, head_dim, eps; rope: nn.hf_rope(); o: { bias = bool, qk_norm = bool }.
+-- hp: n_embd, n_head, n_kv, head_dim, eps; rope: nn.rope(); o: { bias = bool, qk_norm = bool,
+-- unpermute_qk = bool }. unpermute_qk undoes the row permutation llama.cpp's converter applies to q and
+-- k of llama-arch models (so split-half rotary applies, as in the Hugging Face original).
 function nn.attention(x, l, hp, W, pos, rope, o)
   o = o or {}
   local C, H, G, D = hp.n_embd, hp.n_head, hp.n_kv, hp.head_dim
-  local function proj(name, n)
+  local function proj(name, n, heads)
     local b = o.bias and W(blk(l, name .. ".bias"), { n }, nn.column) or nil
-    return glm.linear(x, W(blk(l, name .. ".weight"), { n, C }, nn.column), b)
+    local opts = { split = 1, unpermute = o.unpermute_qk and heads or nil }
+    return glm.linear(x, W(blk(l, name .. ".weight"), { n, C }, opts), b)
   end
-  local q, k, v = proj("attn_q", H * D), proj("attn_k", G * D), proj("attn_v", G * D)
+  local q, k, v = proj("attn_q", H * D, H), proj("attn_k", G * D, G), proj("attn_v", G * D)
   if o.qk_norm then
     q = glm.rmsnorm(q:view("T", H, D), W(blk(l, "attn_q_norm.weight"), { D }), hp.eps):view("T", H * D)
     k = glm.rmsnorm(k:view("T", G, D), W(blk(l, "attn_k_norm.weight"), { D }), hp.eps):view("T", G * D)
@@ -156,18 +184,18 @@ end
 
 -- Hyperparameters every Llama-like HF config has.
 nn.llama_hparams = {
-  vocab = { hf = "vocab_size" },
-  n_embd = { hf = "hidden_size" },
-  n_layer = { hf = "num_hidden_layers" },
-  n_head = { hf = "num_attention_heads" },
-  n_kv = { hf = "num_key_value_heads", optional = true },
-  head_dim = { hf = "head_dim", optional = true },
-  n_ff = { hf = "intermediate_size" },
-  eps = { hf = "rms_norm_eps" },
-  n_ctx = { hf = "max_position_embeddings" },
-  tie = { hf = "tie_word_embeddings", default = false },
-  bos = { hf = "bos_token_id", optional = true },
-  eos = { hf = "eos_token_id", optional = true },
+  vocab = { hf = "vocab_size", gguf = "{arch}.vocab_size", optional = true },
+  n_embd = { hf = "hidden_size", gguf = "{arch}.embedding_length" },
+  n_layer = { hf = "num_hidden_layers", gguf = "{arch}.block_count" },
+  n_head = { hf = "num_attention_heads", gguf = "{arch}.attention.head_count" },
+  n_kv = { hf = "num_key_value_heads", gguf = "{arch}.attention.head_count_kv", optional = true },
+  head_dim = { hf = "head_dim", gguf = "{arch}.attention.key_length", optional = true },
+  n_ff = { hf = "intermediate_size", gguf = "{arch}.feed_forward_length" },
+  eps = { hf = "rms_norm_eps", gguf = "{arch}.attention.layer_norm_rms_epsilon" },
+  n_ctx = { hf = "max_position_embeddings", gguf = "{arch}.context_length" },
+  tie = { hf = "tie_word_embeddings", optional = true },
+  bos = { hf = "bos_token_id", gguf = "tokenizer.ggml.bos_token_id", optional = true },
+  eos = { hf = "eos_token_id", gguf = "tokenizer.ggml.eos_token_id", optional = true },
 }
 
 -- Read the Llama-like hyperparameters and fill the derived defaults.
@@ -178,6 +206,11 @@ function nn.read_llama_hparams(extra)
   local hp = nn.hparams(spec)
   hp.n_kv = hp.n_kv or hp.n_head
   hp.head_dim = hp.head_dim or hp.n_embd // hp.n_head
+  -- GGUF files often omit the vocabulary size and tie the head by leaving output.weight out.
+  local emb = glm.weight_shape(nn.source_name(nn.hf_names, "token_embd.weight"))
+  hp.vocab = hp.vocab or (emb and emb[1])
+  if not hp.vocab then error("vocabulary size: no vocab_size key and no token_embd.weight tensor", 2) end
+  if hp.tie == nil then hp.tie = glm.weight_shape(nn.source_name(nn.hf_names, "output.weight")) == nil end
   glm.set_meta("n_ctx", hp.n_ctx)
   glm.set_meta("vocab", hp.vocab)
   return hp
