@@ -5,7 +5,7 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Irunti
 # Lua and jansson are linked statically so the binaries run on machines without the -dev packages
 # (the GPU machine); glmc never links the CUDA driver.
 LIBDIR  := /usr/lib/x86_64-linux-gnu
-STATIC  := $(LIBDIR)/liblua5.4.a $(LIBDIR)/libjansson.a $(LIBDIR)/libz.a
+STATIC  := $(LIBDIR)/liblua5.4.a $(LIBDIR)/libjansson.a $(LIBDIR)/libpcre2-8.a $(LIBDIR)/libz.a
 LDLIBS  := $(STATIC) -lm -ldl -lpthread
 
 MAINS   := compiler/main.c runtime/main.c
