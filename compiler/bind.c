@@ -27,6 +27,8 @@ static const char *dims_str(int nd, const int64_t *d, char *buf, size_t len)
 ** (source rows are checked to hold [row0, row0 + rows)). */
 static int shape_fits(const Node *n, const WeightRef *w, const WTensor *t)
 {
+	if (w->rstride)
+		return t->ndim == 2 && t->shape[0] == n->dim[0] * w->rstride && t->shape[1] == n->dim[2];
 	if (t->ndim != n->ndim)
 		return 0;
 	for (int k = 1; k < n->ndim; k++)
@@ -35,6 +37,40 @@ static int shape_fits(const Node *n, const WeightRef *w, const WTensor *t)
 	if (w->row0 || w->slot_rows)
 		return w->row0 + n->dim[0] <= t->shape[0];
 	return t->shape[0] == n->dim[0];
+}
+
+/* A stacked parameter: each of its parts must exist with the shape of one slice and the same type. */
+static int bind_parts(Graph *g, const Weights *wt, WeightRef *w, char *used, const char *at, char *err, size_t len)
+{
+	Node *n = &g->node[w->node];
+	char name[512], b1[128], b2[128];
+	WTensor t0 = {0};
+	for (int p = 0; p < w->parts; p++) {
+		snprintf(name, sizeof name, w->source, p);
+		WTensor t;
+		int ti = weights_find(wt, name, &t);
+		if (ti < 0)
+			return seterr(err, len, "%sparameter '%s': part %d, tensor '%s', not found in %s", at, n->name, p, name,
+			              wt->path);
+		int same = t.ndim == n->ndim - 1;
+		for (int k = 0; same && k < t.ndim; k++)
+			same = t.shape[k] == n->dim[k + 1];
+		if (!same)
+			return seterr(err, len, "%sparameter '%s': part '%s' has shape %s, each part must be %s", at, n->name, name,
+			              dims_str(t.ndim, t.shape, b1, sizeof b1), dims_str(n->ndim - 1, n->dim + 1, b2, sizeof b2));
+		if (weights_dtype(t.qtype) < 0 || (p && (t.qtype != t0.qtype || t.nbytes != t0.nbytes)))
+			return seterr(err, len, "%sparameter '%s': part '%s' has type %s; all parts must share one readable type",
+			              at, n->name, name, t.type_name);
+		if (!p)
+			t0 = t;
+		used[ti] = 1;
+	}
+	n->dtype = w->dtype = weights_dtype(t0.qtype);
+	w->qtype = t0.qtype;
+	w->file = arena_strdup(g->A, t0.file);
+	w->offset = t0.off;
+	w->nbytes = t0.nbytes;
+	return 0;
 }
 
 int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err, size_t len)
@@ -48,6 +84,10 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 		WeightRef *w = &g->w[i];
 		Node *n = &g->node[w->node];
 		snprintf(at, sizeof at, "%s:%d: ", n->src ? n->src : "?", n->line);
+		if (w->parts) {
+			rc = bind_parts(g, wt, w, used, at, err, len);
+			continue;
+		}
 		WTensor t;
 		int ti = weights_find(wt, w->source, &t);
 		if (ti < 0) {
@@ -65,7 +105,12 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 			break;
 		}
 		if (!shape_fits(n, w, &t)) {
-			if (w->row0 || w->slot_rows)
+			if (w->rstride)
+				rc = seterr(err, len, "%sparameter '%s': tensor '%s' in %s has shape %s, expected [%lld, %lld] to take "
+				            "%lld rows at %lld of every %lld", at, n->name, t.name, t.file,
+				            dims_str(t.ndim, t.shape, b1, sizeof b1), (long long)(n->dim[0] * w->rstride),
+				            (long long)n->dim[2], (long long)n->dim[1], (long long)w->roff, (long long)w->rstride);
+			else if (w->row0 || w->slot_rows)
 				rc = seterr(err, len, "%sparameter '%s': tensor '%s' in %s has shape %s, too small for rows [%lld, "
 				            "%lld) of shape %s", at, n->name, t.name, t.file, dims_str(t.ndim, t.shape, b1, sizeof b1),
 				            (long long)w->row0, (long long)(w->row0 + n->dim[0]),

@@ -420,7 +420,10 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		return 0;
 	}
 	default:
-		return seterr(err, len, "op %d (%%%d): no CUDA kernel for this op", n->op, id);
+		/* Not an error: the plan then runs on the CPU only (emit_cuda says so). */
+		seterr(err, len, "%s (%%%d, %s:%d) has no CUDA kernel yet", n->op < OP_NOPS ? op_table[n->op].name : "?", id,
+		       n->src ? n->src : "?", n->line);
+		return 1;
 	}
 }
 
@@ -442,7 +445,14 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	int rc = 0;
 	for (int i = 0; i < g->n && !rc; i++)
 		rc = emit_node(&e, i, err, len);
-	if (!rc) {
+	if (rc == 1) {
+		if (warn)
+			fprintf(warn, "glmc: warning: the plan runs on the CPU only: %s\n", err);
+		err[0] = 0;
+		g->cuda = (Cuda){0};
+		compile = 0;
+		rc = 0;
+	} else if (!rc) {
 		g->cuda.sample_kernel = emit_sampler(&e);
 		g->cuda.source = arena_strdup(g->A, e.src);
 		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));

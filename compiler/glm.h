@@ -86,6 +86,8 @@ typedef struct {
 	int64_t row0;                /* the parameter is rows [row0, row0 + rows) of the source (merged slots) */
 	int slot_rows;               /* nonzero when the parameter is a row slot (even one at row 0) */
 	int unpermute;               /* > 0: undo llama.cpp's q/k rope row permutation for this many heads */
+	int64_t rstride, roff;       /* rstride > 0: a [B, R, C] parameter takes rows b·rstride + roff + [0, R) */
+	int parts;                   /* > 0: stacked from `parts` tensors named by source with %d = 0.. */
 } WeightRef;
 
 typedef struct {
@@ -172,6 +174,7 @@ enum {
 	OP_RMSNORM, OP_LAYERNORM, OP_ROPE, OP_ATTENTION,
 	OP_TOPK, OP_ARGMAX,
 	OP_RESHAPE, OP_SLICE, OP_CONCAT, OP_PERMUTE,
+	OP_MLA, OP_INDEXER, OP_MOE_ROUTE, OP_MOE_WEIGHTS, OP_MOE_FFN,
 	OP_NOPS
 };
 

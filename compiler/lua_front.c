@@ -257,7 +257,17 @@ static int l_param(lua_State *L)
 	n.name = arena_strdup(f->g->A, name);
 	const char *source = name;
 	int64_t slot = opt_int(L, 3, "param", "slot", -1), row0 = opt_int(L, 3, "param", "row0", 0);
-	int64_t unpermute = opt_int(L, 3, "param", "unpermute", 0);
+	int64_t unpermute = opt_int(L, 3, "param", "unpermute", 0), parts = opt_int(L, 3, "param", "parts", 0);
+	int64_t rstride = 0, roff = 0;
+	if (lua_istable(L, 3)) {
+		lua_getfield(L, 3, "rows");
+		if (lua_istable(L, -1)) {
+			int t = lua_gettop(L);
+			rstride = need_int(L, t, "param rows", "stride");
+			roff = opt_int(L, t, "param rows", "offset", 0);
+		}
+		lua_pop(L, 1);
+	}
 	if (lua_istable(L, 3)) {
 		lua_getfield(L, 3, "source");
 		if (lua_isstring(L, -1))
@@ -273,6 +283,16 @@ static int l_param(lua_State *L)
 	}
 	if (slot < -1 || row0 < 0 || unpermute < 0 || (slot >= 0 && row0))
 		return front_error(L, "param '%s': slot (>= 0), row0 (>= 0) and unpermute (heads) are exclusive options", name);
+	if (rstride && (n.ndim != 3 || roff < 0 || roff + n.dim[1] > rstride || slot >= 0 || row0 || unpermute || parts))
+		return front_error(L, "param '%s': rows = {stride, offset} takes a [blocks, rows, cols] parameter whose rows "
+		                   "fit in each stride, and no other row option", name);
+	if (parts) {
+		const char *pc = strstr(source, "%d");
+		if (parts != n.dim[0] || !pc || strstr(pc + 2, "%") || strchr(source, '%') != pc || slot >= 0 || row0 ||
+		    unpermute || rstride)
+			return front_error(L, "param '%s': parts = N stacks N tensors along dim 1, which must be N, from a source "
+			                   "name with one %%d", name);
+	}
 	for (int i = 0; i < f->g->n; i++)
 		if (f->g->node[i].op == OP_PARAM && !strcmp(f->g->node[i].name, name))
 			return front_error(L, "param '%s' is declared twice (first at line %d)", name, f->g->node[i].line);
@@ -287,7 +307,8 @@ static int l_param(lua_State *L)
 		g->w = w, g->wcap = cap;
 	}
 	g->w[g->nw++] = (WeightRef){.node = g->n - 1, .source = source, .dtype = -1, .unpermute = (int)unpermute,
-	                            .row0 = slot >= 0 ? slot * n.dim[0] : row0, .slot_rows = slot >= 0 || row0 > 0};
+	                            .row0 = slot >= 0 ? slot * n.dim[0] : row0, .slot_rows = slot >= 0 || row0 > 0,
+	                            .rstride = rstride, .roff = roff, .parts = (int)parts};
 	return 1;
 }
 
@@ -342,7 +363,86 @@ static int l_silu(lua_State *L) { return op_n(L, OP_SILU, 1, "silu"); }
 static int l_sigmoid(lua_State *L) { return op_n(L, OP_SIGMOID, 1, "sigmoid"); }
 static int l_softmax(lua_State *L) { return op_n(L, OP_SOFTMAX, 1, "softmax"); }
 static int l_swiglu(lua_State *L) { return op_n(L, OP_SWIGLU, 2, "swiglu"); }
-static int l_matmul(lua_State *L) { return op_n(L, OP_MATMUL, 2, "matmul"); }
+/* glm.matmul(a, b [, {transpose_b = true}]) */
+static int l_matmul(lua_State *L)
+{
+	Node n = {.op = OP_MATMUL, .nin = 2, .in = {check_tensor(L, 1, "matmul"), check_tensor(L, 2, "matmul")}};
+	n.ia[0] = opt_bool(L, 3, "transpose_b", 0);
+	return add_node(L, &n);
+}
+
+/* glm.mla(q, kv, cache, pos, sel|nil, {heads=, dk=, dv=, scale=}): absorbed latent attention (MQA over a
+** cache whose rows hold the latent and the rotary key; the latent doubles as the value). */
+static int l_mla(lua_State *L)
+{
+	Node n = {.op = OP_MLA, .nin = 4};
+	for (int i = 0; i < 4; i++)
+		n.in[i] = check_tensor(L, i + 1, "mla");
+	if (!lua_isnil(L, 5))
+		n.in[n.nin++] = check_tensor(L, 5, "mla");
+	n.ia[0] = need_int(L, 6, "mla", "heads");
+	n.ia[1] = need_int(L, 6, "mla", "dk");
+	n.ia[2] = need_int(L, 6, "mla", "dv");
+	lua_getfield(L, 6, "scale");
+	if (!lua_isnumber(L, -1))
+		return front_error(L, "mla: option 'scale' is required (a number)");
+	n.fa[0] = lua_tonumber(L, -1);
+	lua_pop(L, 1);
+	return add_node(L, &n);
+}
+
+/* glm.indexer(q, k, w, kcache, pos, {heads=, dim=, topk=, scale=}): DeepSeek sparse-attention selection. */
+static int l_indexer(lua_State *L)
+{
+	Node n = {.op = OP_INDEXER, .nin = 5};
+	for (int i = 0; i < 5; i++)
+		n.in[i] = check_tensor(L, i + 1, "indexer");
+	n.ia[0] = need_int(L, 6, "indexer", "heads");
+	n.ia[1] = need_int(L, 6, "indexer", "dim");
+	n.ia[2] = need_int(L, 6, "indexer", "topk");
+	n.fa[0] = opt_num(L, 6, "indexer", "scale", 1.0 / sqrt((double)(n.ia[1] > 0 ? n.ia[1] : 1)));
+	return add_node(L, &n);
+}
+
+/* The scoring function option of the MoE ops: "softmax" (0) or "sigmoid" (1). */
+static int moe_func(lua_State *L, int t, const char *fn)
+{
+	if (!lua_istable(L, t))
+		return 0;
+	lua_getfield(L, t, "func");
+	const char *f = lua_tostring(L, -1);
+	int v = f && !strcmp(f, "sigmoid");
+	if (f && !v && strcmp(f, "softmax"))
+		front_error(L, "%s: func must be \"softmax\" or \"sigmoid\", got \"%s\"", fn, f);
+	lua_pop(L, 1);
+	return v;
+}
+
+/* glm.moe_route(logits, bias|nil, {k=, groups=, topk_groups=, func=}) -> int32 expert ids [T, k] */
+static int l_moe_route(lua_State *L)
+{
+	Node n = {.op = OP_MOE_ROUTE, .nin = 1, .in = {check_tensor(L, 1, "moe_route")}};
+	if (!lua_isnil(L, 2))
+		n.in[n.nin++] = check_tensor(L, 2, "moe_route");
+	n.ia[0] = need_int(L, 3, "moe_route", "k");
+	n.ia[1] = opt_int(L, 3, "moe_route", "groups", 1);
+	n.ia[2] = opt_int(L, 3, "moe_route", "topk_groups", n.ia[1]);
+	n.ia[3] = moe_func(L, 3, "moe_route");
+	return add_node(L, &n);
+}
+
+/* glm.moe_weights(logits, ids, {func=, norm=, scale=}) -> [T, k] */
+static int l_moe_weights(lua_State *L)
+{
+	Node n = {.op = OP_MOE_WEIGHTS, .nin = 2, .in = {check_tensor(L, 1, "moe_weights"), check_tensor(L, 2, "moe_weights")}};
+	n.ia[0] = moe_func(L, 3, "moe_weights");
+	n.ia[1] = opt_bool(L, 3, "norm", 0);
+	n.fa[0] = opt_num(L, 3, "moe_weights", "scale", 1.0);
+	return add_node(L, &n);
+}
+
+/* glm.moe_ffn(x, ids, weights, gate_exps, up_exps, down_exps) */
+static int l_moe_ffn(lua_State *L) { return op_n(L, OP_MOE_FFN, 6, "moe_ffn"); }
 static int l_argmax(lua_State *L) { return op_n(L, OP_ARGMAX, 1, "argmax"); }
 
 /* glm.linear(x, w [, bias]) */
@@ -808,6 +908,8 @@ static const luaL_Reg glm_funcs[] = {
 	{"rope", l_rope}, {"attention", l_attention}, {"topk", l_topk}, {"argmax", l_argmax},
 	{"view", l_view}, {"reshape", l_view}, {"permute", l_permute}, {"transpose", l_transpose},
 	{"split", l_split}, {"slice", l_slice}, {"concat", l_concat},
+	{"mla", l_mla}, {"indexer", l_indexer}, {"moe_route", l_moe_route}, {"moe_weights", l_moe_weights},
+	{"moe_ffn", l_moe_ffn},
 	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
 	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta}, {"layer", l_layer},
 	{"weight_shape", l_weight_shape},

@@ -133,14 +133,15 @@ static int shape_matmul(const Graph *g, Node *n, char *err, size_t len)
 	char b1[96], b2[96];
 	if (need_float(g, n, 0, err, len) || need_float(g, n, 1, err, len))
 		return -1;
-	int ok = a->ndim == b->ndim && (a->ndim == 2 || a->ndim == 3) && a->dim[a->ndim - 1] == b->dim[b->ndim - 2] &&
+	int tb = n->ia[0] != 0, kb = b->ndim - (tb ? 1 : 2), nb = b->ndim - (tb ? 2 : 1);
+	int ok = a->ndim == b->ndim && (a->ndim == 2 || a->ndim == 3) && a->dim[a->ndim - 1] == b->dim[kb] &&
 	         (a->ndim == 2 || a->dim[0] == b->dim[0]);
 	if (!ok)
-		return seterr(err, len, "matmul: cannot multiply %s by %s (need [M,K]·[K,N] or [B,M,K]·[B,K,N])",
-		              SS(a, b1), SS(b, b2));
+		return seterr(err, len, "matmul: cannot multiply %s by %s%s (need [M,K]·[K,N] or [B,M,K]·[B,K,N]%s)",
+		              SS(a, b1), SS(b, b2), tb ? " transposed" : "", tb ? ", the second given as [B,N,K]" : "");
 	int64_t d[MAXDIM];
 	memcpy(d, a->dim, sizeof d);
-	d[a->ndim - 1] = b->dim[b->ndim - 1];
+	d[a->ndim - 1] = b->dim[nb];
 	set_shape(n, DT_F32, a->ndim, d);
 	return 0;
 }
@@ -381,6 +382,116 @@ static int shape_permute(const Graph *g, Node *n, char *err, size_t len)
 	return 0;
 }
 
+/* Check operand i is 2-D [rows, cols] with the given extents (rows may be T or S). */
+static int need_2d(const Graph *g, const Node *n, int i, int64_t rows, int64_t cols, const char *what, char *err,
+                   size_t len)
+{
+	const Node *t = IN(n, i);
+	char b1[96];
+	if (t->ndim != 2 || t->dim[0] != rows || t->dim[1] != cols)
+		return seterr(err, len, "%s: %s is %s, expected [%s, %lld]", op_table[n->op].name, what, SS(t, b1),
+		              rows == DIM_T ? "T" : rows == DIM_S ? "S" : "?", (long long)cols);
+	return 0;
+}
+
+/* mla(q[T, H*Dk], kv[T, Dk], cache[S, Dk], pos[T] [, sel[T, K]]) -> [T, H*Dv]; ia: heads, dk, dv. */
+static int shape_mla(const Graph *g, Node *n, char *err, size_t len)
+{
+	int64_t H = n->ia[0], Dk = n->ia[1], Dv = n->ia[2];
+	if (H <= 0 || Dk <= 0 || Dv <= 0 || Dv > Dk)
+		return seterr(err, len, "mla: heads=%lld dk=%lld dv=%lld (need dv <= dk: the values are the key's first dv)",
+		              (long long)H, (long long)Dk, (long long)Dv);
+	if (need_float(g, n, 0, err, len) || need_float(g, n, 1, err, len) || need_float(g, n, 2, err, len) ||
+	    need_2d(g, n, 0, DIM_T, H * Dk, "q", err, len) || need_2d(g, n, 1, DIM_T, Dk, "kv", err, len) ||
+	    need_2d(g, n, 2, DIM_S, Dk, "cache", err, len) || need_i32(g, n, 3, err, len))
+		return -1;
+	if (IN(n, 2)->kind != VK_CACHE)
+		return seterr(err, len, "mla: operand 3 must be a cache (glm.cache)");
+	if (n->nin > 4) {
+		char b1[96];
+		const Node *sel = IN(n, 4);
+		if (need_i32(g, n, 4, err, len))
+			return -1;
+		if (sel->ndim != 2 || sel->dim[0] != DIM_T || sel->dim[1] <= 0)
+			return seterr(err, len, "mla: selection is %s, expected [T, k]", SS(sel, b1));
+	}
+	int64_t d[2] = {DIM_T, H * Dv};
+	set_shape(n, DT_F32, 2, d);
+	return 0;
+}
+
+/* indexer(q[T, H*D], k[T, D], w[T, H], kcache[S, D], pos[T]) -> int32 [T, topk]; ia: heads, dim, topk. */
+static int shape_indexer(const Graph *g, Node *n, char *err, size_t len)
+{
+	int64_t H = n->ia[0], D = n->ia[1], K = n->ia[2];
+	if (H <= 0 || D <= 0 || K <= 0)
+		return seterr(err, len, "indexer: heads=%lld dim=%lld topk=%lld must be positive", (long long)H, (long long)D,
+		              (long long)K);
+	if (need_2d(g, n, 0, DIM_T, H * D, "q", err, len) || need_2d(g, n, 1, DIM_T, D, "k", err, len) ||
+	    need_2d(g, n, 2, DIM_T, H, "head weights", err, len) || need_2d(g, n, 3, DIM_S, D, "key cache", err, len) ||
+	    need_i32(g, n, 4, err, len))
+		return -1;
+	if (IN(n, 3)->kind != VK_CACHE)
+		return seterr(err, len, "indexer: operand 4 must be a cache (glm.cache)");
+	int64_t d[2] = {DIM_T, K};
+	set_shape(n, DT_I32, 2, d);
+	return 0;
+}
+
+/* moe_route(logits[T, E] [, bias[E]]) -> int32 [T, k]; ia: k, n_group, topk_group, func. */
+static int shape_moe_route(const Graph *g, Node *n, char *err, size_t len)
+{
+	const Node *l = IN(n, 0);
+	char b1[96];
+	if (need_float(g, n, 0, err, len))
+		return -1;
+	int64_t E = l->dim[l->ndim - 1], k = n->ia[0], ng = n->ia[1] ? n->ia[1] : 1, tg = n->ia[2] ? n->ia[2] : ng;
+	if (l->ndim != 2 || E <= 0 || k <= 0 || k > E || E % ng || tg > ng || k > tg * (E / ng) || n->ia[3] < 0 ||
+	    n->ia[3] > 1)
+		return seterr(err, len, "moe_route: cannot pick %lld of the experts of %s in %lld groups keeping %lld",
+		              (long long)k, SS(l, b1), (long long)ng, (long long)tg);
+	if (n->nin > 1 && (need_float(g, n, 1, err, len) || IN(n, 1)->ndim != 1 || IN(n, 1)->dim[0] != E))
+		return seterr(err, len, "moe_route: the selection bias must be [%lld]", (long long)E);
+	int64_t d[2] = {l->dim[0], k};
+	set_shape(n, DT_I32, 2, d);
+	return 0;
+}
+
+/* moe_weights(logits[T, E], idx[T, k]) -> [T, k]; ia: func, norm; fa: scale. */
+static int shape_moe_weights(const Graph *g, Node *n, char *err, size_t len)
+{
+	const Node *l = IN(n, 0), *i = IN(n, 1);
+	char b1[96], b2[96];
+	if (need_float(g, n, 0, err, len) || need_i32(g, n, 1, err, len))
+		return -1;
+	if (l->ndim != 2 || i->ndim != 2 || l->dim[0] != i->dim[0])
+		return seterr(err, len, "moe_weights: logits %s and expert ids %s do not match", SS(l, b1), SS(i, b2));
+	set_shape(n, DT_F32, 2, i->dim);
+	return 0;
+}
+
+/* moe_ffn(x[T, C], idx[T, k], w[T, k], gate[E, F, C], up[E, F, C], down[E, C, F]) -> [T, C] */
+static int shape_moe_ffn(const Graph *g, Node *n, char *err, size_t len)
+{
+	const Node *x = IN(n, 0), *i = IN(n, 1), *w = IN(n, 2), *ga = IN(n, 3), *up = IN(n, 4), *dn = IN(n, 5);
+	char b1[96], b2[96], b3[96];
+	if (need_float(g, n, 0, err, len) || need_i32(g, n, 1, err, len) || need_float(g, n, 2, err, len) ||
+	    need_float(g, n, 3, err, len) || need_float(g, n, 4, err, len) || need_float(g, n, 5, err, len))
+		return -1;
+	if (x->ndim != 2 || i->ndim != 2 || w->ndim != 2 || i->dim[0] != x->dim[0] || w->dim[0] != x->dim[0] ||
+	    w->dim[1] != i->dim[1])
+		return seterr(err, len, "moe_ffn: input %s, expert ids %s and weights %s do not match", SS(x, b1),
+		              SS(i, b2), SS(w, b3));
+	int64_t C = x->dim[1];
+	if (ga->ndim != 3 || !same_shape(ga, up) || ga->dim[2] != C || dn->ndim != 3 || dn->dim[0] != ga->dim[0] ||
+	    dn->dim[1] != C || dn->dim[2] != ga->dim[1])
+		return seterr(err, len, "moe_ffn: expert weights gate %s, up %s, down %s do not fit [E, F, %lld], "
+		              "[E, F, %lld], [E, %lld, F]", SS(ga, b1), SS(up, b2), SS(dn, b3), (long long)C, (long long)C,
+		              (long long)C);
+	set_shape(n, DT_F32, 2, x->dim);
+	return 0;
+}
+
 /*
 ** CPU execution. Buffers are contiguous row-major; symbolic dims are bound in the Exec.
 */
@@ -419,8 +530,12 @@ static void cpu_matmul(Exec *x, int id)
 	const Node *n = NODE;
 	int nd = x->g->node[n->in[0]].ndim;
 	int64_t B = nd == 3 ? exec_dim(x, n->in[0], 0) : 1;
-	int64_t M = exec_dim(x, n->in[0], nd - 2), K = exec_dim(x, n->in[0], nd - 1), N = exec_dim(x, n->in[1], nd - 1);
-	ref_matmul(Y, F(0), F(1), (int)B, (int)M, (int)K, (int)N);
+	int64_t M = exec_dim(x, n->in[0], nd - 2), K = exec_dim(x, n->in[0], nd - 1);
+	int64_t N = exec_dim(x, n->in[1], n->ia[0] ? nd - 2 : nd - 1);
+	if (n->ia[0])
+		ref_matmul_tb(Y, F(0), F(1), (int)B, (int)M, (int)K, (int)N);
+	else
+		ref_matmul(Y, F(0), F(1), (int)B, (int)M, (int)K, (int)N);
 }
 
 static void cpu_binary(Exec *x, int id)
@@ -571,13 +686,66 @@ static void cpu_permute(Exec *x, int id)
 	ref_permute(x->buf[id], x->buf[n->in[0]], in->ndim, shape, perm, dtype_size(n->dtype));
 }
 
+static void cpu_mla(Exec *x, int id)
+{
+	const Node *n = NODE;
+	const int32_t *pos = I32(3);
+	for (int64_t t = 0; t < x->T; t++)
+		if (pos[t] < 0 || pos[t] >= x->S) {
+			snprintf(x->err, sizeof x->err, "position %d is outside the context of %lld (raise --max-seq)", pos[t],
+			         (long long)x->S);
+			return;
+		}
+	int nsel = n->nin > 4 ? (int)exec_dim(x, n->in[4], 1) : 0;
+	ref_mla(Y, F(0), F(1), F(2), pos, n->nin > 4 ? I32(4) : NULL, nsel, (int)x->T, (int)n->ia[0], (int)n->ia[1],
+	        (int)n->ia[2], (int)x->S, (float)n->fa[0]);
+}
+
+static void cpu_indexer(Exec *x, int id)
+{
+	const Node *n = NODE;
+	const int32_t *pos = I32(4);
+	for (int64_t t = 0; t < x->T; t++)
+		if (pos[t] < 0 || pos[t] >= x->S) {
+			snprintf(x->err, sizeof x->err, "position %d is outside the context of %lld (raise --max-seq)", pos[t],
+			         (long long)x->S);
+			return;
+		}
+	ref_indexer((int32_t *)x->buf[id], F(0), F(1), F(2), F(3), pos, (int)x->T, (int)n->ia[0], (int)n->ia[1],
+	            (int)x->S, (int)n->ia[2], (float)n->fa[0]);
+}
+
+static void cpu_moe_route(Exec *x, int id)
+{
+	const Node *n = NODE;
+	int64_t E = exec_dim(x, n->in[0], 1), T = exec_dim(x, n->in[0], 0);
+	ref_moe_route((int32_t *)x->buf[id], F(0), n->nin > 1 ? F(1) : NULL, (int)T, (int)E, (int)n->ia[0],
+	              n->ia[1] ? (int)n->ia[1] : 1, n->ia[2] ? (int)n->ia[2] : (n->ia[1] ? (int)n->ia[1] : 1),
+	              (int)n->ia[3]);
+}
+
+static void cpu_moe_weights(Exec *x, int id)
+{
+	const Node *n = NODE;
+	int64_t E = exec_dim(x, n->in[0], 1), T = exec_dim(x, n->in[0], 0), k = exec_dim(x, n->in[1], 1);
+	ref_moe_weights(Y, F(0), I32(1), (int)T, (int)E, (int)k, (int)n->ia[0], (int)n->ia[1], (float)n->fa[0]);
+}
+
+static void cpu_moe_ffn(Exec *x, int id)
+{
+	const Node *n = NODE;
+	int64_t T = exec_dim(x, n->in[0], 0), C = exec_dim(x, n->in[0], 1), k = exec_dim(x, n->in[1], 1);
+	int64_t E = exec_dim(x, n->in[3], 0), Fd = exec_dim(x, n->in[3], 1);
+	ref_moe_ffn(Y, F(0), I32(1), F(2), F(3), F(4), F(5), (int)T, (int)C, (int)Fd, (int)E, (int)k);
+}
+
 const OpDef op_table[OP_NOPS] = {
 	[OP_INPUT] = {"input", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_PARAM] = {"param", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_CACHE] = {"cache", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_EMBEDDING] = {"embedding", 2, 2, {0}, {0}, shape_embedding, cpu_embedding},
 	[OP_LINEAR] = {"linear", 2, 3, {0}, {0}, shape_linear, cpu_linear},
-	[OP_MATMUL] = {"matmul", 2, 2, {0}, {0}, shape_matmul, cpu_matmul},
+	[OP_MATMUL] = {"matmul", 2, 2, {"transpose_b"}, {0}, shape_matmul, cpu_matmul},
 	[OP_ADD] = {"add", 2, 2, {0}, {0}, shape_binary, cpu_binary},
 	[OP_SUB] = {"sub", 2, 2, {0}, {0}, shape_binary, cpu_binary},
 	[OP_MUL] = {"mul", 2, 2, {0}, {0}, shape_binary, cpu_binary},
@@ -601,6 +769,12 @@ const OpDef op_table[OP_NOPS] = {
 	[OP_SLICE] = {"slice", 1, 1, {"axis", "start", "len"}, {0}, shape_slice, cpu_slice},
 	[OP_CONCAT] = {"concat", 1, MAXIN, {"axis"}, {0}, shape_concat, cpu_concat},
 	[OP_PERMUTE] = {"permute", 1, 1, {"p0", "p1", "p2", "p3"}, {0}, shape_permute, cpu_permute},
+	[OP_MLA] = {"mla", 4, 5, {"heads", "dk", "dv"}, {"scale"}, shape_mla, cpu_mla},
+	[OP_INDEXER] = {"indexer", 5, 5, {"heads", "dim", "topk"}, {"scale"}, shape_indexer, cpu_indexer},
+	[OP_MOE_ROUTE] = {"moe_route", 1, 2, {"k", "groups", "topk_groups", "sigmoid"}, {0}, shape_moe_route,
+	                  cpu_moe_route},
+	[OP_MOE_WEIGHTS] = {"moe_weights", 2, 2, {"sigmoid", "norm"}, {"scale"}, shape_moe_weights, cpu_moe_weights},
+	[OP_MOE_FFN] = {"moe_ffn", 6, 6, {0}, {0}, shape_moe_ffn, cpu_moe_ffn},
 };
 
 int op_from_name(const char *s)

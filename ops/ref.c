@@ -534,3 +534,340 @@ int ref_sample(const float *l, int V, float temp, int top_k, float top_p, uint32
 	}
 	return bi;
 }
+
+void ref_matmul_tb(float *y, const float *a, const float *b, int B, int M, int K, int N)
+{
+	for (int z = 0; z < B; z++)
+		for (int i = 0; i < M; i++)
+			for (int j = 0; j < N; j++) {
+				const float *ar = a + ((size_t)z * M + i) * K, *br = b + ((size_t)z * N + j) * K;
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += (double)ar[k] * br[k];
+				y[((size_t)z * M + i) * N + j] = (float)s;
+			}
+}
+
+/* Whether cache row s is one that token t may attend to: causal, and in its selection when there is one. */
+static int mla_visible(const int32_t *sel, int nsel, int t, int s, int p)
+{
+	if (s > p)
+		return 0;
+	if (!sel)
+		return 1;
+	for (int j = 0; j < nsel; j++)
+		if (sel[(size_t)t * nsel + j] == s)
+			return 1;
+	return 0;
+}
+
+void ref_mla(float *y, const float *q, const float *kv, float *cache, const int32_t *pos, const int32_t *sel,
+             int nsel, int T, int H, int Dk, int Dv, int S, float scale)
+{
+	for (int t = 0; t < T; t++)
+		memcpy(cache + (size_t)pos[t] * Dk, kv + (size_t)t * Dk, sizeof(float) * (size_t)Dk);
+	double *sc = malloc(sizeof(double) * (size_t)(S > 0 ? S : 1)), *acc = malloc(sizeof(double) * (size_t)Dv);
+	if (!sc || !acc) {
+		fprintf(stderr, "ref_mla: out of memory\n");
+		abort();
+	}
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			const float *qh = q + ((size_t)t * H + h) * Dk;
+			double m = -INFINITY, z = 0;
+			for (int s = 0; s <= pos[t]; s++) {
+				if (!mla_visible(sel, nsel, t, s, pos[t])) {
+					sc[s] = -INFINITY;
+					continue;
+				}
+				double d = 0;
+				for (int i = 0; i < Dk; i++)
+					d += (double)qh[i] * cache[(size_t)s * Dk + i];
+				sc[s] = d * scale;
+				if (sc[s] > m)
+					m = sc[s];
+			}
+			for (int i = 0; i < Dv; i++)
+				acc[i] = 0;
+			for (int s = 0; s <= pos[t]; s++) {
+				if (sc[s] == -INFINITY)
+					continue;
+				double e = exp(sc[s] - m);
+				z += e;
+				for (int i = 0; i < Dv; i++)
+					acc[i] += e * cache[(size_t)s * Dk + i];
+			}
+			for (int i = 0; i < Dv; i++)
+				y[((size_t)t * H + h) * Dv + i] = (float)(acc[i] / z);
+		}
+	free(sc), free(acc);
+}
+
+/*
+** Which k entries torch.topk (CPU, sorted) selects, ties included. The DSA indexer's relu makes exact ties
+** (whole rows of zero scores) common, and which tied positions are kept changes the attention, so the
+** reference reproduces the selection rule of the implementation the fixtures come from: for k·64 > n,
+** torch runs the C++ standard library's introselect (nth_element: median-of-three pivot moved to the
+** front, unguarded Hoare partition, insertion sort below four elements) over (value, index) pairs in
+** index order, "greater" meaning larger value. Past the depth limit (never reached by realistic inputs)
+** and for k·64 <= n (torch's partial-sort path) this falls back to largest-first with lower index on ties.
+*/
+typedef struct {
+	float v;
+	int32_t i;
+} TkPair;
+
+static int tk_greater(const TkPair *a, const TkPair *b)
+{
+	return (isnan(a->v) && !isnan(b->v)) || a->v > b->v;
+}
+
+static void tk_swap(TkPair *a, TkPair *b)
+{
+	TkPair t = *a;
+	*a = *b, *b = t;
+}
+
+static void tk_insertion_sort(TkPair *first, TkPair *last)
+{
+	if (first == last)
+		return;
+	for (TkPair *i = first + 1; i != last; i++) {
+		TkPair val = *i;
+		if (tk_greater(&val, first)) {
+			memmove(first + 1, first, (size_t)(i - first) * sizeof *i);
+			*first = val;
+		} else {
+			TkPair *j = i, *prev = i - 1;
+			while (tk_greater(&val, prev))
+				*j = *prev, j = prev, prev--;
+			*j = val;
+		}
+	}
+}
+
+static void tk_median_to_first(TkPair *result, TkPair *a, TkPair *b, TkPair *c)
+{
+	if (tk_greater(a, b)) {
+		if (tk_greater(b, c))
+			tk_swap(result, b);
+		else if (tk_greater(a, c))
+			tk_swap(result, c);
+		else
+			tk_swap(result, a);
+	} else if (tk_greater(a, c))
+		tk_swap(result, a);
+	else if (tk_greater(b, c))
+		tk_swap(result, c);
+	else
+		tk_swap(result, b);
+}
+
+static TkPair *tk_partition(TkPair *first, TkPair *last, TkPair *pivot)
+{
+	for (;;) {
+		while (tk_greater(first, pivot))
+			first++;
+		last--;
+		while (tk_greater(pivot, last))
+			last--;
+		if (!(first < last))
+			return first;
+		tk_swap(first, last);
+		first++;
+	}
+}
+
+/* nth_element: afterwards the k largest (by the rule above) are q[0..k). Returns 0 when it gave up. */
+static int tk_select(TkPair *first, TkPair *nth, TkPair *last)
+{
+	int depth = 0;
+	for (ptrdiff_t n = last - first; n > 1; n >>= 1)
+		depth++;
+	depth *= 2;
+	while (last - first > 3) {
+		if (depth-- == 0)
+			return 0;
+		TkPair *mid = first + (last - first) / 2;
+		tk_median_to_first(first, first + 1, mid, last - 1);
+		TkPair *cut = tk_partition(first + 1, last, first);
+		if (cut <= nth)
+			first = cut;
+		else
+			last = cut;
+	}
+	tk_insertion_sort(first, last);
+	return 1;
+}
+
+static void topk_like_torch(int32_t *out, const float *x, int n, int k, TkPair *q)
+{
+	for (int i = 0; i < n; i++)
+		q[i] = (TkPair){x[i], i};
+	if ((int64_t)k * 64 <= n || !tk_select(q, q + k - 1, q + n)) {
+		ref_topk(out, x, 1, n, k);
+		return;
+	}
+	for (int j = 0; j < k; j++)
+		out[j] = q[j].i;
+}
+
+void ref_indexer(int32_t *sel, const float *q, const float *k, const float *w, float *kcache, const int32_t *pos,
+                 int T, int H, int D, int S, int topk, float scale)
+{
+	for (int t = 0; t < T; t++)
+		memcpy(kcache + (size_t)pos[t] * D, k + (size_t)t * D, sizeof(float) * (size_t)D);
+	float *score = malloc(sizeof(float) * (size_t)(S > 0 ? S : 1));
+	TkPair *tq = malloc(sizeof(TkPair) * (size_t)(S > 0 ? S : 1));
+	if (!score || !tq) {
+		fprintf(stderr, "ref_indexer: out of memory\n");
+		abort();
+	}
+	/* Every query of the step ranks all keys the step ends with (future ones at -inf), as the reference
+	** implementation does; rows beyond a query's position are never chosen over visible ones. */
+	int total = pos[T - 1] + 1;
+	for (int t = 0; t < T; t++) {
+		int n = pos[t] + 1;
+		for (int s = n; s < total; s++)
+			score[s] = -INFINITY;
+		for (int s = 0; s < n; s++) {
+			double acc = 0;
+			for (int h = 0; h < H; h++) {
+				double d = 0;
+				for (int i = 0; i < D; i++)
+					d += (double)q[((size_t)t * H + h) * D + i] * kcache[(size_t)s * D + i];
+				d *= scale;
+				acc += (double)w[(size_t)t * H + h] * (d > 0 ? d : 0);
+			}
+			score[s] = (float)acc;
+		}
+		int32_t *out = sel + (size_t)t * topk;
+		if (n <= topk) {
+			for (int j = 0; j < topk; j++)
+				out[j] = j < n ? j : -1;
+			continue;
+		}
+		topk_like_torch(out, score, total, topk, tq);
+		for (int j = 0; j < topk; j++)
+			if (out[j] >= n)
+				out[j] = -1;
+	}
+	free(score), free(tq);
+}
+
+/* Scores of one row: softmax (func 0) or sigmoid (func 1), in double. */
+static void moe_scores(double *s, const float *l, int E, int func)
+{
+	if (func == 1) {
+		for (int e = 0; e < E; e++)
+			s[e] = 1.0 / (1.0 + exp(-(double)l[e]));
+		return;
+	}
+	double m = -INFINITY, z = 0;
+	for (int e = 0; e < E; e++)
+		m = l[e] > m ? l[e] : m;
+	for (int e = 0; e < E; e++)
+		z += s[e] = exp((double)l[e] - m);
+	for (int e = 0; e < E; e++)
+		s[e] /= z;
+}
+
+void ref_moe_route(int32_t *idx, const float *logits, const float *bias, int T, int E, int k, int n_group,
+                   int topk_group, int func)
+{
+	double *s = malloc(sizeof(double) * (size_t)E), *gs = malloc(sizeof(double) * (size_t)(n_group > 0 ? n_group : 1));
+	float *choice = malloc(sizeof(float) * (size_t)E);
+	if (!s || !gs || !choice) {
+		fprintf(stderr, "ref_moe_route: out of memory\n");
+		abort();
+	}
+	int per = n_group > 1 ? E / n_group : E;
+	for (int t = 0; t < T; t++) {
+		moe_scores(s, logits + (size_t)t * E, E, func);
+		for (int e = 0; e < E; e++)
+			choice[e] = (float)s[e] + (bias ? bias[e] : 0.0f);
+		if (n_group > 1 && topk_group < n_group) {
+			/* Group score: the sum of its two best choices; the best topk_group groups stay. */
+			for (int g = 0; g < n_group; g++) {
+				float b1 = -INFINITY, b2 = -INFINITY;
+				for (int e = g * per; e < (g + 1) * per; e++)
+					if (choice[e] > b1)
+						b2 = b1, b1 = choice[e];
+					else if (choice[e] > b2)
+						b2 = choice[e];
+				gs[g] = (double)b1 + (per > 1 ? (double)b2 : 0);
+			}
+			for (int g = 0; g < n_group; g++) {
+				int better = 0;
+				for (int h = 0; h < n_group; h++)
+					better += gs[h] > gs[g] || (gs[h] == gs[g] && h < g);
+				if (better >= topk_group)
+					for (int e = g * per; e < (g + 1) * per; e++)
+						choice[e] = -INFINITY;
+			}
+		}
+		ref_topk(idx + (size_t)t * k, choice, 1, E, k);
+	}
+	free(s), free(gs), free(choice);
+}
+
+void ref_moe_weights(float *w, const float *logits, const int32_t *idx, int T, int E, int k, int func, int norm,
+                     float scale)
+{
+	double *s = malloc(sizeof(double) * (size_t)E);
+	if (!s) {
+		fprintf(stderr, "ref_moe_weights: out of memory\n");
+		abort();
+	}
+	for (int t = 0; t < T; t++) {
+		moe_scores(s, logits + (size_t)t * E, E, func);
+		double sum = 0;
+		for (int j = 0; j < k; j++)
+			sum += s[idx[(size_t)t * k + j]];
+		for (int j = 0; j < k; j++) {
+			double v = s[idx[(size_t)t * k + j]];
+			if (norm)
+				v /= sum + 1e-20;
+			w[(size_t)t * k + j] = (float)(v * scale);
+		}
+	}
+	free(s);
+}
+
+void ref_moe_ffn(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
+                 const float *down, int T, int C, int F, int E, int k)
+{
+	double *acc = malloc(sizeof(double) * (size_t)C);
+	float *hid = malloc(sizeof(float) * (size_t)F);
+	if (!acc || !hid) {
+		fprintf(stderr, "ref_moe_ffn: out of memory\n");
+		abort();
+	}
+	for (int t = 0; t < T; t++) {
+		const float *xt = x + (size_t)t * C;
+		for (int c = 0; c < C; c++)
+			acc[c] = 0;
+		for (int j = 0; j < k; j++) {
+			int e = idx[(size_t)t * k + j];
+			if (e < 0 || e >= E)
+				continue;
+			const float *g = gate + (size_t)e * F * C, *u = up + (size_t)e * F * C, *d = down + (size_t)e * C * F;
+			for (int f = 0; f < F; f++) {
+				double a = 0, b = 0;
+				for (int c = 0; c < C; c++)
+					a += (double)g[(size_t)f * C + c] * xt[c], b += (double)u[(size_t)f * C + c] * xt[c];
+				float ga = (float)a;
+				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
+			}
+			for (int c = 0; c < C; c++) {
+				double s = 0;
+				for (int f = 0; f < F; f++)
+					s += (double)d[(size_t)c * F + f] * hid[f];
+				acc[c] += (double)w[(size_t)t * k + j] * (float)s;
+			}
+		}
+		for (int c = 0; c < C; c++)
+			y[(size_t)t * C + c] = (float)acc[c];
+	}
+	free(acc), free(hid);
+}

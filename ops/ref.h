@@ -21,6 +21,9 @@ void ref_linear(float *y, const float *x, const float *w, const float *bias, int
 /* y[B,M,N] = a[B,M,K] · b[B,K,N] (batched; B = 1 for a plain matmul). */
 void ref_matmul(float *y, const float *a, const float *b, int B, int M, int K, int N);
 
+/* y[B,M,N] = a[B,M,K] · b[B,N,K]ᵀ (the second operand stored transposed, like a linear weight). */
+void ref_matmul_tb(float *y, const float *a, const float *b, int B, int M, int K, int N);
+
 /* Element-wise with broadcasting of the second operand over leading dims:
 ** y[i] = a[i] op b[i % nb], n a multiple of nb. */
 void ref_add(float *y, const float *a, const float *b, size_t n, size_t nb);
@@ -85,6 +88,40 @@ void ref_argmax(int32_t *idx, const float *x, int R, int N);
 
 /* y = x with dims permuted: y.shape[i] = shape[perm[i]]; ndim <= 4; elements of `elsize` bytes. */
 void ref_permute(void *y, const void *x, int ndim, const int64_t *shape, const int *perm, size_t elsize);
+
+/*
+** Latent (MLA) attention in the absorbed form, one shared key/value row per token (MQA): writes kv[T,Dk]
+** into cache[S,Dk] at rows pos[t]; then for token t and head h, over cache rows s <= pos[t] (only those
+** listed in sel[t, 0..nsel) when sel != NULL; -1 entries are empty): y[t,h,:Dv] = softmax(scale ·
+** q[t,h,:]·cache[s,:]) · cache[s,:Dv]. The values are the first Dv entries of the key row (the latent).
+*/
+void ref_mla(float *y, const float *q, const float *kv, float *cache, const int32_t *pos, const int32_t *sel,
+             int nsel, int T, int H, int Dk, int Dv, int S, float scale);
+
+/*
+** DeepSeek sparse-attention indexer: writes k[T,D] into kcache[S,D] at rows pos[t]; for token t scores
+** each row s <= pos[t] as sum_h w[t,h] · relu(scale · q[t,h,:]·kcache[s,:]) and returns in sel[t, 0..topk)
+** the rows with the largest scores (ties to the lower row), -1 where fewer than topk rows are visible.
+*/
+void ref_indexer(int32_t *sel, const float *q, const float *k, const float *w, float *kcache, const int32_t *pos,
+                 int T, int H, int D, int S, int topk, float scale);
+
+/*
+** MoE routing. func 0: softmax scores, 1: sigmoid scores. Selection ranks scores + bias (bias may be NULL);
+** with n_group > 1 only the topk_group groups with the best sum of their two best choices compete.
+** idx[T,k] lists the chosen experts, best first (ties to the lower expert).
+*/
+void ref_moe_route(int32_t *idx, const float *logits, const float *bias, int T, int E, int k, int n_group,
+                   int topk_group, int func);
+
+/* The chosen experts' weights: their (unbiased) scores, normalised to sum 1 when norm, times scale. */
+void ref_moe_weights(float *w, const float *logits, const int32_t *idx, int T, int E, int k, int func, int norm,
+                     float scale);
+
+/* Routed experts: y[t] = sum_j w[t,j] · down_e(silu(gate_e·x[t]) ⊙ up_e·x[t]) with e = idx[t,j]; gate and up
+** [E,F,C], down [E,C,F]. Only the chosen experts' weights are read. */
+void ref_moe_ffn(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
+                 const float *down, int T, int C, int F, int E, int k);
 
 /*
 ** The sampler's CPU twin (kernel k_sample in kernels.cuh, whose comment gives the algorithm): greedy when

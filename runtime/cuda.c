@@ -230,7 +230,7 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
 		const void *raw = NULL;
 		WTensor t;
-		if (devtype == w->dtype && !w->unpermute && !w->row0) {
+		if (devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts) {
 			if (weights_find(&d, w->source, &t) < 0 || t.qtype != w->qtype || t.nbytes != w->nbytes) {
 				rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan",
 				            weights, w->source);

@@ -114,8 +114,12 @@ int weights_dtype(int qtype)
 /* Source row of destination row r: a slot starts at row0; llama-arch GGUF conversions store each head's
 ** q/k rows interleaved (pairs (2i, 2i+1)) where Hugging Face has halves (i, i + D/2), so destination
 ** row head·D + h·D/2 + i comes from source row head·D + 2i + h. */
-static int64_t source_row(const WeightRef *r, int64_t rows, int64_t row)
+static int64_t source_row(const WeightRef *r, const Node *n, int64_t rows, int64_t row)
 {
+	if (r->rstride > 0) {
+		int64_t R = n->dim[n->ndim - 2];
+		return row / R * r->rstride + r->roff + row % R;
+	}
 	if (r->unpermute > 0) {
 		int64_t D = rows / r->unpermute, head = row / D, j = row % D, h = j / (D / 2), i = j % (D / 2);
 		row = head * D + 2 * i + h;
@@ -123,9 +127,28 @@ static int64_t source_row(const WeightRef *r, int64_t rows, int64_t row)
 	return r->row0 + row;
 }
 
+/* A stacked weight: each part dequantized into its slice of dst. */
+static int load_parts(const Weights *w, const Node *n, const WeightRef *r, float *dst, char *err, size_t len)
+{
+	size_t per = (size_t)(node_numel(n, 0, 0) / r->parts);
+	char name[512];
+	for (int p = 0; p < r->parts; p++) {
+		WTensor t;
+		snprintf(name, sizeof name, r->source, p);
+		if (weights_find(w, name, &t) < 0 || t.qtype != r->qtype || t.nbytes != r->nbytes)
+			return seterr(err, len, "%s: tensor '%s' (part %d of parameter '%s') is missing or changed since the plan "
+			              "was compiled", w->path, name, p, n->name);
+		if (quant_dequant(t.qtype, t.data, dst + p * per, per))
+			return seterr(err, len, "%s: tensor '%s': cannot dequantize type %s", t.file, name, t.type_name);
+	}
+	return 0;
+}
+
 int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float *dst, char *err, size_t len)
 {
 	const Node *n = &g->node[r->node];
+	if (r->parts)
+		return load_parts(w, n, r, dst, err, len);
 	WTensor t;
 	if (weights_find(w, r->source, &t) < 0)
 		return seterr(err, len, "%s: tensor '%s' (parameter '%s') is missing; the weights changed since the plan "
@@ -137,7 +160,8 @@ int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float
 	int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
 	int64_t src_rows = (int64_t)(t.nbytes / quant_row_bytes(t.qtype, cols));
 	size_t rb = quant_row_bytes(t.qtype, cols);
-	if (!rb || r->row0 < 0 || r->row0 + rows > src_rows)
+	if (!rb || r->row0 < 0 || (!r->rstride && r->row0 + rows > src_rows) ||
+	    (r->rstride && (rows / n->dim[n->ndim - 2]) * r->rstride > src_rows))
 		return seterr(err, len, "%s: tensor '%s' has %lld rows of %lld, the plan reads rows [%lld, %lld)", t.file,
 		              r->source, (long long)src_rows, (long long)cols, (long long)r->row0,
 		              (long long)(r->row0 + rows));
@@ -146,7 +170,7 @@ int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float
 		              r->source, (long long)rows, r->unpermute);
 	const unsigned char *src = t.data;
 	for (int64_t row = 0; row < rows; row++)
-		if (quant_dequant(t.qtype, src + (size_t)source_row(r, rows, row) * rb, dst + row * cols, (size_t)cols))
+		if (quant_dequant(t.qtype, src + (size_t)source_row(r, n, rows, row) * rb, dst + row * cols, (size_t)cols))
 			return seterr(err, len, "%s: tensor '%s': cannot dequantize type %s", t.file, r->source, t.type_name);
 	return 0;
 }

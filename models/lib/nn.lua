@@ -58,6 +58,29 @@ nn.hf_names = {
   ["ffn_gate.weight"] = "mlp.gate_proj.weight",
   ["ffn_up.weight"] = "mlp.up_proj.weight",
   ["ffn_down.weight"] = "mlp.down_proj.weight",
+  -- MLA (DeepSeek-V2/V3, GLM-4.7-Flash, GLM-5); kv_b is read as two row slots per head
+  ["attn_q_a.weight"] = "self_attn.q_a_proj.weight",
+  ["attn_q_a_norm.weight"] = "self_attn.q_a_layernorm.weight",
+  ["attn_q_b.weight"] = "self_attn.q_b_proj.weight",
+  ["attn_kv_a_mqa.weight"] = "self_attn.kv_a_proj_with_mqa.weight",
+  ["attn_kv_a_norm.weight"] = "self_attn.kv_a_layernorm.weight",
+  ["attn_k_b.weight"] = "self_attn.kv_b_proj.weight",
+  ["attn_v_b.weight"] = "self_attn.kv_b_proj.weight",
+  -- DeepSeek sparse-attention indexer (GLM-5)
+  ["indexer.attn_q_b.weight"] = "self_attn.indexer.wq_b.weight",
+  ["indexer.attn_k.weight"] = "self_attn.indexer.wk.weight",
+  ["indexer.k_norm.weight"] = "self_attn.indexer.k_norm.weight",
+  ["indexer.k_norm.bias"] = "self_attn.indexer.k_norm.bias",
+  ["indexer.proj.weight"] = "self_attn.indexer.weights_proj.weight",
+  -- MoE: the router, its selection bias, experts stacked from per-expert tensors, shared experts
+  ["ffn_gate_inp.weight"] = "mlp.gate.weight",
+  ["exp_probs_b.bias"] = "mlp.gate.e_score_correction_bias",
+  ["ffn_gate_exps.weight"] = "mlp.experts.%d.gate_proj.weight",
+  ["ffn_up_exps.weight"] = "mlp.experts.%d.up_proj.weight",
+  ["ffn_down_exps.weight"] = "mlp.experts.%d.down_proj.weight",
+  ["ffn_gate_shexp.weight"] = "mlp.shared_experts.gate_proj.weight",
+  ["ffn_up_shexp.weight"] = "mlp.shared_experts.up_proj.weight",
+  ["ffn_down_shexp.weight"] = "mlp.shared_experts.down_proj.weight",
 }
 
 -- The checkpoint's name for a canonical name, or an error naming it. GGUF names are the canonical ones.
@@ -158,12 +181,168 @@ function nn.attention(x, l, hp, W, pos, rope, o)
   return glm.linear(a, W(blk(l, "attn_output.weight"), { C, H * D }, nn.row))
 end
 
--- SwiGLU feed-forward: down(silu(gate(x)) * up(x)).
-function nn.mlp(x, l, hp, W)
-  local C, F = hp.n_embd, hp.n_ff
-  local g = glm.linear(x, W(blk(l, "ffn_gate.weight"), { F, C }, nn.column))
-  local u = glm.linear(x, W(blk(l, "ffn_up.weight"), { F, C }, nn.column))
-  return glm.linear(glm.swiglu(g, u), W(blk(l, "ffn_down.weight"), { C, F }, nn.row))
+-- SwiGLU feed-forward: down(silu(gate(x)) * up(x)). suffix selects the shared expert ("_shexp") and
+-- F overrides the width.
+function nn.mlp(x, l, hp, W, suffix, F)
+  local C, sfx = hp.n_embd, suffix or ""
+  F = F or hp.n_ff
+  local g = glm.linear(x, W(blk(l, "ffn_gate" .. sfx .. ".weight"), { F, C }, nn.column))
+  local u = glm.linear(x, W(blk(l, "ffn_up" .. sfx .. ".weight"), { F, C }, nn.column))
+  return glm.linear(glm.swiglu(g, u), W(blk(l, "ffn_down" .. sfx .. ".weight"), { C, F }, nn.row))
+end
+
+-- Mixture of experts: a router over n_expert experts picks n_expert_used per token (softmax scores for
+-- Qwen3, sigmoid plus a selection-only bias and group-limited choice for DeepSeek/GLM), the chosen
+-- experts' SwiGLU outputs are summed with their weights, and the shared experts (if any) are added
+-- unweighted. Only the chosen experts' weights are read. o: { func = "softmax"|"sigmoid", bias = bool }.
+function nn.moe(x, l, hp, W, o)
+  local C, E, F = hp.n_embd, hp.n_expert, hp.n_ff_exp
+  local logits = glm.linear(x, W(blk(l, "ffn_gate_inp.weight"), { E, C }))
+  local bias = o.bias and W(blk(l, "exp_probs_b.bias"), { E }) or nil
+  local ids = glm.moe_route(logits, bias, { k = hp.n_expert_used, groups = hp.n_group or 1,
+                                            topk_groups = hp.topk_group or hp.n_group or 1, func = o.func })
+  local w = glm.moe_weights(logits, ids, { func = o.func, norm = hp.norm_topk, scale = hp.routed_scale or 1.0 })
+  -- Hugging Face checkpoints hold one tensor per expert; GGUF holds them stacked.
+  local stack = glm.format == "gguf" and {} or { parts = E }
+  local y = glm.moe_ffn(x, ids, w,
+    W(blk(l, "ffn_gate_exps.weight"), { E, F, C }, stack),
+    W(blk(l, "ffn_up_exps.weight"), { E, F, C }, stack),
+    W(blk(l, "ffn_down_exps.weight"), { E, C, F }, stack))
+  if (hp.n_shared or 0) > 0 then
+    y = y + nn.mlp(x, l, hp, W, "_shexp", F * hp.n_shared)
+  end
+  return y
+end
+
+-- Hyperparameters of MoE models.
+nn.moe_hparams = {
+  n_expert = { hf = { "n_routed_experts", "num_experts", "num_local_experts" }, gguf = "{arch}.expert_count" },
+  n_expert_used = { hf = "num_experts_per_tok", gguf = "{arch}.expert_used_count" },
+  n_ff_exp = { hf = "moe_intermediate_size", gguf = "{arch}.expert_feed_forward_length" },
+  n_shared = { hf = "n_shared_experts", gguf = "{arch}.expert_shared_count", default = 0 },
+  n_group = { hf = "n_group", gguf = "{arch}.expert_group_count", default = 1 },
+  topk_group = { hf = "topk_group", gguf = "{arch}.expert_group_used_count", default = 1 },
+  norm_topk = { hf = "norm_topk_prob", gguf = "{arch}.expert_weights_norm", default = false },
+  routed_scale = { hf = "routed_scaling_factor", gguf = "{arch}.expert_weights_scale", default = 1.0 },
+  first_dense = { hf = "first_k_dense_replace", gguf = "{arch}.leading_dense_block_count", default = 0 },
+}
+
+-- Hyperparameters of MLA attention.
+nn.mla_hparams = {
+  q_lora = { hf = "q_lora_rank", gguf = "{arch}.attention.q_lora_rank", optional = true },
+  kv_lora = { hf = "kv_lora_rank", gguf = "{arch}.attention.kv_lora_rank" },
+  qk_nope = { hf = "qk_nope_head_dim", optional = true },
+  qk_rope = { hf = "qk_rope_head_dim", gguf = "{arch}.rope.dimension_count" },
+  qk_mla = { gguf = "{arch}.attention.key_length_mla", optional = true },
+  v_head = { hf = "v_head_dim", gguf = "{arch}.attention.value_length_mla" },
+}
+
+-- Read a spec table made of several groups of hyperparameters.
+function nn.merge(...)
+  local spec = {}
+  for _, t in ipairs({ ... }) do
+    for k, v in pairs(t) do spec[k] = v end
+  end
+  return spec
+end
+
+-- Multi-head latent attention (DeepSeek-V2/V3, GLM-4.7-Flash, GLM-5) in the absorbed form, prefill and
+-- decode alike: the cache holds, per token, the normalised latent c (kv_lora values) and the rotated
+-- shared key k_pe (qk_rope values) — kv_lora + qk_rope values per token per layer, never per-head K/V.
+--   ql_h = W_UK[h]ᵀ q_nope_h;  score = scale · [ql_h ; q_pe_h] · [c ; k_pe];  o_h = W_UV[h] (Σ p · c)
+-- W_UK and W_UV are row slots of kv_b (per head: qk_nope rows of k, then v_head rows of v) in Hugging
+-- Face checkpoints, and the split attn_k_b (stored transposed) / attn_v_b tensors in GGUF.
+-- o: { scale = softmax scale, lora_eps = eps of the two latent norms, indexer = function(q_latent) giving
+-- the DSA selection, or nil for dense attention }.
+function nn.mla_attention(x, l, hp, W, pos, rope, o)
+  local C, H, L, Dn, Dr, Dv = hp.n_embd, hp.n_head, hp.kv_lora, hp.qk_nope, hp.qk_rope, hp.v_head
+  local Dq = Dn + Dr
+  local q, qc
+  if hp.q_lora then
+    qc = glm.rmsnorm(glm.linear(x, W(blk(l, "attn_q_a.weight"), { hp.q_lora, C })),
+                     W(blk(l, "attn_q_a_norm.weight"), { hp.q_lora }), o.lora_eps)
+    q = glm.linear(qc, W(blk(l, "attn_q_b.weight"), { H * Dq, hp.q_lora }, nn.column))
+  else
+    q = glm.linear(x, W(blk(l, "attn_q.weight"), { H * Dq, C }, nn.column))
+  end
+  local qn, qr = glm.split(q:view("T", H, Dq), 3, { Dn, Dr })
+  local function rot(t, heads)
+    return glm.rope(t, pos, { heads = heads, head_dim = Dr, interleaved = rope.interleaved, theta = rope.theta,
+                              yarn = rope.yarn })
+  end
+  qr = rot(qr:view("T", H * Dr), H)
+  local c, kr = glm.split(glm.linear(x, W(blk(l, "attn_kv_a_mqa.weight"), { L + Dr, C })), 2, { L, Dr })
+  c = glm.rmsnorm(c, W(blk(l, "attn_kv_a_norm.weight"), { L }), o.lora_eps)
+  local latent = glm.concat({ c, rot(kr, 1) }, 2)
+  local gguf = glm.format == "gguf"
+  local wk = gguf and W(blk(l, "attn_k_b.weight"), { H, L, Dn }, nn.split1)
+                  or W(blk(l, "attn_k_b.weight"), { H, Dn, L }, { split = 1, rows = { stride = Dn + Dv, offset = 0 } })
+  local wv = gguf and W(blk(l, "attn_v_b.weight"), { H, Dv, L }, nn.split1)
+                  or W(blk(l, "attn_v_b.weight"), { H, Dv, L }, { split = 1, rows = { stride = Dn + Dv, offset = Dn } })
+  local ql = glm.matmul(qn:permute { 2, 1, 3 }, wk, { transpose_b = gguf })       -- [H, T, L]
+  local qabs = glm.concat({ ql:permute { 2, 1, 3 }, qr:view("T", H, Dr) }, 3)   -- [T, H, L + Dr]
+  local cache = glm.cache(blk(l, "kv_latent"), { L + Dr })
+  local sel = o.indexer and o.indexer(qc) or nil
+  local ol = glm.mla(qabs:view("T", H * (L + Dr)), latent, cache, pos, sel,
+                     { heads = H, dk = L + Dr, dv = L, scale = o.scale })
+  local oh = glm.matmul(ol:view("T", H, L):permute { 2, 1, 3 }, wv, { transpose_b = true })  -- [H, T, Dv]
+  return glm.linear(oh:permute { 2, 1, 3 }:view("T", H * Dv), W(blk(l, "attn_output.weight"), { C, H * Dv }, nn.row))
+end
+
+-- Derived MLA settings: the nope width, the softmax scale (qk_head_dim^-0.5, times mscale² under
+-- DeepSeek YaRN), the eps of the two latent norms (Hugging Face builds them with 1e-6; GGUF conversions
+-- use the file's eps, as llama.cpp does) and the rotary layout (interleaved pairs unless hf_interleave
+-- says otherwise for HF checkpoints).
+function nn.mla_setup(hp, hf_interleave)
+  if glm.format == "gguf" then
+    hp.qk_nope = hp.qk_nope or (hp.qk_mla - hp.qk_rope)
+  end
+  local rope = nn.rope(hp.qk_rope)
+  rope.interleaved = glm.format == "gguf" or hf_interleave
+  local scale = (hp.qk_nope + hp.qk_rope) ^ -0.5
+  local y = rope.yarn
+  if y and y.factor and y.factor > 1 then
+    local mall = y.mscale_all_dim
+    if glm.format == "gguf" then
+      local mul = glm.meta(glm.meta("general.architecture") .. ".rope.scaling.yarn_log_multiplier")
+      mall = mul and mul * 10 or nil
+    end
+    if mall and mall ~= 0 then
+      local m = 0.1 * mall * math.log(y.factor) + 1.0
+      scale = scale * m * m
+    end
+  end
+  return rope, scale, glm.format == "gguf" and hp.eps or 1e-6
+end
+
+-- The DeepSeek-style decoder layer: (MLA | GQA) attention, then a dense MLP in the first_dense layers
+-- and a sigmoid-routed MoE with shared experts after.
+function nn.moe_layer(x, l, hp, W, attn)
+  local C = hp.n_embd
+  local h = glm.rmsnorm(x, W(blk(l, "attn_norm.weight"), { C }), hp.eps)
+  x = x + attn(h, l)
+  h = glm.rmsnorm(x, W(blk(l, "ffn_norm.weight"), { C }), hp.eps)
+  if l < hp.first_dense then return x + nn.mlp(h, l, hp, W) end
+  return x + nn.moe(h, l, hp, W, { func = "sigmoid", bias = true })
+end
+nn.split1 = { split = 1 }
+
+-- The DeepSeek sparse-attention (DSA) lightning indexer: per query token, the index_topk cache positions
+-- with the highest Σ_h w_h · relu(q_h · k) (keys normalised by a LayerNorm, rotary on their first qk_rope
+-- dims), with its own per-layer key cache. Returns the selection for nn.mla_attention.
+function nn.dsa_indexer(x, qc, l, hp, W, pos, rope)
+  local C, Hi, Di, Dr = hp.n_embd, hp.index_heads, hp.index_dim, hp.qk_rope
+  local function rot(t, heads)
+    return glm.rope(t, pos, { heads = heads, head_dim = Di, rot_dim = Dr, interleaved = rope.interleaved,
+                              theta = rope.theta, yarn = rope.yarn })
+  end
+  local q = rot(glm.linear(qc, W(blk(l, "indexer.attn_q_b.weight"), { Hi * Di, hp.q_lora })), Hi)
+  local k = glm.layernorm(glm.linear(x, W(blk(l, "indexer.attn_k.weight"), { Di, C })),
+                          W(blk(l, "indexer.k_norm.weight"), { Di }), W(blk(l, "indexer.k_norm.bias"), { Di }), 1e-6)
+  k = rot(k, 1)
+  local w = glm.linear(x, W(blk(l, "indexer.proj.weight"), { Hi, C })) * (Hi ^ -0.5)
+  local kc = glm.cache(blk(l, "index_keys"), { Di })
+  return glm.indexer(q, k, w, kc, pos, { heads = Hi, dim = Di, topk = hp.index_topk, scale = Di ^ -0.5 })
 end
 
 -- The decoder-only skeleton shared by Llama-like models: embedding, pre-norm residual blocks,
