@@ -63,6 +63,7 @@ static const char *show(char buf[SHOW_MAX + 4], const char *s)
 	return buf;
 }
 
+/* Value type names for listings and messages; never NULL. */
 const char *gguf_type_name(int type)
 {
 	return type >= 0 && type < GGUF_NTYPES ? vtypes[type].name : "unknown";
@@ -79,6 +80,7 @@ typedef struct {
 	size_t errlen;
 } Rd;
 
+/* Little-endian field of n bytes, independent of the host's byte order and alignment. */
 static uint64_t le(const uint8_t *p, int n)
 {
 	uint64_t v = 0;
@@ -100,6 +102,7 @@ static int take(Rd *r, uint64_t n, const uint8_t **out, const char *what)
 	return 0;
 }
 
+/* Fixed-size header fields; "what" names the field in a truncation message. */
 static int rd_u32(Rd *r, uint32_t *v, const char *what)
 {
 	const uint8_t *b;
@@ -136,6 +139,7 @@ static int rd_str(Rd *r, const uint8_t **s, uint64_t *len, const char *what)
 /* ------------------------------------------------------------------------------------------------ */
 /* Metadata                                                                                          */
 
+/* KVs own their key and string copies; arrays of numbers point into the mapping. */
 static void kv_free(GgufKV *kv)
 {
 	free(kv->key);
@@ -278,6 +282,7 @@ static int read_kv(Rd *r, int idx, GgufKV *kv)
 	return 0;
 }
 
+/* Keys are sorted only to find duplicates; iteration keeps file order. */
 static int cmp_kv_ptr(const void *a, const void *b)
 {
 	return strcmp((*(const GgufKV *const *)a)->key, (*(const GgufKV *const *)b)->key);
@@ -305,6 +310,7 @@ static int check_dup_keys(GgufKV *kv, int n, const char *file, char *err, size_t
 	return 0;
 }
 
+/* Linear lookup: files hold tens of keys, and this keeps iteration order and lookup in one array. */
 static const GgufKV *find_kv(const GgufKV *kv, int n, const char *key)
 {
 	for (int i = 0; i < n; i++)
@@ -316,6 +322,7 @@ static const GgufKV *find_kv(const GgufKV *kv, int n, const char *key)
 /* ------------------------------------------------------------------------------------------------ */
 /* One file: header, metadata, tensor infos, data section.                                          */
 
+/* The spec's align(x); callers keep x far below 2^64 (it is a position inside a mapped file). */
 static uint64_t align_up(uint64_t x, uint64_t a)
 {
 	return x + (a - x % a) % a;
@@ -358,11 +365,11 @@ static int parse_file(Gguf *g, int fi, GgufKV **kv_out, int *nkv_out, char *err,
 	/* A KV takes at least 13 bytes (8 key length, 1 key byte, 4 type) and a tensor info 24; counts
 	** beyond what the file can hold are rejected before any allocation. */
 	size_t left = r.size - r.pos;
-	if (nk > left / 13)
-		return fail(err, errlen, "%s: metadata count %llu cannot fit in the %zu bytes left", f->path,
+	if (nk > left / 13 || nk > INT32_MAX / 2)
+		return fail(err, errlen, "%s: truncated or corrupt: metadata count %llu cannot fit in the %zu bytes left", f->path,
 		            (unsigned long long)nk, left);
-	if (nt > left / 24)
-		return fail(err, errlen, "%s: tensor count %llu cannot fit in the %zu bytes left", f->path,
+	if (nt > left / 24 || nt > (uint64_t)(INT32_MAX / 2 - g->ntensor))
+		return fail(err, errlen, "%s: truncated or corrupt: tensor count %llu cannot fit in the %zu bytes left", f->path,
 		            (unsigned long long)nt, left);
 
 	GgufKV *kv = calloc(nk ? nk : 1, sizeof *kv);
@@ -489,6 +496,7 @@ static int parse_file(Gguf *g, int fi, GgufKV **kv_out, int *nkv_out, char *err,
 /* ------------------------------------------------------------------------------------------------ */
 /* Open / close                                                                                      */
 
+/* Name order for the lookup index (qsort_r: the tensor array is the context, no globals). */
 static int cmp_by_name_ctx(const void *a, const void *b, void *ctx)
 {
 	const GgufTensor *t = ctx;
@@ -549,6 +557,7 @@ static int map_file(GgufFile *f, const char *path, char *err, size_t errlen)
 	return 0;
 }
 
+/* Safe on a zeroed or half-opened Gguf, so every error path of open can end here. */
 void gguf_close(Gguf *g)
 {
 	if (!g)
@@ -581,9 +590,12 @@ static GgufFile *add_file(Gguf *g, char *err, size_t errlen)
 	return &f[g->nfile++];
 }
 
+/* In-memory images take the same parse as files; the buffer stays the caller's. */
 int gguf_open_buffer(Gguf *g, const void *buf, size_t size, const char *name, char *err, size_t errlen)
 {
 	memset(g, 0, sizeof *g);
+	if (err && errlen)
+		err[0] = 0;
 	if (!(g->path = strdup(name ? name : "(buffer)")))
 		return fail(err, errlen, "gguf: out of memory");
 	GgufFile *f = add_file(g, err, errlen);
@@ -638,6 +650,8 @@ static long long split_key(const GgufKV *kv, int n, const char *key)
 	return (long long)v;
 }
 
+/* Open the first file, then, when its split keys or name say so, every other split of the set, each
+** checked to carry the same split.count and its own split.no; tensors of all splits share one index. */
 int gguf_open(Gguf *g, const char *path, char *err, size_t errlen)
 {
 	memset(g, 0, sizeof *g);
@@ -663,12 +677,15 @@ int gguf_open(Gguf *g, const char *path, char *err, size_t errlen)
 		fail(err, errlen, "%s: this is split %d of %d; open the first split (-00001-of-%05d.gguf)", path, k, n, n);
 		goto bad;
 	}
-	if (cnt < 0)
-		cnt = 1;
 	if (named && n > 1 && cnt != n) {
-		fail(err, errlen, "%s: the file name says %d splits but split.count is %lld", path, n, cnt);
+		if (cnt < 0)
+			fail(err, errlen, "%s: the file name says %d splits but split.count is missing", path, n);
+		else
+			fail(err, errlen, "%s: the file name says %d splits but split.count is %lld", path, n, cnt);
 		goto bad;
 	}
+	if (cnt < 0)
+		cnt = 1;
 	if (cnt > 1 && (!named || n != cnt)) {
 		fail(err, errlen, "%s: split.count is %lld but the file name does not end in -00001-of-%05lld.gguf", path, cnt,
 		     cnt);
@@ -698,8 +715,8 @@ int gguf_open(Gguf *g, const char *path, char *err, size_t errlen)
 		if (!rc) {
 			long long c2 = split_key(kv, nkv, "split.count"), n2 = split_key(kv, nkv, "split.no");
 			if (c2 != cnt || n2 != i)
-				rc = fail(err, errlen, "%s: bad split set: split.no is %lld and split.count %lld, expected %d and %lld",
-				          sp, n2, c2, i, cnt);
+				rc = fail(err, errlen, "%s: bad split set: %s: split.no is %lld and split.count %lld, expected %d and %lld",
+				          path, sp, n2, c2, i, cnt);
 		}
 		kvs_free(kv, nkv);
 		free(sp);
@@ -726,6 +743,7 @@ bad:
 /* ------------------------------------------------------------------------------------------------ */
 /* Lookups                                                                                           */
 
+/* Public lookups; see gguf.h for the conversion rules. */
 const GgufKV *gguf_find_key(const Gguf *g, const char *key)
 {
 	return find_kv(g->kv, g->nkv, key);
@@ -752,6 +770,7 @@ static int int_of(int t, const uint8_t *b, int64_t *iv, uint64_t *uv, int *is_si
 }
 
 /* Shared conversion rules for scalars and array elements. */
+/* Width conversion that refuses instead of wrapping: a file's uint64 must not turn negative. */
 static int conv_int(int is_signed, int64_t iv, uint64_t uv, int64_t *out)
 {
 	if (is_signed) {
@@ -764,6 +783,7 @@ static int conv_int(int is_signed, int64_t iv, uint64_t uv, int64_t *out)
 	return 0;
 }
 
+/* The unsigned counterpart: negative values are refused. */
 static int conv_uint(int is_signed, int64_t iv, uint64_t uv, uint64_t *out)
 {
 	if (is_signed) {
@@ -776,6 +796,7 @@ static int conv_uint(int is_signed, int64_t iv, uint64_t uv, uint64_t *out)
 	return 0;
 }
 
+/* Scalar getters on a KV: integers (and bools) convert between widths, floats only to float. */
 int gguf_kv_int(const GgufKV *kv, int64_t *out)
 {
 	if (!kv || kv->type == GGUF_STRING || kv->type == GGUF_ARRAY || kv->type == GGUF_FLOAT32 ||
@@ -802,6 +823,7 @@ int gguf_kv_float(const GgufKV *kv, double *out)
 	return 0;
 }
 
+/* Key-name getters: lookup plus the KV getters, so an absent key and a wrong type both give -1. */
 int gguf_get_int(const Gguf *g, const char *key, int64_t *out)
 {
 	return gguf_kv_int(gguf_find_key(g, key), out);
@@ -832,6 +854,7 @@ const char *gguf_get_str(const Gguf *g, const char *key)
 	return kv && kv->type == GGUF_STRING ? kv->str.s : NULL;
 }
 
+/* Arrays: length 0 for a scalar, so a loop over a non-array does nothing. */
 uint64_t gguf_arr_len(const GgufKV *kv)
 {
 	return kv && kv->type == GGUF_ARRAY ? kv->n : 0;
@@ -845,6 +868,7 @@ static const uint8_t *elem(const GgufKV *kv, uint64_t i)
 	return kv->arr + i * (uint64_t)vtypes[kv->arr_type].size;
 }
 
+/* Array element getters, bounds-checked, with the scalar conversion rules. */
 int gguf_arr_int(const GgufKV *kv, uint64_t i, int64_t *out)
 {
 	const uint8_t *b = elem(kv, i);
@@ -888,6 +912,7 @@ const char *gguf_arr_str(const GgufKV *kv, uint64_t i, uint64_t *len)
 	return kv->strs[i].s;
 }
 
+/* Binary search over the name index built at open (names are unique, checked there). */
 const GgufTensor *gguf_find_tensor(const Gguf *g, const char *name)
 {
 	int lo = 0, hi = g->ntensor - 1;
@@ -905,11 +930,13 @@ const GgufTensor *gguf_find_tensor(const Gguf *g, const char *name)
 	return NULL;
 }
 
+/* Offsets were checked against the file at open, so this is plain arithmetic. */
 const void *gguf_tensor_data(const Gguf *g, const GgufTensor *t)
 {
 	return g->files[t->file].map + t->off;
 }
 
+/* ggml lists the innermost dim first; PyTorch lists it last. */
 int gguf_torch_shape(const GgufTensor *t, int64_t shape[GGUF_MAX_DIMS])
 {
 	int nd = t->ndim ? t->ndim : 1;
@@ -948,6 +975,7 @@ static void put(Buf *b, const void *src, size_t n)
 	b->n += n;
 }
 
+/* Little-endian integers and GGUF strings (u64 length + bytes). */
 static void put_le(Buf *b, uint64_t v, int n)
 {
 	uint8_t t[8];
@@ -980,6 +1008,7 @@ struct GgufWriter {
 	int oom;
 };
 
+/* Writers start empty with the default alignment; everything added is copied. */
 GgufWriter *gguf_writer_new(void)
 {
 	GgufWriter *w = calloc(1, sizeof *w);
@@ -988,6 +1017,7 @@ GgufWriter *gguf_writer_new(void)
 	return w;
 }
 
+/* NULL-safe, like free. */
 void gguf_writer_free(GgufWriter *w)
 {
 	if (!w)
@@ -1001,6 +1031,7 @@ void gguf_writer_free(GgufWriter *w)
 	free(w);
 }
 
+/* 0 means the default; other values are written as given (tests use odd ones on purpose). */
 void gguf_writer_set_alignment(GgufWriter *w, uint32_t alignment)
 {
 	w->alignment = alignment ? alignment : GGUF_DEFAULT_ALIGNMENT;
@@ -1016,6 +1047,7 @@ static void kv_head(GgufWriter *w, const char *key, int type)
 	w->nkv++;
 }
 
+/* A fixed-size scalar: its bits, little-endian, in the type's width. */
 static int kv_scalar(GgufWriter *w, const char *key, int type, uint64_t bits)
 {
 	kv_head(w, key, type);
@@ -1023,6 +1055,7 @@ static int kv_scalar(GgufWriter *w, const char *key, int type, uint64_t bits)
 	return w->kv.oom ? -1 : 0;
 }
 
+/* One setter per value type, so callers cannot pair a value with the wrong type id. */
 int gguf_writer_u8(GgufWriter *w, const char *key, uint8_t v) { return kv_scalar(w, key, GGUF_UINT8, v); }
 int gguf_writer_i8(GgufWriter *w, const char *key, int8_t v) { return kv_scalar(w, key, GGUF_INT8, (uint8_t)v); }
 int gguf_writer_u16(GgufWriter *w, const char *key, uint16_t v) { return kv_scalar(w, key, GGUF_UINT16, v); }
@@ -1033,6 +1066,7 @@ int gguf_writer_u64(GgufWriter *w, const char *key, uint64_t v) { return kv_scal
 int gguf_writer_i64(GgufWriter *w, const char *key, int64_t v) { return kv_scalar(w, key, GGUF_INT64, (uint64_t)v); }
 int gguf_writer_bool(GgufWriter *w, const char *key, int v) { return kv_scalar(w, key, GGUF_BOOL, v != 0); }
 
+/* Floats are written by their bit patterns. */
 int gguf_writer_f32(GgufWriter *w, const char *key, float v)
 {
 	uint32_t u;
@@ -1047,6 +1081,7 @@ int gguf_writer_f64(GgufWriter *w, const char *key, double v)
 	return kv_scalar(w, key, GGUF_FLOAT64, u);
 }
 
+/* Strings without the NUL, as GGUF stores them. */
 int gguf_writer_str(GgufWriter *w, const char *key, const char *v)
 {
 	kv_head(w, key, GGUF_STRING);
@@ -1054,6 +1089,7 @@ int gguf_writer_str(GgufWriter *w, const char *key, const char *v)
 	return w->kv.oom ? -1 : 0;
 }
 
+/* Fixed-size arrays are re-encoded element by element so the file is little-endian whatever the host. */
 int gguf_writer_arr(GgufWriter *w, const char *key, int elem_type, const void *data, uint64_t n)
 {
 	if (elem_type < 0 || elem_type >= GGUF_NTYPES || !vtypes[elem_type].size)
@@ -1071,6 +1107,7 @@ int gguf_writer_arr(GgufWriter *w, const char *key, int elem_type, const void *d
 	return w->kv.oom ? -1 : 0;
 }
 
+/* Arrays of strings (vocabularies, merges). */
 int gguf_writer_arr_str(GgufWriter *w, const char *key, const char *const *v, uint64_t n)
 {
 	kv_head(w, key, GGUF_ARRAY);
@@ -1081,6 +1118,7 @@ int gguf_writer_arr_str(GgufWriter *w, const char *key, const char *const *v, ui
 	return w->kv.oom ? -1 : 0;
 }
 
+/* Tensors are copied so callers can free or reuse their buffers right away. */
 int gguf_writer_tensor(GgufWriter *w, const char *name, int type, int ndim, const int64_t *ne, const void *data,
                        size_t nbytes)
 {
@@ -1114,6 +1152,7 @@ int gguf_writer_tensor(GgufWriter *w, const char *name, int type, int ndim, cons
 	return 0;
 }
 
+/* The whole file in memory: header, KVs, tensor infos with packed aligned offsets, padded data. */
 uint8_t *gguf_writer_image(GgufWriter *w, size_t *size)
 {
 	Buf b = {0};
@@ -1161,6 +1200,7 @@ uint8_t *gguf_writer_image(GgufWriter *w, size_t *size)
 	return b.p;
 }
 
+/* Build the image and write it in one go; a short write or a failed close is an error. */
 int gguf_writer_write(GgufWriter *w, const char *path, char *err, size_t errlen)
 {
 	size_t n = 0;

@@ -1,0 +1,429 @@
+/*
+** ops/quant.c — ggml type table and CPU dequantization, bit-exact against ggml's to_float.
+**
+** Bit-exactness depends on doing the same float32 operations in the same order as ggml: every scale
+** is first formed as float(half) * small integer, then multiplied by the quant (and, for the types
+** with a minimum, the minimum is subtracted or added after). Contraction of a*b+c into an FMA is turned
+** off below whatever -march or -std a build uses, as in ggml's reference build (for today's types the
+** products are exact in float32, so it could not change a bit, but a new type might).
+*/
+#include "quant.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+#include <math.h>
+#include <string.h>
+
+static const QuantType types[QT_COUNT] = {
+	[0] = {0, "F32", 1, 4, 1},          [1] = {1, "F16", 1, 2, 1},
+	[2] = {2, "Q4_0", 32, 18, 1},       [3] = {3, "Q4_1", 32, 20, 1},
+	[4] = {4, "Q4_2", 0, 0, 0},         [5] = {5, "Q4_3", 0, 0, 0},
+	[6] = {6, "Q5_0", 32, 22, 1},       [7] = {7, "Q5_1", 32, 24, 1},
+	[8] = {8, "Q8_0", 32, 34, 1},       [9] = {9, "Q8_1", 32, 36, 0},
+	[10] = {10, "Q2_K", 256, 84, 1},    [11] = {11, "Q3_K", 256, 110, 1},
+	[12] = {12, "Q4_K", 256, 144, 1},   [13] = {13, "Q5_K", 256, 176, 1},
+	[14] = {14, "Q6_K", 256, 210, 1},   [15] = {15, "Q8_K", 256, 292, 0},
+	[16] = {16, "IQ2_XXS", 256, 66, 0}, [17] = {17, "IQ2_XS", 256, 74, 0},
+	[18] = {18, "IQ3_XXS", 256, 98, 0}, [19] = {19, "IQ1_S", 256, 50, 0},
+	[20] = {20, "IQ4_NL", 32, 18, 1},   [21] = {21, "IQ3_S", 256, 110, 0},
+	[22] = {22, "IQ2_S", 256, 82, 0},   [23] = {23, "IQ4_XS", 256, 136, 1},
+	[24] = {24, "I8", 1, 1, 0},         [25] = {25, "I16", 1, 2, 0},
+	[26] = {26, "I32", 1, 4, 0},        [27] = {27, "I64", 1, 8, 0},
+	[28] = {28, "F64", 1, 8, 0},        [29] = {29, "IQ1_M", 256, 56, 0},
+	[30] = {30, "BF16", 1, 2, 1},       [31] = {31, "Q4_0_4_4", 0, 0, 0},
+	[32] = {32, "Q4_0_4_8", 0, 0, 0},   [33] = {33, "Q4_0_8_8", 0, 0, 0},
+	[34] = {34, "TQ1_0", 256, 54, 0},   [35] = {35, "TQ2_0", 256, 66, 0},
+	[36] = {36, "IQ4_NL_4_4", 0, 0, 0}, [37] = {37, "IQ4_NL_4_8", 0, 0, 0},
+	[38] = {38, "IQ4_NL_8_8", 0, 0, 0}, [39] = {39, "MXFP4", 32, 17, 1},
+	[40] = {40, "NVFP4", 64, 36, 0},    [41] = {41, "Q1_0", 128, 18, 0},
+	[42] = {42, "Q2_0", 64, 18, 0},
+};
+
+/* The non-linear 4-bit codebook of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl). */
+static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                        1,    13,   25,  38,  53,  69,  89,  113};
+/* E2M1 values doubled, as ggml stores them for MXFP4 (the scale is halved to match). */
+static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* Table lookup guarded against any int a hostile file can hold. */
+const QuantType *quant_type(int type)
+{
+	if (type < 0 || type >= QT_COUNT)
+		return NULL;
+	return &types[type];
+}
+
+/* Names go into error messages, so this never returns NULL. */
+const char *quant_type_name(int type)
+{
+	const QuantType *t = quant_type(type);
+	return t ? t->name : "unknown";
+}
+
+/* Command-line tools take type names; accept any case. */
+int quant_type_from_name(const char *name)
+{
+	for (int i = 0; i < QT_COUNT; i++)
+		if (types[i].name && !strcasecmp(types[i].name, name))
+			return i;
+	return -1;
+}
+
+/* Block geometry; 0 means "no geometry", which every caller treats as unusable. */
+int quant_block_size(int type)
+{
+	const QuantType *t = quant_type(type);
+	return t ? t->blck : 0;
+}
+
+size_t quant_block_bytes(int type)
+{
+	const QuantType *t = quant_type(type);
+	return t ? (size_t)t->bytes : 0;
+}
+
+/* Row size with every failure folded into 0, so a reader can reject with one test. */
+size_t quant_row_bytes(int type, int64_t n)
+{
+	const QuantType *t = quant_type(type);
+	if (!t || !t->blck || n < 0 || n % t->blck)
+		return 0;
+	uint64_t blocks = (uint64_t)n / (uint64_t)t->blck;
+	if (blocks > SIZE_MAX / (uint64_t)t->bytes)
+		return 0;
+	return (size_t)(blocks * (uint64_t)t->bytes);
+}
+
+int quant_supported(int type)
+{
+	const QuantType *t = quant_type(type);
+	return t && t->dequant;
+}
+
+/* Little-endian field readers: blocks are packed and may sit at any byte address. */
+static uint16_t rd16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static float from_bits(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Exact half -> float; NaNs come out quiet with their payload, as the F16C instruction gives them. */
+float quant_f16_to_f32(uint16_t h)
+{
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+	uint32_t exp = h >> 10 & 0x1f, man = h & 0x3ff;
+	if (exp == 0x1f)
+		return from_bits(sign | 0x7f800000 | man << 13 | (man ? 0x00400000u : 0));
+	if (exp == 0) {
+		float v = (float)man * 0x1p-24f;   /* exact: man < 2^10 */
+		return sign ? -v : v;
+	}
+	return from_bits(sign | (exp + 112) << 23 | man << 13);
+}
+
+/* float -> half with round-to-nearest-even, as ggml's GGML_FP32_TO_FP16 (hardware or software). */
+uint16_t quant_f32_to_f16(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint16_t sign = (uint16_t)(x >> 16 & 0x8000);
+	x &= 0x7fffffff;
+	if (x > 0x7f800000)
+		return sign | 0x7e00;
+	if (x >= 0x477ff000)               /* 65520 and up round to infinity */
+		return sign | 0x7c00;
+	if (x < 0x38800000) {              /* below 2^-14: a subnormal half or zero */
+		uint32_t e = x >> 23;
+		if (e < 102)
+			return sign;
+		uint32_t m = (x & 0x7fffff) | 0x800000, shift = 126 - e;
+		uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (r & 1)))
+			r++;
+		return (uint16_t)(sign | r);
+	}
+	uint32_t r = x - (112u << 23);
+	r += 0xfff + (r >> 13 & 1);
+	return (uint16_t)(sign | r >> 13);
+}
+
+/* ---- one function per block format; each writes one block of its type ---- */
+
+static void dq_q4_0(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *qs = b + 2;
+	for (int j = 0; j < 16; j++) {
+		y[j] = (float)((qs[j] & 0xf) - 8) * d;
+		y[j + 16] = (float)((qs[j] >> 4) - 8) * d;
+	}
+}
+
+static void dq_q4_1(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b)), m = quant_f16_to_f32(rd16(b + 2));
+	const uint8_t *qs = b + 4;
+	for (int j = 0; j < 16; j++) {
+		y[j] = (float)(qs[j] & 0xf) * d + m;
+		y[j + 16] = (float)(qs[j] >> 4) * d + m;
+	}
+}
+
+/* Q5_0/Q5_1: bit x of the 32-bit qh word is the fifth bit of element x. */
+static void dq_q5_0(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint32_t qh = rd32(b + 2);
+	const uint8_t *qs = b + 6;
+	for (int j = 0; j < 16; j++) {
+		int lo = (int)((qs[j] & 0xf) | (qh >> j & 1) << 4);
+		int hi = (int)((qs[j] >> 4) | (qh >> (j + 16) & 1) << 4);
+		y[j] = (float)(lo - 16) * d;
+		y[j + 16] = (float)(hi - 16) * d;
+	}
+}
+
+static void dq_q5_1(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b)), m = quant_f16_to_f32(rd16(b + 2));
+	const uint32_t qh = rd32(b + 4);
+	const uint8_t *qs = b + 8;
+	for (int j = 0; j < 16; j++) {
+		int lo = (int)((qs[j] & 0xf) | (qh >> j & 1) << 4);
+		int hi = (int)((qs[j] >> 4) | (qh >> (j + 16) & 1) << 4);
+		y[j] = (float)lo * d + m;
+		y[j + 16] = (float)hi * d + m;
+	}
+}
+
+static void dq_q8_0(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	for (int j = 0; j < 32; j++)
+		y[j] = (float)(int8_t)b[2 + j] * d;
+}
+
+static void dq_iq4_nl(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *qs = b + 2;
+	for (int j = 0; j < 16; j++) {
+		y[j] = d * (float)iq4nl_values[qs[j] & 0xf];
+		y[j + 16] = d * (float)iq4nl_values[qs[j] >> 4];
+	}
+}
+
+/* MXFP4: the E8M0 byte e gives the scale 2^(e-128) (half the E8M0 value; the codebook is doubled). */
+static void dq_mxfp4(const uint8_t *b, float *y)
+{
+	const uint8_t e = b[0];
+	const float d = from_bits(e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23);
+	const uint8_t *qs = b + 1;
+	for (int j = 0; j < 16; j++) {
+		y[j] = (float)mxfp4_values[qs[j] & 0xf] * d;
+		y[j + 16] = (float)mxfp4_values[qs[j] >> 4] * d;
+	}
+}
+
+/* Q2_K: 16 groups of 16; a scale byte holds a 4-bit scale (low) and a 4-bit min (high). The 2-bit
+** quants of 128 elements share 32 bytes: element 32*s + l of a half is bits 2s..2s+1 of byte l. */
+static void dq_q2_k(const uint8_t *b, float *y)
+{
+	const uint8_t *sc = b, *qs = b + 16;
+	const float d = quant_f16_to_f32(rd16(b + 80)), dmin = quant_f16_to_f32(rd16(b + 82));
+	for (int g = 0; g < 16; g++) {
+		const int half = g / 8, shift = 2 * ((g % 8) / 2), off = 16 * (g % 2);
+		const float dl = d * (float)(sc[g] & 0xf), ml = dmin * (float)(sc[g] >> 4);
+		const uint8_t *q = qs + 32 * half + off;
+		for (int l = 0; l < 16; l++)
+			y[16 * g + l] = dl * (float)((q[l] >> shift) & 3) - ml;
+	}
+}
+
+/* Q3_K: 16 groups of 16 with signed 6-bit scales packed into 12 bytes (low nibbles in bytes 0-7,
+** high 2-bit pairs in bytes 8-11); the third quant bit comes from hmask, inverted (set means +0). */
+static void dq_q3_k(const uint8_t *b, float *y)
+{
+	const uint8_t *hm = b, *qs = b + 32, *s = b + 96;
+	const float d = quant_f16_to_f32(rd16(b + 108));
+	for (int g = 0; g < 16; g++) {
+		int lo = g < 8 ? s[g] & 0xf : s[g - 8] >> 4;
+		int hi = s[8 + g % 4] >> (2 * (g / 4)) & 3;
+		const float dl = d * (float)((lo | hi << 4) - 32);
+		const int half = g / 8, shift = 2 * ((g % 8) / 2), off = 16 * (g % 2);
+		const uint8_t bit = (uint8_t)(1u << (g / 2));
+		const uint8_t *q = qs + 32 * half + off, *h = hm + off;
+		for (int l = 0; l < 16; l++) {
+			int v = ((q[l] >> shift) & 3) - ((h[l] & bit) ? 0 : 4);
+			y[16 * g + l] = dl * (float)v;
+		}
+	}
+}
+
+/* The 6-bit scale and min of sub-block j of a Q4_K/Q5_K block, from its 12 packed bytes. */
+static void scale_min_k4(int j, const uint8_t *s, int *sc, int *m)
+{
+	if (j < 4) {
+		*sc = s[j] & 63;
+		*m = s[j + 4] & 63;
+	} else {
+		*sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
+		*m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+	}
+}
+
+/* Q4_K: 8 sub-blocks of 32; sub-blocks 2p and 2p+1 share 32 bytes (low, then high nibbles). */
+static void dq_q4_k(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b)), dmin = quant_f16_to_f32(rd16(b + 2));
+	const uint8_t *s = b + 4, *qs = b + 16;
+	for (int j = 0; j < 8; j++) {
+		int sc, m;
+		scale_min_k4(j, s, &sc, &m);
+		const float dl = d * (float)sc, ml = dmin * (float)m;
+		const uint8_t *q = qs + 32 * (j / 2);
+		const int shift = 4 * (j % 2);
+		for (int l = 0; l < 32; l++)
+			y[32 * j + l] = dl * (float)((q[l] >> shift) & 0xf) - ml;
+	}
+}
+
+/* Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for element l of sub-block j. */
+static void dq_q5_k(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b)), dmin = quant_f16_to_f32(rd16(b + 2));
+	const uint8_t *s = b + 4, *qh = b + 16, *qs = b + 48;
+	for (int j = 0; j < 8; j++) {
+		int sc, m;
+		scale_min_k4(j, s, &sc, &m);
+		const float dl = d * (float)sc, ml = dmin * (float)m;
+		const uint8_t *q = qs + 32 * (j / 2);
+		const int shift = 4 * (j % 2);
+		for (int l = 0; l < 32; l++) {
+			int v = ((q[l] >> shift) & 0xf) + ((qh[l] >> j & 1) ? 16 : 0);
+			y[32 * j + l] = dl * (float)v - ml;
+		}
+	}
+}
+
+/* Q6_K: two halves of 128; in a half, element 32*k + l takes a nibble of ql[l + 32*(k%2)] (low for
+** k < 2) and bits 2k..2k+1 of qh[l]; 16 signed 8-bit scales, one per 16 elements. */
+static void dq_q6_k(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b + 208));
+	for (int h = 0; h < 2; h++) {
+		const uint8_t *ql = b + 64 * h, *qh = b + 128 + 32 * h;
+		const int8_t *sc = (const int8_t *)(b + 192) + 8 * h;
+		float *yh = y + 128 * h;
+		for (int k = 0; k < 4; k++) {
+			for (int l = 0; l < 32; l++) {
+				int lo = (ql[l + 32 * (k % 2)] >> (4 * (k / 2))) & 0xf;
+				int q = (lo | ((qh[l] >> (2 * k)) & 3) << 4) - 32;
+				yh[32 * k + l] = d * (float)sc[2 * k + l / 16] * (float)q;
+			}
+		}
+	}
+}
+
+/* IQ4_XS: 8 sub-blocks of 32 with 6-bit scales (4 low bits in scales_l nibbles, 2 high in scales_h). */
+static void dq_iq4_xs(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint16_t sh = rd16(b + 2);
+	const uint8_t *sl = b + 4, *qs = b + 8;
+	for (int j = 0; j < 8; j++) {
+		int ls = ((sl[j / 2] >> (4 * (j % 2))) & 0xf) | ((sh >> (2 * j)) & 3) << 4;
+		const float dl = d * (float)(ls - 32);
+		const uint8_t *q = qs + 16 * j;
+		for (int l = 0; l < 16; l++) {
+			y[32 * j + l] = dl * (float)iq4nl_values[q[l] & 0xf];
+			y[32 * j + l + 16] = dl * (float)iq4nl_values[q[l] >> 4];
+		}
+	}
+}
+
+/* Dispatch by type; the per-element types are converted in place, the block types block by block. */
+int quant_dequant(int type, const void *src, float *dst, size_t n)
+{
+	const QuantType *t = quant_type(type);
+	if (!t || !t->dequant || n % (size_t)t->blck)
+		return -1;
+	const uint8_t *p = src;
+	switch (type) {
+	case QT_F32:
+		memcpy(dst, src, n * 4);
+		return 0;
+	case QT_F16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = quant_f16_to_f32(rd16(p + 2 * i));
+		return 0;
+	case QT_BF16:
+		for (size_t i = 0; i < n; i++)
+			dst[i] = from_bits((uint32_t)rd16(p + 2 * i) << 16);
+		return 0;
+	default:
+		break;
+	}
+	void (*fn)(const uint8_t *, float *);
+	switch (type) {
+	case QT_Q4_0: fn = dq_q4_0; break;
+	case QT_Q4_1: fn = dq_q4_1; break;
+	case QT_Q5_0: fn = dq_q5_0; break;
+	case QT_Q5_1: fn = dq_q5_1; break;
+	case QT_Q8_0: fn = dq_q8_0; break;
+	case QT_Q2_K: fn = dq_q2_k; break;
+	case QT_Q3_K: fn = dq_q3_k; break;
+	case QT_Q4_K: fn = dq_q4_k; break;
+	case QT_Q5_K: fn = dq_q5_k; break;
+	case QT_Q6_K: fn = dq_q6_k; break;
+	case QT_IQ4_NL: fn = dq_iq4_nl; break;
+	case QT_IQ4_XS: fn = dq_iq4_xs; break;
+	case QT_MXFP4: fn = dq_mxfp4; break;
+	default: return -1;
+	}
+	size_t nb = n / (size_t)t->blck;
+	for (size_t i = 0; i < nb; i++)
+		fn(p + i * (size_t)t->bytes, dst + i * (size_t)t->blck);
+	return 0;
+}
+
+/* Q8_0 as ggml's quantize_row_q8_0_ref rounds it: scale amax/127 stored as half, quants
+** roundf(x / scale) computed through the float reciprocal of the unrounded scale. */
+size_t quant_q8_0(const float *src, void *dst, size_t n)
+{
+	if (n % 32)
+		return 0;
+	uint8_t *out = dst;
+	for (size_t i = 0; i < n / 32; i++) {
+		const float *x = src + 32 * i;
+		uint8_t *blk = out + 34 * i;
+		float amax = 0.0f;
+		for (int j = 0; j < 32; j++) {
+			float a = fabsf(x[j]);
+			amax = amax > a ? amax : a;
+		}
+		const float d = amax / 127.0f;
+		const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+		uint16_t h = quant_f32_to_f16(d);
+		blk[0] = (uint8_t)h;
+		blk[1] = (uint8_t)(h >> 8);
+		for (int j = 0; j < 32; j++)
+			blk[2 + j] = (uint8_t)(int8_t)roundf(x[j] * inv);
+	}
+	return n / 32 * 34;
+}

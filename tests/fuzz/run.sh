@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# tests/fuzz/run.sh SECONDS — build the libFuzzer targets (GGUF and safetensors readers) with clang,
+# AddressSanitizer and UBSan against the sources directly, then run each for SECONDS seconds (one
+# after the other; FUZZ_JOBS=parallel runs them side by side) and print the exec counts.
+# Corpora live in build/fuzz/corpus_*; crashes are written to build/fuzz/ and fail the script.
+set -u
+secs=${1:-60}
+cd "$(dirname "$0")/../.."
+out=build/fuzz
+mkdir -p "$out"
+
+if ! command -v clang >/dev/null; then
+	echo "run.sh: installing clang" >&2
+	apt-get install -y clang libclang-rt-14-dev >/dev/null || exit 1
+fi
+
+CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
+	-fno-sanitize-recover=undefined -Iops -Iruntime -Icompiler"
+build() {
+	clang $CFLAGS "$@" /usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/$name" || exit 1
+}
+name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c
+name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c
+
+# Seeds: a few real files cut down to their first 64 KiB (headers), and generated small files.
+seed() {
+	local dir=$out/corpus_$1
+	mkdir -p "$dir"
+	shift
+	for f in "$@"; do
+		[ -f "$f" ] && head -c 65536 "$f" >"$dir/seed_$(basename "$f")"
+	done
+}
+# Small valid GGUF files (every value type, every supported tensor type) and a small safetensors
+# file come from mkseed.
+seed gguf ../shared/fixtures/gguf/quants.gguf ../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf
+seed st ../shared/fixtures/hf/llama/model.safetensors ../shared/fixtures/hf/qwen3/model.safetensors
+clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c \
+	/usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/mkseed" &&
+	"$out/mkseed" "$out/corpus_gguf" "$out/corpus_st" || exit 1
+
+run() {
+	local t=$1
+	local log=$out/$t.log
+	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=65536 \
+		-dict="tests/fuzz/${t#fuzz_}.dict" -artifact_prefix="$out/$t-" "$out/corpus_${t#fuzz_}" >"$log" 2>&1
+	local rc=$?
+	local execs
+	execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
+	echo "$t: ${secs}s, ${execs:-?} execs, exit $rc"
+	[ $rc -eq 0 ] || { tail -40 "$log"; return 1; }
+}
+fail=0
+if [ "${FUZZ_JOBS:-}" = parallel ]; then
+	run fuzz_gguf & p1=$!
+	run fuzz_st & p2=$!
+	wait $p1 || fail=1
+	wait $p2 || fail=1
+else
+	run fuzz_gguf || fail=1
+	run fuzz_st || fail=1
+fi
+exit $fail

@@ -1,0 +1,196 @@
+/*
+** tests/test_quant.c — ggml dequantization (ops/quant.c) bit for bit against ggml itself: for every
+** quantized tensor q.<TYPE> in the shared quants.gguf (written by ggml), dequantize it and compare the
+** float bits with ref.<TYPE>, ggml's own to_float of the same bytes. Also the type table, row sizes,
+** refusals, and the Q8_0 quantizer against its defining rounding rule. Runs from the repository root.
+*/
+#include "check.h"
+#include "gguf.h"
+#include "quant.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define QUANTS "../shared/fixtures/gguf/quants.gguf"
+
+/* The fixture's types, in the README's order; each must be present and match. */
+static const char *const fixture_types[] = {"Q8_0", "Q4_0", "Q4_1",   "Q5_0",   "Q5_1", "Q2_K", "Q3_K", "Q4_K",
+                                            "Q5_K", "Q6_K", "IQ4_XS", "IQ4_NL", "BF16", "F16",  "MXFP4"};
+
+/* Dequantize q.<TYPE> and compare with ref.<TYPE> bit for bit; one check per type. */
+static void check_type(const Gguf *g, const char *tname)
+{
+	char qn[64], rn[64], name[96];
+	snprintf(qn, sizeof qn, "q.%s", tname);
+	snprintf(rn, sizeof rn, "ref.%s", tname);
+	snprintf(name, sizeof name, "dequant %s bit-exact vs ggml", tname);
+	const GgufTensor *q = gguf_find_tensor(g, qn), *r = gguf_find_tensor(g, rn);
+	if (!q || !r) {
+		check(0, name, "tensor %s or %s missing", qn, rn);
+		return;
+	}
+	int want = quant_type_from_name(tname);
+	if (q->type != want || r->type != QT_F32 || q->nelem != r->nelem) {
+		check(0, name, "%s has type %s (%d elements), %s type %s (%d elements)", qn, quant_type_name(q->type),
+		      (int)q->nelem, rn, quant_type_name(r->type), (int)r->nelem);
+		return;
+	}
+	size_t n = (size_t)q->nelem;
+	float *out = malloc(n * sizeof *out), *ref = malloc(n * sizeof *ref);
+	if (!out || !ref) {
+		check(0, name, "out of memory");
+		free(out);
+		free(ref);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		out[i] = NAN;                            /* poison: a skipped element cannot pass */
+	memcpy(ref, gguf_tensor_data(g, r), n * sizeof *ref);
+	int rc = quant_dequant(q->type, gguf_tensor_data(g, q), out, n);
+	size_t bad = 0, first = 0;
+	for (size_t i = 0; i < n; i++)
+		if (memcmp(&out[i], &ref[i], 4)) {
+			if (!bad)
+				first = i;
+			bad++;
+		}
+	check(rc == 0 && bad == 0, name, "rc %d, %zu of %zu differ; first at %zu: got %.9g want %.9g", rc, bad, n, first,
+	      (double)out[first], (double)ref[first]);
+	free(out);
+	free(ref);
+}
+
+/* Every tensor of the fixture: each q.* has a ref.*, and every supported type appears. */
+static void check_fixture(void)
+{
+	Gguf g;
+	char err[512];
+	if (gguf_open(&g, QUANTS, err, sizeof err)) {
+		check(0, "open quants.gguf", "%s", err);
+		return;
+	}
+	check(1, "open quants.gguf", "");
+	for (size_t i = 0; i < sizeof fixture_types / sizeof *fixture_types; i++)
+		check_type(&g, fixture_types[i]);
+	/* Nothing in the file is left unchecked: every q.* tensor's type is in the list above. */
+	int unlisted = 0;
+	for (int i = 0; i < g.ntensor; i++) {
+		if (strncmp(g.t[i].name, "q.", 2))
+			continue;
+		int found = 0;
+		for (size_t k = 0; k < sizeof fixture_types / sizeof *fixture_types; k++)
+			found |= !strcmp(g.t[i].name + 2, fixture_types[k]);
+		unlisted += !found;
+	}
+	check(unlisted == 0, "every q.* tensor in quants.gguf checked", "%d unlisted", unlisted);
+
+	/* ggml quantized src.Q8_0 into q.Q8_0 with quantize_row_q8_0_ref: ours must give the same bytes. */
+	const GgufTensor *src = gguf_find_tensor(&g, "src.Q8_0"), *q8 = gguf_find_tensor(&g, "q.Q8_0");
+	if (src && q8 && src->type == QT_F32 && q8->type == QT_Q8_0 && src->nelem == q8->nelem) {
+		size_t n = (size_t)src->nelem;
+		float *x = malloc(n * sizeof *x);
+		uint8_t *mine = malloc(quant_row_bytes(QT_Q8_0, (int64_t)n) + 1);
+		if (x && mine) {
+			memcpy(x, gguf_tensor_data(&g, src), n * sizeof *x);
+			size_t nb = quant_q8_0(x, mine, n);
+			check(nb == q8->nbytes && !memcmp(mine, gguf_tensor_data(&g, q8), nb),
+			      "Q8_0 quantizer byte-identical to ggml on src.Q8_0", "%zu bytes vs %llu", nb,
+			      (unsigned long long)q8->nbytes);
+		}
+		free(x);
+		free(mine);
+	} else {
+		check(0, "Q8_0 quantizer byte-identical to ggml on src.Q8_0", "src.Q8_0 / q.Q8_0 missing or odd");
+	}
+	gguf_close(&g);
+}
+
+/* Geometry, names and refusals: what a reader relies on to reject files and name types. */
+static void check_table(void)
+{
+	check(quant_block_size(QT_Q4_K) == 256 && quant_block_bytes(QT_Q4_K) == 144, "Q4_K geometry", "");
+	check(quant_block_size(QT_MXFP4) == 32 && quant_block_bytes(QT_MXFP4) == 17, "MXFP4 geometry", "");
+	check(quant_row_bytes(QT_Q8_0, 4096) == 4096 / 32 * 34, "Q8_0 row bytes", "%zu", quant_row_bytes(QT_Q8_0, 4096));
+	check(quant_row_bytes(QT_Q8_0, 33) == 0, "row not a whole number of blocks -> 0", "");
+	check(quant_row_bytes(QT_F32, INT64_MAX) == 0, "row size overflow -> 0", "");
+	check(!strcmp(quant_type_name(QT_IQ2_XXS), "IQ2_XXS") && !strcmp(quant_type_name(4), "Q4_2") &&
+	          !strcmp(quant_type_name(999), "unknown") && !strcmp(quant_type_name(-1), "unknown"),
+	      "type names (known, removed, unknown)", "");
+	float y[256];
+	uint8_t blk[292] = {0};
+	check(quant_dequant(QT_IQ2_XXS, blk, y, 256) == -1 && quant_dequant(999, blk, y, 32) == -1 &&
+	          quant_dequant(4, blk, y, 32) == -1,
+	      "unsupported types refused", "");
+	check(quant_dequant(QT_Q8_0, blk, y, 31) == -1, "partial block refused", "");
+	static const int listed[] = {QT_F32,  QT_F16,  QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,   QT_Q5_1,   QT_Q8_0,
+	                             QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4};
+	int all = 1;
+	for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)
+		all &= quant_supported(listed[i]);
+	check(all, "all 16 listed types supported", "");
+}
+
+/* Half conversions: every half round-trips exactly through float, and float->half rounds to even. */
+static void check_half(void)
+{
+	int bad = 0;
+	for (uint32_t h = 0; h < 65536; h++) {
+		float f = quant_f16_to_f32((uint16_t)h);
+		if (isnan(f))
+			continue;
+		bad += quant_f32_to_f16(f) != h;
+	}
+	check(bad == 0, "half -> float -> half round trip (all 65536)", "%d differ", bad);
+	/* 1 + 2^-11 is exactly between two halves: ties go to the even one (1.0). */
+	check(quant_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00 && quant_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f) == 0x3c01 &&
+	          quant_f32_to_f16(65520.0f) == 0x7c00 && quant_f32_to_f16(65519.0f) == 0x7bff &&
+	          quant_f32_to_f16(0x1p-25f) == 0 && quant_f32_to_f16(0x1.8p-25f) == 1,
+	      "float -> half rounding (ties, overflow, subnormals)", "");
+}
+
+/* Q8_0 quantizer: scale = amax/127 as half, quants = round(x * (1/scale_unrounded)), and the
+** dequantization stays within half a step of the input. */
+static void check_q8_0(void)
+{
+	unsigned long long seed = 42;
+	float x[256], y[256];
+	uint8_t q[8 * 34];
+	fill_random(x, 256, &seed);
+	for (int i = 0; i < 32; i++)
+		x[32 + i] *= 1000.0f;                    /* a block at another scale */
+	for (int i = 0; i < 32; i++)
+		x[64 + i] = 0.0f;                        /* an all-zero block */
+	size_t nb = quant_q8_0(x, q, 256);
+	int rule = 1;
+	double maxerr = 0;
+	for (int b = 0; b < 8; b++) {
+		float amax = 0;
+		for (int j = 0; j < 32; j++)
+			amax = fmaxf(amax, fabsf(x[32 * b + j]));
+		float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+		uint16_t h = (uint16_t)(q[34 * b] | q[34 * b + 1] << 8);
+		rule &= h == quant_f32_to_f16(d);
+		for (int j = 0; j < 32; j++)
+			rule &= (int8_t)q[34 * b + 2 + j] == (int)roundf(x[32 * b + j] * id);
+	}
+	quant_dequant(QT_Q8_0, q, y, 256);
+	for (int b = 0; b < 8; b++) {
+		float d = quant_f16_to_f32((uint16_t)(q[34 * b] | q[34 * b + 1] << 8));
+		for (int j = 0; j < 32; j++) {
+			double e = fabs((double)y[32 * b + j] - x[32 * b + j]) / (d ? d : 1);
+			maxerr = e > maxerr ? e : maxerr;
+		}
+	}
+	check(nb == 8 * 34 && rule, "Q8_0 quantizer follows quantize_row_q8_0_ref rounding", "");
+	check(maxerr <= 0.51, "Q8_0 round trip within half a step (plus half rounding)", "max %.3f steps", maxerr);
+	check(quant_q8_0(x, q, 33) == 0, "Q8_0 quantizer refuses a partial block", "");
+}
+
+int main(void)
+{
+	check_fixture();
+	check_table();
+	check_half();
+	check_q8_0();
+	return check_done();
+}
