@@ -73,7 +73,18 @@ typedef struct {
 	const char *src;             /* model file and line that created the node, for errors */
 	int line;
 	int layer;                   /* transformer layer (glm.layer), -1 outside any */
+	int8_t mem_region;           /* memplan: MEM_TOKEN, MEM_STATIC, or 0 (not an activation) */
+	int64_t mem_off;             /* byte offset in its region (per token for MEM_TOKEN) */
 } Node;
+
+enum { MEM_NONE, MEM_TOKEN, MEM_STATIC };
+
+/* The activation arena: token_bytes · maxT + static_bytes, against the peak of live bytes. */
+typedef struct {
+	int planned;
+	int64_t token_bytes, static_bytes;
+	int64_t token_lower, static_lower;
+} MemPlan;
 
 /* A parameter's binding to the checkpoint: where its bytes are and what they must look like. */
 typedef struct {
@@ -147,6 +158,7 @@ typedef struct {
 	Meta *meta;                  /* model metadata kept in the plan (arch, eos ids, ...) */
 	int nmeta, metacap;
 	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
+	MemPlan mem;
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
@@ -225,6 +237,14 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char *err, size_t len);
 
 /*
+** memplan.c — activation offsets in one arena
+*/
+/* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. */
+int memplan(Graph *g, int optimize, char *err, size_t len);
+/* Prove that no two simultaneously-live activations overlap. */
+int memplan_check(const Graph *g, char *err, size_t len);
+
+/*
 ** emit_cuda.c — kernels and launches for every node
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
@@ -262,6 +282,7 @@ struct Exec {
 	int64_t maxT;
 	void **buf;                  /* per node: float* or int32_t* (inputs, argmax/topk) */
 	float **wt;                  /* per node: float32 copy of a weight, else NULL */
+	char *arena;                 /* the planned activations (NULL for unplanned graphs) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 };
 

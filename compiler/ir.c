@@ -132,6 +132,8 @@ void ir_dump(const Graph *g, FILE *f)
 		fprintf(f, " : %s", shape_str(n, sb, sizeof sb));
 		if (n->kind != VK_ACT)
 			fprintf(f, " %s", kind_name(n->kind));
+		if (n->mem_region)
+			fprintf(f, " @%s+%lld", n->mem_region == MEM_TOKEN ? "tok" : "static", (long long)n->mem_off);
 		if (n->shard.kind == SH_SPLIT)
 			fprintf(f, " split(%d)", n->shard.axis);
 		else if (n->shard.kind == SH_PARTIAL)

@@ -25,6 +25,7 @@ typedef struct {
 	const char *arch;
 	const char *after;
 	const char *dtype;
+	int opt;
 	int tp;
 	int strict;
 } Opts;
@@ -33,6 +34,7 @@ static const char *usage =
 	"usage: glmc compile MODEL.lua --weights PATH -o OUT.plan [options]\n"
 	"       glmc dump MODEL.lua --weights PATH [--after PASS]\n"
 	"       glmc dump PLAN\n"
+	"       glmc stats PLAN\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"\n"
 	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
@@ -42,11 +44,12 @@ static const char *usage =
 	"  -o FILE          plan file to write\n"
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
+	"  -O0              no optimisation: every value gets its own buffer (default -O1)\n"
 	"  --tp N           tensor-parallel ranks (only 1 so far)\n"
 	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
 	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
-	"  --after PASS     dump the IR after PASS: front, verify, bind, emit (default: bind)\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind, memplan, emit (default: bind)\n"
 	"  -h, --help       this text;  --version  print the version\n";
 
 static _Noreturn void fail(const char *msg)
@@ -126,6 +129,14 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "tp", "1");
 	if (dump_after(o, "bind", g))
 		goto done;
+	if (memplan(g, o->opt, err, len))
+		goto out;
+	if (dump_after(o, "memplan", g)) {
+		printf("arena: %lld bytes per token + %lld static; lower bound %lld per token + %lld static\n",
+		       (long long)g->mem.token_bytes, (long long)g->mem.static_bytes, (long long)g->mem.token_lower,
+		       (long long)g->mem.static_lower);
+		goto done;
+	}
 	if (emit_cuda(g, o->arch, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32, o->out != NULL, stderr, err, len))
 		goto out;
 	if (dump_after(o, "emit", g)) {
@@ -143,6 +154,55 @@ out:
 	return rc;
 }
 
+/* glmc stats PLAN: key: value lines for scripts and benchmarks. */
+static void print_stats(const Graph *g)
+{
+	int nl = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].layer + 1 > nl)
+			nl = g->node[i].layer + 1;
+	int *per_layer = calloc((size_t)nl + 1, sizeof(int)), step = 0;
+	if (!per_layer)
+		fail("out of memory");
+	if (g->cuda.source) {
+		for (int i = 0; i < g->cuda.nl; i++)
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax) {
+				step++;
+				int l = g->node[g->cuda.l[i].node].layer;
+				if (l >= 0)
+					per_layer[l]++;
+			}
+		step++; /* the sampler */
+	} else
+		for (int i = 0; i < g->n; i++)
+			if (g->node[i].kind == VK_ACT && g->node[i].op != OP_RESHAPE) {
+				step++;
+				if (g->node[i].layer >= 0)
+					per_layer[g->node[i].layer]++;
+			}
+	printf("device: %s\n", g->cuda.source ? "cuda+cpu" : "cpu");
+	printf("kernels_per_step: %d\n", step);
+	for (int l = 0; l < nl; l++)
+		printf("kernels_per_layer.%d: %d\n", l, per_layer[l]);
+	free(per_layer);
+	printf("arena_bytes: %lld\n", (long long)(g->mem.token_bytes + g->mem.static_bytes));
+	printf("arena_bytes_per_token: %lld\n", (long long)g->mem.token_bytes);
+	printf("arena_static_bytes: %lld\n", (long long)g->mem.static_bytes);
+	printf("arena_lower_bound: %lld\n", (long long)(g->mem.token_lower + g->mem.static_lower));
+	printf("arena_lower_bound_per_token: %lld\n", (long long)g->mem.token_lower);
+	uint64_t wb = 0;
+	for (int i = 0; i < g->nw; i++)
+		wb += g->w[i].nbytes * (uint64_t)(g->w[i].parts ? g->w[i].parts : 1);
+	printf("weight_bytes_per_gpu: %llu\n", (unsigned long long)wb);
+	int64_t cache = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].kind == VK_CACHE)
+			cache += node_numel(&g->node[i], 1, 1) * (int64_t)dtype_size(g->cuda.source ? g->cuda.act : DT_F32);
+	printf("cache_bytes_per_token: %lld\n", (long long)cache);
+	printf("allreduces_per_step: 0\n");
+	printf("tp: %s\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
+}
+
 static int valid_arch(const char *a)
 {
 	static const char *ok[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", NULL};
@@ -154,7 +214,7 @@ static int valid_arch(const char *a)
 
 static void parse(Opts *o, int argc, char **argv)
 {
-	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32"};
+	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -166,6 +226,10 @@ static void parse(Opts *o, int argc, char **argv)
 			exit(0);
 		} else if (!strcmp(a, "--strict"))
 			o->strict = 1;
+		else if (!strcmp(a, "-O0"))
+			o->opt = 0;
+		else if (!strcmp(a, "-O1") || !strcmp(a, "-O"))
+			o->opt = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
 		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype")) {
 			if (!next)
@@ -211,8 +275,8 @@ int main(int argc, char **argv)
 	Opts o;
 	parse(&o, argc, argv);
 	if (!o.cmd)
-		fail_usage("no command given (compile, dump, inspect)", NULL);
-	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump"))
+		fail_usage("no command given (compile, dump, stats, inspect)", NULL);
+	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats"))
 		fail_usage("unknown command", o.cmd);
 	if (!o.model)
 		fail_usage(o.cmd, "needs a model file");
@@ -224,6 +288,13 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
+	if (!strcmp(o.cmd, "stats")) {
+		if (plan_read(&g, o.model, err, sizeof err))
+			fail(err);
+		print_stats(&g);
+		arena_free(&A);
+		return 0;
+	}
 	if (!strcmp(o.cmd, "dump") && !o.weights) {
 		/* glmc dump PLAN */
 		if (plan_read(&g, o.model, err, sizeof err))
@@ -243,8 +314,8 @@ int main(int argc, char **argv)
 		if (!o.after)
 			o.after = "bind";
 		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind") &&
-		    strcmp(o.after, "emit"))
-			fail_usage("--after must be front, verify, bind or emit, got", o.after);
+		    strcmp(o.after, "memplan") && strcmp(o.after, "emit"))
+			fail_usage("--after must be front, verify, bind, memplan or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	if (compile(&o, &g, err, sizeof err))

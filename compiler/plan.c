@@ -101,6 +101,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 		put_u8(&b, n->shard.kind), put_u8(&b, n->shard.axis);
 		put_str(&b, n->src);
 		put_u32(&b, (uint32_t)n->line), put_u32(&b, (uint32_t)n->layer);
+		put_u8(&b, n->mem_region), put_i64(&b, n->mem_off);
 	}
 	put_u32(&b, (uint32_t)g->nw);
 	for (int i = 0; i < g->nw; i++) {
@@ -113,6 +114,9 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	put_u32(&b, (uint32_t)g->nout);
 	for (int i = 0; i < g->nout; i++)
 		put_str(&b, g->out_name[i]), put_u32(&b, (uint32_t)g->out[i]);
+	put_u8(&b, g->mem.planned);
+	put_i64(&b, g->mem.token_bytes), put_i64(&b, g->mem.static_bytes);
+	put_i64(&b, g->mem.token_lower), put_i64(&b, g->mem.static_lower);
 	put_cuda(&b, &g->cuda);
 	if (b.oom) {
 		free(b.p);
@@ -292,6 +296,7 @@ static int read_payload(Graph *g, Rd *r)
 		n.shard.kind = (int8_t)get_u8(r), n.shard.axis = (int8_t)get_u8(r);
 		n.src = get_str(r);
 		n.line = (int)get_u32(r), n.layer = (int)get_u32(r);
+		n.mem_region = (int8_t)get_u8(r), n.mem_off = get_i64(r);
 		if (!r->fail)
 			graph_add(g, &n);
 	}
@@ -322,6 +327,9 @@ static int read_payload(Graph *g, Rd *r)
 			r->fail = r->fail ? r->fail : "bad output entry";
 		g->nout = (int)i + 1;
 	}
+	g->mem.planned = get_u8(r);
+	g->mem.token_bytes = get_i64(r), g->mem.static_bytes = get_i64(r);
+	g->mem.token_lower = get_i64(r), g->mem.static_lower = get_i64(r);
 	if (!r->fail)
 		get_cuda(g, r);
 	if (!r->fail && r->at != r->n)
@@ -386,5 +394,7 @@ int plan_read(Graph *g, const char *path, char *err, size_t len)
 	char m[512];
 	if (verify(g, m, sizeof m))
 		return seterr(err, len, "%s: invalid plan: %s", path, m);
+	if (g->mem.planned && memplan_check(g, m, sizeof m))
+		return seterr(err, len, "%s: invalid memory plan: %s", path, m);
 	return 0;
 }

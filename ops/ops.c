@@ -636,7 +636,8 @@ static void cpu_argmax(Exec *x, int id)
 
 static void cpu_reshape(Exec *x, int id)
 {
-	memcpy(x->buf[id], x->buf[INID(0)], (size_t)exec_numel(x, id) * dtype_size(NODE->dtype));
+	if (x->buf[id] != x->buf[INID(0)])
+		memcpy(x->buf[id], x->buf[INID(0)], (size_t)exec_numel(x, id) * dtype_size(NODE->dtype));
 }
 
 /* Outer × (axis extent × inner) copies; slice and concat share this walk. */

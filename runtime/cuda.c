@@ -323,10 +323,15 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	x->rope = calloc((size_t)g->n, sizeof *x->rope);
 	if (!off || !x->ptr || !x->rope)
 		return free(off), seterr(err, len, "out of memory");
+	/* Activations: the memory plan's arena when there is one (offsets computed for float32 values, which
+	** also hold bf16 ones). */
+	int planned = g->mem.planned;
+	if (planned)
+		ab = (size_t)(g->mem.token_bytes * x->maxT + g->mem.static_bytes + 256);
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
 		size_t bytes = ((size_t)node_numel(n, x->maxT, x->S) * elsize(x, i) + 255) & ~(size_t)255;
-		if (n->op == OP_RESHAPE)
+		if (n->op == OP_RESHAPE || (planned && n->kind == VK_ACT))
 			continue;
 		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
 		off[i] = *acc;
@@ -357,12 +362,16 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	size_t ro = 0;
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
-		if (n->op == OP_RESHAPE) {
+		if (planned && n->kind == VK_ACT) {
+			int64_t o = n->mem_region == MEM_TOKEN ? n->mem_off * x->maxT : g->mem.token_bytes * x->maxT + n->mem_off;
+			x->ptr[i] = x->amem + (CUdeviceptr)o;
+		} else if (n->op == OP_RESHAPE) {
 			x->ptr[i] = x->ptr[n->in[0]];
 			continue;
+		} else {
+			CUdeviceptr base = n->kind == VK_WEIGHT ? x->wmem : n->kind == VK_CACHE ? x->cmem : x->amem;
+			x->ptr[i] = base + off[i];
 		}
-		CUdeviceptr base = n->kind == VK_WEIGHT ? x->wmem : n->kind == VK_CACHE ? x->cmem : x->amem;
-		x->ptr[i] = base + off[i];
 		if (n->op == OP_ROPE) {
 			int half = (int)n->ia[2] / 2;
 			float *inv = malloc(sizeof(float) * (size_t)half), cs;

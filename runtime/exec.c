@@ -55,10 +55,22 @@ int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_
 		}
 	if (weights)
 		weights_close(&d);
+	/* Activations live in one arena laid out by the memory plan, exactly as on the GPU, so an aliasing
+	** bug in the plan corrupts CPU results too. */
+	if (g->mem.planned) {
+		size_t bytes = (size_t)(g->mem.token_bytes * maxT + g->mem.static_bytes) + 16;
+		if (!(x->arena = calloc(1, bytes)))
+			return seterr(err, len, "out of memory: activation arena of %zu bytes", bytes);
+	}
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
 		if (n->kind == VK_WEIGHT && x->buf[i])
 			continue;
+		if (x->arena && n->kind == VK_ACT) {
+			int64_t off = n->mem_region == MEM_TOKEN ? n->mem_off * maxT : g->mem.token_bytes * maxT + n->mem_off;
+			x->buf[i] = x->arena + off;
+			continue;
+		}
 		/* Without a weights path (tests), weights get float32 buffers for the caller to fill. */
 		int dt = n->kind == VK_WEIGHT ? DT_F32 : n->dtype;
 		size_t bytes = (size_t)node_numel(n, maxT, S) * dtype_size(dt);
@@ -84,7 +96,12 @@ int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, cha
 		}
 		if (n->kind != VK_ACT)
 			continue;
-		memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
+		/* Poison the output first, unless it is written over an operand (a view, or in place). */
+		int over = 0;
+		for (int k = 0; k < n->nin; k++)
+			over |= x->buf[n->in[k]] == x->buf[i];
+		if (!over)
+			memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
 		op_table[n->op].cpu(x, i);
 		if (x->err[0])
 			return seterr(err, len, "%s:%d: %s: %s", n->src ? n->src : "?", n->line, op_table[n->op].name, x->err);
@@ -96,7 +113,9 @@ void exec_free(Exec *x)
 {
 	if (x->buf)
 		for (int i = 0; i < x->g->n; i++)
-			free(x->buf[i]);
+			if (!x->arena || x->g->node[i].kind != VK_ACT)
+				free(x->buf[i]);
+	free(x->arena);
 	free(x->buf);
 	free(x->wt);
 	memset(x, 0, sizeof *x);

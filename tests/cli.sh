@@ -76,6 +76,20 @@ run_fixture deepseek_v3 models/deepseek_v3.lua $FIX/deepseek_v3 1e-5
 run_fixture glm4_moe_lite models/glm4_moe_lite.lua $FIX/glm4_moe_lite 1e-5
 run_fixture glm_moe_dsa models/glm5.lua $FIX/glm_moe_dsa 1e-5
 
+# Memory planning: the planned arena (in-place reuse, best-fit offsets) gives bit-identical logits to
+# -O0 (a buffer per value) on every fixture; the plan's overlap checker runs when glmrun loads it.
+for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
+	model=$m
+	[ $m = glm_moe_dsa ] && model=glm5
+	if bin/glmc compile models/$model.lua --weights $FIX/$m -o "$tmp/o0.plan" -O0 2>/dev/null &&
+		bin/glmrun "$tmp/o0.plan" --device cpu --tokens "$($CMP --prompt $FIX/$m)" -n 12 --dump-logits "$tmp/o0.f32" >/dev/null &&
+		cmp -s "$tmp/o0.f32" "$tmp/$m.f32"; then
+		ok "$m: memory-planned and -O0 logits are identical ($(bin/glmc stats $tmp/$m.plan | grep -E '^arena_(bytes_per_token|lower_bound_per_token)' | tr '\n' ' '))"
+	else
+		bad "$m: memory-planned and -O0 logits are identical" "differs or failed"
+	fi
+done
+
 # Other storage: sharded f32 must give the very same logits; f16 and bf16 weights within their error.
 if [ -x $MKHF ]; then
 	$MKHF $FIX/llama "$tmp/llama-sharded" --shards 3 >/dev/null &&

@@ -130,6 +130,21 @@ int main(void)
 	      err);
 	arena_free(&C);
 
+	/* The memory plan: valid after memplan, and the checker catches two live values made to overlap. */
+	Graph mp;
+	Arena D = {0};
+	graph_init(&mp, &D);
+	build(&mp);
+	check(memplan(&mp, 1, err, sizeof err) == 0 && mp.mem.token_bytes >= mp.mem.token_lower &&
+	          mp.mem.token_lower > 0,
+	      "memplan places the activations", "%s (arena %lld per token, bound %lld)", err,
+	      (long long)mp.mem.token_bytes, (long long)mp.mem.token_lower);
+	/* %4 (embedding) is read by %5 (rope): live together, so they must not share bytes. */
+	mp.node[5].mem_off = mp.node[4].mem_off;
+	check(memplan_check(&mp, err, sizeof err) < 0 && strstr(err, "live together but share bytes"),
+	      "the overlap checker catches an aliasing plan", "%s", err);
+	arena_free(&D);
+
 	/* Fuzz: random byte flips, truncations and extensions of the payload, checksum resealed. */
 	unsigned long long seed = 0x9e3779b97f4a7c15ULL;
 	int accepted = 0, rejected_silently = 0;
