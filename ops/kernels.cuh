@@ -1,0 +1,1119 @@
+/*
+** ops/kernels.cuh — CUDA kernel templates, one family per op. glmc embeds this file and, for every node
+** of a plan, emits a small extern "C" __global__ wrapper that instantiates one template with the node's
+** types and constants; NVRTC compiles the lot to a cubin. The file is self-contained (no #include, so
+** NVRTC needs no header paths): bf16 and f16 are our own 16-bit structs with exact conversions.
+**
+** Conventions: all tensors are contiguous row-major; accumulation is in float; A is the activation type
+** (float or bf16), W a stored weight type (float, bf16 or f16). Every template is a __device__ function
+** that reads blockIdx/threadIdx itself; its comment gives the launch geometry the emitter must use.
+** Integers that can exceed 2^31 (element counts) are long long.
+**
+** Block-wide reductions below assume blockDim.x is a multiple of 32 (every documented geometry is) and
+** that every thread of the block reaches them (they contain __syncthreads).
+*/
+#pragma once
+
+struct bf16 { unsigned short x; };
+struct f16 { unsigned short x; };
+
+/* ---- conversions (exact widening; round-to-nearest-even narrowing, NaN stays NaN) ---- */
+
+/* Identity, so templates can convert any element type uniformly. */
+__device__ __forceinline__ float to_f(float v)
+{
+	return v;
+}
+
+/* bfloat16 is the top half of a float32. */
+__device__ __forceinline__ float to_f(bf16 v)
+{
+	return __uint_as_float((unsigned)v.x << 16);
+}
+
+/* IEEE half to float, bit for bit as ref_f16_to_f32: subnormals are m·2^-24 (exact in float), inf and
+** NaN keep sign and payload. */
+__device__ __forceinline__ float to_f(f16 v)
+{
+	unsigned h = v.x, sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0)
+		return __uint_as_float(__float_as_uint((float)m * 5.9604644775390625e-8f) | sign);
+	if (e == 31)
+		return __uint_as_float(sign | 0x7f800000u | m << 13);
+	return __uint_as_float(sign | (e + 112) << 23 | m << 13);
+}
+
+template <typename T> __device__ __forceinline__ T from_f(float v);   /* float, bf16, f16 */
+
+template <> __device__ __forceinline__ float from_f<float>(float v)
+{
+	return v;
+}
+
+/* Round to nearest even on the low 16 bits (a carry into the exponent gives inf on overflow); NaN
+** becomes a quiet NaN with its sign, as ref_f32_to_bf16. */
+template <> __device__ __forceinline__ bf16 from_f<bf16>(float v)
+{
+	unsigned u = __float_as_uint(v);
+	bf16 r;
+	if ((u & 0x7fffffffu) > 0x7f800000u) {
+		r.x = (unsigned short)(u >> 16 | 0x40u);
+		return r;
+	}
+	u += 0x7fffu + ((u >> 16) & 1u);
+	r.x = (unsigned short)(u >> 16);
+	return r;
+}
+
+/* Float to IEEE half with round to nearest even, in integers only (so no float mode can change it), bit
+** for bit as ref_f32_to_f16: |v| >= 65520 becomes inf; below 2^-14 the result is a subnormal, the
+** 24-bit significand shifted to units of 2^-24 and rounded; NaN stays a quiet NaN. */
+template <> __device__ __forceinline__ f16 from_f<f16>(float v)
+{
+	unsigned u = __float_as_uint(v), a = u & 0x7fffffffu, sign = (u >> 16) & 0x8000u, h;
+	if (a > 0x7f800000u) {
+		h = 0x7e00u | ((a >> 13) & 0x3ffu);
+	} else if (a >= 0x477ff000u) {
+		h = 0x7c00u;
+	} else if (a < 0x38800000u) {
+		/* v = m·2^(e-150) = (m >> (126 - e)) units of 2^-24; a shift of 25 or more leaves < 1/2 unit */
+		unsigned e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126 - e;
+		if (sh >= 25) {
+			h = 0;
+		} else {
+			unsigned rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
+			h = m >> sh;
+			if (rem > half || (rem == half && (h & 1u)))
+				h++;
+		}
+	} else {
+		unsigned rem = a & 0x1fffu;
+		h = ((a >> 23) - 112) << 10 | ((a >> 13) & 0x3ffu);
+		if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+			h++;
+	}
+	f16 r;
+	r.x = (unsigned short)(sign | h);
+	return r;
+}
+
+/* ---- helpers: reductions and orderings shared by the kernels ---- */
+
+/* -inf without <math.h>. */
+__device__ __forceinline__ float neg_inf()
+{
+	return __uint_as_float(0xff800000u);
+}
+
+/* Sum and max over the 32 lanes of a warp (butterfly: every lane gets the result). */
+__device__ __forceinline__ float warp_sum(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ float warp_max(float v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+/* Block-wide sum; every thread gets the result. The leading __syncthreads keeps a previous call's
+** readers of the scratch from racing with this call's writers, so calls can follow each other. */
+__device__ __forceinline__ float block_sum(float v)
+{
+	__shared__ float part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	v = warp_sum(v);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	return warp_sum(lane < nw ? part[lane] : 0.0f);
+}
+
+/* Block-wide max (NaN ignored, as fmaxf); every thread gets the result. */
+__device__ __forceinline__ float block_max(float v)
+{
+	__shared__ float part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	v = warp_max(v);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	return warp_max(lane < nw ? part[lane] : neg_inf());
+}
+
+/* Block-wide integer sum; every thread gets the result. */
+__device__ __forceinline__ int block_sum_int(int v)
+{
+	__shared__ int part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	__syncthreads();
+	if (lane == 0)
+		part[warp] = v;
+	__syncthreads();
+	v = lane < nw ? part[lane] : 0;
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* The order of argmax and topk (ref.c's `before`): larger value first, NaN above everything, then the
+** lower index. A strict total order on (value, index) pairs with distinct indices. */
+__device__ __forceinline__ bool ranks_before(float va, int ia, float vb, int ib)
+{
+	bool na = va != va, nb = vb != vb;
+	if (na || nb)
+		return na && (!nb || ia < ib);
+	return va > vb || (va == vb && ia < ib);
+}
+
+/* Keeps the better of (v, i) and (ov, oi). */
+__device__ __forceinline__ void keep_best(float &v, int &i, float ov, int oi)
+{
+	if (ranks_before(ov, oi, v, i)) {
+		v = ov;
+		i = oi;
+	}
+}
+
+/* Block-wide best (value, index) pair under ranks_before; every thread gets the result. Threads with
+** no candidate pass (-inf, 0x7fffffff), which every real element outranks. */
+__device__ __forceinline__ void block_best(float &v, int &i)
+{
+	__shared__ float pv[32];
+	__shared__ int pi[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1)
+		keep_best(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+	__syncthreads();
+	if (lane == 0) {
+		pv[warp] = v;
+		pi[warp] = i;
+	}
+	__syncthreads();
+	v = lane < nw ? pv[lane] : neg_inf();
+	i = lane < nw ? pi[lane] : 0x7fffffff;
+	for (int o = 16; o > 0; o >>= 1)
+		keep_best(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
+}
+
+/* Calls f(i, float(x[i])) for i = threadIdx.x, + blockDim.x, ... < n, in increasing i. Four elements are
+** loaded before any is used, so a thread has four loads in flight (a plain loop that consumes each
+** load at once waits a full memory latency per element). */
+template <typename A, typename F>
+__device__ __forceinline__ void walk_row(const A *x, int n, F f)
+{
+	int i = threadIdx.x, st = blockDim.x;
+	for (; i + 3 * st < n; i += 4 * st) {
+		float a = to_f(x[i]), b = to_f(x[i + st]), c = to_f(x[i + 2 * st]), d = to_f(x[i + 3 * st]);
+		f(i, a);
+		f(i + st, b);
+		f(i + 2 * st, c);
+		f(i + 3 * st, d);
+	}
+	for (; i < n; i += st)
+		f(i, to_f(x[i]));
+}
+
+/* ---- kernels ---- */
+
+/* embedding: y[T,C] = table[ids[t], :]. grid (ceil(C/256), T), block 256. */
+template <typename A, typename W>
+__device__ void k_embedding(A *y, const W *table, const int *ids, int T, int C)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (c >= C || t >= T)
+		return;
+	y[(long long)t * C + c] = from_f<A>(to_f(table[(long long)ids[t] * C + c]));
+}
+
+/* Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8. Each warp computes one output
+** column n for all T rows. grid (ceil(N/8)), block 256. bias may be nullptr when !HAS_BIAS.
+**
+** The weight row is the one big stream, so each lane reads it in 16-byte vectors, four issued before
+** any is used (when w is 16-byte aligned and K is a multiple of the vector width; otherwise one element
+** per lane per step), and keeps one float accumulator per row. The block's x rows are staged as float
+** in shared memory, K in chunks of 8192/T elements rounded down to a multiple of 256 (so vector reads
+** stay aligned), where all 8 warps read them with conflict-free float4 loads. A warp-shuffle sum per
+** row finishes the dot products. T > 8 is handled too, 8 rows at a time.
+*/
+template <typename A, typename W, bool HAS_BIAS>
+__device__ void k_linear_gemv(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
+{
+	const int VEC = 16 / (int)sizeof(W); /* weights per 16-byte load: 4 float or 8 half-width */
+	__shared__ float4 xs4[2048];         /* 8192 floats: up to 8 rows of one K chunk */
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int n = blockIdx.x * (blockDim.x >> 5) + warp;
+	bool active = n < N; /* uniform per warp: inactive warps only help stage x */
+	bool vec = ((unsigned long long)w & 15) == 0 && K % VEC == 0;
+	const W *wr = w + (long long)(active ? n : 0) * K;
+
+	for (int t0 = 0; t0 < T; t0 += 8) {
+		int tn = T - t0 < 8 ? T - t0 : 8;
+		int kcap = (8192 / tn) & ~255; /* row stride of xs and chunk length */
+		float acc[8];
+#pragma unroll
+		for (int t = 0; t < 8; t++)
+			acc[t] = 0.0f;
+
+		for (int k0 = 0; k0 < K; k0 += kcap) {
+			int kc = K - k0 < kcap ? K - k0 : kcap;
+			__syncthreads(); /* every warp is done with the previous chunk */
+			/* stage x[t0.., k0..k0+kc) as float; eight loads per thread in flight before the stores */
+			for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
+				float v[8];
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					int e = e0 + j * blockDim.x, t = e / kc;
+					v[j] = e < tn * kc ? to_f(x[(long long)(t0 + t) * K + k0 + (e - t * kc)]) : 0.0f;
+				}
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					int e = e0 + j * blockDim.x, t = e / kc;
+					if (e < tn * kc)
+						xs[t * kcap + (e - t * kc)] = v[j];
+				}
+			}
+			__syncthreads();
+			if (!active)
+				continue;
+			if (vec) {
+				/* kc is a multiple of VEC here, so each vector lies wholly inside the chunk. With
+				** 8-wide vectors a lane's x span is two float4s 32 bytes apart from its neighbour's;
+				** lanes 4-7 of each group of 8 read their halves in the other order (sw), which
+				** makes every quarter-warp's float4 reads hit distinct banks. */
+				int sw = VEC == 8 ? (lane >> 2) & 1 : 0;
+				/* U vectors per lane are loaded before any is used, so U loads are in flight; a
+				** vector past the chunk loads a valid one (kb) and is skipped */
+				const int U = 4;
+				for (int kb = lane * VEC; kb < kc; kb += 32 * VEC * U) {
+					uint4 raw[U];
+#pragma unroll
+					for (int u = 0; u < U; u++) {
+						int k = kb + u * 32 * VEC;
+						raw[u] = __ldg((const uint4 *)(wr + k0 + (k < kc ? k : kb)));
+					}
+#pragma unroll
+					for (int u = 0; u < U; u++) {
+						int k = kb + u * 32 * VEC;
+						if (k >= kc)
+							break;
+						union {
+							uint4 bits;
+							W e[VEC];
+						} wv;
+						wv.bits = raw[u];
+						float wraw[VEC], wf[VEC];
+#pragma unroll
+						for (int j = 0; j < VEC; j++)
+							wraw[j] = to_f(wv.e[j]);
+#pragma unroll
+						for (int j = 0; j < VEC; j++) /* static indices: stays in registers */
+							wf[j] = sw ? wraw[(j + 4) % VEC] : wraw[j];
+#pragma unroll
+						for (int t = 0; t < 8; t++) {
+							if (t < tn) {
+								const float4 *xp = (const float4 *)(xs + t * kcap + k);
+								float s = acc[t];
+#pragma unroll
+								for (int q = 0; q < VEC / 4; q++) {
+									float4 xv = xp[q ^ sw];
+									s += xv.x * wf[4 * q] + xv.y * wf[4 * q + 1] +
+									     xv.z * wf[4 * q + 2] + xv.w * wf[4 * q + 3];
+								}
+								acc[t] = s;
+							}
+						}
+					}
+				}
+			} else {
+				for (int k = lane; k < kc; k += 32) {
+					float wf = to_f(wr[k0 + k]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * kcap + k] * wf;
+				}
+			}
+		}
+
+		if (active) {
+#pragma unroll
+			for (int t = 0; t < 8; t++) {
+				if (t < tn) {
+					float s = warp_sum(acc[t]);
+					if (lane == 0) {
+						if (HAS_BIAS)
+							s += to_f(bias[n]);
+						y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+					}
+				}
+			}
+		}
+	}
+}
+
+/* Prefill GEMM, any T: same contract as k_linear_gemv. 64x64 output tile per block, K in steps of 32
+** through shared memory. grid (ceil(N/64), ceil(T/64)), block 256.
+**
+** Both tiles are stored k-major as float ([32][64] padded to 68, so rows stay 16-byte aligned for the
+** float4 reads): thread (ty, tx) = (tid / 16, tid % 16) computes rows ty*4..+3 by columns tx*4..+3 from
+** one float4 of each tile per k. Out-of-range rows and k are loaded as 0. Needs exactly 256 threads.
+*/
+template <typename A, typename W, bool HAS_BIAS>
+__device__ void k_linear_gemm(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
+{
+	const int LD = 68; /* padded row length of the tiles, a multiple of 4 floats */
+	__shared__ float4 xs4[32 * LD / 4], ws4[32 * LD / 4];
+	float *xs = (float *)xs4, *ws = (float *)ws4;
+	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+	int n0 = blockIdx.x * 64, t0 = blockIdx.y * 64;
+	float acc[4][4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			acc[i][j] = 0.0f;
+
+	for (int k0 = 0; k0 < K; k0 += 32) {
+		/* element e of a tile is row e/32, k e%32: a warp reads 32 consecutive k of one row. All 16
+		** loads of a thread are issued before the stores, so they are in flight together. */
+		float xv[8], wv[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = tid + 256 * j, r = e >> 5, kk = k0 + (e & 31), t = t0 + r, n = n0 + r;
+			xv[j] = (t < T && kk < K) ? to_f(x[(long long)t * K + kk]) : 0.0f;
+			wv[j] = (n < N && kk < K) ? to_f(w[(long long)n * K + kk]) : 0.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = tid + 256 * j, r = e >> 5, k = e & 31;
+			xs[k * LD + r] = xv[j];
+			ws[k * LD + r] = wv[j];
+		}
+		__syncthreads();
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float4 a = *(const float4 *)(xs + k * LD + ty * 4);
+			float4 b = *(const float4 *)(ws + k * LD + tx * 4);
+			float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+					acc[i][j] += av[i] * bv[j];
+		}
+		__syncthreads(); /* the tiles are overwritten by the next step */
+	}
+
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int t = t0 + ty * 4 + i;
+		if (t >= T)
+			continue;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int n = n0 + tx * 4 + j;
+			if (n < N) {
+				float s = acc[i][j];
+				if (HAS_BIAS)
+					s += to_f(bias[n]);
+				y[(long long)t * N + n] = from_f<A>(s);
+			}
+		}
+	}
+}
+
+/* y[B,M,N] = a[B,M,K]·b[B,K,N]. grid (ceil(N/256), M, B), block 256.
+** One output per thread: the a row is the same for the whole block (broadcast reads), b is read along
+** its rows, coalesced over n. */
+template <typename A, typename B_>
+__device__ void k_matmul(A *y, const A *a, const B_ *b, int M, int K, int N)
+{
+	int n = blockIdx.x * blockDim.x + threadIdx.x, m = blockIdx.y;
+	long long bi = blockIdx.z;
+	if (n >= N)
+		return;
+	const A *ar = a + (bi * M + m) * K;
+	const B_ *bc = b + bi * K * N + n;
+	float s = 0.0f;
+	for (int k = 0; k < K; k++)
+		s += to_f(ar[k]) * to_f(bc[(long long)k * N]);
+	y[(bi * M + m) * N + n] = from_f<A>(s);
+}
+
+/* Element-wise with the second operand broadcast: y[i] = a[i] OP b[i % nb]. OP: 0 add, 1 sub, 2 mul,
+** 3 div. grid (ceil(n/256)), block 256. b's type may differ from A (a weight vector).
+** One float operation (IEEE-rounded, as torch) then the conversion to A; y may equal a. */
+template <typename A, typename B_, int OP>
+__device__ void k_binary(A *y, const A *a, const B_ *b, long long n, long long nb)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float u = to_f(a[i]), v = to_f(b[i % nb]), r;
+	if (OP == 0)
+		r = u + v;
+	else if (OP == 1)
+		r = u - v;
+	else if (OP == 2)
+		r = u * v;
+	else
+		r = u / v;
+	y[i] = from_f<A>(r);
+}
+
+/* y = f(x). OP: 0 scale (y = s·x), 1 silu, 2 gelu (erf), 3 gelu (tanh), 4 sigmoid.
+** grid (ceil(n/256)), block 256.
+** Forms chosen to stay accurate at both ends: silu x/(1+e^-x); gelu erf 0.5·x·erfc(-x/√2) (no
+** cancellation for negative x); gelu tanh via 0.5(1+tanh u) = 1/(1+e^-2u). */
+template <typename A, int OP>
+__device__ void k_unary(A *y, const A *x, long long n, float s)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float v = to_f(x[i]), r;
+	if (OP == 0) {
+		r = s * v;
+	} else if (OP == 1) {
+		r = v / (1.0f + expf(-v));
+	} else if (OP == 2) {
+		r = 0.5f * v * erfcf(-v * 0.70710678118654752f);
+	} else if (OP == 3) {
+		float u = 0.79788456080286536f * (v + 0.044715f * v * v * v);
+		r = v / (1.0f + expf(-2.0f * u));
+	} else {
+		r = 1.0f / (1.0f + expf(-v));
+	}
+	y[i] = from_f<A>(r);
+}
+
+/* y = silu(g)·u. grid (ceil(n/256)), block 256. */
+template <typename A>
+__device__ void k_swiglu(A *y, const A *g, const A *u, long long n)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	float gv = to_f(g[i]);
+	y[i] = from_f<A>(gv / (1.0f + expf(-gv)) * to_f(u[i]));
+}
+
+/* Softmax over rows of N. grid (rows), block 256.
+** Three passes over the row (max, sum of exp, write); each thread writes only elements it has just
+** read, after the reductions, so y may equal x. */
+template <typename A>
+__device__ void k_softmax(A *y, const A *x, int N)
+{
+	const A *xr = x + (long long)blockIdx.x * N;
+	A *yr = y + (long long)blockIdx.x * N;
+	float m = neg_inf();
+	walk_row(xr, N, [&](int, float v) { m = fmaxf(m, v); });
+	m = block_max(m);
+	float s = 0.0f;
+	walk_row(xr, N, [&](int, float v) { s += expf(v - m); });
+	float inv = 1.0f / block_sum(s);
+	walk_row(xr, N, [&](int i, float v) { yr[i] = from_f<A>(expf(v - m) * inv); });
+}
+
+/* RMSNorm over rows of N, optional weight. grid (rows), block 256.
+** y = x / sqrt(mean(x²) + eps) · w, with an IEEE square root and division (not rsqrtf). y may equal x. */
+template <typename A, typename W, bool HAS_W>
+__device__ void k_rmsnorm(A *y, const A *x, const W *w, int N, float eps)
+{
+	const A *xr = x + (long long)blockIdx.x * N;
+	A *yr = y + (long long)blockIdx.x * N;
+	float ss = 0.0f;
+	walk_row(xr, N, [&](int, float v) { ss += v * v; });
+	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
+	walk_row(xr, N, [&](int i, float v) {
+		v *= inv;
+		if (HAS_W)
+			v *= to_f(w[i]);
+		yr[i] = from_f<A>(v);
+	});
+}
+
+/* LayerNorm over rows of N, optional weight and bias (a bias only with a weight). grid (rows), block 256.
+** Two passes (mean, then the biased variance of x - mean) for accuracy, as the reference. y may equal x. */
+template <typename A, typename W, bool HAS_W, bool HAS_B>
+__device__ void k_layernorm(A *y, const A *x, const W *w, const W *b, int N, float eps)
+{
+	const A *xr = x + (long long)blockIdx.x * N;
+	A *yr = y + (long long)blockIdx.x * N;
+	float s = 0.0f;
+	walk_row(xr, N, [&](int, float v) { s += v; });
+	float mean = block_sum(s) / (float)N;
+	float sq = 0.0f;
+	walk_row(xr, N, [&](int, float v) { sq += (v - mean) * (v - mean); });
+	float inv = 1.0f / sqrtf(block_sum(sq) / (float)N + eps);
+	walk_row(xr, N, [&](int i, float v) {
+		v = (v - mean) * inv;
+		if (HAS_W)
+			v *= to_f(w[i]);
+		if (HAS_W && HAS_B)
+			v += to_f(b[i]);
+		yr[i] = from_f<A>(v);
+	});
+}
+
+/* Rotary embedding of x[T,H,D] at positions pos[T] (y may equal x). inv_freq[R/2] and cs_scale come from
+** the host (the CPU reference computes them, so both paths agree); angle = float(pos) * inv_freq[i] in
+** float, cos/sin in float times cs_scale. INTERLEAVED pairs (2i, 2i+1), else (i, i + R/2); dims >= R are
+** copied. grid (T*H), block 128 (threads stride over the R/2 pairs and the tail).
+** The rotation uses explicitly rounded products (__fmul_rn) so that no FMA is contracted and the result
+** differs from ref_rope only through cosf/sinf's last-bit differences. One thread reads and writes both
+** members of a pair, so in-place is safe. */
+template <typename A, bool INTERLEAVED>
+__device__ void k_rope(A *y, const A *x, const int *pos, const float *inv_freq, float cs_scale, int H, int D, int R)
+{
+	int row = blockIdx.x, t = row / H, half = R / 2;
+	const A *xh = x + (long long)row * D;
+	A *yh = y + (long long)row * D;
+	float p = (float)pos[t];
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		float a = __fmul_rn(p, inv_freq[i]);
+		float c = __fmul_rn(cosf(a), cs_scale), s = __fmul_rn(sinf(a), cs_scale);
+		int i0 = INTERLEAVED ? 2 * i : i, i1 = INTERLEAVED ? 2 * i + 1 : i + half;
+		float x0 = to_f(xh[i0]), x1 = to_f(xh[i1]);
+		yh[i0] = from_f<A>(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+		yh[i1] = from_f<A>(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
+	}
+	for (int d = 2 * half + threadIdx.x; d < D; d += blockDim.x)
+		yh[d] = xh[d];
+}
+
+/* Write this step's k[T, G*Dk] and v[T, G*Dv] into the caches at rows pos[t].
+** grid (T), block 256. */
+template <typename A>
+__device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const int *pos, int KW, int VW)
+{
+	int t = blockIdx.x;
+	long long p = pos[t];
+	for (int i = threadIdx.x; i < KW; i += blockDim.x)
+		kcache[p * KW + i] = k[(long long)t * KW + i];
+	for (int i = threadIdx.x; i < VW; i += blockDim.x)
+		vcache[p * VW + i] = v[(long long)t * VW + i];
+}
+
+/* Causal attention over the cache: for token t and head h (kv head h / (H/G)), keys 0..pos[t].
+** y[T, H*Dv]; q[T, H*Dk]; caches [S, G*Dk] and [S, G*Dv]. One block per (t, h) with an online
+** (running max / sum) softmax so any context length works; Dk, Dv <= 256.
+** grid (H, T), block 128.
+**
+** Warp w takes keys in groups of four, 4w..4w+3, then 16 further on, and so on. Its lanes hold q and
+** the output accumulator for dims lane + 32i (i < 8) in registers; a group's four k rows and four v
+** rows are loaded together (eight rows in flight), four independent dot products end in shuffle sums,
+** and the warp keeps its own running max m, sum l and accumulator, rescaled by exp(m_old - m_new)
+** whenever the max grows. The four warps' states are merged through shared memory at the end. Rows
+** past pos[t] are never read. Needs exactly 128 threads.
+*/
+template <typename A>
+__device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
+                            int Dk, int Dv, float scale)
+{
+	const int NW = 4, U = 4; /* warps per block, keys per warp per group */
+	__shared__ float wm[NW], wl[NW], wacc[NW][256];
+	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int g = h / (H / G), n = pos[t] + 1;
+	long long KW = (long long)G * Dk, VW = (long long)G * Dv;
+	const A *qh = q + ((long long)t * H + h) * Dk;
+	const A *kg = kcache + (long long)g * Dk, *vg = vcache + (long long)g * Dv;
+
+	float qr[8], acc[8];
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		int d = lane + 32 * i;
+		qr[i] = d < Dk ? to_f(qh[d]) : 0.0f;
+		acc[i] = 0.0f;
+	}
+	float m = neg_inf(), l = 0.0f;
+	int dk_last = Dk - 1, dv_last = Dv - 1;
+	for (int j0 = warp * U; j0 < n; j0 += NW * U) {
+		/* Load the group's k and v elements first, unconditionally: keys past n read row j0 instead
+		** and dims past Dk / Dv re-read the last dim (their q and p factors are 0), so the loads carry
+		** no predicates and all issue before the first use. */
+		float kx[U][8], vv[U][8], s[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			int j = j0 + u < n ? j0 + u : j0;
+			const A *kj = kg + j * KW, *vj = vg + j * VW;
+#pragma unroll
+			for (int i = 0; i < 8; i++) {
+				int d = lane + 32 * i;
+				kx[u][i] = to_f(kj[d < Dk ? d : dk_last]);
+				vv[u][i] = to_f(vj[d < Dv ? d : dv_last]);
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			s[u] = 0.0f;
+#pragma unroll
+			for (int i = 0; i < 8; i++)
+				s[u] += qr[i] * kx[u][i]; /* qr is 0 past Dk */
+		}
+		float mn = m;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			s[u] = j0 + u < n ? warp_sum(s[u]) * scale : neg_inf();
+			mn = fmaxf(mn, s[u]);
+		}
+		/* mn is finite: key j0 < n exists. c = 0 for the first group (m = -inf); p = 0 past n */
+		float c = expf(m - mn), p[U];
+		l *= c;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			p[u] = expf(s[u] - mn);
+			l += p[u];
+		}
+#pragma unroll
+		for (int i = 0; i < 8; i++) {
+			int d = lane + 32 * i;
+			if (d < Dv) {
+				float a = acc[i] * c;
+#pragma unroll
+				for (int u = 0; u < U; u++)
+					a += p[u] * vv[u][i]; /* p = 0 past n */
+				acc[i] = a;
+			}
+		}
+		m = mn;
+	}
+
+	if (lane == 0) {
+		wm[warp] = m;
+		wl[warp] = l;
+	}
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		int d = lane + 32 * i;
+		if (d < Dv)
+			wacc[warp][d] = acc[i];
+	}
+	__syncthreads();
+	/* a warp that saw no key has m = -inf, l = 0 and weight exp(-inf) = 0; key 0 always exists */
+	float mx = neg_inf();
+	for (int w = 0; w < NW; w++)
+		mx = fmaxf(mx, wm[w]);
+	float wt[NW], sum = 0.0f;
+	for (int w = 0; w < NW; w++) {
+		wt[w] = expf(wm[w] - mx);
+		sum += wl[w] * wt[w];
+	}
+	A *yh = y + ((long long)t * H + h) * Dv;
+	for (int d = threadIdx.x; d < Dv; d += blockDim.x) {
+		float o = 0.0f;
+		for (int w = 0; w < NW; w++)
+			o += wacc[w][d] * wt[w];
+		yh[d] = from_f<A>(o / sum);
+	}
+}
+
+/* Block-wide index of the max of xr[0..N) under ranks_before (first on ties, NaN first); every thread
+** gets it. */
+template <typename A>
+__device__ int block_argmax(const A *xr, int N)
+{
+	float bv = neg_inf();
+	int bi = 0x7fffffff;
+	walk_row(xr, N, [&](int i, float v) { keep_best(bv, bi, v, i); });
+	block_best(bv, bi);
+	return bi;
+}
+
+/* Index of the max of each row of x[rows, N] (first on ties). grid (rows), block 256. */
+template <typename A>
+__device__ void k_argmax(int *y, const A *x, int N)
+{
+	int i = block_argmax(x + (long long)blockIdx.x * N, N);
+	if (threadIdx.x == 0)
+		y[blockIdx.x] = i;
+}
+
+/* Indices of the k largest per row, largest first, ties to the lower index; k <= 64.
+** grid (rows), block 256.
+** k rounds of a block-wide argmax; round r only considers elements that rank after round r-1's pick in
+** the (value desc, NaN first, index asc) total order, so no marking is needed. With k > N the extra
+** slots get -1. */
+template <typename A>
+__device__ void k_topk(int *y, const A *x, int N, int k)
+{
+	const A *xr = x + (long long)blockIdx.x * N;
+	int *yr = y + (long long)blockIdx.x * k;
+	float pv = 0.0f;
+	int pi = -1; /* the previous pick; -1 before the first round */
+	for (int r = 0; r < k; r++) {
+		float bv = neg_inf();
+		int bi = 0x7fffffff;
+		for (int i = threadIdx.x; i < N; i += blockDim.x) {
+			float v = to_f(xr[i]);
+			if (pi < 0 || ranks_before(pv, pi, v, i))
+				keep_best(bv, bi, v, i);
+		}
+		block_best(bv, bi);
+		if (threadIdx.x == 0)
+			yr[r] = bi < N ? bi : -1;
+		pv = bv;
+		pi = bi;
+	}
+}
+
+/* Copy a slab: for o < outer, y[(o*dst_ax + dst_at)*inner + i] = x[(o*src_ax + src_at)*inner + i] for
+** i < len*inner (slice: dst_at = 0, len = dst_ax; concat part: src_at = 0, len = src_ax).
+** grid (ceil(outer*len*inner/256)), block 256. Elements are of type E (any 2- or 4-byte type). */
+template <typename E>
+__device__ void k_copy_slab(E *y, const E *x, long long outer, long long inner, long long len, long long src_ax,
+                            long long src_at, long long dst_ax, long long dst_at)
+{
+	long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x, run = len * inner;
+	if (e >= outer * run)
+		return;
+	long long o = e / run, i = e - o * run;
+	y[(o * dst_ax + dst_at) * inner + i] = x[(o * src_ax + src_at) * inner + i];
+}
+
+/* Picks one of four values by index, without a local array. */
+__device__ __forceinline__ long long pick4(long long a0, long long a1, long long a2, long long a3, int i)
+{
+	return i == 0 ? a0 : i == 1 ? a1 : i == 2 ? a2 : a3;
+}
+
+/* Permute x (ndim <= 4, dims d0..d3, unused dims 1) so y's axis i is x's axis p[i].
+** grid (ceil(numel/256)), block 256.
+** Each thread takes one output element in order, splits its index by the output dims d[p[i]] and
+** gathers through x's strides s[p[i]] (as ref_permute). */
+template <typename E>
+__device__ void k_permute(E *y, const E *x, int d0, int d1, int d2, int d3, int p0, int p1, int p2, int p3)
+{
+	long long s3 = 1, s2 = d3, s1 = (long long)d2 * d3, s0 = (long long)d1 * d2 * d3;
+	long long numel = s0 * d0;
+	long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (e >= numel)
+		return;
+	long long o1 = pick4(d0, d1, d2, d3, p1), o2 = pick4(d0, d1, d2, d3, p2), o3 = pick4(d0, d1, d2, d3, p3);
+	long long r = e, c3 = r % o3;
+	r /= o3;
+	long long c2 = r % o2;
+	r /= o2;
+	long long c1 = r % o1, c0 = r / o1;
+	long long src = c0 * pick4(s0, s1, s2, s3, p0) + c1 * pick4(s0, s1, s2, s3, p1) +
+			c2 * pick4(s0, s1, s2, s3, p2) + c3 * pick4(s0, s1, s2, s3, p3);
+	y[e] = x[src];
+}
+
+/* murmur3's 32-bit finalizer: a bijective avalanche mix. */
+__device__ __forceinline__ unsigned mix32(unsigned h)
+{
+	h ^= h >> 16;
+	h *= 0x85ebca6bu;
+	h ^= h >> 13;
+	h *= 0xc2b2ae35u;
+	h ^= h >> 16;
+	return h;
+}
+
+/* A float's position in the total order of floats as an unsigned key (-0 taken as +0), so thresholds
+** can be searched bit by bit: key(a) < key(b) iff a < b for non-NaN a, b. */
+__device__ __forceinline__ unsigned order_key(float f)
+{
+	unsigned u = __float_as_uint(f);
+	if (u == 0x80000000u)
+		u = 0;
+	return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Exclusive prefix sum of v over the block in thread order; *total gets the block's sum. Every thread
+** gets its own prefix. */
+__device__ __forceinline__ int block_scan_excl(int v, int *total)
+{
+	__shared__ int part[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	int incl = v;
+	for (int o = 1; o < 32; o <<= 1) {
+		int u = __shfl_up_sync(0xffffffffu, incl, o);
+		if (lane >= o)
+			incl += u;
+	}
+	__syncthreads();
+	if (lane == 31)
+		part[warp] = incl;
+	__syncthreads();
+	int w = lane < nw ? part[lane] : 0, wincl = w; /* every warp scans the warp totals itself */
+	for (int o = 1; o < 32; o <<= 1) {
+		int u = __shfl_up_sync(0xffffffffu, wincl, o);
+		if (lane >= o)
+			wincl += u;
+	}
+	*total = __shfl_sync(0xffffffffu, wincl, 31);
+	return __shfl_sync(0xffffffffu, wincl - w, warp) + incl - v;
+}
+
+/* Sorts one key per thread, descending, into keys[0..blockDim.x) (bitonic; blockDim.x a power of two).
+** Every thread may read the whole result. */
+__device__ __forceinline__ void block_sort_desc(unsigned *keys, unsigned mine)
+{
+	int tid = threadIdx.x, n = blockDim.x;
+	__syncthreads(); /* earlier readers of keys are done */
+	keys[tid] = mine;
+	__syncthreads();
+	for (int size = 2; size <= n; size <<= 1)
+		for (int stride = size >> 1; stride > 0; stride >>= 1) {
+			int j = tid ^ stride;
+			if (j > tid) {
+				unsigned a = keys[tid], b = keys[j];
+				bool desc = (tid & size) == 0; /* the direction of this bitonic run */
+				if (desc ? a < b : a > b) {
+					keys[tid] = b;
+					keys[j] = a;
+				}
+			}
+			__syncthreads();
+		}
+}
+
+/* The Gumbel noise of token i at step hash hs (k_sample step 3): -log(-log(u)), u in (0, 1). */
+__device__ __forceinline__ float gumbel(unsigned hs, int i)
+{
+	unsigned h = mix32(hs ^ mix32((unsigned)i + 0x6a09e667u));
+	float u = ((float)(h >> 9) + 0.5f) * 1.1920928955078125e-7f;
+	return -logf(-logf(u));
+}
+
+/* The logits a sampling step visits: the whole row, or a candidate list compacted into shared memory.
+** visit(f) calls f(index, logit) for each element of this thread's share. */
+template <typename A>
+struct SampleRow {
+	const A *logits;
+	int V;
+	template <typename F> __device__ void visit(F f) const
+	{
+		walk_row(logits, V, f);
+	}
+};
+
+struct SampleList {
+	const float *l;
+	const int *idx;
+	int n;
+	template <typename F> __device__ void visit(F f) const
+	{
+		for (int j = threadIdx.x; j < n; j += blockDim.x)
+			f(idx[j], l[j]);
+	}
+};
+
+/*
+** Steps 1-3 of k_sample (see there) over `set`, which must hold every token that can be kept. lmax and
+** imax are the row's max logit and its first index; hs the step hash. zall >= 0 is step 2's Z over the
+** whole row, given when top_k is off and the set is a candidate list; else Z is summed here. Step 3
+** skips, exactly, every token that cannot win: g <= gmax for every u, so a token with z + gmax + 1 <
+** the best score so far (which starts at imax's own score) cannot reach it.
+*/
+template <typename Set>
+__device__ int sample_kept(const Set &set, int V, float temp, int top_k, float top_p, float lmax, int imax,
+                           unsigned hs, float zall)
+{
+	unsigned tau = 0;
+	if (top_k > 0 && top_k < V) {
+		for (int b = 31; b >= 0; b--) {
+			unsigned c = tau | (1u << b);
+			int cnt = 0;
+			set.visit([&](int, float l) { cnt += order_key(l) >= c; });
+			if (block_sum_int(cnt) >= top_k)
+				tau = c;
+		}
+	}
+	float M = lmax / temp;
+	if (top_p < 1.0f) {
+		float z = zall;
+		if (z < 0.0f) {
+			float zs = 0.0f;
+			set.visit([&](int, float l) {
+				if (order_key(l) >= tau)
+					zs += expf(l / temp - M);
+			});
+			z = block_sum(zs);
+		}
+		float target = top_p * z;
+		unsigned tp = 0;
+		for (int b = 31; b >= 0; b--) {
+			unsigned c = tp | (1u << b), lo = c > tau ? c : tau;
+			float mass = 0.0f;
+			set.visit([&](int, float l) {
+				if (order_key(l) >= lo)
+					mass += expf(l / temp - M);
+			});
+			if (block_sum(mass) >= target)
+				tp = c;
+		}
+		unsigned kmax = order_key(lmax);
+		tp = tp < kmax ? tp : kmax;
+		tau = tau > tp ? tau : tp;
+	}
+	float gmax = -logf(-logf(((float)0x7fffff + 0.5f) * 1.1920928955078125e-7f)) + 1.0f;
+	float bv = M + gumbel(hs, imax);
+	int bi = imax;
+	set.visit([&](int i, float l) {
+		if (order_key(l) < tau)
+			return;
+		float z = l / temp;
+		if (z + gmax < bv)
+			return;
+		keep_best(bv, bi, z + gumbel(hs, i), i);
+	});
+	block_best(bv, bi);
+	return bi;
+}
+
+/*
+** Sampling from the last row of logits[V] and the step advance, so a decode step needs no host round
+** trip. params: [0] temperature (<= 0: greedy argmax), [1] top_k (<= 0: off), [2] top_p (>= 1: off),
+** [3] seed (as float bits of a uint32 via __float_as_uint). step[0] counts sampled tokens (the RNG
+** counter). Keeps tokens with logit/temp among the top_k and within top_p probability mass, then takes
+** argmax(logit/temp + Gumbel noise) with noise from a counter-based hash of (seed, step[0], index) —
+** deterministic for a seed. Writes the token to out[step[0]] (the generated-ids ring, capacity cap)
+** and to next_token[0], sets next_pos[0] = pos + 1, and increments step[0].
+** grid (1), block 1024.
+**
+** The algorithm exactly, so that a CPU twin can reproduce it. `logits` points at the row to sample (the
+** emitter passes the last row); l_i = float(logits[i]); s = step[0]; key(f) = order_key (the float's
+** bits made monotone, -0 as +0); every tie goes to the lower index. Logits are assumed finite.
+**   Greedy (temperature <= 0 or NaN): token = the first index of the max of l (as k_argmax).
+**   Otherwise, with z_i = l_i / temperature (IEEE float division):
+**   1. tau = 0. If 0 < top_k < V: tau = the largest 32-bit value with #{i : key(l_i) >= tau} >= top_k,
+**      found bit by bit from bit 31 down (tau |= bit while the count stays >= top_k): the key of the
+**      top_k-th largest logit. All logits equal to it are kept (as HF's TopK).
+**   2. If top_p < 1: M = (max_i l_i) / temperature; e_i = expf(z_i - M); Z = sum of e_i over key(l_i) >=
+**      tau; tp = the largest 32-bit value with sum{e_i : key(l_i) >= max(tau, tp)} >= top_p * Z, again
+**      bit by bit; tp = min(tp, key(max_i l_i)) so the top token always stays; tau = max(tau, tp). This
+**      keeps the smallest top set whose probability reaches top_p (HF's TopP).
+**   3. For each kept i (key(l_i) >= tau): h = mix32(mix32(mix32(seed ^ 0x9e3779b9) ^ s) ^
+**      mix32(i + 0x6a09e667)) with mix32 = murmur3's fmix32; u = ((h >> 9) + 0.5) * 2^-23, exact in
+**      float, in (0, 1); g = -logf(-logf(u)); token = the first index of the max of z_i + g (float).
+** The sums in step 2 are float sums in an order of the GPU's choosing, so a twin (in float or double)
+** agrees except where the mass sits within rounding of top_p·Z; logf's last bit can likewise split a
+** near tie in step 3.
+** Then: out[s % cap] = token (when cap > 0), next_token[0] = token, next_pos[0] += 1 (next_pos holds the
+** position just evaluated, so it becomes pos + 1), step[0] = s + 1.
+**
+** Speed: one block walks the row, so each pass over V costs. With top_k or top_p on, a first pass takes
+** the max and each thread's largest key; sorted, the k-th largest of those per-thread maxima is a key
+** tau0 with at least k logits at or above it. With top_k (<= 1024) at k = top_k no token below tau0 can
+** survive; with top_p alone k = 1024, 256, 64 are tried, and a tau0 qualifies once the mass at or above
+** it reaches top_p·Z. When at most 4096 logits reach tau0 they are compacted, in thread order, into
+** shared memory and steps 1-3 run over that list; otherwise over the row (the same tokens, more passes:
+** a broad distribution with top_p alone costs about 32 passes over V). Step 3 skips the hash and logs
+** of tokens too far below the best score to win.
+*/
+template <typename A>
+__device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int *step, const A *logits, int V,
+                         const float *params)
+{
+	const int CAP = 4096; /* candidate list capacity */
+	__shared__ float cand_l[CAP];
+	__shared__ int cand_i[CAP];
+	__shared__ unsigned maxkeys[1024]; /* the per-thread maxima, sorted */
+	float temp = params[0], top_p = params[2];
+	int top_k = (int)params[1];
+	unsigned seed = __float_as_uint(params[3]);
+	int s = step[0];
+	int token;
+
+	if (!(temp > 0.0f)) {
+		token = block_argmax(logits, V);
+	} else {
+		bool use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
+		unsigned hs = mix32(mix32(seed ^ 0x9e3779b9u) ^ (unsigned)s);
+		/* the row's max (value, first index) and this thread's largest key (0 when it has none) */
+		float bv = neg_inf();
+		int bi = 0x7fffffff;
+		walk_row(logits, V, [&](int i, float l) { keep_best(bv, bi, l, i); });
+		unsigned mykey = bi != 0x7fffffff ? order_key(bv) : 0;
+		block_best(bv, bi);
+		float lmax = bv;
+		int imax = bi;
+		SampleRow<A> row = {logits, V};
+
+		if (!use_k && !use_p) {
+			token = sample_kept(row, V, temp, top_k, top_p, lmax, imax, hs, -1.0f);
+		} else {
+			/* thresholds tau0 to try, most permissive first: the k-th largest per-thread max has at
+			** least k logits at or above it. top_k: k = top_k (for k past blockDim.x the bound is 0,
+			** the whole row); top_p alone: k = 1024, 256, 64, and the first whose logits fit in the
+			** list and hold top_p·Z wins. */
+			const int NTH = 3;
+			int nt = blockDim.x;
+			block_sort_desc(maxkeys, mykey);
+			unsigned th[NTH];
+#pragma unroll /* static indices keep the arrays in registers */
+			for (int j = 0; j < NTH; j++) {
+				int k = use_k ? top_k : 1024 >> (2 * j);
+				th[j] = k <= nt ? maxkeys[k - 1] : 0;
+			}
+			float M = lmax / temp, za = 0.0f, mass[NTH];
+			int cnt[NTH];
+#pragma unroll
+			for (int j = 0; j < NTH; j++) {
+				cnt[j] = 0;
+				mass[j] = 0.0f;
+			}
+			bool p_only = use_p && !use_k;
+			walk_row(logits, V, [&](int, float l) {
+				unsigned key = order_key(l);
+				float e = p_only ? expf(l / temp - M) : 0.0f;
+				za += e;
+#pragma unroll
+				for (int j = 0; j < NTH; j++) {
+					cnt[j] += key >= th[j];
+					mass[j] += key >= th[j] ? e : 0.0f;
+				}
+			});
+			float zall = p_only ? block_sum(za) : -1.0f;
+			int pick = -1, mycnt = 0;
+#pragma unroll
+			for (int j = 0; j < NTH; j++) {
+				bool fits = block_sum_int(cnt[j]) <= CAP;
+				if (p_only)
+					fits = block_sum(mass[j]) >= top_p * zall && fits;
+				if (fits && pick < 0) {
+					pick = j;
+					mycnt = cnt[j];
+				}
+			}
+			if (pick >= 0) {
+				/* compact the candidates in thread order (deterministic) into shared memory */
+				unsigned tau0 = pick == 0 ? th[0] : pick == 1 ? th[1] : th[2];
+				int total, off = block_scan_excl(mycnt, &total);
+				walk_row(logits, V, [&](int i, float l) {
+					if (order_key(l) >= tau0) {
+						cand_l[off] = l;
+						cand_i[off] = i;
+						off++;
+					}
+				});
+				__syncthreads();
+				SampleList set = {cand_l, cand_i, total};
+				token = sample_kept(set, V, temp, top_k, top_p, lmax, imax, hs, zall);
+			} else {
+				token = sample_kept(row, V, temp, top_k, top_p, lmax, imax, hs, -1.0f);
+			}
+		}
+	}
+
+	if (threadIdx.x == 0) {
+		if (cap > 0)
+			out[s % cap] = token;
+		next_token[0] = token;
+		next_pos[0] = next_pos[0] + 1;
+		step[0] = s + 1;
+	}
+}

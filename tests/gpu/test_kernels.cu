@@ -1,0 +1,1132 @@
+/*
+** tests/gpu/test_kernels.cu — every CUDA kernel template in ops/kernels.cuh against the float32 CPU
+** references of ops/ref.c, for each activation type A (float, bf16) and weight type W (float, bf16, f16).
+** Runs on the GPU machine only (tests/gpu/build_kernels_test.sh builds it; CI never runs it).
+**
+** Inputs are fresh random values from a fixed-seed generator; 16-bit inputs are rounded first and the
+** reference gets exactly the rounded values the GPU sees. Every GPU output is poisoned with NaN (bytes
+** 0xFF) before the launch, so an element the kernel skips fails. Tolerances (relative L2 error):
+**   - 1e-5 with float activations (any weight type: the weights are exact in float). The references
+**     accumulate in double; the GPU accumulates in float in another order, which for dot products of
+**     K <= 4224 random terms gives about sqrt(K)·2^-24 ≈ 1e-6 relative, and the GPU's expf/erfcf/
+**     cosf differ from glibc's by an ulp or two. 1e-5 leaves a 10x margin and still catches any
+**     missing or doubled term (an error of order 1/sqrt(K) >= 1.5e-2).
+**   - 2e-2 with bf16 activations (DESIGN.md's bf16 bound): the bf16 output alone costs ~2^-9.
+**   - exact (bits) for conversions, embedding, copies, permute, the cache writes, argmax, topk, and
+**     the element-wise binary ops (one IEEE float operation on both sides, then the same rounding).
+** Sampling is checked by its contract: greedy = argmax, top_k = 1 = argmax, same seed = same token,
+** different seeds / steps differ on a flat distribution, draws stay inside the kept set (a logit at or
+** above the k-th largest: top_k keeps every logit equal to the k-th, as HF does), and the
+** frequencies of 4000 draws match softmax(logits/temperature) within 0.03 (about 4 standard deviations).
+**
+** Prints "ok - NAME" or "FAIL - NAME: detail" per check and "N passed, N failed"; exits non-zero on any
+** failure.
+*/
+#include "../../ops/kernels.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <math.h>
+#include <set>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+extern "C" {
+#include "ref.h"
+}
+
+/* ---- checks and CUDA errors ---- */
+
+static int n_pass, n_fail;
+
+/* Prints the counts; the last line of every run. */
+static int finish(void)
+{
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
+
+/* Any CUDA error ends the run as a failed check that names the call, file and line. */
+static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
+{
+	if (e == cudaSuccess)
+		return;
+	printf("FAIL - cuda: %s:%d: %s: %s\n", file, line, call, cudaGetErrorString(e));
+	n_fail++;
+	exit(finish());
+}
+#define CK(call) cuda_check((call), #call, __FILE__, __LINE__)
+
+/* A launch is checked twice: its configuration (cudaGetLastError) and its execution (synchronize). */
+#define CK_LAUNCH()                                \
+	do {                                       \
+		CK(cudaGetLastError());            \
+		CK(cudaDeviceSynchronize());       \
+	} while (0)
+
+/* printf into a std::string, for check names. */
+static std::string fmt(const char *f, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, sizeof buf, f, ap);
+	va_end(ap);
+	return buf;
+}
+
+/* Records one check; detail explains a failure. */
+static void check(bool ok, const std::string &name, const std::string &detail = "")
+{
+	if (ok) {
+		n_pass++;
+		printf("ok - %s\n", name.c_str());
+	} else {
+		n_fail++;
+		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
+	}
+}
+
+/* ---- host-side types, random data, device buffers ---- */
+
+static float h_to_f(float v) { return v; }
+static float h_to_f(bf16 v) { return ref_bf16_to_f32(v.x); }
+static float h_to_f(f16 v) { return ref_f16_to_f32(v.x); }
+
+template <typename T> static T h_from_f(float v);
+template <> float h_from_f<float>(float v) { return v; }
+template <> bf16 h_from_f<bf16>(float v)
+{
+	bf16 b;
+	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+template <> f16 h_from_f<f16>(float v)
+{
+	f16 h;
+	h.x = ref_f32_to_f16(v);
+	return h;
+}
+
+template <typename T> static const char *tname();
+template <> const char *tname<float>() { return "f32"; }
+template <> const char *tname<bf16>() { return "bf16"; }
+template <> const char *tname<f16>() { return "f16"; }
+
+/* The tolerance for outputs of activation type A (see the header comment). */
+template <typename A> static double tol()
+{
+	return std::is_same<A, float>::value ? 1e-5 : 2e-2;
+}
+
+template <typename T> static std::vector<T> to_type(const std::vector<float> &f)
+{
+	std::vector<T> v(f.size());
+	for (size_t i = 0; i < f.size(); i++)
+		v[i] = h_from_f<T>(f[i]);
+	return v;
+}
+
+template <typename T> static std::vector<float> to_float(const std::vector<T> &v)
+{
+	std::vector<float> f(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		f[i] = h_to_f(v[i]);
+	return f;
+}
+
+/* Rounds float values through T and back: what a T tensor holding them contains. */
+template <typename T> static std::vector<float> through(const std::vector<float> &f)
+{
+	return to_float(to_type<T>(f));
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+/* xorshift64: 64 random bits. */
+static uint64_t rand64(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+/* Uniform in [lo, hi). */
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rand64() >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static std::vector<float> rnd(size_t n, float lo = -1.0f, float hi = 1.0f)
+{
+	std::vector<float> v(n);
+	for (auto &x : v)
+		x = frand(lo, hi);
+	return v;
+}
+
+/* Device buffers live until the end of the current test (free_all). */
+static std::vector<void *> allocs;
+
+template <typename T> static T *upload(const std::vector<T> &h)
+{
+	T *p;
+	CK(cudaMalloc(&p, std::max<size_t>(h.size(), 1) * sizeof(T)));
+	allocs.push_back(p);
+	if (!h.empty())
+		CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+	return p;
+}
+
+/* An output buffer filled with 0xFF bytes: NaN as float and bf16, -1 as int. */
+template <typename T> static T *poisoned(size_t n)
+{
+	T *p;
+	CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+	allocs.push_back(p);
+	CK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T)));
+	return p;
+}
+
+template <typename T> static std::vector<T> download(const T *p, size_t n)
+{
+	std::vector<T> h(n);
+	if (n)
+		CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static void free_all(void)
+{
+	for (void *p : allocs)
+		CK(cudaFree(p));
+	allocs.clear();
+}
+
+/* ---- comparisons ---- */
+
+/* ‖a−b‖/‖b‖; NaN anywhere (or a size mismatch) gives +inf so it never passes. */
+static double rel_l2(const std::vector<float> &a, const std::vector<float> &b)
+{
+	if (a.size() != b.size())
+		return INFINITY;
+	double num = 0, den = 0;
+	for (size_t i = 0; i < a.size(); i++) {
+		if (isnan(a[i]) || isnan(b[i]))
+			return INFINITY;
+		double d = (double)a[i] - b[i];
+		num += d * d;
+		den += (double)b[i] * b[i];
+	}
+	if (den == 0)
+		return num == 0 ? 0 : INFINITY;
+	return sqrt(num / den);
+}
+
+static void check_close(const std::string &name, const std::vector<float> &got, const std::vector<float> &want,
+			double tolerance)
+{
+	double e = rel_l2(got, want);
+	size_t bad = 0;
+	while (bad < got.size() && !isnan(got[bad]))
+		bad++;
+	std::string why = fmt("rel-L2 %.3g > %.3g", e, tolerance);
+	if (bad < got.size())
+		why += fmt(" (NaN at %zu)", bad);
+	check(e <= tolerance, name, why);
+}
+
+/* Byte-exact comparison of two arrays of T. */
+template <typename T>
+static void check_exact(const std::string &name, const std::vector<T> &got, const std::vector<T> &want)
+{
+	if (got.size() != want.size()) {
+		check(false, name, fmt("size %zu, want %zu", got.size(), want.size()));
+		return;
+	}
+	for (size_t i = 0; i < got.size(); i++)
+		if (memcmp(&got[i], &want[i], sizeof(T))) {
+			unsigned g = 0, w = 0;
+			memcpy(&g, &got[i], sizeof(T) < 4 ? sizeof(T) : 4);
+			memcpy(&w, &want[i], sizeof(T) < 4 ? sizeof(T) : 4);
+			check(false, name, fmt("element %zu: bits 0x%x, want 0x%x", i, g, w));
+			return;
+		}
+	check(true, name);
+}
+
+/* ---- __global__ wrappers, as glmc's emitter writes them ---- */
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256) g_embedding(A *y, const W *t, const int *ids, int T, int C)
+{
+	k_embedding<A, W>(y, t, ids, T, C);
+}
+
+template <typename A, typename W, bool HB>
+__global__ void __launch_bounds__(256) g_gemv(A *y, const A *x, const W *w, const A *b, int T, int K, int N)
+{
+	k_linear_gemv<A, W, HB>(y, x, w, b, T, K, N);
+}
+
+template <typename A, typename W, bool HB>
+__global__ void __launch_bounds__(256) g_gemm(A *y, const A *x, const W *w, const A *b, int T, int K, int N)
+{
+	k_linear_gemm<A, W, HB>(y, x, w, b, T, K, N);
+}
+
+template <typename A, typename B_>
+__global__ void __launch_bounds__(256) g_matmul(A *y, const A *a, const B_ *b, int M, int K, int N)
+{
+	k_matmul<A, B_>(y, a, b, M, K, N);
+}
+
+template <typename A, typename B_, int OP>
+__global__ void __launch_bounds__(256) g_binary(A *y, const A *a, const B_ *b, long long n, long long nb)
+{
+	k_binary<A, B_, OP>(y, a, b, n, nb);
+}
+
+template <typename A, int OP>
+__global__ void __launch_bounds__(256) g_unary(A *y, const A *x, long long n, float s)
+{
+	k_unary<A, OP>(y, x, n, s);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_swiglu(A *y, const A *g, const A *u, long long n)
+{
+	k_swiglu<A>(y, g, u, n);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_softmax(A *y, const A *x, int N)
+{
+	k_softmax<A>(y, x, N);
+}
+
+template <typename A, typename W, bool HW>
+__global__ void __launch_bounds__(256) g_rmsnorm(A *y, const A *x, const W *w, int N, float eps)
+{
+	k_rmsnorm<A, W, HW>(y, x, w, N, eps);
+}
+
+template <typename A, typename W, bool HW, bool HB>
+__global__ void __launch_bounds__(256) g_layernorm(A *y, const A *x, const W *w, const W *b, int N, float eps)
+{
+	k_layernorm<A, W, HW, HB>(y, x, w, b, N, eps);
+}
+
+template <typename A, bool IL>
+__global__ void __launch_bounds__(128)
+	g_rope(A *y, const A *x, const int *pos, const float *inv_freq, float cs, int H, int D, int R)
+{
+	k_rope<A, IL>(y, x, pos, inv_freq, cs, H, D, R);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(256)
+	g_kv_write(A *kc, A *vc, const A *k, const A *v, const int *pos, int KW, int VW)
+{
+	k_kv_write<A>(kc, vc, k, v, pos, KW, VW);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(128) g_attention(A *y, const A *q, const A *kc, const A *vc, const int *pos, int H,
+						   int G, int Dk, int Dv, float scale)
+{
+	k_attention<A>(y, q, kc, vc, pos, H, G, Dk, Dv, scale);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_argmax(int *y, const A *x, int N)
+{
+	k_argmax<A>(y, x, N);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_topk(int *y, const A *x, int N, int k)
+{
+	k_topk<A>(y, x, N, k);
+}
+
+template <typename E>
+__global__ void __launch_bounds__(256) g_copy_slab(E *y, const E *x, long long outer, long long inner, long long len,
+						   long long sax, long long sat, long long dax, long long dat)
+{
+	k_copy_slab<E>(y, x, outer, inner, len, sax, sat, dax, dat);
+}
+
+template <typename E>
+__global__ void __launch_bounds__(256)
+	g_permute(E *y, const E *x, int d0, int d1, int d2, int d3, int p0, int p1, int p2, int p3)
+{
+	k_permute<E>(y, x, d0, d1, d2, d3, p0, p1, p2, p3);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(1024)
+	g_sample(int *out, int cap, int *nt, int *np, int *step, const A *logits, int V, const float *params)
+{
+	k_sample<A>(out, cap, nt, np, step, logits, V, params);
+}
+
+/* The conversions themselves, one element per thread. */
+template <typename T> __global__ void g_widen(float *y, const T *x, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = to_f(x[i]);
+}
+
+template <typename T> __global__ void g_narrow(T *y, const float *x, int n)
+{
+	int i = blockIdx.x * blockDim.x + threadIdx.x;
+	if (i < n)
+		y[i] = from_f<T>(x[i]);
+}
+
+static unsigned blocks(long long n, int per)
+{
+	return (unsigned)((n + per - 1) / per);
+}
+
+/* ---- tests ---- */
+
+static float u2f(uint32_t u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+/* Widening of every 16-bit pattern, and narrowing of special values, both rounding boundaries and
+** random bit patterns, bit for bit against ref.c's conversions (NaN payloads included). */
+template <typename T> static void test_conversions(uint16_t (*ref_narrow)(float), float (*ref_widen)(uint16_t))
+{
+	std::vector<T> all(65536);
+	for (int i = 0; i < 65536; i++)
+		all[i].x = (unsigned short)i;
+	std::vector<float> want(65536);
+	for (int i = 0; i < 65536; i++)
+		want[i] = ref_widen((uint16_t)i);
+	float *dy = poisoned<float>(65536);
+	g_widen<T><<<blocks(65536, 256), 256>>>(dy, upload(all), 65536);
+	CK_LAUNCH();
+	check_exact(fmt("to_f(%s) all 65536 patterns", tname<T>()), download(dy, 65536), want);
+
+	std::vector<float> x;
+	const uint32_t special[] = {0x00000000, 0x80000000, 0x7f800000, 0xff800000, 0x7fc00000, 0xffc00001, 0x7f800001,
+				    0x7fbfffff, 0x00000001, 0x807fffff, 0x7f7fffff, 0xff7fffff, 0x477fe000, 0x477ff000,
+				    0x477fefff, 0x477ff001, 0x47800000, 0x38800000, 0x387fffff, 0x33800000, 0x33000000,
+				    0x33000001, 0x32ffffff, 0x337fffff, 0x3f800000, 0x3f801000, 0x3f803000, 0x3f808000,
+				    0x3f818000, 0x3f807fff, 0x3f800001, 0xbf808001};
+	for (uint32_t u : special)
+		x.push_back(u2f(u));
+	/* every f16 value's neighbourhood: just below, at and just above each halfway point */
+	for (uint32_t h = 0; h < 0x7c00; h++) {
+		float lo = ref_f16_to_f32((uint16_t)h), hi = ref_f16_to_f32((uint16_t)(h + 1));
+		float mid = lo + (hi - lo) / 2; /* exact: adjacent halves differ by a power of two */
+		x.push_back(mid);
+		x.push_back(nextafterf(mid, 0));
+		x.push_back(nextafterf(mid, INFINITY));
+		x.push_back(-mid);
+	}
+	for (int i = 0; i < (1 << 20); i++)
+		x.push_back(u2f((uint32_t)(rand64() >> 32)));
+	int n = (int)x.size();
+	std::vector<T> want_n(n);
+	for (int i = 0; i < n; i++)
+		want_n[i].x = ref_narrow(x[i]);
+	T *dn = poisoned<T>(n);
+	g_narrow<T><<<blocks(n, 256), 256>>>(dn, upload(x), n);
+	CK_LAUNCH();
+	check_exact(fmt("from_f<%s> %d values (specials, halfway points, random bits)", tname<T>(), n), download(dn, n),
+		    want_n);
+	free_all();
+}
+
+template <typename A, typename W> static void test_embedding()
+{
+	int T = 3, C = 300, V = 50;
+	std::vector<W> tab = to_type<W>(rnd((size_t)V * C));
+	std::vector<float> tabf = to_float(tab), want((size_t)T * C);
+	std::vector<int> ids = {7, 0, 49};
+	ref_embedding(want.data(), tabf.data(), ids.data(), T, C);
+	A *dy = poisoned<A>((size_t)T * C);
+	g_embedding<A, W><<<dim3(blocks(C, 256), T), 256>>>(dy, upload(tab), upload(ids), T, C);
+	CK_LAUNCH();
+	check_exact(fmt("embedding A=%s W=%s T=%d C=%d", tname<A>(), tname<W>(), T, C),
+		    to_float(download(dy, (size_t)T * C)), through<A>(want));
+	free_all();
+}
+
+/* One linear layer through the GEMV (gemm = false) or GEMM kernel. misalign offsets the weight pointer
+** by one element, which forces the GEMV's scalar path. */
+template <typename A, typename W>
+static void test_linear(bool gemm, int T, int K, int N, bool bias, bool misalign = false)
+{
+	std::vector<A> x = to_type<A>(rnd((size_t)T * K)), b = to_type<A>(rnd(N));
+	std::vector<W> w = to_type<W>(rnd((size_t)N * K + 1));
+	std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b), want((size_t)T * N);
+	int off = misalign ? 1 : 0;
+	ref_linear(want.data(), xf.data(), wf.data() + off, bias ? bf.data() : NULL, T, K, N);
+	A *dy = poisoned<A>((size_t)T * N), *dx = upload(x), *db = upload(b);
+	W *dw = upload(w) + off;
+	if (!gemm && bias)
+		g_gemv<A, W, true><<<blocks(N, 8), 256>>>(dy, dx, dw, db, T, K, N);
+	else if (!gemm)
+		g_gemv<A, W, false><<<blocks(N, 8), 256>>>(dy, dx, dw, nullptr, T, K, N);
+	else if (bias)
+		g_gemm<A, W, true><<<dim3(blocks(N, 64), blocks(T, 64)), 256>>>(dy, dx, dw, db, T, K, N);
+	else
+		g_gemm<A, W, false><<<dim3(blocks(N, 64), blocks(T, 64)), 256>>>(dy, dx, dw, nullptr, T, K, N);
+	CK_LAUNCH();
+	check_close(fmt("%s A=%s W=%s T=%d K=%d N=%d%s%s", gemm ? "linear_gemm" : "linear_gemv", tname<A>(), tname<W>(), T,
+			K, N, bias ? " bias" : "", misalign ? " misaligned-w" : ""),
+		    to_float(download(dy, (size_t)T * N)), want, tol<A>());
+	free_all();
+}
+
+template <typename A, typename B_> static void test_matmul()
+{
+	int B = 2, M = 3, K = 70, N = 300;
+	std::vector<A> a = to_type<A>(rnd((size_t)B * M * K));
+	std::vector<B_> b = to_type<B_>(rnd((size_t)B * K * N));
+	std::vector<float> af = to_float(a), bf = to_float(b), want((size_t)B * M * N);
+	ref_matmul(want.data(), af.data(), bf.data(), B, M, K, N);
+	A *dy = poisoned<A>(want.size());
+	g_matmul<A, B_><<<dim3(blocks(N, 256), M, B), 256>>>(dy, upload(a), upload(b), M, K, N);
+	CK_LAUNCH();
+	check_close(fmt("matmul A=%s B=%s B=%d M=%d K=%d N=%d", tname<A>(), tname<B_>(), B, M, K, N),
+		    to_float(download(dy, want.size())), want, tol<A>());
+	free_all();
+}
+
+template <typename A, typename B_, int OP> static void test_binary()
+{
+	static const char *names[] = {"add", "sub", "mul", "div"};
+	long long n = 1000, nb = 40;
+	std::vector<A> a = to_type<A>(rnd(n));
+	std::vector<float> braw = rnd(nb);
+	if (OP == 3) /* keep divisors away from zero */
+		for (auto &v : braw)
+			v = (v < 0 ? -1.0f : 1.0f) * (0.5f + fabsf(v));
+	std::vector<B_> b = to_type<B_>(braw);
+	std::vector<float> af = to_float(a), bf = to_float(b), want(n);
+	if (OP == 0)
+		ref_add(want.data(), af.data(), bf.data(), n, nb);
+	else if (OP == 1)
+		ref_sub(want.data(), af.data(), bf.data(), n, nb);
+	else if (OP == 2)
+		ref_mul(want.data(), af.data(), bf.data(), n, nb);
+	else
+		ref_div(want.data(), af.data(), bf.data(), n, nb);
+	A *dy = poisoned<A>(n);
+	g_binary<A, B_, OP><<<blocks(n, 256), 256>>>(dy, upload(a), upload(b), n, nb);
+	CK_LAUNCH();
+	check_exact(fmt("binary %s A=%s B=%s n=%lld nb=%lld", names[OP], tname<A>(), tname<B_>(), n, nb),
+		    to_float(download(dy, n)), through<A>(want));
+	free_all();
+}
+
+template <typename A, int OP> static void test_unary()
+{
+	static const char *names[] = {"scale", "silu", "gelu_erf", "gelu_tanh", "sigmoid"};
+	long long n = 1000;
+	float s = 0.37f;
+	std::vector<A> x = to_type<A>(rnd(n, -6.0f, 6.0f));
+	std::vector<float> xf = to_float(x), want(n);
+	if (OP == 0)
+		ref_scale(want.data(), xf.data(), n, s);
+	else if (OP == 1)
+		ref_silu(want.data(), xf.data(), n);
+	else if (OP == 2 || OP == 3)
+		ref_gelu(want.data(), xf.data(), n, OP == 3);
+	else
+		ref_sigmoid(want.data(), xf.data(), n);
+	A *dy = poisoned<A>(n);
+	g_unary<A, OP><<<blocks(n, 256), 256>>>(dy, upload(x), n, s);
+	CK_LAUNCH();
+	check_close(fmt("unary %s A=%s n=%lld", names[OP], tname<A>(), n), to_float(download(dy, n)), want, tol<A>());
+	free_all();
+}
+
+template <typename A> static void test_swiglu()
+{
+	long long n = 1000;
+	std::vector<A> g = to_type<A>(rnd(n, -6.0f, 6.0f)), u = to_type<A>(rnd(n));
+	std::vector<float> gf = to_float(g), uf = to_float(u), want(n);
+	ref_swiglu(want.data(), gf.data(), uf.data(), n);
+	A *dy = poisoned<A>(n);
+	g_swiglu<A><<<blocks(n, 256), 256>>>(dy, upload(g), upload(u), n);
+	CK_LAUNCH();
+	check_close(fmt("swiglu A=%s n=%lld", tname<A>(), n), to_float(download(dy, n)), want, tol<A>());
+	free_all();
+}
+
+template <typename A> static void test_softmax(int R, int N)
+{
+	std::vector<A> x = to_type<A>(rnd((size_t)R * N, -5.0f, 5.0f));
+	std::vector<float> xf = to_float(x), want(x.size());
+	ref_softmax(want.data(), xf.data(), R, N);
+	A *dy = poisoned<A>(x.size());
+	g_softmax<A><<<R, 256>>>(dy, upload(x), N);
+	CK_LAUNCH();
+	check_close(fmt("softmax A=%s rows=%d N=%d", tname<A>(), R, N), to_float(download(dy, x.size())), want, tol<A>());
+	free_all();
+}
+
+template <typename A, typename W, bool HW> static void test_rmsnorm(int R, int N)
+{
+	float eps = 1e-6f;
+	std::vector<A> x = to_type<A>(rnd((size_t)R * N));
+	std::vector<W> w = to_type<W>(rnd(N, 0.5f, 1.5f));
+	std::vector<float> xf = to_float(x), wf = to_float(w), want(x.size());
+	ref_rmsnorm(want.data(), xf.data(), HW ? wf.data() : NULL, R, N, eps);
+	A *dy = poisoned<A>(x.size());
+	g_rmsnorm<A, W, HW><<<R, 256>>>(dy, upload(x), HW ? upload(w) : nullptr, N, eps);
+	CK_LAUNCH();
+	check_close(fmt("rmsnorm A=%s W=%s%s rows=%d N=%d", tname<A>(), tname<W>(), HW ? "" : " (no weight)", R, N),
+		    to_float(download(dy, x.size())), want, tol<A>());
+	free_all();
+}
+
+template <typename A, typename W, bool HW, bool HB> static void test_layernorm(int R, int N)
+{
+	float eps = 1e-5f;
+	std::vector<A> x = to_type<A>(rnd((size_t)R * N, 2.0f, 4.0f)); /* a large mean tests the two passes */
+	std::vector<W> w = to_type<W>(rnd(N, 0.5f, 1.5f)), b = to_type<W>(rnd(N));
+	std::vector<float> xf = to_float(x), wf = to_float(w), bf = to_float(b), want(x.size());
+	ref_layernorm(want.data(), xf.data(), HW ? wf.data() : NULL, HB ? bf.data() : NULL, R, N, eps);
+	A *dy = poisoned<A>(x.size());
+	g_layernorm<A, W, HW, HB><<<R, 256>>>(dy, upload(x), HW ? upload(w) : nullptr, HB ? upload(b) : nullptr, N, eps);
+	CK_LAUNCH();
+	check_close(fmt("layernorm A=%s W=%s%s%s rows=%d N=%d", tname<A>(), tname<W>(), HW ? " weight" : "",
+			HB ? " bias" : "", R, N),
+		    to_float(download(dy, x.size())), want, tol<A>());
+	free_all();
+}
+
+/* Rope against ref_rope with the same RefRope; inv_freq and cs_scale come from ref_rope_freqs as glmc
+** will pass them. in_place runs with y == x. */
+template <typename A, bool IL>
+static void test_rope(int T, int H, int D, int R, double yarn, std::vector<int> pos, bool in_place)
+{
+	RefRope r = {};
+	r.head_dim = D;
+	r.rot_dim = R;
+	r.interleaved = IL;
+	r.theta = 10000;
+	r.yarn_factor = yarn;
+	r.yarn_orig_ctx = 4096;
+	std::vector<float> inv(R / 2);
+	float cs;
+	ref_rope_freqs(&r, inv.data(), &cs);
+	std::vector<A> x = to_type<A>(rnd((size_t)T * H * D));
+	std::vector<float> xf = to_float(x), want(x.size());
+	ref_rope(want.data(), xf.data(), pos.data(), T, H, &r);
+	A *dx = upload(x), *dy = in_place ? dx : poisoned<A>(x.size());
+	g_rope<A, IL><<<T * H, 128>>>(dy, dx, upload(pos), upload(inv), cs, H, D, R);
+	CK_LAUNCH();
+	check_close(fmt("rope A=%s %s T=%d H=%d D=%d R=%d%s%s (cs_scale %.4f)", tname<A>(),
+			IL ? "interleaved" : "split-half", T, H, D, R, yarn > 1 ? " yarn" : "", in_place ? " in-place" : "",
+			cs),
+		    to_float(download(dy, x.size())), want, tol<A>());
+	free_all();
+}
+
+/*
+** A prefill of `prefill` tokens, then `steps` single-token steps, each through k_kv_write and
+** k_attention, against ref_attention run the same way on its own caches. The GPU caches start
+** poisoned, so reading a row past pos[t] gives NaN; at the end the written rows must equal the
+** reference caches exactly and the rest must still hold the poison.
+*/
+template <typename A> static void test_attention(int H, int G, int Dk, int Dv, int prefill, int steps, float scale)
+{
+	int S = prefill + steps + 3;
+	size_t KW = (size_t)G * Dk, VW = (size_t)G * Dv;
+	std::vector<float> kc_ref(S * KW, NAN), vc_ref(S * VW, NAN);
+	A *kc = poisoned<A>(S * KW), *vc = poisoned<A>(S * VW);
+	std::string cfg = fmt("A=%s H=%d G=%d Dk=%d Dv=%d", tname<A>(), H, G, Dk, Dv);
+	int p0 = 0;
+	for (int call = 0; call <= steps; call++) {
+		int T = call == 0 ? prefill : 1;
+		std::vector<int> pos(T);
+		for (int t = 0; t < T; t++)
+			pos[t] = p0 + t;
+		std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dk)), k = to_type<A>(rnd(T * KW)),
+			       v = to_type<A>(rnd(T * VW));
+		std::vector<float> qf = to_float(q), kf = to_float(k), vf = to_float(v), want((size_t)T * H * Dv);
+		ref_attention(want.data(), qf.data(), kf.data(), vf.data(), kc_ref.data(), vc_ref.data(), pos.data(), T, H,
+			      G, Dk, Dv, S, scale);
+		int *dpos = upload(pos);
+		A *dy = poisoned<A>(want.size());
+		g_kv_write<A><<<T, 256>>>(kc, vc, upload(k), upload(v), dpos, (int)KW, (int)VW);
+		CK_LAUNCH();
+		g_attention<A><<<dim3(H, T), 128>>>(dy, upload(q), kc, vc, dpos, H, G, Dk, Dv, scale);
+		CK_LAUNCH();
+		check_close(call == 0 ? fmt("attention %s prefill T=%d", cfg.c_str(), T)
+				      : fmt("attention %s step %d (pos %d)", cfg.c_str(), call, p0),
+			    to_float(download(dy, want.size())), want, tol<A>());
+		p0 += T;
+	}
+	/* rows 0..p0-1 as the reference wrote them; rows p0..S-1 untouched (0xFF bytes) */
+	std::vector<A> kwant = to_type<A>(kc_ref), vwant = to_type<A>(vc_ref);
+	memset((void *)(kwant.data() + p0 * KW), 0xFF, (S - p0) * KW * sizeof(A));
+	memset((void *)(vwant.data() + p0 * VW), 0xFF, (S - p0) * VW * sizeof(A));
+	check_exact(fmt("kv_write %s k cache after %d positions", cfg.c_str(), p0), download(kc, S * KW), kwant);
+	check_exact(fmt("kv_write %s v cache after %d positions", cfg.c_str(), p0), download(vc, S * VW), vwant);
+	free_all();
+}
+
+/* Rows of N with awkward content: random, a tied max (indices 10 and N/2), two NaNs, all equal. */
+static std::vector<float> awkward_rows(int N)
+{
+	std::vector<float> x = rnd((size_t)4 * N);
+	float *r1 = &x[N], *r2 = &x[2 * N], *r3 = &x[3 * N];
+	r1[10] = r1[N / 2] = 2.0f;
+	r2[N / 3] = r2[2 * N / 3] = NAN;
+	for (int i = 0; i < N; i++)
+		r3[i] = 0.25f;
+	return x;
+}
+
+template <typename A> static void test_argmax(int N)
+{
+	int R = 4;
+	std::vector<A> x = to_type<A>(awkward_rows(N));
+	std::vector<float> xf = to_float(x);
+	std::vector<int> want(R);
+	ref_argmax(want.data(), xf.data(), R, N);
+	int *dy = poisoned<int>(R);
+	g_argmax<A><<<R, 256>>>(dy, upload(x), N);
+	CK_LAUNCH();
+	check_exact(fmt("argmax A=%s rows=%d N=%d (ties, NaN)", tname<A>(), R, N), download(dy, R), want);
+	free_all();
+}
+
+template <typename A> static void test_topk(int N, int k)
+{
+	int R = 4;
+	std::vector<float> raw = awkward_rows(N);
+	for (int i = 0; i < N; i += 7) /* more ties in row 1, above the random values */
+		raw[N + i] = 1.5f;
+	std::vector<A> x = to_type<A>(raw);
+	std::vector<float> xf = to_float(x);
+	std::vector<int> want((size_t)R * k);
+	ref_topk(want.data(), xf.data(), R, N, k);
+	int *dy = poisoned<int>(want.size());
+	g_topk<A><<<R, 256>>>(dy, upload(x), N, k);
+	CK_LAUNCH();
+	check_exact(fmt("topk A=%s rows=%d N=%d k=%d (ties, NaN)", tname<A>(), R, N, k), download(dy, want.size()), want);
+	free_all();
+}
+
+/* A slice (dst_at = 0, len = dst_ax) and a concat part (src_at = 0, len = src_ax) against plain loops;
+** elements outside the slab keep the poison. */
+template <typename E> static void test_copy_slab()
+{
+	long long outer = 3, inner = 7;
+	struct {
+		long long sax, sat, len, dax, dat;
+		const char *what;
+	} cases[] = {{10, 4, 5, 5, 0, "slice"}, {4, 0, 4, 10, 6, "concat part"}};
+	for (auto &c : cases) {
+		std::vector<E> x = to_type<E>(rnd(outer * c.sax * inner));
+		size_t ny = outer * c.dax * inner;
+		std::vector<E> want(ny);
+		memset((void *)want.data(), 0xFF, ny * sizeof(E));
+		for (long long o = 0; o < outer; o++)
+			for (long long i = 0; i < c.len * inner; i++)
+				want[(o * c.dax + c.dat) * inner + i] = x[(o * c.sax + c.sat) * inner + i];
+		E *dy = poisoned<E>(ny);
+		g_copy_slab<E><<<blocks(outer * c.len * inner, 256), 256>>>(dy, upload(x), outer, inner, c.len, c.sax, c.sat,
+									    c.dax, c.dat);
+		CK_LAUNCH();
+		check_exact(fmt("copy_slab %s E=%s outer=%lld inner=%lld len=%lld", c.what, tname<E>(), outer, inner, c.len),
+			    download(dy, ny), want);
+		free_all();
+	}
+}
+
+/* Permutes of 4-, 3- and 2-dim tensors (padded with leading 1s) against ref_permute. */
+template <typename E> static void test_permute()
+{
+	struct {
+		int ndim;
+		int64_t shape[4];
+		int perm[4];
+	} cases[] = {
+		{4, {2, 3, 4, 5}, {0, 2, 1, 3}}, {4, {2, 3, 4, 5}, {3, 2, 1, 0}}, {4, {2, 3, 4, 5}, {1, 0, 3, 2}},
+		{4, {2, 3, 4, 5}, {0, 1, 2, 3}}, {3, {5, 7, 3}, {2, 0, 1}},       {2, {33, 70}, {1, 0}},
+	};
+	for (auto &c : cases) {
+		int pad = 4 - c.ndim, d[4] = {1, 1, 1, 1}, p[4] = {0, 1, 2, 3};
+		size_t n = 1;
+		for (int i = 0; i < c.ndim; i++) {
+			d[pad + i] = (int)c.shape[i];
+			p[pad + i] = pad + c.perm[i];
+			n *= c.shape[i];
+		}
+		std::vector<E> x = to_type<E>(rnd(n)), want(n);
+		ref_permute(want.data(), x.data(), c.ndim, c.shape, c.perm, sizeof(E));
+		E *dy = poisoned<E>(n);
+		g_permute<E><<<blocks(n, 256), 256>>>(dy, upload(x), d[0], d[1], d[2], d[3], p[0], p[1], p[2], p[3]);
+		CK_LAUNCH();
+		std::string shape, perm;
+		for (int i = 0; i < c.ndim; i++) {
+			shape += fmt(i ? "x%lld" : "%lld", (long long)c.shape[i]);
+			perm += fmt(i ? ",%d" : "%d", c.perm[i]);
+		}
+		check_exact(fmt("permute E=%s %s perm (%s)", tname<E>(), shape.c_str(), perm.c_str()), download(dy, n), want);
+		free_all();
+	}
+}
+
+/* ---- sampling ---- */
+
+/* Random logits in [-3, 2) with m distinct larger values 2 + step·(j+1) planted at random indices. */
+static std::vector<float> planted(int V, int m, float step)
+{
+	std::vector<float> x = rnd(V, -3.0f, 2.0f);
+	for (int j = 0; j < m; j++) {
+		int i;
+		do
+			i = (int)(rand64() % V);
+		while (x[i] > 2.0f);
+		x[i] = 2.0f + step * (j + 1);
+	}
+	return x;
+}
+
+/* The per-sequence state k_sample reads and writes, on the device. */
+struct Sampler {
+	int *out, *token, *pos, *step;
+	float *params;
+	int cap;
+};
+
+static Sampler sampler(int cap)
+{
+	Sampler s;
+	s.cap = cap;
+	s.out = poisoned<int>(cap);
+	s.token = poisoned<int>(1);
+	s.pos = poisoned<int>(1);
+	s.step = poisoned<int>(1);
+	s.params = poisoned<float>(4);
+	return s;
+}
+
+/* Sets the parameters and the counters (pos, step) before a run of draws. */
+static void sampler_set(Sampler &s, float temp, int top_k, float top_p, uint32_t seed, int pos, int step)
+{
+	float p[4] = {temp, (float)top_k, top_p, u2f(seed)};
+	CK(cudaMemcpy(s.params, p, sizeof p, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.pos, &pos, sizeof pos, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.step, &step, sizeof step, cudaMemcpyHostToDevice));
+}
+
+/* n back-to-back draws (the kernel advances step itself); returns the ring's first n entries, which hold
+** the draws in order when the run started at step 0 and n <= cap. */
+template <typename A> static std::vector<int> draws(Sampler &s, const A *logits, int V, int n)
+{
+	for (int i = 0; i < n; i++)
+		g_sample<A><<<1, 1024>>>(s.out, s.cap, s.token, s.pos, s.step, logits, V, s.params);
+	CK_LAUNCH();
+	return download(s.out, n);
+}
+
+/* One draw at (seed, step). */
+template <typename A> static int draw_at(Sampler &s, const A *logits, int V, float temp, int top_k, float top_p,
+					 uint32_t seed, int step)
+{
+	sampler_set(s, temp, top_k, top_p, seed, 0, step);
+	g_sample<A><<<1, 1024>>>(s.out, s.cap, s.token, s.pos, s.step, logits, V, s.params);
+	CK_LAUNCH();
+	return download(s.token, 1)[0];
+}
+
+/* The k-th largest value of x. */
+static float kth_largest(const std::vector<float> &x, int k)
+{
+	std::vector<float> v = x;
+	std::nth_element(v.begin(), v.begin() + (k - 1), v.end(), [](float a, float b) { return a > b; });
+	return v[k - 1];
+}
+
+/* n draws from step 0 must all have a logit >= floor (the kept set, ties included, as the kernel keeps
+** every logit equal to the top_k-th) and at least `distinct` different tokens. */
+template <typename A>
+static void check_in_top(const std::string &name, Sampler &s, const A *logits, const std::vector<float> &lf, float temp,
+			 int top_k, float top_p, uint32_t seed, int n, float floor, size_t distinct)
+{
+	sampler_set(s, temp, top_k, top_p, seed, 0, 0);
+	std::vector<int> d = draws(s, logits, (int)lf.size(), n);
+	std::set<int> seen;
+	bool outside = false;
+	int bad = 0;
+	for (int t : d) {
+		if (t < 0 || t >= (int)lf.size() || lf[t] < floor) {
+			outside = true;
+			bad = t;
+		}
+		seen.insert(t);
+	}
+	std::string why;
+	if (outside)
+		why = fmt("token %d (logit %g) is outside the kept set (floor %g)", bad,
+			  bad >= 0 && bad < (int)lf.size() ? lf[bad] : NAN, floor);
+	else
+		why = fmt("only %zu distinct tokens in %d draws (want >= %zu)", seen.size(), n, distinct);
+	check(!outside && seen.size() >= distinct, name, why);
+}
+
+/* Counts tokens; the frequency of each wanted token must be within 0.03 of its probability and no
+** other token may appear. */
+static void check_freq(const std::string &name, const std::vector<int> &got, const std::vector<int> &idx,
+		       const std::vector<double> &p)
+{
+	std::vector<int> cnt(idx.size(), 0);
+	int other = -1;
+	for (int t : got) {
+		size_t j = std::find(idx.begin(), idx.end(), t) - idx.begin();
+		if (j < idx.size())
+			cnt[j]++;
+		else if (other < 0)
+			other = t;
+	}
+	std::string why;
+	bool ok = other < 0;
+	if (!ok)
+		why = fmt("token %d is outside the kept set; ", other);
+	for (size_t j = 0; j < idx.size(); j++) {
+		double f = (double)cnt[j] / got.size();
+		if (fabs(f - p[j]) > 0.03)
+			ok = false;
+		why += fmt("token %d: %.3f want %.3f; ", idx[j], f, p[j]);
+	}
+	check(ok, name, why);
+}
+
+template <typename A> static void test_sample()
+{
+	const char *an = tname<A>();
+	Sampler s = sampler(4096);
+
+	/* greedy: argmax, and the bookkeeping (ring slot, next token, next position, step). The logits get
+	** 8 planted distinct top values (exact in bf16), since random bf16 logits tie at the top and top_k
+	** keeps every logit equal to the k-th largest (as HF's TopK). */
+	int V = 50000;
+	std::vector<A> lg = to_type<A>(planted(V, 8, 0.125f));
+	std::vector<float> lgf = to_float(lg);
+	int amax;
+	ref_argmax(&amax, lgf.data(), 1, V);
+	A *dlg = upload(lg);
+	sampler_set(s, 0.0f, 0, 1.0f, 1234, 41, 7);
+	g_sample<A><<<1, 1024>>>(s.out, 16, s.token, s.pos, s.step, dlg, V, s.params);
+	CK_LAUNCH();
+	int tok = download(s.token, 1)[0], ring = download(s.out, 16)[7], np = download(s.pos, 1)[0],
+	    st = download(s.step, 1)[0];
+	check(tok == amax && ring == amax && np == 42 && st == 8,
+	      fmt("sample A=%s greedy V=%d = argmax, state advanced", an, V),
+	      fmt("token %d ring[7] %d (argmax %d), next_pos %d (want 42), step %d (want 8)", tok, ring, amax, np, st));
+
+	/* top_k = 1 is argmax whatever the seed */
+	bool ok = true;
+	for (uint32_t seed = 0; seed < 16; seed++)
+		ok &= draw_at(s, dlg, V, 0.8f, 1, 1.0f, seed * 2654435761u, (int)seed) == amax;
+	check(ok, fmt("sample A=%s top_k=1 temperature 0.8 = argmax for 16 seeds", an), "a draw differs from argmax");
+
+	/* a flat distribution: determinism, and variation with seed and step */
+	int Vf = 1000;
+	A *dflat = upload(to_type<A>(rnd(Vf, -0.01f, 0.01f)));
+	ok = true;
+	for (int i = 0; i < 8; i++) {
+		uint32_t seed = (uint32_t)(rand64() >> 32);
+		int step = (int)(rand64() % 1000);
+		ok &= draw_at(s, dflat, Vf, 1.0f, 0, 1.0f, seed, step) == draw_at(s, dflat, Vf, 1.0f, 0, 1.0f, seed, step);
+	}
+	check(ok, fmt("sample A=%s same seed and step give the same token", an), "two draws differ");
+	std::set<int> by_seed, by_step;
+	for (uint32_t seed = 0; seed < 16; seed++)
+		by_seed.insert(draw_at(s, dflat, Vf, 1.0f, 0, 1.0f, 1000 + seed, 5));
+	check(by_seed.size() >= 12, fmt("sample A=%s different seeds differ on a flat distribution", an),
+	      fmt("%zu distinct tokens in 16 draws", by_seed.size()));
+	sampler_set(s, 1.0f, 0, 1.0f, 99, 0, 0);
+	for (int t : draws(s, dflat, Vf, 16))
+		by_step.insert(t);
+	check(by_step.size() >= 12, fmt("sample A=%s consecutive steps differ on a flat distribution", an),
+	      fmt("%zu distinct tokens in 16 draws", by_step.size()));
+
+	/* the ring wraps: cap 3, five draws from step 0 */
+	sampler_set(s, 1.0f, 0, 1.0f, 7, 10, 0);
+	std::vector<int> seq;
+	for (int i = 0; i < 5; i++) {
+		g_sample<A><<<1, 1024>>>(s.out, 3, s.token, s.pos, s.step, dflat, Vf, s.params);
+		CK_LAUNCH();
+		seq.push_back(download(s.token, 1)[0]);
+	}
+	std::vector<int> r3 = download(s.out, 3);
+	np = download(s.pos, 1)[0];
+	st = download(s.step, 1)[0];
+	check(r3[0] == seq[3] && r3[1] == seq[4] && r3[2] == seq[2] && np == 15 && st == 5,
+	      fmt("sample A=%s ring of capacity 3 after 5 draws", an),
+	      fmt("ring %d %d %d (want %d %d %d), next_pos %d (want 15), step %d (want 5)", r3[0], r3[1], r3[2], seq[3],
+		  seq[4], seq[2], np, st));
+
+	/* top_k = 5 (the candidate-list path): every draw among the 5 largest, more than one of them drawn */
+	check_in_top(fmt("sample A=%s top_k=5: 200 draws among the 5 largest", an), s, dlg, lgf, 1.0f, 5, 1.0f, 4242, 200,
+		     kth_largest(lgf, 5), 3);
+	/* top_k = 2000 (above 1024: the whole-row path): draws at or above the 2000th largest logit */
+	check_in_top(fmt("sample A=%s top_k=2000 (whole-row path): 200 draws in the top 2000", an), s, dlg, lgf, 1.0f, 2000,
+		     1.0f, 4343, 200, kth_largest(lgf, 2000), 100);
+
+	/* a large vocabulary with top_k and top_p together: draws within the top 40 */
+	int Vb = 151936;
+	std::vector<A> lb = to_type<A>(planted(Vb, 60, 1.0f / 32));
+	std::vector<float> lbf = to_float(lb);
+	check_in_top(fmt("sample A=%s V=%d top_k=40 top_p=0.9 temperature 0.7: draws in the top 40", an, Vb), s, upload(lb),
+		     lbf, 0.7f, 40, 0.9f, 77, 50, kth_largest(lbf, 40), 2);
+
+	/* top_p alone on a flat distribution (the candidates' mass is too small: the whole-row path): the
+	** kept set is the top tokens up to half the mass, about 500 of 1000 */
+	std::vector<float> flatf = to_float(download(dflat, Vf)), sorted = flatf;
+	std::sort(sorted.begin(), sorted.end(), [](float a, float b) { return a > b; });
+	double z = 0, acc = 0;
+	for (float v : sorted)
+		z += exp((double)v - sorted[0]);
+	size_t kept = 0;
+	while (kept < sorted.size() && acc < 0.5 * z)
+		acc += exp((double)sorted[kept++] - sorted[0]);
+	check_in_top(fmt("sample A=%s top_p=0.5 on a flat distribution (whole-row path): draws in the top %zu", an, kept),
+		     s, dflat, flatf, 1.0f, 0, 0.5f, 555, 200, sorted[std::min(kept + 1, sorted.size() - 1)], 100);
+
+	/* a known distribution: four tokens with probabilities .4 .3 .2 .1, the rest at logit -100 */
+	std::vector<int> idx = {100, 7, 999, 500};
+	std::vector<float> lk(Vf, -100.0f);
+	const double p4[4] = {0.4, 0.3, 0.2, 0.1};
+	for (int j = 0; j < 4; j++)
+		lk[idx[j]] = logf((float)p4[j]);
+	std::vector<float> lkf = through<A>(lk);
+	A *dk = upload(to_type<A>(lk));
+	/* the exact softmax of the rounded logits at temperature tmp, over the first m of idx */
+	auto probs = [&](double tmp, int m) {
+		std::vector<double> p(m);
+		double z = 0;
+		for (int j = 0; j < m; j++)
+			z += p[j] = exp(lkf[idx[j]] / tmp);
+		for (auto &v : p)
+			v /= z;
+		return p;
+	};
+	sampler_set(s, 1.0f, 0, 1.0f, 2024, 0, 0);
+	check_freq(fmt("sample A=%s temperature 1: frequencies of 4000 draws", an), draws(s, dk, Vf, 4000), idx, probs(1, 4));
+	sampler_set(s, 2.0f, 0, 1.0f, 2025, 0, 0);
+	check_freq(fmt("sample A=%s temperature 2: frequencies of 4000 draws", an), draws(s, dk, Vf, 4000), idx, probs(2, 4));
+	/* top_p .65 keeps .4 and .3 (cumulative .7) */
+	sampler_set(s, 1.0f, 0, 0.65f, 2026, 0, 0);
+	check_freq(fmt("sample A=%s top_p=0.65 keeps 2 tokens: frequencies of 2000 draws", an), draws(s, dk, Vf, 2000),
+		   std::vector<int>(idx.begin(), idx.begin() + 2), probs(1, 2));
+	/* top_k 2 then top_p .5 over the kept pair: .4/.7 = .57 >= .5 keeps the first alone */
+	sampler_set(s, 1.0f, 2, 0.5f, 2027, 0, 0);
+	check_freq(fmt("sample A=%s top_k=2 then top_p=0.5 over the kept mass keeps 1 token", an), draws(s, dk, Vf, 500),
+		   std::vector<int>(1, idx[0]), std::vector<double>(1, 1.0));
+	/* top_k 3 keeps .4 .3 .2 */
+	sampler_set(s, 1.0f, 3, 1.0f, 2028, 0, 0);
+	check_freq(fmt("sample A=%s top_k=3: frequencies of 4000 draws", an), draws(s, dk, Vf, 4000),
+		   std::vector<int>(idx.begin(), idx.begin() + 3), probs(1, 3));
+	/* top_p 0 keeps the top token only */
+	sampler_set(s, 1.0f, 0, 0.0f, 2029, 0, 0);
+	check_freq(fmt("sample A=%s top_p=0 keeps the top token", an), draws(s, dk, Vf, 200), std::vector<int>(1, idx[0]),
+		   std::vector<double>(1, 1.0));
+	free_all();
+}
+
+/* ---- driver: every template with each relevant type combination ---- */
+
+template <typename A, typename W> static void linear_suite()
+{
+	const int Ts[] = {1, 3, 8, 9}; /* 9 is past the documented T <= 8; the kernel takes 8 rows at a time */
+	const int KN[][2] = {{70, 33}, {72, 40}, {4224, 24}};
+	for (int T : Ts)
+		for (auto &kn : KN)
+			test_linear<A, W>(false, T, kn[0], kn[1], T % 2 == 1);
+	test_linear<A, W>(false, 3, 72, 40, true, true);
+	test_linear<A, W>(true, 67, 70, 33, true);
+	test_linear<A, W>(true, 130, 100, 130, false);
+	test_linear<A, W>(true, 1, 33, 65, true);
+}
+
+template <typename A, typename W> static void weight_suite()
+{
+	test_embedding<A, W>();
+	linear_suite<A, W>();
+	test_matmul<A, W>();
+	test_binary<A, W, 0>();
+	test_binary<A, W, 1>();
+	test_binary<A, W, 2>();
+	test_binary<A, W, 3>();
+	test_rmsnorm<A, W, true>(3, 1000);
+	test_rmsnorm<A, W, true>(2, 70);
+	test_layernorm<A, W, true, true>(3, 1000);
+	test_layernorm<A, W, true, false>(2, 70);
+}
+
+template <typename A> static void activation_suite()
+{
+	weight_suite<A, float>();
+	weight_suite<A, bf16>();
+	weight_suite<A, f16>();
+	test_rmsnorm<A, float, false>(3, 1000);
+	test_layernorm<A, float, false, false>(3, 1000);
+	test_unary<A, 0>();
+	test_unary<A, 1>();
+	test_unary<A, 2>();
+	test_unary<A, 3>();
+	test_unary<A, 4>();
+	test_swiglu<A>();
+	test_softmax<A>(3, 1000);
+	test_softmax<A>(2, 37);
+	test_rope<A, false>(3, 2, 72, 64, 1, {0, 7, 1000}, false);
+	test_rope<A, true>(3, 2, 72, 64, 1, {0, 7, 1000}, false);
+	test_rope<A, false>(2, 3, 64, 64, 4, {3, 5000}, true);
+	test_rope<A, true>(2, 3, 128, 64, 4, {3, 5000}, true);
+	test_attention<A>(4, 1, 192, 128, 5, 3, 1.0f / sqrtf(192.0f));
+	test_attention<A>(8, 2, 64, 64, 5, 3, 0.125f);
+	test_attention<A>(2, 2, 256, 256, 5, 3, 0.0625f);
+	test_attention<A>(6, 3, 72, 40, 5, 3, 0.11785113f);
+	test_attention<A>(2, 1, 64, 32, 200, 3, 1.0f); /* long context, large scores: the running max moves */
+	test_argmax<A>(1000);
+	test_argmax<A>(37);
+	test_argmax<A>(5000);
+	test_topk<A>(1000, 1);
+	test_topk<A>(1000, 5);
+	test_topk<A>(1000, 64);
+	test_topk<A>(37, 37);
+	test_sample<A>();
+}
+
+int main(void)
+{
+	int dev;
+	cudaDeviceProp prop;
+	CK(cudaGetDevice(&dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+
+	test_conversions<bf16>(ref_f32_to_bf16, ref_bf16_to_f32);
+	test_conversions<f16>(ref_f32_to_f16, ref_f16_to_f32);
+	activation_suite<float>();
+	activation_suite<bf16>();
+	test_copy_slab<float>();
+	test_copy_slab<bf16>();
+	test_permute<float>();
+	test_permute<bf16>();
+	return finish();
+}
