@@ -99,6 +99,7 @@ typedef struct {
 	int unpermute;               /* > 0: undo llama.cpp's q/k rope row permutation for this many heads */
 	int64_t rstride, roff;       /* rstride > 0: a [B, R, C] parameter takes rows b·rstride + roff + [0, R) */
 	int parts;                   /* > 0: stacked from `parts` tensors named by source with %d = 0.. */
+	int split;                   /* tensor parallelism: the axis each rank takes 1/tp of, or -1 */
 } WeightRef;
 
 typedef struct {
@@ -187,6 +188,7 @@ enum {
 	OP_TOPK, OP_ARGMAX,
 	OP_RESHAPE, OP_SLICE, OP_CONCAT, OP_PERMUTE,
 	OP_MLA, OP_INDEXER, OP_MOE_ROUTE, OP_MOE_WEIGHTS, OP_MOE_FFN,
+	OP_ALLREDUCE, OP_ALLGATHER,
 	OP_NOPS
 };
 
@@ -237,6 +239,13 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char *err, size_t len);
 
 /*
+** partition.c — tensor parallelism
+*/
+/* Rewrite g into the per-rank program for tp ranks: local shapes, collectives, weight splits. Dropped
+** hints are reported on explain. */
+int partition(Graph *g, int tp, FILE *explain, char *err, size_t len);
+
+/*
 ** memplan.c — activation offsets in one arena
 */
 /* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. */
@@ -283,6 +292,7 @@ struct Exec {
 	void **buf;                  /* per node: float* or int32_t* (inputs, argmax/topk) */
 	float **wt;                  /* per node: float32 copy of a weight, else NULL */
 	char *arena;                 /* the planned activations (NULL for unplanned graphs) */
+	int rank, tp;                /* this executor's rank of tp (tensor parallelism on the CPU) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 };
 
@@ -292,6 +302,11 @@ struct Exec {
 int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len);
 /* Run one step: tokens[T] at positions pos[T]. Outputs are in x->buf[g->out[i]]. */
 int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len);
+/* The same for the tp ranks of a partitioned plan, in lockstep, collectives done in memory; each
+** x[r] was set up by exec_init_rank. */
+int exec_step_ranks(Exec *x, int tp, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len);
+int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int rank, int tp, char *err,
+                   size_t len);
 void exec_free(Exec *x);
 /* Concrete extent of dim i of node id in the current step. */
 int64_t exec_dim(const Exec *x, int id, int i);

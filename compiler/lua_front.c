@@ -308,7 +308,7 @@ static int l_param(lua_State *L)
 	}
 	g->w[g->nw++] = (WeightRef){.node = g->n - 1, .source = source, .dtype = -1, .unpermute = (int)unpermute,
 	                            .row0 = slot >= 0 ? slot * n.dim[0] : row0, .slot_rows = slot >= 0 || row0 > 0,
-	                            .rstride = rstride, .roff = roff, .parts = (int)parts};
+	                            .rstride = rstride, .roff = roff, .parts = (int)parts, .split = -1};
 	return 1;
 }
 

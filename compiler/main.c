@@ -45,11 +45,12 @@ static const char *usage =
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
 	"  -O0              no optimisation: every value gets its own buffer (default -O1)\n"
-	"  --tp N           tensor-parallel ranks (only 1 so far)\n"
+	"  --tp N           tensor-parallel ranks: 1, 2, 4 or 8 (tp > 1 runs on --device cpu so far)\n"
 	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
 	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
-	"  --after PASS     dump the IR after PASS: front, verify, bind, memplan, emit (default: bind)\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, memplan, emit\n"
+	"                   (default: bind)\n"
 	"  -h, --help       this text;  --version  print the version\n";
 
 static _Noreturn void fail(const char *msg)
@@ -129,6 +130,10 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "tp", "1");
 	if (dump_after(o, "bind", g))
 		goto done;
+	if (partition(g, o->tp, stderr, err, len) || verify(g, err, len))
+		goto out;
+	if (dump_after(o, "partition", g))
+		goto done;
 	if (memplan(g, o->opt, err, len))
 		goto out;
 	if (dump_after(o, "memplan", g)) {
@@ -199,7 +204,9 @@ static void print_stats(const Graph *g)
 		if (g->node[i].kind == VK_CACHE)
 			cache += node_numel(&g->node[i], 1, 1) * (int64_t)dtype_size(g->cuda.source ? g->cuda.act : DT_F32);
 	printf("cache_bytes_per_token: %lld\n", (long long)cache);
-	printf("allreduces_per_step: 0\n");
+	const char *ar = graph_meta(g, "allreduces_per_step"), *ag = graph_meta(g, "allgathers_per_step");
+	printf("allreduces_per_step: %s\n", ar ? ar : "0");
+	printf("allgathers_per_step: %s\n", ag ? ag : "0");
 	printf("tp: %s\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 }
 
@@ -282,8 +289,6 @@ int main(int argc, char **argv)
 		fail_usage(o.cmd, "needs a model file");
 	if (!valid_arch(o.arch))
 		fail_usage("--arch must be one of sm_80 sm_86 sm_89 sm_90 sm_100 sm_120, got", o.arch);
-	if (o.tp != 1)
-		fail("--tp: tensor parallelism is not implemented yet; only --tp 1 works");
 	char err[1024];
 	Arena A = {0};
 	Graph g;
@@ -314,8 +319,8 @@ int main(int argc, char **argv)
 		if (!o.after)
 			o.after = "bind";
 		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind") &&
-		    strcmp(o.after, "memplan") && strcmp(o.after, "emit"))
-			fail_usage("--after must be front, verify, bind, memplan or emit, got", o.after);
+		    strcmp(o.after, "partition") && strcmp(o.after, "memplan") && strcmp(o.after, "emit"))
+			fail_usage("--after must be front, verify, bind, partition, memplan or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	if (compile(&o, &g, err, sizeof err))

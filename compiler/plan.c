@@ -110,6 +110,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 		put_u8(&b, w->dtype), put_u32(&b, (uint32_t)w->qtype), put_i64(&b, (int64_t)w->offset);
 		put_i64(&b, (int64_t)w->nbytes), put_i64(&b, w->row0), put_u32(&b, (uint32_t)w->unpermute), put_u8(&b, w->slot_rows);
 		put_i64(&b, w->rstride), put_i64(&b, w->roff), put_u32(&b, (uint32_t)w->parts);
+		put_u32(&b, (uint32_t)w->split);
 	}
 	put_u32(&b, (uint32_t)g->nout);
 	for (int i = 0; i < g->nout; i++)
@@ -300,7 +301,7 @@ static int read_payload(Graph *g, Rd *r)
 		if (!r->fail)
 			graph_add(g, &n);
 	}
-	uint32_t nw = get_count(r, 70, (uint32_t)g->n);
+	uint32_t nw = get_count(r, 74, (uint32_t)g->n);
 	if (!r->fail && nw) {
 		g->w = arena_alloc(g->A, sizeof(WeightRef) * nw);
 		g->wcap = (int)nw;
@@ -311,9 +312,10 @@ static int read_payload(Graph *g, Rd *r)
 		w->dtype = get_u8(r), w->qtype = (int)get_u32(r), w->offset = (uint64_t)get_i64(r);
 		w->nbytes = (uint64_t)get_i64(r), w->row0 = get_i64(r), w->unpermute = (int)get_u32(r);
 		w->slot_rows = get_u8(r), w->rstride = get_i64(r), w->roff = get_i64(r), w->parts = (int)get_u32(r);
+		w->split = (int)get_u32(r);
 		if (!r->fail && (w->node < 0 || w->node >= g->n || !w->source || !w->file || w->dtype >= DT_NTYPES ||
 		                 w->qtype < 0 || w->row0 < 0 || w->unpermute < 0 || w->rstride < 0 || w->roff < 0 ||
-		                 w->parts < 0)) {
+		                 w->parts < 0 || w->split < -1 || w->split >= MAXDIM)) {
 			r->fail = "bad weight manifest entry";
 			break;
 		}

@@ -510,12 +510,54 @@ static void cpu_embedding(Exec *x, int id)
 {
 	int64_t V = exec_dim(x, INID(0), 0), C = exec_dim(x, INID(0), 1), T = exec_numel(x, INID(1));
 	const int32_t *ids = I32(1);
+	if (NODE->ia[0]) {
+		/* Vocab-parallel: this rank holds rows [rank·V, (rank+1)·V); other ids give zeros (summed later). */
+		int64_t lo = (int64_t)x->rank * V;
+		for (int64_t t = 0; t < T; t++) {
+			int64_t r = ids[t] - lo;
+			if (r >= 0 && r < V)
+				memcpy(Y + t * C, F(0) + r * C, sizeof(float) * (size_t)C);
+			else
+				memset(Y + t * C, 0, sizeof(float) * (size_t)C);
+		}
+		return;
+	}
 	for (int64_t t = 0; t < T; t++)
 		if (ids[t] < 0 || ids[t] >= V) {
 			snprintf(x->err, sizeof x->err, "token id %d is outside the vocabulary [0, %lld)", ids[t], (long long)V);
 			return;
 		}
 	ref_embedding(Y, F(0), ids, (int)T, (int)C);
+}
+
+/* Collectives run across ranks in exec_step_ranks; alone (tp 1) they are the identity. */
+static void cpu_collective(Exec *x, int id)
+{
+	if (x->buf[id] != x->buf[INID(0)])
+		memcpy(x->buf[id], x->buf[INID(0)], (size_t)exec_numel(x, INID(0)) * dtype_size(NODE->dtype));
+}
+
+/* allgather(x) along ia[0] over ia[1] ranks: the axis grows tp-fold. */
+static int shape_allgather(const Graph *g, Node *n, char *err, size_t len)
+{
+	const Node *x = IN(n, 0);
+	char b1[96];
+	if (n->ia[0] < 0 || n->ia[0] >= x->ndim || x->dim[n->ia[0]] < 0 || n->ia[1] < 1)
+		return seterr(err, len, "allgather: axis %lld of %s over %lld ranks", (long long)n->ia[0] + 1, SS(x, b1),
+		              (long long)n->ia[1]);
+	int64_t d[MAXDIM];
+	memcpy(d, x->dim, sizeof d);
+	d[n->ia[0]] *= n->ia[1];
+	set_shape(n, x->dtype, x->ndim, d);
+	return 0;
+}
+
+static int shape_allreduce(const Graph *g, Node *n, char *err, size_t len)
+{
+	if (need_float(g, n, 0, err, len))
+		return -1;
+	set_shape(n, IN(n, 0)->dtype, IN(n, 0)->ndim, IN(n, 0)->dim);
+	return 0;
 }
 
 static void cpu_linear(Exec *x, int id)
@@ -744,7 +786,7 @@ const OpDef op_table[OP_NOPS] = {
 	[OP_INPUT] = {"input", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_PARAM] = {"param", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_CACHE] = {"cache", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
-	[OP_EMBEDDING] = {"embedding", 2, 2, {0}, {0}, shape_embedding, cpu_embedding},
+	[OP_EMBEDDING] = {"embedding", 2, 2, {"vocab_parallel"}, {0}, shape_embedding, cpu_embedding},
 	[OP_LINEAR] = {"linear", 2, 3, {0}, {0}, shape_linear, cpu_linear},
 	[OP_MATMUL] = {"matmul", 2, 2, {"transpose_b"}, {0}, shape_matmul, cpu_matmul},
 	[OP_ADD] = {"add", 2, 2, {0}, {0}, shape_binary, cpu_binary},
@@ -776,6 +818,8 @@ const OpDef op_table[OP_NOPS] = {
 	                  cpu_moe_route},
 	[OP_MOE_WEIGHTS] = {"moe_weights", 2, 2, {"sigmoid", "norm"}, {"scale"}, shape_moe_weights, cpu_moe_weights},
 	[OP_MOE_FFN] = {"moe_ffn", 6, 6, {0}, {0}, shape_moe_ffn, cpu_moe_ffn},
+	[OP_ALLREDUCE] = {"allreduce", 1, 1, {0}, {0}, shape_allreduce, cpu_collective},
+	[OP_ALLGATHER] = {"allgather", 1, 1, {"axis", "ranks"}, {0}, shape_allgather, cpu_collective},
 };
 
 int op_from_name(const char *s)

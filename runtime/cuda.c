@@ -244,7 +244,7 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 				rc = seterr(err, len, "out of memory loading '%s'", w->source);
 				break;
 			}
-			if ((rc = weights_load_f32(&d, g, w, f, err, len)))
+			if ((rc = weights_load_f32(&d, g, w, 0, 1, f, err, len)))
 				break;
 		}
 		for (size_t at = 0; at < numel && !rc;) {

@@ -28,7 +28,7 @@ static int load_weight(Exec *x, const Weights *d, const WeightRef *w, char *err,
 	float *f = malloc((size_t)numel * sizeof(float));
 	if (!f)
 		return seterr(err, len, "out of memory for tensor '%s' (%lld values)", w->source, (long long)numel);
-	if (weights_load_f32(d, x->g, w, f, err, len)) {
+	if (weights_load_f32(d, x->g, w, x->rank, x->tp, f, err, len)) {
 		free(f);
 		return -1;
 	}
@@ -39,8 +39,14 @@ static int load_weight(Exec *x, const Weights *d, const WeightRef *w, char *err,
 
 int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len)
 {
+	return exec_init_rank(x, g, weights, maxT, S, 0, 1, err, len);
+}
+
+int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int rank, int tp, char *err,
+                   size_t len)
+{
 	memset(x, 0, sizeof *x);
-	x->g = g, x->maxT = maxT, x->S = S, x->T = maxT;
+	x->g = g, x->maxT = maxT, x->S = S, x->T = maxT, x->rank = rank, x->tp = tp;
 	x->buf = calloc((size_t)g->n, sizeof *x->buf);
 	x->wt = calloc((size_t)g->n, sizeof *x->wt);
 	if (!x->buf || !x->wt)
@@ -83,6 +89,79 @@ int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_
 
 int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len)
 {
+	return exec_step_ranks(x, 1, tokens, pos, T, err, len);
+}
+
+/* The collective of node i across the ranks: a sum, or each rank's part laid side by side along an axis. */
+static void collective(Exec *x, int tp, int i)
+{
+	const Node *n = &x[0].g->node[i];
+	int src = n->in[0];
+	size_t cnt = (size_t)exec_numel(&x[0], src);
+	if (n->op == OP_ALLREDUCE) {
+		for (size_t k = 0; k < cnt; k++) {
+			float s = 0;
+			for (int r = 0; r < tp; r++)
+				s += ((float *)x[r].buf[src])[k];
+			((float *)x[0].buf[i])[k] = s;
+		}
+		for (int r = 1; r < tp; r++)
+			memcpy(x[r].buf[i], x[0].buf[i], cnt * sizeof(float));
+		return;
+	}
+	int ax = (int)n->ia[0];
+	size_t es = dtype_size(n->dtype), outer = 1, inner = es;
+	for (int k = 0; k < ax; k++)
+		outer *= (size_t)exec_dim(&x[0], src, k);
+	for (int k = ax + 1; k < n->ndim; k++)
+		inner *= (size_t)exec_dim(&x[0], src, k);
+	size_t part = (size_t)exec_dim(&x[0], src, ax) * inner;
+	for (int r = 0; r < tp; r++)
+		for (size_t o = 0; o < outer; o++)
+			for (int d = 0; d < tp; d++)
+				memcpy((char *)x[d].buf[i] + (o * (size_t)tp + (size_t)r) * part, (char *)x[r].buf[src] + o * part,
+				       part);
+}
+
+int exec_step_ranks(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len)
+{
+	if (tp > 1) {
+		/* Lockstep: each node on every rank, then the next; a collective sees all ranks' operands. */
+		const Graph *g = xs[0].g;
+		for (int r = 0; r < tp; r++) {
+			if (T < 1 || T > xs[r].maxT)
+				return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T,
+				              (long long)xs[r].maxT);
+			xs[r].T = T, xs[r].err[0] = 0;
+		}
+		for (int i = 0; i < g->n; i++) {
+			const Node *n = &g->node[i];
+			if (n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER) {
+				collective(xs, tp, i);
+				continue;
+			}
+			for (int r = 0; r < tp; r++) {
+				Exec *x = &xs[r];
+				if (n->op == OP_INPUT) {
+					memcpy(x->buf[i], !strcmp(n->name, "tokens") ? tokens : pos, (size_t)T * sizeof(int32_t));
+					continue;
+				}
+				if (n->kind != VK_ACT)
+					continue;
+				int over = 0;
+				for (int k = 0; k < n->nin; k++)
+					over |= x->buf[n->in[k]] == x->buf[i];
+				if (!over)
+					memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
+				op_table[n->op].cpu(x, i);
+				if (x->err[0])
+					return seterr(err, len, "%s:%d: %s (rank %d): %s", n->src ? n->src : "?", n->line,
+					              op_table[n->op].name, r, x->err);
+			}
+		}
+		return 0;
+	}
+	Exec *x = xs;
 	const Graph *g = x->g;
 	if (T < 1 || T > x->maxT)
 		return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T, (long long)x->maxT);

@@ -305,11 +305,21 @@ int main(int argc, char **argv)
 	if (!weights)
 		fail("%s: the plan names no weights; pass --weights PATH", a.plan);
 
-	Exec x;
+	const char *tps = graph_meta(&g, "tp");
+	int tp = tps ? atoi(tps) : 1;
+	if (tp < 1 || tp > 8)
+		fail("%s: tp %d in the plan is outside 1..8", a.plan, tp);
+	if (tp > 1 && cuda)
+		fail("%s: the plan is partitioned for %d GPUs; multi-GPU runs (NCCL) are not built yet, so run it with "
+		     "--device cpu (%d ranks in one process)", a.plan, tp, tp);
+	Exec xr[8], *xp = xr, x;
 	Gpu *gpu = NULL;
 	int use_cpu = !cuda || a.verify;
-	if (use_cpu && exec_init(&x, &g, weights, np, max_seq, err, sizeof err))
-		fail("%s", err);
+	for (int r = 0; use_cpu && r < tp; r++)
+		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err))
+			fail("%s", err);
+	if (use_cpu)
+		x = xr[0];
 	if (cuda) {
 		a.gpu.progress = isatty(2);
 		a.gpu.keep_logits = a.dump != NULL;
@@ -340,9 +350,9 @@ int main(int argc, char **argv)
 	} else {
 		for (int i = 0; i < np; i++)
 			pos[i] = i;
-		if (exec_step(&x, prompt, pos, np, err, sizeof err))
+		if (exec_step_ranks(xp, tp, prompt, pos, np, err, sizeof err))
 			fail("%s", err);
-		memcpy(rows, x.buf[logits], sizeof(float) * (size_t)(np * V));
+		memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)(np * V));
 		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
 	}
 	double t1 = now();
@@ -356,9 +366,9 @@ int main(int argc, char **argv)
 				fail("%s", err);
 		} else {
 			int32_t p = (int32_t)(np + i - 1);
-			if (exec_step(&x, &tok, &p, 1, err, sizeof err))
+			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
 				fail("%s", err);
-			memcpy(rows, x.buf[logits], sizeof(float) * (size_t)V);
+			memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)V);
 			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
 		}
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
@@ -393,8 +403,8 @@ int main(int argc, char **argv)
 	}
 	if (gpu)
 		gpu_close(gpu);
-	if (use_cpu)
-		exec_free(&x);
+	for (int r = 0; use_cpu && r < tp; r++)
+		exec_free(&xr[r]);
 	free(rows), free(pos), free(prompt);
 	arena_free(&A);
 	return 0;

@@ -144,9 +144,40 @@ static int load_parts(const Weights *w, const Node *n, const WeightRef *r, float
 	return 0;
 }
 
-int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float *dst, char *err, size_t len)
+static int load_whole(const Weights *w, const Node *n, const WeightRef *r, float *dst, char *err, size_t len);
+
+int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int rank, int tp, float *dst, char *err,
+                     size_t len)
 {
 	const Node *n = &g->node[r->node];
+	if (r->split < 0 || tp <= 1)
+		return load_whole(w, n, r, dst, err, len);
+	/* The whole tensor, then this rank's block along the split axis. */
+	Node whole = *n;
+	int ax = r->split;
+	whole.dim[ax] *= tp;
+	size_t total = (size_t)node_numel(&whole, 0, 0);
+	float *all = malloc(total * sizeof(float));
+	if (!all)
+		return seterr(err, len, "out of memory loading '%s' (%zu values)", r->source, total);
+	int rc = load_whole(w, &whole, r, all, err, len);
+	if (!rc) {
+		size_t outer = 1, inner = 1, part = (size_t)n->dim[ax];
+		for (int i = 0; i < ax; i++)
+			outer *= (size_t)n->dim[i];
+		for (int i = ax + 1; i < n->ndim; i++)
+			inner *= (size_t)n->dim[i];
+		for (size_t o = 0; o < outer; o++)
+			memcpy(dst + o * part * inner, all + (o * part * (size_t)tp + (size_t)rank * part) * inner,
+			       part * inner * sizeof(float));
+	}
+	free(all);
+	return rc;
+}
+
+/* Load the whole (unsplit) weight n describes. */
+static int load_whole(const Weights *w, const Node *n, const WeightRef *r, float *dst, char *err, size_t len)
+{
 	if (r->parts)
 		return load_parts(w, n, r, dst, err, len);
 	WTensor t;

@@ -47,8 +47,10 @@ const char *weights_format_name(int format);
 int weights_dtype(int qtype);
 
 /* Load one bound weight as float32 rows into dst (node_numel values): checks the checkpoint still holds
-** what the plan recorded, applies the row transforms, dequantizes. */
-int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, float *dst, char *err, size_t len);
+** what the plan recorded, applies the row transforms, dequantizes; of a weight split for tensor
+** parallelism (r->split >= 0) only rank's part of tp. */
+int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int rank, int tp, float *dst, char *err,
+                     size_t len);
 
 /*
 ** Tensor-parallel slicing: rank's part of a [rows, cols] tensor (PyTorch order, leading dims folded into

@@ -90,6 +90,22 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 	fi
 done
 
+# Tensor parallelism on the CPU: every fixture at tp 2 and 4 (N ranks in one process, collectives in
+# memory) gives the tp 1 tokens and logits within 1e-6; the schedule is reported by glmc stats.
+for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
+	model=$m
+	[ $m = glm_moe_dsa ] && model=glm5
+	for tp in 2 4; do
+		if bin/glmc compile models/$model.lua --weights $FIX/$m -o "$tmp/tp.plan" --tp $tp 2>/dev/null &&
+			out=$(bin/glmrun "$tmp/tp.plan" --device cpu --tokens "$($CMP --prompt $FIX/$m)" -n 12 --dump-logits "$tmp/tp.f32") &&
+			[ "$out" = "$($CMP --greedy $FIX/$m)" ] && r=$($CMP --pair "$tmp/tp.f32" "$tmp/$m.f32" 1e-6); then
+			ok "$m tp $tp equals tp 1 ($r; $(bin/glmc stats "$tmp/tp.plan" | grep -E '^all' | tr '\n' ' '))"
+		else
+			bad "$m tp $tp equals tp 1" "${r:-failed} tokens '${out:-}'"
+		fi
+	done
+done
+
 # Other storage: sharded f32 must give the very same logits; f16 and bf16 weights within their error.
 if [ -x $MKHF ]; then
 	$MKHF $FIX/llama "$tmp/llama-sharded" --shards 3 >/dev/null &&

@@ -202,12 +202,13 @@ function nn.moe(x, l, hp, W, o)
   local ids = glm.moe_route(logits, bias, { k = hp.n_expert_used, groups = hp.n_group or 1,
                                             topk_groups = hp.topk_group or hp.n_group or 1, func = o.func })
   local w = glm.moe_weights(logits, ids, { func = o.func, norm = hp.norm_topk, scale = hp.routed_scale or 1.0 })
-  -- Hugging Face checkpoints hold one tensor per expert; GGUF holds them stacked.
-  local stack = glm.format == "gguf" and {} or { parts = E }
+  -- Hugging Face checkpoints hold one tensor per expert; GGUF holds them stacked. Tensor parallelism
+  -- inside the experts: every rank holds a slice of each expert's hidden width F.
+  local parts = glm.format ~= "gguf" and E or nil
   local y = glm.moe_ffn(x, ids, w,
-    W(blk(l, "ffn_gate_exps.weight"), { E, F, C }, stack),
-    W(blk(l, "ffn_up_exps.weight"), { E, F, C }, stack),
-    W(blk(l, "ffn_down_exps.weight"), { E, C, F }, stack))
+    W(blk(l, "ffn_gate_exps.weight"), { E, F, C }, { parts = parts, split = 2 }),
+    W(blk(l, "ffn_up_exps.weight"), { E, F, C }, { parts = parts, split = 2 }),
+    W(blk(l, "ffn_down_exps.weight"), { E, C, F }, { parts = parts, split = 3 }))
   if (hp.n_shared or 0) > 0 then
     y = y + nn.mlp(x, l, hp, W, "_shexp", F * hp.n_shared)
   end

@@ -6,6 +6,7 @@
 ** n_prompt-1.. with decode_logits (whose row 0 is the last prefill row). Prints both relative L2 errors
 ** and exits 0 only when both are <= TOL (default 1e-5) and no value is NaN.
 **
+** cmplogits --pair A B TOL compares two dumps with each other.
 ** cmplogits --prompt DIR / --greedy DIR print the fixture's prompt (comma-separated) or greedy ids
 ** (space-separated, as glmrun prints them), so shell tests need no JSON tool.
 */
@@ -68,6 +69,15 @@ static int print_ids(const char *dir, const char *key, const char *sep)
 
 int main(int argc, char **argv)
 {
+	if (argc == 5 && !strcmp(argv[1], "--pair")) {
+		/* cmplogits --pair A B TOL: two dumps of the same run, element counts equal, rel-L2 <= TOL. */
+		long na, nb;
+		float *a = read_f32(argv[2], &na), *b = read_f32(argv[3], &nb);
+		double e = na == nb ? rel_l2(a, b, na) : INFINITY;
+		printf("rel-L2 %.3g (tol %s)\n", e, argv[4]);
+		free(a), free(b);
+		return e <= atof(argv[4]) ? 0 : 1;
+	}
 	if (argc == 3 && !strcmp(argv[1], "--prompt"))
 		return print_ids(argv[2], "prompt", ",");
 	if (argc == 3 && !strcmp(argv[1], "--greedy"))
