@@ -73,8 +73,32 @@ static int bind_parts(Graph *g, const Weights *wt, WeightRef *w, char *used, con
 	return 0;
 }
 
+/* --random-weights: every parameter becomes a random tensor of its declared shape; matrices take the
+** requested type where their rows are whole blocks, else BF16; vectors are F32. */
+static void bind_random(Graph *g, const Weights *wt)
+{
+	for (int i = 0; i < g->nw; i++) {
+		WeightRef *w = &g->w[i];
+		Node *n = &g->node[w->node];
+		int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
+		int q = n->ndim == 1 ? QT_F32 : wt->random_qtype;
+		if (!quant_row_bytes(q, cols))
+			q = QT_BF16;
+		w->qtype = q;
+		n->dtype = w->dtype = weights_dtype(q);
+		w->file = "(random)";
+		w->offset = 0;
+		w->nbytes = quant_row_bytes(q, cols) * (uint64_t)rows;
+		w->parts = 0, w->rstride = 0, w->roff = 0, w->row0 = 0, w->slot_rows = 0, w->unpermute = 0;
+	}
+}
+
 int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err, size_t len)
 {
+	if (wt->random_qtype >= 0) {
+		bind_random(g, wt);
+		return 0;
+	}
 	char *used = calloc((size_t)wt->ntensor + 1, 1);
 	char b1[128], b2[128], at[256];
 	if (!used)

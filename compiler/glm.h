@@ -224,6 +224,7 @@ struct Weights;
 /* What a model description can read: the checkpoint's metadata and its tensor table. */
 typedef struct {
 	const struct Weights *w;
+	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
 } ModelMeta;
 
 /* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,

@@ -1048,6 +1048,14 @@ static int front_main(lua_State *L)
 	lua_pushlightuserdata(L, f);
 	lua_setfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
 	open_sandbox(L);
+	lua_getglobal(L, "glm");
+	lua_newtable(L);
+	if (f->mm && f->mm->layers > 0) {
+		lua_pushinteger(L, f->mm->layers);
+		lua_setfield(L, -2, "layers");
+	}
+	lua_setfield(L, -2, "options");
+	lua_pop(L, 1);
 	if (f->mm && f->mm->w) {
 		lua_getglobal(L, "glm");
 		lua_pushstring(L, weights_format_name(f->mm->w->format));

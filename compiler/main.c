@@ -8,6 +8,7 @@
 */
 #include "glm.h"
 #include "inspect.h"
+#include "quant.h"
 #include "weights.h"
 
 #include <limits.h>
@@ -25,6 +26,9 @@ typedef struct {
 	const char *arch;
 	const char *after;
 	const char *dtype;
+	const char *config;
+	const char *random;
+	int layers;
 	int opt;
 	int tp;
 	int strict;
@@ -43,6 +47,10 @@ static const char *usage =
 	"                   directory (config.json + *.safetensors)\n"
 	"  -o FILE          plan file to write\n"
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
+	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
+	"                   parameter random (TYPE for matrices, e.g. bf16, q8_0, q4_k; vectors f32) —\n"
+	"                   plans for models whose weights are not here; glmrun flags such runs\n"
+	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
 	"  -O0              no optimisation: every value gets its own buffer (default -O1)\n"
 	"  --tp N           tensor-parallel ranks: 1, 2, 4 or 8 (tp > 1 runs on --device cpu so far)\n"
@@ -108,9 +116,16 @@ static int dump_after(const Opts *o, const char *pass, const Graph *g)
 static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
 	Weights d;
-	if (weights_open(&d, o->weights, err, len))
+	if (o->random) {
+		int q = quant_type_from_name(o->random);
+		if (q < 0 || !quant_supported(q))
+			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (e.g. bf16, f16, q8_0, q4_k)",
+			              o->random);
+		if (weights_open_random(&d, o->config, q, err, len))
+			return -1;
+	} else if (weights_open(&d, o->weights, err, len))
 		return -1;
-	ModelMeta mm = {.w = &d};
+	ModelMeta mm = {.w = &d, .layers = o->layers};
 	int rc = -1;
 	if (front_run(g, o->model, find_lib(o, g->A), &mm, err, len))
 		goto out;
@@ -123,8 +138,11 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (bind_weights(g, &d, o->strict, stderr, err, len) || verify(g, err, len))
 		goto out;
 	char real[PATH_MAX];
-	graph_set_meta(g, "weights.path", realpath(o->weights, real) ? real : o->weights);
-	graph_set_meta(g, "weights.format", weights_format_name(d.format));
+	const char *wp = o->random ? o->config : o->weights;
+	graph_set_meta(g, "weights.path", realpath(wp, real) ? real : wp);
+	graph_set_meta(g, "weights.format", o->random ? "random" : weights_format_name(d.format));
+	if (o->random)
+		graph_set_meta(g, "weights.random_type", o->random);
 	graph_set_meta(g, "glmc.version", GLM_VERSION);
 	graph_set_meta(g, "arch", o->arch);
 	graph_set_meta(g, "tp", "1");
@@ -195,10 +213,19 @@ static void print_stats(const Graph *g)
 	printf("arena_static_bytes: %lld\n", (long long)g->mem.static_bytes);
 	printf("arena_lower_bound: %lld\n", (long long)(g->mem.token_lower + g->mem.static_lower));
 	printf("arena_lower_bound_per_token: %lld\n", (long long)g->mem.token_lower);
-	uint64_t wb = 0;
-	for (int i = 0; i < g->nw; i++)
-		wb += g->w[i].nbytes * (uint64_t)(g->w[i].parts ? g->w[i].parts : 1);
+	uint64_t wb = 0, total = 0, split = 0;
+	int tp = graph_meta(g, "tp") ? atoi(graph_meta(g, "tp")) : 1;
+	for (int i = 0; i < g->nw; i++) {
+		uint64_t b = g->w[i].nbytes * (uint64_t)(g->w[i].parts ? g->w[i].parts : 1);
+		total += b;
+		if (g->w[i].split >= 0 && tp > 1)
+			wb += b / (uint64_t)tp, split += b;
+		else
+			wb += b;
+	}
 	printf("weight_bytes_per_gpu: %llu\n", (unsigned long long)wb);
+	printf("weight_bytes_total: %llu\n", (unsigned long long)total);
+	printf("weight_bytes_split: %llu\n", (unsigned long long)split);
 	int64_t cache = 0;
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].kind == VK_CACHE)
@@ -238,7 +265,8 @@ static void parse(Opts *o, int argc, char **argv)
 		else if (!strcmp(a, "-O1") || !strcmp(a, "-O"))
 			o->opt = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
-		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype")) {
+		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype") || !strcmp(a, "--config") ||
+		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers")) {
 			if (!next)
 				fail_usage("missing value after", a);
 			i++;
@@ -252,6 +280,17 @@ static void parse(Opts *o, int argc, char **argv)
 				o->arch = next;
 			else if (!strcmp(a, "--after"))
 				o->after = next;
+			else if (!strcmp(a, "--config"))
+				o->config = next;
+			else if (!strcmp(a, "--random-weights"))
+				o->random = next;
+			else if (!strcmp(a, "--layers")) {
+				char *end;
+				long v = strtol(next, &end, 10);
+				if (*end || v < 1 || v > 100000)
+					fail_usage("--layers must be a positive integer, got", next);
+				o->layers = (int)v;
+			}
 			else if (!strcmp(a, "--dtype")) {
 				if (strcmp(next, "f32") && strcmp(next, "bf16"))
 					fail_usage("--dtype must be f32 or bf16, got", next);
@@ -310,8 +349,14 @@ int main(int argc, char **argv)
 		arena_free(&A);
 		return 0;
 	}
-	if (!o.weights)
-		fail_usage(o.cmd, "needs --weights PATH");
+	if (o.random && !o.config)
+		fail_usage("--random-weights TYPE", "needs --config FILE (the hyperparameters, a config.json)");
+	if (o.config && !o.random)
+		fail_usage("--config FILE", "goes with --random-weights TYPE (weights otherwise come with --weights)");
+	if (o.random && o.weights)
+		fail_usage("--random-weights", "and --weights exclude each other");
+	if (!o.weights && !o.random)
+		fail_usage(o.cmd, "needs --weights PATH (or --config FILE --random-weights TYPE)");
 	if (!strcmp(o.cmd, "compile") && !o.out)
 		fail_usage("compile", "needs -o OUT.plan");
 	if (!strcmp(o.cmd, "dump")) {

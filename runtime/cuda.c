@@ -210,8 +210,12 @@ static void progress(const Gpu *x, const GpuOpts *o, size_t done, size_t total)
 static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *err, size_t len)
 {
 	const Graph *g = x->g;
-	Weights d;
-	if (weights_open(&d, weights, err, len))
+	Weights d = {.random_qtype = -1};
+	const char *wf = graph_meta(g, "weights.format");
+	int random = wf && !strcmp(wf, "random");
+	if (random)
+		d.random_qtype = 0; /* generated here, flagged in glmrun's output */
+	else if (weights_open(&d, weights, err, len))
 		return -1;
 	size_t total = 0, done = 0, stage_cap = 64u << 20;
 	for (int i = 0; i < g->nw; i++)
@@ -230,7 +234,7 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
 		const void *raw = NULL;
 		WTensor t;
-		if (devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts) {
+		if (!random && devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts) {
 			if (weights_find(&d, w->source, &t) < 0 || t.qtype != w->qtype || t.nbytes != w->nbytes) {
 				rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan",
 				            weights, w->source);
@@ -268,7 +272,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		free(f);
 	}
 	x->cu.free_host(stage);
-	weights_close(&d);
+	if (!random)
+		weights_close(&d);
 	return rc;
 }
 

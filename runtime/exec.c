@@ -51,7 +51,14 @@ int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, i
 	x->wt = calloc((size_t)g->n, sizeof *x->wt);
 	if (!x->buf || !x->wt)
 		return seterr(err, len, "out of memory");
-	Weights d;
+	Weights d = {.random_qtype = -1};
+	const char *wf = graph_meta(g, "weights.format");
+	int random = wf && !strcmp(wf, "random");
+	if (random)
+		weights = NULL, d.random_qtype = 0;
+	for (int i = 0; random && i < g->nw; i++)
+		if (load_weight(x, &d, &g->w[i], err, len))
+			return -1;
 	if (weights && weights_open(&d, weights, err, len))
 		return -1;
 	for (int i = 0; weights && i < g->nw; i++)

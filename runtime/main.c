@@ -301,6 +301,10 @@ int main(int argc, char **argv)
 	long max_seq = a.max_seq ? a.max_seq : need;
 	if (need > max_seq)
 		fail("prompt of %d tokens + %ld generated needs %ld positions, more than --max-seq %ld", np, a.n, need, max_seq);
+	const char *wfmt = graph_meta(&g, "weights.format");
+	if (wfmt && !strcmp(wfmt, "random"))
+		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
+		        "tokens mean nothing\n", graph_meta(&g, "weights.random_type") ? graph_meta(&g, "weights.random_type") : "?");
 	const char *weights = a.weights ? a.weights : graph_meta(&g, "weights.path");
 	if (!weights)
 		fail("%s: the plan names no weights; pass --weights PATH", a.plan);

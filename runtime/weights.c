@@ -6,12 +6,55 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 #include <sys/stat.h>
+
+int weights_open_random(Weights *w, const char *config, int random_qtype, char *err, size_t len)
+{
+	memset(w, 0, sizeof *w);
+	w->path = config;
+	w->format = WF_HF;
+	w->random_qtype = random_qtype;
+	json_error_t je;
+	w->st.config = json_load_file(config, JSON_REJECT_DUPLICATES, &je);
+	if (!w->st.config)
+		return seterr(err, len, "%s:%d: %s", config, je.line, je.text);
+	if (!json_is_object(w->st.config)) {
+		json_decref(w->st.config);
+		w->st.config = NULL;
+		return seterr(err, len, "%s: not a JSON object of hyperparameters", config);
+	}
+	return 0;
+}
+
+/* splitmix64: a counter-based generator, so a parameter's values depend only on its name and index. */
+static uint64_t mix64(uint64_t z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+void weights_random_f32(const Graph *g, const WeightRef *r, float *dst)
+{
+	const Node *n = &g->node[r->node];
+	uint64_t seed = 1469598103934665603ULL;
+	for (const char *p = n->name; *p; p++)
+		seed = (seed ^ (unsigned char)*p) * 1099511628211ULL;
+	int64_t cols = n->dim[n->ndim - 1], cnt = node_numel(n, 0, 0);
+	float a = n->ndim == 1 ? 0.1f : 1.0f / sqrtf((float)cols);
+	for (int64_t i = 0; i < cnt; i++) {
+		float u = (float)((mix64(seed + (uint64_t)i) >> 40) * (1.0 / 16777216.0)) * 2 - 1;
+		dst[i] = (n->ndim == 1 ? 1.0f : 0.0f) + a * u;
+	}
+}
 
 int weights_open(Weights *w, const char *path, char *err, size_t len)
 {
 	memset(w, 0, sizeof *w);
 	w->path = path;
+	w->random_qtype = -1;
 	struct stat sb;
 	if (stat(path, &sb))
 		return seterr(err, len, "%s: cannot open the weights: %m", path);
@@ -31,6 +74,11 @@ int weights_open(Weights *w, const char *path, char *err, size_t len)
 
 void weights_close(Weights *w)
 {
+	if (w->random_qtype >= 0) {
+		json_decref(w->st.config);
+		memset(w, 0, sizeof *w);
+		return;
+	}
 	if (w->format == WF_HF)
 		st_close(&w->st);
 	else
@@ -150,6 +198,38 @@ int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int r
                      size_t len)
 {
 	const Node *n = &g->node[r->node];
+	if (!strcmp(r->file, "(random)")) {
+		/* The whole random tensor, then the rank's part (so every tp sees the same model). */
+		Node whole = *n;
+		if (r->split >= 0 && tp > 1)
+			whole.dim[r->split] *= tp;
+		Graph tmp = *g;
+		Node *nodes = malloc(sizeof(Node) * (size_t)g->n);
+		if (!nodes)
+			return seterr(err, len, "out of memory");
+		memcpy(nodes, g->node, sizeof(Node) * (size_t)g->n);
+		nodes[r->node] = whole;
+		tmp.node = nodes;
+		size_t total = (size_t)node_numel(&whole, 0, 0);
+		float *all = r->split >= 0 && tp > 1 ? malloc(total * sizeof(float)) : dst;
+		if (!all)
+			return free(nodes), seterr(err, len, "out of memory");
+		weights_random_f32(&tmp, r, all);
+		free(nodes);
+		if (all != dst) {
+			int ax = r->split;
+			size_t outer = 1, inner = 1, part = (size_t)n->dim[ax];
+			for (int i = 0; i < ax; i++)
+				outer *= (size_t)n->dim[i];
+			for (int i = ax + 1; i < n->ndim; i++)
+				inner *= (size_t)n->dim[i];
+			for (size_t o = 0; o < outer; o++)
+				memcpy(dst + o * part * inner, all + (o * part * (size_t)tp + (size_t)rank * part) * inner,
+				       part * inner * sizeof(float));
+			free(all);
+		}
+		return 0;
+	}
 	if (r->split < 0 || tp <= 1)
 		return load_whole(w, n, r, dst, err, len);
 	/* The whole tensor, then this rank's block along the split axis. */

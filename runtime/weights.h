@@ -32,10 +32,18 @@ typedef struct Weights {
 	StDir st;
 	Gguf gg;
 	int ntensor;
+	int random_qtype;            /* >= 0: no checkpoint; parameters are bound as random tensors of this type */
 } Weights;
 
 /* A directory is a Hugging Face checkpoint; a file is GGUF (or the first of a split set). */
 int weights_open(Weights *w, const char *path, char *err, size_t len);
+/* No checkpoint: hyperparameters from a config.json, every parameter random (random_qtype for matrices
+** whose rows are whole blocks, BF16 for other matrices, F32 for vectors). */
+int weights_open_random(Weights *w, const char *config, int random_qtype, char *err, size_t len);
+
+/* Fill a random weight (for plans compiled with --random-weights): fan-in scaled uniform values, norm
+** vectors around 1; deterministic per parameter name. */
+void weights_random_f32(const Graph *g, const WeightRef *r, float *dst);
 void weights_close(Weights *w);
 /* Tensor i (0 <= i < ntensor) or the one named; weights_find returns its index or -1. */
 void weights_get(const Weights *w, int i, WTensor *t);

@@ -106,6 +106,34 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 	done
 done
 
+# Plans without weights: the full GLM-5 configuration (78 layers, 256 experts, 64 heads, vocab 154880)
+# from its hyperparameters with random Q4_K weights, partitioned for tp 8: two allreduces per layer
+# (attention out, MLP/MoE out), one allgather (the vocab-parallel logits), and the sharded weights split
+# evenly across the 8 GPUs.
+start=$(date +%s)
+if bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-weights q4_k --tp 8 -o $tmp/glm5.plan 2>/dev/null; then
+	secs=$(($(date +%s) - start))
+	bin/glmc stats $tmp/glm5.plan >$tmp/stats
+	ar=$(sed -n 's/^allreduces_per_step: //p' $tmp/stats)
+	per=$(sed -n 's/^weight_bytes_per_gpu: //p' $tmp/stats)
+	tot=$(sed -n 's/^weight_bytes_total: //p' $tmp/stats)
+	spl=$(sed -n 's/^weight_bytes_split: //p' $tmp/stats)
+	[ "$ar" = 156 ] && ok "GLM-5 tp 8: 156 allreduces for 78 layers" || bad "GLM-5 tp 8: 156 allreduces for 78 layers" "$ar"
+	# The sharded part on each GPU is within 2% of (sharded bytes)/8; the rest (norms, router, latent
+	# projections) is replicated.
+	awk -v p="$per" -v t="$tot" -v s="$spl" 'BEGIN { r = (p - (t - s)) / (s / 8); exit !(r > 0.98 && r < 1.02) }' &&
+		ok "GLM-5 tp 8: $per weight bytes per GPU ($((spl / 8)) of them sharded = 1/8 of $spl; $((tot - spl)) replicated; compiled in ${secs}s)" ||
+		bad "GLM-5 tp 8: per-GPU weight bytes" "$per of $tot"
+	[ "$secs" -lt 60 ] && ok "GLM-5 tp 8 plan built in under a minute" || bad "GLM-5 tp 8 plan built in under a minute" "${secs}s"
+	grep -q "^cache_bytes_per_token: 219648" $tmp/stats && ok "GLM-5 cache: (576 latent + 128 indexer-key) values per token per layer" ||
+		bad "GLM-5 cache bytes per token" "$(grep cache_bytes $tmp/stats)"
+else
+	bad "GLM-5 full configuration compiles for tp 8" "$(bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-weights q4_k --tp 8 -o $tmp/glm5.plan 2>&1 | tail -1)"
+fi
+bin/glmc compile models/glm5.lua --config $FIX/glm_moe_dsa/config.json --random-weights bf16 -o $tmp/rnd.plan 2>/dev/null &&
+	bin/glmrun $tmp/rnd.plan --device cpu --tokens 1,2,3 -n 4 >$tmp/out 2>$tmp/err && grep -q "RANDOM WEIGHTS (bf16)" $tmp/err &&
+	[ "$(wc -w <$tmp/out)" = 4 ] && ok "random-weight plans run and say so" || bad "random-weight plans run and say so" "$(cat $tmp/err)"
+
 # Other storage: sharded f32 must give the very same logits; f16 and bf16 weights within their error.
 if [ -x $MKHF ]; then
 	$MKHF $FIX/llama "$tmp/llama-sharded" --shards 3 >/dev/null &&

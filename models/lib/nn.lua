@@ -384,6 +384,11 @@ function nn.read_llama_hparams(extra)
   for k, v in pairs(nn.llama_hparams) do spec[k] = v end
   for k, v in pairs(extra or {}) do spec[k] = v end
   local hp = nn.hparams(spec)
+  if glm.options.layers and glm.options.layers < hp.n_layer then
+    hp.n_layer = glm.options.layers
+    glm.set_meta("hparam.n_layer", hp.n_layer)
+    glm.set_meta("truncated_layers", hp.n_layer)
+  end
   hp.n_kv = hp.n_kv or hp.n_head
   hp.head_dim = hp.head_dim or hp.n_embd // hp.n_head
   -- GGUF files often omit the vocabulary size and tie the head by leaving output.weight out.
