@@ -143,6 +143,7 @@ static int decode(const Tok *t, const char *in)
 	return fflush(stdout) ? error(1, "write error: %s", strerror(errno)) : 0;
 }
 
+/* Parse the flags, open the tokenizer, then encode stdin (or decode it with --decode). */
 int tokenize_main(int argc, char **argv)
 {
 	const char *weights = NULL;

@@ -147,8 +147,8 @@ int tok_add_merge(Tok *t, const char *a, size_t alen, const char *b, size_t blen
 		free(cat);
 	if (ia < 0 || ib < 0 || ic < 0)
 		return 0;
-	if ((uint64_t)t->nmerge * 2 >= t->mmask)
-		return -1;
+	if ((uint64_t)t->nmerge >= t->mmask)
+		return -1; /* keep a free slot: more merges than tok_merges_init was told */
 	uint64_t key = (uint64_t)(uint32_t)ia << 32 | (uint32_t)ib;
 	for (uint64_t i = mix64(key) & t->mmask;; i = (i + 1) & t->mmask) {
 		TokMerge *m = &t->mg[i];
@@ -375,6 +375,18 @@ int tok_build(Tok *t, char *err, size_t len)
 	}
 	sort_specials(t, t->spec, tmp, t->nspec);
 	free(tmp);
+	/* SentencePiece barrier bytes: ASCII bytes that no usable token longer than one byte contains */
+	memset(t->spm_barrier, 1, sizeof t->spm_barrier);
+	for (int32_t id = 0; id < t->n; id++) {
+		int ty = t->type[id];
+		if (t->tlen[id] < 2 || ty == TOK_CONTROL || ty == TOK_UNKNOWN || ty == TOK_BYTE)
+			continue;
+		for (uint32_t i = 0; i < t->tlen[id]; i++) {
+			unsigned char c = (unsigned char)t->pool[t->off[id] + i];
+			if (c < 0x80)
+				t->spm_barrier[c] = 0;
+		}
+	}
 	/* decoded pieces: at most the text length (byte-level and "▁" only shrink) */
 	t->poff = malloc((size_t)(t->n ? t->n : 1) * sizeof *t->poff);
 	t->plen = malloc((size_t)(t->n ? t->n : 1) * sizeof *t->plen);
@@ -402,6 +414,7 @@ int tok_build(Tok *t, char *err, size_t len)
 	return 0;
 }
 
+/* Free everything a loader or tok_build allocated (also a half-built Tok). */
 void tok_close(Tok *t)
 {
 	if (!t)
@@ -430,6 +443,7 @@ typedef struct {
 	size_t n, cap;
 } Ids;
 
+/* Growable id output: encode cannot know its length in advance. */
 static int ids_push(Ids *o, int32_t id)
 {
 	if (o->n == o->cap) {
@@ -455,6 +469,7 @@ typedef struct {
 	size_t n, cap;
 } Frags;
 
+/* Append a fragment; empty raw text is dropped, as llama.cpp drops empty remainders. */
 static int frag_push(Frags *f, int32_t id, size_t off, size_t len)
 {
 	if (id < 0 && !len)
@@ -552,6 +567,7 @@ typedef struct {
 	int spm;
 } Heap;
 
+/* Which candidate merges first: BPE by lowest rank, SPM by highest score, ties leftmost (llama.cpp). */
 static int cand_less(const Heap *h, const Cand *x, const Cand *y)
 {
 	if (h->spm) {
@@ -563,6 +579,7 @@ static int cand_less(const Heap *h, const Cand *x, const Cand *y)
 	return x->left < y->left;
 }
 
+/* Sift-up insert; the heap grows as merges create new neighbour pairs. */
 static int heap_push(Heap *h, Cand c)
 {
 	if (h->n == h->cap) {
@@ -585,6 +602,7 @@ static int heap_push(Heap *h, Cand c)
 	return 0;
 }
 
+/* Remove and return the first candidate (sift-down). */
 static Cand heap_pop(Heap *h)
 {
 	Cand top = h->v[0], last = h->v[--h->n];
@@ -616,6 +634,7 @@ typedef struct {
 	TokPieces pieces;
 } Work;
 
+/* Symbol arrays for a piece of n bytes, reused across pieces so encode allocates rarely. */
 static int work_reserve(Work *w, size_t n)
 {
 	if (n <= w->cap)
@@ -644,6 +663,7 @@ static int work_reserve(Work *w, size_t n)
 	return 0;
 }
 
+/* Text scratch of n bytes, reused likewise. */
 static int buf_reserve(Work *w, size_t n)
 {
 	if (n <= w->bcap)
@@ -752,32 +772,19 @@ static size_t utf8_lead_len(unsigned char c)
 /*
 ** SentencePiece (llama.cpp's SPM): text with spaces as "▁" (and a leading one when asked), split into
 ** characters, adjacent pairs merged highest score first while the joined text is a token; a symbol that
-** is not a token falls back to its bytes' <0xXX> tokens.
+** is not a token falls back to its bytes' <0xXX> tokens. This runs on w->buf[from, to).
 */
-static int spm_text(const Tok *t, Work *w, const char *s, size_t n, int prefix, Ids *out)
+static int spm_segment(const Tok *t, Work *w, size_t from, size_t to, Ids *out)
 {
-	if (buf_reserve(w, 3 * (n + 1)))
-		return -1;
-	size_t o = 0;
-	if (prefix)
-		memcpy(w->buf, "\xe2\x96\x81", 3), o = 3;
-	for (size_t i = 0; i < n; i++) {
-		if (s[i] == ' ')
-			memcpy(w->buf + o, "\xe2\x96\x81", 3), o += 3;
-		else
-			w->buf[o++] = s[i];
-	}
-	if (o > UINT32_MAX || work_reserve(w, o))
-		return -1;
 	int32_t ns = 0;
-	for (size_t i = 0; i < o; ns++) {
+	for (size_t i = from; i < to; ns++) {
 		size_t l = utf8_lead_len((unsigned char)w->buf[i]);
-		if (l > o - i)
-			l = o - i;
+		if (l > to - i)
+			l = to - i;
 		w->soff[ns] = (uint32_t)i;
 		w->slen[ns] = (uint32_t)l;
 		w->prev[ns] = ns - 1;
-		w->next[ns] = i + l < o ? ns + 1 : -1;
+		w->next[ns] = i + l < to ? ns + 1 : -1;
 		i += l;
 	}
 	w->heap.n = 0;
@@ -816,6 +823,36 @@ static int spm_text(const Tok *t, Work *w, const char *s, size_t n, int prefix, 
 	return 0;
 }
 
+/* The whole text through spm_segment, cut at barrier bytes: a byte no multi-character token contains
+** never merges with anything, so the merges on either side of it are independent and the result is the
+** same as for the whole text, with small heaps (llama's vocabulary has no token spanning a newline). */
+static int spm_text(const Tok *t, Work *w, const char *s, size_t n, int prefix, Ids *out)
+{
+	if (buf_reserve(w, 3 * (n + 1)))
+		return -1;
+	size_t o = 0;
+	if (prefix)
+		memcpy(w->buf, "\xe2\x96\x81", 3), o = 3;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == ' ')
+			memcpy(w->buf + o, "\xe2\x96\x81", 3), o += 3;
+		else
+			w->buf[o++] = s[i];
+	}
+	if (o > UINT32_MAX || work_reserve(w, o))
+		return -1;
+	size_t from = 0;
+	for (size_t i = 0; i < o; i++) {
+		unsigned char c = (unsigned char)w->buf[i];
+		if (c >= 0x80 || !t->spm_barrier[c])
+			continue;
+		if (spm_segment(t, w, from, i, out) || spm_segment(t, w, i, i + 1, out))
+			return -1;
+		from = i + 1;
+	}
+	return spm_segment(t, w, from, o, out);
+}
+
 /* Pre-tokenize a raw fragment and BPE each piece. */
 static int bpe_text(const Tok *t, Work *w, const char *s, size_t n, Ids *out)
 {
@@ -830,6 +867,7 @@ static int bpe_text(const Tok *t, Work *w, const char *s, size_t n, Ids *out)
 	return 0;
 }
 
+/* Special tokens first, then each raw fragment through its model, BOS/EOS around (llama_vocab::tokenize). */
 int tok_encode(const Tok *t, const char *text, size_t n, int add_special, int parse_special, int32_t **ids,
                size_t *nids)
 {
@@ -885,6 +923,7 @@ done:
 
 /* ---- decoding ---- */
 
+/* Pieces are decoded once at load; control tokens are hidden unless asked for. */
 const char *tok_piece(const Tok *t, int32_t id, int special, size_t *len)
 {
 	if (id < 0 || id >= t->n)
@@ -894,6 +933,7 @@ const char *tok_piece(const Tok *t, int32_t id, int special, size_t *len)
 	return t->ppool + t->poff[id];
 }
 
+/* Concatenate the pieces: two passes so the result is one exact allocation. */
 int tok_decode(const Tok *t, const int32_t *ids, size_t n, int special, char **text, size_t *len)
 {
 	size_t total = 0, l;
@@ -923,6 +963,7 @@ int tok_decode(const Tok *t, const int32_t *ids, size_t n, int special, char **t
 	return 0;
 }
 
+/* Accessors: the Tok stays opaque outside runtime/tok*.c. */
 int32_t tok_bos(const Tok *t)
 {
 	return t->bos;
@@ -981,6 +1022,7 @@ const char *tok_pre(const Tok *t)
 
 /* ---- streaming ---- */
 
+/* A stream starts with nothing held back. */
 void tok_stream_init(TokStream *s, const Tok *t, int special)
 {
 	memset(s, 0, sizeof *s);
@@ -988,6 +1030,7 @@ void tok_stream_init(TokStream *s, const Tok *t, int special)
 	s->special = special;
 }
 
+/* Only the output buffer is owned. */
 void tok_stream_free(TokStream *s)
 {
 	free(s->buf);
@@ -1023,6 +1066,7 @@ static int utf8_check(const unsigned char *s, size_t n)
 	return need;
 }
 
+/* Output buffer of the stream, reused across calls. */
 static int stream_reserve(TokStream *s, size_t n)
 {
 	if (n <= s->cap)
@@ -1038,6 +1082,8 @@ static int stream_reserve(TokStream *s, size_t n)
 	return 0;
 }
 
+/* Held bytes + the new piece: emit every complete character, U+FFFD for bytes that can never be one,
+** and hold back a valid but incomplete tail (at most 3 bytes). */
 const char *tok_stream_put(TokStream *s, int32_t id, size_t *len)
 {
 	size_t pl;
@@ -1073,6 +1119,7 @@ const char *tok_stream_put(TokStream *s, int32_t id, size_t *len)
 	return s->buf;
 }
 
+/* End of stream: an incomplete tail can no longer complete, so it becomes one U+FFFD. */
 const char *tok_stream_flush(TokStream *s, size_t *len)
 {
 	*len = 0;

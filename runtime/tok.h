@@ -43,9 +43,10 @@ int tok_open_json(Tok **t, const char *path, char *err, size_t len);
 void tok_close(Tok *t);
 
 /*
-** Encode n bytes of text (UTF-8; invalid bytes are kept, as byte tokens) into *ids (malloc'd, caller
-** frees; *nids may be 0). add_special adds BOS/EOS as the tokenizer asks; parse_special turns the text of
-** control tokens ("<|im_end|>") into their ids. Returns 0, or -1 when out of memory.
+** Encode n bytes of text (UTF-8; invalid bytes are kept as byte tokens where the vocabulary has them)
+** into *ids (malloc'd, caller frees; *nids may be 0). add_special adds BOS/EOS as the tokenizer asks;
+** parse_special turns the text of control tokens ("<|im_end|>") into their ids. Returns 0, or -1 when out
+** of memory.
 */
 int tok_encode(const Tok *t, const char *text, size_t n, int add_special, int parse_special, int32_t **ids,
                size_t *nids);

@@ -57,6 +57,7 @@ struct Tok {
 	uint16_t byte_cp[256];   /* byte-level alphabet: byte -> code point */
 	uint8_t cp_byte[0x144];  /* and back, for code points below 0x144 */
 	uint8_t cp_is_byte[0x144];
+	uint8_t spm_barrier[128];  /* SPM: ASCII bytes inside no multi-byte token (no merge crosses them) */
 	char *ppool;             /* decoded pieces */
 	uint64_t *poff;
 	uint32_t *plen;

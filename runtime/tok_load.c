@@ -29,6 +29,8 @@ static const char *merge_split(const char *s, size_t n)
 	return NULL;
 }
 
+/* Vocabulary, scores and types, then llama.cpp's per-model defaults, the pre-tokenizer, the metadata
+** overrides (special ids, add_bos/add_eos, add_space_prefix) in llama.cpp's order, and the merges. */
 int tok_open_gguf(Tok **out, const Gguf *g, const char *pre, char *err, size_t len)
 {
 	*out = NULL;
@@ -292,11 +294,14 @@ static void json_post(const json_t *pp, const char **bos, const char **eos)
 		*eos = json_string_value(json_object_get(last, "id"));
 }
 
+/* The id of a token named by text (NULL-safe). */
 static int32_t lookup_str(const Tok *t, const char *s)
 {
 	return s ? tok_lookup(t, s, strlen(s)) : -1;
 }
 
+/* model.vocab + added_tokens (special -> CONTROL, else USER_DEFINED), the pre_tokenizer steps, merges as
+** strings or pairs, then BOS/EOS: added by the post-processor's template, named by the configs. */
 int tok_open_json(Tok **out, const char *path, char *err, size_t len)
 {
 	*out = NULL;
@@ -457,6 +462,7 @@ done:
 
 /* ---- from weights ---- */
 
+/* GGUF metadata, or the HF directory's tokenizer.json. */
 int tok_open(Tok **t, const Weights *w, char *err, size_t len)
 {
 	if (w->format == WF_GGUF)

@@ -206,6 +206,7 @@ int tok_pre_named(Tok *t, const char *name, char *err, size_t len)
 	              "gpt-4o, tekken and their aliases)", name);
 }
 
+/* The compiled regexes (JIT code included) belong to the Tok. */
 void tok_pre_free(Tok *t)
 {
 	for (int i = 0; i < t->npre; i++)
@@ -240,6 +241,7 @@ static int utf8_valid_len(const unsigned char *s, size_t n)
 	return need;
 }
 
+/* Append a piece; empty pieces are dropped (the Hugging Face library filters them too). */
 static int push_piece(TokPieces *ps, TokPiece p)
 {
 	if (p.len == 0)
