@@ -152,6 +152,17 @@ static void w_float(Wr *w, double f)
 	w->L.arg[w->L.narg++] = (KArg){.kind = KA_FLOAT, .f = f};
 }
 
+/* A scratch region of s × s2 elements of `type` (its size in bytes is es). */
+static void w_scratch(Wr *w, Size s, Size s2, const char *type, int es)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s *a%d", type, w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_SCRATCH, .s = s, .s2 = s2, .f = es};
+}
+
 static void w_rope(Wr *w, int node)
 {
 	w_sep(w);
@@ -261,14 +272,106 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		return 0;
 	}
 	case OP_MATMUL: {
-		int a = n->in[0], b = n->in[1], nd = n->ndim;
+		int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
+		int naxis = tb ? nd - 2 : nd - 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
 		w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
-		w_size(&w, sz_dims(b, nd - 1, nd, 1), 0);
-		w.L.grid[0] = sz_dims(b, nd - 1, nd, 256);
+		w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
+		w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
 		w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
 		w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
-		snprintf(t, sizeof t, "k_matmul<%s, %s>", A, ctype(g, b));
+		snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_MLA: {
+		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		if (sel >= 0)
+			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+		else
+			w_null(&w), w_int(&w, 0);
+		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_const(n->ia[0]);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.block = 128;
+		snprintf(t, sizeof t, "k_mla<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_INDEXER: {
+		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
+		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w.L.grid[0] = T;
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+		w_start(&w, id);
+		w_scratch(&w, T, S, "float", 4);
+		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_dims(kc, 0, 1, 8);
+		w.L.grid[1] = T;
+		snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
+		w_finish(e, &w, t);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
+		w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
+		w.L.grid[0] = T;
+		w.L.block = 32;
+		snprintf(t, sizeof t, "k_indexer_select<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_MOE_ROUTE: {
+		int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
+		if (b >= 0)
+			w_buf(&w, g, b, 0, NULL);
+		else
+			w_null(&w);
+		w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
+		w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
+		w.L.grid[0] = sz_dims(l, 0, 1, 1);
+		w.L.block = 32;
+		snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_MOE_WEIGHTS: {
+		int l = n->in[0], ids = n->in[1];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+		w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
+		w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_dims(l, 0, 1, 1);
+		w.L.block = 32;
+		snprintf(t, sizeof t, "k_moe_weights<%s>", A);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	case OP_MOE_FFN: {
+		int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+		int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+		Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+		w_scratch(&w, T, KF, "float", 4);
+		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+		w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
+		w_finish(e, &w, t);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL);
+		w_scratch(&w, T, KF, "float", 4);
+		w.L.arg[w.L.narg - 1].kind = KA_SCRATCH;
+		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+		w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+		snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
 		w_finish(e, &w, t);
 		return 0;
 	}

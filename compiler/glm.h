@@ -117,11 +117,13 @@ typedef struct {
 	int64_t div;
 } Size;
 
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE };
+/* KA_SCRATCH: a region of the shared scratch buffer of s × s2 × f bytes; a launch's scratch regions are
+** laid out one after another from the start, so consecutive launches of one node see the same regions. */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
-	Size s;                      /* INT, LONG */
-	double f;                    /* FLOAT */
+	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
+	double f;                    /* FLOAT; SCRATCH: bytes per element */
 } KArg;
 
 #define MAXKARG 16

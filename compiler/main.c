@@ -8,6 +8,7 @@
 */
 #include "glm.h"
 #include "inspect.h"
+#include "tokenize.h"
 #include "quant.h"
 #include "weights.h"
 
@@ -40,6 +41,7 @@ static const char *usage =
 	"       glmc dump PLAN\n"
 	"       glmc stats PLAN\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
+	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
 	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
 	"\n"
@@ -318,10 +320,12 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && !strcmp(argv[1], "inspect"))
 		return inspect_main(argc - 1, argv + 1);
+	if (argc > 1 && !strcmp(argv[1], "tokenize"))
+		return tokenize_main(argc - 1, argv + 1);
 	Opts o;
 	parse(&o, argc, argv);
 	if (!o.cmd)
-		fail_usage("no command given (compile, dump, stats, inspect)", NULL);
+		fail_usage("no command given (compile, dump, stats, inspect, tokenize)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats"))
 		fail_usage("unknown command", o.cmd);
 	if (!o.model)

@@ -74,7 +74,7 @@ static void put_cuda(Buf *b, const Cuda *c)
 			put_size(b, l->grid[k]);
 		put_u32(b, (uint32_t)l->block), put_u8(b, l->narg);
 		for (int k = 0; k < l->narg; k++)
-			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_f64(b, l->arg[k].f);
+			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_size(b, l->arg[k].s2), put_f64(b, l->arg[k].f);
 	}
 }
 
@@ -247,9 +247,12 @@ static void get_cuda(Graph *g, Rd *r)
 		for (int k = 0; k < l->narg && !r->fail; k++) {
 			KArg *a = &l->arg[k];
 			a->kind = (int8_t)get_u8(r);
-			a->s = get_size(g, r, a->kind == KA_INT || a->kind == KA_LONG);
+			int sized = a->kind == KA_INT || a->kind == KA_LONG || a->kind == KA_SCRATCH;
+			a->s = get_size(g, r, sized);
+			a->s2 = get_size(g, r, a->kind == KA_SCRATCH);
 			a->f = get_f64(r);
-			if (!r->fail && (a->kind > KA_ROPE || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0)))
+			if (!r->fail && (a->kind > KA_SCRATCH || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
+			                 (a->kind == KA_SCRATCH && !(a->f >= 1 && a->f <= 64))))
 				r->fail = "bad kernel argument";
 		}
 		c->nl = (int)i + 1;

@@ -91,6 +91,7 @@ struct Gpu {
 	int tokens, pos, logits;     /* node ids */
 	int64_t maxT, S, V;
 	CUdeviceptr params, step, ring, rope_mem;
+	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
 	int ring_cap;
 	CUgraph graph;
 	CUgraphExec exec;
@@ -103,6 +104,7 @@ struct Gpu {
 };
 
 static void lt_open(Gpu *x);
+static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
 {
@@ -345,7 +347,12 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
 	}
 	x->ring_cap = 1 << 16;
-	size_t sb = 256 + (size_t)x->ring_cap * 4;
+	size_t sb = 256 + (size_t)x->ring_cap * 4, scr = 0;
+	for (int i = 0; i < g->cuda.nl; i++) {
+		size_t b = scratch_bytes(x, &g->cuda.l[i], x->maxT, MAXKARG);
+		scr = b > scr ? b : scr;
+	}
+	ab += scr;
 	size_t need = wb + ab + cb + rb + sb, free_b = 0, total_b = 0;
 	CUresult r = x->cu.mem_info(&free_b, &total_b);
 	if (r != CUDA_SUCCESS)
@@ -400,6 +407,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
 	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
 	x->params = x->smem, x->step = x->smem + 64, x->ring = x->smem + 256;
+	x->scr = x->amem + ab - scr;
 	return 0;
 }
 
@@ -566,6 +574,17 @@ static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
 	return rc;
 }
 
+/* Bytes of a launch's scratch regions at T tokens (each region 256-byte aligned). */
+static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
+{
+	size_t b = 0;
+	for (int k = 0; k < l->narg && k < upto; k++)
+		if (l->arg[k].kind == KA_SCRATCH)
+			b += ((size_t)(size_val(x, l->arg[k].s, T) * size_val(x, l->arg[k].s2, T) * (int64_t)l->arg[k].f) + 255) &
+			     ~(size_t)255;
+	return b;
+}
+
 /* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
@@ -593,6 +612,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			switch (a->kind) {
 			case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
 			case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
+			case KA_SCRATCH: v[k].p = x->scr + scratch_bytes(x, l, T, k); break;
 			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
 			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
 			default: v[k].f = (float)a->f; break;
