@@ -75,7 +75,11 @@ typedef struct {
 	int layer;                   /* transformer layer (glm.layer), -1 outside any */
 	int8_t mem_region;           /* memplan: MEM_TOKEN, MEM_STATIC, or 0 (not an activation) */
 	int64_t mem_off;             /* byte offset in its region (per token for MEM_TOKEN) */
+	int fused_into;              /* fuse: the node whose GPU kernel also computes this one, or -1 */
+	int8_t fuse_pattern;         /* FUSE_* */
 } Node;
+
+enum { FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV };
 
 enum { MEM_NONE, MEM_TOKEN, MEM_STATIC };
 
@@ -240,6 +244,11 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 /* Fill g->w for every weight node from the checkpoint; list unused checkpoint tensors on `warn`
 ** (an error with strict). */
 int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char *err, size_t len);
+
+/*
+** fuse.c — fusion decisions (see the file for the patterns)
+*/
+int fuse(Graph *g, int enable);
 
 /*
 ** partition.c — tensor parallelism

@@ -132,6 +132,8 @@ void ir_dump(const Graph *g, FILE *f)
 		fprintf(f, " : %s", shape_str(n, sb, sizeof sb));
 		if (n->kind != VK_ACT)
 			fprintf(f, " %s", kind_name(n->kind));
+		if (n->fuse_pattern && n->fused_into >= 0)
+			fprintf(f, " fused-into(%%%d)", n->fused_into);
 		if (n->mem_region)
 			fprintf(f, " @%s+%lld", n->mem_region == MEM_TOKEN ? "tok" : "static", (long long)n->mem_off);
 		if (n->shard.kind == SH_SPLIT)

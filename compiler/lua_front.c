@@ -129,6 +129,7 @@ static int add_node(lua_State *L, Node *n)
 	char err[512];
 	node_origin(L, f, n);
 	n->layer = f->layer;
+	n->fused_into = -1;
 	if (n->nin < op_table[n->op].nin_min || n->nin > op_table[n->op].nin_max)
 		return front_error(L, "%s: %d operands, expected %d..%d", op_table[n->op].name, n->nin,
 		                   op_table[n->op].nin_min, op_table[n->op].nin_max);

@@ -54,12 +54,12 @@ static const char *usage =
 	"                   plans for models whose weights are not here; glmrun flags such runs\n"
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
-	"  -O0              no optimisation: every value gets its own buffer (default -O1)\n"
+	"  -O0              no optimisation: no fusion, every value its own buffer (default -O1)\n"
 	"  --tp N           tensor-parallel ranks: 1, 2, 4 or 8 (tp > 1 runs on --device cpu so far)\n"
 	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
 	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
-	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, memplan, emit\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit\n"
 	"                   (default: bind)\n"
 	"  -h, --help       this text;  --version  print the version\n";
 
@@ -154,6 +154,13 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		goto out;
 	if (dump_after(o, "partition", g))
 		goto done;
+	fuse(g, o->opt);
+	if (dump_after(o, "fuse", g)) {
+		for (int i = 0; i < g->nmeta; i++)
+			if (!strncmp(g->meta[i].key, "fusion.", 7))
+				printf("%s\n", g->meta[i].val);
+		goto done;
+	}
 	if (memplan(g, o->opt, err, len))
 		goto out;
 	if (dump_after(o, "memplan", g)) {
@@ -368,8 +375,9 @@ int main(int argc, char **argv)
 		if (!o.after)
 			o.after = "bind";
 		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind") &&
-		    strcmp(o.after, "partition") && strcmp(o.after, "memplan") && strcmp(o.after, "emit"))
-			fail_usage("--after must be front, verify, bind, partition, memplan or emit, got", o.after);
+		    strcmp(o.after, "partition") && strcmp(o.after, "fuse") && strcmp(o.after, "memplan") &&
+		    strcmp(o.after, "emit"))
+			fail_usage("--after must be front, verify, bind, partition, fuse, memplan or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	if (compile(&o, &g, err, sizeof err))

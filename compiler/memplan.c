@@ -78,6 +78,20 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 			last[g->node[i].in[k]] = i;
 	for (int i = 0; i < g->nout; i++)
 		last[g->out[i]] = n;
+	/* Fusion: an absorbed norm (pattern A) is written while its add runs, so the add's operands live until
+	** the norm; an absorbed SwiGLU (pattern B) is re-formed inside the GEMV, so its operands live until it. */
+	for (int i = 0; i < n; i++) {
+		const Node *nd = &g->node[i];
+		if (nd->fuse_pattern == FUSE_NONE || nd->fused_into < 0)
+			continue;
+		int host = nd->fused_into, late = host > i ? host : i;
+		const Node *src = nd->fuse_pattern == FUSE_ADD_NORM ? &g->node[host] : nd;
+		for (int k = 0; k < src->nin; k++)
+			if (last[src->in[k]] < late)
+				last[src->in[k]] = late;
+		if (last[host] < late)
+			last[host] = late;
+	}
 	for (int i = n - 1; i >= 0; i--)
 		if (g->node[i].op == OP_RESHAPE && g->node[g->node[i].in[0]].kind == VK_ACT) {
 			int src = g->node[i].in[0];
@@ -116,11 +130,13 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 		int r, gi = find(group, i);
 		int64_t s = value_bytes(nd, &r);
 		Buf *x = &b[gi];
+		int born = nd->fuse_pattern == FUSE_ADD_NORM && nd->fused_into >= 0 ? nd->fused_into : i;
 		if (!x->size)
-			x->first = i, x->region = r;
+			x->first = born, x->region = r;
+		if (born < x->first)
+			x->first = born;
 		if (s > x->size)
 			x->size = s;
-		x->first = i < x->first ? i : x->first;
 		x->last = last[i] > x->last ? last[i] : x->last;
 	}
 	/* Greedy by size with best fit; -O0 gives every buffer its own slot. */
@@ -203,6 +219,20 @@ int memplan_check(const Graph *g, char *err, size_t len)
 			last[g->node[i].in[k]] = i;
 	for (int i = 0; i < g->nout; i++)
 		last[g->out[i]] = n;
+	for (int i = 0; i < n; i++) {
+		const Node *nd = &g->node[i];
+		if (nd->fuse_pattern == FUSE_NONE || nd->fused_into < 0)
+			continue;
+		int host = nd->fused_into, late = host > i ? host : i;
+		const Node *src = nd->fuse_pattern == FUSE_ADD_NORM ? &g->node[host] : nd;
+		for (int k = 0; k < src->nin; k++)
+			if (last[src->in[k]] < late)
+				last[src->in[k]] = late;
+		if (last[host] < late)
+			last[host] = late;
+		if (nd->fuse_pattern == FUSE_ADD_NORM)
+			first[i] = host;
+	}
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
 		const Node *a = &g->node[i];

@@ -102,6 +102,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 		put_str(&b, n->src);
 		put_u32(&b, (uint32_t)n->line), put_u32(&b, (uint32_t)n->layer);
 		put_u8(&b, n->mem_region), put_i64(&b, n->mem_off);
+		put_u32(&b, (uint32_t)n->fused_into), put_u8(&b, n->fuse_pattern);
 	}
 	put_u32(&b, (uint32_t)g->nw);
 	for (int i = 0; i < g->nw; i++) {
@@ -301,6 +302,12 @@ static int read_payload(Graph *g, Rd *r)
 		n.src = get_str(r);
 		n.line = (int)get_u32(r), n.layer = (int)get_u32(r);
 		n.mem_region = (int8_t)get_u8(r), n.mem_off = get_i64(r);
+		n.fused_into = (int)get_u32(r), n.fuse_pattern = (int8_t)get_u8(r);
+		if (!r->fail && (n.fused_into < -1 || n.fused_into >= (int)nn || n.fuse_pattern < 0 ||
+		                 n.fuse_pattern > FUSE_SWIGLU_GEMV)) {
+			r->fail = "bad fusion mark";
+			break;
+		}
 		if (!r->fail)
 			graph_add(g, &n);
 	}
