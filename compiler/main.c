@@ -39,7 +39,8 @@ static const char *usage =
 	"usage: glmc compile MODEL.lua --weights PATH -o OUT.plan [options]\n"
 	"       glmc dump MODEL.lua --weights PATH [--after PASS]\n"
 	"       glmc dump PLAN\n"
-	"       glmc stats PLAN\n"
+	"       glmc stats PLAN            key: value lines (kernels, arena, weights, cache, collectives)\n"
+	"       glmc explain PLAN          fusions and refusals, collectives, memory plan vs its lower bound\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
@@ -246,6 +247,35 @@ static void print_stats(const Graph *g)
 	printf("tp: %s\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 }
 
+/* glmc explain PLAN: what the passes decided and why — fusions and refusals, the collectives in order,
+** and the memory plan against its lower bound. */
+static void explain(const Graph *g)
+{
+	printf("fusion (%s fused, %s refused):\n", graph_meta(g, "fusions") ? graph_meta(g, "fusions") : "0",
+	       graph_meta(g, "fusions_refused") ? graph_meta(g, "fusions_refused") : "0");
+	for (int i = 0; i < g->nmeta; i++)
+		if (!strncmp(g->meta[i].key, "fusion.", 7))
+			printf("  %s\n", g->meta[i].val);
+	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
+	int nc = 0;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->op != OP_ALLREDUCE && n->op != OP_ALLGATHER)
+			continue;
+		nc++;
+		printf("  %%%d %s of %%%d, %lld bytes per token, after %s:%d (layer %d)\n", i, op_table[n->op].name, n->in[0],
+		       (long long)(node_numel(n, 1, 1) * 4), n->src ? n->src : "?", n->line, n->layer);
+	}
+	if (!nc)
+		printf("  none\n");
+	const MemPlan *m = &g->mem;
+	if (m->planned)
+		printf("memory: activation arena %lld bytes per token + %lld static; lower bound (peak live) %lld + %lld; "
+		       "ratio %.3f\n", (long long)m->token_bytes, (long long)m->static_bytes, (long long)m->token_lower,
+		       (long long)m->static_lower,
+		       (double)(m->token_bytes + m->static_bytes) / (double)(m->token_lower + m->static_lower + !m->token_lower));
+}
+
 static int valid_arch(const char *a)
 {
 	static const char *ok[] = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", NULL};
@@ -332,8 +362,8 @@ int main(int argc, char **argv)
 	Opts o;
 	parse(&o, argc, argv);
 	if (!o.cmd)
-		fail_usage("no command given (compile, dump, stats, inspect, tokenize)", NULL);
-	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats"))
+		fail_usage("no command given (compile, dump, stats, explain, inspect, tokenize)", NULL);
+	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats") && strcmp(o.cmd, "explain"))
 		fail_usage("unknown command", o.cmd);
 	if (!o.model)
 		fail_usage(o.cmd, "needs a model file");
@@ -343,10 +373,13 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (!strcmp(o.cmd, "stats")) {
+	if (!strcmp(o.cmd, "stats") || !strcmp(o.cmd, "explain")) {
 		if (plan_read(&g, o.model, err, sizeof err))
 			fail(err);
-		print_stats(&g);
+		if (!strcmp(o.cmd, "stats"))
+			print_stats(&g);
+		else
+			explain(&g);
 		arena_free(&A);
 		return 0;
 	}

@@ -271,6 +271,17 @@ s3=$(bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 8)
 [ "$(bin/glmrun $P --device cpu --tokens "$PR" -n 12 --temp 1 --top-p 0.000001 --seed 5)" = "$GR" ] && ok "tiny --top-p is greedy" || bad "tiny --top-p is greedy" "differs"
 expect_fail "bad --top-p" "--top-p must be a number in [0, 1]" bin/glmrun $P --tokens 1 --top-p 2
 
+# Golden IR dumps of llama at tp 2 after each pass (front, partition, fuse, memplan): any change to what a
+# pass does shows up here (regenerate with tests/golden/update.sh after an intended change).
+for p in front partition fuse memplan; do
+	if bin/glmc dump models/llama.lua --weights $FIX/llama --tp 2 --after $p 2>/dev/null | diff -q - tests/golden/llama-tp2.after-$p.txt >/dev/null; then
+		ok "golden dump after $p"
+	else
+		bad "golden dump after $p" "$(bin/glmc dump models/llama.lua --weights $FIX/llama --tp 2 --after $p 2>/dev/null | diff - tests/golden/llama-tp2.after-$p.txt | head -5)"
+	fi
+done
+bin/glmc explain $tmp/llama.plan | grep -q "^memory: activation arena .* ratio 1.000" && ok "glmc explain reports the memory plan against its bound" || bad "glmc explain" "$(bin/glmc explain $tmp/llama.plan | tail -2)"
+
 # Help and dumps.
 bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
 bin/glmrun --help | grep -q -- "--dump-logits FILE" && ok "glmrun --help" || bad "glmrun --help" "usage missing"
