@@ -60,7 +60,7 @@ demo: all
 gpu-bundle: all
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/fixtures
-	cp -r ../shared/fixtures/hf/llama ../shared/fixtures/hf/qwen3 build/fixtures/
+	cp -r ../shared/fixtures/hf/* build/fixtures/
 
 clean:
 	rm -rf build bin
