@@ -61,25 +61,22 @@ static int find(int *parent, int i)
 	return i;
 }
 
-int memplan(Graph *g, int optimize, char *err, size_t len)
+/*
+** Each value's first and last step in kernel order: written at its node (or, when fused into an add as
+** its norm, at the add), read last by its last reader; outputs live to the end. Fusion: an absorbed norm
+** (pattern A) is written while its add runs, so the add's operands live until the norm; an absorbed
+** SwiGLU (pattern B) is re-formed inside the GEMV, so its operands live until the GEMV.
+*/
+static void liveness(const Graph *g, int *first, int *last)
 {
 	int n = g->n;
-	int *last = malloc(sizeof(int) * (size_t)n), *group = malloc(sizeof(int) * (size_t)n);
-	Buf *b = calloc((size_t)n, sizeof *b);
-	if (!last || !group || !b) {
-		free(last), free(group), free(b);
-		return seterr(err, len, "memplan: out of memory");
-	}
-	/* Liveness: the last reader of each value (a view extends its source's life). */
 	for (int i = 0; i < n; i++)
-		last[i] = i, group[i] = i;
+		first[i] = last[i] = i;
 	for (int i = 0; i < n; i++)
 		for (int k = 0; k < g->node[i].nin; k++)
 			last[g->node[i].in[k]] = i;
 	for (int i = 0; i < g->nout; i++)
 		last[g->out[i]] = n;
-	/* Fusion: an absorbed norm (pattern A) is written while its add runs, so the add's operands live until
-	** the norm; an absorbed SwiGLU (pattern B) is re-formed inside the GEMV, so its operands live until it. */
 	for (int i = 0; i < n; i++) {
 		const Node *nd = &g->node[i];
 		if (nd->fuse_pattern == FUSE_NONE || nd->fused_into < 0)
@@ -91,7 +88,30 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 				last[src->in[k]] = late;
 		if (last[host] < late)
 			last[host] = late;
+		if (nd->fuse_pattern == FUSE_ADD_NORM)
+			first[i] = host;
 	}
+}
+
+int memplan(Graph *g, int optimize, char *err, size_t len)
+{
+	int n = g->n;
+	int *last = malloc(sizeof(int) * (size_t)n), *group = malloc(sizeof(int) * (size_t)n);
+	Buf *b = calloc((size_t)n, sizeof *b);
+	if (!last || !group || !b) {
+		free(last), free(group), free(b);
+		return seterr(err, len, "memplan: out of memory");
+	}
+	/* Liveness: the last reader of each value (a view extends its source's life). */
+	int *born = malloc(sizeof(int) * (size_t)n);
+	if (!born) {
+		free(last), free(group), free(b);
+		return seterr(err, len, "memplan: out of memory");
+	}
+	liveness(g, born, last);
+	free(born);
+	for (int i = 0; i < n; i++)
+		group[i] = i;
 	for (int i = n - 1; i >= 0; i--)
 		if (g->node[i].op == OP_RESHAPE && g->node[g->node[i].in[0]].kind == VK_ACT) {
 			int src = g->node[i].in[0];
@@ -212,27 +232,7 @@ int memplan_check(const Graph *g, char *err, size_t len)
 		free(first), free(last);
 		return seterr(err, len, "memplan: out of memory");
 	}
-	for (int i = 0; i < n; i++)
-		first[i] = last[i] = i;
-	for (int i = 0; i < n; i++)
-		for (int k = 0; k < g->node[i].nin; k++)
-			last[g->node[i].in[k]] = i;
-	for (int i = 0; i < g->nout; i++)
-		last[g->out[i]] = n;
-	for (int i = 0; i < n; i++) {
-		const Node *nd = &g->node[i];
-		if (nd->fuse_pattern == FUSE_NONE || nd->fused_into < 0)
-			continue;
-		int host = nd->fused_into, late = host > i ? host : i;
-		const Node *src = nd->fuse_pattern == FUSE_ADD_NORM ? &g->node[host] : nd;
-		for (int k = 0; k < src->nin; k++)
-			if (last[src->in[k]] < late)
-				last[src->in[k]] = late;
-		if (last[host] < late)
-			last[host] = late;
-		if (nd->fuse_pattern == FUSE_ADD_NORM)
-			first[i] = host;
-	}
+	liveness(g, first, last);
 	int rc = 0;
 	for (int i = 0; i < n && !rc; i++) {
 		const Node *a = &g->node[i];
