@@ -145,7 +145,7 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 				            dims_str(n->ndim, n->dim, b2, sizeof b2));
 			break;
 		}
-		if (!quant_row_bytes(t.qtype, t.shape[t.ndim - 1])) {
+		if (!weights_row_bytes(t.qtype, t.shape[t.ndim - 1])) {
 			rc = seterr(err, len, "%s%s: tensor '%s': rows of %lld values are not whole %s blocks", at, t.file, t.name,
 			            (long long)t.shape[t.ndim - 1], t.type_name);
 			break;
@@ -156,6 +156,17 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 			break;
 		}
 		used[ti] = 1;
+		if (t.qtype == WQ_F8_E4M3) {
+			/* Its block scales belong to it (checked when it is loaded). */
+			char sn[512];
+			snprintf(sn, sizeof sn, "%s_scale_inv", t.name);
+			int si = weights_find(wt, sn, NULL);
+			if (si < 0) {
+				rc = seterr(err, len, "%s%s: FP8 tensor '%s' has no '%s' block scales", at, t.file, t.name, sn);
+				break;
+			}
+			used[si] = 1;
+		}
 		n->dtype = dt;
 		w->dtype = dt;
 		w->qtype = t.qtype;

@@ -100,6 +100,7 @@ static int qtype_of_st(int dt)
 	case ST_I32: return QT_I32;
 	case ST_F64: return QT_F64;
 	case ST_I8: return QT_I8;
+	case ST_F8_E4M3: return WQ_F8_E4M3;
 	default: return -1;
 	}
 }
@@ -149,8 +150,33 @@ int weights_find(const Weights *w, const char *name, WTensor *t)
 	return i;
 }
 
+size_t weights_row_bytes(int qtype, int64_t n)
+{
+	return qtype == WQ_F8_E4M3 ? (n > 0 ? (size_t)n : 0) : quant_row_bytes(qtype, n);
+}
+
+/* E4M3: sign, 4 exponent bits (bias 7), 3 mantissa bits; no infinities, S.1111.111 is NaN. */
+static float f8e4m3_to_f32(uint8_t b)
+{
+	int e = (b >> 3) & 15, m = b & 7;
+	if (e == 15 && m == 7)
+		return NAN;
+	float v = e ? ldexpf(1.0f + (float)m / 8.0f, e - 7) : ldexpf((float)m, -9);
+	return b & 0x80 ? -v : v;
+}
+
+/* The block-scale tensor of an FP8 weight: "x.weight" -> "x.weight_scale_inv". */
+static int f8_scale(const Weights *w, const char *name, WTensor *s)
+{
+	char sn[512];
+	snprintf(sn, sizeof sn, "%s_scale_inv", name);
+	return weights_find(w, sn, s);
+}
+
 int weights_dtype(int qtype)
 {
+	if (qtype == WQ_F8_E4M3)
+		return DT_Q;
 	switch (qtype) {
 	case QT_F32: return DT_F32;
 	case QT_F16: return DT_F16;
@@ -198,7 +224,7 @@ int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int r
                      size_t len)
 {
 	const Node *n = &g->node[r->node];
-	if (!strcmp(r->file, "(random)")) {
+	if (r->file && !strcmp(r->file, "(random)")) {
 		/* The whole random tensor, then the rank's part (so every tp sees the same model). */
 		Node whole = *n;
 		if (r->split >= 0 && tp > 1)
@@ -269,8 +295,8 @@ static int load_whole(const Weights *w, const Node *n, const WeightRef *r, float
 		              "the plan", t.file, r->source, t.type_name, (unsigned long long)t.nbytes,
 		              quant_type_name(r->qtype), (unsigned long long)r->nbytes);
 	int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
-	int64_t src_rows = (int64_t)(t.nbytes / quant_row_bytes(t.qtype, cols));
-	size_t rb = quant_row_bytes(t.qtype, cols);
+	size_t rb = weights_row_bytes(t.qtype, cols);
+	int64_t src_rows = rb ? (int64_t)(t.nbytes / rb) : 0;
 	if (!rb || r->row0 < 0 || (!r->rstride && r->row0 + rows > src_rows) ||
 	    (r->rstride && (rows / n->dim[n->ndim - 2]) * r->rstride > src_rows))
 		return seterr(err, len, "%s: tensor '%s' has %lld rows of %lld, the plan reads rows [%lld, %lld)", t.file,
@@ -280,6 +306,20 @@ static int load_whole(const Weights *w, const Node *n, const WeightRef *r, float
 		return seterr(err, len, "%s: tensor '%s': %lld rows do not split into %d heads of even size", t.file,
 		              r->source, (long long)rows, r->unpermute);
 	const unsigned char *src = t.data;
+	if (t.qtype == WQ_F8_E4M3) {
+		WTensor sc;
+		int64_t rb128 = (src_rows + 127) / 128, cb128 = (cols + 127) / 128;
+		if (f8_scale(w, r->source, &sc) < 0 || sc.qtype != QT_F32 || sc.nbytes != (uint64_t)(rb128 * cb128 * 4))
+			return seterr(err, len, "%s: FP8 tensor '%s' needs '%s_scale_inv', F32 [%lld, %lld] (one scale per "
+			              "128x128 block)", t.file, r->source, r->source, (long long)rb128, (long long)cb128);
+		const float *scale = sc.data;
+		for (int64_t row = 0; row < rows; row++) {
+			int64_t sr = source_row(r, n, rows, row);
+			for (int64_t c = 0; c < cols; c++)
+				dst[row * cols + c] = f8e4m3_to_f32(src[sr * cols + c]) * scale[(sr / 128) * cb128 + c / 128];
+		}
+		return 0;
+	}
 	for (int64_t row = 0; row < rows; row++)
 		if (quant_dequant(t.qtype, src + (size_t)source_row(r, n, rows, row) * rb, dst + row * cols, (size_t)cols))
 			return seterr(err, len, "%s: tensor '%s': cannot dequantize type %s", t.file, r->source, t.type_name);
@@ -291,7 +331,7 @@ int weights_slice(const WTensor *t, int axis, int rank, int n, WRange *out, int 
 	int64_t cols = t->shape[t->ndim - 1], rows = 1;
 	for (int i = 0; i < t->ndim - 1; i++)
 		rows *= t->shape[i];
-	size_t rb = quant_row_bytes(t->qtype, cols);
+	size_t rb = weights_row_bytes(t->qtype, cols);
 	if (!rb)
 		return seterr(err, len, "tensor '%s': type %s rows of %lld cannot be sliced", t->name, t->type_name,
 		              (long long)cols);
@@ -306,13 +346,13 @@ int weights_slice(const WTensor *t, int axis, int rank, int n, WRange *out, int 
 		out[0] = (WRange){(uint64_t)(rows / n * rank) * rb, (uint64_t)(rows / n) * rb};
 		return 1;
 	}
-	int64_t part = cols / n, blck = quant_block_size(t->qtype);
+	int64_t part = cols / n, blck = t->qtype == WQ_F8_E4M3 ? 128 : quant_block_size(t->qtype);
 	if (cols % n || part % blck)
 		return seterr(err, len, "tensor '%s': splitting %lld columns %d ways would cut a %s block of %lld values",
 		              t->name, (long long)cols, n, t->type_name, (long long)blck);
 	if (rows > cap)
 		return seterr(err, len, "slice: %lld ranges needed, room for %d", (long long)rows, cap);
-	size_t pb = quant_row_bytes(t->qtype, part);
+	size_t pb = weights_row_bytes(t->qtype, part);
 	for (int64_t r = 0; r < rows; r++)
 		out[r] = (WRange){(uint64_t)r * rb + (uint64_t)rank * pb, pb};
 	return (int)rows;

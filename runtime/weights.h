@@ -14,6 +14,14 @@
 
 enum { WF_HF, WF_GGUF };
 
+/* FP8 (E4M3) safetensors weights have no ggml id; they bind with this one and are dequantized with
+** their block scales (<name>_scale_inv, one float per 128×128 block, as DeepSeek/GLM FP8 releases
+** store them). */
+#define WQ_F8_E4M3 1000
+
+/* Bytes of one row of n elements of a stored type (ggml types and WQ_F8_E4M3); 0 when not whole. */
+size_t weights_row_bytes(int qtype, int64_t n);
+
 typedef struct {
 	const char *name;
 	int qtype;                   /* ggml type id (QT_*); -1 for a safetensors dtype ggml has no id for */

@@ -8,6 +8,7 @@
 #include "weights.h"
 
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Reassemble a tensor from its n slices along axis and compare with the original bytes. */
@@ -43,7 +44,7 @@ static int roundtrip(const WTensor *t, int axis, int n, char *err, size_t len)
 
 int main(void)
 {
-	char dir[] = "/tmp/glm-test-weights-XXXXXX", path[256], err[1024];
+	char dir[] = "/tmp/glm-test-weights-XXXXXX", path[512], err[1024];
 	if (!mkdtemp(dir))
 		return 1;
 	/* A [8, 64] Q8_0 tensor and a [6, 10] F32 one, from fresh random values. */
@@ -84,6 +85,49 @@ int main(void)
 	      "an uneven split is refused", "%s", err);
 	weights_close(&wt);
 	unlink(path);
+
+	/* FP8 E4M3 with 128x128 block scales (DeepSeek/GLM FP8 checkpoints): a [130, 200] weight has 2x2
+	** blocks; every byte value appears, including subnormals and the NaN pattern's neighbours. */
+	enum { R = 130, Cc = 200 };
+	static unsigned char f8[R * Cc];
+	float sc[4] = {0.5f, 2.0f, 0.125f, 3.0f};
+	for (int i = 0; i < R * Cc; i++)
+		f8[i] = (unsigned char)((i * 7 + 3) % 256 == 0x7f || (i * 7 + 3) % 256 == 0xff ? 0x42 : (i * 7 + 3) % 256);
+	int64_t shw[2] = {R, Cc}, shs[2] = {2, 2};
+	StWrite tw[2] = {{"w.weight", ST_F8_E4M3, 2, shw, f8}, {"w.weight_scale_inv", ST_F32, 2, shs, sc}};
+	char fdir[300], fpath[400];
+	snprintf(fdir, sizeof fdir, "%s/f8", dir);
+	mkdir(fdir, 0755);
+	snprintf(fpath, sizeof fpath, "%s/model.safetensors", fdir);
+	check(st_write_file(fpath, tw, 2, err, sizeof err) == 0, "write an FP8 checkpoint", "%s", err);
+	snprintf(path, sizeof path, "%s/config.json", fdir);
+	FILE *cf = fopen(path, "w");
+	fputs("{}", cf);
+	fclose(cf);
+	Weights wf;
+	check(weights_open(&wf, fdir, err, sizeof err) == 0, "open it", "%s", err);
+	Arena A = {0};
+	Graph gr;
+	graph_init(&gr, &A);
+	Node pn = {.op = OP_PARAM, .kind = VK_WEIGHT, .dtype = DT_Q, .ndim = 2, .dim = {R, Cc}, .name = "w", .fused_into = -1};
+	graph_add(&gr, &pn);
+	WeightRef ref = {.node = 0, .source = "w.weight", .qtype = WQ_F8_E4M3, .nbytes = R * Cc, .split = -1};
+	static float got[R * Cc];
+	int rc = weights_load_f32(&wf, &gr, &ref, 0, 1, got, err, sizeof err);
+	int bad = 0;
+	for (int i = 0; i < R * Cc && !rc; i++) {
+		int b = f8[i], sign = b >> 7, e = (b >> 3) & 15, m = b & 7;
+		double v = e ? pow(2.0, e - 7) * (1 + m / 8.0) : pow(2.0, -6) * (m / 8.0);
+		v *= sign ? -1 : 1;
+		v *= sc[(i / Cc) / 128 * 2 + (i % Cc) / 128];
+		bad += got[i] != (float)v;
+	}
+	check(!rc && !bad, "FP8 E4M3 weights dequantize with their block scales", "%s (%d mismatches)", err, bad);
+	weights_close(&wf);
+	arena_free(&A);
+	unlink(fpath);
+	unlink(path);
+	rmdir(fdir);
 	rmdir(dir);
 	return check_done();
 }
