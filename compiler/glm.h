@@ -181,6 +181,8 @@ int64_t node_numel(const Node *n, int64_t T, int64_t S); /* elements with T and 
 const char *shape_str(const Node *n, char *buf, size_t len);
 /* Text dump, one line per node; stable for golden tests. */
 void ir_dump(const Graph *g, FILE *f);
+/* The same graph as Graphviz DOT. */
+void ir_dot(const Graph *g, FILE *f);
 
 /*
 ** ops/ops.c — the operator table

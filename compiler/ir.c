@@ -156,3 +156,26 @@ void ir_dump(const Graph *g, FILE *f)
 	for (int i = 0; i < g->nout; i++)
 		fprintf(f, "output \"%s\" %%%d\n", g->out_name[i], g->out[i]);
 }
+
+/* Graphviz: activations as boxes (fused nodes filled), leaves as ellipses, collectives as diamonds;
+** edges follow the data. */
+void ir_dot(const Graph *g, FILE *f)
+{
+	char sb[96];
+	fprintf(f, "digraph glmc {\n  rankdir=TB;\n  node [fontname=\"monospace\", fontsize=10];\n");
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		const char *shape = n->kind != VK_ACT ? "ellipse"
+		                    : n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER ? "diamond" : "box";
+		fprintf(f, "  n%d [shape=%s%s, label=\"%%%d %s%s%s\\n%s\"];\n", i, shape,
+		        n->fuse_pattern && n->fused_into >= 0 ? ", style=filled, fillcolor=lightblue" : "", i,
+		        op_table[n->op].name, n->name ? " " : "", n->name ? n->name : "", shape_str(n, sb, sizeof sb));
+		for (int k = 0; k < n->nin; k++)
+			fprintf(f, "  n%d -> n%d;\n", n->in[k], i);
+		if (n->fuse_pattern && n->fused_into >= 0)
+			fprintf(f, "  n%d -> n%d [style=dashed, color=blue, label=\"fused\"];\n", i, n->fused_into);
+	}
+	for (int i = 0; i < g->nout; i++)
+		fprintf(f, "  out%d [shape=plaintext, label=\"%s\"];\n  n%d -> out%d;\n", i, g->out_name[i], g->out[i], i);
+	fprintf(f, "}\n");
+}

@@ -26,6 +26,7 @@ typedef struct {
 	const char *lib;
 	const char *arch;
 	const char *after;
+	const char *dot;
 	const char *dtype;
 	const char *config;
 	const char *random;
@@ -62,6 +63,7 @@ static const char *usage =
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
 	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit\n"
 	"                   (default: bind)\n"
+	"  --dot FILE       with dump: also write the graph as Graphviz DOT\n"
 	"  -h, --help       this text;  --version  print the version\n";
 
 static _Noreturn void fail(const char *msg)
@@ -111,6 +113,14 @@ static int dump_after(const Opts *o, const char *pass, const Graph *g)
 {
 	if (!o->after || strcmp(o->after, pass))
 		return 0;
+	if (o->dot) {
+		FILE *f = fopen(o->dot, "w");
+		if (!f)
+			fail("--dot: cannot create the file");
+		ir_dot(g, f);
+		if (fclose(f))
+			fail("--dot: write failed");
+	}
 	ir_dump(g, stdout);
 	return 1;
 }
@@ -305,7 +315,7 @@ static void parse(Opts *o, int argc, char **argv)
 			o->opt = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
 		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype") || !strcmp(a, "--config") ||
-		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers")) {
+		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot")) {
 			if (!next)
 				fail_usage("missing value after", a);
 			i++;
@@ -321,6 +331,8 @@ static void parse(Opts *o, int argc, char **argv)
 				o->after = next;
 			else if (!strcmp(a, "--config"))
 				o->config = next;
+			else if (!strcmp(a, "--dot"))
+				o->dot = next;
 			else if (!strcmp(a, "--random-weights"))
 				o->random = next;
 			else if (!strcmp(a, "--layers")) {

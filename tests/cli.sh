@@ -280,6 +280,9 @@ for p in front partition fuse memplan; do
 		bad "golden dump after $p" "$(bin/glmc dump models/llama.lua --weights $FIX/llama --tp 2 --after $p 2>/dev/null | diff - tests/golden/llama-tp2.after-$p.txt | head -5)"
 	fi
 done
+bin/glmc dump models/llama.lua --weights $FIX/llama --after fuse --dot $tmp/g.dot >/dev/null 2>&1 &&
+	[ "$(grep -c ' -> ' $tmp/g.dot)" -gt 60 ] && grep -q 'fused' $tmp/g.dot && tail -1 $tmp/g.dot | grep -q '^}$' &&
+	ok "glmc dump --dot writes the graph with its fusions" || bad "glmc dump --dot" "$(head -c 200 $tmp/g.dot)"
 bin/glmc explain $tmp/llama.plan | grep -q "^memory: activation arena .* ratio 1.000" && ok "glmc explain reports the memory plan against its bound" || bad "glmc explain" "$(bin/glmc explain $tmp/llama.plan | tail -2)"
 
 # Help and dumps.
