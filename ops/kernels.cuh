@@ -1117,3 +1117,637 @@ __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int 
 		step[0] = s + 1;
 	}
 }
+
+/* ---- MLA, the DSA indexer, MoE routing and experts, transposed matmul ---- */
+
+/* y[z,M,N] = a[z,M,K]·b[z,N,K]ᵀ (the second operand stored like a linear weight), z = blockIdx.z.
+** grid (ceil(N/8), M, B), block 256.
+** One warp per output (m = blockIdx.y, n = blockIdx.x*8 + warp): the lanes stride over K, so both rows
+** are read coalesced, and a shuffle sum finishes the dot product. */
+template <typename A, typename B_>
+__device__ void k_matmul_tb(A *y, const A *a, const B_ *b, int M, int K, int N)
+{
+	int lane = threadIdx.x & 31, n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), m = blockIdx.y;
+	long long z = blockIdx.z;
+	if (n >= N) /* uniform per warp */
+		return;
+	const A *ar = a + (z * M + m) * K;
+	const B_ *br = b + (z * N + n) * K;
+	float s = 0.0f;
+#pragma unroll 4
+	for (int k = lane; k < K; k += 32)
+		s += to_f(ar[k]) * to_f(br[k]);
+	s = warp_sum(s);
+	if (lane == 0)
+		y[(z * M + m) * N + n] = from_f<A>(s);
+}
+
+/* Latent-cache write: cache[pos[t], :D] = kv[t, :D] (also the DSA indexer's key cache).
+** grid (T), block 256. */
+template <typename A>
+__device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D)
+{
+	int t = blockIdx.x;
+	long long p = pos[t];
+	for (int i = threadIdx.x; i < D; i += blockDim.x)
+		cache[p * D + i] = kv[(long long)t * D + i];
+}
+
+/*
+** Latent (MLA) attention in the absorbed form over one shared key/value row per position (MQA), as
+** ref_mla: for token t = blockIdx.y and head h = blockIdx.x, over cache rows s <= pos[t] (when sel !=
+** nullptr only the rows sel[t*nsel + j], j < nsel, that are >= 0 and <= pos[t]):
+**   y[t, h*Dv + i] = sum_s softmax_s(scale · q[t, h*Dk : +Dk]·cache[s, :Dk]) · cache[s, i], i < Dv
+** (the values are the first Dv entries of the key row). Dk <= 1024, Dv <= 4·blockDim.x (512).
+** grid (H, T), block 128.
+**
+** q is kept in shared memory as float. The candidate rows go in chunks of 32: each warp scores 8 of
+** them (lanes stride over Dk, a shuffle sum per row) into shared memory; then every thread folds the
+** chunk into its own running max / sum (online softmax, so any context length works) and into its
+** accumulators for outputs tid + 128·i (i < 4), reading the value rows coalesced across the block.
+** Every thread computes the same max and sum, so no further reduction is needed.
+** sel entries are taken as listed: they must be distinct (the indexer's top-k is); a repeated row
+** would count twice where ref_mla counts it once. With no visible row at all the output is 0/0 = NaN,
+** as ref_mla's.
+*/
+template <typename A>
+__device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel, int H, int Dk,
+                      int Dv, float scale)
+{
+	const int CH = 32, NACC = 4; /* rows per chunk; outputs per thread */
+	__shared__ float qs[1024], ps[CH];
+	__shared__ int rows[CH];
+	int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	int nw = blockDim.x >> 5, p = pos[t];
+	int n = sel ? nsel : p + 1; /* candidates */
+	const int *st = sel ? sel + (long long)t * nsel : nullptr;
+	const A *qh = q + ((long long)t * H + h) * Dk;
+	for (int i = tid; i < Dk; i += blockDim.x)
+		qs[i] = to_f(qh[i]);
+
+	float acc[NACC], m = neg_inf(), l = 0.0f;
+#pragma unroll
+	for (int i = 0; i < NACC; i++)
+		acc[i] = 0.0f;
+	for (int j0 = 0; j0 < n; j0 += CH) {
+		__syncthreads(); /* qs is written; the previous chunk's ps and rows are read */
+		for (int jj = warp; jj < CH; jj += nw) {
+			int j = j0 + jj, s = -1;
+			if (j < n) {
+				s = st ? st[j] : j;
+				s = s <= p ? s : -1;
+			}
+			float d = neg_inf();
+			if (s >= 0) { /* uniform per warp */
+				const A *kr = cache + (long long)s * Dk;
+				float a = 0.0f;
+#pragma unroll 4
+				for (int i = lane; i < Dk; i += 32)
+					a += qs[i] * to_f(kr[i]);
+				d = warp_sum(a) * scale;
+			}
+			if (lane == 0) {
+				ps[jj] = d;
+				rows[jj] = s < 0 ? -1 : s;
+			}
+		}
+		__syncthreads();
+		float mn = m;
+		for (int jj = 0; jj < CH; jj++)
+			mn = fmaxf(mn, ps[jj]);
+		if (mn == neg_inf()) /* nothing visible so far: the same decision in every thread */
+			continue;
+		float c = expf(m - mn); /* 0 while m = -inf */
+		l *= c;
+#pragma unroll
+		for (int i = 0; i < NACC; i++)
+			acc[i] *= c;
+		for (int jj = 0; jj < CH; jj++) {
+			int s = rows[jj];
+			if (s < 0)
+				continue;
+			float e = expf(ps[jj] - mn);
+			const A *vr = cache + (long long)s * Dk;
+			l += e;
+#pragma unroll
+			for (int i = 0; i < NACC; i++) {
+				int d = tid + i * blockDim.x;
+				if (d < Dv)
+					acc[i] += e * to_f(vr[d]);
+			}
+		}
+		m = mn;
+	}
+	A *yh = y + ((long long)t * H + h) * Dv;
+#pragma unroll
+	for (int i = 0; i < NACC; i++) {
+		int d = tid + i * blockDim.x;
+		if (d < Dv)
+			yh[d] = from_f<A>(acc[i] / l);
+	}
+}
+
+/*
+** DSA lightning-indexer scores, as ref_indexer: for query t = blockIdx.y and key row s = blockIdx.x*8 +
+** warp (< total), score[t*total + s] = sum_h w[t,h] · relu(scale · q[t, h*D : +D]·kcache[s, :D]) when
+** s <= pos[t], else -inf. total is the number of key rows the step ends with (pos[T-1] + 1, as
+** ref_indexer ranks them). grid (ceil(total/8), T), block 256.
+** One warp per score: the lanes hold the key row (D <= 256 in registers; longer rows re-read the
+** rest), and each head's dot product ends in a shuffle sum. Accumulation is in float in the
+** reference's order (dot, · scale, relu, · w, summed over h), where the reference uses double and
+** rounds the sum once: a score may differ from ref_indexer's in its last bits. Exact zeros (every head's
+** relu 0) and exactly representable cases agree bit for bit.
+*/
+template <typename A>
+__device__ void k_indexer_scores(float *score, const A *q, const A *w, const A *kcache, const int *pos, int H, int D,
+                                 int total, float scale)
+{
+	int lane = threadIdx.x & 31, t = blockIdx.y;
+	int s = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (s >= total) /* uniform per warp */
+		return;
+	float *out = score + (long long)t * total + s;
+	if (s > pos[t]) {
+		if (lane == 0)
+			*out = neg_inf();
+		return;
+	}
+	const A *kr = kcache + (long long)s * D;
+	float kv[8];
+#pragma unroll
+	for (int r = 0; r < 8; r++) {
+		int i = lane + 32 * r;
+		kv[r] = i < D ? to_f(kr[i]) : 0.0f;
+	}
+	const A *qt = q + (long long)t * H * D;
+	const A *wt = w + (long long)t * H;
+	float acc = 0.0f;
+	for (int h = 0; h < H; h++) {
+		const A *qh = qt + (long long)h * D;
+		float d = 0.0f;
+#pragma unroll
+		for (int r = 0; r < 8; r++) {
+			int i = lane + 32 * r;
+			if (i < D)
+				d += to_f(qh[i]) * kv[r];
+		}
+		for (int i = lane + 256; i < D; i += 32)
+			d += to_f(qh[i]) * to_f(kr[i]);
+		d = warp_sum(d) * scale;
+		acc += to_f(wt[h]) * (d > 0.0f ? d : 0.0f);
+	}
+	if (lane == 0)
+		*out = acc;
+}
+
+/* torch's "greater" on top-k values (ref.c's tk_greater): larger value, NaN above every number. */
+__device__ __forceinline__ bool tk_gt(float a, float b)
+{
+	return (a != a && b == b) || a > b;
+}
+
+/* The (value, index) pairs of the introselect below, as two arrays (value bits, index), and the
+** primitives of ref.c's tk_* on slots of them. */
+struct TkPairs {
+	float *v;
+	int *i;
+	__device__ void swap(int a, int b)
+	{
+		float tv = v[a];
+		int ti = i[a];
+		v[a] = v[b];
+		i[a] = i[b];
+		v[b] = tv;
+		i[b] = ti;
+	}
+};
+
+/* ref.c's tk_insertion_sort on slots [first, last): unguarded inner loop, as libstdc++'s. */
+__device__ void tk_insertion_sort(TkPairs q, int first, int last)
+{
+	if (first == last)
+		return;
+	for (int a = first + 1; a != last; a++) {
+		float val = q.v[a];
+		int vi = q.i[a];
+		if (tk_gt(val, q.v[first])) {
+			for (int b = a; b > first; b--) {
+				q.v[b] = q.v[b - 1];
+				q.i[b] = q.i[b - 1];
+			}
+			q.v[first] = val;
+			q.i[first] = vi;
+		} else {
+			int j = a, prev = a - 1;
+			while (tk_gt(val, q.v[prev])) {
+				q.v[j] = q.v[prev];
+				q.i[j] = q.i[prev];
+				j = prev;
+				prev--;
+			}
+			q.v[j] = val;
+			q.i[j] = vi;
+		}
+	}
+}
+
+/* ref.c's tk_median_to_first: the median of slots a, b, c swapped into slot `result`. */
+__device__ void tk_median_to_first(TkPairs q, int result, int a, int b, int c)
+{
+	float va = q.v[a], vb = q.v[b], vc = q.v[c];
+	if (tk_gt(va, vb)) {
+		if (tk_gt(vb, vc))
+			q.swap(result, b);
+		else if (tk_gt(va, vc))
+			q.swap(result, c);
+		else
+			q.swap(result, a);
+	} else if (tk_gt(va, vc))
+		q.swap(result, a);
+	else if (tk_gt(vb, vc))
+		q.swap(result, c);
+	else
+		q.swap(result, b);
+}
+
+/* ref.c's tk_partition: unguarded Hoare partition of [first, last) around the value in slot pivot
+** (outside the range, so it stays put). */
+__device__ int tk_partition(TkPairs q, int first, int last, int pivot)
+{
+	float pv = q.v[pivot];
+	for (;;) {
+		while (tk_gt(q.v[first], pv))
+			first++;
+		last--;
+		while (tk_gt(pv, q.v[last]))
+			last--;
+		if (!(first < last))
+			return first;
+		q.swap(first, last);
+		first++;
+	}
+}
+
+/* ref.c's tk_select (nth_element by introselect); false when the depth limit is hit. */
+__device__ bool tk_select(TkPairs q, int first, int nth, int last)
+{
+	int depth = 0;
+	for (int n = last - first; n > 1; n >>= 1)
+		depth++;
+	depth *= 2;
+	while (last - first > 3) {
+		if (depth-- == 0)
+			return false;
+		int mid = first + (last - first) / 2;
+		tk_median_to_first(q, first, first + 1, mid, last - 1);
+		int cut = tk_partition(q, first + 1, last, first);
+		if (cut <= nth)
+			first = cut;
+		else
+			last = cut;
+	}
+	tk_insertion_sort(q, first, last);
+	return true;
+}
+
+/* ref.c's sift for ref_topk's heap of indices into x (root = the entry ranked last). */
+__device__ void topk_sift(int *hp, int n, int i, const float *x)
+{
+	for (;;) {
+		int c = 2 * i + 1;
+		if (c >= n)
+			return;
+		if (c + 1 < n && ranks_before(x[hp[c]], hp[c], x[hp[c + 1]], hp[c + 1]))
+			c++;
+		if (!ranks_before(x[hp[i]], hp[i], x[hp[c]], hp[c]))
+			return;
+		int tmp = hp[i];
+		hp[i] = hp[c];
+		hp[c] = tmp;
+		i = c;
+	}
+}
+
+/* ref_topk on one row, by one thread: out[0..k) = the k best of x[0..n) under ranks_before, best first. */
+__device__ void topk_heap(int *out, const float *x, int n, int k)
+{
+	for (int i = 0; i < k; i++)
+		out[i] = i;
+	for (int i = k / 2 - 1; i >= 0; i--)
+		topk_sift(out, k, i, x);
+	for (int i = k; i < n; i++)
+		if (ranks_before(x[i], i, x[out[0]], out[0])) {
+			out[0] = i;
+			topk_sift(out, k, 0, x);
+		}
+	for (int m = k - 1; m > 0; m--) {
+		int tmp = out[0];
+		out[0] = out[m];
+		out[m] = tmp;
+		topk_sift(out, m, 0, x);
+	}
+}
+
+/*
+** DSA top-k selection, exactly as ref_indexer (whose topk_like_torch reproduces torch.topk's choice
+** among ties): for query t = blockIdx.x with n = pos[t] + 1 visible rows, when n <= topk
+** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over score[t*total .. +total): pairs
+** (value, index) in index order, then ref.c's introselect (median-of-three pivot, unguarded Hoare
+** partition, insertion sort below four elements) with nth = topk - 1; when topk*64 <= total or the
+** depth limit is hit, largest first with ties to the lower index (ref_topk) instead. The chosen
+** indices are written in the order the selection leaves them, any index > pos[t] mapped to -1.
+** scratch holds 2*total ints per query: the pairs as two arrays, the values' bits in the first total
+** and the indices in the second (comparisons then read one array only). A is unused (kept so the
+** emitter instantiates every template alike). grid (T), block 32; only thread 0 works.
+**
+** Cost: sequential on one thread. The introselect visits about 2-3·total slots (one dependent global
+** load each, mostly L1 hits), so on the order of 0.1 µs per key row: ~0.5 ms at 4k keys, tens of ms
+** at 200k, per query and layer. Decode has T = 1; prefill runs the T queries in parallel blocks. The
+** largest-first path is a heap of topk over total scores, O(total·log topk) in the worst case.
+*/
+template <typename A>
+__device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk)
+{
+	if (threadIdx.x != 0)
+		return;
+	int t = blockIdx.x, n = pos[t] + 1;
+	int *out = sel + (long long)t * topk;
+	if (n <= topk) {
+		for (int j = 0; j < topk; j++)
+			out[j] = j < n ? j : -1;
+		return;
+	}
+	const float *x = score + (long long)t * total;
+	TkPairs q;
+	q.v = (float *)(scratch + (long long)t * 2 * total);
+	q.i = scratch + (long long)t * 2 * total + total;
+	bool fallback = (long long)topk * 64 <= total;
+	if (!fallback) {
+		for (int i = 0; i < total; i++) {
+			q.v[i] = x[i];
+			q.i[i] = i;
+		}
+		fallback = !tk_select(q, 0, topk - 1, total);
+	}
+	if (fallback) {
+		topk_heap(out, x, total, topk);
+	} else {
+		for (int j = 0; j < topk; j++)
+			out[j] = q.i[j];
+	}
+	for (int j = 0; j < topk; j++)
+		if (out[j] >= n)
+			out[j] = -1;
+}
+
+/* MoE scores of one row of logits, in float: softmax (max-subtracted) or sigmoid. */
+template <typename A>
+__device__ void moe_scores_f(float *s, const A *l, int E, int sigmoid)
+{
+	if (sigmoid) {
+		for (int e = 0; e < E; e++)
+			s[e] = 1.0f / (1.0f + expf(-to_f(l[e])));
+		return;
+	}
+	float m = neg_inf(), z = 0.0f;
+	for (int e = 0; e < E; e++)
+		m = fmaxf(m, to_f(l[e]));
+	for (int e = 0; e < E; e++) {
+		s[e] = expf(to_f(l[e]) - m);
+		z += s[e];
+	}
+	for (int e = 0; e < E; e++)
+		s[e] /= z;
+}
+
+/*
+** MoE routing of row t = blockIdx.x, as ref_moe_route: scores = softmax(logits) or sigmoid(logits)
+** (sigmoid != 0); choice[e] = score[e] + bias[e] (bias may be nullptr); with n_group > 1 and topk_group
+** < n_group, group g (experts g*E/n_group ..) scores the sum of its two best choices (in double, as the
+** reference) and all but the topk_group best groups (ties to the lower group) are set to -inf; then
+** idx[t*k + j] = the k best experts by choice, best first, ties to the lower index (NaN first, as
+** ref_topk; -1 for slots past E). E <= 1024. grid (T), block 32; thread 0 does it all.
+** The scores are computed in float (expf) where the reference uses double and rounds once: a choice
+** may differ in its last bit, which can only swap experts whose choices are that close.
+*/
+template <typename A, typename B_>
+__device__ void k_moe_route(int *idx, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,
+                            int sigmoid)
+{
+	__shared__ float ch[1024];
+	__shared__ double gs[1024];
+	if (threadIdx.x != 0)
+		return;
+	int t = blockIdx.x;
+	moe_scores_f(ch, logits + (long long)t * E, E, sigmoid);
+	for (int e = 0; e < E; e++)
+		ch[e] = ch[e] + (bias ? to_f(bias[e]) : 0.0f);
+	int per = n_group > 1 ? E / n_group : E;
+	if (n_group > 1 && topk_group < n_group) {
+		for (int g = 0; g < n_group; g++) {
+			float b1 = neg_inf(), b2 = neg_inf();
+			for (int e = g * per; e < (g + 1) * per; e++)
+				if (ch[e] > b1) {
+					b2 = b1;
+					b1 = ch[e];
+				} else if (ch[e] > b2) {
+					b2 = ch[e];
+				}
+			gs[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
+		}
+		for (int g = 0; g < n_group; g++) {
+			int better = 0;
+			for (int o = 0; o < n_group; o++)
+				better += gs[o] > gs[g] || (gs[o] == gs[g] && o < g);
+			if (better >= topk_group)
+				for (int e = g * per; e < (g + 1) * per; e++)
+					ch[e] = neg_inf();
+		}
+	}
+	/* k rounds; round r takes the best that ranks after round r-1's pick */
+	int *out = idx + (long long)t * k;
+	float pv = 0.0f;
+	int pi = -1;
+	for (int r = 0; r < k; r++) {
+		float bv = neg_inf();
+		int bi = 0x7fffffff;
+		for (int e = 0; e < E; e++)
+			if (pi < 0 || ranks_before(pv, pi, ch[e], e))
+				keep_best(bv, bi, ch[e], e);
+		out[r] = bi < E ? bi : -1;
+		pv = bv;
+		pi = bi;
+	}
+}
+
+/*
+** The chosen experts' weights, as ref_moe_weights: w[t*k + j] = score[idx[t*k + j]] (the unbiased
+** softmax or sigmoid score of row t = blockIdx.x), divided by (the sum over the k chosen + 1e-20) when
+** norm, times scale. Scores in float (the reference: double). An index < 0 gets weight 0 (and adds
+** nothing to the sum). grid (T), block 32; thread 0.
+*/
+template <typename A>
+__device__ void k_moe_weights(A *w, const A *logits, const int *idx, int E, int k, int sigmoid, int norm, float scale)
+{
+	if (threadIdx.x != 0)
+		return;
+	int t = blockIdx.x;
+	const A *l = logits + (long long)t * E;
+	const int *id = idx + (long long)t * k;
+	float m = 0.0f, z = 1.0f;
+	if (!sigmoid) {
+		m = neg_inf();
+		z = 0.0f;
+		for (int e = 0; e < E; e++)
+			m = fmaxf(m, to_f(l[e]));
+		for (int e = 0; e < E; e++)
+			z += expf(to_f(l[e]) - m);
+	}
+	float sum = 0.0f;
+	for (int j = 0; j < k; j++) {
+		int e = id[j];
+		if (e >= 0 && e < E) {
+			float v = to_f(l[e]);
+			sum += sigmoid ? 1.0f / (1.0f + expf(-v)) : expf(v - m) / z;
+		}
+	}
+	for (int j = 0; j < k; j++) {
+		int e = id[j];
+		float v = 0.0f;
+		if (e >= 0 && e < E) {
+			float lv = to_f(l[e]);
+			v = sigmoid ? 1.0f / (1.0f + expf(-lv)) : expf(lv - m) / z;
+		}
+		if (norm)
+			v /= sum + 1e-20f;
+		w[(long long)t * k + j] = from_f<A>(v * scale);
+	}
+}
+
+/*
+** Routed experts, first half: hid[(t*k + j)*F + f] = silu(gate[e, f, :]·x[t]) · (up[e, f, :]·x[t]) with
+** e = idx[t*k + j] (hid = 0 where e < 0); gate and up are [E, F, C]. hid stays float.
+** grid (ceil(F/8), k, T), block 256: one warp per f (f = blockIdx.x*8 + warp, j = blockIdx.y,
+** t = blockIdx.z), reading only the chosen expert's two rows.
+** x[t] is staged as float in shared memory, 4096 values at a time. The weight rows are read in
+** 16-byte vectors when gate and up are 16-byte aligned and C is a multiple of the vector width (as
+** k_linear_gemv), else one element per lane per step. silu as ref_moe_ffn: g / (1 + expf(-g)).
+*/
+template <typename A, typename W>
+__device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, const W *up, int C, int F, int k)
+{
+	const int VEC = 16 / (int)sizeof(W), XC = 4096;
+	__shared__ float4 xs4[XC / 4];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * (blockDim.x >> 5) + warp;
+	long long slot = (long long)t * k + j;
+	int ex = idx[slot];
+	float *hr = hid + slot * F;
+	if (ex < 0) { /* uniform per block */
+		if (lane == 0 && f < F)
+			hr[f] = 0.0f;
+		return;
+	}
+	bool active = f < F; /* uniform per warp: inactive warps only help stage x */
+	bool vec = (((unsigned long long)gate | (unsigned long long)up) & 15) == 0 && C % VEC == 0;
+	long long row = ((long long)ex * F + (active ? f : 0)) * C;
+	const W *gr = gate + row, *ur = up + row;
+	const A *xt = x + (long long)t * C;
+	float ag = 0.0f, au = 0.0f;
+	for (int k0 = 0; k0 < C; k0 += XC) {
+		int kc = C - k0 < XC ? C - k0 : XC;
+		__syncthreads(); /* every warp is done with the previous chunk */
+		for (int i = threadIdx.x; i < kc; i += blockDim.x)
+			xs[i] = to_f(xt[k0 + i]);
+		__syncthreads();
+		if (!active)
+			continue;
+		if (vec) {
+			/* kc is a multiple of VEC (k0 is a multiple of 4096), so vectors stay inside the chunk */
+#pragma unroll 2
+			for (int kb = lane * VEC; kb < kc; kb += 32 * VEC) {
+				union {
+					uint4 bits;
+					W e[VEC];
+				} gv, uv;
+				gv.bits = __ldg((const uint4 *)(gr + k0 + kb));
+				uv.bits = __ldg((const uint4 *)(ur + k0 + kb));
+				const float4 *xp = (const float4 *)(xs + kb);
+#pragma unroll
+				for (int c4 = 0; c4 < VEC / 4; c4++) {
+					float4 xv = xp[c4];
+					ag += xv.x * to_f(gv.e[4 * c4]) + xv.y * to_f(gv.e[4 * c4 + 1]) +
+					      xv.z * to_f(gv.e[4 * c4 + 2]) + xv.w * to_f(gv.e[4 * c4 + 3]);
+					au += xv.x * to_f(uv.e[4 * c4]) + xv.y * to_f(uv.e[4 * c4 + 1]) +
+					      xv.z * to_f(uv.e[4 * c4 + 2]) + xv.w * to_f(uv.e[4 * c4 + 3]);
+				}
+			}
+		} else {
+			for (int i = lane; i < kc; i += 32) {
+				float xv = xs[i];
+				ag += xv * to_f(gr[k0 + i]);
+				au += xv * to_f(ur[k0 + i]);
+			}
+		}
+	}
+	if (!active)
+		return;
+	ag = warp_sum(ag);
+	au = warp_sum(au);
+	if (lane == 0)
+		hr[f] = ag / (1.0f + expf(-ag)) * au;
+}
+
+/*
+** Routed experts, second half: y[t, c] = sum_j w[t*k + j] · (down[e, c, :]·hid[(t*k + j)*F : +F]) with
+** e = idx[t*k + j], skipping e < 0 (a row whose experts are all skipped is 0); down is [E, C, F].
+** grid (ceil(C/8), T), block 256: one warp per c (c = blockIdx.x*8 + warp, t = blockIdx.y).
+** The down row is read in 16-byte vectors (with the matching float4s of hid) when down and hid are
+** 16-byte aligned and F is a multiple of the vector width, else element by element. Each expert's dot
+** product is finished (shuffle sum) before it is weighted, as ref_moe_ffn.
+*/
+template <typename A, typename W>
+__device__ void k_moe_down(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k)
+{
+	const int VEC = 16 / (int)sizeof(W);
+	int lane = threadIdx.x & 31, t = blockIdx.y;
+	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (c >= C) /* uniform per warp */
+		return;
+	bool vec = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0;
+	float acc = 0.0f;
+	for (int j = 0; j < k; j++) {
+		long long slot = (long long)t * k + j;
+		int ex = idx[slot];
+		if (ex < 0)
+			continue;
+		const W *dr = down + ((long long)ex * C + c) * F;
+		const float *hr = hid + slot * F;
+		float s = 0.0f;
+		if (vec) {
+#pragma unroll 2
+			for (int kb = lane * VEC; kb < F; kb += 32 * VEC) {
+				union {
+					uint4 bits;
+					W e[VEC];
+				} dv;
+				dv.bits = __ldg((const uint4 *)(dr + kb));
+				const float4 *hp = (const float4 *)(hr + kb);
+#pragma unroll
+				for (int c4 = 0; c4 < VEC / 4; c4++) {
+					float4 hv = __ldg(hp + c4);
+					s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
+					     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
+				}
+			}
+		} else {
+			for (int i = lane; i < F; i += 32)
+				s += to_f(dr[i]) * hr[i];
+		}
+		s = warp_sum(s);
+		acc += to_f(w[slot]) * s;
+	}
+	if (lane == 0)
+		y[(long long)t * C + c] = from_f<A>(acc);
+}
