@@ -338,13 +338,13 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
 		size_t bytes = ((size_t)node_numel(n, x->maxT, x->S) * elsize(x, i) + 255) & ~(size_t)255;
+		if (n->op == OP_ROPE)
+			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
 		if (n->op == OP_RESHAPE || (planned && n->kind == VK_ACT))
 			continue;
 		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
 		off[i] = *acc;
 		*acc += bytes;
-		if (n->op == OP_ROPE)
-			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
 	}
 	x->ring_cap = 1 << 16;
 	size_t sb = 256 + (size_t)x->ring_cap * 4, scr = 0;

@@ -232,6 +232,9 @@ static int verify_run(const Graph *g, Gpu *gpu, Exec *cpu, const int32_t *prompt
 					e += out[i][k] != (float)((int32_t *)cpu->buf[i])[k];
 			} else
 				e = rel_err(out[i], cpu->buf[i], cnt);
+			/* A SwiGLU formed inside the decode GEMV is never stored for small steps. */
+			if (n->fuse_pattern == FUSE_SWIGLU_GEMV && n->fused_into >= 0 && T <= 8)
+				continue;
 			int l = n->layer + 1, is_out = 0;
 			for (int k = 0; k < g->nout; k++)
 				is_out |= g->out[k] == i;
@@ -333,6 +336,16 @@ int main(int argc, char **argv)
 	if (a.verify) {
 		if (!cuda)
 			fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
+		/* Both sides ran with the plan's shared arena, where later nodes overwrite dead ones; verify needs
+		** every node's value, so it reruns both with one buffer per value. */
+		gpu_close(gpu);
+		exec_free(&xr[0]);
+		Graph gv = g;
+		gv.mem.planned = 0;
+		if (exec_init_rank(&xr[0], &gv, weights, np, max_seq, 0, 1, err, sizeof err) ||
+		    gpu_open(&gpu, &gv, weights, np, max_seq, &a.gpu, err, sizeof err))
+			fail("%s", err);
+		x = xr[0];
 		int bad = verify_run(&g, gpu, &x, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
 		gpu_close(gpu);
 		exec_free(&x);
