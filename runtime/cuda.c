@@ -416,7 +416,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 {
 	*out = NULL;
 	if (!g->cuda.source)
-		return seterr(err, len, "the plan has no CUDA section; recompile it with this glmc");
+		return seterr(err, len, "the plan has no GPU kernels (glmc wrote it for the CPU only and said why when it "
+		              "compiled it); run it with --device cpu");
 	Gpu *x = calloc(1, sizeof *x);
 	if (!x)
 		return seterr(err, len, "out of memory");
