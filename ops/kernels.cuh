@@ -1250,8 +1250,9 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 /*
 ** DSA lightning-indexer scores, as ref_indexer: for query t = blockIdx.y and key row s = blockIdx.x*8 +
 ** warp (< total), score[t*total + s] = sum_h w[t,h] · relu(scale · q[t, h*D : +D]·kcache[s, :D]) when
-** s <= pos[t], else -inf. total is the number of key rows the step ends with (pos[T-1] + 1, as
-** ref_indexer ranks them). grid (ceil(total/8), T), block 256.
+** s <= pos[t], else -inf. total is the score rows' length: the key cache's capacity S, or the number
+** of rows the step ends with, pos[T-1] + 1 (k_indexer_select ranks only those, as ref_indexer, either
+** way). grid (ceil(total/8), T), block 256.
 ** One warp per score: the lanes hold the key row (D <= 256 in registers; longer rows re-read the
 ** rest), and each head's dot product ends in a shuffle sum. Accumulation is in float in the
 ** reference's order (dot, · scale, relu, · w, summed over h), where the reference uses double and
@@ -1451,26 +1452,31 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 /*
 ** DSA top-k selection, exactly as ref_indexer (whose topk_like_torch reproduces torch.topk's choice
 ** among ties): for query t = blockIdx.x with n = pos[t] + 1 visible rows, when n <= topk
-** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over score[t*total .. +total): pairs
-** (value, index) in index order, then ref.c's introselect (median-of-three pivot, unguarded Hoare
-** partition, insertion sort below four elements) with nth = topk - 1; when topk*64 <= total or the
-** depth limit is hit, largest first with ties to the lower index (ref_topk) instead. The chosen
-** indices are written in the order the selection leaves them, any index > pos[t] mapped to -1.
+** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over the m = pos[T-1] + 1 rows the
+** step ends with (T = gridDim.x; the later ones at -inf for earlier queries), score[t*total .. +m),
+** where total (>= m) is the rows' stride, e.g. the key cache's capacity: pairs (value, index) in
+** index order, then ref.c's introselect (median-of-three pivot, unguarded Hoare partition, insertion
+** sort below four elements) with nth = topk - 1; when topk*64 <= m or the depth limit is hit, largest
+** first with ties to the lower index (ref_topk) instead. Ranking m rows, not total, is what makes the
+** choice among ties (and the path taken) that of ref_indexer and torch. The chosen indices are
+** written in the order the selection leaves them, any index > pos[t] mapped to -1.
 ** scratch holds 2*total ints per query: the pairs as two arrays, the values' bits in the first total
 ** and the indices in the second (comparisons then read one array only). A is unused (kept so the
 ** emitter instantiates every template alike). grid (T), block 32; only thread 0 works.
 **
-** Cost: sequential on one thread. The introselect visits about 2-3·total slots (one dependent global
+** Cost: sequential on one thread. The introselect visits about 2-3·m slots (one dependent global
 ** load each, mostly L1 hits), so on the order of 0.1 µs per key row: ~0.5 ms at 4k keys, tens of ms
 ** at 200k, per query and layer. Decode has T = 1; prefill runs the T queries in parallel blocks. The
-** largest-first path is a heap of topk over total scores, O(total·log topk) in the worst case.
+** largest-first path is a heap of topk over the m scores, O(m·log topk) in the worst case.
 */
 template <typename A>
 __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk)
 {
 	if (threadIdx.x != 0)
 		return;
-	int t = blockIdx.x, n = pos[t] + 1;
+	int t = blockIdx.x, n = pos[t] + 1, m = pos[gridDim.x - 1] + 1;
+	m = m > n ? m : n; /* positions are increasing; never rank fewer rows than are visible */
+	m = m < total ? m : total;
 	int *out = sel + (long long)t * topk;
 	if (n <= topk) {
 		for (int j = 0; j < topk; j++)
@@ -1481,16 +1487,16 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 	TkPairs q;
 	q.v = (float *)(scratch + (long long)t * 2 * total);
 	q.i = scratch + (long long)t * 2 * total + total;
-	bool fallback = (long long)topk * 64 <= total;
+	bool fallback = (long long)topk * 64 <= m;
 	if (!fallback) {
-		for (int i = 0; i < total; i++) {
+		for (int i = 0; i < m; i++) {
 			q.v[i] = x[i];
 			q.i[i] = i;
 		}
-		fallback = !tk_select(q, 0, topk - 1, total);
+		fallback = !tk_select(q, 0, topk - 1, m);
 	}
 	if (fallback) {
-		topk_heap(out, x, total, topk);
+		topk_heap(out, x, m, topk);
 	} else {
 		for (int j = 0; j < topk; j++)
 			out[j] = q.i[j];

@@ -1048,6 +1048,400 @@ template <typename A> static void test_sample()
 	free_all();
 }
 
+/* ---- MLA, the DSA indexer, MoE routing and experts, transposed matmul ---- */
+
+template <typename A, typename B_>
+__global__ void __launch_bounds__(256) g_matmul_tb(A *y, const A *a, const B_ *b, int M, int K, int N)
+{
+	k_matmul_tb<A, B_>(y, a, b, M, K, N);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_mla_write(A *cache, const A *kv, const int *pos, int D)
+{
+	k_mla_write<A>(cache, kv, pos, D);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(128) g_mla(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel,
+					     int H, int Dk, int Dv, float scale)
+{
+	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(256) g_indexer_scores(float *score, const A *q, const A *w, const A *kc,
+							const int *pos, int H, int D, int total, float scale)
+{
+	k_indexer_scores<A>(score, q, w, kc, pos, H, D, total, scale);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(32) g_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total,
+						       int topk)
+{
+	k_indexer_select<A>(sel, score, scratch, pos, total, topk);
+}
+
+template <typename A, typename B_>
+__global__ void __launch_bounds__(32)
+	g_moe_route(int *idx, const A *logits, const B_ *bias, int E, int k, int ng, int tg, int sig)
+{
+	k_moe_route<A, B_>(idx, logits, bias, E, k, ng, tg, sig);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(32)
+	g_moe_weights(A *w, const A *logits, const int *idx, int E, int k, int sig, int norm, float scale)
+{
+	k_moe_weights<A>(w, logits, idx, E, k, sig, norm, scale);
+}
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256)
+	g_moe_up(float *hid, const A *x, const int *idx, const W *gate, const W *up, int C, int F, int k)
+{
+	k_moe_up<A, W>(hid, x, idx, gate, up, C, F, k);
+}
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256)
+	g_moe_down(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k)
+{
+	k_moe_down<A, W>(y, hid, idx, w, down, C, F, k);
+}
+
+/* A uniformly random permutation of v (Fisher-Yates on the test generator). */
+template <typename T> static void shuffle(std::vector<T> &v)
+{
+	for (size_t i = v.size(); i > 1; i--)
+		std::swap(v[i - 1], v[rand64() % i]);
+}
+
+template <typename A, typename B_> static void test_matmul_tb(int B, int M, int K, int N)
+{
+	std::vector<A> a = to_type<A>(rnd((size_t)B * M * K));
+	std::vector<B_> b = to_type<B_>(rnd((size_t)B * N * K));
+	std::vector<float> af = to_float(a), bf = to_float(b), want((size_t)B * M * N);
+	ref_matmul_tb(want.data(), af.data(), bf.data(), B, M, K, N);
+	A *dy = poisoned<A>(want.size());
+	g_matmul_tb<A, B_><<<dim3(blocks(N, 8), M, B), 256>>>(dy, upload(a), upload(b), M, K, N);
+	CK_LAUNCH();
+	check_close(fmt("matmul_tb A=%s B=%s B=%d M=%d K=%d N=%d", tname<A>(), tname<B_>(), B, M, K, N),
+		    to_float(download(dy, want.size())), want, tol<A>());
+	free_all();
+}
+
+/*
+** A prefill of `prefill` tokens, then `steps` single-token steps, each through k_mla_write and k_mla,
+** against ref_mla run the same way on its own cache. With nsel > 0 each token gets a selection of nsel
+** entries: distinct rows up to pos[t] + 2 (rows past pos[t], written later in the same call or never
+** written and still poisoned, must be ignored), at least one visible, the rest -1, in random order.
+** At the end the written cache rows must equal the reference's exactly and the rest hold the poison.
+*/
+template <typename A> static void test_mla(int H, int Dk, int Dv, int prefill, int steps, float scale, int nsel)
+{
+	int S = prefill + steps + 3;
+	std::vector<float> c_ref((size_t)S * Dk, NAN);
+	A *cache = poisoned<A>((size_t)S * Dk);
+	std::string cfg = fmt("A=%s H=%d Dk=%d Dv=%d scale=%g%s", tname<A>(), H, Dk, Dv, scale,
+			      nsel ? fmt(" sel of %d", nsel).c_str() : "");
+	int p0 = 0;
+	for (int call = 0; call <= steps; call++) {
+		int T = call == 0 ? prefill : 1;
+		std::vector<int> pos(T), sel;
+		for (int t = 0; t < T; t++)
+			pos[t] = p0 + t;
+		for (int t = 0; t < T && nsel > 0; t++) {
+			std::vector<int> cand;
+			for (int s = 0; s <= pos[t] + 2; s++)
+				cand.push_back(s);
+			shuffle(cand);
+			int m = std::min((int)cand.size(), nsel - 2), vis = 0;
+			std::vector<int> row(nsel, -1);
+			for (int i = 0; i < m; i++) {
+				row[i] = cand[i];
+				vis += cand[i] <= pos[t];
+			}
+			if (!vis)
+				row[0] = pos[t];
+			shuffle(row);
+			sel.insert(sel.end(), row.begin(), row.end());
+		}
+		std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dk)), kv = to_type<A>(rnd((size_t)T * Dk));
+		std::vector<float> qf = to_float(q), kvf = to_float(kv), want((size_t)T * H * Dv);
+		ref_mla(want.data(), qf.data(), kvf.data(), c_ref.data(), pos.data(), nsel ? sel.data() : NULL, nsel, T, H,
+			Dk, Dv, S, scale);
+		int *dpos = upload(pos);
+		A *dy = poisoned<A>(want.size());
+		g_mla_write<A><<<T, 256>>>(cache, upload(kv), dpos, Dk);
+		CK_LAUNCH();
+		g_mla<A><<<dim3(H, T), 128>>>(dy, upload(q), cache, dpos, nsel ? upload(sel) : nullptr, nsel, H, Dk, Dv,
+					       scale);
+		CK_LAUNCH();
+		check_close(call == 0 ? fmt("mla %s prefill T=%d", cfg.c_str(), T)
+				      : fmt("mla %s step %d (pos %d)", cfg.c_str(), call, p0),
+			    to_float(download(dy, want.size())), want, tol<A>());
+		p0 += T;
+	}
+	std::vector<A> cwant = to_type<A>(c_ref);
+	memset((void *)(cwant.data() + (size_t)p0 * Dk), 0xFF, (size_t)(S - p0) * Dk * sizeof(A));
+	check_exact(fmt("mla_write %s cache after %d positions", cfg.c_str(), p0), download(cache, (size_t)S * Dk), cwant);
+	free_all();
+}
+
+/*
+** Indexer inputs. RANDOM: q, k, w uniform in [-1, 1). ZEROS: many exactly tied zero scores: head weights
+** all negative, q positive, and 60% of the keys all negative, whose every dot product is negative (score
+** exactly 0, the best possible); the other keys score below 0. EXACT: H = 2, D = 1, q[t] = (1, -1),
+** w[t] = (1, -1), scale 1, so the score of row s is exactly its key k[s] (relu(k) - relu(-k)) on both
+** sides, and keys come from eight values (ties everywhere, -0 included): the selections must then agree
+** in order, not just as sets.
+*/
+enum IdxMode { IDX_RANDOM, IDX_ZEROS, IDX_EXACT };
+
+/* The scores ref_indexer ranks, recomputed here in double from the same inputs (its own are internal). */
+static std::vector<float> host_scores(const std::vector<float> &q, const std::vector<float> &w, const float *kc,
+				      const std::vector<int> &pos, int H, int D, int total, float scale)
+{
+	int T = (int)pos.size();
+	std::vector<float> sc((size_t)T * total, -INFINITY);
+	for (int t = 0; t < T; t++)
+		for (int s = 0; s <= pos[t]; s++) {
+			double acc = 0;
+			for (int h = 0; h < H; h++) {
+				double d = 0;
+				for (int i = 0; i < D; i++)
+					d += (double)q[((size_t)t * H + h) * D + i] * kc[(size_t)s * D + i];
+				d *= scale;
+				acc += (double)w[(size_t)t * H + h] * (d > 0 ? d : 0);
+			}
+			sc[(size_t)t * total + s] = (float)acc;
+		}
+	return sc;
+}
+
+/*
+** A prefill of `prefill` tokens then `steps` single-token steps through k_mla_write (the key cache),
+** k_indexer_scores and k_indexer_select, against ref_indexer. With extra > 0 the cache has extra more
+** rows and the score rows are the cache's capacity long (as glmc emits them), which must not change
+** the selection: it ranks the pos[T-1] + 1 rows of the step, as ref_indexer. Scores: -inf exactly where s > pos[t],
+** the rest within 1e-5 (rel-L2) of the double-accumulated reference (bit for bit in EXACT mode).
+** Selections: per query the same set of rows as ref_indexer (RANDOM, ZEROS: float and double scores may
+** differ in their last bit, which could only reorder near-equal rows), the identical sequence in EXACT.
+*/
+template <typename A>
+static void test_indexer(IdxMode mode, int H, int D, int topk, int prefill, int steps, float scale, int extra = 0)
+{
+	static const char *mname[] = {"random", "tied zeros", "exact scores"};
+	static const float vals[8] = {0.0f, -0.0f, 0.5f, -0.5f, 1.0f, -1.25f, 2.0f, 0.75f};
+	if (mode == IDX_EXACT) {
+		H = 2;
+		D = 1;
+		scale = 1.0f;
+	}
+	int S = prefill + steps + 2 + extra;
+	std::vector<float> kc_ref((size_t)S * D, NAN);
+	A *kc = poisoned<A>((size_t)S * D);
+	std::string cfg = fmt("A=%s %s H=%d D=%d topk=%d%s", tname<A>(), mname[mode], H, D, topk,
+			      extra ? fmt(" rows of S=%d", S).c_str() : "");
+	int p0 = 0;
+	for (int call = 0; call <= steps; call++) {
+		int T = call == 0 ? prefill : 1, total = extra ? S : p0 + T; /* the score rows' length */
+		std::vector<int> pos(T);
+		for (int t = 0; t < T; t++)
+			pos[t] = p0 + t;
+		std::vector<float> qr, kr, wr;
+		if (mode == IDX_RANDOM) {
+			qr = rnd((size_t)T * H * D);
+			kr = rnd((size_t)T * D);
+			wr = rnd((size_t)T * H);
+		} else if (mode == IDX_ZEROS) {
+			qr = rnd((size_t)T * H * D, 0.1f, 1.0f);
+			wr = rnd((size_t)T * H, -1.0f, -0.1f);
+			kr = rnd((size_t)T * D);
+			for (int t = 0; t < T; t++)
+				if (frand(0.0f, 1.0f) < 0.6f)
+					for (int i = 0; i < D; i++)
+						kr[(size_t)t * D + i] = frand(-1.0f, -0.1f);
+		} else {
+			for (int t = 0; t < T; t++) {
+				qr.push_back(1.0f);
+				qr.push_back(-1.0f);
+				wr.push_back(1.0f);
+				wr.push_back(-1.0f);
+				kr.push_back(vals[rand64() % 8]);
+			}
+		}
+		std::vector<A> q = to_type<A>(qr), k = to_type<A>(kr), w = to_type<A>(wr);
+		std::vector<float> qf = to_float(q), kf = to_float(k), wf = to_float(w);
+		std::vector<int> want((size_t)T * topk);
+		ref_indexer(want.data(), qf.data(), kf.data(), wf.data(), kc_ref.data(), pos.data(), T, H, D, S, topk,
+			    scale);
+		std::vector<float> swant = host_scores(qf, wf, kc_ref.data(), pos, H, D, total, scale);
+
+		int *dpos = upload(pos);
+		float *dscore = poisoned<float>((size_t)T * total);
+		int *dscratch = poisoned<int>((size_t)T * 2 * total), *dsel = poisoned<int>((size_t)T * topk);
+		g_mla_write<A><<<T, 256>>>(kc, upload(k), dpos, D);
+		CK_LAUNCH();
+		g_indexer_scores<A><<<dim3(blocks(total, 8), T), 256>>>(dscore, upload(q), upload(w), kc, dpos, H, D, total,
+									scale);
+		CK_LAUNCH();
+		g_indexer_select<A><<<T, 32>>>(dsel, dscore, dscratch, dpos, total, topk);
+		CK_LAUNCH();
+
+		std::string at = call == 0 ? fmt("prefill T=%d", T) : fmt("step %d (pos %d)", call, p0);
+		std::vector<float> sgot = download(dscore, (size_t)T * total), fin_got, fin_want;
+		bool inf_ok = true;
+		size_t bad = 0;
+		for (size_t i = 0; i < sgot.size(); i++) {
+			if (isinf(swant[i]) && swant[i] < 0) {
+				if (!(isinf(sgot[i]) && sgot[i] < 0) && inf_ok) {
+					inf_ok = false;
+					bad = i;
+				}
+			} else {
+				fin_got.push_back(sgot[i]);
+				fin_want.push_back(swant[i]);
+			}
+		}
+		check(inf_ok, fmt("indexer_scores %s %s: -inf past pos[t]", cfg.c_str(), at.c_str()),
+		      fmt("score %zu is %g, want -inf", bad, sgot[bad]));
+		if (mode == IDX_EXACT)
+			check_exact(fmt("indexer_scores %s %s: bit-exact", cfg.c_str(), at.c_str()), fin_got, fin_want);
+		else
+			check_close(fmt("indexer_scores %s %s", cfg.c_str(), at.c_str()), fin_got, fin_want, 1e-5);
+
+		std::vector<int> got = download(dsel, (size_t)T * topk);
+		if (mode == IDX_EXACT) {
+			check_exact(fmt("indexer_select %s %s total=%d: same sequence", cfg.c_str(), at.c_str(), total), got,
+				    want);
+		} else {
+			int bad_t = -1;
+			for (int t = 0; t < T && bad_t < 0; t++) {
+				std::vector<int> g(got.begin() + (size_t)t * topk, got.begin() + (size_t)(t + 1) * topk),
+					wv(want.begin() + (size_t)t * topk, want.begin() + (size_t)(t + 1) * topk);
+				std::sort(g.begin(), g.end());
+				std::sort(wv.begin(), wv.end());
+				if (g != wv)
+					bad_t = t;
+			}
+			int zeros = 0;
+			if (mode == IDX_ZEROS)
+				for (int s = 0; s < total; s++)
+					zeros += swant[(size_t)(T - 1) * total + s] == 0.0f;
+			check(bad_t < 0,
+			      fmt("indexer_select %s %s total=%d: same sets%s", cfg.c_str(), at.c_str(), total,
+				  mode == IDX_ZEROS ? fmt(" (%d tied zeros in the last row)", zeros).c_str() : ""),
+			      fmt("query %d selects a different set", bad_t));
+		}
+		p0 += T;
+	}
+	free_all();
+}
+
+/* Routing of T rows of E logits against ref_moe_route (exact ids), then the weights of the reference's
+** choice, normalised (scale 2.5) and not (scale 1), against ref_moe_weights. Row 0's logits are all
+** equal and row 1's come in equal pairs, so the tie rule is exercised. */
+template <typename A, typename B_>
+static void test_moe_route(int T, int E, int k, int ng, int tg, int sig, bool use_bias)
+{
+	std::vector<float> lr = rnd((size_t)T * E, -3.0f, 3.0f);
+	for (int e = 0; e < E; e++) {
+		lr[e] = 0.5f;
+		if (T > 1)
+			lr[E + e] = lr[E + (e & ~1)];
+	}
+	std::vector<A> lg = to_type<A>(lr);
+	std::vector<B_> bias = to_type<B_>(rnd(E, -0.2f, 0.2f));
+	std::vector<float> lf = to_float(lg), bf = to_float(bias);
+	std::vector<int> want((size_t)T * k);
+	ref_moe_route(want.data(), lf.data(), use_bias ? bf.data() : NULL, T, E, k, ng, tg, sig);
+	A *dl = upload(lg);
+	int *didx = poisoned<int>(want.size());
+	g_moe_route<A, B_><<<T, 32>>>(didx, dl, use_bias ? upload(bias) : nullptr, E, k, ng, tg, sig);
+	CK_LAUNCH();
+	std::string cfg = fmt("A=%s T=%d E=%d k=%d groups %d/%d %s%s", tname<A>(), T, E, k, ng, tg,
+			      sig ? "sigmoid" : "softmax", use_bias ? fmt(" bias %s", tname<B_>()).c_str() : "");
+	check_exact(fmt("moe_route %s", cfg.c_str()), download(didx, want.size()), want);
+	int *dwant = upload(want);
+	for (int norm = 1; norm >= 0; norm--) {
+		float scale = norm ? 2.5f : 1.0f;
+		std::vector<float> wwant(want.size());
+		ref_moe_weights(wwant.data(), lf.data(), want.data(), T, E, k, sig, norm, scale);
+		A *dw = poisoned<A>(want.size());
+		g_moe_weights<A><<<T, 32>>>(dw, dl, dwant, E, k, sig, norm, scale);
+		CK_LAUNCH();
+		check_close(fmt("moe_weights %s%s scale %g", cfg.c_str(), norm ? " norm" : "", scale),
+			    to_float(download(dw, want.size())), wwant, tol<A>());
+	}
+	free_all();
+}
+
+/* k_moe_up then k_moe_down against ref_moe_ffn. Each token picks k distinct experts; token 1 skips one
+** slot (-1) and, with T >= 3, the last token skips them all (its output row must be 0). */
+template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, int E, int k)
+{
+	std::vector<A> x = to_type<A>(rnd((size_t)T * C)), w = to_type<A>(rnd((size_t)T * k, 0.1f, 1.0f));
+	std::vector<W> gate = to_type<W>(rnd((size_t)E * F * C)), up = to_type<W>(rnd((size_t)E * F * C)),
+		       down = to_type<W>(rnd((size_t)E * C * F));
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++) {
+		std::vector<int> ex(E);
+		for (int e = 0; e < E; e++)
+			ex[e] = e;
+		shuffle(ex);
+		for (int j = 0; j < k; j++)
+			idx.push_back(t == 1 && j == 1 ? -1 : T >= 3 && t == T - 1 ? -1 : ex[j]);
+	}
+	std::vector<float> xf = to_float(x), wf = to_float(w), gf = to_float(gate), uf = to_float(up),
+			   df = to_float(down), want((size_t)T * C);
+	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
+	int *didx = upload(idx);
+	float *dhid = poisoned<float>((size_t)T * k * F);
+	A *dy = poisoned<A>(want.size());
+	g_moe_up<A, W><<<dim3(blocks(F, 8), k, T), 256>>>(dhid, upload(x), didx, upload(gate), upload(up), C, F, k);
+	CK_LAUNCH();
+	g_moe_down<A, W><<<dim3(blocks(C, 8), T), 256>>>(dy, dhid, didx, upload(w), upload(down), C, F, k);
+	CK_LAUNCH();
+	check_close(fmt("moe_up+moe_down A=%s W=%s T=%d C=%d F=%d E=%d k=%d (skipped slots)", tname<A>(), tname<W>(), T, C,
+			F, E, k),
+		    to_float(download(dy, want.size())), want, tol<A>());
+	free_all();
+}
+
+/* Every new template for activation type A. */
+template <typename A> static void mla_moe_suite()
+{
+	test_matmul_tb<A, float>(2, 3, 70, 300);
+	test_matmul_tb<A, bf16>(4, 1, 192, 512); /* the absorbed q_nope·W_UK shape, per head */
+	test_matmul_tb<A, f16>(1, 5, 4224, 20);
+	test_mla<A>(4, 576, 512, 5, 3, 0.0625f, 0); /* GLM-5's latent: 512 + 64 rope */
+	test_mla<A>(4, 576, 512, 100, 2, 0.0625f, 40);
+	test_mla<A>(3, 72, 40, 5, 3, 0.11785113f, 4);
+	test_mla<A>(2, 64, 32, 200, 3, 1.0f, 0); /* long context, large scores: the running max moves */
+	test_mla<A>(2, 1024, 512, 3, 2, 0.03125f, 0); /* the largest supported dims */
+	test_indexer<A>(IDX_RANDOM, 4, 64, 32, 100, 3, 0.125f);
+	test_indexer<A>(IDX_RANDOM, 3, 300, 8, 20, 2, 0.06f); /* D > 256: the key row's tail re-read */
+	test_indexer<A>(IDX_ZEROS, 4, 64, 32, 200, 2, 0.125f);
+	test_indexer<A>(IDX_EXACT, 0, 0, 16, 300, 3, 1.0f);  /* introselect: topk·64 > total */
+	test_indexer<A>(IDX_EXACT, 0, 0, 4, 300, 2, 1.0f);   /* topk·64 <= total: largest first */
+	test_indexer<A>(IDX_EXACT, 0, 0, 100, 150, 3, 1.0f); /* n <= topk for most of the prefill */
+	test_indexer<A>(IDX_EXACT, 0, 0, 5, 300, 2, 1.0f, 100); /* 5·64 > the 302 rows ranked, <= S = 404 */
+	test_indexer<A>(IDX_ZEROS, 4, 64, 32, 200, 2, 0.125f, 1900);
+	test_moe_route<A, float>(5, 8, 2, 2, 1, 1, true);
+	test_moe_route<A, bf16>(5, 8, 2, 2, 1, 1, true);
+	test_moe_route<A, float>(5, 8, 2, 1, 1, 0, false);
+	test_moe_route<A, float>(5, 8, 2, 4, 2, 0, false); /* row 0: every group ties */
+	test_moe_route<A, float>(4, 256, 8, 8, 4, 1, true); /* DeepSeek-V3's routing */
+	test_moe_route<A, f16>(3, 64, 4, 1, 1, 1, true);
+	test_moe_ffn<A, float>(3, 256, 96, 8, 2);
+	test_moe_ffn<A, bf16>(3, 256, 96, 8, 2);
+	test_moe_ffn<A, f16>(3, 256, 96, 8, 2);
+	test_moe_ffn<A, bf16>(4, 70, 50, 8, 2); /* unaligned rows: the scalar paths */
+	test_moe_ffn<A, float>(2, 4224, 40, 8, 2); /* x staged in two chunks */
+}
+
 /* ---- driver: every template with each relevant type combination ---- */
 
 template <typename A, typename W> static void linear_suite()
@@ -1128,5 +1522,7 @@ int main(void)
 	test_copy_slab<bf16>();
 	test_permute<float>();
 	test_permute<bf16>();
+	mla_moe_suite<float>();
+	mla_moe_suite<bf16>();
 	return finish();
 }
