@@ -6,6 +6,9 @@ local hp = nn.read_llama_hparams(nn.merge(nn.moe_hparams, {
   sparse_step = { hf = "decoder_sparse_step", default = 1 },
   mlp_only = { hf = "mlp_only_layers", default = {} },
 }))
+if glm.format == "gguf" and glm.meta(glm.meta("general.architecture") .. ".expert_weights_norm") == nil then
+  hp.norm_topk = true   -- llama.cpp's qwen3moe always renormalises the chosen experts' weights
+end
 local rope = nn.rope(hp.head_dim)
 local W = nn.weights(nn.hf_names)
 glm.set_meta("arch", "qwen3_moe")

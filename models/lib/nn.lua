@@ -139,8 +139,11 @@ function nn.gguf_rope(head_dim)
   local r = { theta = m("rope.freq_base") or 10000.0, rot_dim = m("rope.dimension_count") or head_dim }
   local kind = m("rope.scaling.type") or "none"
   if kind == "yarn" then
+    -- attn_factor: the cos/sin magnitude scale when the file gives one; without it the rope op uses
+    -- YaRN's default 0.1·ln(factor) + 1, as ggml does (DeepSeek-style MLA overrides it, nn.mla_setup).
     r.yarn = { factor = m("rope.scaling.factor"), orig_ctx = m("rope.scaling.original_context_length"),
-               beta_fast = m("rope.scaling.yarn_beta_fast"), beta_slow = m("rope.scaling.yarn_beta_slow") }
+               beta_fast = m("rope.scaling.yarn_beta_fast"), beta_slow = m("rope.scaling.yarn_beta_slow"),
+               attn_factor = m("rope.scaling.attn_factor") }
   elseif kind ~= "none" then
     error(("rope scaling '%s' is not supported (none, yarn)"):format(kind), 2)
   end
@@ -197,6 +200,11 @@ end
 -- unweighted. Only the chosen experts' weights are read. o: { func = "softmax"|"sigmoid", bias = bool }.
 function nn.moe(x, l, hp, W, o)
   local C, E, F = hp.n_embd, hp.n_expert, hp.n_ff_exp
+  local gating = ({ softmax = 1, sigmoid = 2 })[o.func]
+  if hp.gating and hp.gating ~= gating then
+    error(("expert_gating_func is %d in the weights, but this model routes with %s (%d)"):format(
+      hp.gating, o.func, gating), 2)
+  end
   local logits = glm.linear(x, W(blk(l, "ffn_gate_inp.weight"), { E, C }))
   local bias = o.bias and W(blk(l, "exp_probs_b.bias"), { E }) or nil
   local ids = glm.moe_route(logits, bias, { k = hp.n_expert_used, groups = hp.n_group or 1,
@@ -226,6 +234,8 @@ nn.moe_hparams = {
   norm_topk = { hf = "norm_topk_prob", gguf = "{arch}.expert_weights_norm", default = false },
   routed_scale = { hf = "routed_scaling_factor", gguf = "{arch}.expert_weights_scale", default = 1.0 },
   first_dense = { hf = "first_k_dense_replace", gguf = "{arch}.leading_dense_block_count", default = 0 },
+  -- GGUF: llama_expert_gating_func_type (1 softmax, 2 sigmoid), checked against the model's routing
+  gating = { gguf = "{arch}.expert_gating_func", optional = true },
 }
 
 -- Hyperparameters of MLA attention.
@@ -236,6 +246,8 @@ nn.mla_hparams = {
   qk_rope = { hf = "qk_rope_head_dim", gguf = "{arch}.rope.dimension_count" },
   qk_mla = { gguf = "{arch}.attention.key_length_mla", optional = true },
   v_head = { hf = "v_head_dim", gguf = "{arch}.attention.value_length_mla" },
+  -- eps of the two latent norms; not a llama.cpp key (tests/tools/mkgguf.c writes it), see nn.mla_setup
+  lora_eps = { gguf = "{arch}.attention.lora_layer_norm_rms_epsilon", optional = true },
 }
 
 -- Read a spec table made of several groups of hyperparameters.
@@ -291,29 +303,39 @@ function nn.mla_attention(x, l, hp, W, pos, rope, o)
 end
 
 -- Derived MLA settings: the nope width, the softmax scale (qk_head_dim^-0.5, times mscale² under
--- DeepSeek YaRN), the eps of the two latent norms (Hugging Face builds them with 1e-6; GGUF conversions
--- use the file's eps, as llama.cpp does) and the rotary layout (interleaved pairs unless hf_interleave
--- says otherwise for HF checkpoints).
+-- DeepSeek YaRN), the eps of the two latent norms and the rotary layout (interleaved pairs unless
+-- hf_interleave says otherwise for HF checkpoints).
+-- The latent-norm eps: Hugging Face builds q_a_layernorm and kv_a_layernorm with its RMSNorm default
+-- 1e-6 (whatever rms_norm_eps says); llama.cpp uses the file's rms eps. GGUF files converted from HF
+-- by tests/tools/mkgguf.c carry what the reference computed in {arch}.attention.lora_layer_norm_rms_epsilon;
+-- other GGUF files fall back to attention.layer_norm_rms_epsilon, as llama.cpp does.
+-- GGUF YaRN (DeepSeek style, rope.scaling.yarn_log_multiplier = 0.1·mscale_all_dim): llama.cpp puts
+-- mscale² into the softmax scale and cancels ggml's built-in cos/sin magnitude scaling (attn_factor
+-- 1/(1 + 0.1·ln factor)), so the rotation itself is unscaled — HF's mscale/mscale_all_dim ratio, which
+-- is 1 for DeepSeek-V3 (mscale = mscale_all_dim).
 function nn.mla_setup(hp, hf_interleave)
-  if glm.format == "gguf" then
+  local gguf = glm.format == "gguf"
+  if gguf then
     hp.qk_nope = hp.qk_nope or (hp.qk_mla - hp.qk_rope)
   end
   local rope = nn.rope(hp.qk_rope)
-  rope.interleaved = glm.format == "gguf" or hf_interleave
+  rope.interleaved = gguf or hf_interleave
   local scale = (hp.qk_nope + hp.qk_rope) ^ -0.5
   local y = rope.yarn
   if y and y.factor and y.factor > 1 then
-    local mall = y.mscale_all_dim
-    if glm.format == "gguf" then
+    local m
+    if gguf then
       local mul = glm.meta(glm.meta("general.architecture") .. ".rope.scaling.yarn_log_multiplier")
-      mall = mul and mul * 10 or nil
+      if mul and mul ~= 0 then
+        m = 1.0 + mul * math.log(y.factor)
+        y.attn_factor = y.attn_factor or 1.0
+      end
+    elseif y.mscale_all_dim and y.mscale_all_dim ~= 0 then
+      m = 0.1 * y.mscale_all_dim * math.log(y.factor) + 1.0
     end
-    if mall and mall ~= 0 then
-      local m = 0.1 * mall * math.log(y.factor) + 1.0
-      scale = scale * m * m
-    end
+    if m then scale = scale * m * m end
   end
-  return rope, scale, glm.format == "gguf" and hp.eps or 1e-6
+  return rope, scale, gguf and (hp.lora_eps or hp.eps) or 1e-6
 end
 
 -- The DeepSeek-style decoder layer: (MLA | GQA) attention, then a dense MLP in the first_dense layers
@@ -375,6 +397,8 @@ nn.llama_hparams = {
   n_ctx = { hf = "max_position_embeddings", gguf = "{arch}.context_length" },
   tie = { hf = "tie_word_embeddings", optional = true },
   bos = { hf = "bos_token_id", gguf = "tokenizer.ggml.bos_token_id", optional = true },
+  -- GGUF only: llama.cpp's glm4moe and glm-dsa conversions count the MTP block(s) in block_count
+  nextn = { gguf = "{arch}.nextn_predict_layers", optional = true },
   eos = { hf = "eos_token_id", gguf = "tokenizer.ggml.eos_token_id", optional = true },
 }
 
@@ -384,6 +408,11 @@ function nn.read_llama_hparams(extra)
   for k, v in pairs(nn.llama_hparams) do spec[k] = v end
   for k, v in pairs(extra or {}) do spec[k] = v end
   local hp = nn.hparams(spec)
+  if glm.format == "gguf" and (hp.nextn or 0) > 0 then
+    -- the MTP layers come after the decoder's; the forward pass does not run them (as llama.cpp)
+    hp.n_layer = hp.n_layer - hp.nextn
+    glm.set_meta("hparam.n_layer", hp.n_layer)
+  end
   if glm.options.layers and glm.options.layers < hp.n_layer then
     hp.n_layer = glm.options.layers
     glm.set_meta("hparam.n_layer", hp.n_layer)
