@@ -186,6 +186,18 @@ bin/glmc inspect $FIX/llama --tensor model.embed_tokens.weight --dump $tmp/a.f32
 bin/glmc inspect $tmp/llama-q8.gguf | grep -q "blk.0.ffn_down.weight *Q8_0 *\[64, 128\] *8704 bytes" &&
 	ok "inspect lists tensors with type, shape and bytes" || bad "inspect lists tensors with type, shape and bytes" "line missing"
 
+# Q8_0 exactness: a Q8_0 GGUF and an F32 GGUF holding the same values dequantized (mkgguf --roundtrip)
+# give bit-identical logits, so any difference from the fixture is the quantisation's, not glmc's.
+for m in llama qwen3; do
+	$MKGGUF $FIX/$m "$tmp/$m-rt.gguf" --type q8_0 --roundtrip >/dev/null &&
+		bin/glmc compile models/$m.lua --weights "$tmp/$m-rt.gguf" -o "$tmp/rt.plan" 2>/dev/null &&
+		bin/glmc compile models/$m.lua --weights "$tmp/$m-q8.gguf" -o "$tmp/q8.plan" 2>/dev/null &&
+		bin/glmrun "$tmp/rt.plan" --device cpu --tokens "$($CMP --prompt $FIX/$m)" -n 12 --dump-logits "$tmp/rt.f32" >/dev/null &&
+		bin/glmrun "$tmp/q8.plan" --device cpu --tokens "$($CMP --prompt $FIX/$m)" -n 12 --dump-logits "$tmp/q8.f32" >/dev/null &&
+		cmp -s "$tmp/rt.f32" "$tmp/q8.f32" && ok "$m Q8_0 equals F32 on the dequantized values, bit for bit" ||
+		bad "$m Q8_0 equals F32 on the dequantized values" "differs or failed"
+done
+
 # Bad GGUF files: one line naming the file and what is wrong.
 G=$tmp/llama.gguf
 head -c 5000 $G >$tmp/trunc.gguf
