@@ -399,8 +399,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_finish(e, &w, t);
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL);
-		w_scratch(&w, T, KF, "float", 4);
-		w.L.arg[w.L.narg - 1].kind = KA_SCRATCH;
+		w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
 		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
 		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
 		w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;

@@ -210,8 +210,8 @@ static int part_node(Part *p, int sid)
 		n.in[0] = summed(p, n.in[0]);
 		n.in[1] = whole(p, n.in[1]);
 		const Node *x = D(p, n.in[0]);
-		int heads_axis = x->ndim == 3 ? 1 : 1;
-		if (x->shard.kind == SH_SPLIT && x->shard.axis == heads_axis && s->ia[0] % tp == 0 &&
+		/* [T, H·D] or [T, H, D]: heads are split when axis 1 is, in whole heads. */
+		if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && s->ia[0] % tp == 0 &&
 		    (x->ndim == 3 || x->dim[1] % s->ia[1] == 0)) {
 			n.ia[0] = s->ia[0] / tp;
 			out = x->shard;
