@@ -8,8 +8,11 @@
 #include "glm.h"
 #include "gpu.h"
 #include "ref.h"
+#include "tok.h"
+#include "weights.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +20,18 @@
 #include <unistd.h>
 
 static const char *usage =
-	"usage: glmrun PLAN --tokens ID,ID,... [options]\n"
+	"usage: glmrun PLAN -p TEXT [options]      text in, text out (streamed)\n"
+	"       glmrun PLAN --tokens ID,ID,... [options]\n"
 	"\n"
-	"Run a plan compiled by glmc: evaluate the prompt, then generate N tokens and print their ids on one\n"
-	"line (exactly N: generation does not stop at end-of-sequence in this mode).\n"
+	"Run a plan compiled by glmc: evaluate the prompt, then generate up to N tokens. With -p the prompt is\n"
+	"text (\"-\" reads stdin), encoded by the model's tokenizer, and the answer is streamed as text until\n"
+	"end-of-generation, a --stop string, N tokens or Ctrl-C; prefill and decode speeds go to stderr.\n"
+	"With --tokens, exactly N ids are printed on one line (no end-of-sequence stop).\n"
 	"\n"
+	"  -p TEXT              prompt text; \"-\" reads it from stdin\n"
+	"  --tokenizer PATH     tokenizer source (GGUF, HF directory or tokenizer.json; default: the weights)\n"
+	"  --stop STR           stop when the answer ends with STR\n"
+	"  --ignore-eos         do not stop at end-of-generation tokens\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
 	"  -n N                 tokens to generate (default 16)\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
@@ -111,7 +121,8 @@ static double now(void)
 }
 
 typedef struct {
-	const char *plan, *tokens, *device, *dump, *weights;
+	const char *plan, *tokens, *device, *dump, *weights, *prompt, *tokenizer, *stop;
+	int ignore_eos;
 	long n, max_seq;
 	GpuOpts gpu;
 	int verify, stats;
@@ -130,6 +141,14 @@ static void parse(Args *a, int argc, char **argv)
 			exit(0);
 		} else if (!strcmp(s, "--verify"))
 			a->verify = 1;
+		else if (!strcmp(s, "--ignore-eos"))
+			a->ignore_eos = 1;
+		else if (!strcmp(s, "-p") || !strcmp(s, "--tokenizer") || !strcmp(s, "--stop")) {
+			if (!next)
+				fail("missing value after %s", s);
+			i++;
+			*(!strcmp(s, "-p") ? &a->prompt : !strcmp(s, "--stop") ? &a->stop : &a->tokenizer) = next;
+		}
 		else if (!strcmp(s, "--stats"))
 			a->stats = 1;
 		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
@@ -169,8 +188,8 @@ static void parse(Args *a, int argc, char **argv)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
 		fail("--device must be cpu or cuda, got '%s'", a->device);
-	if (!a->tokens)
-		fail("no prompt: give --tokens ID,ID,...");
+	if (!a->tokens == !a->prompt)
+		fail("give a prompt: -p TEXT or --tokens ID,ID,... (one of them)");
 }
 
 /* Relative L2 error of a against the reference b; NaN gives +inf. */
@@ -267,19 +286,101 @@ static int verify_run(const Graph *g, Gpu *gpu, Exec *cpu, const int32_t *prompt
 	return bad;
 }
 
+/* Ctrl-C ends generation cleanly (the answer so far is flushed and the speeds printed). A signal can
+** only reach the program through a flag like this one. */
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/*
+** Append generated text and print what is certain: with a stop string, the answer ends just before its
+** first occurrence, and the last len(stop) - 1 bytes are held back until they cannot start one.
+** Returns 1 when the stop string was reached. stop == NULL flushes everything held.
+*/
+static int say(char **buf, size_t *n, size_t *cap, size_t *shown, const char *piece, size_t len, const char *stop)
+{
+	if (*n + len + 1 > *cap && !(*buf = realloc(*buf, *cap = 2 * (*n + len + 64))))
+		fail("out of memory");
+	memcpy(*buf + *n, piece, len);
+	*n += len;
+	(*buf)[*n] = 0;
+	size_t sl = stop ? strlen(stop) : 0, from = *shown, upto = *n;
+	int hit = 0;
+	if (sl) {
+		char *at = memmem(*buf + from, *n - from, stop, sl);
+		if (at)
+			upto = (size_t)(at - *buf), hit = 1;
+		else
+			upto = *n >= sl - 1 + from ? *n - (sl - 1) : from;
+	}
+	fwrite(*buf + from, 1, upto - from, stdout);
+	*shown = upto;
+	return hit;
+}
+
+/* The prompt text: -p TEXT, or stdin for "-". */
+static char *read_prompt(const char *p, size_t *n)
+{
+	if (strcmp(p, "-")) {
+		*n = strlen(p);
+		return strdup(p);
+	}
+	size_t cap = 4096, k = 0;
+	char *b = malloc(cap);
+	for (size_t r; b && (r = fread(b + k, 1, cap - k, stdin)) > 0;)
+		if ((k += r) == cap && !(b = realloc(b, cap *= 2)))
+			break;
+	if (!b)
+		fail("out of memory reading the prompt");
+	*n = k;
+	return b;
+}
+
 int main(int argc, char **argv)
 {
 	Args a;
 	parse(&a, argc, argv);
-	int np;
-	int32_t *prompt = parse_tokens(a.tokens, &np);
-
 	char err[1024];
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
 	if (plan_read(&g, a.plan, err, sizeof err))
 		fail("%s", err);
+	int np;
+	int32_t *prompt = NULL;
+	Tok *tk = NULL;
+	if (a.prompt) {
+		const char *src = a.tokenizer ? a.tokenizer : graph_meta(&g, "weights.path");
+		const char *wf = graph_meta(&g, "weights.format");
+		if (!a.tokenizer && wf && !strcmp(wf, "random"))
+			fail("-p: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens");
+		size_t tl = src ? strlen(src) : 0;
+		Weights tw;
+		if (!src)
+			fail("-p: the plan names no weights to read a tokenizer from; give --tokenizer PATH");
+		if (tl > 5 && !strcmp(src + tl - 5, ".json")) {
+			if (tok_open_json(&tk, src, err, sizeof err))
+				fail("%s", err);
+		} else {
+			if (weights_open(&tw, src, err, sizeof err) || tok_open(&tk, &tw, err, sizeof err))
+				fail("%s", err);
+			weights_close(&tw);
+		}
+		size_t tn, nid;
+		char *text = read_prompt(a.prompt, &tn);
+		if (tok_encode(tk, text, tn, 1, 1, &prompt, &nid))
+			fail("-p: out of memory encoding the prompt");
+		free(text);
+		if (!nid)
+			fail("-p: the prompt encodes to no tokens");
+		np = (int)nid;
+		signal(SIGINT, on_sigint);
+	} else
+		prompt = parse_tokens(a.tokens, &np);
 	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
 
 	int logits = -1;
@@ -375,9 +476,32 @@ int main(int argc, char **argv)
 	double t1 = now();
 	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
 		fail("%s: write failed", a.dump);
-	printf("%d", tok);
+	/* Text mode streams valid UTF-8 and stops at end-of-generation, a stop string or Ctrl-C. */
+	TokStream ts;
+	char *said = NULL;
+	size_t nsaid = 0, cap_said = 0, shown = 0;
+	long made = 1, nprinted = 0;
+	int done = 0;
+	if (tk)
+		tok_stream_init(&ts, tk, 0);
+#define EMIT(id)                                                                                            \
+	do {                                                                                                    \
+		if (!tk) {                                                                                          \
+			printf(nprinted++ ? " %d" : "%d", id);                                                          \
+			break;                                                                                          \
+		}                                                                                                   \
+		if (!a.ignore_eos && tok_is_eog(tk, id)) {                                                          \
+			done = 1;                                                                                       \
+			break;                                                                                          \
+		}                                                                                                   \
+		size_t pl;                                                                                          \
+		const char *piece = tok_stream_put(&ts, id, &pl);                                                   \
+		if (piece && pl)                                                                                    \
+			done = say(&said, &nsaid, &cap_said, &shown, piece, pl, a.stop);                                \
+	} while (0)
+	EMIT(tok);
 	fflush(stdout);
-	for (long i = 1; i < a.n; i++) {
+	for (long i = 1; i < a.n && !done && !interrupted; i++, made++) {
 		if (cuda) {
 			if (gpu_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
 				fail("%s", err);
@@ -390,11 +514,29 @@ int main(int argc, char **argv)
 		}
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
 			fail("%s: write failed", a.dump);
-		printf(" %d", tok);
+		EMIT(tok);
 		fflush(stdout);
 	}
+#undef EMIT
+	if (tk) {
+		size_t pl;
+		const char *rest = tok_stream_flush(&ts, &pl);
+		if (!done && rest && pl)
+			done = say(&said, &nsaid, &cap_said, &shown, rest, pl, a.stop);
+		if (!done)
+			say(&said, &nsaid, &cap_said, &shown, "", 0, NULL); /* what was held back for --stop */
+		tok_stream_free(&ts);
+		free(said);
+	}
 	printf("\n");
+	fflush(stdout);
 	double t2 = now();
+	if (tk) {
+		fprintf(stderr, "glmrun: prefill %d tokens at %.1f tok/s, decode %ld tokens at %.1f tok/s%s\n", np,
+		        np / (t1 - t0), made - 1, made > 1 ? (double)(made - 1) / (t2 - t1) : 0.0,
+		        interrupted ? " (interrupted)" : "");
+		tok_close(tk);
+	}
 	if (df && fclose(df))
 		fail("%s: write failed", a.dump);
 	if (a.stats) {

@@ -297,6 +297,26 @@ bin/glmc dump models/llama.lua --weights $FIX/llama --after fuse --dot $tmp/g.do
 	ok "glmc dump --dot writes the graph with its fusions" || bad "glmc dump --dot" "$(head -c 200 $tmp/g.dot)"
 bin/glmc explain $tmp/llama.plan | grep -q "^memory: activation arena .* ratio 1.000" && ok "glmc explain reports the memory plan against its bound" || bad "glmc explain" "$(bin/glmc explain $tmp/llama.plan | tail -2)"
 
+# Text in, text out: the llama fixture in GGUF with GPT-2's first 512 tokens as its vocabulary (its byte
+# alphabet and first merges), so the tiny random model can take and give text. Greedy text equals the
+# decoded greedy ids of the same prompt (a prompt whose answer is valid UTF-8, since the stream writes
+# U+FFFD where the raw decode keeps invalid bytes); a seed repeats; --stop stops.
+build/tools/addvocab "$tmp/llama.gguf" ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf 512 "$tmp/lv.gguf" >/dev/null &&
+	bin/glmc compile models/llama.lua --weights "$tmp/lv.gguf" -o "$tmp/lv.plan" 2>/dev/null
+t1=$(bin/glmrun "$tmp/lv.plan" --device cpu -p "Good morning" -n 16 2>/dev/null)
+ids=$(echo -n "Good morning" | bin/glmc tokenize "$tmp/lv.gguf" | tr ' ' ',')
+t2=$(bin/glmrun "$tmp/lv.plan" --device cpu --tokens "$ids" -n 16 | tr ' ' '\n' | bin/glmc tokenize "$tmp/lv.gguf" --decode)
+[ -n "$t1" ] && [ "$t1" = "$t2" ] && ok "-p answers with the text of the greedy ids" || bad "-p answers with the text of the greedy ids" "'$t1' vs '$t2'"
+s1=$(bin/glmrun "$tmp/lv.plan" -p "Once upon" -n 12 --temp 1.2 --seed 9 2>/dev/null)
+s2=$(echo -n "Once upon" | bin/glmrun "$tmp/lv.plan" -p - -n 12 --temp 1.2 --seed 9 2>/dev/null)
+[ -n "$s1" ] && [ "$s1" = "$s2" ] && ok "-p with a seed repeats (prompt from stdin too)" || bad "-p with a seed repeats" "'$s1' vs '$s2'"
+bin/glmrun "$tmp/lv.plan" -p "Hello" -n 8 2>$tmp/err >/dev/null && grep -q "^glmrun: prefill [0-9]* tokens at .* tok/s, decode [0-9]* tokens at .* tok/s" $tmp/err &&
+	ok "-p prints prefill and decode speeds on stderr" || bad "-p prints speeds" "$(cat $tmp/err)"
+st=$(bin/glmrun "$tmp/lv.plan" -p "Good morning" -n 16 --stop "ect" 2>/dev/null)
+[ -n "$st" ] && [ "$st" = "${t1%%ect*}" ] && ok "--stop ends the answer before the stop string ('$st')" ||
+	bad "--stop" "'$st' (answer '$t1')"
+expect_fail "-p on a plan without a tokenizer" "no tokenizer" bin/glmrun $tmp/rnd.plan -p "hi"
+
 # Help and dumps.
 bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
 bin/glmrun --help | grep -q -- "--dump-logits FILE" && ok "glmrun --help" || bad "glmrun --help" "usage missing"
