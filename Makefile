@@ -60,7 +60,7 @@ demo: all
 gpu-bundle: all
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/fixtures
-	cp -r ../shared/fixtures/hf/* build/fixtures/
+	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/
 
 clean:
 	rm -rf build bin

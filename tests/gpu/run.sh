@@ -97,6 +97,14 @@ record "--temp 0 equals greedy" "$([ "$g0" = "$($CMP --greedy $FIX/llama)" ] && 
 k1=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1 --top-k 1 --seed 3 2>&1)
 record "--top-k 1 equals greedy" "$([ "$k1" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$k1"
 
+# Text in, text out on the GPU: the llama fixture with a 512-token GPT-2 vocabulary answers -p with the
+# same greedy text as on the CPU.
+build/tools/mkgguf $FIX/llama $OUT/l.gguf >/dev/null && build/tools/addvocab $OUT/l.gguf $FIX/ggml-vocab-gpt-2.gguf 512 $OUT/lv.gguf >/dev/null &&
+	bin/glmc compile models/llama.lua --weights $OUT/lv.gguf -o $OUT/lv.plan 2>/dev/null
+tg=$(bin/glmrun $OUT/lv.plan --device cuda -p "Good morning" -n 16 2>/dev/null)
+tc=$(bin/glmrun $OUT/lv.plan --device cpu -p "Good morning" -n 16 2>/dev/null)
+record "-p text on the GPU equals the CPU's" "$([ -n "$tg" ] && [ "$tg" = "$tc" ] && echo ok || echo FAIL)" "'$tg'"
+
 # compute-sanitizer on one fixture.
 if command -v compute-sanitizer >/dev/null; then
 	compute-sanitizer --tool memcheck --error-exitcode 9 bin/glmrun $plan --device cuda --tokens "$prompt" -n 4 >"$OUT/memcheck.log" 2>&1
