@@ -130,67 +130,48 @@ static void collective(Exec *x, int tp, int i)
 				       part);
 }
 
+/*
+** All ranks in lockstep: each node on every rank, then the next, so a collective sees every rank's
+** operand (tp 1 is the same loop with one rank). Each output is poisoned first, unless it is written
+** over an operand (a view, or in place).
+*/
 int exec_step_ranks(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len)
 {
-	if (tp > 1) {
-		/* Lockstep: each node on every rank, then the next; a collective sees all ranks' operands. */
-		const Graph *g = xs[0].g;
-		for (int r = 0; r < tp; r++) {
-			if (T < 1 || T > xs[r].maxT)
-				return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T,
-				              (long long)xs[r].maxT);
-			xs[r].T = T, xs[r].err[0] = 0;
-		}
-		for (int i = 0; i < g->n; i++) {
-			const Node *n = &g->node[i];
-			if (n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER) {
-				collective(xs, tp, i);
-				continue;
-			}
-			for (int r = 0; r < tp; r++) {
-				Exec *x = &xs[r];
-				if (n->op == OP_INPUT) {
-					memcpy(x->buf[i], !strcmp(n->name, "tokens") ? tokens : pos, (size_t)T * sizeof(int32_t));
-					continue;
-				}
-				if (n->kind != VK_ACT)
-					continue;
-				int over = 0;
-				for (int k = 0; k < n->nin; k++)
-					over |= x->buf[n->in[k]] == x->buf[i];
-				if (!over)
-					memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
-				op_table[n->op].cpu(x, i);
-				if (x->err[0])
-					return seterr(err, len, "%s:%d: %s (rank %d): %s", n->src ? n->src : "?", n->line,
-					              op_table[n->op].name, r, x->err);
-			}
-		}
-		return 0;
+	const Graph *g = xs[0].g;
+	for (int r = 0; r < tp; r++) {
+		if (T < 1 || T > xs[r].maxT)
+			return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T,
+			              (long long)xs[r].maxT);
+		xs[r].T = T, xs[r].err[0] = 0;
 	}
-	Exec *x = xs;
-	const Graph *g = x->g;
-	if (T < 1 || T > x->maxT)
-		return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T, (long long)x->maxT);
-	x->T = T;
-	x->err[0] = 0;
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
-		if (n->op == OP_INPUT) {
-			memcpy(x->buf[i], !strcmp(n->name, "tokens") ? tokens : pos, (size_t)T * sizeof(int32_t));
+		if (n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER) {
+			collective(xs, tp, i);
 			continue;
 		}
-		if (n->kind != VK_ACT)
-			continue;
-		/* Poison the output first, unless it is written over an operand (a view, or in place). */
-		int over = 0;
-		for (int k = 0; k < n->nin; k++)
-			over |= x->buf[n->in[k]] == x->buf[i];
-		if (!over)
-			memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
-		op_table[n->op].cpu(x, i);
-		if (x->err[0])
-			return seterr(err, len, "%s:%d: %s: %s", n->src ? n->src : "?", n->line, op_table[n->op].name, x->err);
+		for (int r = 0; r < tp; r++) {
+			Exec *x = &xs[r];
+			if (n->op == OP_INPUT) {
+				memcpy(x->buf[i], !strcmp(n->name, "tokens") ? tokens : pos, (size_t)T * sizeof(int32_t));
+				continue;
+			}
+			if (n->kind != VK_ACT)
+				continue;
+			int over = 0;
+			for (int k = 0; k < n->nin; k++)
+				over |= x->buf[n->in[k]] == x->buf[i];
+			if (!over)
+				memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
+			op_table[n->op].cpu(x, i);
+			if (x->err[0]) {
+				char rank[32] = "";
+				if (tp > 1)
+					snprintf(rank, sizeof rank, " (rank %d)", r);
+				return seterr(err, len, "%s:%d: %s%s: %s", n->src ? n->src : "?", n->line, op_table[n->op].name,
+				              rank, x->err);
+			}
+		}
 	}
 	return 0;
 }
