@@ -273,11 +273,29 @@ static void explain(const Graph *g)
 		if (n->op != OP_ALLREDUCE && n->op != OP_ALLGATHER)
 			continue;
 		nc++;
-		printf("  %%%d %s of %%%d, %lld bytes per token, after %s:%d (layer %d)\n", i, op_table[n->op].name, n->in[0],
-		       (long long)(node_numel(n, 1, 1) * 4), n->src ? n->src : "?", n->line, n->layer);
+		const char *next = "";
+		for (int j = i + 1; j < g->n && !*next; j++)
+			for (int k = 0; k < g->node[j].nin; k++)
+				if (g->node[j].in[k] == i)
+					next = g->node[j].op == OP_ADD && g->node[j].fuse_pattern == FUSE_NONE
+					           ? " -> residual add" : "";
+		for (int j = i + 1; j < g->n; j++)
+			if (g->node[j].op == OP_RMSNORM && g->node[j].fuse_pattern == FUSE_ADD_NORM &&
+			    g->node[g->node[j].fused_into].in[1] == i)
+				next = " -> residual add + rmsnorm (fused)";
+		printf("  %%%d %s of %%%d, %lld bytes per token, after %s:%d (layer %d)%s\n", i, op_table[n->op].name,
+		       n->in[0], (long long)(node_numel(n, 1, 1) * 4), n->src ? n->src : "?", n->line, n->layer, next);
 	}
 	if (!nc)
 		printf("  none\n");
+	int moe = 0;
+	for (int i = 0; i < g->n; i++)
+		moe |= g->node[i].op == OP_MOE_FFN;
+	if (moe && nc)
+		printf("experts: tensor parallel inside each expert (every rank holds 1/tp of each expert's hidden "
+		       "width), so a MoE layer ends in the same one allreduce as a dense MLP; expert parallelism would "
+		       "replace it with an all-to-all dispatch and combine, which moves more bytes at decode batch "
+		       "sizes\n");
 	const MemPlan *m = &g->mem;
 	if (m->planned)
 		printf("memory: activation arena %lld bytes per token + %lld static; lower bound (peak live) %lld + %lld; "
