@@ -72,6 +72,7 @@ _Noreturn void glm_die(const char *file, int line, const char *what)
 	abort();
 }
 
+/* Control bytes (newlines in hostile names or paths) become '?', so a message is always one line. */
 int seterr(char *err, size_t len, const char *fmt, ...)
 {
 	if (err && len) {
@@ -79,6 +80,9 @@ int seterr(char *err, size_t len, const char *fmt, ...)
 		va_start(ap, fmt);
 		vsnprintf(err, len, fmt, ap);
 		va_end(ap);
+		for (char *p = err; *p; p++)
+			if ((unsigned char)*p < 0x20 || *p == 0x7f)
+				*p = '?';
 	}
 	return -1;
 }

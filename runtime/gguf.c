@@ -9,6 +9,8 @@
 #include "gguf.h"
 #include "quant.h"
 
+#include "glm.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -35,22 +37,8 @@ static const struct {
 	[GGUF_FLOAT64] = {"float64", 8},
 };
 
-/* Format one error line into err; control bytes become '?' so the message stays on one line. */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return -1;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	for (char *p = err; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	if (!err[0])
-		snprintf(err, errlen, "gguf: error");
-	return -1;
-}
+/* Errors are one line (seterr replaces control bytes). */
+#define fail seterr
 
 /* A name shortened for a message, so the part saying what is wrong survives a megabyte-long name. */
 static const char *show(char buf[SHOW_MAX + 4], const char *s)

@@ -6,6 +6,8 @@
 */
 #include "st.h"
 
+#include "glm.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -30,23 +32,8 @@ static const struct {
 	[ST_BOOL] = {"BOOL", 1}, [ST_F64] = {"F64", 8},
 };
 
-/* Write one formatted error line into err; control characters (newlines in hostile names or paths)
-** become '?' so the message stays one line whatever the input was. */
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-	if (!err || !errlen)
-		return -1;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, errlen, fmt, ap);
-	va_end(ap);
-	for (char *p = err; *p; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
-			*p = '?';
-	if (!err[0])
-		snprintf(err, errlen, "safetensors: error");
-	return -1;
-}
+/* Errors are one line (seterr replaces control bytes). */
+#define fail seterr
 
 /* Copy a name for a message, shortened so that the part of the message saying what is wrong survives
 ** even when a hostile file uses a megabyte-long tensor name. */

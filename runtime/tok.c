@@ -1042,7 +1042,7 @@ void tok_stream_free(TokStream *s)
 ** valid start that needs more; -k when the first k bytes can never be part of a valid character (the
 ** "maximal subpart" that becomes one U+FFFD). Overlongs, surrogates and code points past U+10FFFF are
 ** invalid. */
-static int utf8_check(const unsigned char *s, size_t n)
+int tok_utf8_check(const unsigned char *s, size_t n)
 {
 	unsigned c = s[0], lo = 0x80, hi = 0xBF;
 	int need;
@@ -1101,7 +1101,7 @@ const char *tok_stream_put(TokStream *s, int32_t id, size_t *len)
 	size_t i = 0, o = 0;
 	s->npend = 0;
 	while (i < in) {
-		int r = utf8_check(src + i, in - i);
+		int r = tok_utf8_check(src + i, in - i);
 		if (r > 0) {
 			memmove(s->buf + o, src + i, (size_t)r);
 			o += (size_t)r, i += (size_t)r;

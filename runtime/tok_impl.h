@@ -104,4 +104,8 @@ typedef struct {
 
 int tok_pretokenize(const Tok *t, const char *text, size_t n, TokPieces *out);
 
+/* The UTF-8 character at s (n bytes): its length when complete and valid; 0 when the bytes so far are a
+** valid start that needs more; -k when the first k bytes can never start one (tok.c). */
+int tok_utf8_check(const unsigned char *s, size_t n);
+
 #endif

@@ -221,24 +221,8 @@ void tok_pre_free(Tok *t)
 /* Length of the valid UTF-8 character at s (n bytes left), or 0 when the bytes there are not one. */
 static int utf8_valid_len(const unsigned char *s, size_t n)
 {
-	unsigned c = s[0], lo = 0x80, hi = 0xBF;
-	int need;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		need = 2;
-	else if (c >= 0xE0 && c <= 0xEF)
-		need = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
-	else if (c >= 0xF0 && c <= 0xF4)
-		need = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
-	else
-		return 0;
-	if ((size_t)need > n || s[1] < lo || s[1] > hi)
-		return 0;
-	for (int i = 2; i < need; i++)
-		if (s[i] < 0x80 || s[i] > 0xBF)
-			return 0;
-	return need;
+	int r = tok_utf8_check(s, n);
+	return r > 0 ? r : 0;
 }
 
 /* Append a piece; empty pieces are dropped (the Hugging Face library filters them too). */
