@@ -413,6 +413,10 @@ int main(int argc, char **argv)
 	if (!weights)
 		fail("%s: the plan names no weights; pass --weights PATH", a.plan);
 
+	/* --verify needs every node's value, which the plan's shared arena overwrites once a node is dead:
+	** both sides then run with one buffer per value. */
+	if (a.verify)
+		g.mem.planned = 0;
 	const char *tps = graph_meta(&g, "tp");
 	int tp = tps ? atoi(tps) : 1;
 	if (tp < 1 || tp > 8)
@@ -437,16 +441,6 @@ int main(int argc, char **argv)
 	if (a.verify) {
 		if (!cuda)
 			fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
-		/* Both sides ran with the plan's shared arena, where later nodes overwrite dead ones; verify needs
-		** every node's value, so it reruns both with one buffer per value. */
-		gpu_close(gpu);
-		exec_free(&xr[0]);
-		Graph gv = g;
-		gv.mem.planned = 0;
-		if (exec_init_rank(&xr[0], &gv, weights, np, max_seq, 0, 1, err, sizeof err) ||
-		    gpu_open(&gpu, &gv, weights, np, max_seq, &a.gpu, err, sizeof err))
-			fail("%s", err);
-		x = xr[0];
 		int bad = verify_run(&g, gpu, &x, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
 		gpu_close(gpu);
 		exec_free(&x);
