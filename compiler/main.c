@@ -413,7 +413,7 @@ int main(int argc, char **argv)
 		arena_free(&A);
 		return 0;
 	}
-	if (!strcmp(o.cmd, "dump") && !o.weights) {
+	if (!strcmp(o.cmd, "dump") && !o.weights && !o.config) {
 		/* glmc dump PLAN */
 		if (plan_read(&g, o.model, err, sizeof err))
 			fail(err);
