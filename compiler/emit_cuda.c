@@ -173,6 +173,20 @@ static void w_rope(Wr *w, int node)
 	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ROPE, .s = {.node = node}};
 }
 
+/* The sequence slots of the step's tokens, then S, the rows of one slot in `cache`: every kernel that
+** reads or writes a cache takes these last, so one plan serves any number of sequences. */
+static void w_seq(Wr *w, const Graph *g, int cache)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "const int *a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_SEQ};
+	(void)g;
+	w_size(w, sz_dims(cache, 0, 1, 1), 0);
+}
+
 /* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
 static void w_finish(Em *e, Wr *w, const char *tmpl)
 {
@@ -320,6 +334,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	case OP_MLA: {
 		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
 		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, cache);
 		w.L.grid[0] = sz_numel(g, pos, 1);
 		snprintf(t, sizeof t, "k_mla_write<%s>", A);
 		w_finish(e, &w, t);
@@ -330,6 +345,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		else
 			w_null(&w), w_int(&w, 0);
 		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+		w_seq(&w, g, cache);
 		w.L.grid[0] = sz_const(n->ia[0]);
 		w.L.grid[1] = sz_numel(g, pos, 1);
 		w.L.block = 128;
@@ -341,6 +357,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
 		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
 		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, kc);
 		w.L.grid[0] = T;
 		snprintf(t, sizeof t, "k_mla_write<%s>", A);
 		w_finish(e, &w, t);
@@ -348,6 +365,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_scratch(&w, T, S, "float", 4);
 		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+		w_seq(&w, g, kc);
 		w.L.grid[0] = sz_dims(kc, 0, 1, 8);
 		w.L.grid[1] = T;
 		snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
@@ -491,6 +509,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
 		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+		w_seq(&w, g, kc);
 		w.L.grid[0] = sz_numel(g, pos, 1);
 		snprintf(t, sizeof t, "k_kv_write<%s>", A);
 		w_finish(e, &w, t);
@@ -498,6 +517,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
 		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, kc);
 		w.L.grid[0] = sz_const(H);
 		w.L.grid[1] = sz_numel(g, pos, 1);
 		w.L.block = 128;
@@ -573,8 +593,8 @@ static const char *emit_sampler(Em *e)
 {
 	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
 	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample(int *out, int cap, int *next_token, "
-	        "int *next_pos, int *step, const %s *logits, int V, const float *params) { k_sample<%s>(out, cap, "
-	        "next_token, next_pos, step, logits, V, params); }\n", A, A);
+	        "int *next_pos, int *step, const %s *logits, int V, const float *params, const int *seq) { k_sample<%s>(out, "
+	        "cap, next_token, next_pos, step, logits, V, params, seq); }\n", A, A);
 	return "glm_sample";
 }
 

@@ -123,7 +123,8 @@ typedef struct {
 
 /* KA_SCRATCH: a region of the shared scratch buffer of s × s2 × f bytes; a launch's scratch regions are
 ** laid out one after another from the start, so consecutive launches of one node see the same regions. */
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH };
+/* KA_SEQ: the step's sequence slot per token (int32[T], kept by the runtime beside tokens and pos). */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
@@ -290,7 +291,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 2
+#define PLAN_VERSION 3
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */
@@ -307,6 +308,8 @@ struct Exec {
 	float **wt;                  /* per node: float32 copy of a weight, else NULL */
 	char *arena;                 /* the planned activations (NULL for unplanned graphs) */
 	int rank, tp;                /* this executor's rank of tp (tensor parallelism on the CPU) */
+	int nslots;                  /* sequences the caches hold (S rows each) */
+	const int32_t *seq;          /* the current step's slot per token (NULL: all slot 0) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 };
 
@@ -321,6 +324,12 @@ int exec_step(Exec *x, const int32_t *tokens, const int32_t *pos, int64_t T, cha
 int exec_step_ranks(Exec *x, int tp, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len);
 int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int rank, int tp, char *err,
                    size_t len);
+/* exec_init_rank with caches for nslots sequences (batches). */
+int exec_init_slots(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int nslots, int rank, int tp,
+                    char *err, size_t len);
+/* exec_step_ranks for tokens of several sequences: token t belongs to cache slot seq[t] (NULL: slot 0). */
+int exec_step_seq(Exec *x, int tp, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int64_t T, char *err,
+                  size_t len);
 void exec_free(Exec *x);
 /* Concrete extent of dim i of node id in the current step. */
 int64_t exec_dim(const Exec *x, int id, int i);

@@ -592,13 +592,14 @@ __device__ void k_rope(A *y, const A *x, const int *pos, const float *inv_freq, 
 		yh[d] = xh[d];
 }
 
-/* Write this step's k[T, G*Dk] and v[T, G*Dv] into the caches at rows pos[t].
-** grid (T), block 256. */
+/* Write this step's k[T, G*Dk] and v[T, G*Dv] into the caches at rows pos[t] of sequence slot seq[t]
+** (each slot holds S rows). grid (T), block 256. */
 template <typename A>
-__device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const int *pos, int KW, int VW)
+__device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const int *pos, int KW, int VW,
+                           const int *seq, int S)
 {
 	int t = blockIdx.x;
-	long long p = pos[t];
+	long long p = (long long)seq[t] * S + pos[t];
 	for (int i = threadIdx.x; i < KW; i += blockDim.x)
 		kcache[p * KW + i] = k[(long long)t * KW + i];
 	for (int i = threadIdx.x; i < VW; i += blockDim.x)
@@ -606,7 +607,8 @@ __device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const i
 }
 
 /* Causal attention over the cache: for token t and head h (kv head h / (H/G)), keys 0..pos[t].
-** y[T, H*Dv]; q[T, H*Dk]; caches [S, G*Dk] and [S, G*Dv]. One block per (t, h) with an online
+** y[T, H*Dv]; q[T, H*Dk]; caches [slots*S, G*Dk] and [slots*S, G*Dv], token t reading the S rows of slot
+** seq[t]. One block per (t, h) with an online
 ** (running max / sum) softmax so any context length works; Dk, Dv <= 256.
 ** grid (H, T), block 128.
 **
@@ -619,7 +621,7 @@ __device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const i
 */
 template <typename A>
 __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
-                            int Dk, int Dv, float scale)
+                            int Dk, int Dv, float scale, const int *seq, int S)
 {
 	const int NW = 4, U = 4; /* warps per block, keys per warp per group */
 	__shared__ float wm[NW], wl[NW], wacc[NW][256];
@@ -627,7 +629,8 @@ __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, 
 	int g = h / (H / G), n = pos[t] + 1;
 	long long KW = (long long)G * Dk, VW = (long long)G * Dv;
 	const A *qh = q + ((long long)t * H + h) * Dk;
-	const A *kg = kcache + (long long)g * Dk, *vg = vcache + (long long)g * Dv;
+	long long base = (long long)seq[t] * S;
+	const A *kg = kcache + base * KW + (long long)g * Dk, *vg = vcache + base * VW + (long long)g * Dv;
 
 	float qr[8], acc[8];
 #pragma unroll
@@ -984,8 +987,9 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 ** and to next_token[0], sets next_pos[0] = pos + 1, and increments step[0].
 ** grid (1), block 1024.
 **
-** The algorithm exactly, so that a CPU twin can reproduce it. `logits` points at the row to sample (the
-** emitter passes the last row); l_i = float(logits[i]); s = step[0]; key(f) = order_key (the float's
+** The algorithm exactly, so that a CPU twin can reproduce it. Block b samples row b of `logits` (rows of
+** V) for the sequence in slot seq[b], with seed = seed + seq[b] and its own counters at index b of
+** next_token, next_pos and step (and ring out + b·cap); below, for one row, l_i = float(logits[i]); s = step[0]; key(f) = order_key (the float's
 ** bits made monotone, -0 as +0); every tie goes to the lower index. Logits are assumed finite.
 **   Greedy (temperature <= 0 or NaN): token = the first index of the max of l (as k_argmax).
 **   Otherwise, with z_i = l_i / temperature (IEEE float division):
@@ -1016,15 +1020,21 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 */
 template <typename A>
 __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int *step, const A *logits, int V,
-                         const float *params)
+                         const float *params, const int *seq)
 {
+	/* block b samples row b of the step (one sequence of a batch): its own token, position, step counter
+	** and history ring; the seed is offset by the row's sequence slot, so slot 0 draws as a lone sequence */
+	int b = blockIdx.x;
+	logits += (long long)b * V;
+	out += (long long)b * cap;
+	next_token += b, next_pos += b, step += b;
 	const int CAP = 4096; /* candidate list capacity */
 	__shared__ float cand_l[CAP];
 	__shared__ int cand_i[CAP];
 	__shared__ unsigned maxkeys[1024]; /* the per-thread maxima, sorted */
 	float temp = params[0], top_p = params[2];
 	int top_k = (int)params[1];
-	unsigned seed = __float_as_uint(params[3]);
+	unsigned seed = __float_as_uint(params[3]) + (unsigned)seq[b];
 	int s = step[0];
 	int token;
 
@@ -1142,13 +1152,13 @@ __device__ void k_matmul_tb(A *y, const A *a, const B_ *b, int M, int K, int N)
 		y[(z * M + m) * N + n] = from_f<A>(s);
 }
 
-/* Latent-cache write: cache[pos[t], :D] = kv[t, :D] (also the DSA indexer's key cache).
+/* Latent-cache write: cache[seq[t]*S + pos[t], :D] = kv[t, :D] (also the DSA indexer's key cache).
 ** grid (T), block 256. */
 template <typename A>
-__device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D)
+__device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D, const int *seq, int S)
 {
 	int t = blockIdx.x;
-	long long p = pos[t];
+	long long p = (long long)seq[t] * S + pos[t];
 	for (int i = threadIdx.x; i < D; i += blockDim.x)
 		cache[p * D + i] = kv[(long long)t * D + i];
 }
@@ -1158,7 +1168,8 @@ __device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D)
 ** ref_mla: for token t = blockIdx.y and head h = blockIdx.x, over cache rows s <= pos[t] (when sel !=
 ** nullptr only the rows sel[t*nsel + j], j < nsel, that are >= 0 and <= pos[t]):
 **   y[t, h*Dv + i] = sum_s softmax_s(scale · q[t, h*Dk : +Dk]·cache[s, :Dk]) · cache[s, i], i < Dv
-** (the values are the first Dv entries of the key row). Dk <= 1024, Dv <= 4·blockDim.x (512).
+** (the values are the first Dv entries of the key row); token t reads the S rows of slot seq[t].
+** Dk <= 1024, Dv <= 4·blockDim.x (512).
 ** grid (H, T), block 128.
 **
 ** q is kept in shared memory as float. The candidate rows go in chunks of 32: each warp scores 8 of
@@ -1172,7 +1183,7 @@ __device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D)
 */
 template <typename A>
 __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel, int H, int Dk,
-                      int Dv, float scale)
+                      int Dv, float scale, const int *seq, int S)
 {
 	const int CH = 32, NACC = 4; /* rows per chunk; outputs per thread */
 	__shared__ float qs[1024], ps[CH];
@@ -1182,6 +1193,7 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 	int n = sel ? nsel : p + 1; /* candidates */
 	const int *st = sel ? sel + (long long)t * nsel : nullptr;
 	const A *qh = q + ((long long)t * H + h) * Dk;
+	cache += (long long)seq[t] * S * Dk;
 	for (int i = tid; i < Dk; i += blockDim.x)
 		qs[i] = to_f(qh[i]);
 
@@ -1252,7 +1264,7 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 ** warp (< total), score[t*total + s] = sum_h w[t,h] · relu(scale · q[t, h*D : +D]·kcache[s, :D]) when
 ** s <= pos[t], else -inf. total is the score rows' length: the key cache's capacity S, or the number
 ** of rows the step ends with, pos[T-1] + 1 (k_indexer_select ranks only those, as ref_indexer, either
-** way). grid (ceil(total/8), T), block 256.
+** way). Token t reads the S key rows of slot seq[t]. grid (ceil(total/8), T), block 256.
 ** One warp per score: the lanes hold the key row (D <= 256 in registers; longer rows re-read the
 ** rest), and each head's dot product ends in a shuffle sum. Accumulation is in float in the
 ** reference's order (dot, · scale, relu, · w, summed over h), where the reference uses double and
@@ -1261,7 +1273,7 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 */
 template <typename A>
 __device__ void k_indexer_scores(float *score, const A *q, const A *w, const A *kcache, const int *pos, int H, int D,
-                                 int total, float scale)
+                                 int total, float scale, const int *seq, int S)
 {
 	int lane = threadIdx.x & 31, t = blockIdx.y;
 	int s = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
@@ -1273,7 +1285,7 @@ __device__ void k_indexer_scores(float *score, const A *q, const A *w, const A *
 			*out = neg_inf();
 		return;
 	}
-	const A *kr = kcache + (long long)s * D;
+	const A *kr = kcache + ((long long)seq[t] * S + s) * D;
 	float kv[8];
 #pragma unroll
 	for (int r = 0; r < 8; r++) {

@@ -650,18 +650,44 @@ static void cpu_rope(Exec *x, int id)
 	ref_rope(Y, F(0), I32(1), (int)x->T, (int)NODE->ia[0], &r);
 }
 
-static void cpu_attention(Exec *x, int id)
+/* The run of tokens from t0 that share one sequence slot (a prefill is one run; a batched decode step
+** has one token per run). Writes the slot to *slot and returns the run's end. */
+static int64_t slot_run(const Exec *x, int64_t t0, int *slot)
 {
-	const Node *n = NODE;
-	const int32_t *pos = I32(5);
+	int s = x->seq ? x->seq[t0] : 0;
+	int64_t t1 = t0 + 1;
+	while (t1 < x->T && (x->seq ? x->seq[t1] : 0) == s)
+		t1++;
+	*slot = s;
+	return t1;
+}
+
+/* Positions must lie inside one sequence's S cache rows. */
+static int check_pos(Exec *x, const int32_t *pos)
+{
 	for (int64_t t = 0; t < x->T; t++)
 		if (pos[t] < 0 || pos[t] >= x->S) {
 			snprintf(x->err, sizeof x->err, "position %d is outside the context of %lld (raise --max-seq)", pos[t],
 			         (long long)x->S);
-			return;
+			return -1;
 		}
-	ref_attention(Y, F(0), F(1), F(2), F(3), F(4), pos, (int)x->T, (int)n->ia[0], (int)n->ia[1], (int)n->ia[2],
-	              (int)n->ia[3], (int)x->S, (float)n->fa[0]);
+	return 0;
+}
+
+static void cpu_attention(Exec *x, int id)
+{
+	const Node *n = NODE;
+	const int32_t *pos = I32(5);
+	if (check_pos(x, pos))
+		return;
+	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
+		int s;
+		t1 = slot_run(x, t0, &s);
+		ref_attention(Y + t0 * H * Dv, F(0) + t0 * H * Dk, F(1) + t0 * G * Dk, F(2) + t0 * G * Dv,
+		              F(3) + s * x->S * G * Dk, F(4) + s * x->S * G * Dv, pos + t0, (int)(t1 - t0), (int)H, (int)G,
+		              (int)Dk, (int)Dv, (int)x->S, (float)n->fa[0]);
+	}
 }
 
 static void cpu_topk(Exec *x, int id)
@@ -733,29 +759,33 @@ static void cpu_mla(Exec *x, int id)
 {
 	const Node *n = NODE;
 	const int32_t *pos = I32(3);
-	for (int64_t t = 0; t < x->T; t++)
-		if (pos[t] < 0 || pos[t] >= x->S) {
-			snprintf(x->err, sizeof x->err, "position %d is outside the context of %lld (raise --max-seq)", pos[t],
-			         (long long)x->S);
-			return;
-		}
+	if (check_pos(x, pos))
+		return;
 	int nsel = n->nin > 4 ? (int)exec_dim(x, n->in[4], 1) : 0;
-	ref_mla(Y, F(0), F(1), F(2), pos, n->nin > 4 ? I32(4) : NULL, nsel, (int)x->T, (int)n->ia[0], (int)n->ia[1],
-	        (int)n->ia[2], (int)x->S, (float)n->fa[0]);
+	int64_t H = n->ia[0], Dk = n->ia[1], Dv = n->ia[2];
+	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
+		int s;
+		t1 = slot_run(x, t0, &s);
+		ref_mla(Y + t0 * H * Dv, F(0) + t0 * H * Dk, F(1) + t0 * Dk, F(2) + s * x->S * Dk, pos + t0,
+		        n->nin > 4 ? I32(4) + t0 * nsel : NULL, nsel, (int)(t1 - t0), (int)H, (int)Dk, (int)Dv, (int)x->S,
+		        (float)n->fa[0]);
+	}
 }
 
 static void cpu_indexer(Exec *x, int id)
 {
 	const Node *n = NODE;
 	const int32_t *pos = I32(4);
-	for (int64_t t = 0; t < x->T; t++)
-		if (pos[t] < 0 || pos[t] >= x->S) {
-			snprintf(x->err, sizeof x->err, "position %d is outside the context of %lld (raise --max-seq)", pos[t],
-			         (long long)x->S);
-			return;
-		}
-	ref_indexer((int32_t *)x->buf[id], F(0), F(1), F(2), F(3), pos, (int)x->T, (int)n->ia[0], (int)n->ia[1],
-	            (int)x->S, (int)n->ia[2], (float)n->fa[0]);
+	if (check_pos(x, pos))
+		return;
+	int64_t H = n->ia[0], D = n->ia[1], K = n->ia[2];
+	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
+		int s;
+		t1 = slot_run(x, t0, &s);
+		ref_indexer((int32_t *)x->buf[id] + t0 * K, F(0) + t0 * H * D, F(1) + t0 * D, F(2) + t0 * H,
+		            F(3) + s * x->S * D, pos + t0, (int)(t1 - t0), (int)H, (int)D, (int)x->S, (int)K,
+		            (float)n->fa[0]);
+	}
 }
 
 static void cpu_moe_route(Exec *x, int id)

@@ -91,11 +91,13 @@ struct Gpu {
 	int tokens, pos, logits;     /* node ids */
 	int64_t maxT, S, V;
 	CUdeviceptr params, step, ring, rope_mem;
+	CUdeviceptr seq;             /* int[maxT]: the cache slot of each token of the step */
 	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
 	int ring_cap;
-	CUgraph graph;
-	CUgraphExec exec;
-	int captured_logits;
+	int nslots;                  /* sequences the caches hold */
+	CUgraph *graph;              /* per batch bucket (index = rows), captured on first use */
+	CUgraphExec *exec;
+	int *captured_logits;
 	int capturing;
 	int32_t *host_tok;           /* pinned */
 	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
@@ -344,10 +346,13 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 			continue;
 		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
 		off[i] = *acc;
-		*acc += bytes;
+		*acc += n->kind == VK_CACHE ? bytes * (size_t)x->nslots : bytes;
 	}
-	x->ring_cap = 1 << 16;
-	size_t sb = 256 + (size_t)x->ring_cap * 4, scr = 0;
+	/* The step buffer: sampling parameters, then per row of a step its step counter and sequence slot,
+	** then each row's ring of sampled tokens. */
+	x->ring_cap = 4096;
+	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63;
+	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4, scr = 0;
 	for (int i = 0; i < g->cuda.nl; i++) {
 		size_t b = scratch_bytes(x, &g->cuda.l[i], x->maxT, MAXKARG);
 		scr = b > scr ? b : scr;
@@ -360,8 +365,9 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	if (need + (256u << 20) > free_b) {
 		free(off);
 		return seterr(err, len, "not enough GPU memory: the plan needs %.2f GiB (weights %.2f, activations %.2f, "
-		              "KV cache %.2f for %lld positions) but %.2f GiB are free; lower --max-seq", (double)need / (1 << 30),
-		              (double)wb / (1 << 30), (double)ab / (1 << 30), (double)cb / (1 << 30), (long long)x->S,
+		              "KV cache %.2f for %d sequence%s of %lld positions) but %.2f GiB are free; lower --max-seq or "
+		              "--batch", (double)need / (1 << 30), (double)wb / (1 << 30), (double)ab / (1 << 30),
+		              (double)cb / (1 << 30), x->nslots, x->nslots > 1 ? "s" : "", (long long)x->S,
 		              (double)free_b / (1 << 30));
 	}
 	if ((wb && (r = x->cu.alloc(&x->wmem, wb))) || (ab && (r = x->cu.alloc(&x->amem, ab))) ||
@@ -406,7 +412,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	if (cb)
 		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
 	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
-	x->params = x->smem, x->step = x->smem + 64, x->ring = x->smem + 256;
+	x->params = x->smem, x->step = x->smem + 256, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
 	x->scr = x->amem + ab - scr;
 	return 0;
 }
@@ -422,7 +428,16 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	if (!x)
 		return seterr(err, len, "out of memory");
 	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
+	x->nslots = o->batch > 1 ? o->batch : 1;
 	*out = x;
+	if (x->nslots > maxT)
+		return seterr(err, len, "%d sequences need step buffers for %d tokens, sized for %lld", x->nslots, x->nslots,
+		              (long long)maxT);
+	x->graph = calloc((size_t)x->nslots + 1, sizeof *x->graph);
+	x->exec = calloc((size_t)x->nslots + 1, sizeof *x->exec);
+	x->captured_logits = calloc((size_t)x->nslots + 1, sizeof *x->captured_logits);
+	if (!x->graph || !x->exec || !x->captured_logits)
+		return seterr(err, len, "out of memory");
 	if (load_driver(&x->cu, err, len))
 		return -1;
 	CUresult r = x->cu.init(0);
@@ -461,9 +476,9 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	float params[4] = {o->temp, (float)o->top_k, o->top_p, 0};
 	memcpy(&params[3], &o->seed, 4);
 	CK(x->cu.htod(x->params, params, sizeof params), "cuMemcpyHtoD (sampling parameters)");
-	CK(x->cu.alloc_host((void **)&x->host_tok, 64), "cuMemAllocHost");
+	CK(x->cu.alloc_host((void **)&x->host_tok, 4 * (size_t)x->nslots + 64), "cuMemAllocHost");
 	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
-	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4), "cuMemAllocHost");
+	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4 * (size_t)x->nslots), "cuMemAllocHost");
 	for (int i = 0; i < g->cuda.nl; i++)
 		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax)
 			x->stats.kernels_per_step++;
@@ -614,6 +629,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
 			case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
 			case KA_SCRATCH: v[k].p = x->scr + scratch_bytes(x, l, T, k); break;
+			case KA_SEQ: v[k].p = x->seq; break;
 			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
 			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
 			default: v[k].f = (float)a->f; break;
@@ -636,44 +652,69 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 	return 0;
 }
 
-/* The sampler on logits row `row` (of the current step), writing the token where the next step reads. */
-static int launch_sample(Gpu *x, int64_t row, char *err, size_t len)
+/* The sampler: `rows` blocks, block b on logits row first + b, writing row b's token and position where
+** the next step reads them. */
+static int launch_sample(Gpu *x, int64_t first, int rows, char *err, size_t len)
 {
-	CUdeviceptr logits = x->ptr[x->logits] + (CUdeviceptr)(row * x->V * (int64_t)elsize(x, x->logits));
+	CUdeviceptr logits = x->ptr[x->logits] + (CUdeviceptr)(first * x->V * (int64_t)elsize(x, x->logits));
 	CUdeviceptr tok = x->ptr[x->tokens], pos = x->ptr[x->pos];
 	int cap = x->ring_cap, V = (int)x->V;
-	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params};
-	CK(x->cu.launch(x->sample, 1, 1, 1, 1024, 1, 1, 0, x->st, args, NULL), "launching the sampler");
+	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params, &x->seq};
+	CK(x->cu.launch(x->sample, (unsigned)rows, 1, 1, 1024, 1, 1, 0, x->st, args, NULL), "launching the sampler");
 	return 0;
 }
 
-/* Queue the copies of the sampled token and (optionally) the logits row into pinned memory. */
-static int queue_readback(Gpu *x, int64_t row, int logits, char *err, size_t len)
+/* Queue the copies of the sampled tokens of `rows` rows and (optionally) their logits into pinned memory. */
+static int queue_readback(Gpu *x, int rows, int logits, char *err, size_t len)
 {
-	CK(x->cu.dtoh_async(x->host_tok, x->ptr[x->tokens], 4, x->st), "cuMemcpyDtoHAsync (token)");
+	CK(x->cu.dtoh_async(x->host_tok, x->ptr[x->tokens], 4 * (size_t)rows, x->st), "cuMemcpyDtoHAsync (token)");
 	if (logits) {
 		size_t es = elsize(x, x->logits);
-		CK(x->cu.dtoh_async(x->host_raw, x->ptr[x->logits] + (CUdeviceptr)(row * x->V * (int64_t)es),
-		                    (size_t)x->V * es, x->st), "cuMemcpyDtoHAsync (logits)");
+		CK(x->cu.dtoh_async(x->host_raw, x->ptr[x->logits], (size_t)(rows * x->V) * es, x->st),
+		   "cuMemcpyDtoHAsync (logits)");
 	}
 	return 0;
 }
 
-/* The pinned logits row as float32. */
-static void logits_out(Gpu *x, float *dst)
+/* The pinned logits rows as float32. */
+static void logits_out(Gpu *x, int rows, float *dst)
 {
+	size_t cnt = (size_t)(rows * x->V);
 	if (elsize(x, x->logits) == 4)
-		memcpy(dst, x->host_raw, (size_t)x->V * 4);
+		memcpy(dst, x->host_raw, cnt * 4);
 	else
-		for (int64_t i = 0; i < x->V; i++)
+		for (size_t i = 0; i < cnt; i++)
 			dst[i] = ref_bf16_to_f32(((uint16_t *)x->host_raw)[i]);
+}
+
+/* Fill n ints of the device array at d with v (a small host write before a step). */
+static int fill_ints(Gpu *x, CUdeviceptr d, int32_t v, int64_t n, char *err, size_t len)
+{
+	int32_t *h = malloc(sizeof *h * (size_t)n);
+	if (!h)
+		return seterr(err, len, "out of memory");
+	for (int64_t i = 0; i < n; i++)
+		h[i] = v;
+	CUresult r = x->cu.htod(d, h, sizeof *h * (size_t)n);
+	free(h);
+	return r == CUDA_SUCCESS ? 0 : cuerr(x, r, "cuMemcpyHtoD (step buffer)", err, len);
 }
 
 int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
                 size_t len)
 {
+	return gpu_prefill_slot(x, 0, tokens, T, pos0, next, logits, err, len);
+}
+
+int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
+                     char *err, size_t len)
+{
 	if (T < 1 || T > x->maxT)
 		return seterr(err, len, "prefill of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	if (slot < 0 || slot >= x->nslots)
+		return seterr(err, len, "prefill into sequence slot %d; the caches hold %d", slot, x->nslots);
+	if (fill_ints(x, x->seq, slot, T, err, len))
+		return -1;
 	int32_t *pos = malloc(sizeof *pos * (size_t)T);
 	if (!pos)
 		return seterr(err, len, "out of memory");
@@ -707,46 +748,70 @@ int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t 
 	free(pos);
 	if (r != CUDA_SUCCESS)
 		return cuerr(x, r, "cuMemcpyHtoDAsync (position)", err, len);
-	if (launch_sample(x, T - 1, err, len) || queue_readback(x, 0, 0, err, len))
+	if (launch_sample(x, T - 1, 1, err, len) || queue_readback(x, 1, 0, err, len))
 		return -1;
 	CK(x->cu.stream_sync(x->st), "prefill");
 	*next = *x->host_tok;
 	return 0;
 }
 
+int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
+                 char *err, size_t len)
+{
+	if (rows < 1 || rows > x->nslots)
+		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, x->nslots);
+	for (int r = 0; r < rows; r++)
+		if (seq[r] < 0 || seq[r] >= x->nslots)
+			return seterr(err, len, "row %d names sequence slot %d; the caches hold %d", r, seq[r], x->nslots);
+	CK(x->cu.htod(x->ptr[x->tokens], tokens, 4 * (size_t)rows), "cuMemcpyHtoD (tokens)");
+	CK(x->cu.htod(x->ptr[x->pos], pos, 4 * (size_t)rows), "cuMemcpyHtoD (positions)");
+	CK(x->cu.htod(x->seq, seq, 4 * (size_t)rows), "cuMemcpyHtoD (sequence slots)");
+	CK(x->cu.htod(x->step, step, 4 * (size_t)rows), "cuMemcpyHtoD (step counters)");
+	return 0;
+}
+
 int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len)
 {
-	if (!x->exec || x->captured_logits != (logits != NULL)) {
-		if (x->exec) {
-			x->cu.graph_exec_destroy(x->exec);
-			x->cu.graph_destroy(x->graph);
-			x->exec = NULL;
+	return gpu_decode_rows(x, 1, next, logits, err, len);
+}
+
+/* Each bucket (number of rows) has its own graph, captured on its first step; the rows' tokens, positions
+** and slots are already in the step buffer (the previous replay's sampler or gpu_set_rows put them there). */
+int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, size_t len)
+{
+	if (rows < 1 || rows > x->nslots)
+		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, x->nslots);
+	if (!x->exec[rows] || x->captured_logits[rows] != (logits != NULL)) {
+		if (x->exec[rows]) {
+			x->cu.graph_exec_destroy(x->exec[rows]);
+			x->cu.graph_destroy(x->graph[rows]);
+			x->exec[rows] = NULL;
 		}
 		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
 		x->capturing = 1;
-		int rc = launch_step(x, 1, err, len);
+		int rc = launch_step(x, rows, err, len);
 		x->capturing = 0;
 		if (!rc && logits)
-			rc = queue_readback(x, 0, 1, err, len);
+			rc = queue_readback(x, rows, 1, err, len);
 		if (!rc)
-			rc = launch_sample(x, 0, err, len);
+			rc = launch_sample(x, 0, rows, err, len);
 		if (!rc)
-			rc = queue_readback(x, 0, 0, err, len);
-		CUresult r = x->cu.capture_end(x->st, &x->graph);
+			rc = queue_readback(x, rows, 0, err, len);
+		CUresult r = x->cu.capture_end(x->st, &x->graph[rows]);
 		if (rc)
 			return -1;
 		if (r != CUDA_SUCCESS)
 			return cuerr(x, r, "cuStreamEndCapture", err, len);
-		CK(x->cu.graph_inst(&x->exec, x->graph, 0), "cuGraphInstantiate");
-		x->captured_logits = logits != NULL;
+		CK(x->cu.graph_inst(&x->exec[rows], x->graph[rows], 0), "cuGraphInstantiate");
+		x->captured_logits[rows] = logits != NULL;
 	}
-	CK(x->cu.graph_launch(x->exec, x->st), "cuGraphLaunch");
+	CK(x->cu.graph_launch(x->exec[rows], x->st), "cuGraphLaunch");
 	x->stats.graph_launches++;
 	x->stats.decode_steps++;
 	CK(x->cu.stream_sync(x->st), "decode step");
 	if (logits)
-		logits_out(x, logits);
-	*next = *x->host_tok;
+		logits_out(x, rows, logits);
+	memcpy(next, x->host_tok, 4 * (size_t)rows);
 	return 0;
 }
 
@@ -756,6 +821,8 @@ int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t 
 		return seterr(err, len, "step of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
 	CK(x->cu.htod(x->ptr[x->tokens], tokens, (size_t)T * 4), "cuMemcpyHtoD (tokens)");
 	CK(x->cu.htod(x->ptr[x->pos], pos, (size_t)T * 4), "cuMemcpyHtoD (positions)");
+	if (fill_ints(x, x->seq, 0, T, err, len))
+		return -1;
 	if (launch_step(x, T, err, len))
 		return -1;
 	CK(x->cu.stream_sync(x->st), "step");
@@ -790,8 +857,9 @@ void gpu_close(Gpu *x)
 	if (!x)
 		return;
 	if (x->cu.so && x->ctx) {
-		if (x->exec)
-			x->cu.graph_exec_destroy(x->exec), x->cu.graph_destroy(x->graph);
+		for (int b = 0; x->exec && b <= x->nslots; b++)
+			if (x->exec[b])
+				x->cu.graph_exec_destroy(x->exec[b]), x->cu.graph_destroy(x->graph[b]);
 		if (x->mod)
 			x->cu.mod_unload(x->mod);
 		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem};
@@ -815,6 +883,7 @@ void gpu_close(Gpu *x)
 	if (x->cu.so)
 		dlclose(x->cu.so);
 	free(x->fn), free(x->ptr), free(x->rope);
+	free(x->graph), free(x->exec), free(x->captured_logits);
 	free(x);
 }
 

@@ -45,8 +45,14 @@ int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_
 int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int rank, int tp, char *err,
                    size_t len)
 {
+	return exec_init_slots(x, g, weights, maxT, S, 1, rank, tp, err, len);
+}
+
+int exec_init_slots(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, int nslots, int rank, int tp,
+                    char *err, size_t len)
+{
 	memset(x, 0, sizeof *x);
-	x->g = g, x->maxT = maxT, x->S = S, x->T = maxT, x->rank = rank, x->tp = tp;
+	x->g = g, x->maxT = maxT, x->S = S, x->T = maxT, x->rank = rank, x->tp = tp, x->nslots = nslots;
 	x->buf = calloc((size_t)g->n, sizeof *x->buf);
 	x->wt = calloc((size_t)g->n, sizeof *x->wt);
 	if (!x->buf || !x->wt)
@@ -86,7 +92,7 @@ int exec_init_rank(Exec *x, const Graph *g, const char *weights, int64_t maxT, i
 		}
 		/* Without a weights path (tests), weights get float32 buffers for the caller to fill. */
 		int dt = n->kind == VK_WEIGHT ? DT_F32 : n->dtype;
-		size_t bytes = (size_t)node_numel(n, maxT, S) * dtype_size(dt);
+		size_t bytes = (size_t)node_numel(n, maxT, S) * dtype_size(dt) * (n->kind == VK_CACHE ? (size_t)nslots : 1);
 		x->buf[i] = calloc(bytes ? bytes : 1, 1);
 		if (!x->buf[i])
 			return seterr(err, len, "out of memory: %zu bytes for %s node %%%d", bytes, op_table[n->op].name, i);
@@ -137,12 +143,22 @@ static void collective(Exec *x, int tp, int i)
 */
 int exec_step_ranks(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, int64_t T, char *err, size_t len)
 {
+	return exec_step_seq(xs, tp, tokens, pos, NULL, T, err, len);
+}
+
+int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int64_t T, char *err,
+                  size_t len)
+{
 	const Graph *g = xs[0].g;
 	for (int r = 0; r < tp; r++) {
 		if (T < 1 || T > xs[r].maxT)
 			return seterr(err, len, "step of %lld tokens, executor sized for 1..%lld", (long long)T,
 			              (long long)xs[r].maxT);
-		xs[r].T = T, xs[r].err[0] = 0;
+		for (int64_t t = 0; seq && t < T; t++)
+			if (seq[t] < 0 || seq[t] >= xs[r].nslots)
+				return seterr(err, len, "token %lld names sequence slot %d; the caches hold %d", (long long)t, seq[t],
+				              xs[r].nslots);
+		xs[r].T = T, xs[r].err[0] = 0, xs[r].seq = seq;
 	}
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];

@@ -16,6 +16,7 @@ typedef struct {
 	uint32_t seed;
 	int progress;                /* draw a progress bar for the weight upload */
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
+	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
 } GpuOpts;
 
 /* Open the first GPU, load (or recompile) the plan's kernels, check memory, upload the weights, allocate
@@ -31,6 +32,20 @@ int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t 
 /* One decode step as one CUDA-graph launch (captured on first use): feeds back the last sampled token,
 ** samples the next. logits (V floats) may be NULL. */
 int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len);
+
+/* gpu_prefill into cache slot `slot` of a batch (o->batch slots). It uses row 0 of the step buffer and
+** continues that row's sampling step counter; gpu_set_rows sets every row before batched decoding. */
+int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
+                     char *err, size_t len);
+
+/* Set the first `rows` rows of the step buffer: each row's token to feed, its position, its cache slot
+** and its sampling step counter (rows of one bucket; padding rows name a free slot). */
+int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
+                 char *err, size_t len);
+
+/* One decode step of `rows` sequences as one graph launch (one graph per bucket size, captured on first
+** use): next[rows] gets each row's sampled token; logits (rows × V floats) may be NULL. */
+int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, size_t len);
 
 /* Run the nodes for T tokens eagerly and copy every node's output to host float32 arrays (out[node],
 ** NULL for leaves), for --verify. */

@@ -6,6 +6,7 @@
 ** and one decode step on both and reports the per-layer error.
 */
 #include "glm.h"
+#include "batch.h"
 #include "gpu.h"
 #include "ref.h"
 #include "tok.h"
@@ -34,6 +35,12 @@ static const char *usage =
 	"  --ignore-eos         do not stop at end-of-generation tokens\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
 	"  -n N                 tokens to generate (default 16)\n"
+	"  --batch B            decode B sequences together, one cache slot each, every step one graph launch\n"
+	"                       of the smallest bucket (1, 2, 4, ..., B) holding the live ones; the prompt is\n"
+	"                       shared, or give B prompts (-p or --tokens repeated). Sequence i samples with\n"
+	"                       seed + i, ends at -n tokens, end-of-generation, --stop or a full --max-seq;\n"
+	"                       answers are printed at the end in order (ids one line each, or text blocks);\n"
+	"                       --dump-logits FILE writes FILE.0, FILE.1, ...\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
 	"  --max-seq N          KV-cache capacity in positions (default: prompt + N)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
@@ -122,6 +129,8 @@ static double now(void)
 
 typedef struct {
 	const char *plan, *tokens, *device, *dump, *weights, *prompt, *tokenizer, *stop;
+	const char *prompts[BATCH_MAX]; /* every -p / --tokens value, in order */
+	int nprompts, batch;
 	int ignore_eos;
 	long n, max_seq;
 	GpuOpts gpu;
@@ -148,17 +157,23 @@ static void parse(Args *a, int argc, char **argv)
 				fail("missing value after %s", s);
 			i++;
 			*(!strcmp(s, "-p") ? &a->prompt : !strcmp(s, "--stop") ? &a->stop : &a->tokenizer) = next;
+			if (!strcmp(s, "-p") && a->nprompts < BATCH_MAX)
+				a->prompts[a->nprompts++] = next;
 		}
 		else if (!strcmp(s, "--stats"))
 			a->stats = 1;
 		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
 		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
-		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed")) {
+		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch")) {
 			if (!next)
 				fail("missing value after %s", s);
 			i++;
-			if (!strcmp(s, "--tokens"))
+			if (!strcmp(s, "--tokens")) {
 				a->tokens = next;
+				if (a->nprompts < BATCH_MAX)
+					a->prompts[a->nprompts++] = next;
+			} else if (!strcmp(s, "--batch"))
+				a->batch = (int)parse_long(next, "--batch", 1, BATCH_MAX);
 			else if (!strcmp(s, "-n"))
 				a->n = parse_long(next, "-n", 1, 1 << 24);
 			else if (!strcmp(s, "--device"))
@@ -190,6 +205,12 @@ static void parse(Args *a, int argc, char **argv)
 		fail("--device must be cpu or cuda, got '%s'", a->device);
 	if (!a->tokens == !a->prompt)
 		fail("give a prompt: -p TEXT or --tokens ID,ID,... (one of them)");
+	if (a->nprompts > 1 && a->batch && a->batch != a->nprompts)
+		fail("--batch %d with %d prompts: give one prompt (shared) or exactly %d", a->batch, a->nprompts, a->batch);
+	if (a->nprompts > 1 && !a->batch)
+		a->batch = a->nprompts;
+	if (a->batch > 1 && a->verify)
+		fail("--verify checks one sequence; drop --batch");
 }
 
 /* Relative L2 error of a against the reference b; NaN gives +inf. */
@@ -340,6 +361,94 @@ static char *read_prompt(const char *p, size_t *n)
 	return b;
 }
 
+/*
+** --batch: every prompt (or the one prompt, shared) encoded, checked and run through batch_run with
+** caches for all sequences; -n is per sequence and clipped where a context would overflow.
+*/
+static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int tp, const char *weights)
+{
+	char err[1024];
+	int n = a->batch;
+	int32_t *ids[BATCH_MAX];
+	int np[BATCH_MAX], maxp = 0;
+	int64_t V = g->node[g->out[0]].dim[1];
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			V = g->node[g->out[i]].dim[1];
+	for (int i = 0; i < n; i++) {
+		const char *src = a->prompts[a->nprompts > 1 ? i : 0];
+		if (i && a->nprompts == 1) { /* one prompt, shared */
+			if (!(ids[i] = malloc(sizeof(int32_t) * (size_t)np[0])))
+				fail("out of memory");
+			memcpy(ids[i], ids[0], sizeof(int32_t) * (size_t)np[0]);
+			np[i] = np[0];
+			continue;
+		}
+		if (tk) {
+			size_t tn, nid;
+			char *text = read_prompt(src, &tn);
+			int32_t *p = NULL;
+			if (tok_encode(tk, text, tn, 1, 1, &p, &nid))
+				fail("-p: out of memory encoding prompt %d", i);
+			free(text);
+			if (!nid)
+				fail("-p: prompt %d encodes to no tokens", i);
+			ids[i] = p, np[i] = (int)nid;
+		} else
+			ids[i] = parse_tokens(src, &np[i]);
+		for (int k = 0; k < np[i]; k++)
+			if (ids[i][k] >= V)
+				fail("--tokens: prompt %d: token id %d is outside the vocabulary [0, %lld)", i, ids[i][k], (long long)V);
+		maxp = np[i] > maxp ? np[i] : maxp;
+	}
+	long max_seq = a->max_seq ? a->max_seq : maxp + a->n - 1;
+	const char *ctx = graph_meta(g, "n_ctx");
+	if (ctx && max_seq > atol(ctx))
+		fail("--max-seq %ld is more than the model's context of %s", max_seq, ctx);
+	int64_t maxT = maxp > n ? maxp : n;
+	BatchRun b = {.nseq = n, .prompt = (const int32_t *const *)ids, .np = np, .n = a->n, .max_seq = max_seq,
+	              .temp = a->gpu.temp, .top_p = a->gpu.top_p, .top_k = a->gpu.top_k, .seed = a->gpu.seed, .tk = tk,
+	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
+	Exec xr[8];
+	Gpu *gpu = NULL;
+	double t0 = now();
+	if (cuda) {
+		GpuOpts o = a->gpu;
+		o.progress = isatty(2), o.keep_logits = a->dump != NULL, o.batch = n;
+		if (gpu_open(&gpu, g, weights, maxT, max_seq, &o, err, sizeof err))
+			fail("%s", err);
+	} else
+		for (int r = 0; r < tp; r++)
+			if (exec_init_slots(&xr[r], g, weights, maxT, max_seq, n, r, tp, err, sizeof err))
+				fail("%s", err);
+	double t1 = now();
+	if (tk)
+		signal(SIGINT, on_sigint);
+	if (batch_run(g, gpu, xr, tp, &b, err, sizeof err))
+		fail("%s", err);
+	double t2 = now();
+	if (a->stats) {
+		fprintf(stderr, "stats: device %s, batch %d, %ld positions per sequence\n", cuda ? "cuda" : "cpu", n, max_seq);
+		fprintf(stderr, "stats: load %.3f s, prompts and decode %.3f s\n", t1 - t0, t2 - t1);
+		if (cuda) {
+			GpuStats s;
+			gpu_stats(gpu, &s);
+			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB\n",
+			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20), (double)s.cache_bytes / (1 << 20));
+			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step)\n", s.decode_steps,
+			        s.graph_launches, s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0);
+		}
+	}
+	if (gpu)
+		gpu_close(gpu);
+	else
+		for (int r = 0; r < tp; r++)
+			exec_free(&xr[r]);
+	for (int i = 0; i < n; i++)
+		free(ids[i]);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	Args a;
@@ -370,9 +479,9 @@ int main(int argc, char **argv)
 				fail("%s", err);
 			weights_close(&tw);
 		}
-		size_t tn, nid;
-		char *text = read_prompt(a.prompt, &tn);
-		if (tok_encode(tk, text, tn, 1, 1, &prompt, &nid))
+		size_t tn, nid = 1;
+		char *text = a.batch > 1 ? NULL : read_prompt(a.prompt, &tn); /* run_batch encodes its prompts */
+		if (text && tok_encode(tk, text, tn, 1, 1, &prompt, &nid))
 			fail("-p: out of memory encoding the prompt");
 		free(text);
 		if (!nid)
@@ -393,17 +502,17 @@ int main(int argc, char **argv)
 	if (L->ndim != 2 || L->dim[0] != DIM_T || L->dim[1] <= 0)
 		fail("%s: output 'logits' must be [T, vocab]", a.plan);
 	int64_t V = L->dim[1];
-	for (int i = 0; i < np; i++)
+	for (int i = 0; prompt && i < np; i++)
 		if (prompt[i] >= V)
 			fail("--tokens: token id %d is outside the vocabulary [0, %lld)", prompt[i], (long long)V);
 
 	long need = np + a.n - 1 + a.verify;
 	const char *ctx = graph_meta(&g, "n_ctx");
-	if (ctx && need > atol(ctx))
+	if (a.batch <= 1 && ctx && need > atol(ctx))
 		fail("prompt of %d tokens + %ld generated needs %ld positions, more than the model's context of %s", np, a.n,
 		     need, ctx);
 	long max_seq = a.max_seq ? a.max_seq : need;
-	if (need > max_seq)
+	if (a.batch <= 1 && need > max_seq)
 		fail("prompt of %d tokens + %ld generated needs %ld positions, more than --max-seq %ld", np, a.n, need, max_seq);
 	const char *wfmt = graph_meta(&g, "weights.format");
 	if (wfmt && !strcmp(wfmt, "random"))
@@ -424,6 +533,14 @@ int main(int argc, char **argv)
 	if (tp > 1 && cuda)
 		fail("%s: the plan is partitioned for %d GPUs; multi-GPU runs (NCCL) are not built yet, so run it with "
 		     "--device cpu (%d ranks in one process)", a.plan, tp, tp);
+	if (a.batch > 1) {
+		int rc = run_batch(&a, &g, tk, cuda, tp, weights);
+		if (tk)
+			tok_close(tk);
+		free(prompt);
+		arena_free(&A);
+		return rc;
+	}
 	Exec xr[8], *xp = xr, x;
 	Gpu *gpu = NULL;
 	int use_cpu = !cuda || a.verify;

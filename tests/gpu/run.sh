@@ -105,11 +105,26 @@ tg=$(bin/glmrun $OUT/lv.plan --device cuda -p "Good morning" -n 16 2>/dev/null)
 tc=$(bin/glmrun $OUT/lv.plan --device cpu -p "Good morning" -n 16 2>/dev/null)
 record "-p text on the GPU equals the CPU's" "$([ -n "$tg" ] && [ "$tg" = "$tc" ] && echo ok || echo FAIL)" "'$tg'"
 
+# Batches on the GPU: every fixture decodes three sequences together (buckets 4, then 2 once one ends)
+# and each equals the same prompt alone; then the batch path of the MLA+DSA model under memcheck.
+FIX=$FIX DEVICE=cuda TOL=1e-5 tests/batch.sh >"$OUT/batch.log" 2>&1
+while IFS= read -r line; do
+	case "$line" in
+	"ok - "*) record "batch: ${line#ok - }" ok "" ;;
+	"FAIL - "*) record "batch: ${line#FAIL - }" FAIL "" ;;
+	esac
+done <"$OUT/batch.log"
+
 # compute-sanitizer on one fixture.
 if command -v compute-sanitizer >/dev/null; then
 	compute-sanitizer --tool memcheck --error-exitcode 9 bin/glmrun $plan --device cuda --tokens "$prompt" -n 4 >"$OUT/memcheck.log" 2>&1
 	rc=$?
 	record "compute-sanitizer memcheck (llama f32)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(grep -E 'ERROR SUMMARY' "$OUT/memcheck.log" | tail -1)"
+	bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa -o $OUT/dsa.plan 2>/dev/null
+	compute-sanitizer --tool memcheck --error-exitcode 9 bin/glmrun $OUT/dsa.plan --device cuda --tokens 1,2,3 \
+		--tokens 4,5,6,7,8,9,10 --tokens 11 -n 8 --max-seq 12 >"$OUT/memcheck-batch.log" 2>&1
+	rc=$?
+	record "compute-sanitizer memcheck (glm5 DSA, batch 3)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(grep -E 'ERROR SUMMARY' "$OUT/memcheck-batch.log" | tail -1)"
 else
 	record "compute-sanitizer memcheck" FAIL "compute-sanitizer not found"
 fi

@@ -330,18 +330,21 @@ __global__ void __launch_bounds__(128)
 	k_rope<A, IL>(y, x, pos, inv_freq, cs, H, D, R);
 }
 
+/* Every token in sequence slot 0 (the slot arithmetic is covered end to end by tests/batch.sh). */
+__device__ int g_zero_seq[1 << 16];
+
 template <typename A>
 __global__ void __launch_bounds__(256)
 	g_kv_write(A *kc, A *vc, const A *k, const A *v, const int *pos, int KW, int VW)
 {
-	k_kv_write<A>(kc, vc, k, v, pos, KW, VW);
+	k_kv_write<A>(kc, vc, k, v, pos, KW, VW, g_zero_seq, 0);
 }
 
 template <typename A>
 __global__ void __launch_bounds__(128) g_attention(A *y, const A *q, const A *kc, const A *vc, const int *pos, int H,
 						   int G, int Dk, int Dv, float scale)
 {
-	k_attention<A>(y, q, kc, vc, pos, H, G, Dk, Dv, scale);
+	k_attention<A>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
 }
 
 template <typename A> __global__ void __launch_bounds__(256) g_argmax(int *y, const A *x, int N)
@@ -372,7 +375,7 @@ template <typename A>
 __global__ void __launch_bounds__(1024)
 	g_sample(int *out, int cap, int *nt, int *np, int *step, const A *logits, int V, const float *params)
 {
-	k_sample<A>(out, cap, nt, np, step, logits, V, params);
+	k_sample<A>(out, cap, nt, np, step, logits, V, params, g_zero_seq);
 }
 
 /* The conversions themselves, one element per thread. */
@@ -1058,21 +1061,21 @@ __global__ void __launch_bounds__(256) g_matmul_tb(A *y, const A *a, const B_ *b
 
 template <typename A> __global__ void __launch_bounds__(256) g_mla_write(A *cache, const A *kv, const int *pos, int D)
 {
-	k_mla_write<A>(cache, kv, pos, D);
+	k_mla_write<A>(cache, kv, pos, D, g_zero_seq, 0);
 }
 
 template <typename A>
 __global__ void __launch_bounds__(128) g_mla(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel,
 					     int H, int Dk, int Dv, float scale)
 {
-	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale);
+	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, g_zero_seq, 0);
 }
 
 template <typename A>
 __global__ void __launch_bounds__(256) g_indexer_scores(float *score, const A *q, const A *w, const A *kc,
 							const int *pos, int H, int D, int total, float scale)
 {
-	k_indexer_scores<A>(score, q, w, kc, pos, H, D, total, scale);
+	k_indexer_scores<A>(score, q, w, kc, pos, H, D, total, scale, g_zero_seq, 0);
 }
 
 template <typename A>
