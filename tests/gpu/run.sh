@@ -73,6 +73,17 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 	done
 done
 
+# The peer's bf16 error on the same fixtures: transformers in bfloat16 against the fixtures' float32
+# logits, the measure above (informational: what bf16 itself costs on these tiny random models).
+if python3 -c "import transformers" 2>/dev/null; then
+	PYTHONUNBUFFERED=1 python3 tests/gpu/hf_bf16.py $FIX >"$OUT/hf_bf16.log" 2>&1
+	grep '^hf ' "$OUT/hf_bf16.log" | while IFS= read -r line; do echo "  [peer] $line"; done
+	while IFS= read -r line; do
+		record "peer transformers ${line#hf }" info ""
+	done < <(grep '^hf ' "$OUT/hf_bf16.log")
+	grep -q '^hf ' "$OUT/hf_bf16.log" || record "peer transformers bf16" info "$(tail -3 "$OUT/hf_bf16.log" | tr '\n' ' ' | head -c 300)"
+fi
+
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
 p0=$OUT/llama-O0.plan
