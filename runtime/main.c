@@ -381,7 +381,7 @@ int main(int argc, char **argv)
 	int32_t *prompt = NULL;
 	Tok *tk = NULL;
 	int templ = a.chat || a.chat_template || a.system || a.no_think, chat = a.chat && !a.prompt;
-	ChatFmt cf;
+	ChatFmt cf = {0};
 	if (a.prompt || chat) {
 		const char *src = a.tokenizer ? a.tokenizer : graph_meta(&g, "weights.path");
 		const char *wf = graph_meta(&g, "weights.format");
@@ -418,6 +418,7 @@ int main(int argc, char **argv)
 		np = (int)nid;
 		/* No SA_RESTART: a Ctrl-C also ends the wait for the next line of a chat. */
 		struct sigaction sa = {.sa_handler = on_sigint};
+		sigemptyset(&sa.sa_mask);
 		sigaction(SIGINT, &sa, NULL);
 	} else
 		prompt = parse_tokens(a.tokens, &np);
