@@ -668,11 +668,12 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 			fputs("> ", stdout);
 			fflush(stdout);
 		}
-		if (*s->sigs)
+		ssize_t r = *s->sigs ? -1 : getline(&line, &lcap, in);
+		if (r < 0) { /* EOF, or Ctrl-C while waiting for a line */
+			if (tty)
+				fputc('\n', stdout);
 			break;
-		ssize_t r = getline(&line, &lcap, in);
-		if (r < 0)
-			break; /* EOF, or Ctrl-C while waiting for a line */
+		}
 		while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r'))
 			line[--r] = 0;
 		if (!r)
