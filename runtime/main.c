@@ -5,6 +5,7 @@
 ** CUDA-graph launch; without --device, the GPU is used when one is present. --verify runs the prompt
 ** and one decode step on both and reports the per-layer error.
 */
+#include "chat.h"
 #include "glm.h"
 #include "batch.h"
 #include "gpu.h"
@@ -22,6 +23,7 @@
 
 static const char *usage =
 	"usage: glmrun PLAN -p TEXT [options]      text in, text out (streamed)\n"
+	"       glmrun PLAN --chat [options]        a conversation: one user message per line of stdin\n"
 	"       glmrun PLAN --tokens ID,ID,... [options]\n"
 	"\n"
 	"Run a plan compiled by glmc: evaluate the prompt, then generate up to N tokens. With -p the prompt is\n"
@@ -30,11 +32,22 @@ static const char *usage =
 	"With --tokens, exactly N ids are printed on one line (no end-of-sequence stop).\n"
 	"\n"
 	"  -p TEXT              prompt text; \"-\" reads it from stdin\n"
+	"  --chat               answer each line of stdin in the model's chat format, keeping the conversation\n"
+	"                       in the KV cache (a turn prefills only its own tokens); an answer ends at\n"
+	"                       end-of-turn, --stop, -n or Ctrl-C; a second Ctrl-C, EOF or a full --max-seq\n"
+	"                       ends the chat. With -p: the text is one user turn, answered once\n"
+	"  --chat-template NAME the chat format: glm4 (GLM-4.5/4.6), glm5 (GLM-4.7, GLM-5), deepseek3\n"
+	"                       (DeepSeek-V3, V3.1), chatml (Qwen2/2.5/3), llama3 (Llama 3, 3.1+); default: from\n"
+	"                       the weights' chat template, else their architecture. With -p: one user turn\n"
+	"  --system TEXT        the chat's system prompt (default: none, or the template's own: Qwen2/2.5)\n"
+	"  --no-think           the template's thinking-off form (GLM, Qwen3). Default: the template's own:\n"
+	"                       thinking on for GLM and Qwen3 (GLM-4.7/5 open the answer with <think>),\n"
+	"                       off for DeepSeek-V3.1; thinking text is printed as it comes\n"
 	"  --tokenizer PATH     tokenizer source (GGUF, HF directory or tokenizer.json; default: the weights)\n"
 	"  --stop STR           stop when the answer ends with STR\n"
 	"  --ignore-eos         do not stop at end-of-generation tokens\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
-	"  -n N                 tokens to generate (default 16)\n"
+	"  -n N                 tokens to generate (default 16; with --chat per answer, default no limit)\n"
 	"  --batch B            decode B sequences together, one cache slot each, every step one graph launch\n"
 	"                       of the smallest bucket (1, 2, 4, ..., B) holding the live ones; the prompt is\n"
 	"                       shared, or give B prompts (-p or --tokens repeated). Sequence i samples with\n"
@@ -42,7 +55,8 @@ static const char *usage =
 	"                       answers are printed at the end in order (ids one line each, or text blocks);\n"
 	"                       --dump-logits FILE writes FILE.0, FILE.1, ...\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
-	"  --max-seq N          KV-cache capacity in positions (default: prompt + N)\n"
+	"  --max-seq N          KV-cache capacity in positions (default: prompt + N; --chat: the model's\n"
+	"                       context, at most 4096)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
 	"                       (prompt positions, then each generated token fed back: n_prompt + N - 1 rows)\n"
 	"  --temp T             sampling temperature (default 0: greedy)\n"
@@ -128,10 +142,10 @@ static double now(void)
 }
 
 typedef struct {
-	const char *plan, *tokens, *device, *dump, *weights, *prompt, *tokenizer, *stop;
+	const char *plan, *tokens, *device, *dump, *weights, *prompt, *tokenizer, *stop, *chat_template, *system;
 	const char *prompts[BATCH_MAX]; /* every -p / --tokens value, in order */
 	int nprompts, batch;
-	int ignore_eos;
+	int ignore_eos, chat, no_think;
 	long n, max_seq;
 	GpuOpts gpu;
 	int verify, stats;
@@ -139,7 +153,7 @@ typedef struct {
 
 static void parse(Args *a, int argc, char **argv)
 {
-	*a = (Args){.n = 16, .gpu = {.top_p = 1.0f}};
+	*a = (Args){.gpu = {.top_p = 1.0f}};
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -152,11 +166,17 @@ static void parse(Args *a, int argc, char **argv)
 			a->verify = 1;
 		else if (!strcmp(s, "--ignore-eos"))
 			a->ignore_eos = 1;
-		else if (!strcmp(s, "-p") || !strcmp(s, "--tokenizer") || !strcmp(s, "--stop")) {
+		else if (!strcmp(s, "--chat"))
+			a->chat = 1;
+		else if (!strcmp(s, "--no-think"))
+			a->no_think = 1;
+		else if (!strcmp(s, "-p") || !strcmp(s, "--tokenizer") || !strcmp(s, "--stop") ||
+		         !strcmp(s, "--chat-template") || !strcmp(s, "--system")) {
 			if (!next)
 				fail("missing value after %s", s);
 			i++;
-			*(!strcmp(s, "-p") ? &a->prompt : !strcmp(s, "--stop") ? &a->stop : &a->tokenizer) = next;
+			*(!strcmp(s, "-p") ? &a->prompt : !strcmp(s, "--stop") ? &a->stop : !strcmp(s, "--system") ? &a->system :
+			  !strcmp(s, "--chat-template") ? &a->chat_template : &a->tokenizer) = next;
 			if (!strcmp(s, "-p") && a->nprompts < BATCH_MAX)
 				a->prompts[a->nprompts++] = next;
 		}
@@ -203,14 +223,21 @@ static void parse(Args *a, int argc, char **argv)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
 		fail("--device must be cpu or cuda, got '%s'", a->device);
-	if (!a->tokens == !a->prompt)
-		fail("give a prompt: -p TEXT or --tokens ID,ID,... (one of them)");
+	int templ = a->chat || a->chat_template || a->system || a->no_think;
+	if (a->tokens && (a->prompt || templ))
+		fail("--tokens takes token ids; -p, --chat, --chat-template, --system and --no-think take text");
+	if (!a->tokens && !a->prompt && !a->chat)
+		fail("give a prompt: -p TEXT, --chat or --tokens ID,ID,...%s", templ ? " (chat options need -p or --chat)" : "");
+	if (a->chat && !a->prompt && (a->dump || a->verify))
+		fail("--chat does not take %s", a->dump ? "--dump-logits" : "--verify");
+	if (!a->n && !(a->chat && !a->prompt))
+		a->n = 16;
 	if (a->nprompts > 1 && a->batch && a->batch != a->nprompts)
 		fail("--batch %d with %d prompts: give one prompt (shared) or exactly %d", a->batch, a->nprompts, a->batch);
 	if (a->nprompts > 1 && !a->batch)
 		a->batch = a->nprompts;
-	if (a->batch > 1 && a->verify)
-		fail("--verify checks one sequence; drop --batch");
+	if (a->batch > 1 && (a->verify || a->chat || templ))
+		fail("--batch runs plain prompts; drop %s", a->verify ? "--verify" : "the chat options");
 }
 
 /* Relative L2 error of a against the reference b; NaN gives +inf. */
@@ -314,7 +341,7 @@ static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig)
 {
 	(void)sig;
-	interrupted = 1;
+	interrupted = interrupted + 1;
 }
 
 /*
@@ -462,11 +489,14 @@ int main(int argc, char **argv)
 	int np;
 	int32_t *prompt = NULL;
 	Tok *tk = NULL;
-	if (a.prompt) {
+	int templ = a.chat || a.chat_template || a.system || a.no_think, chat = a.chat && !a.prompt;
+	ChatFmt cf = {0};
+	if (a.prompt || chat) {
 		const char *src = a.tokenizer ? a.tokenizer : graph_meta(&g, "weights.path");
 		const char *wf = graph_meta(&g, "weights.format");
 		if (!a.tokenizer && wf && !strcmp(wf, "random"))
-			fail("-p: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens");
+			fail("%s: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens",
+			     chat ? "--chat" : "-p");
 		size_t tl = src ? strlen(src) : 0;
 		Weights tw;
 		if (!src)
@@ -479,15 +509,26 @@ int main(int argc, char **argv)
 				fail("%s", err);
 			weights_close(&tw);
 		}
+		if (templ && chat_setup(&cf, src, a.chat_template, a.no_think, tk, err, sizeof err))
+			fail("%s", err);
 		size_t tn, nid = 1;
-		char *text = a.batch > 1 ? NULL : read_prompt(a.prompt, &tn); /* run_batch encodes its prompts */
-		if (text && tok_encode(tk, text, tn, 1, 1, &prompt, &nid))
+		char *text = a.prompt && a.batch <= 1 ? read_prompt(a.prompt, &tn) : NULL; /* run_batch encodes its own */
+		if (a.prompt && templ) {
+			char *t = chat_prompt(&cf, a.system, text, &tn);
+			free(text);
+			if (!(text = t))
+				fail("-p: out of memory");
+		}
+		if (text && tok_encode(tk, text, tn, !templ, 1, &prompt, &nid))
 			fail("-p: out of memory encoding the prompt");
 		free(text);
-		if (!nid)
+		if (a.prompt && !nid)
 			fail("-p: the prompt encodes to no tokens");
 		np = (int)nid;
-		signal(SIGINT, on_sigint);
+		/* No SA_RESTART: a Ctrl-C also ends the wait for the next line of a chat. */
+		struct sigaction sa = {.sa_handler = on_sigint};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
 	} else
 		prompt = parse_tokens(a.tokens, &np);
 	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
@@ -506,8 +547,15 @@ int main(int argc, char **argv)
 		if (prompt[i] >= V)
 			fail("--tokens: token id %d is outside the vocabulary [0, %lld)", prompt[i], (long long)V);
 
-	long need = np + a.n - 1 + a.verify;
 	const char *ctx = graph_meta(&g, "n_ctx");
+	if (chat) { /* a chat holds max_seq positions and prefills each turn in steps of at most np tokens */
+		long cap = ctx && atol(ctx) > 0 && atol(ctx) < 4096 ? atol(ctx) : 4096;
+		if (ctx && a.max_seq > atol(ctx))
+			fail("--max-seq %ld is more than the model's context of %s", a.max_seq, ctx);
+		a.max_seq = a.max_seq ? a.max_seq : cap;
+		np = (int)(a.max_seq < 512 ? a.max_seq : 512);
+	}
+	long need = chat ? a.max_seq : np + a.n - 1 + a.verify;
 	if (a.batch <= 1 && ctx && need > atol(ctx))
 		fail("prompt of %d tokens + %ld generated needs %ld positions, more than the model's context of %s", np, a.n,
 		     need, ctx);
@@ -564,6 +612,22 @@ int main(int argc, char **argv)
 		return bad;
 	}
 
+	if (chat) {
+		ChatSession cs = {.g = &g, .logits = logits, .V = V, .xs = use_cpu ? xr : NULL, .tp = tp, .gpu = gpu,
+		                  .samp = a.gpu, .max_seq = max_seq, .maxT = np, .n = a.n, .stop = a.stop,
+		                  .ignore_eos = a.ignore_eos, .stats = a.stats, .tk = tk, .fmt = &cf, .system = a.system,
+		                  .sigs = &interrupted};
+		int rc = chat_session(&cs, stdin, err, sizeof err);
+		if (gpu)
+			gpu_close(gpu);
+		for (int r = 0; use_cpu && r < tp; r++)
+			exec_free(&xr[r]);
+		tok_close(tk);
+		arena_free(&A);
+		if (rc)
+			fail("%s", err);
+		return 0;
+	}
 	FILE *df = NULL;
 	if (a.dump && !(df = fopen(a.dump, "wb")))
 		fail("%s: cannot create: %s", a.dump, strerror(errno));
@@ -601,7 +665,7 @@ int main(int argc, char **argv)
 			printf(nprinted++ ? " %d" : "%d", id);                                                          \
 			break;                                                                                          \
 		}                                                                                                   \
-		if (!a.ignore_eos && tok_is_eog(tk, id)) {                                                          \
+		if (!a.ignore_eos && (tok_is_eog(tk, id) || (templ && chat_is_eot(&cf, id)))) {                   \
 			done = 1;                                                                                       \
 			break;                                                                                          \
 		}                                                                                                   \

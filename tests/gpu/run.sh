@@ -126,6 +126,27 @@ while IFS= read -r line; do
 	esac
 done <"$OUT/batch.log"
 
+# Chat on the GPU: two turns, the second prefilled at the next free positions of the KV cache (20+), give
+# the CPU's greedy tokens on the llama fixture (chatml) and the GLM-5 fixture (glm5: MLA, DSA); a seed
+# repeats. The token ids of each turn come from --stats.
+build/tools/addvocab $OUT/l.gguf $FIX/ggml-vocab-gpt-2.gguf 512 $OUT/cm.gguf --special '<|im_start|>' --special '<|im_end|>' \
+	--chat-template "{{ '<|im_start|>' }}" >/dev/null
+build/tools/addvocab $OUT/l.gguf $FIX/ggml-vocab-gpt-2.gguf 512 $OUT/g5.gguf --special '[gMASK]' --special '<sop>' \
+	--special '<|system|>' --special '<|user|>' --special '<|assistant|>' --special '<think>' --special '</think>' \
+	--chat-template '[gMASK]<sop>clear_thinking' >/dev/null
+chat_ids() { printf 'Hello\nAgain\n' | bin/glmrun "$1" --tokenizer "$2" --device "$3" --chat -n 8 --system Brief --stats "${@:4}" 2>&1 >/dev/null | grep '^stats: chat'; }
+for c in "llama chatml:$OUT/lv.plan:$OUT/cm.gguf" "glm_moe_dsa glm5:$OUT/glm_moe_dsa-f32.plan:$OUT/g5.gguf"; do
+	IFS=: read -r name plan tk <<<"$c"
+	cg=$(chat_ids "$plan" "$tk" cuda)
+	cc=$(chat_ids "$plan" "$tk" cpu)
+	record "chat $name: 2 turns on the GPU equal the CPU" "$([ -n "$cg" ] && [ "$cg" = "$cc" ] && echo ok || echo FAIL)" \
+		"$(echo "$cg" | tail -1 | cut -c1-120)"
+	[ "$cg" = "$cc" ] || diff <(echo "$cg") <(echo "$cc") | head -6
+	r1=$(chat_ids "$plan" "$tk" cuda --temp 1 --seed 3)
+	r2=$(chat_ids "$plan" "$tk" cuda --temp 1 --seed 3)
+	record "chat $name: same seed, same conversation (GPU)" "$([ -n "$r1" ] && [ "$r1" = "$r2" ] && echo ok || echo FAIL)" ""
+done
+
 # compute-sanitizer on one fixture.
 if command -v compute-sanitizer >/dev/null; then
 	compute-sanitizer --tool memcheck --error-exitcode 9 bin/glmrun $plan --device cuda --tokens "$prompt" -n 4 >"$OUT/memcheck.log" 2>&1

@@ -3,8 +3,11 @@
 ** keys of VOCAB.gguf cut to the model's first N tokens (and the merges whose result stays inside them).
 ** GPT-2's first 256 tokens are its byte alphabet and the next ones its first merges, so the tiny fixture
 ** models (vocab 512) get a working byte-level BPE and can answer text prompts in tests.
+** --special TEXT (repeatable) makes the last ids CONTROL tokens with those texts instead (for chat
+** formats: the tiny vocabulary has no room to add them); --chat-template TEXT stores
+** tokenizer.chat_template.
 **
-** usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf
+** usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT]
 */
 #include "gguf.h"
 
@@ -35,9 +38,21 @@ static void copy_kv(GgufWriter *w, const GgufKV *kv)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5)
-		die("usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf", NULL);
-	int n = atoi(argv[3]);
+	const char *usage = "usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT]";
+	if (argc < 5)
+		die(usage, NULL);
+	int n = atoi(argv[3]), nspec = 0;
+	const char *spec[64], *tmpl = NULL;
+	for (int i = 5; i < argc; i++) {
+		if (i + 1 >= argc)
+			die(usage, NULL);
+		if (!strcmp(argv[i], "--special") && nspec < 64)
+			spec[nspec++] = argv[++i];
+		else if (!strcmp(argv[i], "--chat-template"))
+			tmpl = argv[++i];
+		else
+			die(usage, NULL);
+	}
 	char err[1024];
 	Gguf m, v;
 	if (gguf_open(&m, argv[1], err, sizeof err) || gguf_open(&v, argv[2], err, sizeof err))
@@ -45,7 +60,7 @@ int main(int argc, char **argv)
 	const GgufKV *tokens = gguf_find_key(&v, "tokenizer.ggml.tokens");
 	const GgufKV *merges = gguf_find_key(&v, "tokenizer.ggml.merges");
 	const char *model = gguf_get_str(&v, "tokenizer.ggml.model"), *pre = gguf_get_str(&v, "tokenizer.ggml.pre");
-	if (!tokens || !merges || !model || n < 256 || (uint64_t)n > gguf_arr_len(tokens))
+	if (!tokens || !merges || !model || n < 256 + nspec || (uint64_t)n > gguf_arr_len(tokens))
 		die(argv[2], ": not a BPE vocabulary with enough tokens");
 	GgufWriter *w = gguf_writer_new();
 	for (int i = 0; i < m.nkv; i++)
@@ -54,6 +69,8 @@ int main(int argc, char **argv)
 	gguf_writer_str(w, "tokenizer.ggml.model", model);
 	if (pre)
 		gguf_writer_str(w, "tokenizer.ggml.pre", pre);
+	if (tmpl)
+		gguf_writer_str(w, "tokenizer.chat_template", tmpl);
 	const char **tv = malloc(sizeof *tv * (size_t)n);
 	int32_t *types = malloc(sizeof *types * (size_t)n);
 	for (int i = 0; i < n; i++) {
@@ -61,6 +78,8 @@ int main(int argc, char **argv)
 		tv[i] = gguf_arr_str(tokens, (uint64_t)i, &l);
 		types[i] = 1;
 	}
+	for (int k = 0; k < nspec; k++)
+		tv[n - nspec + k] = spec[k], types[n - nspec + k] = 3;
 	gguf_writer_arr_str(w, "tokenizer.ggml.tokens", tv, (uint64_t)n);
 	gguf_writer_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, types, (uint64_t)n);
 	/* Keep a merge when its result is one of the kept tokens. */

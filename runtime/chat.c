@@ -1,0 +1,811 @@
+/*
+** runtime/chat.c — chat templates for the supported families, and glmrun's interactive chat.
+**
+** Each family is written out in C from the official template's behaviour, rendered as transformers
+** renders it (Jinja with trim_blocks and lstrip_blocks). Facts taken, per family (no template code):
+** - glm4 (GLM-4.5, GLM-4.6): the GLM-4.6 chat_template.jinja (llama.cpp keeps a copy as
+**   models/templates/GLM-4.6.jinja). "[gMASK]<sop>" once; a system message "<|system|>\n" + text; a user
+**   message "<|user|>\n" + text, + "/nothink" when enable_thinking is false (unless it already ends so);
+**   a past answer "<|assistant|>\n<think></think>" + "\n" + strip(answer) (its reasoning dropped: every
+**   answer before the last user message); generation prompt "<|assistant|>", + "\n<think></think>" when
+**   enable_thinking is false. Default: enable_thinking undefined, the model decides whether to think.
+** - glm5 (GLM-4.7, GLM-4.7-Flash, GLM-5): zai-org/GLM-4.7 chat_template.jinja (read on a Hugging Face
+**   mirror). GLM-5's was not read first hand: third-party renderers describe it as the same
+**   clear_thinking template. No newline after "<|system|>" / "<|user|>"; no "/nothink"; a past answer
+**   "<|assistant|></think>" + strip(answer); generation prompt "<|assistant|><think>" (thinking on, the
+**   default), "<|assistant|></think>" when enable_thinking is false.
+** - deepseek3: deepseek-ai/DeepSeek-V3 tokenizer_config.json (V3 and V3-0324 render the same here):
+**   "<｜begin▁of▁sentence｜>" + the system messages joined by "\n\n"; a user message "<｜User｜>" + text; a
+**   past answer "<｜Assistant｜>" + text + "<｜end▁of▁sentence｜>"; generation prompt "<｜Assistant｜>"; no
+**   default system prompt. DeepSeek-V3.1 (llama.cpp models/templates/deepseek-ai-DeepSeek-V3.1.jinja)
+**   puts "</think>" after "<｜Assistant｜>" (thinking off, its default) and drops a past answer's text up
+**   to its first "</think>".
+** - chatml (Qwen2, Qwen2.5, Qwen3, ChatML): "<|im_start|>" + role + "\n" + text + "<|im_end|>\n" per
+**   message; generation prompt "<|im_start|>assistant\n". Qwen3's template (it reads enable_thinking)
+**   keeps only the text after the last "</think>" of a past answer (leading newlines removed) and adds
+**   "<think>\n\n</think>\n\n" to the generation prompt when thinking is off; it has no default system
+**   prompt. Qwen2.5's template supplies "You are Qwen, created by Alibaba Cloud. You are a helpful
+**   assistant." and Qwen2's "You are a helpful assistant." when no system message is given.
+** - llama3: meta-llama/Meta-Llama-3-8B-Instruct: "<|begin_of_text|>", then per message
+**   "<|start_header_id|>" + role + "<|end_header_id|>\n\n" + trim(text) + "<|eot_id|>"; generation prompt
+**   "<|start_header_id|>assistant<|end_header_id|>\n\n"; no default system prompt. Llama 3.1+ templates
+**   (recognised by "Cutting Knowledge Date") always open with a system message whose text starts
+**   "Cutting Knowledge Date: December 2023\nToday Date: " + date + "\n\n" (date_string defaults to
+**   "26 Jul 2024"; templates calling strftime_now use today's date, "%d %b %Y").
+** End-of-turn tokens: GLM's generation_config eos ids (<|endoftext|>, <|user|>, <|observation|>),
+** <｜end▁of▁sentence｜>, <|im_end|> (and <|endoftext|>), <|eot_id|> (and <|eom_id|>, <|end_of_text|>).
+** Recognising a template by substrings follows llama.cpp's llm_chat_detect_template where it has one.
+*/
+#include "chat.h"
+#include "ref.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char chat_names[] = "glm4, glm5, deepseek3, chatml, llama3";
+static const char *const fam_name[CHAT_NFAMILY] = {"glm4", "glm5", "deepseek3", "chatml", "llama3"};
+
+#define DS_BOS "<｜begin▁of▁sentence｜>"
+#define DS_EOS "<｜end▁of▁sentence｜>"
+#define DS_USER "<｜User｜>"
+#define DS_ASSISTANT "<｜Assistant｜>"
+#define QWEN25_SYSTEM "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+#define QWEN2_SYSTEM "You are a helpful assistant."
+
+/* ---- text ---- */
+
+static void addn(ChatBuf *b, const char *s, size_t n)
+{
+	if (b->oom)
+		return;
+	if (b->n + n + 1 > b->cap) {
+		size_t cap = 2 * (b->n + n) + 64;
+		char *p = realloc(b->s, cap);
+		if (!p) {
+			b->oom = 1;
+			return;
+		}
+		b->s = p, b->cap = cap;
+	}
+	memcpy(b->s + b->n, s, n);
+	b->n += n;
+	b->s[b->n] = 0;
+}
+
+static void add(ChatBuf *b, const char *s)
+{
+	addn(b, s, strlen(s));
+}
+
+void chat_buf_free(ChatBuf *b)
+{
+	free(b->s);
+	*b = (ChatBuf){0};
+}
+
+/* Python's str.isspace for ASCII (Jinja's trim and str.strip() use it). */
+static int is_space(unsigned char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
+}
+
+/* s[0..*n) without leading and trailing whitespace: returns the start, sets *n. */
+static const char *strip(const char *s, size_t *n)
+{
+	while (*n && is_space((unsigned char)*s))
+		s++, (*n)--;
+	while (*n && is_space((unsigned char)s[*n - 1]))
+		(*n)--;
+	return s;
+}
+
+static void add_stripped(ChatBuf *b, const char *s)
+{
+	size_t n = strlen(s);
+	s = strip(s, &n);
+	addn(b, s, n);
+}
+
+/* The text after the last "</think>" without its leading newlines (GLM, Qwen3), or s itself. */
+static const char *after_think(const char *s)
+{
+	const char *at = NULL;
+	for (const char *p = s; (p = strstr(p, "</think>")); p++)
+		at = p;
+	if (!at)
+		return s;
+	at += strlen("</think>");
+	while (*at == '\n')
+		at++;
+	return at;
+}
+
+/* ---- the pieces ---- */
+
+void chat_begin(const ChatFmt *f, ChatBuf *b, const char *system)
+{
+	switch (f->family) {
+	case CHAT_GLM4:
+	case CHAT_GLM5:
+		add(b, "[gMASK]<sop>");
+		if (system) {
+			add(b, f->family == CHAT_GLM4 ? "<|system|>\n" : "<|system|>");
+			add(b, system);
+		}
+		break;
+	case CHAT_DEEPSEEK3:
+		add(b, DS_BOS);
+		if (system)
+			add(b, system);
+		break;
+	case CHAT_CHATML:
+		if (!system)
+			system = f->default_system;
+		if (system) {
+			add(b, "<|im_start|>system\n");
+			add(b, system);
+			add(b, "<|im_end|>\n");
+		}
+		break;
+	default:
+		add(b, "<|begin_of_text|>");
+		if (!system && !f->llama_date)
+			break;
+		add(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+		if (f->llama_date) {
+			add(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+			add(b, f->date);
+			add(b, "\n\n");
+		}
+		if (system)
+			add_stripped(b, system);
+		add(b, "<|eot_id|>");
+		break;
+	}
+}
+
+void chat_user(const ChatFmt *f, ChatBuf *b, const char *text)
+{
+	size_t n = strlen(text);
+	switch (f->family) {
+	case CHAT_GLM4:
+		add(b, "<|user|>\n");
+		add(b, text);
+		if (f->no_think && !(n >= 8 && !strcmp(text + n - 8, "/nothink")))
+			add(b, "/nothink");
+		break;
+	case CHAT_GLM5:
+		add(b, "<|user|>");
+		add(b, text);
+		break;
+	case CHAT_DEEPSEEK3:
+		add(b, DS_USER);
+		add(b, text);
+		break;
+	case CHAT_CHATML:
+		add(b, "<|im_start|>user\n");
+		add(b, text);
+		add(b, "<|im_end|>\n");
+		break;
+	default:
+		add(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+		add_stripped(b, text);
+		add(b, "<|eot_id|>");
+		break;
+	}
+}
+
+void chat_assistant(const ChatFmt *f, ChatBuf *b, const char *text)
+{
+	switch (f->family) {
+	case CHAT_GLM4:
+	case CHAT_GLM5: {
+		const char *c = after_think(text);
+		size_t n = strlen(c);
+		c = strip(c, &n);
+		add(b, f->family == CHAT_GLM4 ? "<|assistant|>\n<think></think>" : "<|assistant|></think>");
+		if (n && f->family == CHAT_GLM4)
+			add(b, "\n");
+		addn(b, c, n);
+		break;
+	}
+	case CHAT_DEEPSEEK3:
+		add(b, DS_ASSISTANT);
+		if (f->ds_think) {
+			add(b, "</think>");
+			const char *at = strstr(text, "</think>");
+			if (at)
+				text = at + strlen("</think>");
+		}
+		add(b, text);
+		add(b, DS_EOS);
+		break;
+	case CHAT_CHATML:
+		add(b, "<|im_start|>assistant\n");
+		add(b, f->think_switch ? after_think(text) : text);
+		add(b, "<|im_end|>\n");
+		break;
+	default:
+		add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		add_stripped(b, text);
+		add(b, "<|eot_id|>");
+		break;
+	}
+}
+
+void chat_gen(const ChatFmt *f, ChatBuf *b)
+{
+	switch (f->family) {
+	case CHAT_GLM4:
+		add(b, f->no_think ? "<|assistant|>\n<think></think>" : "<|assistant|>");
+		break;
+	case CHAT_GLM5:
+		add(b, f->no_think ? "<|assistant|></think>" : "<|assistant|><think>");
+		break;
+	case CHAT_DEEPSEEK3:
+		add(b, f->ds_think ? DS_ASSISTANT "</think>" : DS_ASSISTANT);
+		break;
+	case CHAT_CHATML:
+		add(b, f->no_think ? "<|im_start|>assistant\n<think>\n\n</think>\n\n" : "<|im_start|>assistant\n");
+		break;
+	default:
+		add(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+		break;
+	}
+}
+
+void chat_close(const ChatFmt *f, ChatBuf *b)
+{
+	static const char *const close[CHAT_NFAMILY] = {"", "", DS_EOS, "<|im_end|>\n", "<|eot_id|>"};
+	add(b, close[f->family]);
+}
+
+void chat_render(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen)
+{
+	chat_begin(f, b, system);
+	for (int i = 0; i < n; i++)
+		(i % 2 ? chat_assistant : chat_user)(f, b, turns[i]);
+	if (gen)
+		chat_gen(f, b);
+}
+
+char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n)
+{
+	ChatBuf b = {0};
+	chat_render(f, &b, system, &text, 1, 1);
+	if (b.oom)
+		chat_buf_free(&b);
+	*n = b.n;
+	return b.s;
+}
+
+int chat_is_eot(const ChatFmt *f, int32_t id)
+{
+	for (int i = 0; i < 4; i++)
+		if (id >= 0 && f->eot[i] == id)
+			return 1;
+	return 0;
+}
+
+/* ---- which family ---- */
+
+int chat_by_name(ChatFmt *f, const char *name, char *err, size_t len)
+{
+	*f = (ChatFmt){.source = "--chat-template", .eot = {-1, -1, -1, -1}};
+	for (int i = 0; i < CHAT_NFAMILY; i++)
+		if (!strcmp(name, fam_name[i])) {
+			f->family = i;
+			/* By name, chatml is Qwen3's (thinking switch) and the GLMs have theirs. */
+			f->think_switch = i == CHAT_GLM4 || i == CHAT_GLM5 || i == CHAT_CHATML;
+			return 0;
+		}
+	return seterr(err, len, "--chat-template: unknown name '%s' (%s)", name, chat_names);
+}
+
+static int has(const char *s, const char *sub)
+{
+	return strstr(s, sub) != NULL;
+}
+
+/* Today's date as Python's strftime("%d %b %Y") writes it in the C locale. */
+static void today(char *buf, size_t n)
+{
+	time_t t = time(NULL);
+	struct tm tm;
+	if (!localtime_r(&t, &tm) || !strftime(buf, n, "%d %b %Y", &tm))
+		snprintf(buf, n, "26 Jul 2024");
+}
+
+int chat_detect(ChatFmt *f, const char *tmpl, const char *arch, const char *what, char *err, size_t len)
+{
+	*f = (ChatFmt){.eot = {-1, -1, -1, -1}};
+	if (tmpl && *tmpl) {
+		f->source = "chat template";
+		if (has(tmpl, "<|im_start|>")) {
+			f->family = CHAT_CHATML;
+			f->think_switch = has(tmpl, "enable_thinking");
+			f->default_system = has(tmpl, QWEN25_SYSTEM)                     ? QWEN25_SYSTEM :
+			                    has(tmpl, QWEN2_SYSTEM "<|im_end|>") ? QWEN2_SYSTEM :
+			                                                                     NULL;
+		} else if (has(tmpl, DS_USER) && has(tmpl, DS_ASSISTANT)) {
+			if (has(tmpl, DS_ASSISTANT "<think>"))
+				return seterr(err, len, "%s: a DeepSeek-R1 chat template (the answer opens with <think>), which is "
+				              "not one of the supported forms; give --chat-template NAME (%s)", what, chat_names);
+			f->family = CHAT_DEEPSEEK3;
+			f->ds_think = has(tmpl, DS_ASSISTANT "</think>");
+		} else if (has(tmpl, "<|start_header_id|>") && has(tmpl, "<|end_header_id|>")) {
+			f->family = CHAT_LLAMA3;
+			f->llama_date = has(tmpl, "Cutting Knowledge Date");
+			if (has(tmpl, "strftime_now"))
+				today(f->date, sizeof f->date);
+			else
+				snprintf(f->date, sizeof f->date, "26 Jul 2024");
+		} else if (has(tmpl, "[gMASK]<sop>")) {
+			if (has(tmpl, "clear_thinking"))
+				f->family = CHAT_GLM5;
+			else if (has(tmpl, "<think></think>"))
+				f->family = CHAT_GLM4;
+			else
+				return seterr(err, len, "%s: a GLM chat template of neither the GLM-4.5/4.6 nor the GLM-4.7/5 kind; "
+				              "give --chat-template glm4 or glm5 if one fits", what);
+			f->think_switch = 1;
+		} else
+			return seterr(err, len, "%s: the chat template is none of the supported families; give "
+			              "--chat-template NAME (%s)", what, chat_names);
+		return 0;
+	}
+	static const struct {
+		const char *arch;
+		int family;
+	} by_arch[] = {
+		{"glm-dsa", CHAT_GLM5},        {"glm_moe_dsa", CHAT_GLM5}, {"glm4_moe_lite", CHAT_GLM5},
+		{"deepseek_v3", CHAT_DEEPSEEK3}, {"qwen2", CHAT_CHATML},     {"qwen2moe", CHAT_CHATML},
+		{"qwen2_moe", CHAT_CHATML},    {"qwen3", CHAT_CHATML},     {"qwen3moe", CHAT_CHATML},
+		{"qwen3_moe", CHAT_CHATML},    {"llama", CHAT_LLAMA3},
+	};
+	for (size_t i = 0; arch && i < sizeof by_arch / sizeof *by_arch; i++)
+		if (!strcmp(arch, by_arch[i].arch)) {
+			f->family = by_arch[i].family;
+			f->source = "architecture";
+			f->think_switch = f->family == CHAT_GLM5 || !strncmp(arch, "qwen3", 5);
+			return 0;
+		}
+	if (arch && (!strcmp(arch, "glm4moe") || !strcmp(arch, "glm4_moe")))
+		return seterr(err, len, "%s: no chat template, and architecture '%s' is GLM-4.5/4.6 (glm4) or GLM-4.7 "
+		              "(glm5); give --chat-template glm4 or glm5", what, arch);
+	return seterr(err, len, "%s: no chat template%s%s%s to tell the chat format from; give --chat-template NAME (%s)",
+	              what, arch ? " and architecture '" : "", arch ? arch : "", arch ? "' is not one" : "", chat_names);
+}
+
+/* ---- metadata ---- */
+
+/* The whole file as a string, or NULL. */
+static char *read_text(const char *path)
+{
+	FILE *fp = fopen(path, "rb");
+	if (!fp)
+		return NULL;
+	char *s = NULL;
+	if (!fseek(fp, 0, SEEK_END)) {
+		long n = ftell(fp);
+		if (n >= 0 && !fseek(fp, 0, SEEK_SET) && (s = malloc((size_t)n + 1))) {
+			if (fread(s, 1, (size_t)n, fp) != (size_t)n) {
+				free(s);
+				s = NULL;
+			} else
+				s[n] = 0;
+		}
+	}
+	fclose(fp);
+	return s;
+}
+
+/* dir/name as a malloc'd path. */
+static char *join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* An optional JSON file of an HF directory: NULL with *bad = 0 when absent, *bad = 1 (message set) when
+** present but unreadable. */
+static json_t *load_json(const char *dir, const char *name, int *bad, char *err, size_t len)
+{
+	char *p = join(dir, name);
+	json_t *j = NULL;
+	*bad = 0;
+	if (p && !access(p, F_OK)) {
+		json_error_t je;
+		if (!(j = json_load_file(p, 0, &je)))
+			*bad = 1, seterr(err, len, "%s: line %d: %s", p, je.line, je.text);
+	}
+	free(p);
+	return j;
+}
+
+/* tokenizer_config.json's chat_template: a string, or a list of {name, template} (the "default" one). */
+static char *config_template(const json_t *cfg)
+{
+	const json_t *t = json_object_get(cfg, "chat_template");
+	if (json_is_string(t))
+		return strdup(json_string_value(t));
+	size_t i;
+	const json_t *e, *first = NULL;
+	json_array_foreach(t, i, e) {
+		const char *name = json_string_value(json_object_get(e, "name"));
+		if (!first)
+			first = e;
+		if (name && !strcmp(name, "default"))
+			first = e;
+	}
+	const char *s = json_string_value(json_object_get(first, "template"));
+	return s ? strdup(s) : NULL;
+}
+
+int chat_meta(const char *path, char **tmpl, char **arch, char *err, size_t len)
+{
+	*tmpl = *arch = NULL;
+	struct stat st;
+	if (stat(path, &st))
+		return seterr(err, len, "%s: %s", path, strerror(errno));
+	size_t pl = strlen(path);
+	if (S_ISDIR(st.st_mode) || (pl > 5 && !strcmp(path + pl - 5, ".json"))) {
+		char *dir = strdup(path);
+		if (!dir)
+			return seterr(err, len, "out of memory");
+		if (!S_ISDIR(st.st_mode)) {
+			char *slash = strrchr(dir, '/');
+			if (slash)
+				*slash = 0;
+			else
+				strcpy(dir, ".");
+		}
+		/* Newer checkpoints keep the template in its own file; older ones in tokenizer_config.json. */
+		char *jp = join(dir, "chat_template.jinja");
+		*tmpl = jp ? read_text(jp) : NULL;
+		free(jp);
+		int bad;
+		json_t *cfg = *tmpl ? NULL : load_json(dir, "tokenizer_config.json", &bad, err, len);
+		if (!*tmpl && !cfg && bad)
+			return free(dir), -1;
+		if (cfg)
+			*tmpl = config_template(cfg);
+		json_decref(cfg);
+		json_t *conf = load_json(dir, "config.json", &bad, err, len);
+		free(dir);
+		if (bad)
+			return free(*tmpl), *tmpl = NULL, -1;
+		const char *mt = json_string_value(json_object_get(conf, "model_type"));
+		if (mt)
+			*arch = strdup(mt);
+		json_decref(conf);
+		return 0;
+	}
+	Gguf g;
+	if (gguf_open(&g, path, err, len))
+		return -1;
+	const char *t = gguf_get_str(&g, "tokenizer.chat_template"), *a = gguf_get_str(&g, "general.architecture");
+	*tmpl = t ? strdup(t) : NULL;
+	*arch = a ? strdup(a) : NULL;
+	gguf_close(&g);
+	return 0;
+}
+
+/* The special tokens the live rendering of f uses; returns the count. */
+static int needed(const ChatFmt *f, const char **out)
+{
+	int k = 0;
+	switch (f->family) {
+	case CHAT_GLM4:
+	case CHAT_GLM5:
+		out[k++] = "[gMASK]", out[k++] = "<sop>", out[k++] = "<|system|>", out[k++] = "<|user|>";
+		out[k++] = "<|assistant|>";
+		if (f->family == CHAT_GLM5 || f->no_think)
+			out[k++] = "<think>", out[k++] = "</think>";
+		break;
+	case CHAT_DEEPSEEK3:
+		out[k++] = DS_BOS, out[k++] = DS_USER, out[k++] = DS_ASSISTANT, out[k++] = DS_EOS;
+		if (f->ds_think)
+			out[k++] = "</think>";
+		break;
+	case CHAT_CHATML:
+		out[k++] = "<|im_start|>", out[k++] = "<|im_end|>";
+		if (f->no_think)
+			out[k++] = "<think>", out[k++] = "</think>";
+		break;
+	default:
+		out[k++] = "<|begin_of_text|>", out[k++] = "<|start_header_id|>", out[k++] = "<|end_header_id|>";
+		out[k++] = "<|eot_id|>";
+		break;
+	}
+	return k;
+}
+
+int chat_setup(ChatFmt *f, const char *path, const char *name, int no_think, const Tok *tk, char *err, size_t len)
+{
+	if (name) {
+		if (chat_by_name(f, name, err, len))
+			return -1;
+	} else {
+		char *tmpl, *arch;
+		if (chat_meta(path, &tmpl, &arch, err, len))
+			return -1;
+		int rc = chat_detect(f, tmpl, arch, path, err, len);
+		free(tmpl), free(arch);
+		if (rc)
+			return -1;
+	}
+	if (no_think && !f->think_switch)
+		return seterr(err, len, "--no-think: the %s chat format (from the %s) has no thinking switch",
+		              fam_name[f->family], f->source);
+	f->no_think = no_think;
+	const char *need[8];
+	int k = needed(f, need);
+	for (int i = 0; i < k; i++) {
+		int32_t id = tok_find(tk, need[i], strlen(need[i]));
+		int ty = tok_type(tk, id);
+		if (id < 0 || (ty != TOK_CONTROL && ty != TOK_USER_DEFINED))
+			return seterr(err, len, "%s: the %s chat format (from the %s) needs the special token '%s', which this "
+			              "vocabulary %s; give --chat-template NAME (%s) for another", path, fam_name[f->family],
+			              f->source, need[i], id < 0 ? "lacks" : "has only as ordinary text", chat_names);
+	}
+	static const char *const eot[CHAT_NFAMILY][4] = {
+		{"<|user|>", "<|observation|>", "<|endoftext|>"},
+		{"<|user|>", "<|observation|>", "<|endoftext|>"},
+		{DS_EOS},
+		{"<|im_end|>", "<|endoftext|>"},
+		{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"},
+	};
+	for (int i = 0; i < 4; i++)
+		f->eot[i] = eot[f->family][i] ? tok_find(tk, eot[f->family][i], strlen(eot[f->family][i])) : -1;
+	return 0;
+}
+
+/* ---- the session ---- */
+
+/*
+** Evaluate ids[0..T) at positions pos0.. in steps of at most maxT tokens and sample the next token from
+** the last row. The GPU samples after every step, advancing its RNG counter, so the CPU counts each step
+** too: the same seed gives the same tokens on both.
+*/
+static int run_prefill(const ChatSession *s, const int32_t *ids, long T, long pos0, long *nsamp, int32_t *next,
+                       char *err, size_t len)
+{
+	int32_t *pos = s->gpu ? NULL : malloc(sizeof *pos * (size_t)s->maxT);
+	if (!s->gpu && !pos)
+		return seterr(err, len, "out of memory");
+	for (long off = 0; off < T; off += s->maxT) {
+		long c = T - off < s->maxT ? T - off : s->maxT;
+		if (s->gpu) {
+			if (gpu_prefill(s->gpu, ids + off, c, (int32_t)(pos0 + off), next, NULL, err, len))
+				return -1;
+		} else {
+			for (long i = 0; i < c; i++)
+				pos[i] = (int32_t)(pos0 + off + i);
+			if (exec_step_ranks(s->xs, s->tp, ids + off, pos, c, err, len))
+				return free(pos), -1;
+			const float *row = (const float *)s->xs[0].buf[s->logits] + (size_t)(c - 1) * (size_t)s->V;
+			*next = ref_sample(row, (int)s->V, s->samp.temp, s->samp.top_k, s->samp.top_p, s->samp.seed, (int)*nsamp);
+		}
+		(*nsamp)++;
+	}
+	free(pos);
+	return 0;
+}
+
+/* Feed back tok at position pos and sample the next token. */
+static int run_decode(const ChatSession *s, int32_t tok, long pos, long *nsamp, int32_t *next, char *err, size_t len)
+{
+	if (s->gpu) {
+		if (gpu_decode(s->gpu, next, NULL, err, len))
+			return -1;
+	} else {
+		int32_t p = (int32_t)pos;
+		if (exec_step_ranks(s->xs, s->tp, &tok, &p, 1, err, len))
+			return -1;
+		*next = ref_sample((const float *)s->xs[0].buf[s->logits], (int)s->V, s->samp.temp, s->samp.top_k,
+		                   s->samp.top_p, s->samp.seed, (int)*nsamp);
+	}
+	(*nsamp)++;
+	return 0;
+}
+
+/*
+** The answer so far (b) and how much of it is printed (*shown): with a stop string, print up to its
+** first occurrence and hold back the last len(stop) - 1 bytes until they cannot start one. Returns 1
+** when the stop string was reached; stop == NULL prints everything held.
+*/
+static int show(ChatBuf *b, size_t *shown, const char *stop)
+{
+	size_t sl = stop ? strlen(stop) : 0, upto = b->n;
+	int hit = 0;
+	if (sl) {
+		char *at = memmem(b->s + *shown, b->n - *shown, stop, sl);
+		if (at)
+			upto = (size_t)(at - b->s), hit = 1;
+		else
+			upto = b->n >= sl - 1 + *shown ? b->n - (sl - 1) : *shown;
+	}
+	fwrite(b->s + *shown, 1, upto - *shown, stdout);
+	*shown = upto;
+	return hit;
+}
+
+/* "ids 1 2 3" on stderr, for --stats. */
+static void print_ids(const int32_t *ids, long n)
+{
+	fputs("ids", stderr);
+	for (long i = 0; i < n; i++)
+		fprintf(stderr, " %d", ids[i]);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
+{
+	const ChatFmt *f = s->fmt;
+	int tty = isatty(fileno(in)), rc = 0, full = 0;
+	char *line = NULL;
+	size_t lcap = 0;
+	long pos = 0, nsamp = 0, turn = 0, n_pre = 0, n_dec = 0, acap = 0;
+	int32_t *ans = NULL;
+	double t_pre = 0, t_dec = 0;
+	for (;;) {
+		if (tty) {
+			fputs("> ", stdout);
+			fflush(stdout);
+		}
+		ssize_t r = *s->sigs ? -1 : getline(&line, &lcap, in);
+		if (r < 0) { /* EOF, or Ctrl-C while waiting for a line */
+			if (tty)
+				fputc('\n', stdout);
+			break;
+		}
+		while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r'))
+			line[--r] = 0;
+		if (!r)
+			continue;
+		ChatBuf b = {0};
+		if (turn == 0)
+			chat_begin(f, &b, s->system);
+		else
+			chat_close(f, &b);
+		chat_user(f, &b, line);
+		chat_gen(f, &b);
+		int32_t *ids = NULL;
+		size_t nids = 0;
+		if (b.oom || tok_encode(s->tk, b.s, b.n, 0, 1, &ids, &nids)) {
+			chat_buf_free(&b);
+			rc = seterr(err, len, "out of memory encoding turn %ld", turn + 1);
+			break;
+		}
+		chat_buf_free(&b);
+		if (pos + (long)nids >= s->max_seq) {
+			free(ids);
+			fprintf(stderr, "glmrun: the context is full: turn %ld needs %zu positions, %ld of %ld are left "
+			        "(--max-seq); the chat ends here\n", turn + 1, nids, s->max_seq - pos, s->max_seq);
+			break;
+		}
+		*s->sigs = 0;
+		int32_t tok;
+		double t0 = now_s();
+		if (run_prefill(s, ids, (long)nids, pos, &nsamp, &tok, err, len)) {
+			free(ids);
+			rc = -1;
+			break;
+		}
+		double t1 = now_s();
+		t_pre += t1 - t0, n_pre += (long)nids;
+		if (s->stats) {
+			fprintf(stderr, "stats: chat turn %ld: prompt %zu tokens at positions %ld-%ld: ", turn + 1, nids, pos,
+			        pos + (long)nids - 1);
+			print_ids(ids, (long)nids);
+			fputc('\n', stderr);
+		}
+		free(ids);
+		pos += (long)nids;
+		/* The answer: tok is always sampled but not yet fed; feeding it takes position pos. */
+		TokStream ts;
+		tok_stream_init(&ts, s->tk, 0);
+		ChatBuf said = {0};
+		size_t shown = 0;
+		long k = 0, steps = 0;
+		const char *why = NULL;
+		for (;;) {
+			if (k == acap) {
+				int32_t *p = realloc(ans, sizeof *p * (size_t)(acap = 2 * acap + 64));
+				if (!p) {
+					rc = seterr(err, len, "out of memory");
+					break;
+				}
+				ans = p;
+			}
+			ans[k++] = tok;
+			if (!s->ignore_eos && (tok_is_eog(s->tk, tok) || chat_is_eot(f, tok))) {
+				why = "end of turn";
+				break;
+			}
+			size_t pl;
+			const char *piece = tok_stream_put(&ts, tok, &pl);
+			if (piece && pl)
+				addn(&said, piece, pl);
+			if (said.oom) {
+				rc = seterr(err, len, "out of memory");
+				break;
+			}
+			if (show(&said, &shown, s->stop)) {
+				why = "stop string";
+				break;
+			}
+			fflush(stdout);
+			if (s->n && k >= s->n) {
+				why = "-n";
+				break;
+			}
+			if (*s->sigs) {
+				why = "Ctrl-C";
+				break;
+			}
+			if (pos >= s->max_seq) {
+				why = "context full", full = 1;
+				break;
+			}
+			double d0 = now_s();
+			if (run_decode(s, tok, pos, &nsamp, &tok, err, len)) {
+				rc = -1;
+				break;
+			}
+			t_dec += now_s() - d0, steps++, pos++;
+		}
+		if (!rc) {
+			size_t pl;
+			const char *rest = tok_stream_flush(&ts, &pl);
+			if (why && strcmp(why, "stop string")) {
+				if (rest && pl)
+					addn(&said, rest, pl);
+				show(&said, &shown, NULL);
+			}
+			fputc('\n', stdout);
+			fflush(stdout);
+		}
+		tok_stream_free(&ts);
+		chat_buf_free(&said);
+		n_dec += steps;
+		if (rc)
+			break;
+		if (s->stats) {
+			fprintf(stderr, "stats: chat turn %ld: answer %ld tokens (%s): ", turn + 1, k, why);
+			print_ids(ans, k);
+			fprintf(stderr, "; the cache holds %ld positions\n", pos);
+		}
+		turn++;
+		if (full) {
+			fprintf(stderr, "glmrun: the context is full (%ld positions, --max-seq); the chat ends here\n",
+			        s->max_seq);
+			break;
+		}
+		if (*s->sigs >= 2)
+			break;
+		*s->sigs = 0;
+	}
+	free(line);
+	free(ans);
+	if (!rc)
+		fprintf(stderr, "glmrun: chat of %ld turn%s: prefill %ld tokens at %.1f tok/s, decode %ld tokens at %.1f "
+		        "tok/s\n", turn, turn == 1 ? "" : "s", n_pre, t_pre > 0 ? (double)n_pre / t_pre : 0.0, n_dec,
+		        t_dec > 0 ? (double)n_dec / t_dec : 0.0);
+	return rc;
+}
