@@ -199,7 +199,7 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 	int *slot = malloc(sizeof *slot * (size_t)g->n), nr = 0, graph = 0, nk = 1;
 	if (!us || !row || !slot)
 		return fprintf(stderr, "glmrun: out of memory\n"), 1;
-	if (gpu_profile(gpu, (int)o->profile_steps, us, &sample_us, &graph, err, sizeof err)) {
+	if (gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
 		fprintf(stderr, "glmrun: --profile: %s\n", err);
 		return 1;
 	}
@@ -229,7 +229,8 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 	printf("profile: %d nodes and the sampler, %d kernels per step, times averaged over %ld steps (%s), context "
 	       "%.0f\n", nr - 1, nk, o->profile_steps,
 	       graph ? "a graph replay with an event node before and after every kernel"
-	             : "eager launches with events around each (the graph capture with event nodes failed)",
+	       : o->profile_eager ? "eager launches with events around each (--profile-eager)"
+	                          : "eager launches with events around each (the graph capture with event nodes failed)",
 	       ctx);
 	printf("%4s %10s %6s %12s %12s %9s %7s  %-4s %-10s %s\n", "rank", "time_us", "%step", "read_bytes",
 	       "write_bytes", "GB/s", "%bw", "kern", "kernel", "node");

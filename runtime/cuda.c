@@ -876,10 +876,10 @@ static int prof_step(Gpu *x, char *err, size_t len)
 /*
 ** --profile: `steps` decode steps with an event before and after every kernel, averaged. The step is
 ** captured into a graph whose event nodes sit between the kernels, so the times are those of a graph
-** replay without the host's launch gaps; when the capture fails (an old driver) the step runs eagerly
-** and *graph says so. us[i] is launch i's time (0 when it is not launched at T = 1).
+** replay without the host's launch gaps; with `eager`, or when the capture fails (an old driver), the
+** step runs eagerly and *graph says so. us[i] is launch i's time (0 when it is not launched at T = 1).
 */
-int gpu_profile(Gpu *x, int steps, double *us, double *sample_us, int *graph, char *err, size_t len)
+int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
 	int ne = 2 * c->nl + 2, rc = 0;
@@ -895,7 +895,7 @@ int gpu_profile(Gpu *x, int steps, double *us, double *sample_us, int *graph, ch
 	CUgraphExec pe = NULL;
 	*graph = 0;
 	x->prof_ev = ev;
-	if (!rc && x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+	if (!rc && !eager && x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
 		char e2[256];
 		x->capturing = 1;
 		int bad = prof_step(x, e2, sizeof e2);

@@ -52,6 +52,8 @@ static const char *usage =
 	"  --profile            --bench, then time every kernel of the decode step (CUDA events, averaged over\n"
 	"                       10 steps): time, bytes, GB/s per kernel, by operator and by layer (needs cuda)\n"
 	"  --profile-top N      rows of the per-kernel table (default 30)\n"
+	"  --profile-eager      time the kernels launched one by one (default: a graph replay with event nodes\n"
+	"                       between the kernels, which leaves out the host's launch gaps)\n"
 	"  --bw GBPS            with --bench/--profile: also print GB/s as a % of this bandwidth\n"
 	"  --weights PATH       weights directory (default: the one the plan was compiled with)\n"
 	"  -h, --help           this text;  --version  print the version\n";
@@ -135,7 +137,7 @@ typedef struct {
 	long n, max_seq;
 	GpuOpts gpu;
 	int verify, stats;
-	int bench, profile, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
+	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	long bench_prompt;
 	double bw;
 } Args;
@@ -167,6 +169,8 @@ static void parse(Args *a, int argc, char **argv)
 			a->bench = 1;
 		else if (!strcmp(s, "--profile"))
 			a->profile = 1;
+		else if (!strcmp(s, "--profile-eager"))
+			a->profile = a->profile_eager = 1;
 		else if (!strcmp(s, "--bench-prompt") || !strcmp(s, "--bw") || !strcmp(s, "--profile-top")) {
 			if (!next)
 				fail("missing value after %s", s);
@@ -394,7 +398,7 @@ int main(int argc, char **argv)
 		const char *w = a.weights ? a.weights : graph_meta(&g, "weights.path");
 		if (!w)
 			fail("%s: the plan names no weights; pass --weights PATH", a.plan);
-		BenchOpts bo = {.profile = a.profile, .prompt = a.bench_prompt ? a.bench_prompt : 128,
+		BenchOpts bo = {.profile = a.profile, .profile_eager = a.profile_eager, .prompt = a.bench_prompt ? a.bench_prompt : 128,
 		                .steps = a.n_set ? a.n : 64, .warmup = 3, .profile_steps = 10,
 		                .profile_top = a.profile_top ? a.profile_top : 30, .bw_gbps = a.bw, .seed = a.gpu.seed,
 		                .batch = 1 /* batch hook: the sequences per step, once glmrun decodes batches */};

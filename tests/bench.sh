@@ -92,6 +92,21 @@ if bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-w
 else
 	bad "q4_k_m GLM-5 slice compiles" "$(tail -1 $tmp/err)"
 fi
+# The benchmark's dense shape: Llama-3-8B has 8,030,261,248 parameters; as bf16 matrices with f32 norm
+# vectors (65 of 4096) that is 2 * 8030261248 + 2 * 65 * 4096 bytes. GLM-4.7-Flash is "30B-A3B", listed at
+# 29.9B parameters (its GGUF's parameter count): within 1% of that at 2 bytes each.
+if bin/glmc compile models/llama.lua --config models/configs/llama3_8b.json --random-weights bf16 --dtype bf16 -o $tmp/l8.plan 2>$tmp/err &&
+	bin/glmc compile models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights q8_0 --dtype bf16 -o $tmp/f.plan 2>>$tmp/err &&
+	bin/glmc compile models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights bf16 --dtype bf16 -o $tmp/fb.plan 2>>$tmp/err; then
+	l=$(bin/glmc stats $tmp/l8.plan | sed -n 's/^weight_bytes_total: //p')
+	[ "$l" = $((2 * 8030261248 + 2 * 65 * 4096)) ] && ok "Llama-3-8B config: 8.03B parameters ($l bytes in bf16)" ||
+		bad "Llama-3-8B config parameter count" "$l bytes"
+	f=$(bin/glmc stats $tmp/fb.plan | sed -n 's/^weight_bytes_total: //p')
+	awk -v f="$f" 'BEGIN { exit !(f / 2 > 29.9e9 * 0.99 && f / 2 < 29.9e9 * 1.01) }' &&
+		ok "GLM-4.7-Flash config: $((f / 2)) parameters (30B-A3B)" || bad "GLM-4.7-Flash config parameter count" "$f bytes"
+else
+	bad "the benchmark shapes compile" "$(tail -1 $tmp/err)"
+fi
 bin/glmc --help | grep -q "q4_k_m is llama.cpp's Q4_K_M mix" && ok "glmc --help documents q4_k_m" || bad "glmc --help documents q4_k_m" "missing"
 bin/glmrun --help | grep -q -- "--bench " && bin/glmrun --help | grep -q -- "--profile " && ok "glmrun --help documents --bench and --profile" ||
 	bad "glmrun --help documents --bench and --profile" "missing"
