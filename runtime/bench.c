@@ -187,22 +187,19 @@ static const char *pct(double gbps, double bw, char *buf, size_t len)
 }
 
 /*
-** --profile: per-kernel times from gpu_profile, one row per node (a node's kernels together), sorted by
-** time; then the same grouped by operator and by layer; then the sum against the graph-replay step time.
+** The --profile tables from per-launch times (us[i] for g->cuda.l[i]) and the sampler's: one row per node
+** (a node's kernels together), sorted by time; then the same grouped by operator and by layer; then the
+** sum against the graph-replay step time.
 */
-static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const double *wb, double ctx, double step_ms)
+int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                        int64_t V, const double *us, double sample_us, int graph)
 {
 	const Cuda *c = &g->cuda;
-	char err[1024], b1[32], b2[32];
-	double *us = calloc((size_t)c->nl + 1, sizeof *us), sample_us = 0;
+	char b1[32], b2[32];
 	ProfRow *row = calloc((size_t)c->nl + 1, sizeof *row);
-	int *slot = malloc(sizeof *slot * (size_t)g->n), nr = 0, graph = 0, nk = 1;
-	if (!us || !row || !slot)
-		return fprintf(stderr, "glmrun: out of memory\n"), 1;
-	if (gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
-		fprintf(stderr, "glmrun: --profile: %s\n", err);
-		return 1;
-	}
+	int *slot = malloc(sizeof *slot * (size_t)g->n), nr = 0, nk = 1;
+	if (!row || !slot)
+		return free(row), free(slot), -1;
 	for (int i = 0; i < g->n; i++)
 		slot[i] = -1;
 	size_t act = dtype_size(c->act);
@@ -221,18 +218,18 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 		nk++;
 	}
 	row[nr++] = (ProfRow){.node = -1, .kernel = "sampler", .us = sample_us, .launches = 1,
-	                      .rd = (double)g->node[g->out[0]].dim[1] * (double)act};
+	                      .rd = (double)V * (double)act}; /* it reads the logits row */
 	double total = 0, bytes = 0;
 	for (int i = 0; i < nr; i++)
 		total += row[i].us, bytes += row[i].rd + row[i].wr;
 	qsort(row, (size_t)nr, sizeof *row, cmp_row);
-	printf("profile: %d nodes and the sampler, %d kernels per step, times averaged over %ld steps (%s), context "
+	fprintf(f, "profile: %d nodes and the sampler, %d kernels per step, times averaged over %ld steps (%s), context "
 	       "%.0f\n", nr - 1, nk, o->profile_steps,
 	       graph ? "a graph replay with an event node before and after every kernel"
 	       : o->profile_eager ? "eager launches with events around each (--profile-eager)"
 	                          : "eager launches with events around each (the graph capture with event nodes failed)",
 	       ctx);
-	printf("%4s %10s %6s %12s %12s %9s %7s  %-4s %-10s %s\n", "rank", "time_us", "%step", "read_bytes",
+	fprintf(f, "%4s %10s %6s %12s %12s %9s %7s  %-4s %-10s %s\n", "rank", "time_us", "%sum", "read_bytes",
 	       "write_bytes", "GB/s", "%bw", "kern", "kernel", "node");
 	int top = o->profile_top < nr ? o->profile_top : nr;
 	for (int i = 0; i < top; i++) {
@@ -244,14 +241,14 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 			snprintf(where, sizeof where, "%s %%%d layer %d (%s:%d)", op_table[n->op].name, r->node, n->layer,
 			         n->src ? n->src : "?", n->line);
 		}
-		printf("%4d %10.2f %6.2f %12.0f %12.0f %9.1f %7s  %-4d %-10s %s\n", i + 1, r->us, 100 * r->us / total, r->rd,
+		fprintf(f, "%4d %10.2f %6.2f %12.0f %12.0f %9.1f %7s  %-4d %-10s %s\n", i + 1, r->us, 100 * r->us / total, r->rd,
 		       r->wr, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1), r->launches, r->kernel, where);
 	}
 	if (top < nr)
-		printf("  ... %d more rows (--profile-top N shows more)\n", nr - top);
+		fprintf(f, "  ... %d more rows (--profile-top N shows more)\n", nr - top);
 	/* By operator: where a kernel rewrite pays. */
-	printf("profile by operator:\n");
-	printf("  %-14s %6s %10s %6s %14s %9s %7s\n", "op", "nodes", "time_us", "%step", "bytes", "GB/s", "%bw");
+	fprintf(f, "profile by operator:\n");
+	fprintf(f, "  %-14s %6s %10s %6s %14s %9s %7s\n", "op", "nodes", "time_us", "%sum", "bytes", "GB/s", "%bw");
 	for (int op = -1; op < OP_NOPS; op++) {
 		double t = 0, by = 0;
 		int cnt = 0;
@@ -263,7 +260,7 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 		if (!cnt)
 			continue;
 		double gbps = t > 0 ? by / (t * 1e3) : 0;
-		printf("  %-14s %6d %10.2f %6.2f %14.0f %9.1f %7s\n", op < 0 ? "sampler" : op_table[op].name, cnt, t,
+		fprintf(f, "  %-14s %6d %10.2f %6.2f %14.0f %9.1f %7s\n", op < 0 ? "sampler" : op_table[op].name, cnt, t,
 		       100 * t / total, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
 	}
 	/* By layer: the per-layer cost a multi-GPU plan is built from. */
@@ -271,8 +268,8 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].layer + 1 > nlay)
 			nlay = g->node[i].layer + 1;
-	printf("profile by layer:\n");
-	printf("  %-8s %6s %10s %14s %9s %7s\n", "layer", "nodes", "time_us", "bytes", "GB/s", "%bw");
+	fprintf(f, "profile by layer:\n");
+	fprintf(f, "  %-8s %6s %10s %14s %9s %7s\n", "layer", "nodes", "time_us", "bytes", "GB/s", "%bw");
 	for (int l = -1; l < nlay; l++) {
 		double t = 0, by = 0;
 		int cnt = 0;
@@ -285,15 +282,36 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 			continue;
 		double gbps = t > 0 ? by / (t * 1e3) : 0;
 		snprintf(b2, sizeof b2, l < 0 ? "outside" : "%d", l);
-		printf("  %-8s %6d %10.2f %14.0f %9.1f %7s\n", b2, cnt, t, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
+		fprintf(f, "  %-8s %6d %10.2f %14.0f %9.1f %7s\n", b2, cnt, t, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
 	}
-	printf("profile_kernel_sum_us: %.2f\n", total);
-	printf("profile_bytes: %.0f\n", bytes);
-	printf("profile_graph_step_us: %.2f\n", 1e3 * step_ms);
-	printf("profile_overhead_us: %.2f (graph step minus the kernel sum: launch gaps, host sync, read-back)\n",
+	fprintf(f, "profile_kernel_sum_us: %.2f\n", total);
+	fprintf(f, "profile_bytes: %.0f\n", bytes);
+	fprintf(f, "profile_graph_step_us: %.2f\n", 1e3 * step_ms);
+	fprintf(f, "profile_overhead_us: %.2f (graph step minus the kernel sum: launch gaps, host sync, read-back)\n",
 	       1e3 * step_ms - total);
-	free(us), free(row), free(slot);
+	free(row), free(slot);
 	return 0;
+}
+
+/* --profile: time the kernels (gpu_profile), then print the tables. */
+static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                          int64_t V)
+{
+	char err[1024];
+	double *us = calloc((size_t)g->cuda.nl + 1, sizeof *us), sample_us = 0;
+	int graph = 0;
+	if (!us)
+		return fprintf(stderr, "glmrun: out of memory\n"), 1;
+	if (gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
+		fprintf(stderr, "glmrun: --profile: %s\n", err);
+		free(us);
+		return 1;
+	}
+	int rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
+	free(us);
+	if (rc)
+		fprintf(stderr, "glmrun: out of memory\n");
+	return rc ? 1 : 0;
 }
 
 int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
@@ -461,7 +479,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	}
 	fflush(stdout);
 	if (o->profile)
-		rc = profile_report(g, gpu, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med);
+		rc = profile_report(g, gpu, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
 	if (gpu)
 		gpu_close(gpu);
 	for (int r = 0; r < nx; r++)

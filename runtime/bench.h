@@ -49,6 +49,11 @@ void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, dou
 void bench_node_bytes(const Graph *g, int id, const double *wbytes, size_t act_es, size_t cache_es, double ctx,
                       int batch, double *rd, double *wr);
 
+/* The --profile tables (per node sorted by time, by operator, by layer, sums) on f, from the time of each
+** launch of g->cuda (us[i], 0 for launches not run at T = 1) and of the sampler; -1 when out of memory. */
+int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                        int64_t V, const double *us, double sample_us, int graph);
+
 /* The whole --bench / --profile run on the plan; prints one "key: value" block (and the profile tables) on
 ** stdout. Returns the exit status. */
 int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,

@@ -882,7 +882,7 @@ static int prof_step(Gpu *x, char *err, size_t len)
 int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
-	int ne = 2 * c->nl + 2, rc = 0;
+	int ne = 2 * c->nl + 2, rc = 0, nok = 0;
 	CUevent *ev = calloc((size_t)ne, sizeof *ev);
 	if (!ev)
 		return seterr(err, len, "out of memory");
@@ -935,9 +935,9 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 			if (r != CUDA_SUCCESS)
 				rc = cuerr(x, r, "cuEventElapsedTime (--profile)", err, len);
 			else if (i < c->nl)
-				us[i] += 1e3 * ms / steps;
+				us[i] += 1e3 * ms / steps, nok++;
 			else
-				*sample_us += 1e3 * ms / steps;
+				*sample_us += 1e3 * ms / steps, nok++;
 		}
 	}
 	x->prof_ev = NULL;
@@ -949,5 +949,8 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 		if (ev[i])
 			x->cu.event_destroy(ev[i]);
 	free(ev);
+	/* Event nodes that gave no times at all (a driver that does not time them): measure eagerly. */
+	if (!rc && *graph && !nok)
+		return gpu_profile(x, steps, 1, us, sample_us, graph, err, len);
 	return rc;
 }

@@ -208,9 +208,92 @@ static void test_q4_k_m(void)
 	unlink(path);
 }
 
+/*
+** The --profile tables on a real launch list (the tiny Llama through every pass, kernels emitted but not
+** compiled) with made-up times: launch i takes 1 + i µs. The top row is the node whose kernels sum to the
+** most, the kernel sum is the sum of the launched times and the sampler's, and the per-operator and
+** per-layer tables add up to it.
+*/
+static void test_profile_print(void)
+{
+	char err[1024], path[64];
+	snprintf(path, sizeof path, "/tmp/glm_test_prof_%d.json", (int)getpid());
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	Weights w;
+	int ok = llama_config(path, 256, 2) && weights_open_random(&w, path, QT_BF16, err, sizeof err) == 0;
+	if (ok) {
+		ModelMeta mm = {.w = &w};
+		ok = !front_run(&g, "models/llama.lua", "models/lib", &mm, err, sizeof err) && !verify(&g, err, sizeof err) &&
+		     !bind_weights(&g, &w, 0, NULL, err, sizeof err) && !partition(&g, 1, NULL, err, sizeof err);
+		weights_close(&w);
+	}
+	if (ok) {
+		fuse(&g, 1);
+		ok = !memplan(&g, 1, err, sizeof err) && !emit_cuda(&g, "sm_90", DT_BF16, 0, NULL, err, sizeof err);
+	}
+	check(ok && g.cuda.nl > 0, "emit the tiny Llama's launches (no NVRTC)", "%s", err);
+	unlink(path);
+	if (!ok || !g.cuda.nl) {
+		arena_free(&A);
+		return;
+	}
+	double *us = calloc((size_t)g.cuda.nl, sizeof *us), *wb = calloc((size_t)g.n, sizeof *wb), sum = 0.5, best = 0;
+	double *per_node = calloc((size_t)g.n, sizeof *per_node);
+	int top = -1;
+	for (int i = 0; i < g.n; i++)
+		if (g.node[i].kind == VK_WEIGHT)
+			wb[i] = 2.0 * (double)node_numel(&g.node[i], 0, 0);
+	for (int i = 0; i < g.cuda.nl; i++)
+		if (g.cuda.l[i].tmin <= 1 && 1 <= g.cuda.l[i].tmax) {
+			us[i] = 1 + i, sum += us[i];
+			per_node[g.cuda.l[i].node] += us[i];
+		}
+	for (int i = 0; i < g.n; i++)
+		if (per_node[i] > best)
+			best = per_node[i], top = i;
+	BenchOpts o = {.profile = 1, .profile_steps = 10, .profile_top = 5, .batch = 1, .bw_gbps = 4000};
+	FILE *f = tmpfile();
+	int rc = f ? bench_profile_print(f, &g, &o, wb, 100, 1.0, 300, us, 0.5, 1) : -1;
+	char line[512], want[64];
+	double ksum = -1, op_sum = 0, layer_sum = 0;
+	int rank1 = -1, section = 0, rows = 0;
+	snprintf(want, sizeof want, "%%%d ", top);
+	if (f) {
+		rewind(f);
+		while (fgets(line, sizeof line, f)) {
+			double t;
+			char name[64];
+			int cnt;
+			if (!strncmp(line, "profile by operator", 19))
+				section = 1;
+			else if (!strncmp(line, "profile by layer", 16))
+				section = 2;
+			else if (sscanf(line, "profile_kernel_sum_us: %lf", &t) == 1)
+				ksum = t, section = 3;
+			else if (section == 0 && sscanf(line, "%d", &cnt) == 1) {
+				rows++;
+				if (cnt == 1 && strstr(line, want))
+					rank1 = 1;
+			} else if (section && section < 3 && sscanf(line, " %63s %d %lf", name, &cnt, &t) == 3)
+				*(section == 1 ? &op_sum : &layer_sum) += t;
+		}
+		fclose(f);
+	}
+	check(rc == 0 && rank1 == 1 && rows == 5, "--profile: the slowest node ranks first, --profile-top rows",
+	      "rc %d, node %%%d ranked first: %d, %d rows", rc, top, rank1, rows);
+	check(fabs(ksum - sum) < 0.01 && fabs(op_sum - sum) < 0.05 && fabs(layer_sum - sum) < 0.05,
+	      "--profile: kernel sum, per-operator and per-layer tables add up", "sum %.2f: printed %.2f, ops %.2f, "
+	      "layers %.2f", sum, ksum, op_sum, layer_sum);
+	free(us), free(wb), free(per_node);
+	arena_free(&A);
+}
+
 int main(void)
 {
 	test_step_bytes();
 	test_q4_k_m();
+	test_profile_print();
 	return check_failures != 0;
 }
