@@ -14,7 +14,9 @@
 #
 # Environment: OUT (results; default /tmp/glm-bench), SHAPES (default all four rows, e.g.
 # SHAPES="llama3_8b:bf16"), BATCHES (default "1 4 16"), STEPS (decode steps measured, 64), PROMPT (128),
-# PEER (1/0), PROFILE (1/0), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work).
+# PEER (1/0), PROFILE (1/0), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
+# DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's config, checks this script without a
+# GPU: tests/bench.sh does that).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-bench}
@@ -26,22 +28,42 @@ PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
 PROFILE=${PROFILE:-1}
 BUDGET=${BUDGET:-470}
+DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT" "$WORK"
 T0=$(date +%s)
 now() { echo $(($(date +%s) - T0)); }
 say() { echo "[$(printf '%4d' "$(now)")s] $*"; }
 left() { echo $((BUDGET - $(now))); }
+# run_timed LABEL LIMIT CMD...: CMD under `timeout LIMIT`, a line every 30 s while it runs; its status.
+run_timed() {
+	local label=$1 limit=$2 n=0
+	shift 2
+	timeout -k 5 "$limit" "$@" &
+	local pid=$!
+	while kill -0 $pid 2>/dev/null; do
+		sleep 1
+		n=$((n + 1))
+		[ $((n % 30)) = 0 ] && kill -0 $pid 2>/dev/null && say "$label: still running (${n}s)"
+	done
+	wait $pid
+}
 # value KEY FILE: the first word after "KEY: ".
 value() { sed -n "s/^$1: \([^ ]*\).*/\1/p" "$2" 2>/dev/null | head -1; }
 
 # A shape: model file, config, extra glmc flags, peer flags.
-model_of() { case $1 in llama3_8b) echo llama ;; glm4_7_flash) echo glm4_moe_lite ;; glm5_slice) echo glm5 ;; esac; }
-config_of() { case $1 in llama3_8b) echo llama3_8b ;; glm4_7_flash) echo glm4_7_flash ;; glm5_slice) echo glm5 ;; esac; }
+model_of() { case $1 in llama3_8b | tiny) echo llama ;; glm4_7_flash) echo glm4_moe_lite ;; glm5_slice) echo glm5 ;; esac; }
+config_of() {
+	case $1 in
+	llama3_8b | glm4_7_flash) echo models/configs/$1.json ;;
+	glm5_slice) echo models/configs/glm5.json ;;
+	tiny) ls ../shared/fixtures/hf/llama/config.json build/fixtures/llama/config.json 2>/dev/null | head -1 ;;
+	esac
+}
 layers_of() { case $1 in glm5_slice) echo "--layers 8" ;; *) echo "" ;; esac; }
 
 say "bench/decode.sh: OUT=$OUT SHAPES='$SHAPES' BATCHES='$BATCHES' STEPS=$STEPS PROMPT=$PROMPT BUDGET=${BUDGET}s"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>&1 |
-	sed 's/^/gpu: /' | tee "$OUT/gpu.txt"
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null ||
+	echo "no nvidia-smi"; } | sed 's/^/gpu: /' | tee "$OUT/gpu.txt"
 for f in bin/glmc bin/glmrun; do
 	[ -x $f ] || { echo "decode.sh: $f is missing: build with 'make bench' and carry bin and build"; exit 1; }
 done
@@ -49,11 +71,14 @@ done
 # 1. Bandwidth.
 BW=""
 BWBIN=build/bench/bandwidth
-if [ ! -x $BWBIN ] && command -v nvcc >/dev/null; then
+if [ "$DEVICE" != cuda ]; then
+	say "bandwidth: skipped (DEVICE=$DEVICE)"
+	BWBIN=""
+elif [ ! -x $BWBIN ] && command -v nvcc >/dev/null; then
 	say "building the bandwidth probe with nvcc (build/bench/bandwidth was not carried)"
 	mkdir -p "$WORK/bin" && nvcc -std=c++17 -O3 -arch=sm_90 bench/bandwidth.cu -o "$WORK/bin/bandwidth" && BWBIN=$WORK/bin/bandwidth
 fi
-if [ -x $BWBIN ]; then
+if [ -n "$BWBIN" ] && [ -x "$BWBIN" ]; then
 	say "bandwidth: 8 GiB read-only kernel, copy, write"
 	if timeout 120 $BWBIN --gib 8 --iters 20 >"$OUT/bandwidth.txt" 2>&1; then
 		BW=$(value read_gb_s "$OUT/bandwidth.txt")
@@ -61,7 +86,7 @@ if [ -x $BWBIN ]; then
 	else
 		say "bandwidth probe failed: $(tail -2 "$OUT/bandwidth.txt")"
 	fi
-else
+elif [ -n "$BWBIN" ]; then
 	say "no bandwidth probe (build/bench/bandwidth missing and no nvcc): % of bandwidth left blank"
 fi
 BWARG=""
@@ -82,7 +107,7 @@ for sd in $SHAPES; do
 	fi
 	say "$tag: compile plan (glmc, random weights $d)"
 	t=$(date +%s)
-	if ! bin/glmc compile models/$(model_of $s).lua --config models/configs/$(config_of $s).json --random-weights $d \
+	if ! bin/glmc compile models/$(model_of $s).lua --config "$(config_of $s)" --random-weights $d \
 		--dtype bf16 $(layers_of $s) -o "$plan" >"$OUT/$tag.compile.txt" 2>&1; then
 		say "$tag: compile failed: $(tail -1 "$OUT/$tag.compile.txt")"
 		RES[$tag]="compile failed"
@@ -102,14 +127,19 @@ for sd in $SHAPES; do
 			continue
 		fi
 		flags="--bench"
-		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && flags="--profile --profile-top 25"
+		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && [ "$DEVICE" = cuda ] && flags="--profile --profile-top 25"
 		[ "$b" != 1 ] && flags="$flags --batch $b"
 		say "$tag batch $b: glmrun $flags (weights generated at open; limit ${budget}s)"
 		t=$(date +%s)
-		if timeout -k 5 "$budget" bin/glmrun "$plan" --device cuda $flags --bench-prompt $PROMPT -n $STEPS $BWARG \
-			>"$out" 2>"$out.err"; then
+		if run_timed "$tag batch $b" "$budget" sh -c "exec bin/glmrun '$plan' --device $DEVICE $flags --bench-prompt $PROMPT \
+			-n $STEPS $BWARG >'$out' 2>'$out.err'"; then
+			if [ "$(value batch "$out")" != "$b" ]; then
+				say "$tag batch $b: glmrun ran batch $(value batch "$out"), not $b (BenchOpts.batch is not wired to --batch)"
+				RES[$tag-b$b]="glmrun ignored --batch $b"
+				continue
+			fi
 			say "$tag batch $b: $(value ms_per_step_median "$out") ms/step, $(value achieved_gb_s "$out") GB/s, setup $(value setup_s "$out")s (upload $(value upload_s "$out")s), run $(($(date +%s) - t))s"
-			if [ "$b" = 1 ] && [ "$PROFILE" = 1 ]; then
+			if [ "$flags" != "${flags#--profile}" ]; then
 				sed -n '/^profile: /,/^profile by operator/p' "$out" | head -14
 				sed -n '/^profile by operator/,/^profile_overhead_us/p' "$out"
 			fi
@@ -139,8 +169,8 @@ if [ "$PEER" = 1 ]; then
 		fi
 		say "peer $s: transformers, static cache, bf16 random weights (limit ${budget}s)"
 		t=$(date +%s)
-		timeout -k 5 "$budget" python3 bench/peer_hf.py --config models/configs/$(config_of $s).json $(layers_of $s) \
-			--prompt $PROMPT --new $STEPS >"$OUT/peer-$s.txt" 2>"$OUT/peer-$s.err"
+		run_timed "peer $s" "$budget" sh -c "exec python3 bench/peer_hf.py --config $(config_of $s) --device $DEVICE \
+			$(layers_of $s) --prompt $PROMPT --new $STEPS >'$OUT/peer-$s.txt' 2>'$OUT/peer-$s.err'"
 		rc=$?
 		ms=$(value peer_ms_per_token_median "$OUT/peer-$s.txt")
 		if [ $rc = 0 ] && [ -n "$ms" ]; then
@@ -156,7 +186,7 @@ fi
 # 4. The table.
 {
 	echo
-	echo "decode benchmark, one H200 ($(cut -d, -f1 "$OUT/gpu.txt" | sed 's/^gpu: //')), read bandwidth ${BW:-?} GB/s measured in this run; RANDOM WEIGHTS everywhere"
+	echo "decode benchmark, $DEVICE ($(cut -d, -f1 "$OUT/gpu.txt" | sed 's/^gpu: //')), read bandwidth ${BW:-?} GB/s measured in this run; RANDOM WEIGHTS everywhere"
 	printf '%-13s %-7s %5s %9s %9s %8s %6s %8s %9s %8s  %s\n' shape dtype batch ms/step tok/s GB/s %bw launch peer_ms speedup notes
 	for sd in $SHAPES; do
 		s=${sd%%:*} d=${sd##*:}

@@ -107,6 +107,16 @@ if bin/glmc compile models/llama.lua --config models/configs/llama3_8b.json --ra
 else
 	bad "the benchmark shapes compile" "$(tail -1 $tmp/err)"
 fi
+# bench/decode.sh end to end on the CPU (the tiny shape; no bandwidth probe, no peer): one table row with
+# numbers, the batch rows marked n/a until glmrun decodes batches.
+if DEVICE=cpu SHAPES=tiny:bf16 BATCHES="1 4" PEER=0 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/dec WORK=$tmp/decw \
+	bench/decode.sh >$tmp/dec.log 2>&1; then
+	row=$(grep -E '^tiny +bf16 +1 ' $tmp/dec/table.txt)
+	echo "$row" | awk '{ exit !($4 > 0 && $5 > 0 && $6 > 0) }' && grep -qE '^tiny +bf16 +4 .*(n/a|--batch)' $tmp/dec/table.txt &&
+		ok "bench/decode.sh on the CPU prints the table ($row)" || bad "bench/decode.sh table" "$(tail -8 $tmp/dec.log)"
+else
+	bad "bench/decode.sh on the CPU" "$(tail -5 $tmp/dec.log)"
+fi
 bin/glmc --help | grep -q "q4_k_m is llama.cpp's Q4_K_M mix" && ok "glmc --help documents q4_k_m" || bad "glmc --help documents q4_k_m" "missing"
 bin/glmrun --help | grep -q -- "--bench " && bin/glmrun --help | grep -q -- "--profile " && ok "glmrun --help documents --bench and --profile" ||
 	bad "glmrun --help documents --bench and --profile" "missing"
