@@ -75,6 +75,13 @@ fi
 bin/glmrun $P --device cpu --bench --bench-prompt 4 -n 3 >$tmp/c.txt 2>$tmp/err && ! grep -q "random" $tmp/c.txt &&
 	grep -q "^weights: .*fixtures/hf/llama (hf)" $tmp/c.txt && ok "--bench on checkpoint weights names them" ||
 	bad "--bench on checkpoint weights names them" "$(grep weights $tmp/c.txt) $(cat $tmp/err)"
+# The llama fixture by hand (float32 on the CPU): per layer q 64x64, k and v 32x64, o 64x64, MLP 3 x 128x64,
+# two norms of 64 = 36992 values; 2 layers, the final norm (64), the head (512x64) and one embedding row
+# (64): 106880 values = 427520 bytes. Caches: 2 layers x (K 32 + V 32) floats = 512 bytes a position, at
+# the mean context 4 + 3 warm-up + (3 + 1) / 2 = 9 positions: 4608. Total 432128.
+[ "$(value bytes_per_step $tmp/c.txt)" = 432128 ] && [ "$(value context_mean $tmp/c.txt)" = 9.0 ] &&
+	ok "--bench bytes per step of the llama fixture: 427520 weights + 4608 cache" ||
+	bad "--bench bytes per step of the llama fixture" "$(grep -E 'bytes_per_step|context' $tmp/c.txt)"
 
 # The GLM-5 slice of the benchmark: 3 dense + 5 MoE layers with the Q4_K_M mix, bigger than plain Q4_K
 # by the Q6_K tensors (output, ffn_down of layers 0-7: all use_more_bits for 79 layers' first eighth).
