@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+/* Monotonic seconds: the host clock the step times are read from. */
 static double bench_now(void)
 {
 	struct timespec t;
@@ -69,6 +70,7 @@ static double cache_row_bytes(const Graph *g, int cv, size_t es)
 	return (double)node_numel(&g->node[cv], 1, 1) * (double)es;
 }
 
+/* What a decode step must read (the rules are in bench.h): the denominator of achieved GB/s. */
 void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, double ctx, int batch, BenchBytes *b)
 {
 	memset(b, 0, sizeof *b);
@@ -110,6 +112,7 @@ static int in_kernel(const Graph *g, int m, int id)
 	return m == id || g->node[m].fused_into == id;
 }
 
+/* The bytes one node's kernels move, for the profile's per-kernel GB/s (bench.h). */
 void bench_node_bytes(const Graph *g, int id, const double *wbytes, size_t act_es, size_t cache_es, double ctx,
                       int batch, double *rd, double *wr)
 {
@@ -150,6 +153,7 @@ void bench_node_bytes(const Graph *g, int id, const double *wbytes, size_t act_e
 	free(seen);
 }
 
+/* Ascending doubles, for the median step time. */
 static int cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
@@ -170,6 +174,7 @@ typedef struct {
 	double us, rd, wr;
 } ProfRow;
 
+/* Slowest first: the profile's first row is the kernel to work on. */
 static int cmp_row(const void *a, const void *b)
 {
 	double x = ((const ProfRow *)a)->us, y = ((const ProfRow *)b)->us;
@@ -314,6 +319,8 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 	return rc ? 1 : 0;
 }
 
+/* glmrun --bench / --profile: open the plan on the device, prefill a random prompt, time the decode
+** steps, print the block (and the profile). Batch 1 only: o->batch is the hook for --batch. */
 int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
                const GpuOpts *go)
 {
