@@ -23,6 +23,7 @@
 static const char *usage =
 	"usage: glmrun PLAN -p TEXT [options]      text in, text out (streamed)\n"
 	"       glmrun PLAN --tokens ID,ID,... [options]\n"
+	"       glmrun PLAN --bench | --profile [options]   decode benchmark on a random prompt\n"
 	"\n"
 	"Run a plan compiled by glmc: evaluate the prompt, then generate up to N tokens. With -p the prompt is\n"
 	"text (\"-\" reads stdin), encoded by the model's tokenizer, and the answer is streamed as text until\n"
