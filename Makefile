@@ -56,8 +56,16 @@ test: all
 demo: all
 	@tests/demo.sh
 
+# bench/: the bandwidth probe bench/decode.sh measures the roofline with (nvcc; the GPU runs it).
+NVCC    ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+build/bench/bandwidth: bench/bandwidth.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) -std=c++17 -O3 -arch=sm_90 -lineinfo $< -o $@
+
+bench: all build/bench/bandwidth
+
 # Everything tests/gpu/run.sh needs on the device machine (carry bin and build there).
-gpu-bundle: all
+gpu-bundle: all build/bench/bandwidth
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/fixtures
 	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/
@@ -65,4 +73,4 @@ gpu-bundle: all
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle
+.PHONY: all test demo clean gpu-bundle bench

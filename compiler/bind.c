@@ -73,17 +73,104 @@ static int bind_parts(Graph *g, const Weights *wt, WeightRef *w, char *used, con
 	return 0;
 }
 
+/* An integer hyperparameter of the config.json behind --random-weights (the first key present), else def. */
+static int64_t cfg_int(const Weights *wt, const char *const *keys, int64_t def)
+{
+	for (; *keys; keys++) {
+		json_t *v = wt->st.config ? json_object_get(wt->st.config, *keys) : NULL;
+		if (json_is_integer(v))
+			return (int64_t)json_integer_value(v);
+	}
+	return def;
+}
+
+/* llama.cpp's use_more_bits: the first and last eighth of the layers and every third one between. */
+static int q4km_more_bits(int i, int n)
+{
+	return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+/*
+** The type llama.cpp's Q4_K_M mix (llama-quant.cpp, llama_tensor_get_type_impl) gives a matrix, by its
+** GGUF name, so random plans read the bytes a real Q4_K_M file holds: Q4_K by default; Q6_K for the
+** output head (and a tied embedding), for every ffn_down (dense, shared or routed experts) of a layer
+** where use_more_bits(layer, n_layer) holds, and for the wv-th of nwv attn_v-like tensors (attn_v,
+** attn_qkv, attn_kv_b) where use_more_bits(wv, nwv) holds; models with exactly 8 experts take Q8_0 for
+** attn_v/attn_k and Q5_K for attn_output. The router (ffn_gate_inp) stays F32 as the converters write it.
+** Not reproduced: the 70B-only attn_v bump and Falcon's rules.
+*/
+static int q4km_type(const char *name, int layer, int n_layer, int wv, int nwv, int64_t n_expert, int tied)
+{
+	if (!strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight")))
+		return QT_Q6_K;
+	if (strstr(name, "ffn_gate_inp.weight"))
+		return QT_F32;
+	if (strstr(name, "attn_v.weight") || strstr(name, "attn_qkv.weight") || strstr(name, "attn_kv_b.weight"))
+		return n_expert == 8 ? QT_Q8_0 : q4km_more_bits(wv, nwv) ? QT_Q6_K : QT_Q4_K;
+	if (strstr(name, "attn_k.weight") && n_expert == 8)
+		return QT_Q8_0;
+	if (strstr(name, "attn_output.weight") && n_expert == 8)
+		return QT_Q5_K;
+	if (strstr(name, "ffn_down") && layer >= 0 && q4km_more_bits(layer, n_layer))
+		return QT_Q6_K;
+	return QT_Q4_K;
+}
+
+/* A type whose blocks do not fit a row of `cols`: llama.cpp's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1,
+** Q6_K -> Q8_0, then F16); other types fall back to BF16 as before. */
+static int row_fallback(int q, int64_t cols, int mix)
+{
+	if (quant_row_bytes(q, cols))
+		return q;
+	if (!mix)
+		return QT_BF16;
+	q = q == QT_Q4_K ? QT_Q5_0 : q == QT_Q5_K ? QT_Q5_1 : q == QT_Q6_K ? QT_Q8_0 : q;
+	return quant_row_bytes(q, cols) ? q : QT_F16;
+}
+
+/* "blk.12.ffn_down_exps.weight" -> 12; -1 outside a layer. */
+static int name_layer(const char *name)
+{
+	int l;
+	return sscanf(name, "blk.%d.", &l) == 1 ? l : -1;
+}
+
 /* --random-weights: every parameter becomes a random tensor of its declared shape; matrices take the
-** requested type where their rows are whole blocks, else BF16; vectors are F32. */
+** requested type where their rows are whole blocks, else BF16; vectors are F32. The q4_k_m mix picks
+** each matrix's type as llama.cpp's Q4_K_M does, counting layers over the whole model (a --layers slice
+** gets the types of the first layers of the full file: n_layer is num_hidden_layers plus the MTP layers,
+** as in llama.cpp's block_count). */
 static void bind_random(Graph *g, const Weights *wt)
 {
+	int mix = wt->random_qtype == WQ_MIX_Q4_K_M, graph_layers = 0, nwv = 0, wv = 0, tied = 1;
+	static const char *const k_layers[] = {"num_hidden_layers", NULL}, *const k_nextn[] = {"num_nextn_predict_layers", NULL},
+	                         *const k_expert[] = {"n_routed_experts", "num_experts", "num_local_experts", NULL};
+	for (int i = 0; i < g->nw; i++) {
+		const char *nm = g->node[g->w[i].node].name;
+		int l = name_layer(nm);
+		if (l + 1 > graph_layers)
+			graph_layers = l + 1;
+		nwv += strstr(nm, "attn_v.weight") || strstr(nm, "attn_qkv.weight") || strstr(nm, "attn_kv_b.weight");
+		tied &= strcmp(nm, "output.weight") != 0;
+	}
+	int64_t n_layer = cfg_int(wt, k_layers, graph_layers) + cfg_int(wt, k_nextn, 0);
+	if (n_layer < graph_layers)
+		n_layer = graph_layers;
+	if (graph_layers > 0 && n_layer > graph_layers) /* the attn_v count of the whole file, not of the slice */
+		nwv = (int)(nwv * n_layer / graph_layers);
+	int64_t n_expert = cfg_int(wt, k_expert, 0);
 	for (int i = 0; i < g->nw; i++) {
 		WeightRef *w = &g->w[i];
 		Node *n = &g->node[w->node];
 		int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
-		int q = n->ndim == 1 ? QT_F32 : wt->random_qtype;
-		if (!quant_row_bytes(q, cols))
-			q = QT_BF16;
+		int q = wt->random_qtype;
+		if (mix) {
+			int isv = strstr(n->name, "attn_v.weight") || strstr(n->name, "attn_qkv.weight") ||
+			          strstr(n->name, "attn_kv_b.weight");
+			q = q4km_type(n->name, name_layer(n->name), (int)n_layer, wv, nwv, n_expert, tied);
+			wv += isv;
+		}
+		q = n->ndim == 1 ? QT_F32 : row_fallback(q, cols, mix);
 		w->qtype = q;
 		n->dtype = w->dtype = weights_dtype(q);
 		w->file = "(random)";

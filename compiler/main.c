@@ -53,7 +53,13 @@ static const char *usage =
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
 	"                   parameter random (TYPE for matrices, e.g. bf16, q8_0, q4_k; vectors f32) —\n"
-	"                   plans for models whose weights are not here; glmrun flags such runs\n"
+	"                   plans for models whose weights are not here; glmrun flags such runs.\n"
+	"                   q4_k_m is llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output.weight, for\n"
+	"                   ffn_down (also _exps/_shexp) of layers where use_more_bits(layer, n_layer) holds\n"
+	"                   (the first and last eighth and every third between; n_layer counts the whole\n"
+	"                   model, MTP layers included, also under --layers) and for the same share of the\n"
+	"                   attn_v / attn_kv_b tensors; ffn_gate_inp stays f32; rows that are not whole\n"
+	"                   blocks fall back as llama.cpp does (Q4_K->Q5_0, Q6_K->Q8_0, else f16)\n"
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
 	"  -O0              no optimisation: no fusion, every value its own buffer (default -O1)\n"
@@ -130,9 +136,9 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
 	Weights d;
 	if (o->random) {
-		int q = quant_type_from_name(o->random);
-		if (q < 0 || !quant_supported(q))
-			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (e.g. bf16, f16, q8_0, q4_k)",
+		int q = !strcmp(o->random, "q4_k_m") ? WQ_MIX_Q4_K_M : quant_type_from_name(o->random);
+		if (q != WQ_MIX_Q4_K_M && (q < 0 || !quant_supported(q)))
+			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (e.g. bf16, f16, q8_0, q4_k, q4_k_m)",
 			              o->random);
 		if (weights_open_random(&d, o->config, q, err, len))
 			return -1;

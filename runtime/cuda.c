@@ -53,6 +53,12 @@ typedef struct {
 	__typeof__(cuGraphLaunch) *graph_launch;
 	__typeof__(cuGraphExecDestroy) *graph_exec_destroy;
 	__typeof__(cuGraphDestroy) *graph_destroy;
+	__typeof__(cuEventCreate) *event_create;     /* events: --profile */
+	__typeof__(cuEventDestroy_v2) *event_destroy;
+	__typeof__(cuEventRecord) *event_record;
+	__typeof__(cuEventRecordWithFlags) *event_record_flags;
+	__typeof__(cuEventSynchronize) *event_sync;
+	__typeof__(cuEventElapsedTime) *event_elapsed;
 } Cu;
 
 /* cuBLASLt for prefill matmuls, when the library is present; else glmc's own GEMM kernel runs. */
@@ -102,6 +108,7 @@ struct Gpu {
 	int32_t *host_tok;           /* pinned */
 	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
 	void *host_raw;              /* pinned, one logits row as the device stores it */
+	CUevent *prof_ev;            /* --profile: two events per launch (before, after) and two for the sampler */
 	GpuStats stats;
 };
 
@@ -167,6 +174,12 @@ static int load_driver(Cu *cu, char *err, size_t len)
 	SYM(graph_launch, "cuGraphLaunch");
 	SYM(graph_exec_destroy, "cuGraphExecDestroy");
 	SYM(graph_destroy, "cuGraphDestroy");
+	SYM(event_create, "cuEventCreate");
+	SYM(event_destroy, "cuEventDestroy_v2");
+	SYM(event_record, "cuEventRecord");
+	SYM(event_record_flags, "cuEventRecordWithFlags");
+	SYM(event_sync, "cuEventSynchronize");
+	SYM(event_elapsed, "cuEventElapsedTime_v2");
 #undef SYM
 	return 0;
 }
@@ -601,6 +614,14 @@ static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
 	return b;
 }
 
+/* --profile: record ev on the stream; under capture it becomes an event node of the graph. */
+static int prof_record(Gpu *x, CUevent ev, char *err, size_t len)
+{
+	CK(x->capturing ? x->cu.event_record_flags(ev, x->st, CU_EVENT_RECORD_EXTERNAL) : x->cu.event_record(ev, x->st),
+	   "cuEventRecord (--profile)");
+	return 0;
+}
+
 /* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
@@ -640,7 +661,11 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		         gz = (unsigned)size_val(x, l->grid[2], T);
 		if (!gx || !gy || !gz)
 			continue;
+		if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
+			return -1;
 		CUresult r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, 0, x->st, args, NULL);
+		if (r == CUDA_SUCCESS && x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
+			return -1;
 		if (r != CUDA_SUCCESS) {
 			const Node *n = &x->g->node[l->node];
 			char what[256];
@@ -898,4 +923,103 @@ int gpu_present(void)
 	if (cu.so)
 		dlclose(cu.so);
 	return ok;
+}
+
+/* The device bytes of weight node id (what a step reads when it reads all of it): as uploaded, which may
+** differ from the plan's stored type (quantized weights are expanded at upload until the GPU reads them
+** in their own format). */
+size_t gpu_weight_bytes(const Gpu *x, int id)
+{
+	return (size_t)node_numel(&x->g->node[id], 0, 0) * elsize(x, id);
+}
+
+/* One --profile step: the plan's decode kernels and the sampler, each between its two events. */
+static int prof_step(Gpu *x, char *err, size_t len)
+{
+	int nl = x->g->cuda.nl;
+	if (launch_step(x, 1, err, len) || prof_record(x, x->prof_ev[2 * nl], err, len) || launch_sample(x, 0, 1, err, len))
+		return -1;
+	return prof_record(x, x->prof_ev[2 * nl + 1], err, len);
+}
+
+/*
+** --profile: `steps` decode steps with an event before and after every kernel, averaged. The step is
+** captured into a graph whose event nodes sit between the kernels, so the times are those of a graph
+** replay without the host's launch gaps; with `eager`, or when the capture fails (an old driver), the
+** step runs eagerly and *graph says so. us[i] is launch i's time (0 when it is not launched at T = 1).
+*/
+int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	int ne = 2 * c->nl + 2, rc = 0, nok = 0;
+	CUevent *ev = calloc((size_t)ne, sizeof *ev);
+	if (!ev)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < ne && !rc; i++) {
+		CUresult r = x->cu.event_create(&ev[i], CU_EVENT_DEFAULT);
+		if (r != CUDA_SUCCESS)
+			rc = cuerr(x, r, "cuEventCreate (--profile)", err, len);
+	}
+	CUgraph pg = NULL;
+	CUgraphExec pe = NULL;
+	*graph = 0;
+	x->prof_ev = ev;
+	if (!rc && !eager && x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+		char e2[256];
+		x->capturing = 1;
+		int bad = prof_step(x, e2, sizeof e2);
+		x->capturing = 0;
+		CUresult r = x->cu.capture_end(x->st, &pg);
+		if (!bad && r == CUDA_SUCCESS && x->cu.graph_inst(&pe, pg, 0) == CUDA_SUCCESS)
+			*graph = 1;
+		else if (pg) {
+			x->cu.graph_destroy(pg);
+			pg = NULL;
+		}
+	}
+	for (int i = 0; i < c->nl; i++)
+		us[i] = 0;
+	*sample_us = 0;
+	for (int s = 0; s < steps && !rc; s++) {
+		CUresult r;
+		if (*graph) {
+			r = x->cu.graph_launch(pe, x->st);
+			if (r != CUDA_SUCCESS) {
+				rc = cuerr(x, r, "cuGraphLaunch (--profile)", err, len);
+				break;
+			}
+		} else if ((rc = prof_step(x, err, len)))
+			break;
+		if ((r = x->cu.stream_sync(x->st)) != CUDA_SUCCESS) {
+			rc = cuerr(x, r, "--profile step", err, len);
+			break;
+		}
+		for (int i = 0; i <= c->nl && !rc; i++) {
+			if (i < c->nl && !(c->l[i].tmin <= 1 && 1 <= c->l[i].tmax))
+				continue;
+			float ms = 0;
+			r = x->cu.event_elapsed(&ms, ev[2 * i], ev[2 * i + 1]);
+			if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_NOT_READY)
+				continue; /* a launch skipped for an empty grid recorded nothing */
+			if (r != CUDA_SUCCESS)
+				rc = cuerr(x, r, "cuEventElapsedTime (--profile)", err, len);
+			else if (i < c->nl)
+				us[i] += 1e3 * ms / steps, nok++;
+			else
+				*sample_us += 1e3 * ms / steps, nok++;
+		}
+	}
+	x->prof_ev = NULL;
+	if (pe)
+		x->cu.graph_exec_destroy(pe);
+	if (pg)
+		x->cu.graph_destroy(pg);
+	for (int i = 0; i < ne; i++)
+		if (ev[i])
+			x->cu.event_destroy(ev[i]);
+	free(ev);
+	/* Event nodes that gave no times at all (a driver that does not time them): measure eagerly. */
+	if (!rc && *graph && !nok)
+		return gpu_profile(x, steps, 1, us, sample_us, graph, err, len);
+	return rc;
 }

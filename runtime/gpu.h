@@ -68,6 +68,15 @@ void gpu_stats(const Gpu *x, GpuStats *s);
 
 void gpu_close(Gpu *x);
 
+/* Device bytes of weight node id, as uploaded (runtime/bench.c counts what a step reads with it). */
+size_t gpu_weight_bytes(const Gpu *x, int id);
+
+/* --profile: average time of each decode launch (us[i] for g->cuda.l[i], 0 when not launched at T = 1)
+** and of the sampler over `steps` decode steps, which continue the sequence. *graph is 1 when the steps
+** were replayed as a graph with event nodes between the kernels, 0 when they ran eagerly (asked for with
+** eager, or because the capture failed). */
+int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len);
+
 /* 1 when the driver loads and sees a GPU (for picking the default device). */
 int gpu_present(void);
 

@@ -8,6 +8,7 @@
 #include "chat.h"
 #include "glm.h"
 #include "batch.h"
+#include "bench.h"
 #include "gpu.h"
 #include "ref.h"
 #include "tok.h"
@@ -25,6 +26,7 @@ static const char *usage =
 	"usage: glmrun PLAN -p TEXT [options]      text in, text out (streamed)\n"
 	"       glmrun PLAN --chat [options]        a conversation: one user message per line of stdin\n"
 	"       glmrun PLAN --tokens ID,ID,... [options]\n"
+	"       glmrun PLAN --bench | --profile [options]   decode benchmark on a random prompt\n"
 	"\n"
 	"Run a plan compiled by glmc: evaluate the prompt, then generate up to N tokens. With -p the prompt is\n"
 	"text (\"-\" reads stdin), encoded by the model's tokenizer, and the answer is streamed as text until\n"
@@ -65,6 +67,16 @@ static const char *usage =
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
 	"                       report the largest relative error per layer; exit 1 above tolerance\n"
 	"  --stats              print device, memory, timing and graph-launch counts on stderr\n"
+	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
+	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
+	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
+	"  --bench-prompt N     tokens of the random prompt (default 128)\n"
+	"  --profile            --bench, then time every kernel of the decode step (CUDA events, averaged over\n"
+	"                       10 steps): time, bytes, GB/s per kernel, by operator and by layer (needs cuda)\n"
+	"  --profile-top N      rows of the per-kernel table (default 30)\n"
+	"  --profile-eager      time the kernels launched one by one (default: a graph replay with event nodes\n"
+	"                       between the kernels, which leaves out the host's launch gaps)\n"
+	"  --bw GBPS            with --bench/--profile: also print GB/s as a % of this bandwidth\n"
 	"  --weights PATH       weights directory (default: the one the plan was compiled with)\n"
 	"  -h, --help           this text;  --version  print the version\n";
 
@@ -149,6 +161,9 @@ typedef struct {
 	long n, max_seq;
 	GpuOpts gpu;
 	int verify, stats;
+	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
+	long bench_prompt;
+	double bw;
 } Args;
 
 static void parse(Args *a, int argc, char **argv)
@@ -182,6 +197,23 @@ static void parse(Args *a, int argc, char **argv)
 		}
 		else if (!strcmp(s, "--stats"))
 			a->stats = 1;
+		else if (!strcmp(s, "--bench"))
+			a->bench = 1;
+		else if (!strcmp(s, "--profile"))
+			a->profile = 1;
+		else if (!strcmp(s, "--profile-eager"))
+			a->profile = a->profile_eager = 1;
+		else if (!strcmp(s, "--bench-prompt") || !strcmp(s, "--bw") || !strcmp(s, "--profile-top")) {
+			if (!next)
+				fail("missing value after %s", s);
+			i++;
+			if (!strcmp(s, "--bench-prompt"))
+				a->bench_prompt = parse_long(next, "--bench-prompt", 1, 1 << 20);
+			else if (!strcmp(s, "--profile-top"))
+				a->profile_top = (int)parse_long(next, "--profile-top", 1, 1 << 20);
+			else
+				a->bw = parse_double(next, "--bw", 1e-3, 1e6);
+		}
 		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
 		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
 		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch")) {
@@ -195,7 +227,7 @@ static void parse(Args *a, int argc, char **argv)
 			} else if (!strcmp(s, "--batch"))
 				a->batch = (int)parse_long(next, "--batch", 1, BATCH_MAX);
 			else if (!strcmp(s, "-n"))
-				a->n = parse_long(next, "-n", 1, 1 << 24);
+				a->n = parse_long(next, "-n", 1, 1 << 24), a->n_set = 1;
 			else if (!strcmp(s, "--device"))
 				a->device = next;
 			else if (!strcmp(s, "--max-seq"))
@@ -223,6 +255,17 @@ static void parse(Args *a, int argc, char **argv)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
 		fail("--device must be cpu or cuda, got '%s'", a->device);
+	if (a->bench || a->profile) {
+		if (a->tokens || a->prompt || a->chat)
+			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
+		if (a->verify || a->dump)
+			fail("--bench and --profile do not combine with --verify or --dump-logits");
+		if (!a->n)
+			a->n = 16;
+		return;
+	}
+	if (a->bench_prompt || a->bw > 0 || a->profile_top)
+		fail("--bench-prompt, --bw and --profile-top go with --bench or --profile");
 	int templ = a->chat || a->chat_template || a->system || a->no_think;
 	if (a->tokens && (a->prompt || templ))
 		fail("--tokens takes token ids; -p, --chat, --chat-template, --system and --no-think take text");
@@ -486,6 +529,22 @@ int main(int argc, char **argv)
 	graph_init(&g, &A);
 	if (plan_read(&g, a.plan, err, sizeof err))
 		fail("%s", err);
+	if (a.bench || a.profile) {
+		/* The benchmark modes (runtime/bench.c) make their own prompt and print one block. */
+		int on_gpu = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
+		if (a.profile && !on_gpu)
+			fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
+		const char *w = a.weights ? a.weights : graph_meta(&g, "weights.path");
+		if (!w)
+			fail("%s: the plan names no weights; pass --weights PATH", a.plan);
+		BenchOpts bo = {.profile = a.profile, .profile_eager = a.profile_eager, .prompt = a.bench_prompt ? a.bench_prompt : 128,
+		                .steps = a.n_set ? a.n : 64, .warmup = 3, .profile_steps = 10,
+		                .profile_top = a.profile_top ? a.profile_top : 30, .bw_gbps = a.bw, .seed = a.gpu.seed,
+		                .batch = 1 /* batch hook: the sequences per step, once glmrun decodes batches */};
+		int rc = bench_main(&g, a.plan, w, on_gpu, &bo, &a.gpu);
+		arena_free(&A);
+		return rc;
+	}
 	int np;
 	int32_t *prompt = NULL;
 	Tok *tk = NULL;

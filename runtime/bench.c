@@ -1,0 +1,496 @@
+/*
+** runtime/bench.c — glmrun --bench and --profile (issue 8). A random prompt is prefilled, a few decode
+** steps warm up (the first captures the graph), then each measured step is timed on the host around the
+** graph launch and its token read-back (what a user waits for per token). The bytes a step must read
+** (bench_step_bytes) turn the time into achieved GB/s; --profile then times every kernel of the step and
+** charges each with the bytes it moves, so the kernel furthest from the bandwidth limit is the first line.
+*/
+#include "bench.h"
+#include "ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Monotonic seconds: the host clock the step times are read from. */
+static double bench_now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The value a reshape views (reshapes are aliases: no kernel, no bytes of their own). */
+static int base_of(const Graph *g, int id)
+{
+	while (g->node[id].op == OP_RESHAPE)
+		id = g->node[id].in[0];
+	return id;
+}
+
+/* Expected distinct experts of E touched by `batch` tokens choosing k each, uniformly and independently:
+** E·(1 − (1 − k/E)^B); exactly k at batch 1. */
+static double experts_touched(double E, double k, int batch)
+{
+	return batch <= 1 ? k : E * (1.0 - pow(1.0 - k / E, batch));
+}
+
+/* The share of weight w (a base value) that consumer c reads in a decode step of `batch` tokens. */
+static double weight_share(const Graph *g, int c, int w, int batch)
+{
+	const Node *n = &g->node[c];
+	if (n->op == OP_EMBEDDING && base_of(g, n->in[0]) == w) {
+		double rows = (double)g->node[w].dim[0];
+		return rows > 0 ? fmin((double)batch, rows) / rows : 1;
+	}
+	if (n->op == OP_MOE_FFN)
+		for (int k = 3; k < 6; k++)
+			if (base_of(g, n->in[k]) == w) {
+				double E = (double)g->node[w].dim[0], kk = (double)g->node[n->in[1]].dim[1];
+				return E > 0 ? experts_touched(E, kk, batch) / E : 1;
+			}
+	return 1;
+}
+
+/* Rows of cache node cv (a base value) consumer c reads per sequence at a context of ctx positions. */
+static double cache_rows(const Graph *g, int c, int cv, double ctx)
+{
+	const Node *n = &g->node[c];
+	if (n->op == OP_MLA && n->nin > 4 && base_of(g, n->in[2]) == cv) {
+		double topk = (double)g->node[n->in[4]].dim[1];
+		return fmin(ctx, topk);
+	}
+	return ctx;
+}
+
+/* Bytes per row of a cache: its width at the device's element size. */
+static double cache_row_bytes(const Graph *g, int cv, size_t es)
+{
+	return (double)node_numel(&g->node[cv], 1, 1) * (double)es;
+}
+
+/* What a decode step must read (the rules are in bench.h): the denominator of achieved GB/s. */
+void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, double ctx, int batch, BenchBytes *b)
+{
+	memset(b, 0, sizeof *b);
+	for (int v = 0; v < g->n; v++) {
+		const Node *vn = &g->node[v];
+		if (vn->kind != VK_WEIGHT && vn->kind != VK_CACHE)
+			continue;
+		/* A value is read once per step at the largest share any consumer needs (a tied embedding is read
+		** in full by the LM head, not just the looked-up rows). */
+		double share = 0;
+		int expert = 0;
+		for (int c = v + 1; c < g->n; c++) {
+			const Node *cn = &g->node[c];
+			if (cn->op == OP_RESHAPE)
+				continue;
+			for (int k = 0; k < cn->nin; k++) {
+				if (base_of(g, cn->in[k]) != v)
+					continue;
+				double s = vn->kind == VK_WEIGHT ? weight_share(g, c, v, batch) : cache_rows(g, c, v, ctx) * batch;
+				expert |= cn->op == OP_MOE_FFN && k >= 3;
+				if (s > share)
+					share = s;
+			}
+		}
+		if (vn->kind == VK_CACHE)
+			b->cache += share * cache_row_bytes(g, v, cache_es);
+		else if (expert) {
+			b->experts += share * wbytes[v];
+			b->experts_resident += wbytes[v];
+		} else
+			b->weights += share * wbytes[v];
+	}
+	b->total = b->weights + b->experts + b->cache;
+}
+
+/* Whether node m belongs to the kernel of node id (id itself, or fused into it). */
+static int in_kernel(const Graph *g, int m, int id)
+{
+	return m == id || g->node[m].fused_into == id;
+}
+
+/* The bytes one node's kernels move, for the profile's per-kernel GB/s (bench.h). */
+void bench_node_bytes(const Graph *g, int id, const double *wbytes, size_t act_es, size_t cache_es, double ctx,
+                      int batch, double *rd, double *wr)
+{
+	*rd = *wr = 0;
+	int *seen = calloc((size_t)g->n, sizeof *seen);
+	if (!seen)
+		return;
+	for (int m = 0; m < g->n; m++) {
+		if (!in_kernel(g, m, id))
+			continue;
+		const Node *mn = &g->node[m];
+		for (int k = 0; k < mn->nin; k++) {
+			int v = base_of(g, mn->in[k]);
+			if (in_kernel(g, v, id))
+				continue;
+			const Node *vn = &g->node[v];
+			double s;
+			if (vn->kind == VK_WEIGHT)
+				s = weight_share(g, m, v, batch) * wbytes[v];
+			else if (vn->kind == VK_CACHE)
+				s = cache_rows(g, m, v, ctx) * batch * cache_row_bytes(g, v, cache_es);
+			else
+				s = (double)node_numel(vn, batch, (int64_t)ctx) * (double)(vn->dtype == DT_I32 ? 4 : act_es);
+			if (!seen[v]) /* each operand once, at the first consumer's share */
+				*rd += s;
+			seen[v] = 1;
+		}
+		/* The output leaves the kernel when it is the kernel's own value, a graph output or read outside. */
+		int leaves = m == id;
+		for (int i = 0; i < g->nout && !leaves; i++)
+			leaves = g->out[i] == m;
+		for (int c = m + 1; c < g->n && !leaves; c++)
+			for (int k = 0; k < g->node[c].nin && !leaves; k++)
+				leaves = g->node[c].in[k] == m && !in_kernel(g, c, id);
+		if (leaves && mn->kind == VK_ACT)
+			*wr += (double)node_numel(mn, batch, (int64_t)ctx) * (double)(mn->dtype == DT_I32 ? 4 : act_es);
+	}
+	free(seen);
+}
+
+/* Ascending doubles, for the median step time. */
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* "12.3 GB" */
+static const char *gb(double bytes, char *buf, size_t len)
+{
+	snprintf(buf, len, "%.3f GB", bytes / 1e9);
+	return buf;
+}
+
+/* One profile row: a node's kernel(s) in the step. */
+typedef struct {
+	int node, launches;
+	const char *kernel;
+	double us, rd, wr;
+} ProfRow;
+
+/* Slowest first: the profile's first row is the kernel to work on. */
+static int cmp_row(const void *a, const void *b)
+{
+	double x = ((const ProfRow *)a)->us, y = ((const ProfRow *)b)->us;
+	return (x < y) - (x > y);
+}
+
+/* "47.1%" of the given bandwidth, or "-" without --bw. */
+static const char *pct(double gbps, double bw, char *buf, size_t len)
+{
+	if (bw > 0)
+		snprintf(buf, len, "%.1f%%", 100 * gbps / bw);
+	else
+		snprintf(buf, len, "-");
+	return buf;
+}
+
+/*
+** The --profile tables from per-launch times (us[i] for g->cuda.l[i]) and the sampler's: one row per node
+** (a node's kernels together), sorted by time; then the same grouped by operator and by layer; then the
+** sum against the graph-replay step time.
+*/
+int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                        int64_t V, const double *us, double sample_us, int graph)
+{
+	const Cuda *c = &g->cuda;
+	char b1[32], b2[32];
+	ProfRow *row = calloc((size_t)c->nl + 1, sizeof *row);
+	int *slot = malloc(sizeof *slot * (size_t)g->n), nr = 0, nk = 1;
+	if (!row || !slot)
+		return free(row), free(slot), -1;
+	for (int i = 0; i < g->n; i++)
+		slot[i] = -1;
+	size_t act = dtype_size(c->act);
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		if (!(l->tmin <= 1 && 1 <= l->tmax))
+			continue;
+		if (slot[l->node] < 0) {
+			slot[l->node] = nr;
+			row[nr] = (ProfRow){.node = l->node, .kernel = l->kernel};
+			bench_node_bytes(g, l->node, wb, act, act, ctx, o->batch, &row[nr].rd, &row[nr].wr);
+			nr++;
+		}
+		row[slot[l->node]].us += us[i];
+		row[slot[l->node]].launches++;
+		nk++;
+	}
+	row[nr++] = (ProfRow){.node = -1, .kernel = "sampler", .us = sample_us, .launches = 1,
+	                      .rd = (double)V * (double)act}; /* it reads the logits row */
+	double total = 0, bytes = 0;
+	for (int i = 0; i < nr; i++)
+		total += row[i].us, bytes += row[i].rd + row[i].wr;
+	qsort(row, (size_t)nr, sizeof *row, cmp_row);
+	fprintf(f, "profile: %d nodes and the sampler, %d kernels per step, times averaged over %ld steps (%s), context "
+	       "%.0f\n", nr - 1, nk, o->profile_steps,
+	       graph ? "a graph replay with an event node before and after every kernel"
+	       : o->profile_eager ? "eager launches with events around each (--profile-eager)"
+	                          : "eager launches with events around each (the graph capture with event nodes failed)",
+	       ctx);
+	fprintf(f, "%4s %10s %6s %12s %12s %9s %7s  %-4s %-10s %s\n", "rank", "time_us", "%sum", "read_bytes",
+	       "write_bytes", "GB/s", "%bw", "kern", "kernel", "node");
+	int top = o->profile_top < nr ? o->profile_top : nr;
+	for (int i = 0; i < top; i++) {
+		const ProfRow *r = &row[i];
+		double gbps = r->us > 0 ? (r->rd + r->wr) / (r->us * 1e3) : 0;
+		char where[160] = "(after the logits)";
+		if (r->node >= 0) {
+			const Node *n = &g->node[r->node];
+			snprintf(where, sizeof where, "%s %%%d layer %d (%s:%d)", op_table[n->op].name, r->node, n->layer,
+			         n->src ? n->src : "?", n->line);
+		}
+		fprintf(f, "%4d %10.2f %6.2f %12.0f %12.0f %9.1f %7s  %-4d %-10s %s\n", i + 1, r->us, 100 * r->us / total, r->rd,
+		       r->wr, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1), r->launches, r->kernel, where);
+	}
+	if (top < nr)
+		fprintf(f, "  ... %d more rows (--profile-top N shows more)\n", nr - top);
+	/* By operator: where a kernel rewrite pays. */
+	fprintf(f, "profile by operator:\n");
+	fprintf(f, "  %-14s %6s %10s %6s %14s %9s %7s\n", "op", "nodes", "time_us", "%sum", "bytes", "GB/s", "%bw");
+	for (int op = -1; op < OP_NOPS; op++) {
+		double t = 0, by = 0;
+		int cnt = 0;
+		for (int i = 0; i < nr; i++) {
+			int rop = row[i].node >= 0 ? g->node[row[i].node].op : -1;
+			if (rop == op)
+				t += row[i].us, by += row[i].rd + row[i].wr, cnt++;
+		}
+		if (!cnt)
+			continue;
+		double gbps = t > 0 ? by / (t * 1e3) : 0;
+		fprintf(f, "  %-14s %6d %10.2f %6.2f %14.0f %9.1f %7s\n", op < 0 ? "sampler" : op_table[op].name, cnt, t,
+		       100 * t / total, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
+	}
+	/* By layer: the per-layer cost a multi-GPU plan is built from. */
+	int nlay = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].layer + 1 > nlay)
+			nlay = g->node[i].layer + 1;
+	fprintf(f, "profile by layer:\n");
+	fprintf(f, "  %-8s %6s %10s %14s %9s %7s\n", "layer", "nodes", "time_us", "bytes", "GB/s", "%bw");
+	for (int l = -1; l < nlay; l++) {
+		double t = 0, by = 0;
+		int cnt = 0;
+		for (int i = 0; i < nr; i++) {
+			int rl = row[i].node >= 0 ? g->node[row[i].node].layer : -1;
+			if (rl == l)
+				t += row[i].us, by += row[i].rd + row[i].wr, cnt++;
+		}
+		if (!cnt)
+			continue;
+		double gbps = t > 0 ? by / (t * 1e3) : 0;
+		snprintf(b2, sizeof b2, l < 0 ? "outside" : "%d", l);
+		fprintf(f, "  %-8s %6d %10.2f %14.0f %9.1f %7s\n", b2, cnt, t, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
+	}
+	fprintf(f, "profile_kernel_sum_us: %.2f\n", total);
+	fprintf(f, "profile_bytes: %.0f\n", bytes);
+	fprintf(f, "profile_graph_step_us: %.2f\n", 1e3 * step_ms);
+	fprintf(f, "profile_overhead_us: %.2f (graph step minus the kernel sum: launch gaps, host sync, read-back)\n",
+	       1e3 * step_ms - total);
+	free(row), free(slot);
+	return 0;
+}
+
+/* --profile: time the kernels (gpu_profile), then print the tables. */
+static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                          int64_t V)
+{
+	char err[1024];
+	double *us = calloc((size_t)g->cuda.nl + 1, sizeof *us), sample_us = 0;
+	int graph = 0;
+	if (!us)
+		return fprintf(stderr, "glmrun: out of memory\n"), 1;
+	if (gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
+		fprintf(stderr, "glmrun: --profile: %s\n", err);
+		free(us);
+		return 1;
+	}
+	int rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
+	free(us);
+	if (rc)
+		fprintf(stderr, "glmrun: out of memory\n");
+	return rc ? 1 : 0;
+}
+
+/* glmrun --bench / --profile: open the plan on the device, prefill a random prompt, time the decode
+** steps, print the block (and the profile). Batch 1 only: o->batch is the hook for --batch. */
+int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
+               const GpuOpts *go)
+{
+	char err[1024], b1[32];
+	if (o->batch != 1) {
+		fprintf(stderr, "glmrun: --bench: batch %d: batched decoding is not in this build (only batch 1 runs)\n",
+		        o->batch);
+		return 1;
+	}
+	int logits = -1;
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			logits = g->out[i];
+	if (logits < 0 || g->node[logits].ndim != 2 || g->node[logits].dim[1] <= 0) {
+		fprintf(stderr, "glmrun: %s: the plan has no output 'logits' of shape [T, vocab]\n", plan);
+		return 1;
+	}
+	int64_t V = g->node[logits].dim[1];
+	const char *tps = graph_meta(g, "tp");
+	int tp = tps ? atoi(tps) : 1;
+	if (tp < 1 || tp > 8 || (tp > 1 && cuda)) {
+		fprintf(stderr, "glmrun: %s: tp %d: --bench runs tp 1 on the GPU, or up to 8 ranks with --device cpu\n", plan,
+		        tp);
+		return 1;
+	}
+	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? o->profile_steps + 1 : 0) + 1;
+	const char *ctxs = graph_meta(g, "n_ctx");
+	if (ctxs && S > atol(ctxs)) {
+		fprintf(stderr, "glmrun: --bench: %ld positions needed, more than the model's context of %s\n", S, ctxs);
+		return 1;
+	}
+	/* A random prompt, the same for every run with one seed. */
+	int32_t *prompt = malloc(sizeof *prompt * (size_t)P), *pos = malloc(sizeof *pos * (size_t)P);
+	double *ms = malloc(sizeof *ms * (size_t)o->steps), *wb = calloc((size_t)g->n, sizeof *wb);
+	if (!prompt || !pos || !ms || !wb)
+		return fprintf(stderr, "glmrun: out of memory\n"), 1;
+	uint64_t st = 0x9e3779b97f4a7c15ULL ^ o->seed;
+	for (long i = 0; i < P; i++) {
+		st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+		prompt[i] = (int32_t)((st >> 33) % (uint64_t)V);
+		pos[i] = (int32_t)i;
+	}
+	double t0 = bench_now();
+	Gpu *gpu = NULL;
+	Exec xr[8];
+	int nx = 0;
+	GpuStats gs = {0};
+	if (cuda) {
+		GpuOpts go2 = *go;
+		go2.keep_logits = 0;
+		if (gpu_open(&gpu, g, weights, P, S, &go2, err, sizeof err)) {
+			fprintf(stderr, "glmrun: %s\n", err);
+			gpu_close(gpu);
+			return 1;
+		}
+		for (int i = 0; i < g->n; i++)
+			if (g->node[i].kind == VK_WEIGHT)
+				wb[i] = (double)gpu_weight_bytes(gpu, i);
+	} else {
+		for (nx = 0; nx < tp; nx++)
+			if (exec_init_rank(&xr[nx], g, weights, P, S, nx, tp, err, sizeof err)) {
+				fprintf(stderr, "glmrun: %s\n", err);
+				return 1;
+			}
+		for (int i = 0; i < g->n; i++) /* the CPU reference holds every weight as float32 */
+			if (g->node[i].kind == VK_WEIGHT)
+				wb[i] = (double)node_numel(&g->node[i], 0, 0) * 4;
+	}
+	double t1 = bench_now();
+	/* Prefill twice: the first run loads cuBLASLt's kernels and warms the caches, the second is timed. */
+	int32_t tok = 0;
+	double tp0 = 0, tp1 = 0;
+	int rc = 0;
+	for (int rep = 0; rep < 2 && !rc; rep++) {
+		tp0 = bench_now();
+		if (cuda)
+			rc = gpu_prefill(gpu, prompt, P, 0, &tok, NULL, err, sizeof err);
+		else if (!(rc = exec_step_ranks(xr, tp, prompt, pos, P, err, sizeof err)))
+			tok = ref_sample((float *)xr[0].buf[logits] + (P - 1) * V, (int)V, go->temp, go->top_k, go->top_p, go->seed,
+			                 0);
+		tp1 = bench_now();
+	}
+	/* Decode: warm-up steps, then the measured ones, each timed alone. */
+	long at = P;
+	double tw0 = bench_now(), tw = 0;
+	for (long i = 0; i < o->warmup + o->steps && !rc; i++, at++) {
+		double s0 = bench_now();
+		if (cuda)
+			rc = gpu_decode(gpu, &tok, NULL, err, sizeof err);
+		else {
+			int32_t p = (int32_t)at;
+			if (!(rc = exec_step_ranks(xr, tp, &tok, &p, 1, err, sizeof err)))
+				tok = ref_sample((float *)xr[0].buf[logits], (int)V, go->temp, go->top_k, go->top_p, go->seed, (int)i + 1);
+		}
+		if (i == o->warmup - 1)
+			tw = bench_now() - tw0;
+		if (i >= o->warmup)
+			ms[i - o->warmup] = 1e3 * (bench_now() - s0);
+	}
+	if (rc) {
+		fprintf(stderr, "glmrun: --bench: %s\n", err);
+		return 1;
+	}
+	if (cuda)
+		gpu_stats(gpu, &gs);
+	double mean = 0;
+	for (long i = 0; i < o->steps; i++)
+		mean += ms[i] / (double)o->steps;
+	qsort(ms, (size_t)o->steps, sizeof *ms, cmp_double);
+	double med = o->steps % 2 ? ms[o->steps / 2] : 0.5 * (ms[o->steps / 2 - 1] + ms[o->steps / 2]);
+	/* Mean context of the measured steps: step i of the sequence (1-based) reads positions 0..P+i-1. */
+	double ctx = (double)P + (double)o->warmup + ((double)o->steps + 1) / 2;
+	size_t cache_es = cuda ? dtype_size(g->cuda.act) : 4;
+	BenchBytes bb;
+	bench_step_bytes(g, wb, cache_es, ctx, o->batch, &bb);
+	double gbps = bb.total / (med * 1e6);
+	const char *wf = graph_meta(g, "weights.format"), *wt = graph_meta(g, "weights.random_type");
+	int random = wf && !strcmp(wf, "random");
+	printf("bench: glmrun decode benchmark (issue 8)\n");
+	printf("plan: %s\n", plan);
+	if (random)
+		printf("weights: random (%s): RANDOM WEIGHTS, generated, not a checkpoint\n", wt ? wt : "?");
+	else
+		printf("weights: %s (%s)\n", weights, wf ? wf : "?");
+	if (cuda)
+		printf("device: cuda %s (sm_%d%d)\n", gs.name, gs.cc_major, gs.cc_minor);
+	else
+		printf("device: cpu (reference executor, %d rank%s)\n", tp, tp > 1 ? "s" : "");
+	printf("batch: %d\n", o->batch);
+	printf("prompt_tokens: %ld\n", P);
+	printf("warmup_steps: %ld\n", o->warmup);
+	printf("decode_steps: %ld\n", o->steps);
+	printf("context_mean: %.1f\n", ctx);
+	printf("setup_s: %.3f\n", t1 - t0);
+	if (cuda)
+		printf("upload_s: %.3f\n", gs.upload_s);
+	printf("prefill_ms: %.3f\n", 1e3 * (tp1 - tp0));
+	printf("prefill_tok_s: %.1f\n", (double)P / (tp1 - tp0));
+	printf("warmup_s: %.3f\n", tw);
+	printf("ms_per_step_median: %.4f\n", med);
+	printf("ms_per_step_mean: %.4f\n", mean);
+	printf("ms_per_step_min: %.4f\n", ms[0]);
+	printf("ms_per_step_max: %.4f\n", ms[o->steps - 1]);
+	printf("tok_s: %.2f\n", o->batch * 1e3 / med);
+	printf("bytes_per_step: %.0f\n", bb.total);
+	printf("bytes_per_step_weights: %.0f\n", bb.weights);
+	printf("bytes_per_step_experts: %.0f (of %s resident in expert tensors)\n", bb.experts,
+	       gb(bb.experts_resident, b1, sizeof b1));
+	printf("bytes_per_step_cache: %.0f\n", bb.cache);
+	printf("bytes_assumption: weights as resident on the device (%s); expert tensors: only the selected experts, "
+	       "k/E of each at batch 1; embedding: one row per sequence; caches: rows 0..pos per sequence (topk rows "
+	       "under a DSA selection); activations and cache writes not counted\n",
+	       cuda ? "gpu_weight_bytes" : "float32 on the CPU");
+	printf("achieved_gb_s: %.1f\n", gbps);
+	if (o->bw_gbps > 0)
+		printf("pct_of_bw: %.1f (of %.1f GB/s)\n", 100 * gbps / o->bw_gbps, o->bw_gbps);
+	if (cuda) {
+		printf("graph_launches_per_step: %.2f\n",
+		       gs.decode_steps ? (double)gs.graph_launches / (double)gs.decode_steps : 0.0);
+		printf("kernels_per_step: %d\n", gs.kernels_per_step);
+	} else {
+		printf("graph_launches_per_step: 0 (cpu)\n");
+	}
+	fflush(stdout);
+	if (o->profile)
+		rc = profile_report(g, gpu, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
+	if (gpu)
+		gpu_close(gpu);
+	for (int r = 0; r < nx; r++)
+		exec_free(&xr[r]);
+	free(prompt), free(pos), free(ms), free(wb);
+	return rc;
+}
