@@ -5,7 +5,7 @@
 #   1. the GPU's read bandwidth (build/bench/bandwidth: 8 GiB read-only kernel; the roofline),
 #   2. glmrun --bench --profile on random weights of real model shapes (plans compiled here by bin/glmc):
 #      Llama-3-8B bf16, GLM-4.7-Flash bf16 and Q8_0, the GLM-5 slice (3 dense + 5 MoE layers) in Q4_K_M,
-#      at batch 1 (and 4, 16 once glmrun has --batch),
+#      at batch 1, 4 and 16,
 #   3. the peer, Hugging Face transformers with a static cache (bench/peer_hf.py), on the same shapes in
 #      bf16,
 # and prints one table: shape, dtype, batch, ms/step, tok/s, GB/s, % of the measured bandwidth, graph

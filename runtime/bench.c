@@ -320,14 +320,15 @@ static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const do
 }
 
 /* glmrun --bench / --profile: open the plan on the device, prefill a random prompt, time the decode
-** steps, print the block (and the profile). Batch 1 only: o->batch is the hook for --batch. */
+** steps, print the block (and the profile). With o->batch = B, B sequences (prompts drawn from the same
+** generator, one after another) fill B cache slots and every step decodes all B. */
 int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
                const GpuOpts *go)
 {
 	char err[1024], b1[32];
-	if (o->batch != 1) {
-		fprintf(stderr, "glmrun: --bench: batch %d: batched decoding is not in this build (only batch 1 runs)\n",
-		        o->batch);
+	int B = o->batch < 1 ? 1 : o->batch;
+	if (B > 1 && o->profile) {
+		fprintf(stderr, "glmrun: --profile times batch 1; drop --batch\n");
 		return 1;
 	}
 	int logits = -1;
@@ -353,16 +354,18 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		return 1;
 	}
 	/* A random prompt, the same for every run with one seed. */
-	int32_t *prompt = malloc(sizeof *prompt * (size_t)P), *pos = malloc(sizeof *pos * (size_t)P);
+	int32_t *prompt = malloc(sizeof *prompt * (size_t)P * (size_t)B), *pos = malloc(sizeof *pos * (size_t)P);
+	int32_t *seq = malloc(sizeof *seq * (size_t)(P > B ? P : B));
 	double *ms = malloc(sizeof *ms * (size_t)o->steps), *wb = calloc((size_t)g->n, sizeof *wb);
-	if (!prompt || !pos || !ms || !wb)
+	if (!prompt || !pos || !ms || !wb || !seq)
 		return fprintf(stderr, "glmrun: out of memory\n"), 1;
 	uint64_t st = 0x9e3779b97f4a7c15ULL ^ o->seed;
-	for (long i = 0; i < P; i++) {
+	for (long i = 0; i < P * B; i++) {
 		st = st * 6364136223846793005ULL + 1442695040888963407ULL;
 		prompt[i] = (int32_t)((st >> 33) % (uint64_t)V);
-		pos[i] = (int32_t)i;
 	}
+	for (long i = 0; i < P; i++)
+		pos[i] = (int32_t)i;
 	double t0 = bench_now();
 	Gpu *gpu = NULL;
 	Exec xr[8];
@@ -370,8 +373,8 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	GpuStats gs = {0};
 	if (cuda) {
 		GpuOpts go2 = *go;
-		go2.keep_logits = 0;
-		if (gpu_open(&gpu, g, weights, P, S, &go2, err, sizeof err)) {
+		go2.keep_logits = 0, go2.batch = B;
+		if (gpu_open(&gpu, g, weights, P > B ? P : B, S, &go2, err, sizeof err)) {
 			fprintf(stderr, "glmrun: %s\n", err);
 			gpu_close(gpu);
 			return 1;
@@ -381,7 +384,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 				wb[i] = (double)gpu_weight_bytes(gpu, i);
 	} else {
 		for (nx = 0; nx < tp; nx++)
-			if (exec_init_rank(&xr[nx], g, weights, P, S, nx, tp, err, sizeof err)) {
+			if (exec_init_slots(&xr[nx], g, weights, P > B ? P : B, S, B, nx, tp, err, sizeof err)) {
 				fprintf(stderr, "glmrun: %s\n", err);
 				return 1;
 			}
@@ -391,29 +394,48 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	}
 	double t1 = bench_now();
 	/* Prefill twice: the first run loads cuBLASLt's kernels and warms the caches, the second is timed. */
-	int32_t tok = 0;
+	int32_t *tok = calloc((size_t)B, sizeof *tok), *at_pos = calloc((size_t)B, sizeof *at_pos);
+	int32_t *steps = calloc((size_t)B, sizeof *steps);
+	if (!tok || !at_pos || !steps)
+		return fprintf(stderr, "glmrun: out of memory\n"), 1;
 	double tp0 = 0, tp1 = 0;
 	int rc = 0;
 	for (int rep = 0; rep < 2 && !rc; rep++) {
 		tp0 = bench_now();
-		if (cuda)
-			rc = gpu_prefill(gpu, prompt, P, 0, &tok, NULL, err, sizeof err);
-		else if (!(rc = exec_step_ranks(xr, tp, prompt, pos, P, err, sizeof err)))
-			tok = ref_sample((float *)xr[0].buf[logits] + (P - 1) * V, (int)V, go->temp, go->top_k, go->top_p, go->seed,
-			                 0);
+		for (int b = 0; b < B && !rc; b++) {
+			const int32_t *pb = prompt + (size_t)b * (size_t)P;
+			int32_t zero = 0, slot = b;
+			if (cuda)
+				rc = gpu_set_rows(gpu, 1, &zero, &zero, &slot, &zero, err, sizeof err) ||
+				     gpu_prefill_slot(gpu, b, pb, P, 0, &tok[b], NULL, err, sizeof err);
+			else {
+				for (long i = 0; i < P; i++)
+					seq[i] = b;
+				if (!(rc = exec_step_seq(xr, tp, pb, pos, seq, P, err, sizeof err)))
+					tok[b] = ref_sample((float *)xr[0].buf[logits] + (P - 1) * V, (int)V, go->temp, go->top_k,
+					                    go->top_p, go->seed + (uint32_t)b, 0);
+			}
+		}
 		tp1 = bench_now();
 	}
+	for (int b = 0; b < B; b++)
+		seq[b] = b, at_pos[b] = (int32_t)P, steps[b] = 1;
+	if (!rc && cuda)
+		rc = gpu_set_rows(gpu, B, tok, at_pos, seq, steps, err, sizeof err);
 	/* Decode: warm-up steps, then the measured ones, each timed alone. */
 	long at = P;
 	double tw0 = bench_now(), tw = 0;
 	for (long i = 0; i < o->warmup + o->steps && !rc; i++, at++) {
 		double s0 = bench_now();
 		if (cuda)
-			rc = gpu_decode(gpu, &tok, NULL, err, sizeof err);
+			rc = gpu_decode_rows(gpu, B, tok, NULL, err, sizeof err);
 		else {
-			int32_t p = (int32_t)at;
-			if (!(rc = exec_step_ranks(xr, tp, &tok, &p, 1, err, sizeof err)))
-				tok = ref_sample((float *)xr[0].buf[logits], (int)V, go->temp, go->top_k, go->top_p, go->seed, (int)i + 1);
+			for (int b = 0; b < B; b++)
+				at_pos[b] = (int32_t)at;
+			if (!(rc = exec_step_seq(xr, tp, tok, at_pos, seq, B, err, sizeof err)))
+				for (int b = 0; b < B; b++)
+					tok[b] = ref_sample((float *)xr[0].buf[logits] + (size_t)b * (size_t)V, (int)V, go->temp, go->top_k,
+					                    go->top_p, go->seed + (uint32_t)b, (int)i + 1);
 		}
 		if (i == o->warmup - 1)
 			tw = bench_now() - tw0;
@@ -458,7 +480,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	if (cuda)
 		printf("upload_s: %.3f\n", gs.upload_s);
 	printf("prefill_ms: %.3f\n", 1e3 * (tp1 - tp0));
-	printf("prefill_tok_s: %.1f\n", (double)P / (tp1 - tp0));
+	printf("prefill_tok_s: %.1f\n", (double)P * B / (tp1 - tp0));
 	printf("warmup_s: %.3f\n", tw);
 	printf("ms_per_step_median: %.4f\n", med);
 	printf("ms_per_step_mean: %.4f\n", mean);
@@ -491,6 +513,6 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		gpu_close(gpu);
 	for (int r = 0; r < nx; r++)
 		exec_free(&xr[r]);
-	free(prompt), free(pos), free(ms), free(wb);
+	free(prompt), free(pos), free(ms), free(wb), free(seq), free(tok), free(at_pos), free(steps);
 	return rc;
 }

@@ -540,7 +540,7 @@ int main(int argc, char **argv)
 		BenchOpts bo = {.profile = a.profile, .profile_eager = a.profile_eager, .prompt = a.bench_prompt ? a.bench_prompt : 128,
 		                .steps = a.n_set ? a.n : 64, .warmup = 3, .profile_steps = 10,
 		                .profile_top = a.profile_top ? a.profile_top : 30, .bw_gbps = a.bw, .seed = a.gpu.seed,
-		                .batch = 1 /* batch hook: the sequences per step, once glmrun decodes batches */};
+		                .batch = a.batch ? a.batch : 1};
 		int rc = bench_main(&g, a.plan, w, on_gpu, &bo, &a.gpu);
 		arena_free(&A);
 		return rc;
