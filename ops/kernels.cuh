@@ -234,6 +234,18 @@ __device__ void k_embedding(A *y, const W *table, const int *ids, int T, int C)
 	y[(long long)t * C + c] = from_f<A>(to_f(table[(long long)ids[t] * C + c]));
 }
 
+/* Vocab-parallel k_embedding: this rank holds table rows [rank·V, (rank+1)·V); other ids give zeros,
+** which the allreduce after it fills in from the rank that holds them. Same geometry. */
+template <typename A, typename W>
+__device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int C, int V, int rank)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (c >= C || t >= T)
+		return;
+	long long r = (long long)ids[t] - (long long)rank * V;
+	y[(long long)t * C + c] = r >= 0 && r < V ? from_f<A>(to_f(table[r * C + c])) : from_f<A>(0.0f);
+}
+
 /* Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8. Each warp computes one output
 ** column n for all T rows. grid (ceil(N/8)), block 256. bias may be nullptr when !HAS_BIAS.
 **
@@ -808,6 +820,19 @@ __device__ void k_permute(E *y, const E *x, int d0, int d1, int d2, int d3, int 
 	long long src = c0 * pick4(s0, s1, s2, s3, p0) + c1 * pick4(s0, s1, s2, s3, p1) +
 			c2 * pick4(s0, s1, s2, s3, p2) + c3 * pick4(s0, s1, s2, s3, p3);
 	y[e] = x[src];
+}
+
+/* An allgather's parts put in place (see emit_allgather): NCCL leaves rank r's [outer, part] block at
+** src + r·outer·part; the gathered tensor [outer, tp, part] wants it at y[o][r][·]. One thread per
+** output element; grid ceil(outer·tp·part / 256) blocks of 256. */
+template <typename E>
+__device__ void k_gather_interleave(E *y, const E *src, long long outer, long long part, int tp)
+{
+	long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (e >= outer * part * tp)
+		return;
+	long long p = e % part, r = (e / part) % tp, o = e / (part * tp);
+	y[e] = src[(r * outer + o) * part + p];
 }
 
 /* murmur3's 32-bit finalizer: a bijective avalanche mix. */

@@ -16,9 +16,15 @@ typedef struct {
 	uint32_t seed;
 	int progress;                /* draw a progress bar for the weight upload */
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
+	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
+	** `device`, and loads only its rank's slices of split weights. */
+	int device, rank, tp;
+	/* Progress during gpu_open's long parts (each weight uploaded), for the watchdog; may be NULL. */
+	void (*beat)(void *ctx, const char *doing);
+	void *beat_ctx;
 } GpuOpts;
 
-/* Open the first GPU, load (or recompile) the plan's kernels, check memory, upload the weights, allocate
+/* Open GPU o->device (0 unless ranks.c says otherwise), load (or recompile) the plan's kernels, check memory, upload the weights, allocate
 ** the KV caches for S positions and buffers for up to maxT tokens per step. */
 int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o, char *err,
              size_t len);
@@ -41,6 +47,8 @@ int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t 
 typedef struct {
 	long graph_launches, decode_steps, kernel_launches_eager;
 	int kernels_per_step;
+	int collectives_per_step;    /* allreduces and allgathers in a decode step */
+	long nccl_calls;
 	double upload_s;
 	size_t weight_bytes, act_bytes, cache_bytes;
 	char name[256];
@@ -55,5 +63,19 @@ void gpu_close(Gpu *x);
 
 /* 1 when the driver loads and sees a GPU (for picking the default device). */
 int gpu_present(void);
+
+/*
+** Multi-GPU additions (driven by ranks.c, one thread per rank; each call below on the rank's own thread).
+*/
+/* The number of visible CUDA devices; a one-line error when there is no driver or no GPU. */
+int gpu_count(int *n, char *err, size_t len);
+/* Let this rank's context reach device `peer`'s memory directly: 1 enabled, 0 the hardware cannot, -1 error. */
+int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len);
+/* The NCCL communicator (an ncclComm_t) the plan's collectives run on; without one a plan with
+** collectives fails at its first step with a clear message. */
+struct Nccl;
+void gpu_set_comm(Gpu *x, const struct Nccl *nc, void *comm);
+/* Make this GPU's context current on the calling thread. */
+int gpu_bind_thread(Gpu *x, char *err, size_t len);
 
 #endif
