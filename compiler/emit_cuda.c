@@ -684,6 +684,14 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		rc = 0;
 	} else if (!rc) {
 		g->cuda.sample_kernel = emit_sampler(&e);
+		int reduces = 0;
+		for (int i = 0; i < g->n; i++)
+			reduces |= g->node[i].op == OP_ALLREDUCE;
+		if (reduces) {
+			const char *A = act == DT_BF16 ? "bf16" : "float";
+			appendf(&e, "extern \"C\" __global__ void __launch_bounds__(512) %s(%s *y, const %s *x, long long n, const "
+			        "P2pCtl *c) { k_p2p_allreduce<%s>(y, x, n, c); }\n", KERNEL_P2P_ALLREDUCE, A, A, A);
+		}
 		g->cuda.source = arena_strdup(g->A, e.src);
 		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));
 		memcpy(g->cuda.l, e.l, sizeof(Launch) * (size_t)e.nl);

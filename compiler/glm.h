@@ -136,6 +136,9 @@ typedef struct {
 ** gathered parts next), source (KA_BUF), source elements (KA_LONG). */
 #define KERNEL_ALLREDUCE "@allreduce"
 #define KERNEL_ALLGATHER "@allgather"
+/* The one-shot P2P allreduce (ops/kernels.cuh k_p2p_allreduce) that glmrun may run instead of NCCL for
+** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
+#define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
 
 #define MAXKARG 16
 typedef struct {

@@ -108,7 +108,22 @@ struct Gpu {
 	int device, rank, tp;
 	const Nccl *nc;
 	ncclComm_t comm;
+	/* The one-shot P2P allreduce: used for allreduces of at most p2p_max bytes once started. */
+	CUfunction p2p;
+	CUdeviceptr p2p_mbox, p2p_ctl;
+	size_t p2p_cap, p2p_max;
 };
+
+/* The host image of ops/kernels.cuh's P2pCtl (same layout). */
+#define P2P_MAXRANK 8
+#define P2P_NBMAX 64
+#define P2P_FLAGS_BYTES (2 * P2P_MAXRANK * P2P_NBMAX * 4)
+typedef struct {
+	uint64_t mbox[P2P_MAXRANK];
+	uint64_t seq, arrive;
+	int32_t rank, tp;
+	int64_t cap;
+} P2pCtl;
 
 static void lt_open(Gpu *x);
 static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
@@ -607,15 +622,36 @@ static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
 	return b;
 }
 
+/* The one-shot P2P allreduce, when started and the message fits it: 1 launched, 0 not taken. */
+static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size_t es, char *err, size_t len)
+{
+	size_t bytes = cnt * es, nv = bytes / 16;
+	if (!x->p2p_max || bytes > x->p2p_max || bytes % 16 || to % 16 || from % 16)
+		return 0;
+	unsigned nb = (unsigned)((nv + 511) / 512);
+	nb = nb < 1 ? 1 : nb > P2P_NBMAX ? P2P_NBMAX : nb;
+	long long n = (long long)cnt;
+	void *args[] = {&to, &from, &n, &x->p2p_ctl};
+	CK(x->cu.launch(x->p2p, nb, 1, 1, 512, 1, 1, 0, x->st, args, NULL), "launching the P2P allreduce");
+	x->stats.p2p_calls++;
+	return 1;
+}
+
 /*
-** A collective launch ("@allreduce" / "@allgather", see emit_cuda.c): one NCCL call on this rank's
-** stream, eager or captured into the decode graph like a kernel. Arguments: the destination (a buffer,
-** or the launch's scratch when a kernel reorders the gathered parts next), the source, and the source's
-** element count.
+** A collective launch ("@allreduce" / "@allgather", see emit_cuda.c): one NCCL call (or the one-shot P2P
+** kernel for a small allreduce) on this rank's stream, eager or captured into the decode graph like a
+** kernel. Arguments: the destination (a buffer, or the launch's scratch when a kernel reorders the
+** gathered parts next), the source, and the source's element count.
 */
 static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len)
 {
 	const Node *n = &x->g->node[l->node];
+	if (!strcmp(l->kernel, KERNEL_ALLREDUCE) && x->g->node[l->arg[1].s.node].dtype != DT_I32) {
+		int done = p2p_launch(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], (size_t)size_val(x, l->arg[2].s, T),
+		                      elsize(x, l->arg[1].s.node), err, len);
+		if (done)
+			return done < 0 ? -1 : 0;
+	}
 	if (!x->comm)
 		return seterr(err, len, "plan: %s %%%d (%s:%d) needs an NCCL communicator, and this GPU has none (tp %d)",
 		              op_table[n->op].name, l->node, n->src ? n->src : "?", n->line, x->tp);
@@ -852,7 +888,7 @@ void gpu_close(Gpu *x)
 			x->cu.graph_exec_destroy(x->exec), x->cu.graph_destroy(x->graph);
 		if (x->mod)
 			x->cu.mod_unload(x->mod);
-		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem};
+		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl};
 		for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 			if (m[i])
 				x->cu.free(m[i]);
@@ -935,6 +971,36 @@ int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len)
 void gpu_set_comm(Gpu *x, const Nccl *nc, void *comm)
 {
 	x->nc = nc, x->comm = comm;
+}
+
+/* The mailbox (flags, then two slots of tp parts of cap bytes) and the control block (P2pCtl, then the
+** call counter and the arrival counter), all zero. Plans without the kernel give 0. */
+int gpu_p2p_alloc(Gpu *x, size_t cap, uint64_t *mbox, char *err, size_t len)
+{
+	*mbox = 0;
+	if (x->tp > P2P_MAXRANK || x->cu.mod_fn(&x->p2p, x->mod, KERNEL_P2P_ALLREDUCE) != CUDA_SUCCESS) {
+		x->p2p = NULL;
+		return 0;
+	}
+	size_t mb = P2P_FLAGS_BYTES + 2 * (size_t)x->tp * cap;
+	CK(x->cu.alloc(&x->p2p_mbox, mb), "cuMemAlloc (P2P mailbox)");
+	CK(x->cu.alloc(&x->p2p_ctl, 256), "cuMemAlloc (P2P control)");
+	CK(x->cu.memset8(x->p2p_mbox, 0, mb), "cuMemsetD8");
+	CK(x->cu.memset8(x->p2p_ctl, 0, 256), "cuMemsetD8");
+	x->p2p_cap = cap;
+	*mbox = (uint64_t)x->p2p_mbox;
+	return 1;
+}
+
+int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, size_t len)
+{
+	P2pCtl c = {.seq = (uint64_t)x->p2p_ctl + 128, .arrive = (uint64_t)x->p2p_ctl + 132, .rank = x->rank, .tp = x->tp,
+	            .cap = (int64_t)x->p2p_cap};
+	for (int q = 0; q < x->tp; q++)
+		c.mbox[q] = mbox[q];
+	CK(x->cu.htod(x->p2p_ctl, &c, sizeof c), "cuMemcpyHtoD (P2P control)");
+	x->p2p_max = max_bytes < x->p2p_cap ? max_bytes : x->p2p_cap;
+	return 0;
 }
 
 int gpu_bind_thread(Gpu *x, char *err, size_t len)

@@ -48,7 +48,7 @@ typedef struct {
 	long graph_launches, decode_steps, kernel_launches_eager;
 	int kernels_per_step;
 	int collectives_per_step;    /* allreduces and allgathers in a decode step */
-	long nccl_calls;
+	long nccl_calls, p2p_calls;
 	double upload_s;
 	size_t weight_bytes, act_bytes, cache_bytes;
 	char name[256];
@@ -75,6 +75,11 @@ int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len);
 ** collectives fails at its first step with a clear message. */
 struct Nccl;
 void gpu_set_comm(Gpu *x, const struct Nccl *nc, void *comm);
+/* The one-shot P2P allreduce: gpu_p2p_alloc gives this rank's mailbox (0 and no error when the plan
+** lacks the kernel); once every rank has one and peer access between all of them, gpu_p2p_start
+** (every rank, all mailboxes by rank) sends allreduces of at most max_bytes (<= cap) through it. */
+int gpu_p2p_alloc(Gpu *x, size_t cap, uint64_t *mbox, char *err, size_t len);
+int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, size_t len);
 /* Make this GPU's context current on the calling thread. */
 int gpu_bind_thread(Gpu *x, char *err, size_t len);
 

@@ -53,8 +53,10 @@ static const char *usage =
 	"\n"
 	"A plan compiled with --tp N runs on the first N visible GPUs (one worker thread each, NCCL between\n"
 	"them; GLMRUN_NCCL=PATH names libnccl.so.2 when the usual places lack it) or, with --device cpu, as N\n"
-	"ranks in one process. Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R\n"
-	"for ever before decode step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
+	"ranks in one process. Allreduces up to GLMRUN_P2P_MAX bytes (default 262144; 0: none) take a\n"
+	"one-shot kernel over peer memory instead of NCCL.\n"
+	"Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R for ever before decode\n"
+	"step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
 
 static _Noreturn void fail(const char *fmt, ...)
 {
@@ -458,7 +460,7 @@ int main(int argc, char **argv)
 		a.gpu.progress = isatty(2);
 		a.gpu.keep_logits = a.dump != NULL;
 		RanksOpts ro = {.timeout = a.timeout};
-		if (ranks_stall_from_env(&ro, tp, err, sizeof err))
+		if (ranks_opts_from_env(&ro, tp, err, sizeof err))
 			fail("%s", err);
 		if (ranks_open(&gpu, &g, weights, np, max_seq, &a.gpu, &ro, err, sizeof err))
 			fail_gpu(gpu, err);
@@ -571,9 +573,10 @@ int main(int argc, char **argv)
 			GpuStats s = rs.gpu;
 			if (rs.nccl_version)
 				fprintf(stderr, "stats: ranks %d (GPUs 0..%d), NCCL %d.%d.%d from %s, peer access %d of %d pairs, %d "
-				        "collectives per step, %ld NCCL calls on rank 0\n", rs.tp, rs.tp - 1, rs.nccl_version / 10000,
-				        rs.nccl_version / 100 % 100, rs.nccl_version % 100, rs.nccl_path, rs.peer_ok, rs.peer_pairs,
-				        s.collectives_per_step, s.nccl_calls);
+				        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P allreduces (up to %ld bytes)\n",
+				        rs.tp, rs.tp - 1, rs.nccl_version / 10000, rs.nccl_version / 100 % 100, rs.nccl_version % 100,
+				        rs.nccl_path, rs.peer_ok, rs.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls,
+				        rs.p2p_max);
 			else
 				fprintf(stderr, "stats: ranks 1, no NCCL (%s)\n", rs.nccl_note);
 			fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_PREFILL, CMD_DECODE, CMD_OUTPUTS, CMD_CLOSE };
+enum { CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, CMD_PREFILL, CMD_DECODE, CMD_OUTPUTS, CMD_CLOSE };
 
 struct Ranks {
 	int tp;
@@ -26,8 +26,12 @@ struct Ranks {
 	Gpu *gpu[CREW_MAX];
 	ncclComm_t comm[CREW_MAX];
 	unsigned char peer[CREW_MAX][CREW_MAX];
+	uint64_t mbox[CREW_MAX];     /* each rank's P2P mailbox (0: none) */
+	long p2p_max;                /* in use (0: NCCL only) */
 	int32_t next[CREW_MAX];
 	float **none;                /* per node NULL: the outputs ranks other than 0 do not copy back */
+	float *mine[CREW_MAX];       /* ranks > 0: their decode logits, when rank 0's are asked for */
+	int64_t V;
 	/* The current command's arguments (written by the main thread before crew_run). */
 	const char *weights;
 	int64_t maxT, S;
@@ -94,6 +98,12 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		gpu_set_comm(x, &R->nc, R->comm[rank]);
 		return 0;
 	}
+	case CMD_P2P_ALLOC:
+		crew_note(R->crew, rank, "allocating the P2P mailbox");
+		return gpu_p2p_alloc(x, (size_t)(R->ro.p2p_max + 255) / 256 * 256, &R->mbox[rank], err, len) < 0 ? -1 : 0;
+	case CMD_P2P_START:
+		crew_note(R->crew, rank, "starting the P2P allreduce");
+		return gpu_p2p_start(x, R->mbox, (size_t)R->p2p_max, err, len);
 	case CMD_PREFILL:
 		if (R->ro.stall_rank == rank && R->ro.stall_step == 0)
 			stall(R, rank);
@@ -103,7 +113,9 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		if (R->ro.stall_rank == rank && R->ro.stall_step == R->step)
 			stall(R, rank);
 		crew_note(R->crew, rank, "decode: capturing or launching the step's graph and waiting for the GPU");
-		return gpu_decode(x, &R->next[rank], rank == 0 ? R->logits : NULL, err, len);
+		/* Every rank reads its logits back when rank 0 does, so all capture the same graph (and the
+		** ranks' logits can be compared). */
+		return gpu_decode(x, &R->next[rank], rank == 0 || !R->logits ? R->logits : R->mine[rank], err, len);
 	case CMD_OUTPUTS:
 		crew_note(R->crew, rank, "running the step eagerly and copying every node back");
 		return gpu_step_outputs(x, R->tokens, R->pos, R->T, rank == 0 ? R->out : R->none, err, len);
@@ -131,13 +143,20 @@ int ranks_check_gpus(int tp, int visible, char *err, size_t len)
 	              visible == 1 ? "GPU is" : "GPUs are", tp, visible);
 }
 
-int ranks_stall_from_env(RanksOpts *ro, int tp, char *err, size_t len)
+int ranks_opts_from_env(RanksOpts *ro, int tp, char *err, size_t len)
 {
-	ro->stall_rank = -1, ro->stall_step = 1;
+	ro->stall_rank = -1, ro->stall_step = 1, ro->p2p_max = 256 << 10;
 	const char *r = getenv("GLMRUN_TEST_STALL_RANK"), *s = getenv("GLMRUN_TEST_STALL_STEP");
+	const char *p = getenv("GLMRUN_P2P_MAX");
+	char *end;
+	if (p && *p) {
+		long v = strtol(p, &end, 10);
+		if (*end || end == p || v < 0 || v > 64L << 20)
+			return seterr(err, len, "GLMRUN_P2P_MAX=%s: not a byte count in [0, 64 MiB]", p);
+		ro->p2p_max = v;
+	}
 	if (!r || !*r)
 		return 0;
-	char *end;
 	long v = strtol(r, &end, 10);
 	if (*end || end == r || v < 0 || v >= tp)
 		return seterr(err, len, "GLMRUN_TEST_STALL_RANK=%s: not a rank of this plan (0..%d)", r, tp - 1);
@@ -175,6 +194,9 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 		return free(R), seterr(err, len, "out of memory");
 	*out = R;
 	R->tp = tp, R->g = g, R->ro = *ro, R->weights = weights, R->maxT = maxT, R->S = S, R->o = *o;
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			R->V = g->node[g->out[i]].dim[1];
 	/* NVLink multicast (NVLS) is never used: glmc's collectives are small, and on shared machines a
 	** multicast object can take the host's GPUs out of service. NCCL reads this at communicator init. */
 	setenv("NCCL_NVLS_ENABLE", "0", 1);
@@ -207,6 +229,20 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 	}
 	if (R->have_nccl && run(R, CMD_COMM, "creating the NCCL communicators", err, len))
 		return -1;
+	/* The P2P kernel needs peer access between every pair, and a mailbox on every rank. */
+	int p2p = tp > 1 && ro->p2p_max > 0;
+	for (int a = 0; a < tp && p2p; a++)
+		for (int b = 0; b < tp; b++)
+			p2p &= a == b || R->peer[a][b];
+	if (p2p && run(R, CMD_P2P_ALLOC, "allocating the P2P mailboxes", err, len))
+		return -1;
+	for (int r = 0; r < tp && p2p; r++)
+		p2p &= R->mbox[r] != 0;
+	if (p2p) {
+		R->p2p_max = ro->p2p_max;
+		if (run(R, CMD_P2P_START, "starting the P2P allreduce", err, len))
+			return -1;
+	}
 	return 0;
 }
 
@@ -232,11 +268,19 @@ int ranks_prefill(Ranks *R, const int32_t *tokens, int64_t T, int32_t pos0, int3
 
 int ranks_decode(Ranks *R, int32_t *next, float *logits, char *err, size_t len)
 {
+	for (int r = 1; logits && r < R->tp; r++)
+		if (!R->mine[r] && !(R->mine[r] = malloc(sizeof(float) * (size_t)R->V)))
+			return seterr(err, len, "out of memory");
 	R->logits = logits;
 	R->step++;
 	snprintf(R->what, sizeof R->what, "decode step %ld", R->step);
 	if (run(R, CMD_DECODE, R->what, err, len))
 		return -1;
+	/* The gathered logits are the same bytes on every rank; any difference is a broken collective. */
+	for (int r = 1; logits && r < R->tp; r++)
+		if (memcmp(R->mine[r], logits, sizeof(float) * (size_t)R->V))
+			return seterr(err, len, "ranks disagree after %s: rank %d's logits differ from rank 0's (a collective or a "
+			              "rank's weights are wrong)", R->what, r);
 	return agree(R, R->what, next, err, len);
 }
 
@@ -258,6 +302,7 @@ void ranks_stats(const Ranks *R, RanksStats *s)
 		snprintf(s->nccl_path, sizeof s->nccl_path, "%s", R->nc.path);
 	}
 	snprintf(s->nccl_note, sizeof s->nccl_note, "%s", R->nccl_note);
+	s->p2p_max = R->p2p_max;
 	for (int a = 0; a < R->tp; a++)
 		for (int b = 0; b < R->tp; b++)
 			if (a != b)
@@ -283,6 +328,8 @@ void ranks_close(Ranks *R)
 	}
 	if (R->have_nccl)
 		nccl_close(&R->nc);
+	for (int r = 0; r < R->tp; r++)
+		free(R->mine[r]);
 	free(R->none);
 	free(R);
 }

@@ -6,6 +6,9 @@
 ** turns a rank that does not finish into an error naming it. A tp 1 plan takes the same path, with a
 ** communicator of one rank (or none, when NCCL is not installed: it needs no collectives).
 **
+** Small allreduces (at most GLMRUN_P2P_MAX bytes, default 256 KiB; 0 turns it off) go through a
+** one-shot kernel over peer memory instead of NCCL when every pair of ranks has peer access.
+**
 ** Test hook: GLMRUN_TEST_STALL_RANK=r (with GLMRUN_TEST_STALL_STEP=n, default 1; 0 is the prefill)
 ** makes rank r stop before decode step n and never return, so the watchdog can be shown on GPUs.
 */
@@ -19,6 +22,7 @@ typedef struct Ranks Ranks;
 typedef struct {
 	double timeout;              /* seconds without progress on an unfinished rank before it is a hang */
 	int stall_rank, stall_step;  /* the test hook above; stall_rank -1: off */
+	long p2p_max;                /* bytes: allreduces up to this size use the P2P kernel; 0: never */
 	int quiet;                   /* no notes on stderr (peer access unavailable, ...) */
 } RanksOpts;
 
@@ -44,6 +48,7 @@ typedef struct {
 	char nccl_path[512];
 	char nccl_note[1024];         /* why there is none (tp 1 only) */
 	int peer_pairs, peer_ok;     /* ordered pairs of ranks, and those with peer access enabled */
+	long p2p_max;                /* allreduces up to this many bytes take the P2P kernel (0: none) */
 } RanksStats;
 void ranks_stats(const Ranks *R, RanksStats *s);
 
@@ -57,7 +62,8 @@ void ranks_close(Ranks *R);
 /* The refusal of a plan partitioned for tp GPUs when `visible` are visible (0 when it fits). */
 int ranks_check_gpus(int tp, int visible, char *err, size_t len);
 
-/* The stall test hook from the environment (see above), checked against tp; one-line error when bad. */
-int ranks_stall_from_env(RanksOpts *ro, int tp, char *err, size_t len);
+/* GLMRUN_P2P_MAX and the stall test hook from the environment (see above), checked against tp;
+** one-line error when bad. */
+int ranks_opts_from_env(RanksOpts *ro, int tp, char *err, size_t len);
 
 #endif

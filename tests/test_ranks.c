@@ -35,20 +35,29 @@ int main(void)
 	/* The stall test hook. */
 	RanksOpts ro;
 	unsetenv("GLMRUN_TEST_STALL_RANK"), unsetenv("GLMRUN_TEST_STALL_STEP");
-	check(ranks_stall_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_rank == -1, "no stall without the hook",
-	      "rank %d", ro.stall_rank);
+	unsetenv("GLMRUN_P2P_MAX");
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_rank == -1 && ro.p2p_max == 262144,
+	      "no stall without the hook; P2P allreduces up to 256 KiB by default", "rank %d p2p %ld", ro.stall_rank,
+	      ro.p2p_max);
+	setenv("GLMRUN_P2P_MAX", "0", 1);
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) == 0 && ro.p2p_max == 0, "GLMRUN_P2P_MAX=0 turns P2P off",
+	      "p2p %ld", ro.p2p_max);
+	setenv("GLMRUN_P2P_MAX", "-5", 1);
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) != 0 && strstr(err, "GLMRUN_P2P_MAX=-5") && one_line(err),
+	      "a bad GLMRUN_P2P_MAX is refused", "'%s'", err);
+	unsetenv("GLMRUN_P2P_MAX");
 	setenv("GLMRUN_TEST_STALL_RANK", "1", 1);
-	check(ranks_stall_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_rank == 1 && ro.stall_step == 1,
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_rank == 1 && ro.stall_step == 1,
 	      "GLMRUN_TEST_STALL_RANK=1 stalls rank 1 before decode step 1", "rank %d step %d", ro.stall_rank, ro.stall_step);
 	setenv("GLMRUN_TEST_STALL_STEP", "0", 1);
-	check(ranks_stall_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_step == 0,
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) == 0 && ro.stall_step == 0,
 	      "GLMRUN_TEST_STALL_STEP=0 stalls before the prefill", "step %d", ro.stall_step);
 	setenv("GLMRUN_TEST_STALL_STEP", "x", 1);
-	check(ranks_stall_from_env(&ro, 2, err, sizeof err) != 0 && strstr(err, "GLMRUN_TEST_STALL_STEP=x") && one_line(err),
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) != 0 && strstr(err, "GLMRUN_TEST_STALL_STEP=x") && one_line(err),
 	      "a bad stall step is refused", "'%s'", err);
 	unsetenv("GLMRUN_TEST_STALL_STEP");
 	setenv("GLMRUN_TEST_STALL_RANK", "2", 1);
-	check(ranks_stall_from_env(&ro, 2, err, sizeof err) != 0 && strstr(err, "not a rank of this plan (0..1)"),
+	check(ranks_opts_from_env(&ro, 2, err, sizeof err) != 0 && strstr(err, "not a rank of this plan (0..1)"),
 	      "a stall rank outside the plan is refused", "'%s'", err);
 	unsetenv("GLMRUN_TEST_STALL_RANK");
 

@@ -125,6 +125,9 @@ int main(int argc, char **argv)
 				     l->node, (long long)T, (long long)gx, (long long)gy, (long long)gz);
 		}
 	}
+	for (int i = 0; i < c->nl; i++)
+		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
+			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
 	printf("%s: %s, %d launches of %d distinct kernels, %d collectives, cubin %zu bytes\n", argv[1], c->arch,
 	       c->nl - ncoll, distinct, ncoll, c->cubin_size);
 	arena_free(&A);
