@@ -8,6 +8,10 @@
 #include <nccl.h>
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" { /* bench/allreduce.cu uses it too */
+#endif
+
 typedef struct Nccl {
 	void *so;
 	char path[512];              /* where it was found */
@@ -33,5 +37,9 @@ void nccl_close(Nccl *n);
 
 /* A failed NCCL call as a one-line error: what, NCCL's own string and its last error text. */
 int nccl_err(const Nccl *n, ncclResult_t r, const char *what, char *err, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

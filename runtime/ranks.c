@@ -138,9 +138,12 @@ int ranks_check_gpus(int tp, int visible, char *err, size_t len)
 {
 	if (tp <= visible)
 		return 0;
+	int fits = 1; /* the largest tp glmc compiles for (1, 2, 4, 8) that fits */
+	while (fits * 2 <= visible && fits * 2 <= 8)
+		fits *= 2;
 	return seterr(err, len, "the plan is partitioned for %d GPUs (tp %d) but %d %s visible; run it on a machine with %d "
-	              "GPUs, recompile it with --tp %d or lower, or use --device cpu", tp, tp, visible,
-	              visible == 1 ? "GPU is" : "GPUs are", tp, visible);
+	              "GPUs, compile it with --tp %d for this one, or use --device cpu", tp, tp, visible,
+	              visible == 1 ? "GPU is" : "GPUs are", tp, fits);
 }
 
 int ranks_opts_from_env(RanksOpts *ro, int tp, char *err, size_t len)
@@ -170,10 +173,14 @@ int ranks_opts_from_env(RanksOpts *ro, int tp, char *err, size_t len)
 	return 0;
 }
 
-/* Run one command on every rank under the watchdog. */
+/* Run one command on every rank under the watchdog. Start-up and clean-up (loading kernels and weights,
+** NCCL's set-up and tear-down) get at least a minute without progress, whatever --timeout asks of steps. */
 static int run(Ranks *R, int cmd, const char *what, char *err, size_t len)
 {
-	return crew_run(R->crew, cmd, what, R->ro.timeout, err, len);
+	double t = R->ro.timeout;
+	if ((cmd < CMD_PREFILL || cmd == CMD_CLOSE) && t < 60)
+		t = 60;
+	return crew_run(R->crew, cmd, what, t, err, len);
 }
 
 int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o,

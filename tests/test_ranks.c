@@ -22,11 +22,12 @@ int main(void)
 
 	/* GPU count against the plan's tp. */
 	int rc = ranks_check_gpus(2, 1, err, sizeof err);
-	check(rc != 0 && strstr(err, "partitioned for 2 GPUs") && strstr(err, "but 1 GPU is visible") && one_line(err),
+	check(rc != 0 && strstr(err, "partitioned for 2 GPUs") && strstr(err, "but 1 GPU is visible") &&
+	          strstr(err, "--tp 1 for this one") && one_line(err),
 	      "tp 2 on one GPU is refused naming both numbers", "'%s'", err);
 	rc = ranks_check_gpus(8, 4, err, sizeof err);
 	check(rc != 0 && strstr(err, "partitioned for 8 GPUs") && strstr(err, "but 4 GPUs are visible") &&
-	          strstr(err, "--tp 4 or lower") && one_line(err),
+	          strstr(err, "compile it with --tp 4 for this one") && one_line(err),
 	      "tp 8 on four GPUs is refused naming both numbers", "'%s'", err);
 	check(ranks_check_gpus(2, 2, err, sizeof err) == 0 && ranks_check_gpus(1, 8, err, sizeof err) == 0 &&
 	          ranks_check_gpus(4, 8, err, sizeof err) == 0,
