@@ -8,6 +8,7 @@
 #include "crew.h"
 #include "libnccl.h"
 
+#include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -218,6 +219,9 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 		if (r != ncclSuccess)
 			return nccl_err(&R->nc, r, "ncclGetUniqueId", err, len);
 	}
+	/* jansson seeds its hash function on first use; seeding it here keeps that out of the workers, which
+	** all parse the checkpoint's JSON at the same time. */
+	json_object_seed(0);
 	if (crew_start(&R->crew, tp, work, R, err, len))
 		return -1;
 	if (run(R, CMD_OPEN, "opening the GPUs", err, len))
