@@ -14,8 +14,10 @@ LIBOBJ  := $(LIBSRC:%.c=build/%.o) build/gen/kernels_cuh.o
 HDRS    := $(wildcard compiler/*.h ops/*.h runtime/*.h)
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
+# Test doubles of the CUDA driver and NCCL (no kernels run) for tests/ranks.sh.
+FAKES   := build/fake/libcuda.so.1 build/fake/libnccl.so.2
 
-all: bin/glmc bin/glmrun $(TESTS) $(TOOLS)
+all: bin/glmc bin/glmrun $(TESTS) $(TOOLS) $(FAKES)
 
 build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -50,6 +52,14 @@ build/tools/%: tests/tools/%.c build/libglm.a $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -Itests $< build/libglm.a $(LDLIBS) -o $@
 
+build/fake/libcuda.so.1: tests/fake/cuda.c
+	@mkdir -p build/fake
+	$(CC) $(CFLAGS) -fPIC -shared $< -o $@
+
+build/fake/libnccl.so.2: tests/fake/nccl.c
+	@mkdir -p build/fake
+	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
+
 test: all
 	@tests/run.sh
 
@@ -64,8 +74,13 @@ build/bench/bandwidth: bench/bandwidth.cu
 
 bench: all build/bench/bandwidth
 
-# Everything tests/gpu/run.sh needs on the device machine (carry bin and build there).
-gpu-bundle: all build/bench/bandwidth
+# The allreduce micro-benchmark (nvcc; run on the GPU machine by tests/gpu/tp.sh).
+build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h build/libglm.a
+	@mkdir -p build/bench
+	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
+
+# Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
+gpu-bundle: all build/bench/bandwidth build/bench/allreduce
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/fixtures
 	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/

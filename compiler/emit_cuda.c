@@ -143,6 +143,17 @@ static void w_size(Wr *w, Size s, int wide)
 
 static void w_int(Wr *w, int64_t v) { w_size(w, sz_const(v), 0); }
 
+/* The rank of the GPU that runs the launch, as an int. */
+static void w_rank(Wr *w)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "int a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_RANK};
+}
+
 static void w_float(Wr *w, double f)
 {
 	GLM_ASSERT(w->L.narg < MAXKARG);
@@ -215,6 +226,68 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 	e->l[e->nl++] = w->L;
 }
 
+/* Record a collective launch: no wrapper, glmrun runs it through NCCL (see KERNEL_ALLREDUCE). */
+static void w_collective(Em *e, Wr *w, const char *name)
+{
+	w->L.kernel = arena_strdup(e->g->A, name);
+	w->L.block = 1;
+	if (e->nl == e->lcap) {
+		e->lcap = e->lcap ? e->lcap * 2 : 256;
+		e->l = realloc(e->l, sizeof *e->l * (size_t)e->lcap);
+		GLM_ASSERT(e->l);
+	}
+	e->l[e->nl++] = w->L;
+}
+
+/*
+** An allgather along axis ax. NCCL lays the ranks' parts one after another, which is the gathered tensor
+** itself when only dims of 1 (and T, at T = 1) precede the axis: the decode step's vocab-parallel logits
+** [1, V/tp] gather in place. Otherwise the parts go to scratch and k_gather_interleave puts each in its
+** place along the axis.
+*/
+static void emit_allgather(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int x = n->in[0], ax = (int)n->ia[0], tp = (int)n->ia[1];
+	const Node *in = &g->node[x];
+	int64_t lead = 1;
+	int lead_t = 0;
+	for (int i = 0; i < ax; i++) {
+		if (in->dim[i] == DIM_T)
+			lead_t = 1;
+		else
+			lead *= in->dim[i] < 0 ? 2 : in->dim[i]; /* DIM_S: never 1 */
+	}
+	const char *E = etype(g, id);
+	int es = !strcmp(E, "unsigned short") ? 2 : 4;
+	Wr w;
+	if (lead == 1) {
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
+		if (lead_t)
+			w.L.tmax = 1;
+		w_collective(e, &w, KERNEL_ALLGATHER);
+		if (!lead_t)
+			return;
+	}
+	w_start(&w, id);
+	w_scratch(&w, sz_numel(g, x, 1), sz_const(tp), E, es);
+	w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
+	if (lead == 1)
+		w.L.tmin = 2;
+	w_collective(e, &w, KERNEL_ALLGATHER);
+	int tmin = w.L.tmin;
+	char t[256];
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	w_buf(&w, g, id, 1, E), w_scratch(&w, sz_numel(g, x, 1), sz_const(tp), E, es);
+	w_size(&w, sz_dims(x, 0, ax, 1), 1), w_size(&w, sz_dims(x, ax, in->ndim, 1), 1), w_int(&w, tp);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_gather_interleave<%s>", E);
+	w_finish(e, &w, t);
+}
+
 /* Rows per token of a linear's input: its static extent apart from T, over K. */
 static int64_t rows_per_token(const Node *x)
 {
@@ -268,9 +341,11 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		int tab = n->in[0], ids = n->in[1];
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 		w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+		if (n->ia[0])
+			w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
 		w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
 		w.L.grid[1] = sz_numel(g, ids, 1);
-		snprintf(t, sizeof t, "k_embedding<%s, %s>", A, ctype(g, tab));
+		snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
 		w_finish(e, &w, t);
 		return 0;
 	}
@@ -580,9 +655,16 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_finish(e, &w, t);
 		return 0;
 	}
+	case OP_ALLREDUCE:
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
+		w_collective(e, &w, KERNEL_ALLREDUCE);
+		return 0;
+	case OP_ALLGATHER:
+		emit_allgather(e, id);
+		return 0;
 	default:
 		/* Not an error: the plan then runs on the CPU only (emit_cuda says so). */
-		seterr(err, len, "%s (%%%d, %s:%d) has no CUDA kernel yet", n->op < OP_NOPS ? op_table[n->op].name : "?", id,
+		seterr(err, len, "%s (%%%d, %s:%d) has no CUDA kernel yet", n->op >= 0 && n->op < OP_NOPS ? op_table[n->op].name : "?", id,
 		       n->src ? n->src : "?", n->line);
 		return 1;
 	}
@@ -622,6 +704,14 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		rc = 0;
 	} else if (!rc) {
 		g->cuda.sample_kernel = emit_sampler(&e);
+		int reduces = 0;
+		for (int i = 0; i < g->n; i++)
+			reduces |= g->node[i].op == OP_ALLREDUCE;
+		if (reduces) {
+			const char *A = act == DT_BF16 ? "bf16" : "float";
+			appendf(&e, "extern \"C\" __global__ void __launch_bounds__(512) %s(%s *y, const %s *x, long long n, const "
+			        "P2pCtl *c) { k_p2p_allreduce<%s>(y, x, n, c); }\n", KERNEL_P2P_ALLREDUCE, A, A, A);
+		}
 		g->cuda.source = arena_strdup(g->A, e.src);
 		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));
 		memcpy(g->cuda.l, e.l, sizeof(Launch) * (size_t)e.nl);

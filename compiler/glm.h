@@ -122,14 +122,24 @@ typedef struct {
 } Size;
 
 /* KA_SCRATCH: a region of the shared scratch buffer of s × s2 × f bytes; a launch's scratch regions are
-** laid out one after another from the start, so consecutive launches of one node see the same regions. */
-/* KA_SEQ: the step's sequence slot per token (int32[T], kept by the runtime beside tokens and pos). */
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ };
+** laid out one after another from the start, so consecutive launches of one node see the same regions.
+** KA_SEQ: the step's sequence slot per token (int32[T], kept by the runtime beside tokens and pos).
+** KA_RANK: the int rank of the GPU running the launch (tensor parallelism; one program for all ranks). */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
 	double f;                    /* FLOAT; SCRATCH: bytes per element */
 } KArg;
+
+/* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
+** one-shot P2P kernel). Arguments: destination (KA_BUF, or KA_SCRATCH when a kernel reorders the
+** gathered parts next), source (KA_BUF), source elements (KA_LONG). */
+#define KERNEL_ALLREDUCE "@allreduce"
+#define KERNEL_ALLGATHER "@allgather"
+/* The one-shot P2P allreduce (ops/kernels.cuh k_p2p_allreduce) that glmrun may run instead of NCCL for
+** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
+#define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
 
 #define MAXKARG 16
 typedef struct {

@@ -215,7 +215,7 @@ static void print_stats(const Graph *g)
 		fail("out of memory");
 	if (g->cuda.source) {
 		for (int i = 0; i < g->cuda.nl; i++)
-			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax) {
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') {
 				step++;
 				int l = g->node[g->cuda.l[i].node].layer;
 				if (l >= 0)

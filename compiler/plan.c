@@ -252,7 +252,7 @@ static void get_cuda(Graph *g, Rd *r)
 			a->s = get_size(g, r, sized);
 			a->s2 = get_size(g, r, a->kind == KA_SCRATCH);
 			a->f = get_f64(r);
-			if (!r->fail && (a->kind > KA_SEQ || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
+			if (!r->fail && (a->kind > KA_RANK || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
 			                 (a->kind == KA_SCRATCH && !(a->f >= 1 && a->f <= 64))))
 				r->fail = "bad kernel argument";
 		}

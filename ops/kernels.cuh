@@ -234,6 +234,18 @@ __device__ void k_embedding(A *y, const W *table, const int *ids, int T, int C)
 	y[(long long)t * C + c] = from_f<A>(to_f(table[(long long)ids[t] * C + c]));
 }
 
+/* Vocab-parallel k_embedding: this rank holds table rows [rank·V, (rank+1)·V); other ids give zeros,
+** which the allreduce after it fills in from the rank that holds them. Same geometry. */
+template <typename A, typename W>
+__device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int C, int V, int rank)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (c >= C || t >= T)
+		return;
+	long long r = (long long)ids[t] - (long long)rank * V;
+	y[(long long)t * C + c] = r >= 0 && r < V ? from_f<A>(to_f(table[r * C + c])) : from_f<A>(0.0f);
+}
+
 /* Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8. Each warp computes one output
 ** column n for all T rows. grid (ceil(N/8)), block 256. bias may be nullptr when !HAS_BIAS.
 **
@@ -811,6 +823,121 @@ __device__ void k_permute(E *y, const E *x, int d0, int d1, int d2, int d3, int 
 	long long src = c0 * pick4(s0, s1, s2, s3, p0) + c1 * pick4(s0, s1, s2, s3, p1) +
 			c2 * pick4(s0, s1, s2, s3, p2) + c3 * pick4(s0, s1, s2, s3, p3);
 	y[e] = x[src];
+}
+
+/* An allgather's parts put in place (see emit_allgather): NCCL leaves rank r's [outer, part] block at
+** src + r·outer·part; the gathered tensor [outer, tp, part] wants it at y[o][r][·]. One thread per
+** output element; grid ceil(outer·tp·part / 256) blocks of 256. */
+template <typename E>
+__device__ void k_gather_interleave(E *y, const E *src, long long outer, long long part, int tp)
+{
+	long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (e >= outer * part * tp)
+		return;
+	long long p = e % part, r = (e / part) % tp, o = e / (part * tp);
+	y[e] = src[(r * outer + o) * part + p];
+}
+
+/* ---- one-shot allreduce through peer memory (glmrun's alternative to NCCL for small messages) ---- */
+
+#define P2P_MAXRANK 8
+#define P2P_NBMAX 64
+#define P2P_FLAGS_BYTES (2 * P2P_MAXRANK * P2P_NBMAX * 4)
+
+/* One rank's view (runtime/cuda.c writes the same layout). A mailbox holds the flags
+** [2 slots][P2P_MAXRANK senders][P2P_NBMAX blocks] of u32, then the data [2 slots][tp senders][cap bytes]. */
+struct P2pCtl {
+	char *mbox[P2P_MAXRANK];     /* every rank's mailbox as this rank addresses it (peer access) */
+	unsigned *seq;               /* this rank's completed calls: the next call's epoch is seq + 1 */
+	unsigned *arrive;            /* blocks of the current call that have finished */
+	int rank, tp;
+	long long cap;               /* bytes of one sender's part of one slot */
+};
+
+/* A flag write that publishes everything the block wrote before it, to every GPU. */
+__device__ __forceinline__ void p2p_put_flag(unsigned *p, unsigned v)
+{
+	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+__device__ __forceinline__ unsigned p2p_get_flag(const unsigned *p)
+{
+	unsigned v;
+	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+/* 16 bytes of A summed over the tp parts at base + q·stride + off, in rank order (so every rank gets
+** the same bits), read through L2: peers write these bytes from outside this SM's L1. */
+template <typename A>
+__device__ __forceinline__ uint4 p2p_sum16(const char *base, long long stride, int tp, long long off)
+{
+	const int E = 16 / (int)sizeof(A);
+	float acc[16 / sizeof(A)];
+	for (int j = 0; j < E; j++)
+		acc[j] = 0.0f;
+	for (int q = 0; q < tp; q++) {
+		uint4 v = __ldcg((const uint4 *)(base + q * stride + off));
+		const A *e = (const A *)&v;
+		for (int j = 0; j < E; j++)
+			acc[j] += to_f(e[j]);
+	}
+	uint4 out;
+	A *o = (A *)&out;
+	for (int j = 0; j < E; j++)
+		o[j] = from_f<A>(acc[j]);
+	return out;
+}
+
+/*
+** y = the sum over tp ranks of x (n elements), one launch on every rank with the same n and grid. Block
+** b pushes its chunk of x into slot e&1 of every rank's mailbox (its own included) as sender `rank`,
+** raises its flag there, waits until all tp senders' flags for block b in its own mailbox equal e,
+** then sums its chunk of the tp parts in rank order. The epoch e = seq + 1 counts calls, which every
+** rank makes in the same order, so a flag equal to e is this call's. Two slots suffice: a rank writes
+** slot e&1 again only in call e+2, after waiting in call e+1 for every peer, each of which had finished
+** call e (kernels on a stream run in order). The last block to finish advances seq for the next call.
+** Needs n·sizeof(A) a multiple of 16 and at most cap, x and y 16-byte aligned, all grids co-resident
+** (blocks spin): grid nb <= P2P_NBMAX blocks of 512.
+*/
+template <typename A>
+__device__ void k_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
+{
+	const unsigned e = *(volatile const unsigned *)c->seq + 1;
+	const int slot = (int)(e & 1u), tp = c->tp, me = c->rank, b = blockIdx.x;
+	const long long nv = n * (long long)sizeof(A) / 16, per = (nv + gridDim.x - 1) / gridDim.x;
+	const long long lo = b * per, hi = lo + per < nv ? lo + per : nv;
+	const uint4 *xv = (const uint4 *)x;
+	for (int q = 0; q < tp; q++) {
+		uint4 *to = (uint4 *)(c->mbox[q] + P2P_FLAGS_BYTES + ((long long)slot * tp + me) * c->cap);
+		for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
+			to[i] = xv[i];
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		__threadfence_system();
+		for (int q = 0; q < tp; q++)
+			p2p_put_flag((unsigned *)c->mbox[q] + (slot * P2P_MAXRANK + me) * P2P_NBMAX + b, e);
+	}
+	if ((int)threadIdx.x < tp) {
+		const unsigned *f = (const unsigned *)c->mbox[me] + (slot * P2P_MAXRANK + threadIdx.x) * P2P_NBMAX + b;
+		while (p2p_get_flag(f) != e)
+			;
+	}
+	__syncthreads();
+	const char *parts = c->mbox[me] + P2P_FLAGS_BYTES + (long long)slot * tp * c->cap;
+	uint4 *yv = (uint4 *)y;
+	for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
+		yv[i] = p2p_sum16<A>(parts, c->cap, tp, i * 16);
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		__threadfence();
+		if (atomicAdd(c->arrive, 1u) == gridDim.x - 1) {
+			*c->arrive = 0;
+			*(volatile unsigned *)c->seq = e;
+			__threadfence();
+		}
+	}
 }
 
 /* murmur3's 32-bit finalizer: a bijective avalanche mix. */

@@ -585,7 +585,7 @@ static int run_prefill(const ChatSession *s, const int32_t *ids, long T, long po
 	for (long off = 0; off < T; off += s->maxT) {
 		long c = T - off < s->maxT ? T - off : s->maxT;
 		if (s->gpu) {
-			if (gpu_prefill(s->gpu, ids + off, c, (int32_t)(pos0 + off), next, NULL, err, len))
+			if (ranks_prefill(s->gpu, ids + off, c, (int32_t)(pos0 + off), next, NULL, err, len))
 				return -1;
 		} else {
 			for (long i = 0; i < c; i++)
@@ -605,7 +605,7 @@ static int run_prefill(const ChatSession *s, const int32_t *ids, long T, long po
 static int run_decode(const ChatSession *s, int32_t tok, long pos, long *nsamp, int32_t *next, char *err, size_t len)
 {
 	if (s->gpu) {
-		if (gpu_decode(s->gpu, next, NULL, err, len))
+		if (ranks_decode(s->gpu, next, NULL, err, len))
 			return -1;
 	} else {
 		int32_t p = (int32_t)pos;

@@ -22,6 +22,7 @@
 
 #include "glm.h"
 #include "gpu.h"
+#include "ranks.h"
 #include "tok.h"
 
 enum { CHAT_GLM4, CHAT_GLM5, CHAT_DEEPSEEK3, CHAT_CHATML, CHAT_LLAMA3, CHAT_NFAMILY };
@@ -94,7 +95,7 @@ typedef struct {
 	int64_t V;
 	Exec *xs;                    /* the CPU ranks (tp of them), or NULL */
 	int tp;
-	Gpu *gpu;                    /* or the GPU */
+	Ranks *gpu;                  /* or the GPU(s): one worker per rank */
 	GpuOpts samp;                /* temp, top_k, top_p, seed */
 	long max_seq, maxT;          /* cache positions; tokens per prefill step */
 	long n;                      /* tokens per answer at most (0: no limit) */

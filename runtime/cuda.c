@@ -5,6 +5,7 @@
 ** and position where the next replay reads them, so a whole step needs no host-to-device copy.
 */
 #include "gpu.h"
+#include "libnccl.h"
 #include "ref.h"
 #include "weights.h"
 #include "quant.h"
@@ -59,6 +60,8 @@ typedef struct {
 	__typeof__(cuEventRecordWithFlags) *event_record_flags;
 	__typeof__(cuEventSynchronize) *event_sync;
 	__typeof__(cuEventElapsedTime) *event_elapsed;
+	__typeof__(cuDeviceCanAccessPeer) *can_peer;
+	__typeof__(cuCtxEnablePeerAccess) *enable_peer;
 } Cu;
 
 /* cuBLASLt for prefill matmuls, when the library is present; else glmc's own GEMM kernel runs. */
@@ -110,7 +113,26 @@ struct Gpu {
 	void *host_raw;              /* pinned, one logits row as the device stores it */
 	CUevent *prof_ev;            /* --profile: two events per launch (before, after) and two for the sampler */
 	GpuStats stats;
+	/* Tensor parallelism: rank of tp on CUDA device `device`; collectives go through comm. */
+	int device, rank, tp;
+	const Nccl *nc;
+	ncclComm_t comm;
+	/* The one-shot P2P allreduce: used for allreduces of at most p2p_max bytes once started. */
+	CUfunction p2p;
+	CUdeviceptr p2p_mbox, p2p_ctl;
+	size_t p2p_cap, p2p_max;
 };
+
+/* The host image of ops/kernels.cuh's P2pCtl (same layout). */
+#define P2P_MAXRANK 8
+#define P2P_NBMAX 64
+#define P2P_FLAGS_BYTES (2 * P2P_MAXRANK * P2P_NBMAX * 4)
+typedef struct {
+	uint64_t mbox[P2P_MAXRANK];
+	uint64_t seq, arrive;
+	int32_t rank, tp;
+	int64_t cap;
+} P2pCtl;
 
 static void lt_open(Gpu *x);
 static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
@@ -180,6 +202,8 @@ static int load_driver(Cu *cu, char *err, size_t len)
 	SYM(event_record_flags, "cuEventRecordWithFlags");
 	SYM(event_sync, "cuEventSynchronize");
 	SYM(event_elapsed, "cuEventElapsedTime_v2");
+	SYM(can_peer, "cuDeviceCanAccessPeer");
+	SYM(enable_peer, "cuCtxEnablePeerAccess");
 #undef SYM
 	return 0;
 }
@@ -251,7 +275,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
 		const void *raw = NULL;
 		WTensor t;
-		if (!random && devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts) {
+		if (!random && devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts &&
+		    (w->split < 0 || x->tp == 1)) {
 			if (weights_find(&d, w->source, &t) < 0 || t.qtype != w->qtype || t.nbytes != w->nbytes) {
 				rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan",
 				            weights, w->source);
@@ -265,7 +290,7 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 				rc = seterr(err, len, "out of memory loading '%s'", w->source);
 				break;
 			}
-			if ((rc = weights_load_f32(&d, g, w, 0, 1, f, err, len)))
+			if ((rc = weights_load_f32(&d, g, w, x->rank, x->tp, f, err, len)))
 				break;
 		}
 		for (size_t at = 0; at < numel && !rc;) {
@@ -287,6 +312,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 			progress(x, o, done, total);
 		}
 		free(f);
+		if (o->beat)
+			o->beat(o->beat_ctx, "uploading weights");
 	}
 	x->cu.free_host(stage);
 	if (!random)
@@ -321,6 +348,8 @@ static int load_module(Gpu *x, char *err, size_t len)
 	if (!x->fn)
 		return seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++) {
+		if (c->l[i].kernel[0] == '@')
+			continue; /* a collective: NCCL, not a kernel of the module */
 		r = x->cu.mod_fn(&x->fn[i], x->mod, c->l[i].kernel);
 		if (r != CUDA_SUCCESS)
 			return seterr(err, len, "plan: kernel %s of node %%%d is missing from the module", c->l[i].kernel,
@@ -442,6 +471,7 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		return seterr(err, len, "out of memory");
 	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
 	x->nslots = o->batch > 1 ? o->batch : 1;
+	x->device = o->device, x->rank = o->rank, x->tp = o->tp > 0 ? o->tp : 1;
 	*out = x;
 	if (x->nslots > maxT)
 		return seterr(err, len, "%d sequences need step buffers for %d tokens, sized for %lld", x->nslots, x->nslots,
@@ -462,7 +492,9 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	CK(x->cu.dev_count(&ndev), "cuDeviceGetCount");
 	if (ndev < 1)
 		return seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
-	CK(x->cu.dev_get(&x->dev, 0), "cuDeviceGet");
+	if (x->device < 0 || x->device >= ndev)
+		return seterr(err, len, "--device cuda: GPU %d asked for, %d visible", x->device, ndev);
+	CK(x->cu.dev_get(&x->dev, x->device), "cuDeviceGet");
 	x->cu.dev_name(x->stats.name, sizeof x->stats.name, x->dev);
 	CK(x->cu.ctx_retain(&x->ctx, x->dev), "cuDevicePrimaryCtxRetain");
 	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
@@ -493,8 +525,12 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
 	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4 * (size_t)x->nslots), "cuMemAllocHost");
 	for (int i = 0; i < g->cuda.nl; i++)
-		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax)
-			x->stats.kernels_per_step++;
+		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax) {
+			if (g->cuda.l[i].kernel[0] == '@')
+				x->stats.collectives_per_step++;
+			else
+				x->stats.kernels_per_step++;
+		}
 	x->stats.kernels_per_step++; /* the sampler */
 	return 0;
 }
@@ -622,6 +658,58 @@ static int prof_record(Gpu *x, CUevent ev, char *err, size_t len)
 	return 0;
 }
 
+/* The one-shot P2P allreduce, when started and the message fits it: 1 launched, 0 not taken. */
+static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size_t es, char *err, size_t len)
+{
+	size_t bytes = cnt * es, nv = bytes / 16;
+	if (!x->p2p_max || bytes > x->p2p_max || bytes % 16 || to % 16 || from % 16)
+		return 0;
+	unsigned nb = (unsigned)((nv + 511) / 512);
+	nb = nb < 1 ? 1 : nb > P2P_NBMAX ? P2P_NBMAX : nb;
+	long long n = (long long)cnt;
+	void *args[] = {&to, &from, &n, &x->p2p_ctl};
+	CK(x->cu.launch(x->p2p, nb, 1, 1, 512, 1, 1, 0, x->st, args, NULL), "launching the P2P allreduce");
+	x->stats.p2p_calls++;
+	return 1;
+}
+
+/*
+** A collective launch ("@allreduce" / "@allgather", see emit_cuda.c): one NCCL call (or the one-shot P2P
+** kernel for a small allreduce) on this rank's stream, eager or captured into the decode graph like a
+** kernel. Arguments: the destination (a buffer, or the launch's scratch when a kernel reorders the
+** gathered parts next), the source, and the source's element count.
+*/
+static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len)
+{
+	const Node *n = &x->g->node[l->node];
+	if (!strcmp(l->kernel, KERNEL_ALLREDUCE) && x->g->node[l->arg[1].s.node].dtype != DT_I32) {
+		int done = p2p_launch(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], (size_t)size_val(x, l->arg[2].s, T),
+		                      elsize(x, l->arg[1].s.node), err, len);
+		if (done)
+			return done < 0 ? -1 : 0;
+	}
+	if (!x->comm)
+		return seterr(err, len, "plan: %s %%%d (%s:%d) needs an NCCL communicator, and this GPU has none (tp %d)",
+		              op_table[n->op].name, l->node, n->src ? n->src : "?", n->line, x->tp);
+	int src = l->arg[1].s.node;
+	CUdeviceptr to = l->arg[0].kind == KA_SCRATCH ? x->scr + scratch_bytes(x, l, T, 0) : x->ptr[l->arg[0].s.node];
+	size_t cnt = (size_t)size_val(x, l->arg[2].s, T);
+	ncclDataType_t dt = x->g->node[src].dtype == DT_I32 ? ncclInt32 : elsize(x, src) == 2 ? ncclBfloat16 : ncclFloat32;
+	ncclResult_t r;
+	if (!strcmp(l->kernel, KERNEL_ALLREDUCE))
+		r = x->nc->allreduce((const void *)x->ptr[src], (void *)to, cnt, dt, ncclSum, x->comm, (cudaStream_t)x->st);
+	else
+		r = x->nc->allgather((const void *)x->ptr[src], (void *)to, cnt, dt, x->comm, (cudaStream_t)x->st);
+	if (r != ncclSuccess) {
+		char what[256];
+		snprintf(what, sizeof what, "%s of %zu values for node %%%d (%s:%d)", l->kernel + 1, cnt, l->node,
+		         n->src ? n->src : "?", n->line);
+		return nccl_err(x->nc, r, what, err, len);
+	}
+	x->stats.nccl_calls++;
+	return 0;
+}
+
 /* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
@@ -630,6 +718,11 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		const Launch *l = &c->l[i];
 		if (T < l->tmin || T > l->tmax)
 			continue;
+		if (l->kernel[0] == '@') {
+			if (coll_launch(x, l, T, err, len))
+				return -1;
+			continue;
+		}
 		if (l->tmin > 1 && !x->capturing) {
 			int done = lt_linear(x, l->node, T, err, len);
 			if (done < 0)
@@ -653,6 +746,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			case KA_SEQ: v[k].p = x->seq; break;
 			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
 			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
+			case KA_RANK: v[k].i = x->rank; break;
 			default: v[k].f = (float)a->f; break;
 			}
 			args[k] = &v[k];
@@ -887,7 +981,7 @@ void gpu_close(Gpu *x)
 				x->cu.graph_exec_destroy(x->exec[b]), x->cu.graph_destroy(x->graph[b]);
 		if (x->mod)
 			x->cu.mod_unload(x->mod);
-		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem};
+		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl};
 		for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 			if (m[i])
 				x->cu.free(m[i]);
@@ -1022,4 +1116,88 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 	if (!rc && *graph && !nok)
 		return gpu_profile(x, steps, 1, us, sample_us, graph, err, len);
 	return rc;
+}
+
+/*
+** Multi-GPU additions, driven by ranks.c.
+*/
+
+int gpu_count(int *n, char *err, size_t len)
+{
+	Gpu x = {0};
+	*n = 0;
+	if (load_driver(&x.cu, err, len))
+		return -1;
+	CUresult r = x.cu.init(0);
+	if (r == CUDA_ERROR_NO_DEVICE)
+		r = CUDA_SUCCESS; /* counted as 0 below */
+	else if (r == CUDA_SUCCESS)
+		r = x.cu.dev_count(n);
+	int rc = r == CUDA_SUCCESS ? 0 : cuerr(&x, r, "cuInit / cuDeviceGetCount", err, len);
+	if (!rc && *n < 1)
+		rc = seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	dlclose(x.cu.so);
+	return rc;
+}
+
+/* Peer access is per context pair and one-way: this rank's context gets to reach the peer's memory
+** (NCCL's P2P transport and the one-shot allreduce read and write it directly). */
+int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len)
+{
+	CUdevice pd;
+	int can = 0;
+	CK(x->cu.dev_get(&pd, peer), "cuDeviceGet (peer)");
+	CK(x->cu.can_peer(&can, x->dev, pd), "cuDeviceCanAccessPeer");
+	if (!can)
+		return 0;
+	CUcontext pc;
+	CK(x->cu.ctx_retain(&pc, pd), "cuDevicePrimaryCtxRetain (peer)");
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	CUresult r = x->cu.enable_peer(pc, 0);
+	/* The peer's own rank holds its primary context, so this reference can go at once. */
+	x->cu.ctx_release(pd);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+		return cuerr(x, r, "cuCtxEnablePeerAccess", err, len);
+	return 1;
+}
+
+void gpu_set_comm(Gpu *x, const Nccl *nc, void *comm)
+{
+	x->nc = nc, x->comm = comm;
+}
+
+/* The mailbox (flags, then two slots of tp parts of cap bytes) and the control block (P2pCtl, then the
+** call counter and the arrival counter), all zero. Plans without the kernel give 0. */
+int gpu_p2p_alloc(Gpu *x, size_t cap, uint64_t *mbox, char *err, size_t len)
+{
+	*mbox = 0;
+	if (x->tp > P2P_MAXRANK || x->cu.mod_fn(&x->p2p, x->mod, KERNEL_P2P_ALLREDUCE) != CUDA_SUCCESS) {
+		x->p2p = NULL;
+		return 0;
+	}
+	size_t mb = P2P_FLAGS_BYTES + 2 * (size_t)x->tp * cap;
+	CK(x->cu.alloc(&x->p2p_mbox, mb), "cuMemAlloc (P2P mailbox)");
+	CK(x->cu.alloc(&x->p2p_ctl, 256), "cuMemAlloc (P2P control)");
+	CK(x->cu.memset8(x->p2p_mbox, 0, mb), "cuMemsetD8");
+	CK(x->cu.memset8(x->p2p_ctl, 0, 256), "cuMemsetD8");
+	x->p2p_cap = cap;
+	*mbox = (uint64_t)x->p2p_mbox;
+	return 1;
+}
+
+int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, size_t len)
+{
+	P2pCtl c = {.seq = (uint64_t)x->p2p_ctl + 128, .arrive = (uint64_t)x->p2p_ctl + 132, .rank = x->rank, .tp = x->tp,
+	            .cap = (int64_t)x->p2p_cap};
+	for (int q = 0; q < x->tp; q++)
+		c.mbox[q] = mbox[q];
+	CK(x->cu.htod(x->p2p_ctl, &c, sizeof c), "cuMemcpyHtoD (P2P control)");
+	x->p2p_max = max_bytes < x->p2p_cap ? max_bytes : x->p2p_cap;
+	return 0;
+}
+
+int gpu_bind_thread(Gpu *x, char *err, size_t len)
+{
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	return 0;
 }

@@ -17,9 +17,15 @@ typedef struct {
 	int progress;                /* draw a progress bar for the weight upload */
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
+	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
+	** `device`, and loads only its rank's slices of split weights. */
+	int device, rank, tp;
+	/* Progress during gpu_open's long parts (each weight uploaded), for the watchdog; may be NULL. */
+	void (*beat)(void *ctx, const char *doing);
+	void *beat_ctx;
 } GpuOpts;
 
-/* Open the first GPU, load (or recompile) the plan's kernels, check memory, upload the weights, allocate
+/* Open GPU o->device (0 unless ranks.c says otherwise), load (or recompile) the plan's kernels, check memory, upload the weights, allocate
 ** the KV caches for S positions and buffers for up to maxT tokens per step. */
 int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o, char *err,
              size_t len);
@@ -56,6 +62,8 @@ int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t 
 typedef struct {
 	long graph_launches, decode_steps, kernel_launches_eager;
 	int kernels_per_step;
+	int collectives_per_step;    /* allreduces and allgathers in a decode step */
+	long nccl_calls, p2p_calls;
 	double upload_s;
 	size_t weight_bytes, act_bytes, cache_bytes;
 	char name[256];
@@ -79,5 +87,24 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 
 /* 1 when the driver loads and sees a GPU (for picking the default device). */
 int gpu_present(void);
+
+/*
+** Multi-GPU additions (driven by ranks.c, one thread per rank; each call below on the rank's own thread).
+*/
+/* The number of visible CUDA devices; a one-line error when there is no driver or no GPU. */
+int gpu_count(int *n, char *err, size_t len);
+/* Let this rank's context reach device `peer`'s memory directly: 1 enabled, 0 the hardware cannot, -1 error. */
+int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len);
+/* The NCCL communicator (an ncclComm_t) the plan's collectives run on; without one a plan with
+** collectives fails at its first step with a clear message. */
+struct Nccl;
+void gpu_set_comm(Gpu *x, const struct Nccl *nc, void *comm);
+/* The one-shot P2P allreduce: gpu_p2p_alloc gives this rank's mailbox (0 and no error when the plan
+** lacks the kernel); once every rank has one and peer access between all of them, gpu_p2p_start
+** (every rank, all mailboxes by rank) sends allreduces of at most max_bytes (<= cap) through it. */
+int gpu_p2p_alloc(Gpu *x, size_t cap, uint64_t *mbox, char *err, size_t len);
+int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, size_t len);
+/* Make this GPU's context current on the calling thread. */
+int gpu_bind_thread(Gpu *x, char *err, size_t len);
 
 #endif

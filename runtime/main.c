@@ -2,14 +2,16 @@
 ** runtime/main.c — glmrun: load a plan and its weights, prefill the prompt, then decode.
 **
 ** --device cpu runs the reference executor; --device cuda runs the plan's kernels, each decode step one
-** CUDA-graph launch; without --device, the GPU is used when one is present. --verify runs the prompt
-** and one decode step on both and reports the per-layer error.
+** CUDA-graph launch per GPU (ranks.c: one worker per GPU of a tensor-parallel plan, NCCL in between);
+** without --device, the GPU is used when one is present. --verify runs the prompt and one decode step
+** on both and reports the per-layer error.
 */
 #include "chat.h"
 #include "glm.h"
 #include "batch.h"
 #include "bench.h"
 #include "gpu.h"
+#include "ranks.h"
 #include "ref.h"
 #include "tok.h"
 #include "weights.h"
@@ -77,8 +79,18 @@ static const char *usage =
 	"  --profile-eager      time the kernels launched one by one (default: a graph replay with event nodes\n"
 	"                       between the kernels, which leaves out the host's launch gaps)\n"
 	"  --bw GBPS            with --bench/--profile: also print GB/s as a % of this bandwidth\n"
+	"  --timeout S          GPU watchdog: a rank that makes no progress for S seconds in a step (at\n"
+	"                       least 60 while loading) is reported by rank; glmrun exits with status 1\n"
+	"                       (default 60)\n"
 	"  --weights PATH       weights directory (default: the one the plan was compiled with)\n"
-	"  -h, --help           this text;  --version  print the version\n";
+	"  -h, --help           this text;  --version  print the version\n"
+	"\n"
+	"A plan compiled with --tp N runs on the first N visible GPUs (one worker thread each, NCCL between\n"
+	"them; GLMRUN_NCCL=PATH names libnccl.so.2 when the usual places lack it) or, with --device cpu, as N\n"
+	"ranks in one process. Allreduces up to GLMRUN_P2P_MAX bytes (default 262144; 0: none) take a\n"
+	"one-shot kernel over peer memory instead of NCCL.\n"
+	"Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R for ever before decode\n"
+	"step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
 
 static _Noreturn void fail(const char *fmt, ...)
 {
@@ -164,11 +176,12 @@ typedef struct {
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	long bench_prompt;
 	double bw;
+	double timeout;
 } Args;
 
 static void parse(Args *a, int argc, char **argv)
 {
-	*a = (Args){.gpu = {.top_p = 1.0f}};
+	*a = (Args){.gpu = {.top_p = 1.0f}, .timeout = 60};
 	for (int i = 1; i < argc; i++) {
 		const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
@@ -216,7 +229,8 @@ static void parse(Args *a, int argc, char **argv)
 		}
 		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
 		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
-		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch")) {
+		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch") ||
+		         !strcmp(s, "--timeout")) {
 			if (!next)
 				fail("missing value after %s", s);
 			i++;
@@ -242,6 +256,8 @@ static void parse(Args *a, int argc, char **argv)
 				a->gpu.top_k = (int)parse_long(next, "--top-k", 0, 1 << 24);
 			else if (!strcmp(s, "--top-p"))
 				a->gpu.top_p = (float)parse_double(next, "--top-p", 0, 1);
+			else if (!strcmp(s, "--timeout"))
+				a->timeout = parse_double(next, "--timeout", 0.001, 1e6);
 			else
 				a->gpu.seed = (uint32_t)parse_long(next, "--seed", 0, UINT32_MAX);
 		} else if (s[0] == '-')
@@ -283,6 +299,19 @@ static void parse(Args *a, int argc, char **argv)
 		fail("--batch runs plain prompts; drop %s", a->verify ? "--verify" : "the chat options");
 }
 
+/* A GPU failure. When a rank may still be blocked (the watchdog fired, or one rank failed while the
+** others wait in a collective it never joined), the process ends with _exit: exit's clean-up would wait
+** on those ranks' threads and GPUs. */
+static _Noreturn void fail_gpu(Ranks *R, const char *err)
+{
+	if (ranks_stuck(R)) {
+		fflush(stdout);
+		fprintf(stderr, "glmrun: %s\n", err);
+		_exit(1);
+	}
+	fail("%s", err);
+}
+
 /* Relative L2 error of a against the reference b; NaN gives +inf. */
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -303,7 +332,7 @@ static double rel_err(const float *a, const float *b, size_t n)
 ** inside a layer and shrinks again at the norms), which still catches any broken kernel; between the
 ** two it is reported.
 */
-static int verify_run(const Graph *g, Gpu *gpu, Exec *cpu, const int32_t *prompt, int np, double tol)
+static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32_t *prompt, int np, double tol)
 {
 	char err[1024];
 	float **out = calloc((size_t)g->n, sizeof *out);
@@ -326,8 +355,10 @@ static int verify_run(const Graph *g, Gpu *gpu, Exec *cpu, const int32_t *prompt
 		const int32_t *tk = step ? tok : prompt;
 		for (int i = 0; i < T; i++)
 			pos[i] = step ? np : i;
-		if (exec_step(cpu, tk, pos, T, err, sizeof err) || gpu_step_outputs(gpu, tk, pos, T, out, err, sizeof err))
+		if (exec_step_ranks(cpu, tp, tk, pos, T, err, sizeof err))
 			fail("%s", err);
+		if (ranks_step_outputs(gpu, tk, pos, T, out, err, sizeof err))
+			fail_gpu(gpu, err);
 		for (int i = 0; i < nl; i++)
 			worst[i] = -1, wnode[i] = -1;
 		for (int i = 0; i < g->n; i++) {
@@ -637,10 +668,10 @@ int main(int argc, char **argv)
 	int tp = tps ? atoi(tps) : 1;
 	if (tp < 1 || tp > 8)
 		fail("%s: tp %d in the plan is outside 1..8", a.plan, tp);
-	if (tp > 1 && cuda)
-		fail("%s: the plan is partitioned for %d GPUs; multi-GPU runs (NCCL) are not built yet, so run it with "
-		     "--device cpu (%d ranks in one process)", a.plan, tp, tp);
 	if (a.batch > 1) {
+		if (tp > 1 && cuda)
+			fail("%s: --batch on the GPU runs tp 1 plans; this one is partitioned for %d GPUs (use --device cpu)",
+			     a.plan, tp);
 		int rc = run_batch(&a, &g, tk, cuda, tp, weights);
 		if (tk)
 			tok_close(tk);
@@ -648,26 +679,28 @@ int main(int argc, char **argv)
 		arena_free(&A);
 		return rc;
 	}
-	Exec xr[8], *xp = xr, x;
-	Gpu *gpu = NULL;
+	Exec xr[8], *xp = xr;
+	Ranks *gpu = NULL;
 	int use_cpu = !cuda || a.verify;
 	for (int r = 0; use_cpu && r < tp; r++)
 		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err))
 			fail("%s", err);
-	if (use_cpu)
-		x = xr[0];
 	if (cuda) {
 		a.gpu.progress = isatty(2);
 		a.gpu.keep_logits = a.dump != NULL;
-		if (gpu_open(&gpu, &g, weights, np, max_seq, &a.gpu, err, sizeof err))
+		RanksOpts ro = {.timeout = a.timeout};
+		if (ranks_opts_from_env(&ro, tp, err, sizeof err))
 			fail("%s", err);
+		if (ranks_open(&gpu, &g, weights, np, max_seq, &a.gpu, &ro, err, sizeof err))
+			fail_gpu(gpu, err);
 	}
 	if (a.verify) {
 		if (!cuda)
 			fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
-		int bad = verify_run(&g, gpu, &x, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
-		gpu_close(gpu);
-		exec_free(&x);
+		int bad = verify_run(&g, gpu, xr, tp, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
+		ranks_close(gpu);
+		for (int r = 0; r < tp; r++)
+			exec_free(&xr[r]);
 		return bad;
 	}
 
@@ -678,7 +711,7 @@ int main(int argc, char **argv)
 		                  .sigs = &interrupted};
 		int rc = chat_session(&cs, stdin, err, sizeof err);
 		if (gpu)
-			gpu_close(gpu);
+			ranks_close(gpu);
 		for (int r = 0; use_cpu && r < tp; r++)
 			exec_free(&xr[r]);
 		tok_close(tk);
@@ -697,8 +730,8 @@ int main(int argc, char **argv)
 	double t0 = now();
 	int32_t tok;
 	if (cuda) {
-		if (gpu_prefill(gpu, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
-			fail("%s", err);
+		if (ranks_prefill(gpu, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
+			fail_gpu(gpu, err);
 	} else {
 		for (int i = 0; i < np; i++)
 			pos[i] = i;
@@ -737,8 +770,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (long i = 1; i < a.n && !done && !interrupted; i++, made++) {
 		if (cuda) {
-			if (gpu_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
-				fail("%s", err);
+			if (ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
+				fail_gpu(gpu, err);
 		} else {
 			int32_t p = (int32_t)(np + i - 1);
 			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
@@ -780,8 +813,17 @@ int main(int argc, char **argv)
 			fprintf(stderr, "stats: decode %ld steps in %.3f ms (%.3f ms/step, %.1f tok/s)\n", a.n - 1, 1e3 * (t2 - t1),
 			        1e3 * (t2 - t1) / (double)(a.n - 1), (double)(a.n - 1) / (t2 - t1));
 		if (cuda) {
-			GpuStats s;
-			gpu_stats(gpu, &s);
+			RanksStats rs;
+			ranks_stats(gpu, &rs);
+			GpuStats s = rs.gpu;
+			if (rs.nccl_version)
+				fprintf(stderr, "stats: ranks %d (GPUs 0..%d), NCCL %d.%d.%d from %s, peer access %d of %d pairs, %d "
+				        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P allreduces (up to %ld bytes)\n",
+				        rs.tp, rs.tp - 1, rs.nccl_version / 10000, rs.nccl_version / 100 % 100, rs.nccl_version % 100,
+				        rs.nccl_path, rs.peer_ok, rs.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls,
+				        rs.p2p_max);
+			else
+				fprintf(stderr, "stats: ranks 1, no NCCL (%s)\n", rs.nccl_note);
 			fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,
 			        s.recompiled ? ", kernels recompiled from the plan's source" : "");
 			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
@@ -795,7 +837,7 @@ int main(int argc, char **argv)
 		}
 	}
 	if (gpu)
-		gpu_close(gpu);
+		ranks_close(gpu);
 	for (int r = 0; use_cpu && r < tp; r++)
 		exec_free(&xr[r]);
 	free(rows), free(pos), free(prompt);

@@ -103,8 +103,20 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 		else
 			bad "$m tp $tp equals tp 1" "${r:-failed} tokens '${out:-}'"
 		fi
+		# The GPU side of the same plan: kernels (vocab-parallel embedding included) and its collectives
+		# in the launch list, checked without a GPU (tests/gpu/tp.sh runs it).
+		c=$(build/tools/checkplan "$tmp/tp.plan" 2>&1) && echo "$c" | grep -q " [1-9][0-9]* collectives" &&
+			ok "$m tp $tp: GPU kernels and collective launches checked ($(echo "$c" | grep -o '[0-9]* collectives'))" ||
+			bad "$m tp $tp: GPU kernels and collective launches checked" "$c"
 	done
 done
+
+# Multi-GPU runs without a GPU: a tp plan on --device cuda is refused in one line; the watchdog's
+# --timeout and the stall test hook are checked before any GPU is touched.
+expect_fail "tp 4 plan on --device cuda without a GPU refused clearly" "run with --device cpu" bin/glmrun $tmp/tp.plan --device cuda --tokens 1,2
+expect_fail "--timeout must be positive" "--timeout must be a number in" bin/glmrun $tmp/tp.plan --device cuda --tokens 1,2 --timeout 0
+expect_fail "stall hook outside the plan's ranks refused" "GLMRUN_TEST_STALL_RANK=9: not a rank of this plan (0..3)" \
+	env GLMRUN_TEST_STALL_RANK=9 bin/glmrun $tmp/tp.plan --device cuda --tokens 1,2
 
 # Plans without weights: the full GLM-5 configuration (78 layers, 256 experts, 64 heads, vocab 154880)
 # from its hyperparameters with random Q4_K weights, partitioned for tp 8: two allreduces per layer

@@ -161,6 +161,13 @@ else
 	record "compute-sanitizer memcheck" FAIL "compute-sanitizer not found"
 fi
 
+# Tensor parallelism through the worker/NCCL path: tp 1 here, every tp the visible GPUs allow, the stall
+# test and the allreduce benchmark (its own table is in $OUT/tp.log).
+tests/gpu/tp.sh >"$OUT/tp.log" 2>&1
+rc=$?
+grep -E '^(allreduce|check:| *[0-9]+ +[0-9.]+)|FAIL' "$OUT/tp.log" | head -40
+record "tests/gpu/tp.sh (tp, stall test, allreduce bench)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/tp.log")"
+
 echo
 printf '%-44s %-5s %s\n' CHECK RESULT DETAIL
 printf '%s\n' "${rows[@]}"

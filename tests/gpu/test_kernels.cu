@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <string>
+#include <time.h>
 #include <type_traits>
 #include <vector>
 
@@ -466,6 +467,209 @@ template <typename A, typename W> static void test_embedding()
 	check_exact(fmt("embedding A=%s W=%s T=%d C=%d", tname<A>(), tname<W>(), T, C),
 		    to_float(download(dy, (size_t)T * C)), through<A>(want));
 	free_all();
+}
+
+/* ---- tensor parallelism: vocab-parallel embedding, the allgather reorder, the one-shot allreduce ---- */
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256) g_embedding_vp(A *y, const W *t, const int *ids, int T, int C, int V, int rank)
+{
+	k_embedding_vp<A, W>(y, t, ids, T, C, V, rank);
+}
+
+template <typename E>
+__global__ void __launch_bounds__(256) g_gather_interleave(E *y, const E *src, long long outer, long long part, int tp)
+{
+	k_gather_interleave<E>(y, src, outer, part, tp);
+}
+
+template <typename A>
+__global__ void __launch_bounds__(512) g_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
+{
+	k_p2p_allreduce<A>(y, x, n, c);
+}
+
+/* Rank 1 of 3 holds rows [50, 100) of a 150-row vocabulary: its rows are copied, every other id gives 0. */
+template <typename A, typename W> static void test_embedding_vp()
+{
+	int T = 6, C = 300, V = 50, rank = 1;
+	std::vector<W> tab = to_type<W>(rnd((size_t)V * C));
+	std::vector<float> tabf = to_float(tab), want((size_t)T * C, 0.0f);
+	std::vector<int> ids = {7, 60, 99, 100, 149, 50};
+	for (int t = 0; t < T; t++)
+		if (ids[t] >= rank * V && ids[t] < (rank + 1) * V)
+			memcpy(&want[(size_t)t * C], &tabf[(size_t)(ids[t] - rank * V) * C], sizeof(float) * C);
+	A *dy = poisoned<A>((size_t)T * C);
+	g_embedding_vp<A, W><<<dim3(blocks(C, 256), T), 256>>>(dy, upload(tab), upload(ids), T, C, V, rank);
+	CK_LAUNCH();
+	check_exact(fmt("vocab-parallel embedding A=%s W=%s (rank 1 of 3)", tname<A>(), tname<W>()),
+		    to_float(download(dy, (size_t)T * C)), through<A>(want));
+	free_all();
+}
+
+/* NCCL's rank-major [tp][outer][part] into the gathered [outer][tp][part], bit for bit. */
+template <typename E> static void test_gather_interleave(long long outer, long long part, int tp)
+{
+	size_t n = (size_t)(outer * part * tp);
+	std::vector<E> src(n), want(n);
+	for (auto &v : src)
+		v = (E)rand64();
+	for (long long r = 0; r < tp; r++)
+		for (long long o = 0; o < outer; o++)
+			for (long long p = 0; p < part; p++)
+				want[(size_t)((o * tp + r) * part + p)] = src[(size_t)((r * outer + o) * part + p)];
+	E *dy = poisoned<E>(n);
+	g_gather_interleave<E><<<blocks((long long)n, 256), 256>>>(dy, upload(src), outer, part, tp);
+	CK_LAUNCH();
+	check_exact(fmt("gather interleave %zu-byte elements outer %lld part %lld tp %d", sizeof(E), outer, part, tp),
+		    download(dy, n), want);
+	free_all();
+}
+
+/* Wait for every stream, at most 20 s: a protocol bug shows as a kernel spinning for ever. */
+static bool wait_streams(const std::vector<cudaStream_t> &st)
+{
+	for (int i = 0; i < 2000; i++) {
+		bool done = true;
+		for (cudaStream_t s : st) {
+			cudaError_t e = cudaStreamQuery(s);
+			if (e != cudaErrorNotReady)
+				CK(e);
+			done &= e == cudaSuccess;
+		}
+		if (done)
+			return true;
+		struct timespec ts = {0, 10000000};
+		nanosleep(&ts, NULL);
+	}
+	return false;
+}
+
+/* The sum over ranks in rank order from 0, as k_p2p_allreduce forms it, rounded to A. */
+template <typename A> static std::vector<A> rank_sum(const std::vector<std::vector<A>> &x)
+{
+	std::vector<A> y(x[0].size());
+	for (size_t i = 0; i < y.size(); i++) {
+		float acc = 0.0f;
+		for (const auto &v : x)
+			acc += h_to_f(v[i]);
+		y[i] = h_from_f<A>(acc);
+	}
+	return y;
+}
+
+/*
+** tp simulated ranks on one GPU, each with its own stream, mailbox and control block, run the one-shot
+** allreduce concurrently (peer access is not needed when the mailboxes share a device, the protocol is
+** the same): three eager calls with fresh inputs (both slots, reused), then a CUDA graph per rank of
+** three chained calls, replayed three times with the intermediate buffers poisoned in between. Every
+** rank must get exactly the rank-ordered sum.
+*/
+template <typename A> static void test_p2p_allreduce(int tp, long long n)
+{
+	std::string name = fmt("P2P allreduce %s tp %d, %lld bytes", tname<A>(), tp, n * (long long)sizeof(A));
+	long long bytes = n * (long long)sizeof(A), cap = (bytes + 255) / 256 * 256, nv = bytes / 16;
+	unsigned nb = (unsigned)std::min<long long>(P2P_NBMAX, std::max<long long>(1, (nv + 511) / 512));
+	std::vector<cudaStream_t> st(tp);
+	std::vector<char *> mbox(tp);
+	std::vector<P2pCtl *> ctl(tp);
+	for (int r = 0; r < tp; r++) {
+		CK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
+		CK(cudaMalloc(&mbox[r], P2P_FLAGS_BYTES + 2 * (size_t)tp * cap));
+		CK(cudaMemset(mbox[r], 0, P2P_FLAGS_BYTES + 2 * (size_t)tp * cap));
+		allocs.push_back(mbox[r]);
+	}
+	for (int r = 0; r < tp; r++) {
+		unsigned *counters = upload(std::vector<unsigned>(2, 0u));
+		P2pCtl c = {};
+		for (int q = 0; q < tp; q++)
+			c.mbox[q] = mbox[q];
+		c.seq = counters, c.arrive = counters + 1, c.rank = r, c.tp = tp, c.cap = cap;
+		ctl[r] = upload(std::vector<P2pCtl>(1, c));
+	}
+	bool ok = true;
+	std::string why;
+	std::vector<A *> dx(tp), dy(tp), dz(tp), dw(tp);
+	for (int round = 0; round < 3 && ok; round++) {
+		std::vector<std::vector<A>> x(tp);
+		for (int r = 0; r < tp; r++) {
+			x[r] = to_type<A>(rnd((size_t)n));
+			dx[r] = upload(x[r]), dy[r] = poisoned<A>((size_t)n);
+		}
+		for (int r = 0; r < tp; r++)
+			g_p2p_allreduce<A><<<nb, 512, 0, st[r]>>>(dy[r], dx[r], n, ctl[r]);
+		CK(cudaGetLastError());
+		if (!wait_streams(st)) {
+			check(false, name, fmt("eager call %d did not finish within 20 s", round + 1));
+			exit(finish());
+		}
+		std::vector<A> want = rank_sum(x);
+		for (int r = 0; r < tp && ok; r++) {
+			std::vector<A> got = download(dy[r], (size_t)n);
+			for (size_t i = 0; i < got.size() && ok; i++)
+				if (memcmp(&got[i], &want[i], sizeof(A)))
+					ok = false, why = fmt("eager call %d, rank %d, element %zu: %g, want %g", round + 1, r, i,
+							      h_to_f(got[i]), h_to_f(want[i]));
+		}
+	}
+	/* Graphs: y = allreduce(x), z = allreduce(y), w = allreduce(z) on every rank. */
+	std::vector<std::vector<A>> x(tp);
+	for (int r = 0; r < tp; r++) {
+		x[r] = to_type<A>(rnd((size_t)n));
+		dx[r] = upload(x[r]), dy[r] = poisoned<A>((size_t)n), dz[r] = poisoned<A>((size_t)n), dw[r] = poisoned<A>((size_t)n);
+	}
+	std::vector<A> y = rank_sum(x);
+	std::vector<std::vector<A>> ys(tp, y);
+	std::vector<A> z = rank_sum(ys);
+	std::vector<std::vector<A>> zs(tp, z);
+	std::vector<A> w = rank_sum(zs);
+	std::vector<cudaGraphExec_t> exec(tp);
+	for (int r = 0; r < tp && ok; r++) {
+		cudaGraph_t gr;
+		CK(cudaStreamBeginCapture(st[r], cudaStreamCaptureModeThreadLocal));
+		g_p2p_allreduce<A><<<nb, 512, 0, st[r]>>>(dy[r], dx[r], n, ctl[r]);
+		g_p2p_allreduce<A><<<nb, 512, 0, st[r]>>>(dz[r], dy[r], n, ctl[r]);
+		g_p2p_allreduce<A><<<nb, 512, 0, st[r]>>>(dw[r], dz[r], n, ctl[r]);
+		CK(cudaStreamEndCapture(st[r], &gr));
+		CK(cudaGraphInstantiate(&exec[r], gr, 0));
+		CK(cudaGraphDestroy(gr));
+	}
+	for (int rep = 0; rep < 3 && ok; rep++) {
+		for (int r = 0; r < tp; r++) {
+			CK(cudaMemsetAsync(dy[r], 0xFF, (size_t)n * sizeof(A), st[r]));
+			CK(cudaMemsetAsync(dz[r], 0xFF, (size_t)n * sizeof(A), st[r]));
+			CK(cudaMemsetAsync(dw[r], 0xFF, (size_t)n * sizeof(A), st[r]));
+			CK(cudaGraphLaunch(exec[r], st[r]));
+		}
+		if (!wait_streams(st)) {
+			check(false, name, fmt("graph replay %d did not finish within 20 s", rep + 1));
+			exit(finish());
+		}
+		for (int r = 0; r < tp && ok; r++) {
+			std::vector<A> got = download(dw[r], (size_t)n);
+			for (size_t i = 0; i < got.size() && ok; i++)
+				if (memcmp(&got[i], &w[i], sizeof(A)))
+					ok = false, why = fmt("graph replay %d, rank %d, element %zu: %g, want %g", rep + 1, r, i,
+							      h_to_f(got[i]), h_to_f(w[i]));
+		}
+	}
+	for (int r = 0; r < tp; r++) {
+		if (exec[r])
+			CK(cudaGraphExecDestroy(exec[r]));
+		CK(cudaStreamDestroy(st[r]));
+	}
+	check(ok, name + " (eager x3, graph of 3 chained calls x3)", why);
+	free_all();
+}
+
+template <typename A> static void tp_suite()
+{
+	test_embedding_vp<A, float>();
+	test_embedding_vp<A, bf16>();
+	test_p2p_allreduce<A>(2, 2048 / sizeof(A));
+	test_p2p_allreduce<A>(3, 3108 * 4 / sizeof(A));
+	test_p2p_allreduce<A>(4, 65536 / sizeof(A));
+	test_p2p_allreduce<A>(8, 262144 / sizeof(A));
 }
 
 /* One linear layer through the GEMV (gemm = false) or GEMM kernel. misalign offsets the weight pointer
@@ -1527,5 +1731,10 @@ int main(void)
 	test_permute<bf16>();
 	mla_moe_suite<float>();
 	mla_moe_suite<bf16>();
+	tp_suite<float>();
+	tp_suite<bf16>();
+	test_gather_interleave<unsigned int>(3, 5, 4);
+	test_gather_interleave<unsigned short>(7, 130, 2);
+	test_gather_interleave<unsigned int>(1, 1000, 8);
 	return finish();
 }

@@ -2,7 +2,8 @@
 ** tests/tools/checkplan.c — check a plan's CUDA section without a GPU: the cubin is an ELF for the
 ** plan's arch, every launched kernel (and the sampler) is a function symbol in it, each launch's block
 ** equals the __launch_bounds__ its wrapper declares, and grid dims stay within the hardware limits for
-** every step size from 1 to --max-t tokens.
+** every step size from 1 to --max-t tokens. Collective launches (KERNEL_ALLREDUCE / KERNEL_ALLGATHER) are
+** no kernels: each must name a collective node and carry destination, source and count.
 **
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
 */
@@ -92,9 +93,21 @@ int main(int argc, char **argv)
 		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
 	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
 		fail("sampler %s missing from the cubin", c->sample_kernel);
-	int distinct = 0;
+	int distinct = 0, ncoll = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
+		if (l->kernel[0] == '@') {
+			int op = g.node[l->node].op;
+			int want = !strcmp(l->kernel, KERNEL_ALLREDUCE) ? OP_ALLREDUCE : !strcmp(l->kernel, KERNEL_ALLGATHER) ? OP_ALLGATHER : -1;
+			if (want < 0 || op != want)
+				fail("collective launch %s names %s node %%%d", l->kernel, op_table[op].name, l->node);
+			if (l->narg != 3 || (l->arg[0].kind != KA_BUF && l->arg[0].kind != KA_SCRATCH) || l->arg[1].kind != KA_BUF ||
+			    l->arg[2].kind != KA_LONG || (l->arg[0].kind == KA_BUF && l->arg[0].s.node != l->node) ||
+			    l->arg[1].s.node != g.node[l->node].in[0])
+				fail("collective launch %s of node %%%d has malformed arguments", l->kernel, l->node);
+			ncoll++;
+			continue;
+		}
 		if (!has_symbol(c->cubin, c->cubin_size, l->kernel))
 			fail("kernel %s (node %%%d) missing from the cubin", l->kernel, l->node);
 		int lb = declared_bounds(c->source, l->kernel);
@@ -112,8 +125,11 @@ int main(int argc, char **argv)
 				     l->node, (long long)T, (long long)gx, (long long)gy, (long long)gz);
 		}
 	}
-	printf("%s: %s, %d launches of %d distinct kernels, cubin %zu bytes\n", argv[1], c->arch, c->nl, distinct,
-	       c->cubin_size);
+	for (int i = 0; i < c->nl; i++)
+		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
+			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
+	printf("%s: %s, %d launches of %d distinct kernels, %d collectives, cubin %zu bytes\n", argv[1], c->arch,
+	       c->nl - ncoll, distinct, ncoll, c->cubin_size);
 	arena_free(&A);
 	return 0;
 }

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# tests/ranks.sh — glmrun's multi-GPU orchestration (runtime/ranks.c, crew.c, the collective launches of
+# cuda.c) on CI, through test doubles of the driver and NCCL (tests/fake/: they run no kernels, so no
+# number computed here means anything; the GPU half is tests/gpu/tp.sh). Checked: a tp 2 plan runs on two
+# "GPUs" in lockstep with one graph launch per step; the collectives are enqueued in step order and each
+# allreduce takes the P2P kernel or NCCL as GLMRUN_P2P_MAX and peer access decide; refusals (too few GPUs,
+# no NCCL for tp > 1) are one line; tp 1 runs with or without NCCL; the watchdog turns a stalled rank
+# (the GLMRUN_TEST_STALL_RANK hook) into a non-zero exit that names it, within the timeout.
+# Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
+set -u
+cd "$(dirname "$0")/.."
+FIX=../shared/fixtures/hf
+CMP=build/tools/cmplogits
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { echo "ok - $1"; }
+bad() { echo "FAIL - $1: $2"; }
+
+# fake [ENV=VAL...] -- glmrun ARGS: glmrun on the test doubles.
+fake() {
+	env LD_LIBRARY_PATH=build/fake GLMRUN_NCCL=build/fake/libnccl.so.2 "$@"
+}
+
+for f in build/fake/libcuda.so.1 build/fake/libnccl.so.2; do
+	[ -f $f ] || { bad "test doubles built" "$f missing (make all)"; exit 1; }
+done
+bin/glmc compile models/llama.lua --weights $FIX/llama --tp 2 -o $tmp/tp2.plan 2>/dev/null &&
+	bin/glmc compile models/llama.lua --weights $FIX/llama -o $tmp/tp1.plan 2>/dev/null ||
+	{ bad "compile the llama plans" "glmc failed"; exit 1; }
+prompt=$($CMP --prompt $FIX/llama)
+np=$(echo "$prompt" | tr ',' ' ' | wc -w)
+
+# tp 2 on two GPUs: 12 tokens, one graph launch per step; per step 4 allreduces (hidden 64 floats a
+# token, far under 256 KiB: the P2P kernel) and the logits allgather (NCCL), enqueued once by the
+# prefill and once by the decode graph's capture.
+out=$(fake bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 12 --stats --dump-logits $tmp/l.f32 2>$tmp/err)
+rc=$?
+[ $rc = 0 ] && [ "$(echo $out | wc -w)" = 12 ] && ok "tp 2 runs on two GPUs (12 tokens)" || bad "tp 2 runs on two GPUs" "status $rc: $(head -c 300 $tmp/err)"
+grep -q "stats: ranks 2 (GPUs 0..1), NCCL 2.99.1 from build/fake/libnccl.so.2, peer access 2 of 2 pairs, 5 collectives per step; rank 0 made 2 NCCL calls and 8 P2P allreduces" $tmp/err &&
+	ok "tp 2: allreduces through the P2P kernel, the allgather through NCCL" || bad "tp 2: collective routing" "$(grep ranks $tmp/err)"
+grep -q "graph launches 11 (1.00 per step)" $tmp/err && ok "tp 2: one graph launch per decode step" ||
+	bad "tp 2: one graph launch per decode step" "$(grep launches $tmp/err)"
+sz=$(stat -c %s $tmp/l.f32)
+[ "$sz" = $(((np + 11) * 512 * 4)) ] && ok "tp 2: --dump-logits writes every row (ranks' logits compared each step)" ||
+	bad "tp 2: --dump-logits" "$sz bytes"
+fake GLMRUN_P2P_MAX=0 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
+grep -q "rank 0 made 10 NCCL calls and 0 P2P allreduces (up to 0 bytes)" $tmp/err && ok "GLMRUN_P2P_MAX=0: every collective through NCCL" ||
+	bad "GLMRUN_P2P_MAX=0" "$(grep ranks $tmp/err)"
+fake GLMRUN_P2P_MAX=1000 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
+grep -q "rank 0 made 6 NCCL calls and 4 P2P allreduces (up to 1000 bytes)" $tmp/err &&
+	ok "GLMRUN_P2P_MAX=1000: the decode allreduces (256 bytes) by P2P, the prefill's ($((np * 256)) bytes) by NCCL" ||
+	bad "GLMRUN_P2P_MAX=1000" "$(grep ranks $tmp/err)"
+fake FAKECUDA_NO_PEER=1 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
+grep -q "note: no peer access between GPUs 0->1, 1->0" $tmp/err && grep -q "peer access 0 of 2 pairs.*0 P2P allreduces" $tmp/err &&
+	ok "no peer access: said once, and NCCL carries every collective" || bad "no peer access" "$(cat $tmp/err)"
+
+# expect_fail NAME SUBSTRING CMD...: non-zero, one line on stderr containing SUBSTRING.
+expect_fail() {
+	local name=$1 want=$2
+	shift 2
+	"$@" >$tmp/out 2>$tmp/err
+	local rc=$?
+	if [ $rc = 0 ] || [ $rc -ge 128 ] || ! grep -qF -- "$want" $tmp/err || [ "$(wc -l <$tmp/err)" != 1 ]; then
+		bad "$name" "status $rc: $(head -c 300 $tmp/err)"
+	else
+		ok "$name"
+	fi
+}
+expect_fail "tp 2 on one GPU refused naming both numbers" "partitioned for 2 GPUs (tp 2) but 1 GPU is visible" \
+	fake FAKECUDA_NDEV=1 bin/glmrun $tmp/tp2.plan --device cuda --tokens 1,2
+expect_fail "tp 2 without NCCL refused" "the plan is partitioned for 2 GPUs and needs NCCL: NCCL: GLMRUN_NCCL=/nonexistent" \
+	fake GLMRUN_NCCL=/nonexistent bin/glmrun $tmp/tp2.plan --device cuda --tokens 1,2
+
+# tp 1 goes through the same workers: a communicator of one rank, or none when NCCL is missing.
+fake bin/glmrun $tmp/tp1.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err &&
+	grep -q "stats: ranks 1 (GPUs 0..0), NCCL 2.99.1" $tmp/err && ok "tp 1 through the worker path with a one-rank communicator" ||
+	bad "tp 1 with NCCL" "$(cat $tmp/err)"
+fake GLMRUN_NCCL=/nonexistent bin/glmrun $tmp/tp1.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err &&
+	grep -q "stats: ranks 1, no NCCL (NCCL: GLMRUN_NCCL=/nonexistent cannot be loaded" $tmp/err && ok "tp 1 runs without NCCL and says so" ||
+	bad "tp 1 without NCCL" "$(cat $tmp/err)"
+
+# The watchdog: a stalled rank ends glmrun within the timeout, by name; the others are not blamed.
+stall() { # NAME WANT PLAN STALL_RANK STALL_STEP
+	local start=$(date +%s%N)
+	fake GLMRUN_TEST_STALL_RANK=$4 GLMRUN_TEST_STALL_STEP=$5 timeout 30 bin/glmrun $3 --device cuda --tokens "$prompt" -n 4 \
+		--timeout 0.5 >$tmp/out 2>$tmp/err
+	local rc=$? ms=$((($(date +%s%N) - start) / 1000000))
+	if [ $rc = 1 ] && grep -qF -- "$2" $tmp/err && [ "$(wc -l <$tmp/err)" = 1 ] && [ $ms -lt 15000 ]; then
+		ok "$1 (exit 1 after $ms ms)"
+	else
+		bad "$1" "status $rc after $ms ms: $(head -c 300 $tmp/err)"
+	fi
+}
+stall "tp 2: rank 1 stalled at decode step 1 is named" \
+	"watchdog: decode step 1 did not finish within 0.5 s on 1 of 2 ranks: rank 1 (stalled on purpose by the test hook GLMRUN_TEST_STALL_RANK)" \
+	$tmp/tp2.plan 1 1
+stall "tp 2: rank 0 stalled before the prefill is named" "watchdog: prefill did not finish within 0.5 s on 1 of 2 ranks: rank 0 (stalled" \
+	$tmp/tp2.plan 0 0
+stall "tp 2: rank 1 stalled at decode step 3 is named" "watchdog: decode step 3 did not finish within 0.5 s on 1 of 2 ranks: rank 1 (stalled" \
+	$tmp/tp2.plan 1 3
+stall "tp 1: the only rank stalled is named" "watchdog: decode step 1 did not finish within 0.5 s on 1 of 1 rank: rank 0 (stalled" \
+	$tmp/tp1.plan 0 1
+fake GLMRUN_TEST_STALL_RANK=1 GLMRUN_TEST_STALL_STEP=3 timeout 30 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 6 \
+	--timeout 0.5 >$tmp/out 2>/dev/null
+[ "$(wc -w <$tmp/out)" = 3 ] && ok "the tokens before the stall are printed (3 of 6)" || bad "tokens before the stall" "'$(cat $tmp/out)'"
