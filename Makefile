@@ -21,14 +21,14 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh and ops/fused.cuh travel inside the binaries as one string (glm_kernels_cuh).
+# ops/kernels.cuh, ops/fused.cuh and ops/quant.cuh travel inside the binaries as one string (glm_kernels_cuh).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh build/embed
+build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh ops/quant.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/kernels.cuh ops/fused.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/kernels.cuh ops/fused.cuh ops/quant.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@

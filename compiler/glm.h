@@ -151,6 +151,11 @@ typedef struct {
 	const char *sample_kernel;   /* the sampler's extern "C" name */
 	Launch *l;
 	int nl;
+	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows padded to
+	** 16 bytes (quant_dev_row_bytes; kernels in ops/quant.cuh), or -1 for the float conversion above.
+	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
+	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
+	int *wq;
 } Cuda;
 
 typedef struct {
@@ -290,7 +295,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 2
+#define PLAN_VERSION 3
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

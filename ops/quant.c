@@ -98,6 +98,12 @@ size_t quant_row_bytes(int type, int64_t n)
 	return (size_t)(blocks * (uint64_t)t->bytes);
 }
 
+size_t quant_dev_row_bytes(int type, int64_t n)
+{
+	size_t b = quant_row_bytes(type, n);
+	return b ? (b + 15) & ~(size_t)15 : 0;
+}
+
 int quant_supported(int type)
 {
 	const QuantType *t = quant_type(type);

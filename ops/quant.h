@@ -48,6 +48,10 @@ size_t quant_block_bytes(int type);
 ** block size or the size would overflow. */
 size_t quant_row_bytes(int type, int64_t n);
 
+/* Bytes of one row of n elements as the GPU keeps a block-quantized weight (ops/quant.cuh q_stride):
+** quant_row_bytes rounded up to a multiple of 16; 0 when quant_row_bytes is. */
+size_t quant_dev_row_bytes(int type, int64_t n);
+
 /* 1 when quant_dequant supports the type. */
 int quant_supported(int type);
 
