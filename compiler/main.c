@@ -52,7 +52,8 @@ static const char *usage =
 	"  -o FILE          plan file to write\n"
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
-	"                   parameter random (TYPE for matrices, e.g. bf16, q8_0, q4_k; vectors f32) —\n"
+	"                   parameter random (TYPE for matrices: f32, f16, bf16, q8_0, q4_k, q5_k,\n"
+	"                   q6_k; vectors f32) —\n"
 	"                   plans for models whose weights are not here; glmrun flags such runs\n"
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
@@ -131,9 +132,9 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	Weights d;
 	if (o->random) {
 		int q = quant_type_from_name(o->random);
-		if (q < 0 || !quant_supported(q))
-			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (e.g. bf16, f16, q8_0, q4_k)",
-			              o->random);
+		if (q < 0 || !weights_random_type_ok(q))
+			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (f32, f16, bf16, q8_0, q4_k, "
+			              "q5_k, q6_k)", o->random);
 		if (weights_open_random(&d, o->config, q, err, len))
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
