@@ -57,12 +57,19 @@ demo: all
 	@tests/demo.sh
 
 # Everything tests/gpu/run.sh needs on the device machine (carry bin and build there).
-gpu-bundle: all
+gpu-bundle: all build/bench/gemv
 	tests/gpu/build_kernels_test.sh
+	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
 	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/
+
+# The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
+bench-gemv: build/bench/gemv
+build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle
+.PHONY: all test demo clean gpu-bundle bench-gemv
