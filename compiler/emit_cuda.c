@@ -9,6 +9,7 @@
 ** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
 */
 #include "glm.h"
+#include "quant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -303,6 +304,51 @@ static int wq_node(const Graph *g, int node)
 		if (g->w[i].node == node)
 			return g->cuda.wq[i];
 	return -1;
+}
+
+void emit_quant_explain(const Graph *g, FILE *f)
+{
+	int kept = 0, conv = 0, shown = 0;
+	double kb = 0, cb = 0;
+	for (int i = 0; i < g->nw; i++) {
+		const WeightRef *w = &g->w[i];
+		const Node *n = &g->node[w->node];
+		if (w->dtype != DT_Q)
+			continue;
+		int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
+		double fb = (double)node_numel(n, 0, 0) * (double)dtype_size(g->cuda.wconv >= 0 ? g->cuda.wconv : DT_F32);
+		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
+			kept++;
+			kb += (double)(((int64_t)K / q_blck(w->qtype) * quant_block_bytes(w->qtype) + 15) / 16 * 16) * (double)rows;
+			continue;
+		}
+		conv++;
+		cb += fb;
+		if (shown++ >= 12)
+			continue;
+		const char *why = "nothing reads it";
+		char buf[160];
+		if (!q_blck(w->qtype)) {
+			snprintf(buf, sizeof buf, "no GPU kernel reads %s blocks", quant_type_name(w->qtype));
+			why = buf;
+		} else if (n->ndim < 2 || K % q_blck(w->qtype)) {
+			why = "its rows (this rank's part) are not whole blocks";
+		} else {
+			for (int c = 0; c < g->n && why[0] == 'n'; c++)
+				for (int k = 0; k < g->node[c].nin; k++)
+					if (g->node[c].in[k] == w->node) {
+						snprintf(buf, sizeof buf, "read by %s %%%d (%s:%d), which has no quantized kernel for it",
+						         op_table[g->node[c].op].name, c, g->node[c].src ? g->node[c].src : "?", g->node[c].line);
+						why = buf;
+						break;
+					}
+		}
+		fprintf(f, "  converted: %s (%s): %s\n", n->name, quant_type_name(w->qtype), why);
+	}
+	if (shown > 12)
+		fprintf(f, "  ... and %d more converted\n", shown - 12);
+	fprintf(f, "  %d quantized weights kept as blocks on the GPU (%.1f MiB), %d converted to %s at upload (%.1f MiB)\n",
+	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
 }
 
 /* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): enough blocks to give each of

@@ -279,6 +279,8 @@ int memplan_check(const Graph *g, char *err, size_t len);
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
+/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
+void emit_quant_explain(const Graph *g, FILE *f);
 
 /*
 ** nvrtc.c — NVRTC, loaded at run time so glmc and glmrun start without the CUDA toolkit

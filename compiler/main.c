@@ -267,6 +267,10 @@ static void explain(const Graph *g)
 	for (int i = 0; i < g->nmeta; i++)
 		if (!strncmp(g->meta[i].key, "fusion.", 7))
 			printf("  %s\n", g->meta[i].val);
+	if (g->cuda.source) {
+		printf("quantized weights on the GPU:\n");
+		emit_quant_explain(g, stdout);
+	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
 	for (int i = 0; i < g->n; i++) {

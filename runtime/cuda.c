@@ -109,8 +109,9 @@ struct Gpu {
 static void lt_open(Gpu *x);
 static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
 static size_t q_bytes(const Gpu *x, int node);
-static int q_upload_random(Gpu *x, int wi, char *err, size_t len);
-static int q_upload_blocks(Gpu *x, const Weights *d, int wi, unsigned char *stage, size_t cap, char *err, size_t len);
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len);
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len);
 static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
@@ -243,7 +244,7 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		if (random || x->wq[w->node] >= 0) {
 			/* generated on the GPU, or GGUF blocks kept as they are (quantized weights, below) */
 			size_t b = x->wq[w->node] >= 0 ? q_bytes(x, w->node) : (size_t)node_numel(n, 0, 0) * elsize(x, w->node);
-			rc = random ? q_upload_random(x, i, err, len) : q_upload_blocks(x, &d, i, stage, stage_cap, err, len);
+			rc = random ? q_upload_random(x, i, 0, 1, err, len) : q_upload_blocks(x, &d, i, 0, 1, stage, stage_cap, err, len);
 			done += b;
 			progress(x, o, done, total);
 			continue;
@@ -542,16 +543,15 @@ static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
 	if (!lt->h || n->op != OP_LINEAR)
 		return 0;
 	int xi = n->in[0], wi = n->in[1], bi = n->nin > 2 ? n->in[2] : -1;
-	size_t es = elsize(x, xi), wes = elsize(x, wi);
+	size_t es = elsize(x, xi), wes = x->wq[wi] >= 0 ? es : elsize(x, wi); /* blocks: dequantized to es below */
 	CUdeviceptr wp = x->ptr[wi];
+	if (wes != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
+		return 0;
 	if (x->wq[wi] >= 0) {
 		int q = lt_qweight(x, wi, T, &wp, err, len);
 		if (q <= 0)
 			return q;
-		wes = es;
 	}
-	if (wes != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
-		return 0;
 	cudaDataType_t dt = es == 4 ? CUDA_R_32F : CUDA_R_16BF;
 	int64_t K = g->node[wi].dim[1], N = g->node[wi].dim[0], M = node_numel(&g->node[xi], T, x->S) / K;
 	cublasLtMatmulDesc_t desc = NULL;
@@ -869,14 +869,14 @@ static size_t q_bytes(const Gpu *x, int node)
 	return quant_dev_row_bytes(x->wq[node], K) * (size_t)(node_numel(n, 0, 0) / K);
 }
 
-/* One of the plan's helper kernels by name (emit_cuda.c emit_qhelpers): fmt with the type id. */
-static int q_fn(Gpu *x, CUfunction *f, const char *fmt, int id, char *err, size_t len)
+/* One of the plan's helper kernels (emit_cuda.c emit_qhelpers): `base` alone, or with the type id. */
+static int q_fn(Gpu *x, CUfunction *f, const char *base, int id, char *err, size_t len)
 {
 	char name[64];
-	if (strstr(fmt, "%d"))
-		snprintf(name, sizeof name, fmt, id);
+	if (id >= 0)
+		snprintf(name, sizeof name, "%s_%d", base, id);
 	else
-		snprintf(name, sizeof name, "%s", fmt);
+		snprintf(name, sizeof name, "%s", base);
 	CUresult r = x->cu.mod_fn(f, x->mod, name);
 	if (r != CUDA_SUCCESS)
 		return seterr(err, len, "plan: helper kernel %s is missing (a plan from an older glmc? recompile it)", name);
@@ -894,32 +894,43 @@ static int q_launch(Gpu *x, CUfunction f, long long n, void **args, const char *
 }
 
 /*
-** Weight wi of a random plan, generated in place: rank 0 of 1 (the generators also take a rank's part of
-** a split weight: rows by (part, inner, tp, rank), block columns by (cparts, crank)).
+** Weight wi of a random plan, generated in place: rank's part of tp (this GPU path runs rank 0 of 1).
+** The generators map the part to the whole tensor: floats by elements (part, inner) along the split
+** axis; blocks by rows (part, inner) for a leading axis, by block columns (cparts, crank) for the last.
 */
-static int q_upload_random(Gpu *x, int wi, char *err, size_t len)
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len)
 {
 	const Graph *g = x->g;
 	const WeightRef *w = &g->w[wi];
 	const Node *n = &g->node[w->node];
 	unsigned long long seed = weights_random_seed(n->name);
-	long long numel = node_numel(n, 0, 0), K = n->dim[n->ndim - 1], rows = numel / K, part, inner = 1;
-	int tp = 1, rank = 0, cparts = 1, crank = 0, vec = n->ndim == 1, cols = (int)K;
+	int last = n->ndim - 1, ax = w->split >= 0 && tp > 1 ? w->split : -1, vec = n->ndim == 1;
+	long long numel = node_numel(n, 0, 0), K = n->dim[last], rows = numel / K, part = numel, inner = 1;
+	int tpr = 1, rk = 0, cparts = ax == last ? tp : 1, crank = ax == last ? rank : 0, cols = (int)(K * cparts);
 	CUdeviceptr dst = x->ptr[w->node];
 	CUfunction f;
 	char what[300];
 	snprintf(what, sizeof what, "generating random weight '%s'", n->name);
+	if (ax >= 0) {
+		part = n->dim[ax], tpr = tp, rk = rank;
+		for (int i = ax + 1; i < n->ndim; i++)
+			inner *= n->dim[i];
+	}
 	if (w->dtype != DT_Q) {
 		size_t es = elsize(x, w->node);
 		int dt = es == 4 ? DT_F32 : g->cuda.wconv >= 0 ? g->cuda.wconv : w->dtype;
 		char fname[32];
 		snprintf(fname, sizeof fname, "glm_rand_%s", dt == DT_F32 ? "f32" : dt == DT_BF16 ? "bf16" : "f16");
-		if (q_fn(x, &f, fname, 0, err, len))
+		if (q_fn(x, &f, fname, -1, err, len))
 			return -1;
-		part = numel;
-		void *args[] = {&dst, &numel, &seed, &cols, &vec, &part, &inner, &tp, &rank};
+		void *args[] = {&dst, &numel, &seed, &cols, &vec, &part, &inner, &tpr, &rk};
 		return q_launch(x, f, numel, args, what, err, len);
 	}
+	/* blocks: rows of the leading axes, so a leading split's inner extent is in rows */
+	if (ax >= 0 && ax < last)
+		inner /= K;
+	else
+		part = rows, inner = 1, tpr = 1, rk = 0;
 	int q = w->qtype, bpr = (int)(K / quant_block_size(q));
 	long long stride = (long long)quant_dev_row_bytes(q, K), nb = rows * stride, Kw = K * cparts;
 	CUdeviceptr blocks = dst;
@@ -930,22 +941,23 @@ static int q_upload_random(Gpu *x, int wi, char *err, size_t len)
 		if (r != CUDA_SUCCESS)
 			return cuerr(x, r, "cuMemAlloc (random blocks to dequantize)", err, len);
 	}
-	part = rows;
-	void *args[] = {&blocks, &rows, &bpr, &stride, &seed, &Kw, &part, &inner, &tp, &rank, &cparts, &crank};
-	int rc = q_fn(x, &f, "glm_qrand_%d", q, err, len) || q_launch(x, f, nb, args, what, err, len) ? -1 : 0;
+	void *args[] = {&blocks, &rows, &bpr, &stride, &seed, &Kw, &part, &inner, &tpr, &rk, &cparts, &crank};
+	int rc = q_fn(x, &f, "glm_qrand", q, err, len) || q_launch(x, f, nb, args, what, err, len) ? -1 : 0;
 	if (!rc && x->wq[w->node] < 0) {
 		/* the plan reads this weight as floats: dequantize the blocks into it */
 		int k = (int)K;
 		void *dargs[] = {&dst, &blocks, &numel, &k};
-		rc = q_fn(x, &f, "glm_qdequant_%d", q, err, len) || q_launch(x, f, numel, dargs, what, err, len) ? -1 : 0;
+		rc = q_fn(x, &f, "glm_qdequant", q, err, len) || q_launch(x, f, numel, dargs, what, err, len) ? -1 : 0;
 	}
 	if (blocks != dst)
 		x->cu.free(blocks);
 	return rc;
 }
 
-/* Weight wi's blocks from the checkpoint, rows padded to the device stride, through the staging buffer. */
-static int q_upload_blocks(Gpu *x, const Weights *d, int wi, unsigned char *stage, size_t cap, char *err, size_t len)
+/* Weight wi's blocks from the checkpoint (rank's part of tp), rows padded to the device stride, through
+** the staging buffer. */
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len)
 {
 	const Graph *g = x->g;
 	const WeightRef *w = &g->w[wi];
@@ -957,7 +969,7 @@ static int q_upload_blocks(Gpu *x, const Weights *d, int wi, unsigned char *stag
 		return seterr(err, len, "weight '%s': rows of %zu bytes do not fit the upload buffer", n->name, stride);
 	for (int64_t r0 = 0; r0 < rows; r0 += per) {
 		int64_t nr = rows - r0 < per ? rows - r0 : per;
-		if (weights_load_raw(d, g, w, 0, 1, r0, nr, stage, stride, err, len))
+		if (weights_load_raw(d, g, w, rank, tp, r0, nr, stage, stride, err, len))
 			return -1;
 		CK(x->cu.htod(x->ptr[w->node] + (CUdeviceptr)((size_t)r0 * stride), stage, (size_t)nr * stride),
 		   "cuMemcpyHtoD (quantized weights)");
@@ -992,7 +1004,7 @@ static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, 
 		x->qscr_size = need;
 	}
 	CUfunction f;
-	if (q_fn(x, &f, "glm_qdequant_%d", x->wq[wnode], err, len))
+	if (q_fn(x, &f, "glm_qdequant", x->wq[wnode], err, len))
 		return -1;
 	CUdeviceptr src = x->ptr[wnode];
 	void *args[] = {&x->qscr, &src, &numel, &K};
