@@ -23,14 +23,14 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh and ops/fused.cuh travel inside the binaries as one string (glm_kernels_cuh).
+# ops/kernels.cuh, ops/fused.cuh and ops/quant.cuh travel inside the binaries as one string (glm_kernels_cuh).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh build/embed
+build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh ops/quant.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/kernels.cuh ops/fused.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/kernels.cuh ops/fused.cuh ops/quant.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@
@@ -80,12 +80,19 @@ build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h buil
 	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
 
 # Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
-gpu-bundle: all build/bench/bandwidth build/bench/allreduce
+gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv
 	tests/gpu/build_kernels_test.sh
+	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
 	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/
+
+# The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
+bench-gemv: build/bench/gemv
+build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle bench
+.PHONY: all test demo clean gpu-bundle bench bench-gemv

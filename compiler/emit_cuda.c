@@ -9,6 +9,7 @@
 ** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
 */
 #include "glm.h"
+#include "quant.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@ typedef struct {
 	Launch *l;
 	int nl, lcap;
 	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
+	int *wq;                     /* per node: the ggml type a weight stays in on the GPU (quant.cuh), or -1 */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -69,12 +71,17 @@ static Size sz_numel(const Graph *g, int node, int64_t div) { return sz_dims(nod
 /* Rows of a node: everything but its last dim. */
 static Size sz_rows(const Graph *g, int node) { return sz_dims(node, 0, g->node[node].ndim - 1, 1); }
 
+static int wq_node(const Graph *g, int node);
+
 /* The C++ element type a kernel sees for a node's buffer. */
 static const char *ctype(const Graph *g, int id)
 {
 	const Node *n = &g->node[id];
 	if (n->dtype == DT_I32)
 		return "int";
+	/* GGUF blocks: only the quant.cuh kernels read them (any other template fails to compile on it) */
+	if (n->kind == VK_WEIGHT && wq_node(g, id) >= 0)
+		return "unsigned char";
 	/* Quantized weights are dequantized at upload (to float, or bf16 with wconv) until the quantized
 	** GEMV kernels exist. */
 	int dt = n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype == DT_Q ? DT_F32 : n->dtype)
@@ -307,6 +314,281 @@ static int has_t(const Node *n)
 
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
+/*
+** ---- Quantized weights resident on the GPU (ops/quant.cuh) ----
+**
+** A DT_Q weight of a type with kernels (Q8_0, Q4_K, Q5_K, Q6_K) whose rows are whole blocks stays in its
+** GGUF blocks on the GPU when every node reading it has a quantized kernel for it: a linear (as its
+** weight, computed by its own kernel), an embedding lookup (as its table), or a routed-experts FFN (as
+** gate, up or down, all three resident). Anything else (a matmul, a slice, a fused kernel of another
+** node) keeps the float conversion at upload. The choice is recorded per weight in the plan
+** (Cuda.wq); glmrun sizes and uploads the weight from it.
+*/
+
+/* The block size of a type the quant.cuh kernels read, or 0. */
+static int q_blck(int qtype)
+{
+	return qtype == 8 ? 32 : qtype >= 12 && qtype <= 14 ? 256 : 0;
+}
+
+/* Whether input k of node c may read weight w as blocks, given the candidate types cand[]. */
+static int q_use_ok(const Graph *g, int c, int k, const int *cand)
+{
+	const Node *n = &g->node[c];
+	int w = n->in[k];
+	switch (n->op) {
+	case OP_LINEAR: return k == 1 && g->node[w].ndim == 2 && n->fused_into < 0;
+	case OP_EMBEDDING: return k == 0 && g->node[w].ndim == 2;
+	case OP_MOE_FFN:
+		return k >= 3 && k <= 5 && g->node[w].ndim == 3 && cand[n->in[3]] >= 0 && cand[n->in[4]] >= 0 &&
+		       cand[n->in[5]] >= 0;
+	default: return 0;
+	}
+}
+
+/* Fill e->wq (per node) and g->cuda.wq (per weight). */
+static void q_choose(Em *e)
+{
+	Graph *g = e->g;
+	int *cand = e->wq, *used = calloc((size_t)g->n + 1, sizeof(int));
+	GLM_ASSERT(used);
+	for (int i = 0; i < g->n; i++)
+		cand[i] = -1;
+	for (int i = 0; i < g->nw; i++) {
+		const WeightRef *w = &g->w[i];
+		const Node *n = &g->node[w->node];
+		int b = q_blck(w->qtype);
+		if (w->dtype == DT_Q && b && n->ndim >= 2 && n->dim[n->ndim - 1] % b == 0)
+			cand[w->node] = w->qtype;
+	}
+	/* Refuse until stable: refusing one expert weight refuses its FFN's other two. */
+	for (int changed = 1; changed;) {
+		changed = 0;
+		for (int c = 0; c < g->n; c++)
+			for (int k = 0; k < g->node[c].nin; k++) {
+				int w = g->node[c].in[k];
+				if (cand[w] >= 0) {
+					used[w] = 1;
+					if (!q_use_ok(g, c, k, cand))
+						cand[w] = -1, changed = 1;
+				}
+			}
+	}
+	g->cuda.wq = arena_alloc(g->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
+	for (int i = 0; i < g->nw; i++) {
+		int nd = g->w[i].node;
+		if (!used[nd])
+			cand[nd] = -1;
+		g->cuda.wq[i] = cand[nd];
+	}
+	free(used);
+}
+
+/* The resident type of a weight node (ctype's view, without the Em). */
+static int wq_node(const Graph *g, int node)
+{
+	for (int i = 0; g->cuda.wq && i < g->nw; i++)
+		if (g->w[i].node == node)
+			return g->cuda.wq[i];
+	return -1;
+}
+
+void emit_quant_explain(const Graph *g, FILE *f)
+{
+	int kept = 0, conv = 0, shown = 0;
+	double kb = 0, cb = 0;
+	for (int i = 0; i < g->nw; i++) {
+		const WeightRef *w = &g->w[i];
+		const Node *n = &g->node[w->node];
+		if (w->dtype != DT_Q)
+			continue;
+		int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
+		double fb = (double)node_numel(n, 0, 0) * (double)dtype_size(g->cuda.wconv >= 0 ? g->cuda.wconv : DT_F32);
+		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
+			kept++;
+			kb += (double)(((int64_t)K / q_blck(w->qtype) * quant_block_bytes(w->qtype) + 15) / 16 * 16) * (double)rows;
+			continue;
+		}
+		conv++;
+		cb += fb;
+		if (shown++ >= 12)
+			continue;
+		const char *why = "nothing reads it";
+		char buf[160];
+		if (!q_blck(w->qtype)) {
+			snprintf(buf, sizeof buf, "no GPU kernel reads %s blocks", quant_type_name(w->qtype));
+			why = buf;
+		} else if (n->ndim < 2 || K % q_blck(w->qtype)) {
+			why = "its rows (this rank's part) are not whole blocks";
+		} else {
+			for (int c = 0; c < g->n && why[0] == 'n'; c++)
+				for (int k = 0; k < g->node[c].nin; k++)
+					if (g->node[c].in[k] == w->node) {
+						snprintf(buf, sizeof buf, "read by %s %%%d (%s:%d), which has no quantized kernel for it",
+						         op_table[g->node[c].op].name, c, g->node[c].src ? g->node[c].src : "?", g->node[c].line);
+						why = buf;
+						break;
+					}
+		}
+		fprintf(f, "  converted: %s (%s): %s\n", n->name, quant_type_name(w->qtype), why);
+	}
+	if (shown > 12)
+		fprintf(f, "  ... and %d more converted\n", shown - 12);
+	fprintf(f, "  %d quantized weights kept as blocks on the GPU (%.1f MiB), %d converted to %s at upload (%.1f MiB)\n",
+	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
+}
+
+/* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): enough blocks to give each of
+** the 132 SMs of an H200 two, as long as every warp keeps two 1024-value units of K. A first guess for
+** bench/gemv to confirm. */
+static int q_wpr(int64_t N, int64_t K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 264 && (K + 1023) / 1024 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
+}
+
+/* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
+** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
+** float linear in emit_node. */
+static int emit_qlinear(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1, qt = e->wq[wt];
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
+	int ht = has_t(&g->node[x]);
+	int64_t tmax_gemv = ht ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
+	int tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
+	const Node *xs = &g->node[x];
+	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	char t[256];
+	Wr w;
+	/* decode: one row (TM = 1) when the step has T = 1 (or x has one row whatever T), else 8 */
+	for (int tm = 1; tm <= 8 && tmax >= 1; tm += 7) {
+		int lo = 1, hi = tmax;
+		if (rpt == 1 && ht)
+			lo = tm == 1 ? 1 : 2, hi = tm == 1 ? 1 : tmax;
+		else if ((rpt == 1) != (tm == 1))
+			continue;
+		if (lo > hi)
+			continue;
+		int wpr = tm == 1 ? q_wpr(N, K) : 1;
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL);
+		if (swiglu)
+			w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
+		else
+			w_buf(&w, g, x, 0, NULL), w_null(&w);
+		w_buf(&w, g, wt, 0, "unsigned char");
+		if (bias >= 0 && !swiglu)
+			w_buf(&w, g, bias, 0, NULL);
+		else
+			w_null(&w);
+		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+		w.L.tmin = lo, w.L.tmax = hi;
+		w.L.grid[0] = sz_const((N + 16 / wpr - 1) / (16 / wpr));
+		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
+		         bool_s(swiglu));
+		w_finish(e, &w, t);
+	}
+	if (tmax_gemv < (1 << 30)) {
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, "unsigned char");
+		if (bias >= 0)
+			w_buf(&w, g, bias, 0, NULL);
+		else
+			w_null(&w);
+		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+		w.L.tmin = tmax_gemv < 1 ? 1 : tmax + 1;
+		w.L.grid[0] = sz_const((N + 63) / 64);
+		w.L.grid[1] = sz_numel(g, x, K * 64);
+		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, qt, bool_s(bias >= 0));
+		w_finish(e, &w, t);
+	}
+	return 0;
+}
+
+/* An embedding lookup in a resident table: the looked-up rows dequantized. */
+static int emit_qembedding(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int tab = n->in[0], ids = n->in[1];
+	char t[128];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, "unsigned char"), w_buf(&w, g, ids, 0, NULL);
+	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+	w.L.grid[1] = sz_numel(g, ids, 1);
+	snprintf(t, sizeof t, "k_qembedding<%s, %d>", g->cuda.act == DT_BF16 ? "bf16" : "float", e->wq[tab]);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Routed experts over resident gate/up/down: k_qmoe_up then k_qmoe_down, through the same scratch
+** region as the float kernels. */
+static int emit_qmoe(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	char t[128];
+	Wr w;
+	w_start(&w, id);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_buf(&w, g, ga, 0, "unsigned char"), w_buf(&w, g, up, 0, "unsigned char");
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+	snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((C + 15) / 16), w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_qmoe_down<%s, %d>", A, e->wq[dn]);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* glmrun's helpers, by fixed name: glm_qdequant_<id> (blocks to the activation type, for converted
+** random weights and cuBLASLt prefill) for each block type with kernels among the plan's weights, and
+** for random plans the generators glm_qrand_<id> and glm_rand_{f32,bf16,f16}. */
+static void emit_qhelpers(Em *e)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const char *wf = graph_meta(g, "weights.format");
+	int random = wf && !strcmp(wf, "random"), seen[16] = {0};
+	for (int i = 0; i < g->nw; i++) {
+		int q = g->w[i].qtype;
+		if (g->w[i].dtype != DT_Q || !q_blck(q) || seen[q])
+			continue;
+		seen[q] = 1;
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_qdequant_%d(%s *y, const unsigned char *w, "
+		        "long long n, int K) { k_qdequant<%s, %d>(y, w, n, K); }\n", q, A, A, q);
+		if (random)
+			appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_qrand_%d(unsigned char *d, long long rows, "
+			        "int bpr, long long stride, unsigned long long seed, long long K, long long part, long long inner, "
+			        "int tp, int rank, int cparts, int crank) { k_qrand<%d>(d, rows, bpr, stride, seed, K, part, inner, "
+			        "tp, rank, cparts, crank); }\n", q, q);
+	}
+	static const char *ft[3][2] = {{"f32", "float"}, {"bf16", "bf16"}, {"f16", "f16"}};
+	for (int i = 0; random && i < 3; i++)
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_rand_%s(%s *d, long long n, unsigned long "
+		        "long seed, int cols, int vec, long long part, long long inner, int tp, int rank) { k_rand_float<%s>(d, "
+		        "n, seed, cols, vec, part, inner, tp, rank); }\n", ft[i][0], ft[i][1], ft[i][1]);
+}
+
 /* The launches of one node. */
 static int emit_node(Em *e, int id, char *err, size_t len)
 {
@@ -339,6 +621,8 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		return 0; /* leaves have no kernel; a reshape aliases its input's buffer */
 	case OP_EMBEDDING: {
 		int tab = n->in[0], ids = n->in[1];
+		if (e->wq[tab] >= 0)
+			return emit_qembedding(e, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 		w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
 		if (n->ia[0])
@@ -351,6 +635,8 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	}
 	case OP_LINEAR: {
 		int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+		if (e->wq[wt] >= 0)
+			return emit_qlinear(e, id);
 		int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
 		for (int variant = 0; variant < 2; variant++) {
 			w_start(&w, id);
@@ -482,6 +768,8 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MOE_FFN: {
 		int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+		if (e->wq[ga] >= 0)
+			return emit_qmoe(e, id);
 		int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 		Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
 		w_scratch(&w, T, KF, "float", 4);
@@ -692,6 +980,9 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].fuse_pattern == FUSE_ADD_NORM && g->node[i].fused_into >= 0)
 			e.norm_of[g->node[i].fused_into] = i;
+	e.wq = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
+	GLM_ASSERT(e.wq);
+	q_choose(&e);
 	int rc = 0;
 	for (int i = 0; i < g->n && !rc; i++)
 		rc = emit_node(&e, i, err, len);
@@ -712,6 +1003,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 			appendf(&e, "extern \"C\" __global__ void __launch_bounds__(512) %s(%s *y, const %s *x, long long n, const "
 			        "P2pCtl *c) { k_p2p_allreduce<%s>(y, x, n, c); }\n", KERNEL_P2P_ALLREDUCE, A, A, A);
 		}
+		emit_qhelpers(&e);
 		g->cuda.source = arena_strdup(g->A, e.src);
 		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));
 		memcpy(g->cuda.l, e.l, sizeof(Launch) * (size_t)e.nl);
@@ -719,7 +1011,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	for (int i = 0; i < e.nkeys; i++)
 		free(e.keys[i]);
-	free(e.keys), free(e.l), free(e.src), free(e.norm_of);
+	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.wq);
 	if (rc || !compile)
 		return rc;
 	if (!nvrtc_available()) {

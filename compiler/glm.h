@@ -162,6 +162,11 @@ typedef struct {
 	const char *sample_kernel;   /* the sampler's extern "C" name */
 	Launch *l;
 	int nl;
+	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows padded to
+	** 16 bytes (quant_dev_row_bytes; kernels in ops/quant.cuh), or -1 for the float conversion above.
+	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
+	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
+	int *wq;
 } Cuda;
 
 typedef struct {
@@ -285,6 +290,8 @@ int memplan_check(const Graph *g, char *err, size_t len);
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
+/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
+void emit_quant_explain(const Graph *g, FILE *f);
 
 /*
 ** nvrtc.c — NVRTC, loaded at run time so glmc and glmrun start without the CUDA toolkit

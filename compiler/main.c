@@ -52,8 +52,9 @@ static const char *usage =
 	"  -o FILE          plan file to write\n"
 	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
-	"                   parameter random (TYPE for matrices, e.g. bf16, q8_0, q4_k; vectors f32) —\n"
-	"                   plans for models whose weights are not here; glmrun flags such runs.\n"
+	"                   parameter random (TYPE for matrices: f32, f16, bf16, q8_0, q4_k, q5_k,\n"
+	"                   q6_k, or q4_k_m; vectors f32) — plans for models whose weights are not\n"
+	"                   here; glmrun flags such runs.\n"
 	"                   q4_k_m is llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output.weight, for\n"
 	"                   ffn_down (also _exps/_shexp) of layers where use_more_bits(layer, n_layer) holds\n"
 	"                   (the first and last eighth and every third between; n_layer counts the whole\n"
@@ -137,9 +138,9 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	Weights d;
 	if (o->random) {
 		int q = !strcmp(o->random, "q4_k_m") ? WQ_MIX_Q4_K_M : quant_type_from_name(o->random);
-		if (q != WQ_MIX_Q4_K_M && (q < 0 || !quant_supported(q)))
-			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (e.g. bf16, f16, q8_0, q4_k, q4_k_m)",
-			              o->random);
+		if (q != WQ_MIX_Q4_K_M && (q < 0 || !weights_random_type_ok(q)))
+			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (f32, f16, bf16, q8_0, q4_k, "
+			              "q5_k, q6_k, q4_k_m)", o->random);
 		if (weights_open_random(&d, o->config, q, err, len))
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
@@ -272,6 +273,10 @@ static void explain(const Graph *g)
 	for (int i = 0; i < g->nmeta; i++)
 		if (!strncmp(g->meta[i].key, "fusion.", 7))
 			printf("  %s\n", g->meta[i].val);
+	if (g->cuda.source) {
+		printf("quantized weights on the GPU:\n");
+		emit_quant_explain(g, stdout);
+	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
 	for (int i = 0; i < g->n; i++) {

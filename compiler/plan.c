@@ -56,8 +56,16 @@ static void put_size(Buf *b, Size s)
 	put_u32(b, (uint32_t)s.node), put_u8(b, s.lo), put_u8(b, s.hi), put_i64(b, s.div);
 }
 
+/* Which weights the GPU keeps as quantized blocks: one byte per weight, the ggml type id + 1 (0 for the
+** float conversion). */
+static void put_cuda_wq(Buf *b, const Cuda *c, int nw)
+{
+	for (int i = 0; i < nw; i++)
+		put_u8(b, c->wq ? c->wq[i] + 1 : 0);
+}
+
 /* The CUDA section: present (flag 1) once emit_cuda has run. */
-static void put_cuda(Buf *b, const Cuda *c)
+static void put_cuda(Buf *b, const Cuda *c, int nw)
 {
 	put_u8(b, c->source != NULL);
 	if (!c->source)
@@ -76,6 +84,7 @@ static void put_cuda(Buf *b, const Cuda *c)
 		for (int k = 0; k < l->narg; k++)
 			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_size(b, l->arg[k].s2), put_f64(b, l->arg[k].f);
 	}
+	put_cuda_wq(b, c, nw);
 }
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len)
@@ -119,7 +128,7 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	put_u8(&b, g->mem.planned);
 	put_i64(&b, g->mem.token_bytes), put_i64(&b, g->mem.static_bytes);
 	put_i64(&b, g->mem.token_lower), put_i64(&b, g->mem.static_lower);
-	put_cuda(&b, &g->cuda);
+	put_cuda(&b, &g->cuda, g->nw);
 	if (b.oom) {
 		free(b.p);
 		return seterr(err, len, "%s: out of memory while writing the plan", path);
@@ -210,6 +219,18 @@ static Size get_size(const Graph *g, Rd *r, int check)
 	return s;
 }
 
+/* The per-weight device types (put_cuda_wq): a block type glmrun has kernels for, on a DT_Q weight. */
+static void get_cuda_wq(Graph *g, Rd *r)
+{
+	g->cuda.wq = arena_alloc(r->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
+	for (int i = 0; i < g->nw && !r->fail; i++) {
+		int q = get_u8(r) - 1;
+		if (!r->fail && q >= 0 && (g->w[i].dtype != DT_Q || g->w[i].qtype != q || (q != 8 && (q < 12 || q > 14))))
+			r->fail = "bad quantized-weight entry in the CUDA section";
+		g->cuda.wq[i] = q;
+	}
+}
+
 static void get_cuda(Graph *g, Rd *r)
 {
 	Cuda *c = &g->cuda;
@@ -258,6 +279,7 @@ static void get_cuda(Graph *g, Rd *r)
 		}
 		c->nl = (int)i + 1;
 	}
+	get_cuda_wq(g, r);
 }
 
 static int read_payload(Graph *g, Rd *r)

@@ -98,6 +98,12 @@ size_t quant_row_bytes(int type, int64_t n)
 	return (size_t)(blocks * (uint64_t)t->bytes);
 }
 
+size_t quant_dev_row_bytes(int type, int64_t n)
+{
+	size_t b = quant_row_bytes(type, n);
+	return b ? (b + 15) & ~(size_t)15 : 0;
+}
+
 int quant_supported(int type)
 {
 	const QuantType *t = quant_type(type);
@@ -426,4 +432,121 @@ size_t quant_q8_0(const float *src, void *dst, size_t n)
 			blk[2 + j] = (uint8_t)(int8_t)roundf(x[j] * inv);
 	}
 	return n / 32 * 34;
+}
+
+/* Round to the nearest integer, halves away from zero, clamped to [lo, hi]. */
+static int nearest(float v, int lo, int hi)
+{
+	float r = roundf(v);
+	return r < (float)lo ? lo : r > (float)hi ? hi : (int)r;
+}
+
+static void put16(uint8_t *p, uint16_t h)
+{
+	p[0] = (uint8_t)h;
+	p[1] = (uint8_t)(h >> 8);
+}
+
+/*
+** Q4_K and Q5_K, one 256-value block: each sub-block of 32 gets the range [min(0, lo), hi] in 2^bits - 1
+** steps; the block's d and dmin are the largest step and offset over 63 (stored as half, and the 6-bit
+** sub-block scales computed against the stored halves); then each value is rounded to its step. Not
+** ggml's search for the best scales, only its block layout (ops/quant.c dq_q4_k / dq_q5_k read it).
+*/
+static void quant_k_block(const float *x, uint8_t *b, int bits)
+{
+	const int top = (1 << bits) - 1;
+	float step[8], off[8], smax = 0, omax = 0;
+	for (int j = 0; j < 8; j++) {
+		float lo = 0, hi = 0;
+		for (int l = 0; l < 32; l++) {
+			float v = x[32 * j + l];
+			lo = v < lo ? v : lo;
+			hi = v > hi ? v : hi;
+		}
+		step[j] = (hi - lo) / (float)top, off[j] = -lo;
+		smax = step[j] > smax ? step[j] : smax;
+		omax = off[j] > omax ? off[j] : omax;
+	}
+	uint16_t hd = quant_f32_to_f16(smax / 63), hm = quant_f32_to_f16(omax / 63);
+	float d = quant_f16_to_f32(hd), dmin = quant_f16_to_f32(hm);
+	int sc[8], m[8];
+	for (int j = 0; j < 8; j++) {
+		sc[j] = d > 0 ? nearest(step[j] / d, 0, 63) : 0;
+		m[j] = dmin > 0 ? nearest(off[j] / dmin, 0, 63) : 0;
+	}
+	memset(b, 0, bits == 4 ? 144 : 176);
+	put16(b, hd), put16(b + 2, hm);
+	uint8_t *s = b + 4, *qh = b + 16, *qs = b + (bits == 4 ? 16 : 48);
+	for (int j = 0; j < 4; j++) {
+		s[j] = (uint8_t)((sc[j] & 63) | (sc[j + 4] >> 4) << 6);
+		s[j + 4] = (uint8_t)((m[j] & 63) | (m[j + 4] >> 4) << 6);
+		s[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+	}
+	for (int j = 0; j < 8; j++) {
+		float dl = d * (float)sc[j], ml = dmin * (float)m[j];
+		for (int l = 0; l < 32; l++) {
+			int q = dl > 0 ? nearest((x[32 * j + l] + ml) / dl, 0, top) : 0;
+			qs[32 * (j / 2) + l] |= (uint8_t)((q & 15) << (4 * (j % 2)));
+			if (bits == 5 && q > 15)
+				qh[l] |= (uint8_t)(1u << j);
+		}
+	}
+}
+
+size_t quant_q4_k(const float *src, void *dst, size_t n)
+{
+	if (n % 256)
+		return 0;
+	for (size_t i = 0; i < n / 256; i++)
+		quant_k_block(src + 256 * i, (uint8_t *)dst + 144 * i, 4);
+	return n / 256 * 144;
+}
+
+size_t quant_q5_k(const float *src, void *dst, size_t n)
+{
+	if (n % 256)
+		return 0;
+	for (size_t i = 0; i < n / 256; i++)
+		quant_k_block(src + 256 * i, (uint8_t *)dst + 176 * i, 5);
+	return n / 256 * 176;
+}
+
+/*
+** Q6_K, one 256-value block: 16 groups of 16, each with the signed step max|x|/31 as an 8-bit scale of
+** the block's d (the largest step over 127, stored as half); values rounded to [-32, 31] steps and stored
+** +32 as 4 low bits (ql) and 2 high bits (qh), in dq_q6_k's layout.
+*/
+size_t quant_q6_k(const float *src, void *dst, size_t n)
+{
+	if (n % 256)
+		return 0;
+	for (size_t i = 0; i < n / 256; i++) {
+		const float *x = src + 256 * i;
+		uint8_t *b = (uint8_t *)dst + 210 * i;
+		float step[16], smax = 0;
+		for (int g = 0; g < 16; g++) {
+			float a = 0;
+			for (int l = 0; l < 16; l++)
+				a = fabsf(x[16 * g + l]) > a ? fabsf(x[16 * g + l]) : a;
+			step[g] = a / 31;
+			smax = step[g] > smax ? step[g] : smax;
+		}
+		uint16_t hd = quant_f32_to_f16(smax / 127);
+		float d = quant_f16_to_f32(hd);
+		memset(b, 0, 210);
+		put16(b + 208, hd);
+		for (int g = 0; g < 16; g++) {
+			int sc = d > 0 ? nearest(step[g] / d, -128, 127) : 0;
+			b[192 + g] = (uint8_t)(int8_t)sc;
+			float dl = d * (float)sc;
+			for (int l = 0; l < 16; l++) {
+				int e = 16 * g + l, h = e / 128, k = (e % 128) / 32, ll = e % 32;
+				int q = (dl != 0 ? nearest(x[e] / dl, -32, 31) : 0) + 32;
+				b[64 * h + ll + 32 * (k % 2)] |= (uint8_t)((q & 15) << (4 * (k / 2)));
+				b[128 + 32 * h + ll] |= (uint8_t)((q >> 4) << (2 * k));
+			}
+		}
+	}
+	return n / 256 * 210;
 }

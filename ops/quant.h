@@ -48,6 +48,10 @@ size_t quant_block_bytes(int type);
 ** block size or the size would overflow. */
 size_t quant_row_bytes(int type, int64_t n);
 
+/* Bytes of one row of n elements as the GPU keeps a block-quantized weight (ops/quant.cuh q_stride):
+** quant_row_bytes rounded up to a multiple of 16; 0 when quant_row_bytes is. */
+size_t quant_dev_row_bytes(int type, int64_t n);
+
 /* 1 when quant_dequant supports the type. */
 int quant_supported(int type);
 
@@ -58,6 +62,13 @@ int quant_dequant(int type, const void *src, float *dst, size_t n);
 /* Quantize n float32 values (a multiple of 32) to Q8_0 with the rounding of ggml's
 ** quantize_row_q8_0_ref; returns bytes written (n/32*34) or 0 when n is not a multiple of 32. */
 size_t quant_q8_0(const float *src, void *dst, size_t n);
+
+/* Quantize n float32 values (a multiple of 256) to Q4_K, Q5_K or Q6_K blocks (for test checkpoints: a
+** plain per-sub-block range fit in ggml's block layout, not ggml's scale search); returns bytes written,
+** or 0 when n is not a multiple of 256. */
+size_t quant_q4_k(const float *src, void *dst, size_t n);
+size_t quant_q5_k(const float *src, void *dst, size_t n);
+size_t quant_q6_k(const float *src, void *dst, size_t n);
 
 /* IEEE half <-> float32. f32_to_f16 rounds to nearest even (subnormals, overflow to inf). */
 float quant_f16_to_f32(uint16_t h);

@@ -108,6 +108,9 @@ struct Gpu {
 	CUgraphExec *exec;
 	int *captured_logits;
 	int capturing;
+	int *wq;                     /* per node: block type of a weight kept quantized (Cuda.wq), or -1 */
+	CUdeviceptr qscr;            /* prefill: a quantized weight dequantized for cuBLASLt (lt_qweight) */
+	size_t qscr_size;
 	int32_t *host_tok;           /* pinned */
 	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
 	void *host_raw;              /* pinned, one logits row as the device stores it */
@@ -136,6 +139,11 @@ typedef struct {
 
 static void lt_open(Gpu *x);
 static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
+static size_t q_bytes(const Gpu *x, int node);
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len);
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len);
+static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
 {
@@ -260,7 +268,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		return -1;
 	size_t total = 0, done = 0, stage_cap = 64u << 20;
 	for (int i = 0; i < g->nw; i++)
-		total += (size_t)node_numel(&g->node[g->w[i].node], 0, 0) * elsize(x, g->w[i].node);
+		total += x->wq[g->w[i].node] >= 0 ? q_bytes(x, g->w[i].node)
+		                                  : (size_t)node_numel(&g->node[g->w[i].node], 0, 0) * elsize(x, g->w[i].node);
 	unsigned char *stage = NULL;
 	CUresult r = x->cu.alloc_host((void **)&stage, stage_cap);
 	if (r != CUDA_SUCCESS) {
@@ -271,6 +280,14 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 	for (int i = 0; i < g->nw && !rc; i++) {
 		const WeightRef *w = &g->w[i];
 		const Node *n = &g->node[w->node];
+		if (random || x->wq[w->node] >= 0) {
+			/* generated on the GPU, or GGUF blocks kept as they are (quantized weights, below) */
+			size_t b = x->wq[w->node] >= 0 ? q_bytes(x, w->node) : (size_t)node_numel(n, 0, 0) * elsize(x, w->node);
+			rc = random ? q_upload_random(x, i, 0, 1, err, len) : q_upload_blocks(x, &d, i, 0, 1, stage, stage_cap, err, len);
+			done += b;
+			progress(x, o, done, total);
+			continue;
+		}
 		size_t numel = (size_t)node_numel(n, 0, 0), es = elsize(x, w->node);
 		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
 		const void *raw = NULL;
@@ -381,7 +398,9 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		ab = (size_t)(g->mem.token_bytes * x->maxT + g->mem.static_bytes + 256);
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
-		size_t bytes = ((size_t)node_numel(n, x->maxT, x->S) * elsize(x, i) + 255) & ~(size_t)255;
+		size_t bytes = ((n->kind == VK_WEIGHT && x->wq[i] >= 0 ? q_bytes(x, i)
+		                                                      : (size_t)node_numel(n, x->maxT, x->S) * elsize(x, i)) +
+		                255) & ~(size_t)255;
 		if (n->op == OP_ROPE)
 			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
 		if (n->op == OP_RESHAPE || (planned && n->kind == VK_ACT))
@@ -508,6 +527,12 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	if (x->tokens < 0 || x->pos < 0 || x->logits < 0)
 		return seterr(err, len, "plan: needs inputs 'tokens' and 'pos' and an output 'logits'");
 	x->V = g->node[x->logits].dim[1];
+	if (!(x->wq = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1))))
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < g->n; i++)
+		x->wq[i] = -1;
+	for (int i = 0; g->cuda.wq && i < g->nw; i++)
+		x->wq[g->w[i].node] = g->cuda.wq[i];
 	if (load_module(x, err, len) || alloc_buffers(x, err, len))
 		return -1;
 	lt_open(x);
@@ -582,9 +607,15 @@ static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
 	if (!lt->h || n->op != OP_LINEAR)
 		return 0;
 	int xi = n->in[0], wi = n->in[1], bi = n->nin > 2 ? n->in[2] : -1;
-	size_t es = elsize(x, xi);
-	if (elsize(x, wi) != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
+	size_t es = elsize(x, xi), wes = x->wq[wi] >= 0 ? es : elsize(x, wi); /* blocks: dequantized to es below */
+	CUdeviceptr wp = x->ptr[wi];
+	if (wes != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
 		return 0;
+	if (x->wq[wi] >= 0) {
+		int q = lt_qweight(x, wi, T, &wp, err, len);
+		if (q <= 0)
+			return q;
+	}
 	cudaDataType_t dt = es == 4 ? CUDA_R_32F : CUDA_R_16BF;
 	int64_t K = g->node[wi].dim[1], N = g->node[wi].dim[0], M = node_numel(&g->node[xi], T, x->S) / K;
 	cublasLtMatmulDesc_t desc = NULL;
@@ -618,7 +649,7 @@ static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
 	if (!st)
 		st = lt->heuristic(lt->h, desc, la, lb, lc, lc, pref, 1, &heur, &found);
 	if (!st && found > 0) {
-		st = lt->matmul(lt->h, desc, &one, (void *)x->ptr[wi], la, (void *)x->ptr[xi], lb, &zero, (void *)x->ptr[id], lc,
+		st = lt->matmul(lt->h, desc, &one, (void *)wp, la, (void *)x->ptr[xi], lb, &zero, (void *)x->ptr[id], lc,
 		                (void *)x->ptr[id], lc, &heur.algo, (void *)lt->ws, lt->ws_size, (cudaStream_t)x->st);
 		rc = st ? seterr(err, len, "cuBLASLt: matmul for linear %%%d (%lld×%lld·%lld) failed (status %d)", id,
 		                 (long long)M, (long long)K, (long long)N, (int)st)
@@ -993,6 +1024,8 @@ void gpu_close(Gpu *x)
 			x->cu.free_host(x->host_raw);
 		if (x->lt.h)
 			x->lt.destroy(x->lt.h), x->cu.free(x->lt.ws);
+		if (x->qscr)
+			x->cu.free(x->qscr);
 		if (x->st)
 			x->cu.stream_destroy(x->st);
 		x->cu.ctx_release(x->dev);
@@ -1001,9 +1034,172 @@ void gpu_close(Gpu *x)
 		dlclose(x->lt.so);
 	if (x->cu.so)
 		dlclose(x->cu.so);
-	free(x->fn), free(x->ptr), free(x->rope);
+	free(x->fn), free(x->ptr), free(x->rope), free(x->wq);
 	free(x->graph), free(x->exec), free(x->captured_logits);
 	free(x);
+}
+
+/*
+** ---- Quantized weights on the GPU (ops/quant.cuh, emit_cuda.c q_choose) ----
+**
+** A weight the plan keeps quantized (Cuda.wq) is uploaded as its GGUF blocks, each row padded to 16 bytes.
+** Random plans generate every weight on the GPU with the generators of ops/quant.cuh, which make the same
+** bytes and floats as runtime/weights.c makes on the CPU (so --verify compares like with like), without
+** staging anything on the host: quantized weights as blocks (dequantized in place of the float
+** conversion when the plan keeps them as floats), float weights with k_rand_float.
+*/
+
+/* Device bytes of a weight kept as blocks. */
+static size_t q_bytes(const Gpu *x, int node)
+{
+	const Node *n = &x->g->node[node];
+	int64_t K = n->dim[n->ndim - 1];
+	return quant_dev_row_bytes(x->wq[node], K) * (size_t)(node_numel(n, 0, 0) / K);
+}
+
+/* One of the plan's helper kernels (emit_cuda.c emit_qhelpers): `base` alone, or with the type id. */
+static int q_fn(Gpu *x, CUfunction *f, const char *base, int id, char *err, size_t len)
+{
+	char name[64];
+	if (id >= 0)
+		snprintf(name, sizeof name, "%s_%d", base, id);
+	else
+		snprintf(name, sizeof name, "%s", base);
+	CUresult r = x->cu.mod_fn(f, x->mod, name);
+	if (r != CUDA_SUCCESS)
+		return seterr(err, len, "plan: helper kernel %s is missing (a plan from an older glmc? recompile it)", name);
+	return 0;
+}
+
+/* Launch a helper over n threads (blocks of 256) and wait for it. */
+static int q_launch(Gpu *x, CUfunction f, long long n, void **args, const char *what, char *err, size_t len)
+{
+	if (n <= 0)
+		return 0;
+	CK(x->cu.launch(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, x->st, args, NULL), what);
+	CK(x->cu.stream_sync(x->st), what);
+	return 0;
+}
+
+/*
+** Weight wi of a random plan, generated in place: rank's part of tp (this GPU path runs rank 0 of 1).
+** The generators map the part to the whole tensor: floats by elements (part, inner) along the split
+** axis; blocks by rows (part, inner) for a leading axis, by block columns (cparts, crank) for the last.
+*/
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	const WeightRef *w = &g->w[wi];
+	const Node *n = &g->node[w->node];
+	unsigned long long seed = weights_random_seed(n->name);
+	int last = n->ndim - 1, ax = w->split >= 0 && tp > 1 ? w->split : -1, vec = n->ndim == 1;
+	long long numel = node_numel(n, 0, 0), K = n->dim[last], rows = numel / K, part = numel, inner = 1;
+	int tpr = 1, rk = 0, cparts = ax == last ? tp : 1, crank = ax == last ? rank : 0, cols = (int)(K * cparts);
+	CUdeviceptr dst = x->ptr[w->node];
+	CUfunction f;
+	char what[300];
+	snprintf(what, sizeof what, "generating random weight '%s'", n->name);
+	if (ax >= 0) {
+		part = n->dim[ax], tpr = tp, rk = rank;
+		for (int i = ax + 1; i < n->ndim; i++)
+			inner *= n->dim[i];
+	}
+	if (w->dtype != DT_Q) {
+		size_t es = elsize(x, w->node);
+		int dt = es == 4 ? DT_F32 : g->cuda.wconv >= 0 ? g->cuda.wconv : w->dtype;
+		char fname[32];
+		snprintf(fname, sizeof fname, "glm_rand_%s", dt == DT_F32 ? "f32" : dt == DT_BF16 ? "bf16" : "f16");
+		if (q_fn(x, &f, fname, -1, err, len))
+			return -1;
+		void *args[] = {&dst, &numel, &seed, &cols, &vec, &part, &inner, &tpr, &rk};
+		return q_launch(x, f, numel, args, what, err, len);
+	}
+	/* blocks: rows of the leading axes, so a leading split's inner extent is in rows */
+	if (ax >= 0 && ax < last)
+		inner /= K;
+	else
+		part = rows, inner = 1, tpr = 1, rk = 0;
+	int q = w->qtype, bpr = (int)(K / quant_block_size(q));
+	long long stride = (long long)quant_dev_row_bytes(q, K), nb = rows * stride, Kw = K * cparts;
+	CUdeviceptr blocks = dst;
+	if (!stride)
+		return seterr(err, len, "random weight '%s': type %s has no GPU generator", n->name, quant_type_name(q));
+	if (x->wq[w->node] < 0) {
+		CUresult r = x->cu.alloc(&blocks, (size_t)nb);
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuMemAlloc (random blocks to dequantize)", err, len);
+	}
+	void *args[] = {&blocks, &rows, &bpr, &stride, &seed, &Kw, &part, &inner, &tpr, &rk, &cparts, &crank};
+	int rc = q_fn(x, &f, "glm_qrand", q, err, len) || q_launch(x, f, nb, args, what, err, len) ? -1 : 0;
+	if (!rc && x->wq[w->node] < 0) {
+		/* the plan reads this weight as floats: dequantize the blocks into it */
+		int k = (int)K;
+		void *dargs[] = {&dst, &blocks, &numel, &k};
+		rc = q_fn(x, &f, "glm_qdequant", q, err, len) || q_launch(x, f, numel, dargs, what, err, len) ? -1 : 0;
+	}
+	if (blocks != dst)
+		x->cu.free(blocks);
+	return rc;
+}
+
+/* Weight wi's blocks from the checkpoint (rank's part of tp), rows padded to the device stride, through
+** the staging buffer. */
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len)
+{
+	const Graph *g = x->g;
+	const WeightRef *w = &g->w[wi];
+	const Node *n = &g->node[w->node];
+	int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
+	size_t stride = quant_dev_row_bytes(x->wq[w->node], K);
+	int64_t per = stride ? (int64_t)(cap / stride) : 0;
+	if (per < 1)
+		return seterr(err, len, "weight '%s': rows of %zu bytes do not fit the upload buffer", n->name, stride);
+	for (int64_t r0 = 0; r0 < rows; r0 += per) {
+		int64_t nr = rows - r0 < per ? rows - r0 : per;
+		if (weights_load_raw(d, g, w, rank, tp, r0, nr, stage, stride, err, len))
+			return -1;
+		CK(x->cu.htod(x->ptr[w->node] + (CUdeviceptr)((size_t)r0 * stride), stage, (size_t)nr * stride),
+		   "cuMemcpyHtoD (quantized weights)");
+	}
+	return 0;
+}
+
+/*
+** cuBLASLt for a prefill linear over a quantized weight: from QLT_MIN_T rows on, dequantize the weight
+** into a scratch buffer of the activation type and let cuBLASLt run the GEMM (its GEMM is much faster
+** than k_qlinear_gemm, and the extra pass over the weight is small next to T·N·K work); below that,
+** or when the scratch cannot be allocated, the plan's k_qlinear_gemm runs. 1: *wp is the dequantized
+** weight; 0: use the kernel; -1: error. QLT_MIN_T is a first guess to measure.
+*/
+#define QLT_MIN_T 32
+static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len)
+{
+	const Node *n = &x->g->node[wnode];
+	if (T < QLT_MIN_T)
+		return 0;
+	long long numel = node_numel(n, 0, 0);
+	int K = (int)n->dim[n->ndim - 1];
+	size_t need = (size_t)numel * dtype_size(x->g->cuda.act);
+	if (need > x->qscr_size) {
+		if (x->qscr)
+			x->cu.free(x->qscr);
+		x->qscr = 0, x->qscr_size = 0;
+		if (x->cu.alloc(&x->qscr, need) != CUDA_SUCCESS) {
+			x->qscr = 0;
+			return 0;
+		}
+		x->qscr_size = need;
+	}
+	CUfunction f;
+	if (q_fn(x, &f, "glm_qdequant", x->wq[wnode], err, len))
+		return -1;
+	CUdeviceptr src = x->ptr[wnode];
+	void *args[] = {&x->qscr, &src, &numel, &K};
+	CK(x->cu.launch(f, (unsigned)((numel + 255) / 256), 1, 1, 256, 1, 1, 0, x->st, args, NULL),
+	   "launching glm_qdequant (prefill)");
+	*wp = x->qscr;
+	return 1;
 }
 
 /* Whether a GPU can be used here: the driver loads and reports at least one device. */
@@ -1019,11 +1215,13 @@ int gpu_present(void)
 	return ok;
 }
 
-/* The device bytes of weight node id (what a step reads when it reads all of it): as uploaded, which may
-** differ from the plan's stored type (quantized weights are expanded at upload until the GPU reads them
-** in their own format). */
+/* The device bytes of weight node id (what a step reads when it reads all of it): as uploaded: its GGUF
+** blocks (rows padded to 16 bytes) when it stays quantized on the GPU, else its elements at the device
+** type. */
 size_t gpu_weight_bytes(const Gpu *x, int id)
 {
+	if (x->wq && x->wq[id] >= 0)
+		return q_bytes(x, id);
 	return (size_t)node_numel(&x->g->node[id], 0, 0) * elsize(x, id);
 }
 

@@ -3,6 +3,7 @@
 */
 #include "weights.h"
 #include "quant.h"
+#include "ref.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -36,18 +37,106 @@ static uint64_t mix64(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+uint64_t weights_random_seed(const char *name)
+{
+	uint64_t seed = 1469598103934665603ULL;
+	for (const char *p = name; *p; p++)
+		seed = (seed ^ (unsigned char)*p) * 1099511628211ULL;
+	return seed;
+}
+
 void weights_random_f32(const Graph *g, const WeightRef *r, float *dst)
 {
 	const Node *n = &g->node[r->node];
-	uint64_t seed = 1469598103934665603ULL;
-	for (const char *p = n->name; *p; p++)
-		seed = (seed ^ (unsigned char)*p) * 1099511628211ULL;
+	uint64_t seed = weights_random_seed(n->name);
 	int64_t cols = n->dim[n->ndim - 1], cnt = node_numel(n, 0, 0);
 	float a = n->ndim == 1 ? 0.1f : 1.0f / sqrtf((float)cols);
 	for (int64_t i = 0; i < cnt; i++) {
 		float u = (float)((mix64(seed + (uint64_t)i) >> 40) * (1.0 / 16777216.0)) * 2 - 1;
 		dst[i] = (n->ndim == 1 ? 1.0f : 0.0f) + a * u;
 	}
+}
+
+int weights_random_type_ok(int qtype)
+{
+	switch (qtype) {
+	case QT_F32: case QT_F16: case QT_BF16: case QT_Q8_0: case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return 1;
+	default: return 0;
+	}
+}
+
+/* Bits of a positive half in [2^E, 2^(E+1)) whose mantissa is h's low 10 bits (a subnormal below 2^-14,
+** E clamped to [-24, 15]), from integer operations only, so the GPU makes the same bits. */
+static unsigned random_f16(uint64_t h, int E)
+{
+	unsigned m = (unsigned)(h & 0x3ff);
+	E = E < -24 ? -24 : E > 15 ? 15 : E;
+	return E >= -14 ? (unsigned)(E + 15) << 10 | m : (0x400u | m) >> (-14 - E);
+}
+
+/*
+** Byte g of a random block tensor: hash bytes, except the f16 scale fields (Q8_0 d; Q4_K/Q5_K d and dmin;
+** Q6_K d), which are random halves of a size that makes the dequantized values about 1/sqrt(K) in size
+** (K rounded to a power of 4 first): 2^ea with ea = -ceil(floor(log2 K)/2), times a per-type factor for
+** the spread of its quants (Q8_0 2^-8: |q| up to 128; Q4_K 2^-9 and dmin 2^-6, about 7.5 times d to
+** centre q·sc around m; Q5_K 2^-10 and 2^-6; Q6_K 2^-12 with signed 8-bit scales).
+*/
+uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g)
+{
+	uint64_t B = quant_block_bytes(qtype), blk = g / B;
+	int o = (int)(g - blk * B), field = -1, E = 0, lk = 0;
+	for (int64_t k = K > 0 ? K : 1; k > 1; k >>= 1)
+		lk++;
+	int ea = -((lk + 1) >> 1);
+	if (qtype == QT_Q8_0 && o < 2)
+		field = 0, E = ea - 8;
+	if ((qtype == QT_Q4_K || qtype == QT_Q5_K) && o < 4)
+		field = o >> 1, E = ea - (field ? 6 : qtype == QT_Q4_K ? 9 : 10);
+	if (qtype == QT_Q6_K && o >= 208)
+		field = 0, E = ea - 12;
+	if (field < 0)
+		return (uint8_t)(mix64(seed + g / 8) >> (8 * (g % 8)));
+	unsigned bits = random_f16(mix64(~seed + blk * 2 + (uint64_t)field), E);
+	return (uint8_t)((qtype == QT_Q6_K ? o - 208 : o & 1) ? bits >> 8 : bits & 0xff);
+}
+
+/* The whole random tensor w describes (n with its split axis restored) as float32: dequantized random
+** blocks for block types, else the float generator rounded to the stored type. */
+static int random_whole(const Graph *g, const Node *whole, const WeightRef *r, float *all, char *err, size_t len)
+{
+	if (r->qtype == QT_Q8_0 || r->qtype == QT_Q4_K || r->qtype == QT_Q5_K || r->qtype == QT_Q6_K) {
+		int64_t K = whole->dim[whole->ndim - 1], rows = node_numel(whole, 0, 0) / K;
+		size_t rb = quant_row_bytes(r->qtype, K);
+		uint8_t *row = malloc(rb ? rb : 1);
+		if (!rb || !row)
+			return free(row), seterr(err, len, "random weight '%s': rows of %lld values are not whole %s blocks",
+			                         whole->name, (long long)K, quant_type_name(r->qtype));
+		uint64_t seed = weights_random_seed(whole->name);
+		for (int64_t i = 0; i < rows; i++) {
+			for (size_t b = 0; b < rb; b++)
+				row[b] = weights_random_byte(r->qtype, seed, K, (uint64_t)i * rb + b);
+			quant_dequant(r->qtype, row, all + i * K, (size_t)K);
+		}
+		free(row);
+		return 0;
+	}
+	if (r->qtype != QT_F32 && r->qtype != QT_F16 && r->qtype != QT_BF16)
+		return seterr(err, len, "random weight '%s': type %s cannot be generated (f32, f16, bf16, q8_0, q4_k, "
+		              "q5_k, q6_k)", whole->name, quant_type_name(r->qtype));
+	Graph tmp = *g;
+	Node *nodes = malloc(sizeof(Node) * (size_t)g->n);
+	if (!nodes)
+		return seterr(err, len, "out of memory");
+	memcpy(nodes, g->node, sizeof(Node) * (size_t)g->n);
+	nodes[r->node] = *whole;
+	tmp.node = nodes;
+	weights_random_f32(&tmp, r, all);
+	free(nodes);
+	/* the weight is stored as F16/BF16: these are its values (the GPU rounds them the same way) */
+	size_t total = (size_t)node_numel(whole, 0, 0);
+	for (size_t i = 0; r->qtype != QT_F32 && i < total; i++)
+		all[i] = r->qtype == QT_BF16 ? ref_bf16_to_f32(ref_f32_to_bf16(all[i])) : ref_f16_to_f32(ref_f32_to_f16(all[i]));
+	return 0;
 }
 
 int weights_open(Weights *w, const char *path, char *err, size_t len)
@@ -229,19 +318,15 @@ int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int r
 		Node whole = *n;
 		if (r->split >= 0 && tp > 1)
 			whole.dim[r->split] *= tp;
-		Graph tmp = *g;
-		Node *nodes = malloc(sizeof(Node) * (size_t)g->n);
-		if (!nodes)
-			return seterr(err, len, "out of memory");
-		memcpy(nodes, g->node, sizeof(Node) * (size_t)g->n);
-		nodes[r->node] = whole;
-		tmp.node = nodes;
 		size_t total = (size_t)node_numel(&whole, 0, 0);
 		float *all = r->split >= 0 && tp > 1 ? malloc(total * sizeof(float)) : dst;
 		if (!all)
-			return free(nodes), seterr(err, len, "out of memory");
-		weights_random_f32(&tmp, r, all);
-		free(nodes);
+			return seterr(err, len, "out of memory");
+		if (random_whole(g, &whole, r, all, err, len)) {
+			if (all != dst)
+				free(all);
+			return -1;
+		}
 		if (all != dst) {
 			int ax = r->split;
 			size_t outer = 1, inner = 1, part = (size_t)n->dim[ax];
@@ -323,6 +408,72 @@ static int load_whole(const Weights *w, const Node *n, const WeightRef *r, float
 	for (int64_t row = 0; row < rows; row++)
 		if (quant_dequant(t.qtype, src + (size_t)source_row(r, n, rows, row) * rb, dst + row * cols, (size_t)cols))
 			return seterr(err, len, "%s: tensor '%s': cannot dequantize type %s", t.file, r->source, t.type_name);
+	return 0;
+}
+
+/* One stacked part's tensor, checked against the plan like load_parts does. */
+static int raw_part(const Weights *w, const WeightRef *r, const Node *n, int p, WTensor *t, char *err, size_t len)
+{
+	char name[512];
+	snprintf(name, sizeof name, r->source, p);
+	if (weights_find(w, name, t) < 0 || t->qtype != r->qtype || t->nbytes != r->nbytes)
+		return seterr(err, len, "%s: tensor '%s' (part %d of parameter '%s') is missing or changed since the plan "
+		              "was compiled", w->path, name, p, n->name);
+	return 0;
+}
+
+int weights_load_raw(const Weights *w, const Graph *g, const WeightRef *r, int rank, int tp, int64_t r0, int64_t nr,
+                     uint8_t *dst, size_t stride, char *err, size_t len)
+{
+	const Node *n = &g->node[r->node];
+	int last = n->ndim - 1, ax = r->split, split = ax >= 0 && tp > 1;
+	Node whole = *n;
+	if (split)
+		whole.dim[ax] *= tp;
+	int64_t cols = n->dim[last], rows = node_numel(n, 0, 0) / cols, wcols = whole.dim[last];
+	int64_t wrows = node_numel(&whole, 0, 0) / wcols;
+	size_t lrb = weights_row_bytes(r->qtype, cols), wrb = weights_row_bytes(r->qtype, wcols);
+	if (r->qtype == WQ_F8_E4M3 || !lrb || !wrb || stride < lrb || r0 < 0 || nr < 0 || r0 + nr > rows)
+		return seterr(err, len, "'%s': rows [%lld, %lld) of %lld values cannot be read as whole %s blocks", r->source,
+		              (long long)r0, (long long)(r0 + nr), (long long)cols, quant_type_name(r->qtype));
+	/* rank's rows of a split leading axis: local row i = (o, p, in) over (outer, part, inner) */
+	int64_t part = rows, inner = 1, tpr = 1, rk = 0;
+	if (split && ax < last) {
+		part = n->dim[ax], tpr = tp, rk = rank;
+		for (int i = ax + 1; i < last; i++)
+			inner *= n->dim[i];
+	}
+	size_t coloff = split && ax == last ? (size_t)rank * lrb : 0;
+	WTensor t = {0};
+	int64_t src_rows = 0, cur = -1, rpp = r->parts ? wrows / r->parts : 0;
+	if (!r->parts) {
+		if (weights_find(w, r->source, &t) < 0)
+			return seterr(err, len, "%s: tensor '%s' (parameter '%s') is missing; the weights changed since the plan "
+			              "was compiled", w->path, r->source, n->name);
+		if (t.qtype != r->qtype || t.nbytes != r->nbytes)
+			return seterr(err, len, "%s: tensor '%s' is %s with %llu bytes, the plan expects %s with %llu; recompile "
+			              "the plan", t.file, r->source, t.type_name, (unsigned long long)t.nbytes,
+			              quant_type_name(r->qtype), (unsigned long long)r->nbytes);
+		src_rows = (int64_t)(t.nbytes / wrb);
+	}
+	for (int64_t i = 0; i < nr; i++) {
+		int64_t lr = r0 + i, pi = part * inner, o = lr / pi, rem = lr - o * pi, p = rem / inner;
+		int64_t wr = ((o * tpr + rk) * part + p) * inner + (rem - p * inner);
+		const uint8_t *src;
+		if (r->parts) {
+			if (wr / rpp != cur && raw_part(w, r, n, (int)(cur = wr / rpp), &t, err, len))
+				return -1;
+			src = (const uint8_t *)t.data + (size_t)(wr % rpp) * wrb;
+		} else {
+			int64_t sr = source_row(r, &whole, wrows, wr);
+			if (sr < 0 || sr >= src_rows)
+				return seterr(err, len, "%s: tensor '%s' has %lld rows, the plan reads row %lld", t.file, r->source,
+				              (long long)src_rows, (long long)sr);
+			src = (const uint8_t *)t.data + (size_t)sr * wrb;
+		}
+		memcpy(dst + (size_t)i * stride, src + coloff, lrb);
+		memset(dst + (size_t)i * stride + lrb, 0, stride - lrb);
+	}
 	return 0;
 }
 

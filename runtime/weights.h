@@ -55,6 +55,18 @@ int weights_open_random(Weights *w, const char *config, int random_qtype, char *
 /* Fill a random weight (for plans compiled with --random-weights): fan-in scaled uniform values, norm
 ** vectors around 1; deterministic per parameter name. */
 void weights_random_f32(const Graph *g, const WeightRef *r, float *dst);
+/*
+** Random weights of block types are random GGUF blocks: byte g of the tensor (rows of K values, bytes
+** numbered as stored) is weights_random_byte(qtype, seed, K, g), hash bytes with the f16 scale fields
+** set so that the dequantized values are about 1/sqrt(K) in size. The seed of a parameter is
+** weights_random_seed(its name). ops/quant.cuh (q_rand_byte, k_rand_float) generates the same bytes and
+** floats on the GPU. weights_load_f32 returns them dequantized; F16/BF16 random weights come back
+** rounded to their type.
+*/
+uint64_t weights_random_seed(const char *name);
+uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g);
+/* 1 for the types --random-weights can generate: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K. */
+int weights_random_type_ok(int qtype);
 void weights_close(Weights *w);
 /* Tensor i (0 <= i < ntensor) or the one named; weights_find returns its index or -1. */
 void weights_get(const Weights *w, int i, WTensor *t);
@@ -70,6 +82,13 @@ int weights_dtype(int qtype);
 ** parallelism (r->split >= 0) only rank's part of tp. */
 int weights_load_f32(const Weights *w, const Graph *g, const WeightRef *r, int rank, int tp, float *dst, char *err,
                      size_t len);
+
+/* Rows [r0, r0 + nr) of rank's part of a bound weight as stored (blocks, no dequantization), with the
+** plan's row transforms (slots, q/k unpermute, strided rows, stacked parts), each row written at
+** dst + i·stride and zero-padded to stride bytes. A split of the last axis takes whole blocks (the
+** caller checks that the part is whole blocks). For ggml block types and F32/F16/BF16. */
+int weights_load_raw(const Weights *w, const Graph *g, const WeightRef *r, int rank, int tp, int64_t r0, int64_t nr,
+                     uint8_t *dst, size_t stride, char *err, size_t len);
 
 /*
 ** Tensor-parallel slicing: rank's part of a [rows, cols] tensor (PyTorch order, leading dims folded into

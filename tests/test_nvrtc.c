@@ -1,10 +1,12 @@
 /*
 ** tests/test_nvrtc.c — NVRTC as glmc uses it, no GPU needed: the embedded kernel templates compile for
-** every supported arch, and a compile error is reported in one line quoting the generated source line.
+** every supported arch, every kernel of ops/quant.cuh instantiates and compiles for sm_90 for each block
+** type, and a compile error is reported in one line quoting the generated source line.
 */
 #include "check.h"
 #include "glm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 int main(void)
@@ -30,5 +32,43 @@ int main(void)
 		check(rc == 0 && cubin && n > 0, name, "%s", err);
 		free(cubin);
 	}
+	/* ops/quant.cuh instantiated as glmc's wrappers instantiate it: every kernel for every block type. */
+	size_t cap = strlen(glm_kernels_cuh) + 65536, at;
+	char *src = malloc(cap);
+	at = (size_t)snprintf(src, cap, "%s\n", glm_kernels_cuh);
+	static const int qt[] = {8, 12, 13, 14};
+	for (int i = 0; i < 4; i++) {
+		int q = qt[i];
+		at += (size_t)snprintf(src + at, cap - at,
+			"extern \"C\" __global__ void __launch_bounds__(256) a%d(float *y, const float *x, const unsigned char *w, "
+			"const float *b, int T, int K, int N) { k_qgemv<float, %d, 2, 2, 1, true, false>(y, x, nullptr, w, b, T, K, N); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) b%d(bf16 *y, const bf16 *g, const bf16 *u, "
+			"const unsigned char *w, int T, int K, int N) { k_qgemv<bf16, %d, 2, 1, 8, false, true>(y, g, u, w, nullptr, T, K, N); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) c%d(float *y, const float *x, const unsigned char *w, "
+			"const float *b, int T, int K, int N) { k_qlinear_gemm<float, %d, true>(y, x, w, b, T, K, N); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) d%d(bf16 *y, const unsigned char *w, const int *ids, int T, "
+			"int C) { k_qembedding<bf16, %d>(y, w, ids, T, C); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) e%d(float *y, const unsigned char *w, long long n, int K) "
+			"{ k_qdequant<float, %d>(y, w, n, K); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) f%d(float *h, const float *x, const int *idx, "
+			"const unsigned char *g, const unsigned char *u, int C, int F, int k) { k_qmoe_up<float, %d, %d>(h, x, idx, g, u, "
+			"C, F, k); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) g%d(float *y, const float *h, const int *idx, const float *w, "
+			"const unsigned char *d, int C, int F, int k) { k_qmoe_down<float, %d>(y, h, idx, w, d, C, F, k); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) h%d(unsigned char *d, long long rows, int bpr, long long st, "
+			"unsigned long long seed, long long K, long long part, long long inner, int tp, int rank, int cp, int cr) "
+			"{ k_qrand<%d>(d, rows, bpr, st, seed, K, part, inner, tp, rank, cp, cr); }\n",
+			q, q, q, q, q, q, q, q, q, q, q, q, qt[(i + 1) % 4], q, q, q, q);
+	}
+	snprintf(src + at, cap - at,
+	         "extern \"C\" __global__ void __launch_bounds__(256) r0(bf16 *d, long long n, unsigned long long seed, int cols, "
+	         "int vec, long long part, long long inner, int tp, int rank) { k_rand_float<bf16>(d, n, seed, cols, vec, part, "
+	         "inner, tp, rank); }\n");
+	cubin = NULL;
+	rc = nvrtc_compile(src, "sm_90", &cubin, &n, err, sizeof err);
+	check(rc == 0 && cubin && n > 0, "quant.cuh kernels (Q8_0, Q4_K, Q5_K, Q6_K) instantiate and compile for sm_90",
+	      "%s", err);
+	free(cubin);
+	free(src);
 	return check_done();
 }

@@ -2,7 +2,8 @@
 ** tests/test_quant.c — ggml dequantization (ops/quant.c) bit for bit against ggml itself: for every
 ** quantized tensor q.<TYPE> in the shared quants.gguf (written by ggml), dequantize it and compare the
 ** float bits with ref.<TYPE>, ggml's own to_float of the same bytes. Also the type table, row sizes,
-** refusals, and the Q8_0 quantizer against its defining rounding rule. Runs from the repository root.
+** refusals, the Q8_0 quantizer against its defining rounding rule, and the round trip of the K-quant
+** quantizers used to write test checkpoints. Runs from the repository root.
 */
 #include "check.h"
 #include "gguf.h"
@@ -186,11 +187,55 @@ static void check_q8_0(void)
 	check(quant_q8_0(x, q, 33) == 0, "Q8_0 quantizer refuses a partial block", "");
 }
 
+/* The test-checkpoint quantizers for Q4_K, Q5_K and Q6_K: what they write dequantizes (through the
+** bit-exact reader above) close to the input, relative to the expected step of each format; an all-zero
+** block stays exactly zero; blocks at other scales and one-signed blocks work too. */
+static void check_k_quants(void)
+{
+	static const struct {
+		int type;
+		size_t (*fn)(const float *, void *, size_t);
+		double tol;                              /* rel-L2 bound, about twice the rounding error */
+	} q[] = {{QT_Q4_K, quant_q4_k, 0.15}, {QT_Q5_K, quant_q5_k, 0.075}, {QT_Q6_K, quant_q6_k, 0.04}};
+	enum { N = 8 * 256 };
+	static float x[N], y[N];
+	static uint8_t b[8 * 210];
+	for (size_t t = 0; t < sizeof q / sizeof *q; t++) {
+		unsigned long long seed = 7 + t;
+		fill_random(x, N, &seed);
+		for (int i = 0; i < 256; i++) {
+			x[256 + i] *= 1000.0f;               /* another scale */
+			x[512 + i] = 0.0f;                   /* all zero */
+			x[768 + i] = fabsf(x[768 + i]) + 0.5f; /* all positive, away from zero */
+			x[1024 + i] = -fabsf(x[1024 + i]);   /* all negative */
+		}
+		char name[96];
+		size_t nb = q[t].fn(x, b, N);
+		int rc = quant_dequant(q[t].type, b, y, N);
+		double worst = 0;
+		for (int blk = 0; blk < 8; blk++)
+			if (blk != 2) {
+				double e = rel_l2(y + 256 * blk, x + 256 * blk, 256);
+				worst = e > worst ? e : worst;
+			}
+		int zero = 1;
+		for (int i = 0; i < 256; i++)
+			zero &= y[512 + i] == 0.0f;
+		snprintf(name, sizeof name, "%s quantizer round trip (worst block rel-L2 <= %g), zero block exact",
+		         quant_type_name(q[t].type), q[t].tol);
+		check(nb == quant_row_bytes(q[t].type, N) && rc == 0 && worst <= q[t].tol && zero, name,
+		      "bytes %zu, rc %d, worst %.4f, zero block %s", nb, rc, worst, zero ? "exact" : "not zero");
+		snprintf(name, sizeof name, "%s quantizer refuses a partial block", quant_type_name(q[t].type));
+		check(q[t].fn(x, b, 255) == 0, name, "");
+	}
+}
+
 int main(void)
 {
 	check_fixture();
 	check_table();
 	check_half();
 	check_q8_0();
+	check_k_quants();
 	return check_done();
 }

@@ -28,6 +28,8 @@ else
 	record "kernel tests" FAIL "build/gpu/test_kernels missing"
 fi
 
+build/gpu/test_qgemv >"$OUT/qgemv.log" 2>&1; record "quantized kernels (build/gpu/test_qgemv)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep '^FAIL' "$OUT/qgemv.log" | head -3) $(tail -1 "$OUT/qgemv.log")"
+
 for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
 	model=$m
 	[ $m = glm_moe_dsa ] && model=glm5

@@ -1,8 +1,9 @@
 /*
 ** tests/tools/mkgguf.c — convert a Hugging Face fixture directory (config.json + safetensors) into a
 ** GGUF file the way llama.cpp's convert_hf_to_gguf.py does: llama.cpp architecture names, tensor names
-** and metadata keys, shapes reversed into ggml order, and F32 or Q8_0 tensors (our Q8_0 quantizer
-** rounds as ggml's quantize_row_q8_0_ref).
+** and metadata keys, shapes reversed into ggml order, and F32, Q8_0, Q4_K, Q5_K or Q6_K tensors (our
+** Q8_0 quantizer rounds as ggml's quantize_row_q8_0_ref; the K-quant quantizers of ops/quant.c fit each
+** sub-block's range without ggml's scale search, in ggml's block layout).
 **
 **   HF model_type         GGUF arch   what the conversion does beyond renaming
 **   llama                 llama       q/k rows permuted per head (split-half -> interleaved RoPE pairs)
@@ -18,7 +19,9 @@
 **
 ** No q/k permutation except for llama: qwen3/qwen3moe/glm4moe use NeoX (split-half) RoPE in llama.cpp
 ** as in HF, and the MLA archs rotate adjacent pairs, which is what HF's rope_interleave computes.
-** The router (ffn_gate_inp) stays F32 under Q8_0, as llama.cpp keeps it.
+** The router (ffn_gate_inp) stays F32 when quantizing, as llama.cpp keeps it. With a K-quant type, a
+** matrix whose rows are not whole blocks of 256 falls back to Q8_0 (rows of 32) or F32, as llama.cpp
+** falls back to another type for such rows.
 **
 ** One key llama.cpp does not write: {arch}.attention.lora_layer_norm_rms_epsilon for the MLA archs,
 ** the eps of the two latent norms (q_a_layernorm, kv_a_layernorm). Hugging Face builds those norms with
@@ -29,11 +32,12 @@
 ** --order writes the tensors in the source file's order, reversed, or shuffled (seeded), so tests can
 ** check that a reader binds by name and not by position.
 **
-** --roundtrip (with --type q8_0) stores each tensor that would be Q8_0 as F32 holding its dequantized
-** Q8_0 values: the same numbers through the F32 kernels, so a test can tell the quantized kernels'
-** error apart from the rounding of the weights themselves.
+** --roundtrip (with a quantized --type) stores each tensor that would be quantized as F32 holding its
+** dequantized values: the same numbers through the F32 kernels, so a test can tell the quantized
+** kernels' error apart from the rounding of the weights themselves.
 **
-**   mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0] [--roundtrip] [--order file|reverse|shuffle]
+**   mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]
+**          [--order file|reverse|shuffle]
 **          [--seed N] [--alignment N]
 */
 #include "gguf.h"
@@ -47,14 +51,15 @@
 #include <string.h>
 
 static const char usage[] =
-	"usage: mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0] [--roundtrip]\n"
+	"usage: mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]\n"
 	"              [--order file|reverse|shuffle] [--seed N] [--alignment N]\n"
 	"Convert a Hugging Face checkpoint directory into a GGUF file with llama.cpp's tensor names and\n"
 	"metadata keys. --arch (an HF model_type or a GGUF architecture: llama, qwen3, qwen3moe, glm4moe,\n"
 	"deepseek2, glm-dsa) defaults to config.json's model_type. --type q8_0 quantizes every matrix whose\n"
-	"rows are whole blocks of 32 (vectors and the MoE router stay F32). --order sets the tensor order in\n"
-	"the file (default: the order of the source file; shuffle uses --seed, default 1). --alignment\n"
-	"defaults to 32. --roundtrip (with q8_0) stores the dequantized Q8_0 values as F32 instead.\n";
+	"rows are whole blocks of 32 (vectors and the MoE router stay F32); q4_k, q5_k, q6_k those with rows\n"
+	"of whole blocks of 256, the others as q8_0. --order sets the tensor order in the file (default: the\n"
+	"order of the source file; shuffle uses --seed, default 1). --alignment defaults to 32.\n"
+	"--roundtrip (with a quantized type) stores the dequantized values as F32 instead.\n";
 
 /* One error line and a non-zero exit: the tool runs from tests and scripts, never interactively. */
 _Noreturn static void die(const char *fmt, ...)
@@ -333,11 +338,11 @@ int main(int argc, char **argv)
 	}
 	if (!src || !out)
 		die("need HF_DIR and OUT.gguf\n%s", usage);
-	int q8 = !strcmp(type, "q8_0");
-	if (!q8 && strcmp(type, "f32"))
-		die("--type must be f32 or q8_0, not '%s'", type);
+	int qt = quant_type_from_name(type), q8 = qt > 0;
+	if (qt != QT_F32 && qt != QT_Q8_0 && qt != QT_Q4_K && qt != QT_Q5_K && qt != QT_Q6_K)
+		die("--type must be f32, q8_0, q4_k, q5_k or q6_k, not '%s'", type);
 	if (roundtrip && !q8)
-		die("--roundtrip needs --type q8_0");
+		die("--roundtrip needs a quantized --type");
 	if (strcmp(order, "file") && strcmp(order, "reverse") && strcmp(order, "shuffle"))
 		die("--order must be file, reverse or shuffle, not '%s'", order);
 	if (alignment <= 0 || alignment > (1l << 20) || (alignment & (alignment - 1)))
@@ -430,7 +435,8 @@ int main(int argc, char **argv)
 	base = base && base[1] ? base + 1 : src;
 	gguf_writer_str(w, "general.architecture", arch);
 	gguf_writer_str(w, "general.name", base);
-	gguf_writer_u32(w, "general.file_type", q8 ? 7 : 0);      /* LLAMA_FTYPE_MOSTLY_Q8_0 / ALL_F32 */
+	/* LLAMA_FTYPE_ALL_F32, MOSTLY_Q8_0, MOSTLY_Q4_K_S, MOSTLY_Q5_K_S, MOSTLY_Q6_K */
+	gguf_writer_u32(w, "general.file_type", qt == QT_Q8_0 ? 7 : qt == QT_Q4_K ? 14 : qt == QT_Q5_K ? 16 : qt == QT_Q6_K ? 18 : 0);
 	gguf_writer_u32(w, "general.quantization_version", 2);
 #define KEY(k) (snprintf(key, sizeof key, "%s." k, arch), key)
 	/* Glm4MoeModel and GlmMoeDsaModel count the MTP block(s) in block_count (llama.cpp's loader takes
@@ -674,17 +680,19 @@ int main(int argc, char **argv)
 		int router = nl >= 19 && !strcmp(o->name + nl - 19, "ffn_gate_inp.weight");
 		int rc;
 		if (q8 && ndim >= 2 && ne[0] % 32 == 0 && !router) {
-			size_t qb = quant_row_bytes(QT_Q8_0, ne[0]) * (n / (size_t)ne[0]);
+			int tq = qt != QT_Q8_0 && ne[0] % 256 == 0 ? qt : QT_Q8_0;
+			size_t qb = quant_row_bytes(tq, ne[0]) * (n / (size_t)ne[0]);
 			uint8_t *q = malloc(qb ? qb : 1);
 			if (!q)
 				die("out of memory");
-			quant_q8_0(x, q, n);
+			tq == QT_Q8_0 ? quant_q8_0(x, q, n) : tq == QT_Q4_K ? quant_q4_k(x, q, n)
+			: tq == QT_Q5_K ? quant_q5_k(x, q, n) : quant_q6_k(x, q, n);
 			if (roundtrip) {
-				if (quant_dequant(QT_Q8_0, q, x, n))
-					die("%s: Q8_0 cannot be dequantized", o->name);
+				if (quant_dequant(tq, q, x, n))
+					die("%s: %s cannot be dequantized", o->name, quant_type_name(tq));
 				rc = gguf_writer_tensor(w, o->name, QT_F32, ndim, ne, x, n * sizeof *x);
 			} else {
-				rc = gguf_writer_tensor(w, o->name, QT_Q8_0, ndim, ne, q, qb);
+				rc = gguf_writer_tensor(w, o->name, tq, ndim, ne, q, qb);
 			}
 			free(q);
 		} else {

@@ -1,0 +1,299 @@
+/*
+** bench/gemv.cu — decode GEMV (batch 1) against the GPU's read bandwidth, measured in the same process.
+** Built with nvcc by `make bench-gemv` (build/bench/gemv); run on the GPU machine. bench/gemv.sh runs it
+** and the PyTorch peer (bench/gemv_peer.py) and prints both tables.
+**
+** First the bandwidth: a plain read-only kernel streaming a 4 GiB buffer (16-byte loads, several in
+** flight, a grid-stride loop), the best of 10. Then, for each weight type and shape N×K (rows × values
+** per row): the existing k_linear_gemv for bf16 and f16, and k_qgemv (ops/quant.cuh) for Q8_0, Q4_K,
+** Q5_K and Q6_K with every split-K choice WPR in {1, 2, 4, 8} (R = 2 rows per warp, TM = 1, the batch-1
+** kernel glmc emits); the WPR emit_cuda.c's q_wpr picks is marked '*'. Each kernel is timed over a CUDA
+** graph of 100 launches cycling through copies of the weight that together exceed 4× the L2 cache, so
+** every launch reads its weight from HBM; the figure is the median of 7 graph replays. Reported: µs per
+** launch, GB/s of weight bytes, and % of the measured bandwidth.
+**
+**   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N]
+*/
+#include "../ops/kernels.cuh"
+#include "../ops/fused.cuh"
+#include "../ops/quant.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+static void ck(cudaError_t e, const char *what, int line)
+{
+	if (e != cudaSuccess) {
+		fprintf(stderr, "gemv: line %d: %s: %s\n", line, what, cudaGetErrorString(e));
+		exit(1);
+	}
+}
+#define CK(x) ck((x), #x, __LINE__)
+
+/* ---- the bandwidth reference ---- */
+
+/* Sum of a buffer of uint4, grid-stride, four loads in flight per thread; one word per block out so the
+** loads cannot be dropped. */
+__global__ void __launch_bounds__(256) k_read(const uint4 *p, long long n, unsigned *out)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, st = (long long)gridDim.x * blockDim.x;
+	unsigned acc = 0;
+	for (; i + 3 * st < n; i += 4 * st) {
+		uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
+		acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
+	}
+	for (; i < n; i += st) {
+		uint4 a = __ldg(p + i);
+		acc ^= a.x ^ a.y ^ a.z ^ a.w;
+	}
+	acc = __reduce_xor_sync(0xffffffffu, acc);
+	if ((threadIdx.x & 31) == 0 && acc == 0x12345678u)
+		out[blockIdx.x] = acc;
+}
+
+/* ---- the kernels, wrapped as glmc wraps them ---- */
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256) g_gemv(A *y, const A *x, const W *w, int T, int K, int N)
+{
+	k_linear_gemv<A, W, false>(y, x, w, nullptr, T, K, N);
+}
+
+template <typename A, int QT, int WPR>
+__global__ void __launch_bounds__(256) g_qgemv(A *y, const A *x, const unsigned char *w, int T, int K, int N)
+{
+	k_qgemv<A, QT, 2, WPR, 1, false, false>(y, x, nullptr, w, nullptr, T, K, N);
+}
+
+template <int QT>
+__global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st, long long K)
+{
+	k_qrand<QT>(d, rows, bpr, st, 0x1234567ull, K, rows, 1, 1, 0, 1, 0);
+}
+
+template <typename W> __global__ void __launch_bounds__(256) g_rand(W *d, long long n, int cols)
+{
+	k_rand_float<W>(d, n, 0x7654321ull, cols, 0, n, 1, 1, 0);
+}
+
+/* emit_cuda.c q_wpr, repeated here so the table can mark the choice glmc makes. */
+static int q_wpr(long long N, long long K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 264 && (K + 1023) / 1024 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
+}
+
+typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cudaStream_t s);
+
+template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
+{
+	g_gemv<A, W><<<(N + 7) / 8, 256, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
+}
+
+template <typename A, int QT, int WPR>
+static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
+{
+	g_qgemv<A, QT, WPR><<<(N + 16 / WPR - 1) / (16 / WPR), 256, 0, s>>>((A *)y, (const A *)x, (const unsigned char *)w, 1,
+	                                                                       K, N);
+}
+
+static size_t l2_bytes;
+static int iters = 100;
+
+/* Median µs per launch of f over `copies` weight buffers of `bytes` each (laid out one after another). */
+static double time_kernel(Launch f, void *y, const void *x, const unsigned char *w, size_t bytes, int copies, int K, int N)
+{
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	f(y, x, w, K, N, s); /* warm-up (and module load) outside the graph */
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(s));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < iters; i++)
+		f(y, x, w + (size_t)(i % copies) * bytes, K, N, s);
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaGraphLaunch(ge, s));
+	CK(cudaStreamSynchronize(s));
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	std::vector<double> t;
+	for (int r = 0; r < 7; r++) {
+		CK(cudaEventRecord(a, s));
+		CK(cudaGraphLaunch(ge, s));
+		CK(cudaEventRecord(b, s));
+		CK(cudaEventSynchronize(b));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, a, b));
+		t.push_back(ms * 1000.0 / iters);
+	}
+	std::sort(t.begin(), t.end());
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaStreamDestroy(s));
+	return t[3];
+}
+
+/* GB/s of the plain read kernel over 4 GiB, best of 10. */
+static double bandwidth(void)
+{
+	size_t bytes = (size_t)4 << 30;
+	uint4 *p;
+	unsigned *out;
+	CK(cudaMalloc(&p, bytes));
+	CK(cudaMemset(p, 1, bytes));
+	int sms;
+	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+	int grid = sms * 8;
+	CK(cudaMalloc(&out, sizeof(unsigned) * (size_t)grid));
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	double best = 0;
+	for (int r = 0; r < 11; r++) {
+		CK(cudaEventRecord(a));
+		k_read<<<grid, 256>>>(p, (long long)(bytes / 16), out);
+		CK(cudaEventRecord(b));
+		CK(cudaEventSynchronize(b));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, a, b));
+		if (r)
+			best = std::max(best, bytes / (ms * 1e-3) / 1e9);
+	}
+	CK(cudaFree(p));
+	CK(cudaFree(out));
+	return best;
+}
+
+struct Kind {
+	const char *name;
+	int qt;                 /* ggml id; 30 bf16, 1 f16 */
+	Launch plain;           /* bf16/f16 */
+	Launch q[4];            /* WPR 1, 2, 4, 8 */
+};
+
+template <typename A> static std::vector<Kind> kinds(void)
+{
+	return {
+		{"bf16", 30, run_plain<A, bf16>, {}},
+		{"f16", 1, run_plain<A, f16>, {}},
+		{"Q8_0", 8, nullptr, {run_q<A, 8, 1>, run_q<A, 8, 2>, run_q<A, 8, 4>, run_q<A, 8, 8>}},
+		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
+		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
+		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
+	};
+}
+
+/* Device bytes of an N×K weight of the kind (quantized rows padded to 16 bytes, as glmrun keeps them). */
+static size_t weight_bytes(int qt, long long N, long long K)
+{
+	if (qt == 30 || qt == 1)
+		return (size_t)(N * K * 2);
+	long long blck = qt == 8 ? 32 : 256, bb = qt == 8 ? 34 : qt == 12 ? 144 : qt == 13 ? 176 : 210;
+	return (size_t)(N * ((K / blck * bb + 15) & ~15LL));
+}
+
+/* Fill copies × bytes of weight with random values of the kind (on the GPU). */
+static void fill(int qt, unsigned char *w, size_t bytes, int copies, long long N, long long K)
+{
+	for (int c = 0; c < copies; c++) {
+		unsigned char *p = w + (size_t)c * bytes;
+		long long n = N * K;
+		unsigned grid = (unsigned)((qt == 30 || qt == 1 ? n : (long long)bytes) / 256 + 1);
+		long long st = (long long)(bytes / (size_t)N);
+		switch (qt) {
+		case 30: g_rand<bf16><<<grid, 256>>>((bf16 *)p, n, (int)K); break;
+		case 1: g_rand<f16><<<grid, 256>>>((f16 *)p, n, (int)K); break;
+		case 8: g_qrand<8><<<grid, 256>>>(p, N, (int)(K / 32), st, K); break;
+		case 12: g_qrand<12><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
+		case 13: g_qrand<13><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
+		default: g_qrand<14><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
+		}
+		CK(cudaGetLastError());
+	}
+	CK(cudaDeviceSynchronize());
+}
+
+template <typename A> static void run(const char *only, double bw)
+{
+	static const long long shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {6144, 2048},
+	                                      {154880, 6144}};
+	printf("%-5s %-13s %4s %10s %9s %7s\n", "type", "N x K", "WPR", "us", "GB/s", "%bw");
+	for (const Kind &k : kinds<A>()) {
+		if (only && strcasecmp(only, k.name))
+			continue;
+		for (auto &sh : shapes) {
+			long long N = sh[0], K = sh[1];
+			size_t bytes = weight_bytes(k.qt, N, K), fr, tot;
+			int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
+			CK(cudaMemGetInfo(&fr, &tot));
+			if ((size_t)copies * bytes + (1u << 30) > fr) {
+				if (bytes + (1u << 30) > fr) {
+					printf("%-5s %6lldx%-6lld  skipped: %.1f GiB do not fit\n", k.name, N, K, bytes / 1073741824.0);
+					continue;
+				}
+				copies = 1; /* one copy of a weight this size is already far larger than L2 */
+			}
+			unsigned char *w;
+			A *x, *y;
+			CK(cudaMalloc(&w, bytes * (size_t)copies));
+			CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
+			CK(cudaMalloc(&y, sizeof(A) * (size_t)N));
+			CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
+			fill(k.qt, w, bytes, copies, N, K);
+			int pick = q_wpr(N, K);
+			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
+				double us = time_kernel(k.plain ? k.plain : k.q[i], y, x, w, bytes, copies, (int)K, (int)N);
+				double gbs = bytes / (us * 1e-6) / 1e9;
+				char wpr[8] = "-";
+				if (!k.plain)
+					snprintf(wpr, sizeof wpr, "%d%s", 1 << i, (1 << i) == pick ? "*" : "");
+				printf("%-5s %6lldx%-6lld %4s %10.2f %9.1f %6.1f%%\n", k.name, N, K, wpr, us, gbs, 100 * gbs / bw);
+			}
+			CK(cudaFree(w));
+			CK(cudaFree(x));
+			CK(cudaFree(y));
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	const char *act = "bf16", *only = NULL;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--act") && i + 1 < argc)
+			act = argv[++i];
+		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+			only = argv[++i];
+		else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
+			iters = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N]\n");
+			return 2;
+		}
+	}
+	cudaDeviceProp prop;
+	CK(cudaGetDeviceProperties(&prop, 0));
+	l2_bytes = (size_t)prop.l2CacheSize;
+	double bw = bandwidth();
+	printf("# %s, %d SMs, L2 %.0f MiB; activations %s, batch 1\n", prop.name, prop.multiProcessorCount,
+	       l2_bytes / 1048576.0, act);
+	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
+	if (!strcmp(act, "f32"))
+		run<float>(only, bw);
+	else
+		run<bf16>(only, bw);
+	return 0;
+}

@@ -1,0 +1,876 @@
+/*
+** ops/quant.cuh — kernels that read GGUF block-quantized weights (Q8_0, Q4_K, Q5_K, Q6_K) as they are
+** stored, appended to kernels.cuh and fused.cuh by glmc and built from their helpers. The template
+** parameter QT is the ggml type id (8, 12, 13, 14).
+**
+** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte; only each row is
+** padded with zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and
+** the aligned K-quants (Q4_K 144 bytes, Q5_K 176) can be read with plain 16-byte loads. Q8_0 (34-byte
+** blocks) and Q6_K (210) are read with 16-byte loads too: the aligned 16-byte words covering the bytes
+** are loaded and the bytes realigned in registers (q_ld16u, q_align).
+**
+** Decode GEMV (k_qgemv): the K axis is processed in units of 1024 values. In a unit each lane of a warp
+** owns 32 values of one block (Q8_0: a whole block; K-quants: 8 lanes per block) as two runs of 16. A
+** run's 16 quants are turned into floats with one byte permute each, by building the float's bits
+** directly: for the K-quants 1 + q/2^b (b = 4, 5, 6 bits), whose dot with x is 2^b·(S − X) with X the
+** run's sum of x (computed once per block while x is staged); for Q8_0 2^23 + (q + 128), less the
+** constant. So no int-to-float conversion (a quarter-rate instruction) is needed. x is staged as float
+** in shared memory (k_linear_gemv's layout); each lane reads its runs with float4 loads in an order
+** rotated per lane, so the 8 lanes of each quarter-warp hit 8 distinct bank quads.
+**
+** Every lane keeps R rows (R weight rows read against the same x values, so each x load serves R rows)
+** and the block splits K between WPR warps (an in-block split-K for short, wide matrices), summed in
+** shared memory at the end.
+**
+** Exact dequantization (q_elem, used by the embedding lookup, the dequantize kernel and the prefill
+** GEMM's tile loader) uses explicitly rounded float operations (__fmul_rn, __fsub_rn), so no FMA
+** contraction can change a bit: it equals ops/quant.c, which equals ggml.
+*/
+
+/* ---- block geometry: values per block, bytes per block, lanes per block in a 1024-value unit ---- */
+
+/* UN: units a warp loads before it computes (so each lane has 8-14 16-byte loads in flight at R = 2). */
+template <int QT> struct QGeo;
+template <> struct QGeo<8> { enum { BLCK = 32, BYTES = 34, LPB = 1, UN = 1 }; };
+template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, LPB = 8, UN = 2 }; };
+template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, LPB = 8, UN = 2 }; };
+template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, LPB = 8, UN = 1 }; };
+
+/* Device bytes of one row of K values: whole blocks, padded to 16 bytes (ops/quant.c
+** quant_dev_row_bytes computes the same on the host). */
+template <int QT> __device__ __forceinline__ long long q_stride(long long K)
+{
+	return (K / QGeo<QT>::BLCK * QGeo<QT>::BYTES + 15) & ~15LL;
+}
+
+/* IEEE half bits to float, exactly (kernels.cuh's to_f). */
+__device__ __forceinline__ float q_h2f(unsigned bits)
+{
+	f16 h;
+	h.x = (unsigned short)(bits & 0xffffu);
+	return to_f(h);
+}
+
+/* ---- loads ---- */
+
+__device__ __forceinline__ uint4 q_ld16(const unsigned char *p)
+{
+	return __ldg((const uint4 *)p);
+}
+
+/* The aligned 32-bit word holding byte p. */
+__device__ __forceinline__ unsigned q_ldw(const unsigned char *p)
+{
+	return __ldg((const unsigned *)((unsigned long long)p & ~3ull));
+}
+
+/* Byte p's value from the word q_ldw(p) returned. */
+__device__ __forceinline__ unsigned q_wbyte(unsigned w, const unsigned char *p)
+{
+	return (w >> (8 * ((unsigned)(unsigned long long)p & 3u))) & 0xffu;
+}
+
+/* Half p's bits (p even) from the word q_ldw(p) returned. */
+__device__ __forceinline__ unsigned q_whalf(unsigned w, const unsigned char *p)
+{
+	return ((unsigned long long)p & 2) ? w >> 16 : w & 0xffffu;
+}
+
+/* The aligned 16-byte words covering the 16 bytes at p (any address): the second only when p is not
+** aligned, so nothing past the last 16-byte word holding a byte of [p, p+16) is read. */
+struct QU16 {
+	uint4 a, b;
+};
+
+__device__ __forceinline__ void q_ld16u(QU16 &u, const unsigned char *p)
+{
+	const unsigned char *base = (const unsigned char *)((unsigned long long)p & ~15ull);
+	u.a = q_ld16(base);
+	u.b = ((unsigned long long)p & 15) ? q_ld16(base + 16) : u.a;
+}
+
+/* Bytes [s, s + 4·NO) of the words t[0..NI) (s < 16, NO + 4 <= NI) into out[NO]: the words are moved
+** down by s/4 in two conditional steps (static register indices only) and joined by funnel shifts. */
+template <int NI, int NO>
+__device__ __forceinline__ void q_align(unsigned (&t)[NI], int s, unsigned (&out)[NO])
+{
+	if (s & 8) {
+#pragma unroll
+		for (int i = 0; i + 2 < NI; i++)
+			t[i] = t[i + 2];
+	}
+	if (s & 4) {
+#pragma unroll
+		for (int i = 0; i + 1 < NI; i++)
+			t[i] = t[i + 1];
+	}
+	unsigned sh = (unsigned)(s & 3) * 8;
+#pragma unroll
+	for (int j = 0; j < NO; j++)
+		out[j] = __funnelshift_r(t[j], t[j + 1], sh);
+}
+
+/* The 16 bytes at p (loaded by q_ld16u) as 4 words. */
+__device__ __forceinline__ void q_words16(const QU16 &u, const unsigned char *p, unsigned (&out)[4])
+{
+	unsigned t[8] = {u.a.x, u.a.y, u.a.z, u.a.w, u.b.x, u.b.y, u.b.z, u.b.w};
+	q_align<8, 4>(t, (int)((unsigned long long)p & 15), out);
+}
+
+/* Rotate 4 words left by r (0..3): out[w] = in[(w + r) & 3], with static indices. */
+__device__ __forceinline__ void q_rot4(unsigned (&v)[4], int r)
+{
+	if (r & 2) {
+		unsigned a = v[0], b = v[1];
+		v[0] = v[2], v[1] = v[3], v[2] = a, v[3] = b;
+	}
+	if (r & 1) {
+		unsigned a = v[0];
+		v[0] = v[1], v[1] = v[2], v[2] = v[3], v[3] = a;
+	}
+}
+
+/* Byte i (0..15) of a 16-byte word, i chosen at run time. */
+__device__ __forceinline__ unsigned q_byte16(const uint4 &h, int i)
+{
+	unsigned w = i < 8 ? (i < 4 ? h.x : h.y) : (i < 12 ? h.z : h.w);
+	return (w >> (8 * (i & 3))) & 0xffu;
+}
+
+/* Scale and min of sub-block j of a Q4_K/Q5_K block whose first 16 bytes are h (scales at 4..15). */
+__device__ __forceinline__ void q_scale_min(const uint4 &h, int j, int &sc, int &m)
+{
+	if (j < 4) {
+		sc = (int)(q_byte16(h, 4 + j) & 63u);
+		m = (int)(q_byte16(h, 8 + j) & 63u);
+	} else {
+		sc = (int)((q_byte16(h, 8 + j) & 15u) | (q_byte16(h, j) >> 6) << 4);
+		m = (int)((q_byte16(h, 8 + j) >> 4) | (q_byte16(h, 4 + j) >> 6) << 4);
+	}
+}
+
+/* ---- one lane's share of a 1024-value unit: raw loads, then two runs of 16 values ---- */
+
+/* What one lane loads of one row for one unit (per type). */
+template <int QT> struct QRaw;
+template <> struct QRaw<8> {
+	uint4 a, b, c;
+	unsigned dw;
+};
+template <> struct QRaw<12> {
+	uint4 h, q;
+};
+template <> struct QRaw<13> {
+	uint4 h, qh, q;
+};
+template <> struct QRaw<14> {
+	QU16 ql, qh;
+	unsigned s0, s1, dw;
+};
+
+/* A decoded run: 4 words of 4 prepared bytes (rotated), and the run's contribution a·S + b·X. */
+struct QRun {
+	unsigned v[4];
+	float a, b;
+};
+
+/* Lane geometry: the lane's block within the unit (lb) and its part of the block (c). */
+template <int QT> __device__ __forceinline__ int q_lb(int lane)
+{
+	return lane / QGeo<QT>::LPB;
+}
+
+/* Issue the loads of block bi of a row for this lane. */
+__device__ __forceinline__ void q_load(QRaw<8> &r, const unsigned char *row, long long bi, int lane)
+{
+	(void)lane;
+	const unsigned char *blk = row + bi * 34, *q = blk + 2;
+	const unsigned char *base = (const unsigned char *)((unsigned long long)q & ~15ull);
+	r.a = q_ld16(base);
+	r.b = q_ld16(base + 16);
+	r.c = ((unsigned long long)q & 15) ? q_ld16(base + 32) : r.b;
+	r.dw = q_ldw(blk);
+}
+
+__device__ __forceinline__ void q_load(QRaw<12> &r, const unsigned char *row, long long bi, int lane)
+{
+	const unsigned char *blk = row + bi * 144;
+	r.h = q_ld16(blk);
+	r.q = q_ld16(blk + 16 + 16 * (lane & 7));
+}
+
+__device__ __forceinline__ void q_load(QRaw<13> &r, const unsigned char *row, long long bi, int lane)
+{
+	const unsigned char *blk = row + bi * 176;
+	int c = lane & 7;
+	r.h = q_ld16(blk);
+	r.qh = q_ld16(blk + 16 + 16 * (c & 1));
+	r.q = q_ld16(blk + 48 + 16 * c);
+}
+
+/* Q6_K lane c = lane & 7: half h = c/4, kq = (c/2)%2, l0 = 16(c%2); it owns k in {kq, kq + 2} for l in
+** [l0, l0 + 16): ql bytes 64h + 32kq + l0.., qh bytes 128 + 32h + l0.., two scales, d. */
+__device__ __forceinline__ void q_load(QRaw<14> &r, const unsigned char *row, long long bi, int lane)
+{
+	const unsigned char *blk = row + bi * 210;
+	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
+	q_ld16u(r.ql, blk + 64 * h + 32 * kq + l0);
+	q_ld16u(r.qh, blk + 128 + 32 * h + l0);
+	const unsigned char *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
+	r.s0 = q_ldw(sc);
+	r.s1 = q_ldw(sc + 4);
+	r.dw = q_ldw(blk + 208);
+}
+
+/*
+** Decode the lane's two runs. Each run gets its words prepared so that __byte_perm can make float j of
+** word w in one instruction (q_run), rotated by the lane's rot; off[i] is the run's first value within
+** the block. The Q8_0 runs are swapped on lanes with bit 2 set (rot = lane % 4 alone would give only
+** 4 distinct bank quads for the 8 lanes of a quarter-warp, all runs starting at a multiple of 32).
+*/
+__device__ __forceinline__ void q_decode(const QRaw<8> &r, const unsigned char *row, long long bi, int lane,
+                                         QRun (&run)[2], int (&off)[2], int &rot)
+{
+	const unsigned char *blk = row + bi * 34;
+	unsigned t[12] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w, r.c.x, r.c.y, r.c.z, r.c.w};
+	unsigned q[8];
+	q_align<12, 8>(t, (int)((unsigned long long)(blk + 2) & 15), q);
+	float d = q_h2f(q_whalf(r.dw, blk));
+	int sw = (lane >> 2) & 1;
+	rot = lane & 3;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+#pragma unroll
+		for (int w = 0; w < 4; w++)
+			run[i].v[w] = (sw ? q[4 * (1 - i) + w] : q[4 * i + w]) ^ 0x80808080u;
+		q_rot4(run[i].v, rot);
+		run[i].a = d;
+		run[i].b = 0.0f;
+		off[i] = 16 * (sw ? 1 - i : i);
+	}
+}
+
+/* Q4_K: lane c = lane & 7 holds qs bytes 16c..16c+15, i.e. l in [l0, l0 + 16) (l0 = 16(c%2)) of
+** sub-blocks j0 = 2p (low nibbles) and j1 = 2p + 1 (high nibbles), p = c/2. A prepared byte is
+** 0x80 | q << 3: with 0x3F above it, the float 1 + q/16. */
+__device__ __forceinline__ void q_decode(const QRaw<12> &r, const unsigned char *row, long long bi, int lane,
+                                         QRun (&run)[2], int (&off)[2], int &rot)
+{
+	(void)row, (void)bi;
+	int c = lane & 7, p = c >> 1, l0 = 16 * (c & 1);
+	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
+	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+	rot = p;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int sc, m;
+		q_scale_min(r.h, 2 * p + i, sc, m);
+#pragma unroll
+		for (int w = 0; w < 4; w++)
+			run[i].v[w] = (i ? (q[w] >> 1) & 0x78787878u : (q[w] & 0x0F0F0F0Fu) << 3) | 0x80808080u;
+		q_rot4(run[i].v, rot);
+		float a = 16.0f * (d * (float)sc);
+		run[i].a = a;
+		run[i].b = -(a + dmin * (float)m);
+		off[i] = 64 * p + 32 * i + l0;
+	}
+}
+
+/* Q5_K: as Q4_K with the fifth bit j of qh[l]; prepared byte 0x80 | q << 2 (float 1 + q/32). */
+__device__ __forceinline__ void q_decode(const QRaw<13> &r, const unsigned char *row, long long bi, int lane,
+                                         QRun (&run)[2], int (&off)[2], int &rot)
+{
+	(void)row, (void)bi;
+	int c = lane & 7, p = c >> 1, l0 = 16 * (c & 1);
+	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
+	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
+	rot = p;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int j = 2 * p + i, sc, m;
+		q_scale_min(r.h, j, sc, m);
+#pragma unroll
+		for (int w = 0; w < 4; w++) {
+			unsigned lo = i ? (q[w] >> 2) & 0x3C3C3C3Cu : (q[w] & 0x0F0F0F0Fu) << 2;
+			run[i].v[w] = lo | ((qh[w] >> j) & 0x01010101u) << 6 | 0x80808080u;
+		}
+		q_rot4(run[i].v, rot);
+		float a = 32.0f * (d * (float)sc);
+		run[i].a = a;
+		run[i].b = -(a + dmin * (float)m);
+		off[i] = 64 * p + 32 * i + l0;
+	}
+}
+
+/* Q6_K: q = ql nibble | qh bits << 4 (0..63), value d·sc·(q − 32); prepared byte 0x80 | q << 1 (float
+** 1 + q/64), so the run's dot is d·sc·(64(S − X) − 32X). */
+__device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char *row, long long bi, int lane,
+                                         QRun (&run)[2], int (&off)[2], int &rot)
+{
+	const unsigned char *blk = row + bi * 210;
+	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
+	const unsigned char *pl = blk + 64 * h + 32 * kq + l0, *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
+	unsigned ql[4], qh[4];
+	q_words16(r.ql, pl, ql);
+	q_words16(r.qh, pl, qh); /* same alignment: the two offsets differ by a multiple of 16 */
+	float d = q_h2f(q_whalf(r.dw, blk + 208));
+	int s[2] = {(int)(signed char)q_wbyte(r.s0, sc), (int)(signed char)q_wbyte(r.s1, sc + 4)};
+	rot = c >> 1;
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		int k = kq + 2 * i;
+#pragma unroll
+		for (int w = 0; w < 4; w++) {
+			unsigned lo = i ? (ql[w] >> 3) & 0x1E1E1E1Eu : (ql[w] & 0x0F0F0F0Fu) << 1;
+			run[i].v[w] = lo | ((qh[w] >> (2 * k)) & 0x03030303u) << 5 | 0x80808080u;
+		}
+		q_rot4(run[i].v, rot);
+		float ds = d * (float)s[i];
+		run[i].a = 64.0f * ds;
+		run[i].b = -96.0f * ds;
+		off[i] = 128 * h + 32 * k + l0;
+	}
+}
+
+/*
+** acc[r][t] += run r's 16 weights · x for t < tn. x values of the run start at xr (row stride kcap
+** floats); X (the run's x sum) at xsr (row stride kcap/16). Word w of a rotated run holds x's float4
+** (w + rot) % 4. Q8 prepared bytes make 2^23 + q + 128; the others 1 + q/2^b (see q_decode).
+*/
+template <bool Q8, int R, int TM>
+__device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&run)[R], const float *xr,
+                                      const float *xsr, int kcap, int tn, int rot)
+{
+	float wf[R][16];
+#pragma unroll
+	for (int r = 0; r < R; r++)
+#pragma unroll
+		for (int w = 0; w < 4; w++)
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				float f = __uint_as_float(Q8 ? __byte_perm(run[r]->v[w], 0x4B000000u, 0x7440u | j)
+				                             : __byte_perm(run[r]->v[w], 0x3F000000u, 0x7044u | (j << 8)));
+				wf[r][4 * w + j] = Q8 ? f - 8388736.0f : f;
+			}
+	int kcap16 = kcap >> 4;
+#pragma unroll
+	for (int t = 0; t < TM; t++) {
+		if (t < tn) {
+			float s[R];
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				s[r] = 0.0f;
+#pragma unroll
+			for (int w = 0; w < 4; w++) {
+				float4 xv = *(const float4 *)(xr + t * kcap + 4 * ((w + rot) & 3));
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					s[r] += xv.x * wf[r][4 * w] + xv.y * wf[r][4 * w + 1] + xv.z * wf[r][4 * w + 2] +
+					        xv.w * wf[r][4 * w + 3];
+			}
+			float X = Q8 ? 0.0f : xsr[t * kcap16];
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				acc[r][t] += Q8 ? run[r]->a * s[r] : run[r]->a * s[r] + run[r]->b * X;
+		}
+	}
+}
+
+/*
+** The dot products of R rows with the staged x chunk: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc)
+** for t < tn. x is staged as xs[t·kcap + i], its 16-value sums as xsum[t·kcap/16 + i/16]. This warp
+** takes units u0, u0 + ustep, ... of the chunk, UN at a time with all their loads issued first.
+*/
+template <int QT, int R, int TM>
+__device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                        const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
+{
+	const int BL = QGeo<QT>::BLCK, UN = QGeo<QT>::UN;
+	int lane = threadIdx.x & 31, lb = q_lb<QT>(lane);
+	int nu = (kc + 1023) >> 10;
+	for (int u = u0; u < nu; u += UN * ustep) {
+		QRaw<QT> raw[UN][R];
+		int e[UN];
+		bool ok[UN];
+#pragma unroll
+		for (int h = 0; h < UN; h++) {
+			e[h] = ((u + h * ustep) << 10) + lb * BL; /* chunk-relative first value of the lane's block */
+			ok[h] = u + h * ustep < nu && e[h] < kc;
+			if (ok[h]) {
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					q_load(raw[h][r], rows[r], (k0 + e[h]) / BL, lane);
+			}
+		}
+#pragma unroll
+		for (int h = 0; h < UN; h++) {
+			if (!ok[h])
+				continue;
+			QRun run[R][2];
+			int off[2], rot = 0;
+#pragma unroll
+			for (int r = 0; r < R; r++)
+				q_decode(raw[h][r], rows[r], (k0 + e[h]) / BL, lane, run[r], off, rot);
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				const QRun *rp[R];
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					rp[r] = &run[r][i];
+				int o = e[h] + off[i];
+				q_run<QT == 8, R, TM>(acc, rp, xs + o, xsum + (o >> 4), kcap, tn, rot);
+			}
+		}
+	}
+}
+
+/*
+** Stage rows t0..t0+tn of x (or swiglu(x, u) rounded to A, as the SwiGLU kernel would store it), values
+** [k0, k0 + kc), as float into xs[t·kcap + i], then each 16-value sum into xsum[t·kcap/16 + i/16]. kc is
+** a multiple of 16. Every thread of the block must call it (it synchronises).
+*/
+template <typename A, typename X, bool SWIGLU>
+__device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, const X *u, long long t0, int tn, long long K,
+                                        long long k0, int kc, int kcap)
+{
+	__syncthreads(); /* every warp is done with the previous chunk */
+	for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
+		float v[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = e0 + j * blockDim.x, t = e / kc;
+			long long at = (t0 + t) * K + k0 + (e - t * kc);
+			if (e >= tn * kc) {
+				v[j] = 0.0f;
+			} else if (SWIGLU) {
+				float g = to_f(x[at]);
+				v[j] = to_f(from_f<A>(g / (1.0f + expf(-g)) * to_f(u[at])));
+			} else {
+				v[j] = to_f(x[at]);
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = e0 + j * blockDim.x, t = e / kc;
+			if (e < tn * kc)
+				xs[t * kcap + (e - t * kc)] = v[j];
+		}
+	}
+	__syncthreads();
+	int n16 = kc >> 4, k16 = kcap >> 4;
+	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
+		int t = i / n16, r = i - t * n16;
+		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
+		float4 a = p[0], b = p[1], c = p[2], d = p[3];
+		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
+		                    ((d.x + d.y) + (d.z + d.w));
+	}
+	__syncthreads();
+}
+
+/* ---- kernels ---- */
+
+/*
+** Decode GEMV over quantized weights: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]), T small; with SWIGLU the
+** input is swiglu(x, u) formed while staging (pattern B). K is a multiple of the block size.
+** grid (ceil(N / (8/WPR·R))), block 256: warp w serves rows (blockIdx.x·(8/WPR) + w/WPR)·R + [0, R) and
+** the units u ≡ w % WPR of each chunk. x is staged TM rows at a time (TM = 1 for the batch-1 step,
+** whose kernel then keeps one accumulator per row; 8 otherwise) in chunks of (8192/rows) values
+** rounded down to a multiple of 1024.
+*/
+template <typename A, int QT, int R, int WPR, int TM, bool HAS_BIAS, bool SWIGLU>
+__device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
+{
+	__shared__ float4 xs4[2048]; /* 8192 floats */
+	__shared__ float xsum[512];
+	__shared__ float red[8][R][TM];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / WPR, kp = warp % WPR;
+	const int RPB = 8 / WPR * R; /* rows per block */
+	int n0 = blockIdx.x * RPB + rg * R;
+	long long stride = q_stride<QT>(K);
+	const unsigned char *rows[R];
+#pragma unroll
+	for (int r = 0; r < R; r++)
+		rows[r] = w + (long long)(n0 + r < N ? n0 + r : 0) * stride; /* rows past N read row 0, unused */
+	for (int t0 = 0; t0 < T; t0 += TM) {
+		int tn = T - t0 < TM ? T - t0 : TM;
+		int kcap = (8192 / tn) & ~1023;
+		float acc[R][TM];
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int t = 0; t < TM; t++)
+				acc[r][t] = 0.0f;
+		for (int k0 = 0; k0 < K; k0 += kcap) {
+			int kc = K - k0 < kcap ? K - k0 : kcap;
+			q_stage<A, A, SWIGLU>(xs, xsum, x, u, t0, tn, K, k0, kc, kcap);
+			if (n0 < N)
+				q_chunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR);
+		}
+#pragma unroll
+		for (int r = 0; r < R; r++)
+#pragma unroll
+			for (int t = 0; t < TM; t++)
+				if (t < tn)
+					acc[r][t] = warp_sum(acc[r][t]);
+		if (WPR == 1) {
+			if (lane == 0)
+#pragma unroll
+				for (int r = 0; r < R; r++)
+#pragma unroll
+					for (int t = 0; t < TM; t++)
+						if (t < tn && n0 + r < N) {
+							float s = acc[r][t];
+							if (HAS_BIAS)
+								s += to_f(bias[n0 + r]);
+							y[(long long)(t0 + t) * N + n0 + r] = from_f<A>(s);
+						}
+			continue;
+		}
+		if (lane == 0)
+#pragma unroll
+			for (int r = 0; r < R; r++)
+#pragma unroll
+				for (int t = 0; t < TM; t++)
+					red[warp][r][t] = acc[r][t];
+		__syncthreads();
+		/* thread i < RPB·tn finishes row i / tn, token i % tn: the sum over the WPR warps of its group */
+		int i = threadIdx.x;
+		if (i < RPB * tn) {
+			int row = i / tn, t = i - row * tn, g = row / R, r = row - g * R, n = blockIdx.x * RPB + row;
+			if (n < N) {
+				float s = 0.0f;
+				for (int k = 0; k < WPR; k++)
+					s += red[g * WPR + k][r][t];
+				if (HAS_BIAS)
+					s += to_f(bias[n]);
+				y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+			}
+		}
+		/* red is rewritten only after the next q_stage's barriers */
+	}
+}
+
+/* Exact dequantization of value k of a row (bit for bit ops/quant.c): each float operation rounded
+** explicitly, in ggml's order. */
+template <int QT> __device__ __forceinline__ float q_elem(const unsigned char *row, long long k);
+
+template <> __device__ __forceinline__ float q_elem<8>(const unsigned char *row, long long k)
+{
+	const unsigned char *b = row + k / 32 * 34;
+	float d = q_h2f(b[0] | b[1] << 8);
+	return __fmul_rn((float)(signed char)b[2 + k % 32], d);
+}
+
+template <> __device__ __forceinline__ float q_elem<12>(const unsigned char *row, long long k)
+{
+	const unsigned char *b = row + k / 256 * 144, *s = b + 4;
+	int j = (int)(k % 256) / 32, l = (int)(k % 32), sc, m;
+	if (j < 4) {
+		sc = s[j] & 63, m = s[j + 4] & 63;
+	} else {
+		sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
+		m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+	}
+	float d = q_h2f(b[0] | b[1] << 8), dmin = q_h2f(b[2] | b[3] << 8);
+	int q = (b[16 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf;
+	return __fsub_rn(__fmul_rn(__fmul_rn(d, (float)sc), (float)q), __fmul_rn(dmin, (float)m));
+}
+
+template <> __device__ __forceinline__ float q_elem<13>(const unsigned char *row, long long k)
+{
+	const unsigned char *b = row + k / 256 * 176, *s = b + 4;
+	int j = (int)(k % 256) / 32, l = (int)(k % 32), sc, m;
+	if (j < 4) {
+		sc = s[j] & 63, m = s[j + 4] & 63;
+	} else {
+		sc = (s[j + 4] & 0xf) | (s[j - 4] >> 6) << 4;
+		m = (s[j + 4] >> 4) | (s[j] >> 6) << 4;
+	}
+	float d = q_h2f(b[0] | b[1] << 8), dmin = q_h2f(b[2] | b[3] << 8);
+	int q = ((b[48 + 32 * (j / 2) + l] >> (4 * (j % 2))) & 0xf) + (((b[16 + l] >> j) & 1) ? 16 : 0);
+	return __fsub_rn(__fmul_rn(__fmul_rn(d, (float)sc), (float)q), __fmul_rn(dmin, (float)m));
+}
+
+template <> __device__ __forceinline__ float q_elem<14>(const unsigned char *row, long long k)
+{
+	const unsigned char *b = row + k / 256 * 210;
+	int i = (int)(k % 256), h = i / 128, kk = (i % 128) / 32, l = i % 32;
+	int lo = (b[64 * h + l + 32 * (kk % 2)] >> (4 * (kk / 2))) & 0xf;
+	int q = (lo | ((b[128 + 32 * h + l] >> (2 * kk)) & 3) << 4) - 32;
+	float d = q_h2f(b[208] | b[209] << 8);
+	return __fmul_rn(__fmul_rn(d, (float)(signed char)b[192 + 8 * h + 2 * kk + l / 16]), (float)q);
+}
+
+/* Embedding lookup from a quantized table [V, C]: y[t, c] = dequant(table[ids[t]])[c].
+** grid (ceil(C/256), T), block 256. */
+template <typename A, int QT>
+__device__ void k_qembedding(A *y, const unsigned char *table, const int *ids, int T, int C)
+{
+	int c = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+	if (c >= C || t >= T)
+		return;
+	y[(long long)t * C + c] = from_f<A>(q_elem<QT>(table + (long long)ids[t] * q_stride<QT>(C), c));
+}
+
+/* Dequantize a whole [rows, K] weight into y (n = rows·K values), exactly. grid (ceil(n/256)), block 256. */
+template <typename A, int QT>
+__device__ void k_qdequant(A *y, const unsigned char *w, long long n, int K)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	y[i] = from_f<A>(q_elem<QT>(w + i / K * q_stride<QT>(K), i % K));
+}
+
+/*
+** Prefill GEMM over a quantized weight: k_linear_gemm with the weight tile dequantized (exactly) as it
+** is loaded. grid (ceil(N/64), ceil(T/64)), block 256. glmrun may instead dequantize the whole weight
+** into scratch and call cuBLASLt for long prompts (runtime/cuda.c).
+*/
+template <typename A, int QT, bool HAS_BIAS>
+__device__ void k_qlinear_gemm(A *y, const A *x, const unsigned char *w, const A *bias, int T, int K, int N)
+{
+	const int LD = 68;
+	__shared__ float4 xs4[32 * LD / 4], ws4[32 * LD / 4];
+	float *xs = (float *)xs4, *ws = (float *)ws4;
+	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+	int n0 = blockIdx.x * 64, t0 = blockIdx.y * 64;
+	long long stride = q_stride<QT>(K);
+	float acc[4][4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			acc[i][j] = 0.0f;
+	for (int k0 = 0; k0 < K; k0 += 32) {
+		float xv[8], wv[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = tid + 256 * j, r = e >> 5, kk = k0 + (e & 31), t = t0 + r, n = n0 + r;
+			xv[j] = (t < T && kk < K) ? to_f(x[(long long)t * K + kk]) : 0.0f;
+			wv[j] = (n < N && kk < K) ? q_elem<QT>(w + (long long)n * stride, kk) : 0.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = tid + 256 * j, r = e >> 5, k = e & 31;
+			xs[k * LD + r] = xv[j];
+			ws[k * LD + r] = wv[j];
+		}
+		__syncthreads();
+#pragma unroll 8
+		for (int k = 0; k < 32; k++) {
+			float4 a = *(const float4 *)(xs + k * LD + ty * 4);
+			float4 b = *(const float4 *)(ws + k * LD + tx * 4);
+			float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+			for (int i = 0; i < 4; i++)
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+					acc[i][j] += av[i] * bv[j];
+		}
+		__syncthreads();
+	}
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		int t = t0 + ty * 4 + i;
+		if (t >= T)
+			continue;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int n = n0 + tx * 4 + j;
+			if (n < N) {
+				float s = acc[i][j];
+				if (HAS_BIAS)
+					s += to_f(bias[n]);
+				y[(long long)t * N + n] = from_f<A>(s);
+			}
+		}
+	}
+}
+
+/*
+** Routed experts over quantized weights, first half (k_moe_up's contract): hid[(t·k + j)·F + f] =
+** silu(gate[e, f]·x[t]) · (up[e, f]·x[t]), e = idx[t·k + j] (0 where e < 0); gate and up are [E, F, C].
+** grid (ceil(F/8), k, T), block 256: one warp per f, reading only the chosen expert's two rows (one
+** pass over x when they share a type).
+*/
+template <typename A, int QG, int QU>
+__device__ void k_qmoe_up(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
+                          int C, int F, int k)
+{
+	__shared__ float4 xs4[2048];
+	__shared__ float xsum[512];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * 8 + warp;
+	long long slot = (long long)t * k + j;
+	int ex = idx[slot];
+	float *hr = hid + slot * F;
+	if (ex < 0) { /* uniform per block */
+		if (lane == 0 && f < F)
+			hr[f] = 0.0f;
+		return;
+	}
+	long long row = (long long)ex * F + (f < F ? f : 0);
+	const unsigned char *gr = gate + row * q_stride<QG>(C), *ur = up + row * q_stride<QU>(C);
+	float ag = 0.0f, au = 0.0f;
+	for (int k0 = 0; k0 < C; k0 += 8192) {
+		int kc = C - k0 < 8192 ? C - k0 : 8192;
+		q_stage<A, A, false>(xs, xsum, x, (const A *)0, t, 1, C, k0, kc, 8192);
+		if (f >= F)
+			continue;
+		if (QG == QU) {
+			float acc[2][1] = {{0.0f}, {0.0f}};
+			const unsigned char *rows[2] = {gr, ur};
+			q_chunk<QG, 2, 1>(acc, rows, k0, kc, xs, xsum, 8192, 1, 0, 1);
+			ag += acc[0][0], au += acc[1][0];
+		} else {
+			float a1[1][1] = {{0.0f}}, a2[1][1] = {{0.0f}};
+			const unsigned char *r1[1] = {gr}, *r2[1] = {ur};
+			q_chunk<QG, 1, 1>(a1, r1, k0, kc, xs, xsum, 8192, 1, 0, 1);
+			q_chunk<QU, 1, 1>(a2, r2, k0, kc, xs, xsum, 8192, 1, 0, 1);
+			ag += a1[0][0], au += a2[0][0];
+		}
+	}
+	if (f >= F)
+		return;
+	ag = warp_sum(ag);
+	au = warp_sum(au);
+	if (lane == 0)
+		hr[f] = ag / (1.0f + expf(-ag)) * au;
+}
+
+/*
+** Routed experts, second half (k_moe_down's contract): y[t, c] = Σ_j w[t·k + j] · (down[e, c]·hid[t·k + j])
+** over e = idx[t·k + j] >= 0; down is [E, C, F]. grid (ceil(C/16), T), block 256: warp w serves rows
+** c = blockIdx.x·16 + 2w + {0, 1}; each expert's hid row is staged in shared memory in turn and its dot
+** products finished before they are weighted, as ref_moe_ffn.
+*/
+template <typename A, int QD>
+__device__ void k_qmoe_down(A *y, const float *hid, const int *idx, const A *w, const unsigned char *down, int C, int F,
+                            int k)
+{
+	__shared__ float4 xs4[2048];
+	__shared__ float xsum[512];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.y;
+	int c0 = blockIdx.x * 16 + 2 * warp;
+	long long stride = q_stride<QD>(F);
+	float out[2] = {0.0f, 0.0f};
+	for (int j = 0; j < k; j++) {
+		long long slot = (long long)t * k + j;
+		int ex = idx[slot];
+		if (ex < 0) /* uniform per block */
+			continue;
+		const unsigned char *rows[2];
+#pragma unroll
+		for (int r = 0; r < 2; r++)
+			rows[r] = down + ((long long)ex * C + (c0 + r < C ? c0 + r : 0)) * stride;
+		float acc[2][1] = {{0.0f}, {0.0f}};
+		for (int k0 = 0; k0 < F; k0 += 8192) {
+			int kc = F - k0 < 8192 ? F - k0 : 8192;
+			q_stage<A, float, false>(xs, xsum, hid, (const float *)0, slot, 1, F, k0, kc, 8192);
+			if (c0 < C)
+				q_chunk<QD, 2, 1>(acc, rows, k0, kc, xs, xsum, 8192, 1, 0, 1);
+		}
+		float wj = to_f(w[slot]);
+#pragma unroll
+		for (int r = 0; r < 2; r++)
+			out[r] += wj * warp_sum(acc[r][0]);
+	}
+	if (lane == 0)
+#pragma unroll
+		for (int r = 0; r < 2; r++)
+			if (c0 + r < C)
+				y[(long long)t * C + c0 + r] = from_f<A>(out[r]);
+}
+
+/* ---- random weights, generated on the GPU exactly as runtime/weights.c generates them on the CPU ---- */
+
+/* splitmix64's finaliser (weights.c mix64). */
+__device__ __forceinline__ unsigned long long q_mix64(unsigned long long z)
+{
+	z += 0x9e3779b97f4a7c15ULL;
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+/* Index i of a rank's part of a tensor split tp ways into its index in the whole tensor: i counts
+** (outer, part, inner) units of the local tensor; the whole has part·tp along the split axis. */
+__device__ __forceinline__ long long q_gmap(long long i, long long part, long long inner, int tp, int rank)
+{
+	long long pi = part * inner, o = i / pi, rem = i - o * pi, p = rem / inner, in = rem - p * inner;
+	return ((o * tp + rank) * part + p) * inner + in;
+}
+
+/* weights.c weights_random_f16: bits of a positive half in [2^E, 2^(E+1)) (mantissa from h), subnormal
+** below 2^-14, E clamped to [-24, 15]. */
+__device__ __forceinline__ unsigned q_rand_f16(unsigned long long h, int E)
+{
+	unsigned m = (unsigned)(h & 0x3ffu);
+	E = E < -24 ? -24 : E > 15 ? 15 : E;
+	return E >= -14 ? (unsigned)(E + 15) << 10 | m : (0x400u | m) >> (-14 - E);
+}
+
+/* Byte g of the random tensor of type QT with rows of K values (weights.c weights_random_byte). */
+template <int QT> __device__ __forceinline__ unsigned q_rand_byte(unsigned long long seed, long long K, unsigned long long g)
+{
+	const int B = QGeo<QT>::BYTES;
+	unsigned long long blk = g / B;
+	int o = (int)(g - blk * B), field = -1, E = 0;
+	int lk = 63 - __clzll((long long)(K > 0 ? K : 1)), ea = -((lk + 1) >> 1);
+	if (QT == 8 && o < 2)
+		field = 0, E = ea - 8;
+	if ((QT == 12 || QT == 13) && o < 4)
+		field = o >> 1, E = ea - (field ? 6 : (QT == 12 ? 9 : 10));
+	if (QT == 14 && o >= 208)
+		field = 0, E = ea - 12;
+	if (field < 0)
+		return (unsigned)(q_mix64(seed + g / 8) >> (8 * (g % 8))) & 0xffu;
+	unsigned bits = q_rand_f16(q_mix64(~seed + blk * 2 + (unsigned long long)field), E);
+	return (QT == 14 ? o - 208 : o & 1) ? bits >> 8 : bits & 0xffu;
+}
+
+/*
+** Random blocks into a rank's part of a quantized weight, rows of bpr blocks at `stride` bytes (padding
+** zero). Rows map to the whole tensor's rows by (part, inner, tp, rank) (a split of a leading axis),
+** blocks by (cparts, crank) (a split of the last axis: the whole row has bpr·cparts blocks). K is the
+** whole row's length. grid (ceil(rows·stride/256)), block 256: one thread per device byte.
+*/
+template <int QT>
+__device__ void k_qrand(unsigned char *dst, long long rows, int bpr, long long stride, unsigned long long seed, long long K,
+                        long long part, long long inner, int tp, int rank, int cparts, int crank)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= rows * stride)
+		return;
+	long long row = i / stride, o = i - row * stride;
+	if (o >= (long long)bpr * QGeo<QT>::BYTES) {
+		dst[i] = 0;
+		return;
+	}
+	long long j = o / QGeo<QT>::BYTES, ob = o - j * QGeo<QT>::BYTES;
+	long long gb = q_gmap(row, part, inner, tp, rank) * bpr * cparts + (long long)crank * bpr + j;
+	dst[i] = (unsigned char)q_rand_byte<QT>(seed, K, (unsigned long long)gb * QGeo<QT>::BYTES + ob);
+}
+
+/*
+** Random float weights (weights.c weights_random_f32, same hash and the same float operations, each
+** rounded explicitly): value base + a·u, u uniform in [-1, 1) from 24 hash bits, a = 1/sqrt(cols) for
+** matrices (0.1 for vectors, base 1). Rounded to W. grid (ceil(n/256)), block 256.
+*/
+template <typename W>
+__device__ void k_rand_float(W *dst, long long n, unsigned long long seed, int cols, int vec, long long part,
+                             long long inner, int tp, int rank)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	unsigned long long gi = (unsigned long long)q_gmap(i, part, inner, tp, rank);
+	float u = __fsub_rn(__fmul_rn((float)((double)(q_mix64(seed + gi) >> 40) * (1.0 / 16777216.0)), 2.0f), 1.0f);
+	float a = vec ? 0.1f : __fdiv_rn(1.0f, __fsqrt_rn((float)cols));
+	dst[i] = from_f<W>(__fadd_rn(vec ? 1.0f : 0.0f, __fmul_rn(a, u)));
+}

@@ -1,0 +1,607 @@
+/*
+** tests/gpu/test_qgemv.cu — the kernels of ops/quant.cuh on the GPU against the CPU references: GGUF
+** blocks dequantized by ops/quant.c (bit-exact against ggml), then a float64 dot product. Runs on the
+** GPU machine only (`make gpu-bundle` builds build/gpu/test_qgemv; tests/gpu/run.sh runs it).
+**
+** Weights are random GGUF blocks made by the GPU generator (k_qrand), whose bytes must equal the CPU
+** generator's (runtime/weights.c weights_random_byte), and blocks written by the test-checkpoint
+** quantizers (quant_q4_k etc.) from random floats, whose scales and minima look like real ones.
+** Activations are fresh random values; every output is poisoned (0xFF bytes, NaN) before the launch.
+** Tolerances (relative L2 error over all outputs): 1e-5 with float activations (the weights are exact
+** in float; the GPU sums in float in another order), 2e-2 with bf16 activations; exact (bits) for
+** dequantization, the embedding lookup and the generators. The denominator of the relative error is
+** the larger of ‖want‖ and ‖s‖/sqrt(K), s_i = Σ_k |x_k·w_ik| (the expected size of a dot product of K
+** random terms): with a handful of outputs (N = 1) one that cancels to near zero would otherwise turn
+** float rounding into a large relative error (a plain sequential float dot of 256 random terms exceeds
+** 1e-5 relative on 1-4% of single outputs).
+**
+** Prints "ok - NAME" or "FAIL - NAME: detail" per check and "N passed, N failed"; exits non-zero on any
+** failure.
+*/
+#include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
+#include "../../ops/quant.cuh"
+
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <vector>
+
+#define _Noreturn __attribute__((noreturn)) /* glm.h is C11 */
+extern "C" {
+#include "glm.h"
+#include "quant.h"
+#include "ref.h"
+#include "weights.h"
+}
+
+/* ---- checks and CUDA errors (as tests/gpu/test_kernels.cu) ---- */
+
+static int n_pass, n_fail;
+
+static int finish(void)
+{
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
+
+static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
+{
+	if (e == cudaSuccess)
+		return;
+	printf("FAIL - cuda: %s:%d: %s: %s\n", file, line, call, cudaGetErrorString(e));
+	n_fail++;
+	exit(finish());
+}
+#define CK(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define CK_LAUNCH()                          \
+	do {                                 \
+		CK(cudaGetLastError());      \
+		CK(cudaDeviceSynchronize()); \
+	} while (0)
+
+static std::string fmt(const char *f, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, sizeof buf, f, ap);
+	va_end(ap);
+	return buf;
+}
+
+static void check(bool ok, const std::string &name, const std::string &detail = "")
+{
+	if (ok) {
+		n_pass++;
+		printf("ok - %s\n", name.c_str());
+	} else {
+		n_fail++;
+		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
+	}
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t rand64(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static std::vector<float> rnd(size_t n)
+{
+	std::vector<float> v(n);
+	for (auto &x : v)
+		x = (float)((rand64() >> 11) * (1.0 / 9007199254740992.0) * 2 - 1);
+	return v;
+}
+
+static std::vector<void *> allocs;
+
+template <typename T> static T *dalloc(size_t n, int fill)
+{
+	T *p;
+	CK(cudaMalloc(&p, (n ? n : 1) * sizeof(T)));
+	allocs.push_back(p);
+	CK(cudaMemset(p, fill, (n ? n : 1) * sizeof(T)));
+	return p;
+}
+
+template <typename T> static T *upload(const std::vector<T> &h)
+{
+	T *p = dalloc<T>(h.size(), 0);
+	if (!h.empty())
+		CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+	return p;
+}
+
+template <typename T> static std::vector<T> download(const T *p, size_t n)
+{
+	std::vector<T> h(n);
+	if (n)
+		CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static void free_all(void)
+{
+	for (void *p : allocs)
+		CK(cudaFree(p));
+	allocs.clear();
+}
+
+static float h_to_f(float v) { return v; }
+static float h_to_f(bf16 v) { return ref_bf16_to_f32(v.x); }
+template <typename T> static T h_from_f(float v);
+template <> float h_from_f<float>(float v) { return v; }
+template <> bf16 h_from_f<bf16>(float v)
+{
+	bf16 b;
+	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+template <typename T> static const char *tname();
+template <> const char *tname<float>() { return "f32"; }
+template <> const char *tname<bf16>() { return "bf16"; }
+template <typename A> static double tol() { return sizeof(A) == 4 ? 1e-5 : 2e-2; }
+
+/* ‖a−b‖ / max(‖b‖, ‖scale‖) (scale: ‖s‖/sqrt(K) per output, see the header; may be empty); NaN
+** anywhere gives +inf. */
+static double rel_l2(const std::vector<float> &a, const std::vector<double> &b, const std::vector<double> &scale = {})
+{
+	if (a.size() != b.size())
+		return INFINITY;
+	double num = 0, den = 0, sc = 0;
+	for (size_t i = 0; i < a.size(); i++) {
+		if (isnan(a[i]) || isnan(b[i]))
+			return INFINITY;
+		double d = a[i] - b[i];
+		num += d * d;
+		den += b[i] * b[i];
+		sc += i < scale.size() ? scale[i] * scale[i] : 0;
+	}
+	den = den > sc ? den : sc;
+	return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
+}
+
+template <typename A> static std::vector<float> widen(const std::vector<A> &v)
+{
+	std::vector<float> f(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		f[i] = h_to_f(v[i]);
+	return f;
+}
+
+template <typename A> static std::vector<A> narrow(const std::vector<float> &v)
+{
+	std::vector<A> a(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		a[i] = h_from_f<A>(v[i]);
+	return a;
+}
+
+static const char *qname(int qt) { return quant_type_name(qt); }
+
+/* ---- wrappers, as glmc's emitter writes them ---- */
+
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
+__global__ void __launch_bounds__(256) g_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *b, int T,
+                                               int K, int N)
+{
+	k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y, x, u, w, b, T, K, N);
+}
+
+template <typename A, int QT, bool HB>
+__global__ void __launch_bounds__(256) g_qgemm(A *y, const A *x, const unsigned char *w, const A *b, int T, int K, int N)
+{
+	k_qlinear_gemm<A, QT, HB>(y, x, w, b, T, K, N);
+}
+
+template <typename A, int QT>
+__global__ void __launch_bounds__(256) g_qembedding(A *y, const unsigned char *w, const int *ids, int T, int C)
+{
+	k_qembedding<A, QT>(y, w, ids, T, C);
+}
+
+template <int QT>
+__global__ void __launch_bounds__(256) g_qdequant(float *y, const unsigned char *w, long long n, int K)
+{
+	k_qdequant<float, QT>(y, w, n, K);
+}
+
+template <typename A, int QG, int QU>
+__global__ void __launch_bounds__(256) g_qmoe_up(float *h, const A *x, const int *idx, const unsigned char *g,
+                                                 const unsigned char *u, int C, int F, int k)
+{
+	k_qmoe_up<A, QG, QU>(h, x, idx, g, u, C, F, k);
+}
+
+template <typename A, int QD>
+__global__ void __launch_bounds__(256) g_qmoe_down(A *y, const float *h, const int *idx, const A *w,
+                                                   const unsigned char *d, int C, int F, int k)
+{
+	k_qmoe_down<A, QD>(y, h, idx, w, d, C, F, k);
+}
+
+template <int QT>
+__global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st,
+                                               unsigned long long seed, long long K, long long part, long long inner,
+                                               int tp, int rank, int cp, int cr)
+{
+	k_qrand<QT>(d, rows, bpr, st, seed, K, part, inner, tp, rank, cp, cr);
+}
+
+template <typename W>
+__global__ void __launch_bounds__(256) g_rand(W *d, long long n, unsigned long long seed, int cols, int vec,
+                                              long long part, long long inner, int tp, int rank)
+{
+	k_rand_float<W>(d, n, seed, cols, vec, part, inner, tp, rank);
+}
+
+static unsigned blocks(long long n, int per) { return (unsigned)((n + per - 1) / per); }
+
+/* ---- quantized weights on both sides ---- */
+
+/* A [rows, K] weight: its blocks at the device stride on the GPU and dequantized on the host. */
+struct QW {
+	int qt;
+	long long rows, K, stride;
+	unsigned char *dev;
+	std::vector<float> f; /* dequantized, rows × K */
+};
+
+/* Random blocks by the GPU generator, checked byte for byte against the CPU generator. */
+template <int QT> static QW qw_random(long long rows, long long K, const char *name)
+{
+	QW w;
+	w.qt = QT, w.rows = rows, w.K = K, w.stride = (long long)quant_dev_row_bytes(QT, K);
+	size_t rb = quant_row_bytes(QT, K);
+	unsigned long long seed = weights_random_seed(name);
+	w.dev = dalloc<unsigned char>((size_t)(rows * w.stride), 0xff);
+	g_qrand<QT><<<blocks(rows * w.stride, 256), 256>>>(w.dev, rows, (int)(K / QGeo<QT>::BLCK), w.stride, seed, K, rows,
+	                                                   1, 1, 0, 1, 0);
+	CK_LAUNCH();
+	std::vector<unsigned char> got = download(w.dev, (size_t)(rows * w.stride)), row(rb);
+	w.f.resize((size_t)(rows * K));
+	size_t bad = 0, first = 0;
+	for (long long r = 0; r < rows; r++) {
+		for (size_t b = 0; b < rb; b++) {
+			row[b] = weights_random_byte(QT, seed, K, (uint64_t)r * rb + b);
+			if (got[(size_t)(r * w.stride) + b] != row[b] && !bad++)
+				first = (size_t)r * rb + b;
+		}
+		for (long long b = (long long)rb; b < w.stride; b++)
+			bad += got[(size_t)(r * w.stride + b)] != 0;
+		quant_dequant(QT, row.data(), &w.f[(size_t)(r * K)], (size_t)K);
+	}
+	check(!bad, fmt("random %s blocks [%lld, %lld]: GPU bytes equal the CPU generator's", qname(QT), rows, K),
+	      fmt("%zu bytes differ, first at %zu", bad, first));
+	return w;
+}
+
+/* Blocks from the test-checkpoint quantizer of fresh random floats (uploaded at the device stride). */
+static QW qw_quantized(int qt, long long rows, long long K)
+{
+	QW w;
+	w.qt = qt, w.rows = rows, w.K = K, w.stride = (long long)quant_dev_row_bytes(qt, K);
+	size_t rb = quant_row_bytes(qt, K);
+	std::vector<float> x = rnd((size_t)(rows * K));
+	for (long long r = 0; r < rows; r += 3) /* rows at other scales and one-signed rows */
+		for (long long k = 0; k < K; k++)
+			x[(size_t)(r * K + k)] = r % 2 ? fabsf(x[(size_t)(r * K + k)]) * 30 : x[(size_t)(r * K + k)] * 1e-3f;
+	std::vector<unsigned char> q((size_t)rows * rb), pad((size_t)(rows * w.stride), 0);
+	size_t n = qt == QT_Q8_0 ? quant_q8_0(x.data(), q.data(), x.size())
+	           : qt == QT_Q4_K ? quant_q4_k(x.data(), q.data(), x.size())
+	           : qt == QT_Q5_K ? quant_q5_k(x.data(), q.data(), x.size())
+	                           : quant_q6_k(x.data(), q.data(), x.size());
+	if (n != q.size())
+		check(false, fmt("quantize %s", qname(qt)), "size");
+	for (long long r = 0; r < rows; r++)
+		memcpy(&pad[(size_t)(r * w.stride)], &q[(size_t)r * rb], rb);
+	w.dev = upload(pad);
+	w.f.resize(x.size());
+	quant_dequant(qt, q.data(), w.f.data(), x.size());
+	return w;
+}
+
+static QW qw_make(int qt, long long rows, long long K, bool random, const char *name)
+{
+	if (!random)
+		return qw_quantized(qt, rows, K);
+	switch (qt) {
+	case 8: return qw_random<8>(rows, K, name);
+	case 12: return qw_random<12>(rows, K, name);
+	case 13: return qw_random<13>(rows, K, name);
+	default: return qw_random<14>(rows, K, name);
+	}
+}
+
+/* ---- GEMV ---- */
+
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
+static void launch_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *b, int T, int K, int N)
+{
+	const int RPB = 8 / WPR * 2;
+	g_qgemv<A, QT, WPR, TM, HB, SW><<<blocks(N, RPB), 256>>>(y, x, u, w, b, T, K, N);
+}
+
+/* y = x·wᵀ (+ bias), or swiglu(g, u)·wᵀ, through k_qgemv with (WPR, TM), against float64 on the CPU. */
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
+static void test_qgemv(int T, int K, int N, bool random)
+{
+	QW w = qw_make(QT, N, K, random, "blk.0.ffn_down.weight");
+	std::vector<A> x = narrow<A>(rnd((size_t)T * K)), u = narrow<A>(rnd((size_t)T * K)), b = narrow<A>(rnd(N));
+	std::vector<float> xf = widen(x), uf = widen(u), bf = widen(b);
+	if (SW) /* the input the kernel forms while staging: silu(g)·u rounded to A */
+		for (size_t i = 0; i < xf.size(); i++)
+			xf[i] = h_to_f(h_from_f<A>(xf[i] / (1.0f + expf(-xf[i])) * uf[i]));
+	std::vector<double> want((size_t)T * N), scale((size_t)T * N);
+	for (int t = 0; t < T; t++)
+		for (int n = 0; n < N; n++) {
+			double s = HB ? bf[n] : 0, a = 0;
+			for (int k = 0; k < K; k++) {
+				s += (double)xf[(size_t)t * K + k] * w.f[(size_t)n * K + k];
+				a += fabs((double)xf[(size_t)t * K + k] * w.f[(size_t)n * K + k]);
+			}
+			want[(size_t)t * N + n] = s;
+			scale[(size_t)t * N + n] = a / sqrt((double)K);
+		}
+	A *dy = dalloc<A>((size_t)T * N, 0xff);
+	launch_qgemv<A, QT, WPR, TM, HB, SW>(dy, upload(x), SW ? upload(u) : nullptr, w.dev, HB ? upload(b) : nullptr, T, K,
+	                                     N);
+	CK_LAUNCH();
+	double e = rel_l2(widen(download(dy, (size_t)T * N)), want, scale);
+	check(e <= tol<A>(), fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)", qname(QT), tname<A>(), T, K, N,
+	                         WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer"),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	free_all();
+}
+
+/* Every T and shape for one type: K not a multiple of 1024, N = 1, odd N, rows that split K in-block. */
+template <int QT> static void qgemv_suite(void)
+{
+	const int B = QGeo<QT>::BLCK;
+	int Ks[] = {B == 32 ? 96 : 256, 5 * B * (B == 32 ? 9 : 1), 4096, 4608};
+	int Ns[] = {1, 37, 64};
+	for (int T : {1, 2, 5, 8, 17})
+		for (int K : Ks)
+			for (int N : Ns) {
+				bool rnd_w = (K + N + T) % 2 == 0;
+				if (T == 1) {
+					test_qgemv<float, QT, 1, 1, false, false>(T, K, N, rnd_w);
+					test_qgemv<float, QT, 4, 1, false, false>(T, K, N, !rnd_w);
+				}
+				test_qgemv<float, QT, 1, 8, false, false>(T, K, N, rnd_w);
+				test_qgemv<float, QT, 2, 8, false, false>(T, K, N, !rnd_w);
+			}
+	test_qgemv<float, QT, 8, 1, false, false>(1, 4096, 300, true);
+	test_qgemv<float, QT, 2, 1, true, false>(1, 2048, 77, false);
+	test_qgemv<float, QT, 1, 8, true, false>(5, 1280 / B * B, 33, true);
+	test_qgemv<float, QT, 1, 1, false, true>(1, 4096, 40, true);
+	test_qgemv<float, QT, 2, 8, false, true>(6, 2560, 24, false);
+	test_qgemv<bf16, QT, 2, 1, false, false>(1, 4096, 70, true);
+	test_qgemv<bf16, QT, 1, 8, false, true>(8, 3072, 50, false);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 14336, 128, true); /* two x chunks at T = 1 (K > 8192) */
+}
+
+/* ---- prefill GEMM, embedding, dequantization ---- */
+
+template <typename A, int QT, bool HB> static void test_qgemm(int T, int K, int N)
+{
+	QW w = qw_make(QT, N, K, T % 2 == 0, "output.weight");
+	std::vector<A> x = narrow<A>(rnd((size_t)T * K)), b = narrow<A>(rnd(N));
+	std::vector<float> xf = widen(x), bf = widen(b);
+	std::vector<double> want((size_t)T * N);
+	for (int t = 0; t < T; t++)
+		for (int n = 0; n < N; n++) {
+			double s = HB ? bf[n] : 0;
+			for (int k = 0; k < K; k++)
+				s += (double)xf[(size_t)t * K + k] * w.f[(size_t)n * K + k];
+			want[(size_t)t * N + n] = s;
+		}
+	A *dy = dalloc<A>((size_t)T * N, 0xff);
+	g_qgemm<A, QT, HB><<<dim3(blocks(N, 64), blocks(T, 64)), 256>>>(dy, upload(x), w.dev, HB ? upload(b) : nullptr, T, K,
+	                                                                 N);
+	CK_LAUNCH();
+	double e = rel_l2(widen(download(dy, (size_t)T * N)), want);
+	check(e <= tol<A>(), fmt("qlinear_gemm %s A=%s T=%d K=%d N=%d%s", qname(QT), tname<A>(), T, K, N, HB ? " bias" : ""),
+	      fmt("rel-L2 %.3g", e));
+	free_all();
+}
+
+/* Looked-up rows and the whole-weight dequantization, bit for bit against ops/quant.c. */
+template <int QT> static void test_exact(void)
+{
+	long long V = 50, C = 4608;
+	QW w = qw_make(QT, V, C, true, "token_embd.weight");
+	std::vector<int> ids = {7, 0, 49, 7, 23};
+	int T = (int)ids.size();
+	float *dy = dalloc<float>((size_t)T * C, 0xff);
+	g_qembedding<float, QT><<<dim3(blocks(C, 256), T), 256>>>(dy, w.dev, upload(ids), T, (int)C);
+	CK_LAUNCH();
+	std::vector<float> got = download(dy, (size_t)T * C);
+	size_t bad = 0;
+	for (int t = 0; t < T; t++)
+		bad += memcmp(&got[(size_t)t * C], &w.f[(size_t)(ids[t] * C)], sizeof(float) * (size_t)C) != 0;
+	check(!bad, fmt("qembedding %s: rows bit-exact against the CPU dequantization", qname(QT)), fmt("%zu rows differ", bad));
+	QW w2 = qw_make(QT, 21, QT == 8 ? 800 : 1280, false, "");
+	long long n = w2.rows * w2.K;
+	float *dq = dalloc<float>((size_t)n, 0xff);
+	g_qdequant<QT><<<blocks(n, 256), 256>>>(dq, w2.dev, n, (int)w2.K);
+	CK_LAUNCH();
+	check(!memcmp(download(dq, (size_t)n).data(), w2.f.data(), sizeof(float) * (size_t)n),
+	      fmt("qdequant %s [21, %lld] bit-exact against ops/quant.c", qname(QT), w2.K), "differs");
+	free_all();
+}
+
+/* ---- routed experts ---- */
+
+/* k_qmoe_up then k_qmoe_down against ref_moe_ffn's definition in float64: E experts of [F, C] gate/up
+** and [C, F] down, k per token, one slot skipped (-1). */
+template <typename A, int QG, int QU, int QD> static void test_qmoe(int T, int C, int F, int E, int k)
+{
+	QW g = qw_make(QG, (long long)E * F, C, true, "blk.1.ffn_gate_exps.weight");
+	QW u = qw_make(QU, (long long)E * F, C, false, "");
+	QW d = qw_make(QD, (long long)E * C, F, true, "blk.1.ffn_down_exps.weight");
+	std::vector<A> x = narrow<A>(rnd((size_t)T * C)), wt = narrow<A>(rnd((size_t)T * k));
+	std::vector<float> xf = widen(x), wf = widen(wt);
+	std::vector<int> idx((size_t)T * k);
+	for (auto &i : idx)
+		i = (int)(rand64() % (uint64_t)E);
+	idx[1] = -1;
+	std::vector<double> want((size_t)T * C, 0.0);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++) {
+			int e = idx[(size_t)t * k + j];
+			if (e < 0)
+				continue;
+			std::vector<double> h(F);
+			for (int f = 0; f < F; f++) {
+				double a = 0, b = 0;
+				for (int c = 0; c < C; c++) {
+					a += (double)xf[(size_t)t * C + c] * g.f[((size_t)e * F + f) * C + c];
+					b += (double)xf[(size_t)t * C + c] * u.f[((size_t)e * F + f) * C + c];
+				}
+				h[f] = a / (1 + exp(-a)) * b;
+			}
+			for (int c = 0; c < C; c++) {
+				double s = 0;
+				for (int f = 0; f < F; f++)
+					s += h[f] * d.f[((size_t)e * C + c) * F + f];
+				want[(size_t)t * C + c] += wf[(size_t)t * k + j] * s;
+			}
+		}
+	float *hid = dalloc<float>((size_t)T * k * F, 0xff);
+	A *dy = dalloc<A>((size_t)T * C, 0xff);
+	int *didx = upload(idx);
+	g_qmoe_up<A, QG, QU><<<dim3(blocks(F, 8), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
+	CK_LAUNCH();
+	g_qmoe_down<A, QD><<<dim3(blocks(C, 16), T), 256>>>(dy, hid, didx, upload(wt), d.dev, C, F, k);
+	CK_LAUNCH();
+	double e = rel_l2(widen(download(dy, (size_t)T * C)), want);
+	check(e <= tol<A>(), fmt("qmoe gate %s up %s down %s A=%s T=%d C=%d F=%d E=%d k=%d", qname(QG), qname(QU), qname(QD),
+	                         tname<A>(), T, C, F, E, k),
+	      fmt("rel-L2 %.3g", e));
+	free_all();
+}
+
+/* ---- generators: tensor-parallel parts and float weights ---- */
+
+/* Rank 1 of 2 of a [rows, K] random weight split by rows, and by columns (whole blocks), from the GPU
+** generator, against the same rows/blocks of the whole tensor from the CPU generator. */
+template <int QT> static void test_rand_split(void)
+{
+	long long rows = 12, K = 2048, bpr = K / QGeo<QT>::BLCK;
+	size_t rb = quant_row_bytes(QT, K);
+	unsigned long long seed = weights_random_seed("blk.2.attn_q.weight");
+	std::vector<unsigned char> whole(rb * rows);
+	for (size_t g = 0; g < whole.size(); g++)
+		whole[g] = weights_random_byte(QT, seed, K, g);
+	long long st = (long long)quant_dev_row_bytes(QT, K);
+	unsigned char *d = dalloc<unsigned char>((size_t)(rows / 2 * st), 0xff);
+	g_qrand<QT><<<blocks(rows / 2 * st, 256), 256>>>(d, rows / 2, (int)bpr, st, seed, K, rows / 2, 1, 2, 1, 1, 0);
+	CK_LAUNCH();
+	std::vector<unsigned char> got = download(d, (size_t)(rows / 2 * st));
+	bool ok = true;
+	for (long long r = 0; r < rows / 2; r++)
+		ok &= !memcmp(&got[(size_t)(r * st)], &whole[(size_t)(rows / 2 + r) * rb], rb);
+	check(ok, fmt("random %s rank 1 of 2 by rows equals the whole tensor's rows", qname(QT)));
+	long long st2 = (long long)quant_dev_row_bytes(QT, K / 2);
+	unsigned char *d2 = dalloc<unsigned char>((size_t)(rows * st2), 0xff);
+	g_qrand<QT><<<blocks(rows * st2, 256), 256>>>(d2, rows, (int)(bpr / 2), st2, seed, K, rows, 1, 1, 0, 2, 1);
+	CK_LAUNCH();
+	got = download(d2, (size_t)(rows * st2));
+	ok = true;
+	for (long long r = 0; r < rows; r++)
+		ok &= !memcmp(&got[(size_t)(r * st2)], &whole[(size_t)r * rb + rb / 2], rb / 2);
+	check(ok, fmt("random %s rank 1 of 2 by columns equals the whole tensor's blocks", qname(QT)));
+	free_all();
+}
+
+/* k_rand_float against weights_random_f32 bit for bit: a matrix and a vector in f32, a matrix in bf16
+** (the CPU value rounded), and rank 1 of 2 of a matrix split by rows. */
+static void test_rand_float(void)
+{
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	Node m = {}, v = {};
+	m.op = v.op = OP_PARAM, m.kind = v.kind = VK_WEIGHT, m.dtype = v.dtype = DT_F32, m.fused_into = v.fused_into = -1;
+	m.ndim = 2, m.dim[0] = 96, m.dim[1] = 1000, m.name = "blk.0.attn_v.weight";
+	v.ndim = 1, v.dim[0] = 1000, v.name = "blk.0.attn_norm.weight";
+	graph_add(&g, &m), graph_add(&g, &v);
+	for (int i = 0; i < 2; i++) {
+		WeightRef r = {};
+		r.node = i;
+		const Node *n = &g.node[i];
+		long long cnt = node_numel(n, 0, 0);
+		std::vector<float> want((size_t)cnt);
+		weights_random_f32(&g, &r, want.data());
+		unsigned long long seed = weights_random_seed(n->name);
+		float *d = dalloc<float>((size_t)cnt, 0xff);
+		g_rand<float><<<blocks(cnt, 256), 256>>>(d, cnt, seed, (int)n->dim[n->ndim - 1], n->ndim == 1, cnt, 1, 1, 0);
+		CK_LAUNCH();
+		check(!memcmp(download(d, (size_t)cnt).data(), want.data(), sizeof(float) * (size_t)cnt),
+		      fmt("random f32 %s %s: GPU equals weights_random_f32 bit for bit", n->ndim == 1 ? "vector" : "matrix", n->name));
+		if (i == 0) {
+			bf16 *db = dalloc<bf16>((size_t)cnt, 0xff);
+			g_rand<bf16><<<blocks(cnt, 256), 256>>>(db, cnt, seed, 1000, 0, cnt, 1, 1, 0);
+			CK_LAUNCH();
+			std::vector<bf16> gb = download(db, (size_t)cnt);
+			size_t bad = 0;
+			for (long long k = 0; k < cnt; k++)
+				bad += gb[(size_t)k].x != ref_f32_to_bf16(want[(size_t)k]);
+			check(!bad, "random bf16 matrix: GPU equals the CPU value rounded to bf16", fmt("%zu differ", bad));
+			long long half = cnt / 2;
+			float *dh = dalloc<float>((size_t)half, 0xff);
+			g_rand<float><<<blocks(half, 256), 256>>>(dh, half, seed, 1000, 0, 48, 1000, 2, 1);
+			CK_LAUNCH();
+			check(!memcmp(download(dh, (size_t)half).data(), want.data() + half, sizeof(float) * (size_t)half),
+			      "random f32 rank 1 of 2 by rows equals the whole matrix's rows");
+		}
+		free_all();
+	}
+	arena_free(&A);
+}
+
+int main(void)
+{
+	int dev;
+	cudaDeviceProp prop;
+	CK(cudaGetDevice(&dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+	qgemv_suite<8>();
+	qgemv_suite<12>();
+	qgemv_suite<13>();
+	qgemv_suite<14>();
+	test_qgemm<float, 8, true>(9, 800, 70);
+	test_qgemm<float, 12, false>(64, 1280, 65);
+	test_qgemm<float, 13, true>(17, 2048, 33);
+	test_qgemm<float, 14, false>(130, 2304, 100);
+	test_qgemm<bf16, 12, true>(40, 1024, 64);
+	test_exact<8>();
+	test_exact<12>();
+	test_exact<13>();
+	test_exact<14>();
+	test_qmoe<float, 12, 12, 14>(3, 512, 256, 8, 2);
+	test_qmoe<float, 8, 8, 8>(2, 320, 96, 4, 3);
+	test_qmoe<float, 13, 13, 12>(1, 9216, 256, 3, 2);
+	test_qmoe<float, 12, 14, 13>(2, 1024, 256, 4, 2);
+	test_qmoe<bf16, 14, 14, 13>(2, 768, 512, 5, 2);
+	test_rand_split<8>();
+	test_rand_split<12>();
+	test_rand_split<13>();
+	test_rand_split<14>();
+	test_rand_float();
+	return finish();
+}
