@@ -23,6 +23,9 @@ typedef struct {
 	Launch *l;
 	int nl, lcap;
 	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
+	int *add_of;                 /* per rmsnorm: the add whose kernel computes it, or -1 */
+	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
+	char *kv_fused;              /* per attention: a fused kernel writes its k/v cache rows */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -131,6 +134,13 @@ static void w_null(Wr *w)
 	cat(w->call, sizeof w->call, "nullptr");
 }
 
+/* A constant in the template call that is not a launch argument (an absent member's extent, a unit scale). */
+static void w_lit(Wr *w, const char *lit)
+{
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "%s", lit);
+}
+
 static void w_size(Wr *w, Size s, int wide)
 {
 	GLM_ASSERT(w->L.narg < MAXKARG);
@@ -220,8 +230,8 @@ static int has_t(const Node *n)
 
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
-/* The launches of one node. */
-static int emit_node(Em *e, int id, char *err, size_t len)
+/* The launches of one node's own kernels. */
+static int emit_own(Em *e, int id, char *err, size_t len)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
@@ -229,8 +239,25 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	if (n->fuse_pattern == FUSE_ADD_NORM && n->fused_into >= 0)
-		return 0; /* computed by its add's kernel */
+	if (e->add_of[id] >= 0) {
+		/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
+		** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
+		int tm = e->own_tmin[e->add_of[id]];
+		if (tm <= 1)
+			return 0;
+		int hw = n->nin > 1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+		if (hw)
+			w_buf(&w, g, n->in[1], 0, NULL);
+		else
+			w_null(&w);
+		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_rows(g, id);
+		w.L.tmax = tm - 1;
+		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+		w_finish(e, &w, t);
+		return 0;
+	}
 	if (n->op == OP_ADD && e->norm_of[id] >= 0) {
 		/* Pattern A: the residual sum and its RMSNorm in one pass. */
 		const Node *nm = &g->node[e->norm_of[id]];
@@ -272,20 +299,6 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 				w_null(&w);
 			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-			const Node *xs = &g->node[x];
-			int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
-			if (variant == 0 && swiglu && tmax_gemv >= 1) {
-				/* Pattern B: the GEMV forms silu(g)·u from the SwiGLU's operands as it stages x. */
-				w_start(&w, id);
-				w_buf(&w, g, id, 1, NULL), w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
-				w_buf(&w, g, wt, 0, NULL);
-				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-				w.L.tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				w.L.grid[0] = sz_const((N + 7) / 8);
-				snprintf(t, sizeof t, "k_linear_gemv_swiglu<%s, %s>", A, ctype(g, wt));
-				w_finish(e, &w, t);
-				continue;
-			}
 			if (variant == 0) {
 				if (tmax_gemv < 1)
 					continue;
@@ -429,12 +442,6 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
 		w_size(&w, sz_numel(g, id, 1), 1);
 		w.L.grid[0] = sz_numel(g, id, 256);
-		if (n->fuse_pattern == FUSE_SWIGLU_GEMV && n->fused_into >= 0) {
-			/* Only prefill needs the product in memory; decode forms it inside the down projection. */
-			int64_t rpt = rows_per_token(n);
-			if (8 / rpt >= 1)
-				w.L.tmin = (int)(8 / rpt) + 1;
-		}
 		snprintf(t, sizeof t, "k_swiglu<%s>", A);
 		w_finish(e, &w, t);
 		return 0;
@@ -489,11 +496,13 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	case OP_ATTENTION: {
 		int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
 		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
-		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
-		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
-		w.L.grid[0] = sz_numel(g, pos, 1);
-		snprintf(t, sizeof t, "k_kv_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
+			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+			w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+			w.L.grid[0] = sz_numel(g, pos, 1);
+			snprintf(t, sizeof t, "k_kv_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
@@ -568,6 +577,147 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	}
 }
 
+/*
+** Fused kernels (compiler/fuse.c's g->fk): each launched where its host node's kernels are, for steps of
+** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
+*/
+
+/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused. */
+static void emit_fk_gemv(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1, epi = 0;
+	if (f->pro == GP_RMSNORM)
+		src = g->node[x].in[0], nw = g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	else if (f->pro == GP_SWIGLU)
+		src = g->node[x].in[0], up = g->node[x].in[1];
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
+	Wr w;
+	w_start(&w, f->host);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm ? w_buf(&w, g, f->out[m], 1, NULL) : w_null(&w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm ? w_buf(&w, g, g->node[f->m[m]].in[1], 0, NULL) : w_null(&w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm && g->node[f->m[m]].nin > 2 ? w_buf(&w, g, g->node[f->m[m]].in[2], 0, NULL) : w_null(&w);
+	w_buf(&w, g, src, 0, NULL);
+	up >= 0 ? w_buf(&w, g, up, 0, NULL) : w_null(&w);
+	nw >= 0 ? w_buf(&w, g, nw, 0, NULL) : w_null(&w);
+	f->store ? w_buf(&w, g, x, 1, NULL) : w_null(&w);
+	f->res >= 0 ? w_buf(&w, g, f->res, 0, NULL) : w_null(&w);
+	w_size(&w, sz_numel(g, src, K), 0), w_int(&w, K);
+	for (int m = 0; m < FK_MAXM; m++) {
+		if (m < f->nm) {
+			int64_t N = g->node[g->node[f->m[m]].in[1]].dim[0];
+			w_int(&w, N);
+			Ntot += N;
+		} else
+			w_lit(&w, "0");
+	}
+	f->pro == GP_RMSNORM ? w_float(&w, g->node[x].fa[0]) : w_lit(&w, "0.0f");
+	for (int m = 0; m < FK_MAXM; m++) {
+		int s = m < f->nm && f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE ? f->out[m] : -1;
+		if (s >= 0) {
+			w_float(&w, g->node[s].fa[0]);
+			epi |= 1 << m;
+		} else
+			w_lit(&w, "1.0f");
+	}
+	if (f->res >= 0)
+		epi |= 16;
+	w.L.tmax = f->tmax;
+	w.L.grid[0] = sz_const((Ntot + 7) / 8);
+	char t[256];
+	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
+	         nw >= 0 ? ctype(g, nw) : A, f->pro, bool_s(nw >= 0), epi);
+	w_finish(e, &w, t);
+}
+
+/* Rotary (after per-head norms) of q and k with the cache writes: ops/fused.cuh's k_rope_qk_kv. */
+static void emit_fk_rope(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]];
+	int nq = f->norm[0], nk = f->norm[1], norm = nq >= 0;
+	int hw = norm && g->node[nq].nin > 1 && g->node[nk].nin > 1;
+	int src_q = norm ? g->node[nq].in[0] : rq->in[0], src_k = norm ? g->node[nk].in[0] : g->node[f->m[1]].in[0];
+	int64_t H = at->ia[0], G = at->ia[1], D = at->ia[2], Dv = at->ia[3], R = rq->ia[2];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL);
+	w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, src_q, 0, NULL), w_buf(&w, g, src_k, 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	hw ? w_buf(&w, g, g->node[nq].in[1], 0, NULL) : w_null(&w);
+	hw ? w_buf(&w, g, g->node[nk].in[1], 0, NULL) : w_null(&w);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]);
+	for (int i = 0; i < 2; i++) {
+		const Node *r = &g->node[f->m[i]];
+		float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+		GLM_ASSERT(inv);
+		op_rope_table(r, inv, &cs);
+		free(inv);
+		w_float(&w, cs);
+	}
+	w_int(&w, H), w_int(&w, G), w_int(&w, D), w_int(&w, Dv), w_int(&w, R);
+	norm ? w_float(&w, g->node[nq].fa[0]) : w_lit(&w, "0.0f");
+	w.L.grid[0] = sz_const(H + G);
+	w.L.grid[1] = sz_numel(g, at->in[5], 1);
+	w.L.block = 128;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
+	         bool_s(hw), bool_s(rq->ia[3]));
+	w_finish(e, &w, t);
+}
+
+/* Which steps each node's own kernels serve, and which adds and attentions fused kernels take part of. */
+static void fk_prepare(Em *e)
+{
+	Graph *g = e->g;
+	for (int i = 0; i < g->n; i++)
+		e->norm_of[i] = e->add_of[i] = -1, e->own_tmin[i] = 1, e->kv_fused[i] = 0;
+	for (int k = 0; k < g->nfk; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->kind == FK_ADD_NORM) {
+			e->norm_of[f->host] = f->m[0], e->add_of[f->m[0]] = f->host;
+			continue;
+		}
+		if (f->kind == FK_ROPE_KV)
+			e->kv_fused[f->attn] = 1;
+		for (int c = 0; c < f->ncover; c++)
+			if (e->own_tmin[f->cover[c]] < f->tmax + 1)
+				e->own_tmin[f->cover[c]] = f->tmax + 1;
+	}
+}
+
+/* The launches at node id: fused kernels hosted there, then its own kernels for the steps they serve. */
+static int emit_node(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	for (int k = 0; k < g->nfk; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->host != id)
+			continue;
+		if (f->kind == FK_GEMV)
+			emit_fk_gemv(e, f);
+		else if (f->kind == FK_ROPE_KV)
+			emit_fk_rope(e, f);
+	}
+	int first = e->nl, rc = emit_own(e, id, err, len), keep = first;
+	for (int i = first; i < e->nl; i++) {
+		Launch *l = &e->l[i];
+		if (l->tmin < e->own_tmin[id])
+			l->tmin = e->own_tmin[id];
+		if (l->tmin <= l->tmax)
+			e->l[keep++] = *l;
+	}
+	e->nl = keep;
+	return rc;
+}
+
 /* The sampler: one fixed wrapper, launched by glmrun on the last logits row. */
 static const char *emit_sampler(Em *e)
 {
@@ -583,13 +733,11 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	Em e = {.g = g};
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
-	e.norm_of = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-	GLM_ASSERT(e.norm_of);
-	for (int i = 0; i < g->n; i++)
-		e.norm_of[i] = -1;
-	for (int i = 0; i < g->n; i++)
-		if (g->node[i].fuse_pattern == FUSE_ADD_NORM && g->node[i].fused_into >= 0)
-			e.norm_of[g->node[i].fused_into] = i;
+	size_t nn = (size_t)(g->n ? g->n : 1);
+	e.norm_of = malloc(sizeof(int) * nn), e.add_of = malloc(sizeof(int) * nn), e.own_tmin = malloc(sizeof(int) * nn);
+	e.kv_fused = malloc(nn);
+	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused);
+	fk_prepare(&e);
 	int rc = 0;
 	for (int i = 0; i < g->n && !rc; i++)
 		rc = emit_node(&e, i, err, len);
@@ -609,9 +757,16 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	for (int i = 0; i < e.nkeys; i++)
 		free(e.keys[i]);
-	free(e.keys), free(e.l), free(e.src), free(e.norm_of);
+	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused);
 	if (rc || !compile)
 		return rc;
+	return emit_cuda_compile(g, warn, err, len);
+}
+
+int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
+{
+	if (!g->cuda.source)
+		return 0;
 	if (!nvrtc_available()) {
 		if (warn)
 			fprintf(warn, "glmc: warning: NVRTC not found; the plan holds kernel source only and glmrun will compile "
@@ -620,7 +775,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	unsigned char *cubin;
 	size_t n;
-	if (nvrtc_compile(g->cuda.source, arch, &cubin, &n, err, len))
+	if (nvrtc_compile(g->cuda.source, g->cuda.arch, &cubin, &n, err, len))
 		return -1;
 	unsigned char *c = arena_alloc(g->A, n);
 	memcpy(c, cubin, n);

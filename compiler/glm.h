@@ -75,11 +75,44 @@ typedef struct {
 	int layer;                   /* transformer layer (glm.layer), -1 outside any */
 	int8_t mem_region;           /* memplan: MEM_TOKEN, MEM_STATIC, or 0 (not an activation) */
 	int64_t mem_off;             /* byte offset in its region (per token for MEM_TOKEN) */
-	int fused_into;              /* fuse: the node whose GPU kernel also computes this one, or -1 */
+	int fused_into;              /* fuse: the node whose decode-step GPU kernel also computes this one, or -1 */
 	int8_t fuse_pattern;         /* FUSE_* */
 } Node;
 
-enum { FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV };
+/* How a node is computed inside another node's kernel (fuse.c says when each applies):
+** ADD_NORM: an rmsnorm in its residual add's pass; SWIGLU_GEMV: a SwiGLU formed as the down projection's
+** GEMV stages its input; NORM_GEMV: an rmsnorm formed as the GEMV(s) reading it stage their input;
+** GEMV_GROUP: a linear computed in the launch of another linear with the same input; GEMV_EPILOGUE: a
+** residual add or a scale applied to a GEMV's result before it is stored; ROPE_KV: per-head norms and
+** rotary of q and k, with the cache writes of their attention, in one kernel. */
+enum {
+	FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV, FUSE_NORM_GEMV, FUSE_GEMV_GROUP, FUSE_GEMV_EPILOGUE, FUSE_ROPE_KV,
+	FUSE_NPATTERNS
+};
+
+/*
+** A fused kernel, as fuse.c decides it and emit_cuda.c writes it. Compile-time only: the plan keeps the
+** launches and each node's fused_into / fuse_pattern (for dumps), not this table.
+*/
+enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV };
+enum { GP_NONE, GP_RMSNORM, GP_SWIGLU };  /* FK_GEMV prologues: how a staged input element is formed */
+#define FK_MAXM 4
+#define FK_MAXCOVER 24
+typedef struct {
+	int kind;                    /* FK_* */
+	int host;                    /* launched where this node's own kernels are (its place in the kernel order) */
+	int tmax;                    /* runs for steps of 1..tmax tokens; larger steps run the nodes' own kernels */
+	int nm;                      /* members */
+	int m[FK_MAXM];              /* ADD_NORM: the norm; GEMV: the linears; ROPE_KV: the q and k rope nodes */
+	int out[FK_MAXM];            /* GEMV: the node each member's result is stored as (the linear, an add, a scale) */
+	int res;                     /* GEMV: the residual added to member 0's result (out[0] is that add), or -1 */
+	int pro, pro_node;           /* GEMV: GP_* and the rmsnorm or swiglu node it forms, or -1 */
+	int store;                   /* GEMV, GP_RMSNORM: the normalised rows are stored too (other nodes read them) */
+	int norm[2];                 /* ROPE_KV: the per-head rmsnorm before q and k rotary, or -1 */
+	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
+	int ncover;
+	int cover[FK_MAXCOVER];      /* nodes whose own kernels this one replaces for its steps */
+} FuseKernel;
 
 enum { MEM_NONE, MEM_TOKEN, MEM_STATIC };
 
@@ -130,7 +163,7 @@ typedef struct {
 	double f;                    /* FLOAT; SCRATCH: bytes per element */
 } KArg;
 
-#define MAXKARG 16
+#define MAXKARG 32
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
 	const char *kernel;          /* extern "C" name in the source */
@@ -166,6 +199,8 @@ typedef struct {
 	int nmeta, metacap;
 	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
 	MemPlan mem;
+	FuseKernel *fk;              /* fuse.c's decisions for emit_cuda.c (compile time only, not in the plan) */
+	int nfk, fkcap;
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
@@ -251,6 +286,8 @@ int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char
 ** fuse.c — fusion decisions (see the file for the patterns)
 */
 int fuse(Graph *g, int enable);
+/* The root of a chain of views (reshapes of activations): the value whose buffer node v uses. */
+int fuse_root(const Graph *g, int v);
 
 /*
 ** partition.c — tensor parallelism
@@ -262,10 +299,15 @@ int partition(Graph *g, int tp, FILE *explain, char *err, size_t len);
 /*
 ** memplan.c — activation offsets in one arena
 */
-/* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. */
+/* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. The
+** liveness covers every schedule that runs the plan: the CPU executor's node order and, when emit_cuda has
+** filled g->cuda, the GPU launch list at every step size (so emit_cuda runs first). */
 int memplan(Graph *g, int optimize, char *err, size_t len);
-/* Prove that no two simultaneously-live activations overlap. */
+/* Prove that no two activations overlap while both are live, in each of those schedules separately. */
 int memplan_check(const Graph *g, char *err, size_t len);
+/* Which activations the GPU stores in a step of T tokens: mark[i] = 1 when some launch used at T reads
+** or writes node i's buffer (views included). A fused-away value (a norm formed inside a GEMV) is 0. */
+void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
 
 /*
 ** emit_cuda.c — kernels and launches for every node
@@ -273,6 +315,9 @@ int memplan_check(const Graph *g, char *err, size_t len);
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
+/* NVRTC-compile the source emit_cuda wrote (the compile step of emit_cuda, for a driver that plans memory
+** between emitting the launches and compiling them). */
+int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
 
 /*

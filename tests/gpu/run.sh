@@ -27,6 +27,14 @@ if [ -x build/gpu/test_kernels ]; then
 else
 	record "kernel tests" FAIL "build/gpu/test_kernels missing"
 fi
+if [ -x build/gpu/test_fused ]; then
+	build/gpu/test_fused >"$OUT/fused.log" 2>&1
+	rc=$?
+	grep '^FAIL' "$OUT/fused.log" | head -20
+	record "fused kernel tests (build/gpu/test_fused)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/fused.log")"
+else
+	record "fused kernel tests" FAIL "build/gpu/test_fused missing"
+fi
 
 for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
 	model=$m

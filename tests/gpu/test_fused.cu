@@ -1,0 +1,479 @@
+/*
+** tests/gpu/test_fused.cu — the fused kernels of ops/fused.cuh against the float32 CPU references of
+** ops/ref.c applied node by node, for activation types A (float, bf16) and weight types W (float, bf16,
+** f16). Runs on the GPU machine only (tests/gpu/build_kernels_test.sh builds it; CI never runs it).
+**
+** Each reference runs the unfused nodes in order and rounds every intermediate value to A where the
+** unfused kernels store it (the fused kernels promise the same). Inputs are fresh random values from a
+** fixed-seed generator (16-bit inputs rounded first, the reference getting exactly those values); every
+** output is poisoned (bytes 0xFF, NaN) before the launch; steps of T in {1, 3, 8, 17} tokens (17 runs
+** the 8-row GEMV loop three times). Tolerances (relative L2) as tests/gpu/test_kernels.cu: 1e-5 with
+** float activations, 2e-2 with bf16; cache rows are compared bit for bit with the rows stored as outputs.
+**
+** Prints "ok - NAME" or "FAIL - NAME: detail" per check and "N passed, N failed"; exits non-zero on any
+** failure.
+*/
+#include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+extern "C" {
+#include "ref.h"
+}
+
+/* ---- checks and CUDA errors (as test_kernels.cu) ---- */
+
+static int n_pass, n_fail;
+
+static int finish(void)
+{
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
+
+static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
+{
+	if (e == cudaSuccess)
+		return;
+	printf("FAIL - CUDA error in %s (%s:%d): %s\n", call, file, line, cudaGetErrorString(e));
+	n_fail++;
+	exit(finish());
+}
+#define CK(call) cuda_check((call), #call, __FILE__, __LINE__)
+#define CK_LAUNCH()                                                                                                    \
+	do {                                                                                                           \
+		CK(cudaGetLastError());                                                                                \
+		CK(cudaDeviceSynchronize());                                                                           \
+	} while (0)
+
+static std::string fmt(const char *f, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, sizeof buf, f, ap);
+	va_end(ap);
+	return buf;
+}
+
+static void check(bool ok, const std::string &name, const std::string &detail = "")
+{
+	if (ok) {
+		printf("ok - %s\n", name.c_str());
+		n_pass++;
+	} else {
+		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
+		n_fail++;
+	}
+}
+
+/* ---- host-side types, random data, device buffers ---- */
+
+static float h_to_f(float v) { return v; }
+static float h_to_f(bf16 v) { return ref_bf16_to_f32(v.x); }
+static float h_to_f(f16 v) { return ref_f16_to_f32(v.x); }
+
+template <typename T> static T h_from_f(float v);
+template <> float h_from_f<float>(float v) { return v; }
+template <> bf16 h_from_f<bf16>(float v)
+{
+	bf16 b;
+	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+template <> f16 h_from_f<f16>(float v)
+{
+	f16 h;
+	h.x = ref_f32_to_f16(v);
+	return h;
+}
+
+template <typename T> static const char *tname();
+template <> const char *tname<float>() { return "f32"; }
+template <> const char *tname<bf16>() { return "bf16"; }
+template <> const char *tname<f16>() { return "f16"; }
+
+template <typename A> static double tol()
+{
+	return std::is_same<A, float>::value ? 1e-5 : 2e-2;
+}
+
+template <typename T> static std::vector<T> to_type(const std::vector<float> &f)
+{
+	std::vector<T> v(f.size());
+	for (size_t i = 0; i < f.size(); i++)
+		v[i] = h_from_f<T>(f[i]);
+	return v;
+}
+
+template <typename T> static std::vector<float> to_float(const std::vector<T> &v)
+{
+	std::vector<float> f(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		f[i] = h_to_f(v[i]);
+	return f;
+}
+
+/* Rounds float values through T and back: what a T tensor holding them contains. */
+template <typename T> static std::vector<float> through(const std::vector<float> &f)
+{
+	return to_float(to_type<T>(f));
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t rand64(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rand64() >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static std::vector<float> rnd(size_t n, float lo = -1.0f, float hi = 1.0f)
+{
+	std::vector<float> v(n);
+	for (auto &x : v)
+		x = frand(lo, hi);
+	return v;
+}
+
+static std::vector<void *> allocs;
+
+template <typename T> static T *upload(const std::vector<T> &h)
+{
+	T *p;
+	CK(cudaMalloc(&p, std::max<size_t>(h.size(), 1) * sizeof(T)));
+	allocs.push_back(p);
+	if (!h.empty())
+		CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+	return p;
+}
+
+template <typename T> static T *poisoned(size_t n)
+{
+	T *p;
+	CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+	allocs.push_back(p);
+	CK(cudaMemset(p, 0xFF, std::max<size_t>(n, 1) * sizeof(T)));
+	return p;
+}
+
+template <typename T> static std::vector<T> download(const T *p, size_t n)
+{
+	std::vector<T> h(n);
+	if (n)
+		CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static void free_all(void)
+{
+	for (void *p : allocs)
+		CK(cudaFree(p));
+	allocs.clear();
+}
+
+static double rel_l2(const std::vector<float> &a, const std::vector<float> &b)
+{
+	if (a.size() != b.size())
+		return INFINITY;
+	double num = 0, den = 0;
+	for (size_t i = 0; i < a.size(); i++) {
+		if (isnan(a[i]) || isnan(b[i]))
+			return INFINITY;
+		double d = (double)a[i] - b[i];
+		num += d * d;
+		den += (double)b[i] * b[i];
+	}
+	if (den == 0)
+		return num == 0 ? 0 : INFINITY;
+	return sqrt(num / den);
+}
+
+static void check_close(const std::string &name, const std::vector<float> &got, const std::vector<float> &want,
+			double tolerance)
+{
+	double e = rel_l2(got, want);
+	size_t bad = 0;
+	while (bad < got.size() && !isnan(got[bad]))
+		bad++;
+	std::string why = fmt("rel-L2 %.3g > %.3g", e, tolerance);
+	if (bad < got.size())
+		why += fmt(" (NaN at %zu)", bad);
+	check(e <= tolerance, name, why);
+}
+
+static unsigned blocks(long long n, int per)
+{
+	return (unsigned)((n + per - 1) / per);
+}
+
+/* ---- __global__ wrappers, as glmc's emitter writes them ---- */
+
+template <typename A, typename W, bool HW>
+__global__ void __launch_bounds__(256) g_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, int N, float eps)
+{
+	k_add_rmsnorm<A, W, HW>(sum, y, a, b, w, N, eps);
+}
+
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI>
+__global__ void __launch_bounds__(256)
+	g_gemv_fused(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3, const A *b0,
+		     const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T,
+		     int K, int N0, int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3)
+{
+	k_gemv_fused<A, W, NW, PRO, HAS_NW, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
+						 N0, N1, N2, N3, eps, s0, s1, s2, s3);
+}
+
+template <typename A, typename NW, bool NORM, bool HAS_NW, bool IL>
+__global__ void __launch_bounds__(128)
+	g_rope_qk_kv(A *qo, A *ko, A *kc, A *vc, const A *q, const A *k, const A *v, const NW *qw, const NW *kw,
+		     const int *pos, const float *qf, const float *kf, float qcs, float kcs, int H, int G, int D, int Dv,
+		     int R, float eps)
+{
+	k_rope_qk_kv<A, NW, NORM, HAS_NW, IL>(qo, ko, kc, vc, q, k, v, qw, kw, pos, qf, kf, qcs, kcs, H, G, D, Dv, R,
+					     eps);
+}
+
+/* ---- tests ---- */
+
+/* Residual add + RMSNorm in one pass, separate and in place (sum over a). */
+template <typename A, typename W, bool HW> static void test_add_rmsnorm(int T, int N, bool inplace)
+{
+	std::vector<A> a = to_type<A>(rnd((size_t)T * N)), b = to_type<A>(rnd((size_t)T * N));
+	std::vector<W> w = to_type<W>(rnd(N, 0.5f, 1.5f));
+	std::vector<float> af = to_float(a), bf = to_float(b), wf = to_float(w), sum((size_t)T * N), y(sum.size());
+	ref_add(sum.data(), af.data(), bf.data(), sum.size(), sum.size());
+	sum = through<A>(sum);
+	ref_rmsnorm(y.data(), sum.data(), HW ? wf.data() : NULL, T, N, 1e-5f);
+	A *da = upload(a), *ds = inplace ? da : poisoned<A>(sum.size()), *dy = poisoned<A>(y.size());
+	g_add_rmsnorm<A, W, HW><<<T, 256>>>(ds, dy, da, upload(b), HW ? upload(w) : nullptr, N, 1e-5f);
+	CK_LAUNCH();
+	std::string nm = fmt("add_rmsnorm A=%s W=%s T=%d N=%d%s%s", tname<A>(), tname<W>(), T, N, HW ? "" : " no-weight",
+			     inplace ? " in-place" : "");
+	check_close(nm + " sum", to_float(download(ds, sum.size())), sum, tol<A>());
+	check_close(nm + " norm", to_float(download(dy, y.size())), y, tol<A>());
+	free_all();
+}
+
+/* One fused GEMV case: the members' widths N (1..4 of them), the prologue, which members have a bias,
+** which has a scale, a residual on member 0 (in place over r or not), a stored norm, a misaligned
+** weight (the scalar path). */
+struct GemvCase {
+	int T, K;
+	std::vector<int> N;
+	int pro;             /* GEMV_PRO_* */
+	bool norm_w;         /* RMSNORM: with a weight */
+	bool store;          /* RMSNORM: store the normalised rows */
+	unsigned bias_mask;  /* member m has a bias */
+	int scaled;          /* the member with a scale, or -1 */
+	bool res, res_inplace;
+	bool misalign;
+};
+
+template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run_gemv(const GemvCase &c)
+{
+	int T = c.T, K = c.K, M = (int)c.N.size();
+	std::vector<A> x = to_type<A>(rnd((size_t)T * K, -2.0f, 2.0f)), u = to_type<A>(rnd((size_t)T * K));
+	std::vector<W> nw = to_type<W>(rnd(K, 0.5f, 1.5f));
+	std::vector<float> xf = to_float(x), uf = to_float(u), nwf = to_float(nw), h((size_t)T * K);
+	/* the staged input, as the unfused nodes store it */
+	if (PRO == GEMV_PRO_RMSNORM)
+		ref_rmsnorm(h.data(), xf.data(), HAS_NW ? nwf.data() : NULL, T, K, 1e-6f);
+	else if (PRO == GEMV_PRO_SWIGLU)
+		ref_swiglu(h.data(), xf.data(), uf.data(), h.size());
+	else
+		h = xf;
+	h = through<A>(h);
+	A *dy[4] = {nullptr, nullptr, nullptr, nullptr}, *db[4] = {nullptr, nullptr, nullptr, nullptr};
+	W *dw[4] = {nullptr, nullptr, nullptr, nullptr};
+	int N[4] = {0, 0, 0, 0};
+	float s[4] = {1, 1, 1, 1};
+	std::vector<std::vector<float>> want(M);
+	A *dr = nullptr;
+	int off = c.misalign ? 1 : 0;
+	for (int m = 0; m < M; m++) {
+		N[m] = c.N[m];
+		std::vector<W> w = to_type<W>(rnd((size_t)N[m] * K + 1));
+		std::vector<A> b = to_type<A>(rnd(N[m]));
+		std::vector<float> wf = to_float(w), bf = to_float(b), y((size_t)T * N[m]);
+		bool hb = (c.bias_mask >> m) & 1;
+		ref_linear(y.data(), h.data(), wf.data() + off, hb ? bf.data() : NULL, T, K, N[m]);
+		y = through<A>(y);
+		if (m == c.scaled) {
+			s[m] = 0.37f;
+			ref_scale(y.data(), y.data(), y.size(), s[m]);
+			y = through<A>(y);
+		}
+		dy[m] = poisoned<A>(y.size());
+		if (m == 0 && c.res) {
+			std::vector<A> r = to_type<A>(rnd(y.size()));
+			std::vector<float> rf = to_float(r);
+			ref_add(y.data(), rf.data(), y.data(), y.size(), y.size());
+			y = through<A>(y);
+			dr = upload(r);
+			if (c.res_inplace)
+				dy[0] = dr;
+		}
+		want[m] = y;
+		dw[m] = upload(w) + off;
+		db[m] = hb ? upload(b) : nullptr;
+	}
+	A *dhs = c.store ? poisoned<A>((size_t)T * K) : nullptr;
+	int ntot = N[0] + N[1] + N[2] + N[3];
+	g_gemv_fused<A, W, W, PRO, HAS_NW, EPI><<<blocks(ntot, 8), 256>>>(
+		dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
+		PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1],
+		N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);
+	CK_LAUNCH();
+	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
+	std::string nm = fmt("gemv_fused A=%s W=%s T=%d K=%d %s%s M=%d", tname<A>(), tname<W>(), T, K, pro[PRO],
+			     PRO == GEMV_PRO_RMSNORM && !HAS_NW ? " (no weight)" : "", M);
+	if (c.bias_mask)
+		nm += fmt(" bias=0x%x", c.bias_mask);
+	if (c.scaled >= 0)
+		nm += fmt(" scale@%d", c.scaled);
+	if (c.res)
+		nm += c.res_inplace ? " residual(in place)" : " residual";
+	if (c.misalign)
+		nm += " misaligned-w";
+	for (int m = 0; m < M; m++)
+		check_close(nm + fmt(" member %d (N=%d)", m, N[m]), to_float(download(dy[m], want[m].size())), want[m],
+			    tol<A>());
+	if (c.store)
+		check_close(nm + " stored norm", to_float(download(dhs, h.size())), h, tol<A>());
+	free_all();
+}
+
+template <typename A, typename W> static void gemv_suite()
+{
+	const int Ts[] = {1, 3, 8, 17};
+	/* K = 4224 does not fit one staging chunk for T >= 2 (the norm then takes its own pass over x);
+	** K = 70 is not a multiple of the vector width (scalar path); N = 1 and 13 leave warps idle. */
+	const int Ks[] = {64, 70, 4224};
+	for (int T : Ts)
+		for (int K : Ks) {
+			GemvCase qkv = {T, K, {40, 16, 13}, GEMV_PRO_RMSNORM, true, false, 0x5, -1, false, false, false};
+			run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(qkv);
+			GemvCase plain = {T, K, {33, 1, 8, 24}, GEMV_PRO_NONE, false, false, 0x2, -1, false, false, false};
+			run_gemv<A, W, GEMV_PRO_NONE, false, 0>(plain);
+			GemvCase down = {T, K, {48}, GEMV_PRO_SWIGLU, false, false, 0, -1, true, T % 2 == 1, false};
+			run_gemv<A, W, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES>(down);
+		}
+	for (int T : {1, 8}) {
+		GemvCase store = {T, 4224, {20, 7}, GEMV_PRO_RMSNORM, false, true, 0, -1, false, false, false};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, false, 0>(store);
+		GemvCase store2 = {T, 256, {9}, GEMV_PRO_RMSNORM, true, true, 0, -1, false, false, false};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(store2);
+		GemvCase scaled = {T, 192, {64, 12, 32, 8}, GEMV_PRO_RMSNORM, true, false, 0, 3, false, false, false};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 8>(scaled);
+		GemvCase res = {T, 128, {64}, GEMV_PRO_NONE, false, false, 1, -1, true, true, false};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(res);
+		GemvCase mis = {T, 72, {40, 24}, GEMV_PRO_RMSNORM, true, false, 0x3, -1, false, false, true};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(mis);
+	}
+}
+
+/* Rotary of q and k (after per-head norms when NORM) with the k/v cache writes. */
+template <typename A, typename NW, bool NORM, bool HW, bool IL>
+static void test_rope_qk_kv(int T, int H, int G, int D, int Dv, int R, int S)
+{
+	std::vector<A> q = to_type<A>(rnd((size_t)T * H * D, -2.0f, 2.0f)), k = to_type<A>(rnd((size_t)T * G * D, -2.0f, 2.0f));
+	std::vector<A> v = to_type<A>(rnd((size_t)T * G * Dv));
+	std::vector<NW> qw = to_type<NW>(rnd(D, 0.5f, 1.5f)), kw = to_type<NW>(rnd(D, 0.5f, 1.5f));
+	std::vector<int> pos(T);
+	int p0 = (int)(rand64() % (uint64_t)(S - T));
+	for (int t = 0; t < T; t++)
+		pos[t] = p0 + t;
+	RefRope rr = {};
+	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
+	std::vector<float> inv(R / 2);
+	float cs;
+	ref_rope_freqs(&rr, inv.data(), &cs);
+	std::vector<float> qf = to_float(q), kf = to_float(k), qwf = to_float(qw), kwf = to_float(kw);
+	if (NORM) {
+		std::vector<float> t1(qf.size()), t2(kf.size());
+		ref_rmsnorm(t1.data(), qf.data(), HW ? qwf.data() : NULL, T * H, D, 1e-6f);
+		ref_rmsnorm(t2.data(), kf.data(), HW ? kwf.data() : NULL, T * G, D, 1e-6f);
+		qf = through<A>(t1), kf = through<A>(t2);
+	}
+	std::vector<float> wq(qf.size()), wk(kf.size());
+	ref_rope(wq.data(), qf.data(), pos.data(), T, H, &rr);
+	ref_rope(wk.data(), kf.data(), pos.data(), T, G, &rr);
+	wq = through<A>(wq), wk = through<A>(wk);
+	A *dqo = poisoned<A>(wq.size()), *dko = poisoned<A>(wk.size());
+	A *dkc = poisoned<A>((size_t)S * G * D), *dvc = poisoned<A>((size_t)S * G * Dv);
+	float *dinv = upload(inv);
+	g_rope_qk_kv<A, NW, NORM, HW, IL><<<dim3(H + G, T), 128>>>(dqo, dko, dkc, dvc, upload(q), upload(k), upload(v),
+								     HW ? upload(qw) : nullptr, HW ? upload(kw) : nullptr,
+								     upload(pos), dinv, dinv, cs, cs, H, G, D, Dv, R, 1e-6f);
+	CK_LAUNCH();
+	std::string nm = fmt("rope_qk_kv A=%s T=%d H=%d G=%d D=%d Dv=%d R=%d%s%s", tname<A>(), T, H, G, D, Dv, R,
+			     NORM ? (HW ? " norm" : " norm(no weight)") : "", IL ? " interleaved" : "");
+	std::vector<A> ko = download(dko, wk.size()), kc = download(dkc, (size_t)S * G * D);
+	std::vector<A> vc = download(dvc, (size_t)S * G * Dv);
+	check_close(nm + " q", to_float(download(dqo, wq.size())), wq, tol<A>());
+	check_close(nm + " k", to_float(ko), wk, tol<A>());
+	/* cache rows pos[t] hold exactly the stored k rows and v; the row after the step stays untouched */
+	bool same = true;
+	for (int t = 0; t < T; t++) {
+		same &= !memcmp(&kc[(size_t)pos[t] * G * D], &ko[(size_t)t * G * D], sizeof(A) * G * D);
+		same &= !memcmp(&vc[(size_t)pos[t] * G * Dv], &v[(size_t)t * G * Dv], sizeof(A) * G * Dv);
+	}
+	check(same, nm + " cache rows written", "a cache row differs from the stored k or v row");
+	int after = pos[T - 1] + 1;
+	bool untouched = true;
+	for (size_t i = 0; i < (size_t)G * D; i++)
+		untouched &= isnan(h_to_f(kc[(size_t)after * G * D + i]));
+	check(untouched, nm + " other cache rows untouched", "row after the step was written");
+	free_all();
+}
+
+template <typename A> static void activation_suite()
+{
+	for (int T : {1, 3, 8, 17}) {
+		test_add_rmsnorm<A, float, true>(T, 1000, false);
+		test_add_rmsnorm<A, bf16, true>(T, 70, true);
+		test_add_rmsnorm<A, float, false>(T, 256, true);
+	}
+	gemv_suite<A, float>();
+	gemv_suite<A, bf16>();
+	gemv_suite<A, f16>();
+	for (int T : {1, 3, 8, 17}) {
+		test_rope_qk_kv<A, float, false, false, false>(T, 4, 2, 64, 64, 64, 40);
+		test_rope_qk_kv<A, float, true, true, false>(T, 8, 2, 128, 128, 128, 40);
+		test_rope_qk_kv<A, bf16, true, true, true>(T, 6, 3, 72, 40, 64, 40);
+		test_rope_qk_kv<A, float, true, false, true>(T, 2, 1, 256, 128, 64, 40);
+	}
+}
+
+int main(void)
+{
+	int dev;
+	cudaDeviceProp prop;
+	CK(cudaGetDevice(&dev));
+	CK(cudaGetDeviceProperties(&prop, dev));
+	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+	activation_suite<float>();
+	activation_suite<bf16>();
+	return finish();
+}
