@@ -25,7 +25,8 @@ typedef struct {
 	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
 	int *add_of;                 /* per rmsnorm: the add whose kernel computes it, or -1 */
 	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
-	char *kv_fused;              /* per attention: a fused kernel writes its k/v cache rows */
+	int *tail_tmin;              /* per mla / moe_ffn: its last kernel runs for steps of at least this many */
+	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -125,7 +126,7 @@ static void w_buf(Wr *w, const Graph *g, int node, int out, const char *type)
 	cat(w->formal, sizeof w->formal, "%s%s *a%d", out ? "" : "const ", type ? type : ctype(g, node), w->L.narg);
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "a%d", w->L.narg);
-	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}};
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}, .f = out ? 1 : 0};
 }
 
 static void w_null(Wr *w)
@@ -332,11 +333,14 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MLA: {
 		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-		w.L.grid[0] = sz_numel(g, pos, 1);
-		snprintf(t, sizeof t, "k_mla_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
+			w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+			w.L.grid[0] = sz_numel(g, pos, 1);
+			snprintf(t, sizeof t, "k_mla_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
+		w.L.tmin = e->tail_tmin[id]; /* small steps may run the attention with its value absorb (FK_MLA_OUT) */
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 		if (sel >= 0)
 			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
@@ -353,10 +357,12 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	case OP_INDEXER: {
 		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
 		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
-		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-		w.L.grid[0] = T;
-		snprintf(t, sizeof t, "k_mla_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
+			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+			w.L.grid[0] = T;
+			snprintf(t, sizeof t, "k_mla_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
 		w_scratch(&w, T, S, "float", 4);
 		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -411,6 +417,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
 		w_finish(e, &w, t);
 		w_start(&w, id);
+		w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
 		w_buf(&w, g, id, 1, NULL);
 		w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
 		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
@@ -673,12 +680,178 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
+/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument). */
+static float rope_cs(const Node *r)
+{
+	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+	GLM_ASSERT(inv);
+	op_rope_table(r, inv, &cs);
+	free(inv);
+	return cs;
+}
+
+/* MLA latent (and indexer key) preparation with the cache writes: k_mla_kvprep. */
+static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->aux[1]], *kr = &g->node[f->aux[2]];
+	int X = f->m[1], ln = f->aux[5], ikr = f->aux[6];
+	const Node *Ln = ln >= 0 ? &g->node[ln] : NULL, *IR = ikr >= 0 ? &g->node[ikr] : NULL;
+	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
+	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->aux[3], 1, NULL), w_buf(&w, g, M->in[2], 1, NULL);
+	X >= 0 ? w_buf(&w, g, ikr, 1, NULL) : w_null(&w);
+	X >= 0 ? w_buf(&w, g, g->node[X].in[3], 1, NULL) : w_null(&w);
+	w_buf(&w, g, f->aux[0], 0, NULL);
+	cw >= 0 ? w_buf(&w, g, cw, 0, NULL) : w_null(&w);
+	X >= 0 ? w_buf(&w, g, f->aux[4], 0, NULL) : w_null(&w);
+	iw >= 0 ? w_buf(&w, g, iw, 0, NULL) : w_null(&w);
+	ib >= 0 ? w_buf(&w, g, ib, 0, NULL) : w_null(&w);
+	w_buf(&w, g, M->in[3], 0, NULL);
+	w_rope(&w, f->aux[2]), w_float(&w, rope_cs(kr));
+	if (IR)
+		w_rope(&w, ikr), w_float(&w, rope_cs(IR));
+	else
+		w_null(&w), w_lit(&w, "1.0f");
+	w_int(&w, cn->dim[1]), w_int(&w, kr->ia[1]), w_int(&w, kr->ia[2]);
+	IR ? w_int(&w, IR->ia[1]) : w_lit(&w, "0");
+	IR ? w_int(&w, IR->ia[2]) : w_lit(&w, "0");
+	w_float(&w, cn->fa[0]);
+	Ln ? w_float(&w, Ln->fa[0]) : w_lit(&w, "0.0f");
+	w.L.grid[0] = sz_const(X >= 0 ? 2 : 1);
+	w.L.grid[1] = sz_numel(g, M->in[3], 1);
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_mla_kvprep<%s, %s, %s, %s, %s>", A, cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A,
+	         bool_s(kr->ia[3]), bool_s(IR && IR->ia[3]));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA query absorb + rotary (and the indexer query's rotary) for small steps: k_mla_qprep. */
+static void emit_fk_mla_q(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *cat = &g->node[f->aux[4]], *R = &g->node[f->aux[3]], *q3 = &g->node[f->aux[0]];
+	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
+	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
+	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
+	int64_t NL = tb ? (L + 7) / 8 : (L + 255) / 256, Hi = IR ? IR->ia[0] : 0;
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->aux[4], 1, NULL);
+	IR ? w_buf(&w, g, iq, 1, NULL) : w_null(&w);
+	w_buf(&w, g, f->aux[0], 0, NULL), w_buf(&w, g, f->aux[1], 0, NULL);
+	IR ? w_buf(&w, g, f->aux[5], 0, NULL) : w_null(&w);
+	w_buf(&w, g, pos, 0, NULL);
+	w_rope(&w, f->aux[3]), w_float(&w, rope_cs(R));
+	if (IR)
+		w_rope(&w, iq), w_float(&w, rope_cs(IR));
+	else
+		w_null(&w), w_lit(&w, "1.0f");
+	w_size(&w, sz_numel(g, pos, 1), 0);
+	w_int(&w, H), w_int(&w, Dn), w_int(&w, Dr), w_int(&w, R->ia[2]), w_int(&w, L);
+	IR ? w_int(&w, Hi) : w_lit(&w, "0");
+	IR ? w_int(&w, IR->ia[1]) : w_lit(&w, "0");
+	IR ? w_int(&w, IR->ia[2]) : w_lit(&w, "0");
+	w.L.grid[0] = sz_const(H * NL + Hi);
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_mla_qprep<%s, %s, %s, %s, %s>", A, ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]),
+	         bool_s(IR && IR->ia[3]));
+	w_finish(e, &w, t);
+}
+
+/* MLA attention with the value absorb for small steps: k_mla_vabsorb (k_mla's arguments, then three). */
+static void emit_fk_mla_out(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int id = f->m[0];
+	const Node *n = &g->node[id];
+	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1, wv = f->aux[0];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+	else
+		w_null(&w), w_int(&w, 0);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, wv, 0, NULL), w_int(&w, g->node[wv].dim[1]);
+	w.L.grid[0] = sz_const(n->ia[0]);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.block = 128;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s>", A, ctype(g, wv));
+	w_finish(e, &w, t);
+}
+
+/* MoE routing and weights in one kernel: k_moe_route_weights. */
+static void emit_fk_moe_route(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *R = &g->node[f->m[0]], *W = &g->node[f->m[1]];
+	int l = R->in[0], b = R->nin > 1 ? R->in[1] : -1;
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL), w_buf(&w, g, l, 0, NULL);
+	b >= 0 ? w_buf(&w, g, b, 0, NULL) : w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, R->ia[0]), w_int(&w, R->ia[1] ? R->ia[1] : 1);
+	w_int(&w, R->ia[2] ? R->ia[2] : (R->ia[1] ? R->ia[1] : 1)), w_int(&w, R->ia[3]);
+	w_int(&w, W->ia[0]), w_int(&w, W->ia[1]), w_float(&w, W->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_moe_route_weights<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+}
+
+/* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused,
+** right after the moe_ffn's own k_moe_up (its scratch is the first region of both launches). */
+static void emit_fk_moe_down(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *n = &g->node[f->m[0]];
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
+	int S = f->aux[1], sw = f->aux[2], r = f->aux[3];
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->aux[0], 1, NULL);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	if (S >= 0) {
+		w_buf(&w, g, g->node[S].in[1], 0, NULL), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
+		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, g->node[sw].dim[1]);
+	} else
+		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
+	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
+	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), S >= 0 ? ctype(g, g->node[S].in[1]) : A,
+	         bool_s(S >= 0), bool_s(r >= 0));
+	w_finish(e, &w, t);
+}
+
 /* Which steps each node's own kernels serve, and which adds and attentions fused kernels take part of. */
 static void fk_prepare(Em *e)
 {
 	Graph *g = e->g;
 	for (int i = 0; i < g->n; i++)
-		e->norm_of[i] = e->add_of[i] = -1, e->own_tmin[i] = 1, e->kv_fused[i] = 0;
+		e->norm_of[i] = e->add_of[i] = -1, e->own_tmin[i] = e->tail_tmin[i] = 1, e->kv_fused[i] = 0;
 	for (int k = 0; k < g->nfk; k++) {
 		const FuseKernel *f = &g->fk[k];
 		if (f->kind == FK_ADD_NORM) {
@@ -687,25 +860,23 @@ static void fk_prepare(Em *e)
 		}
 		if (f->kind == FK_ROPE_KV)
 			e->kv_fused[f->attn] = 1;
+		if (f->kind == FK_MLA_KV)
+			for (int m = 0; m < 2; m++)
+				if (f->m[m] >= 0)
+					e->kv_fused[f->m[m]] = 1;
+		if (f->kind == FK_MLA_OUT || f->kind == FK_MOE_DOWN)
+			e->tail_tmin[f->m[0]] = f->tmax + 1;
 		for (int c = 0; c < f->ncover; c++)
 			if (e->own_tmin[f->cover[c]] < f->tmax + 1)
 				e->own_tmin[f->cover[c]] = f->tmax + 1;
 	}
 }
 
-/* The launches at node id: fused kernels hosted there, then its own kernels for the steps they serve. */
+/* The launches at node id: its own kernels for the steps they serve, then the fused kernels hosted there
+** (after, so that one may read what the host's own kernels wrote: the cache row, the experts' scratch). */
 static int emit_node(Em *e, int id, char *err, size_t len)
 {
 	Graph *g = e->g;
-	for (int k = 0; k < g->nfk; k++) {
-		const FuseKernel *f = &g->fk[k];
-		if (f->host != id)
-			continue;
-		if (f->kind == FK_GEMV)
-			emit_fk_gemv(e, f);
-		else if (f->kind == FK_ROPE_KV)
-			emit_fk_rope(e, f);
-	}
 	int first = e->nl, rc = emit_own(e, id, err, len), keep = first;
 	for (int i = first; i < e->nl; i++) {
 		Launch *l = &e->l[i];
@@ -715,6 +886,25 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 			e->l[keep++] = *l;
 	}
 	e->nl = keep;
+	for (int k = 0; k < g->nfk && !rc; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->host != id)
+			continue;
+		if (f->kind == FK_GEMV)
+			emit_fk_gemv(e, f);
+		else if (f->kind == FK_ROPE_KV)
+			emit_fk_rope(e, f);
+		else if (f->kind == FK_MLA_KV)
+			rc = emit_fk_mla_kv(e, f, err, len);
+		else if (f->kind == FK_MLA_Q)
+			emit_fk_mla_q(e, f);
+		else if (f->kind == FK_MLA_OUT)
+			emit_fk_mla_out(e, f);
+		else if (f->kind == FK_MOE_ROUTE)
+			emit_fk_moe_route(e, f);
+		else if (f->kind == FK_MOE_DOWN)
+			emit_fk_moe_down(e, f);
+	}
 	return rc;
 }
 
@@ -735,8 +925,8 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
 	size_t nn = (size_t)(g->n ? g->n : 1);
 	e.norm_of = malloc(sizeof(int) * nn), e.add_of = malloc(sizeof(int) * nn), e.own_tmin = malloc(sizeof(int) * nn);
-	e.kv_fused = malloc(nn);
-	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused);
+	e.kv_fused = malloc(nn), e.tail_tmin = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused && e.tail_tmin);
 	fk_prepare(&e);
 	int rc = 0;
 	for (int i = 0; i < g->n && !rc; i++)
@@ -757,7 +947,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	for (int i = 0; i < e.nkeys; i++)
 		free(e.keys[i]);
-	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused);
+	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
 	if (rc || !compile)
 		return rc;
 	return emit_cuda_compile(g, warn, err, len);

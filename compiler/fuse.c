@@ -206,7 +206,7 @@ static int group_linears(Fz *z, int *cand, int *ncand)
 	Graph *g = z->g;
 	int nc = 0;
 	for (int l = 0; l < g->n; l++) {
-		if (g->node[l].op != OP_LINEAR || z->gemv_of[l] >= 0 || gemv_unfit(g, l))
+		if (g->node[l].op != OP_LINEAR || z->gemv_of[l] >= 0 || z->taken[l] || gemv_unfit(g, l))
 			continue;
 		int x = g->node[l].in[0];
 		FuseKernel *f = fk_new(g, FK_GEMV, l, GEMV_TMAX);
@@ -215,7 +215,7 @@ static int group_linears(Fz *z, int *cand, int *ncand)
 		z->gemv_of[l] = id;
 		for (int r = z->r0[x]; r < z->r0[x] + z->nr[x]; r++) {
 			int o = z->rd[r];
-			if (o <= l || g->node[o].op != OP_LINEAR || g->node[o].in[0] != x || z->gemv_of[o] >= 0)
+			if (o <= l || g->node[o].op != OP_LINEAR || g->node[o].in[0] != x || z->gemv_of[o] >= 0 || z->taken[o])
 				continue;
 			const char *why = gemv_unfit(g, o);
 			if (!why && wclass(g, o) != wclass(g, l))
@@ -393,6 +393,338 @@ static void fuse_rope_kv(Fz *z, int at)
 	z->fused++;
 }
 
+/* n[v] when node v has op `op`, else NULL. */
+static const Node *op_node(const Graph *g, int v, int op)
+{
+	return v >= 0 && g->node[v].op == op ? &g->node[v] : NULL;
+}
+
+/* A [1, 0, 2] permute of a 3-D value (heads and tokens swapped). */
+static int swap01(const Node *n)
+{
+	return n && n->op == OP_PERMUTE && n->ndim == 3 && n->ia[0] == 1 && n->ia[1] == 0 && n->ia[2] == 2;
+}
+
+/* A rope of a [T, heads·head_dim] value at positions pos, with one kernel's layout. */
+static int plain_rope(const Node *r, int pos)
+{
+	return r && r->op == OP_ROPE && r->in[1] == pos && r->ndim == 2 && r->dim[0] == DIM_T &&
+	       r->dim[1] == r->ia[0] * r->ia[1] && r->ia[1] <= 1024;
+}
+
+/* Whether any of nodes[0..n) is already computed inside another fused kernel. */
+static int any_taken(const Fz *z, const int *nodes, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (nodes[i] >= 0 && z->taken[nodes[i]])
+			return 1;
+	return 0;
+}
+
+static int imax(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/* Take the nodes as covered by f (marks for the dumps, taken for later patterns). */
+static void take(Fz *z, FuseKernel *f, const int *nodes, int n, int pattern)
+{
+	for (int i = 0; i < n; i++)
+		if (nodes[i] >= 0) {
+			cover(f, nodes[i]);
+			z->taken[nodes[i]] = 1;
+			mark(z->g, nodes[i], f->host, pattern);
+		}
+}
+
+/*
+** F. MLA latent preparation, any step: the latent row [rmsnorm(c), rope(k_pe)] of the kv_a projection,
+** and the indexer's key (layernorm, then rotary of its first dims), each written where the nodes store
+** it and into its cache at pos[t] (the cache writes of the mla and indexer nodes).
+*/
+static void fuse_mla_kv(Fz *z, int M)
+{
+	Graph *g = z->g;
+	const Node *Mn = &g->node[M];
+	int pos = Mn->in[3], cat = Mn->in[1];
+	const Node *C = op_node(g, cat, OP_CONCAT), *cn = NULL, *kr = NULL, *s1 = NULL, *s2 = NULL;
+	const char *why = NULL;
+	if (!C || C->nin != 2 || C->ia[0] != 1 || C->ndim != 2)
+		why = "the latent is not a concat of two row parts";
+	else if (!(cn = op_node(g, C->in[0], OP_RMSNORM)) || !plain_rope(kr = op_node(g, C->in[1], OP_ROPE), pos) ||
+	         kr->ia[0] != 1)
+		why = "the latent is not [rmsnorm(c), rope(k_pe)]";
+	else if (!(s1 = op_node(g, cn->in[0], OP_SLICE)) || !(s2 = op_node(g, kr->in[0], OP_SLICE)) ||
+	         s1->in[0] != s2->in[0] || s1->ia[0] != 1 || s2->ia[0] != 1 || s1->ia[1] != 0 || s2->ia[1] != s1->ia[2] ||
+	         s1->ia[2] + s2->ia[2] != g->node[s1->in[0]].dim[1] || g->node[s1->in[0]].ndim != 2 ||
+	         C->dim[1] != Mn->ia[1] || kr->ia[1] != s2->ia[2])
+		why = "c and k_pe are not the two parts of one projected row";
+	else if (only_reader(z, cn->in[0]) != C->in[0] || only_reader(z, kr->in[0]) != C->in[1] ||
+	         only_reader(z, C->in[0]) != cat || only_reader(z, C->in[1]) != cat)
+		why = "a part of the latent has other readers";
+	int cov[7] = {-1, -1, -1, -1, -1, -1, -1};
+	if (!why) {
+		cov[0] = cn->in[0], cov[1] = kr->in[0], cov[2] = C->in[0], cov[3] = C->in[1], cov[4] = cat;
+		if (any_taken(z, cov, 5))
+			why = "a part is fused elsewhere";
+	}
+	if (why) {
+		REFUSE(z, "latent norm + rope + cache write of mla %%%d (%s:%d): %s", M, where(Mn), Mn->line, why);
+		return;
+	}
+	int kv = s1->in[0], host = imax(cov[0] < cov[1] ? cov[0] : cov[1], fuse_root(g, kv));
+	/* The indexer's key: layernorm then rotary, read only by the indexer. */
+	int X = Mn->nin > 4 ? Mn->in[4] : -1, ikr = -1, ln = -1;
+	const Node *Xn = op_node(g, X, OP_INDEXER);
+	if (Xn && Xn->in[4] == pos) {
+		const Node *R = &g->node[Xn->in[1]], *Ln = op_node(g, R->in[0], OP_LAYERNORM);
+		const char *iwhy = NULL;
+		if (!plain_rope(R, pos) || R->ia[0] != 1 || !Ln || Ln->ndim != 2 || Ln->dim[1] != Xn->ia[1])
+			iwhy = "the key is not rope(layernorm(k)) of one head";
+		else if (only_reader(z, R->in[0]) != Xn->in[1] || only_reader(z, Xn->in[1]) != X)
+			iwhy = "the normalised key has other readers";
+		else if (z->taken[R->in[0]] || z->taken[Xn->in[1]])
+			iwhy = "it is fused elsewhere";
+		else if (imax(host, fuse_root(g, Ln->in[0])) >= M || imax(host, fuse_root(g, Ln->in[0])) >= X)
+			iwhy = "the key is computed after the attention";
+		if (iwhy) {
+			REFUSE(z, "indexer key of %%%d into the latent kernel of mla %%%d: %s", X, M, iwhy);
+		} else {
+			ikr = Xn->in[1], ln = R->in[0];
+			host = imax(host, fuse_root(g, Ln->in[0]));
+		}
+	}
+	if (host >= M) {
+		REFUSE(z, "latent norm + rope + cache write of mla %%%d: its rows are computed after the attention", M);
+		return;
+	}
+	if (ikr < 0)
+		X = -1;
+	FuseKernel *f = fk_new(g, FK_MLA_KV, host, ALL_T);
+	f->nm = 2, f->m[0] = M, f->m[1] = X;
+	int aux[7] = {kv, C->in[0], C->in[1], cat, ln >= 0 ? g->node[ln].in[0] : -1, ln, ikr};
+	memcpy(f->aux, aux, sizeof aux);
+	cov[5] = ln, cov[6] = ikr;
+	take(z, f, cov, 7, FUSE_MLA);
+	note(g, "fused: latent rmsnorm %%%d + rope %%%d + concat %%%d%s and the cache writes of mla %%%d%s (%s:%d): one "
+	     "kernel, one block per token", C->in[0], C->in[1], cat, X >= 0 ? " + indexer key layernorm + rope" : "", M,
+	     X >= 0 ? " and its indexer" : "", where(Mn), Mn->line);
+	z->fused++;
+}
+
+/*
+** G. MLA query preparation for the decode step: q_nope of every head absorbed into the latent space
+** (W_UK), q_pe rotated, both written straight into the [T, H, L + Dr] query the attention reads (no
+** slices, permutes or concat in memory), and the indexer's query rotated, in one launch.
+*/
+static void fuse_mla_q(Fz *z, int M)
+{
+	Graph *g = z->g;
+	const Node *Mn = &g->node[M];
+	int pos = Mn->in[3];
+	const Node *qc = op_node(g, Mn->in[0], OP_RESHAPE), *cat = NULL, *p2 = NULL, *mm = NULL, *p1 = NULL, *s1 = NULL;
+	const Node *rr = NULL, *R = NULL, *rv = NULL, *s2 = NULL;
+	const char *why = NULL;
+	if (!qc || !(cat = op_node(g, qc->in[0], OP_CONCAT)) || cat->nin != 2 || cat->ndim != 3 || cat->ia[0] != 2)
+		why = "the query is not a concat over the head dims";
+	else if (g->node[cat->in[0]].op != OP_PERMUTE)
+		why = "its first part is not permute(matmul(permute(slice(q)), W_UK))";
+	else if (!swap01(p2 = &g->node[cat->in[0]]) || !(mm = op_node(g, p2->in[0], OP_MATMUL)) || mm->ndim != 3 ||
+	         !swap01(p1 = &g->node[mm->in[0]]) || !(s1 = op_node(g, p1->in[0], OP_SLICE)))
+		why = "its first part is not permute(matmul(permute(slice(q)), W_UK))";
+	else if (!(rr = op_node(g, cat->in[1], OP_RESHAPE)) || !plain_rope(R = op_node(g, rr->in[0], OP_ROPE), pos) ||
+	         !(rv = op_node(g, R->in[0], OP_RESHAPE)) || !(s2 = op_node(g, rv->in[0], OP_SLICE)))
+		why = "its second part is not rope(slice(q))";
+	else if (s1->in[0] != s2->in[0] || s1->ia[0] != 2 || s2->ia[0] != 2 || s1->ia[1] != 0 || s2->ia[1] != s1->ia[2] ||
+	         g->node[s1->in[0]].ndim != 3 || g->node[s1->in[0]].dim[2] != s1->ia[2] + s2->ia[2] ||
+	         R->ia[0] != cat->dim[1] || R->ia[1] != s2->ia[2] || s1->ia[2] > 512)
+		why = "the parts are not the nope and rope dims of one projected query";
+	int cov[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
+	if (!why) {
+		/* node ids: the nope path s1 -> p1 -> mm -> p2, the rope path s2 -> rv -> R -> rr, both into cat -> qc */
+		int s1i = p1->in[0], p1i = mm->in[0], mmi = p2->in[0], p2i = cat->in[0], s2i = rv->in[0], rvi = R->in[0];
+		int Ri = rr->in[0], rri = cat->in[1], cati = qc->in[0], qci = Mn->in[0];
+		int chain[][2] = {{s1i, p1i}, {p1i, mmi}, {mmi, p2i}, {p2i, cati}, {s2i, rvi}, {rvi, Ri}, {Ri, rri},
+		                  {rri, cati}, {cati, qci}};
+		for (size_t i = 0; i < sizeof chain / sizeof chain[0] && !why; i++)
+			if (only_reader(z, chain[i][0]) != chain[i][1])
+				why = "a part of the query has other readers";
+		int c[7] = {s1i, p1i, mmi, p2i, s2i, Ri, cati};
+		memcpy(cov, c, sizeof c);
+		if (!why && any_taken(z, cov, 7))
+			why = "a part is fused elsewhere";
+	}
+	if (why) {
+		REFUSE(z, "query absorb + rope of mla %%%d (%s:%d): %s", M, where(Mn), Mn->line, why);
+		return;
+	}
+	int q3 = s1->in[0], host = imax(cov[0] < cov[4] ? cov[0] : cov[4], fuse_root(g, q3));
+	int mmi = cov[2], Ri = cov[5], cati = cov[6];
+	int X = Mn->nin > 4 ? Mn->in[4] : -1, iq = -1;
+	const Node *Xn = op_node(g, X, OP_INDEXER);
+	if (Xn && Xn->in[4] == pos) {
+		const Node *IR = &g->node[Xn->in[0]];
+		const char *iwhy = NULL;
+		if (!plain_rope(IR, pos) || IR->ia[0] != Xn->ia[0] || IR->ia[1] != Xn->ia[1])
+			iwhy = "the query is not one rope of its heads";
+		else if (only_reader(z, Xn->in[0]) != X || z->taken[Xn->in[0]])
+			iwhy = "the rotated query has other readers or is fused elsewhere";
+		else if (imax(host, fuse_root(g, IR->in[0])) >= X)
+			iwhy = "the query is computed after the indexer";
+		if (iwhy)
+			REFUSE(z, "indexer query rope of %%%d into the query kernel of mla %%%d: %s", X, M, iwhy);
+		else {
+			iq = Xn->in[0];
+			host = imax(host, fuse_root(g, IR->in[0]));
+		}
+	}
+	if (host >= M) {
+		REFUSE(z, "query absorb + rope of mla %%%d: its query is computed after the attention", M);
+		return;
+	}
+	FuseKernel *f = fk_new(g, FK_MLA_Q, host, GEMV_TMAX);
+	f->nm = 2, f->m[0] = M, f->m[1] = iq >= 0 ? X : -1;
+	int aux[7] = {q3, mm->in[1], (int)mm->ia[0], Ri, cati, iq >= 0 ? g->node[iq].in[0] : -1, iq};
+	memcpy(f->aux, aux, sizeof aux);
+	cov[7] = iq;
+	take(z, f, cov, 8, FUSE_MLA);
+	note(g, "fused: query absorb (matmul %%%d) + q_pe rope %%%d + concat %%%d of mla %%%d%s (%s:%d): one decode launch "
+	     "(steps up to %d tokens; prefill keeps each node's kernel)", mmi, Ri, cati, M,
+	     iq >= 0 ? " + the indexer's query rope" : "", where(Mn), Mn->line, GEMV_TMAX);
+	z->fused++;
+}
+
+/* H. MLA output for the decode step: W_UV applied to each head's attention result in the attention
+** kernel itself, written as [T, H, Dv] for the output projection (no permutes, no separate matmul). */
+static void fuse_mla_out(Fz *z, int M)
+{
+	Graph *g = z->g;
+	const Node *Mn = &g->node[M];
+	int r1 = only_reader(z, M), p1 = r1 >= 0 ? only_reader(z, r1) : -1, mm = p1 >= 0 ? only_reader(z, p1) : -1;
+	int p2 = mm >= 0 ? only_reader(z, mm) : -1;
+	const char *why = NULL;
+	const Node *R1 = op_node(g, r1, OP_RESHAPE), *MM = op_node(g, mm, OP_MATMUL);
+	if (!R1 || !swap01(p1 >= 0 ? &g->node[p1] : NULL) || !MM || MM->ndim != 3 || !MM->ia[0] ||
+	    !swap01(p2 >= 0 ? &g->node[p2] : NULL) || MM->in[0] != p1)
+		why = "its result does not go through permute(matmul(permute(o), W_UVᵀ))";
+	else if (Mn->ia[2] > 512 || R1->ndim != 3 || R1->dim[1] != Mn->ia[0] || R1->dim[2] != Mn->ia[2])
+		why = "the value rows are not [T, heads, dv <= 512]";
+	int cov[3] = {p1, mm, p2};
+	if (!why && any_taken(z, cov, 3))
+		why = "a part is fused elsewhere";
+	if (why) {
+		REFUSE(z, "value absorb after mla %%%d (%s:%d): %s", M, where(Mn), Mn->line, why);
+		return;
+	}
+	FuseKernel *f = fk_new(g, FK_MLA_OUT, M, GEMV_TMAX);
+	f->nm = 1, f->m[0] = M;
+	f->aux[0] = MM->in[1], f->aux[1] = p2;
+	take(z, f, cov, 3, FUSE_MLA);
+	note(g, "fused: mla %%%d + value absorb (matmul %%%d) (%s:%d): the attention block applies W_UV to its head's "
+	     "result (decode steps up to %d tokens)", M, mm, where(Mn), Mn->line, GEMV_TMAX);
+	z->fused++;
+}
+
+/* I. MoE routing: expert choice and their weights from the same logits, one kernel per token. */
+static void fuse_moe_route(Fz *z, int w)
+{
+	Graph *g = z->g;
+	const Node *W = &g->node[w];
+	int r = W->in[1];
+	const Node *R = op_node(g, r, OP_MOE_ROUTE);
+	if (!R || R->in[0] != W->in[0])
+		return;
+	for (int k = z->r0[r]; k < z->r0[r] + z->nr[r]; k++)
+		if (z->rd[k] < w) {
+			REFUSE(z, "moe_route %%%d + moe_weights %%%d: %%%d reads the choice first", r, w, z->rd[k]);
+			return;
+		}
+	if (z->taken[r] || z->taken[w])
+		return;
+	FuseKernel *f = fk_new(g, FK_MOE_ROUTE, w, ALL_T);
+	f->nm = 2, f->m[0] = r, f->m[1] = w;
+	int cov[2] = {r, w};
+	take(z, f, cov, 2, FUSE_MOE);
+	note(g, "fused: moe_route %%%d + moe_weights %%%d (%s:%d): one kernel per token", r, w, where(W), W->line);
+	z->fused++;
+}
+
+/*
+** J. The end of a MoE layer for the decode step: the routed experts' down projections and weighted sum,
+** the shared expert's SwiGLU and down projection, their sum and the residual add, one launch right after
+** the experts' first half (whose scratch it reads). Runs after the GEMV groups are known: the shared
+** expert's gate and up must be computed before the experts run, and its down projection leaves its GEMV
+** candidate (with the add it had taken as epilogue).
+*/
+static void fuse_moe_down(Fz *z, int E)
+{
+	Graph *g = z->g;
+	const Node *En = &g->node[E];
+	int a1 = only_reader(z, E), S = -1, sw = -1, r = -1, out = -1, a2 = -1;
+	const Node *A1 = op_node(g, a1, OP_ADD);
+	const char *why = NULL;
+	if (!A1 || !same_dims(&g->node[A1->in[0]], &g->node[A1->in[1]]))
+		why = "its result is not added to a value of its shape";
+	else {
+		int o1 = A1->in[0] == E ? A1->in[1] : A1->in[0];
+		const Node *Sn = op_node(g, o1, OP_LINEAR), *Wn;
+		if (Sn && Sn->nin == 2 && only_reader(z, o1) == a1 && (Wn = op_node(g, Sn->in[0], OP_SWIGLU)) &&
+		    Wn->ndim == 2 && only_reader(z, Sn->in[0]) == o1) {
+			S = o1, sw = Sn->in[0];
+			a2 = only_reader(z, a1);
+			const Node *A2 = op_node(g, a2, OP_ADD);
+			if (A2 && same_dims(&g->node[A2->in[0]], &g->node[A2->in[1]]))
+				r = A2->in[0] == a1 ? A2->in[1] : A2->in[0], out = a2;
+			else
+				a2 = -1, out = a1;
+		} else {
+			r = o1, out = a1;
+		}
+		if (o1 == E)
+			why = "the add reads the experts twice";
+	}
+	if (!why && sw >= 0) {
+		int g0 = g->node[sw].in[0], u0 = g->node[sw].in[1];
+		for (int i = 0; i < 2 && !why; i++) {
+			int v = i ? u0 : g0, t = v;
+			if (g->node[v].op == OP_LINEAR && z->gemv_of[v] >= 0)
+				t = g->fk[z->gemv_of[v]].host;
+			if (t >= E)
+				why = "the shared expert's gate or up is computed after the experts";
+			if (r >= 0 && fuse_root(g, r) == fuse_root(g, v))
+				why = "the residual is the shared expert's input";
+		}
+	}
+	if (!why && r >= 0 && fuse_root(g, r) >= E)
+		why = "the residual is computed after the experts";
+	int cov[4] = {sw, S, a1, a2};
+	if (!why && (z->taken[sw >= 0 ? sw : a1] || (a2 >= 0 && z->taken[a2]) || (S >= 0 && z->gemv_of[S] >= 0 &&
+	                                                                           g->fk[z->gemv_of[S]].nm > 1)))
+		why = "a part is fused elsewhere";
+	if (why) {
+		REFUSE(z, "experts' down projection + adds after moe_ffn %%%d (%s:%d): %s", E, where(En), En->line, why);
+		return;
+	}
+	if (S >= 0 && z->gemv_of[S] >= 0) {
+		/* the shared down projection leaves its own GEMV candidate, and the add it had taken */
+		FuseKernel *c = &g->fk[z->gemv_of[S]];
+		if (c->res >= 0)
+			z->taken[c->out[0]] = 0;
+		c->nm = 0;
+		z->gemv_of[S] = -1;
+	}
+	if (a1 >= 0 && z->taken[a1])
+		z->taken[a1] = 0;
+	FuseKernel *f = fk_new(g, FK_MOE_DOWN, E, GEMV_TMAX);
+	f->nm = 1, f->m[0] = E;
+	f->aux[0] = out, f->aux[1] = S, f->aux[2] = sw, f->aux[3] = r;
+	take(z, f, cov, 4, FUSE_MOE);
+	note(g, "fused: moe_ffn %%%d down projections%s%s (%s:%d): one decode launch after the experts' first half "
+	     "(steps up to %d tokens)", E, S >= 0 ? " + shared expert swiglu + down + add" : "",
+	     r >= 0 ? " + residual add" : "", where(En), En->line, GEMV_TMAX);
+	z->fused++;
+}
+
 /* Commit a GEMV candidate: covers, marks and the explanation; single plain linears are dropped. */
 static int gemv_commit(Fz *z, FuseKernel *f)
 {
@@ -449,16 +781,29 @@ int fuse(Graph *g, int enable)
 	for (int i = 0; i < n; i++)
 		z.add_norm[i] = z.gemv_of[i] = -1;
 	fuse_add_norm(&z);
-	for (int i = 0; i < n; i++)
-		if (g->node[i].op == OP_ATTENTION)
+	for (int i = 0; i < n; i++) {
+		int op = g->node[i].op;
+		if (op == OP_ATTENTION)
 			fuse_rope_kv(&z, i);
+		else if (op == OP_MLA) {
+			fuse_mla_kv(&z, i);
+			fuse_mla_q(&z, i);
+			fuse_mla_out(&z, i);
+		} else if (op == OP_MOE_WEIGHTS)
+			fuse_moe_route(&z, i);
+	}
 	int nc = 0;
 	group_linears(&z, cand, &nc);
 	for (int c = 0; c < nc; c++)
 		gemv_epilogues(&z, &g->fk[cand[c]]);
+	for (int i = 0; i < n; i++)
+		if (g->node[i].op == OP_MOE_FFN)
+			fuse_moe_down(&z, i);
 	/* Prologues after every epilogue: a norm whose add became a GEMV epilogue has no pass of its own left. */
 	for (int c = 0; c < nc; c++) {
 		FuseKernel *f = &g->fk[cand[c]];
+		if (!f->nm)
+			continue; /* its linear went into another kernel */
 		gemv_prologue(&z, f, norm_done);
 		if (f->pro == GP_RMSNORM)
 			norm_done[f->pro_node] = 1;
@@ -467,7 +812,7 @@ int fuse(Graph *g, int enable)
 	int keep = 0;
 	for (int i = 0; i < g->nfk; i++) {
 		FuseKernel *f = &g->fk[i];
-		if (f->kind == FK_GEMV && !gemv_commit(&z, f))
+		if (f->kind == FK_GEMV && (!f->nm || !gemv_commit(&z, f)))
 			continue;
 		g->fk[keep++] = *f;
 	}

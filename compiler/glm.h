@@ -84,17 +84,19 @@ typedef struct {
 ** GEMV stages its input; NORM_GEMV: an rmsnorm formed as the GEMV(s) reading it stage their input;
 ** GEMV_GROUP: a linear computed in the launch of another linear with the same input; GEMV_EPILOGUE: a
 ** residual add or a scale applied to a GEMV's result before it is stored; ROPE_KV: per-head norms and
-** rotary of q and k, with the cache writes of their attention, in one kernel. */
+** rotary of q and k, with the cache writes of their attention, in one kernel; MLA: the latent's and
+** query's preparation and the value absorb of MLA attention; MOE: routing, and the experts' down
+** projections with the shared expert and the adds after them. */
 enum {
 	FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV, FUSE_NORM_GEMV, FUSE_GEMV_GROUP, FUSE_GEMV_EPILOGUE, FUSE_ROPE_KV,
-	FUSE_NPATTERNS
+	FUSE_MLA, FUSE_MOE, FUSE_NPATTERNS
 };
 
 /*
 ** A fused kernel, as fuse.c decides it and emit_cuda.c writes it. Compile-time only: the plan keeps the
 ** launches and each node's fused_into / fuse_pattern (for dumps), not this table.
 */
-enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV };
+enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV, FK_MLA_KV, FK_MLA_Q, FK_MLA_OUT, FK_MOE_ROUTE, FK_MOE_DOWN };
 enum { GP_NONE, GP_RMSNORM, GP_SWIGLU };  /* FK_GEMV prologues: how a staged input element is formed */
 #define FK_MAXM 4
 #define FK_MAXCOVER 24
@@ -110,6 +112,16 @@ typedef struct {
 	int store;                   /* GEMV, GP_RMSNORM: the normalised rows are stored too (other nodes read them) */
 	int norm[2];                 /* ROPE_KV: the per-head rmsnorm before q and k rotary, or -1 */
 	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
+	/* The MLA and MoE kernels (see fuse.c), by slot:
+	** MLA_KV   m[0] mla, m[1] indexer or -1; aux: kv rows, latent norm, k_pe rope, latent concat,
+	**          indexer key source, its layernorm, its rope
+	** MLA_Q    m[0] mla, m[1] indexer or -1; aux: q rows, W_UK, transposed, q_pe rope, q concat,
+	**          indexer query source, its rope
+	** MLA_OUT  m[0] mla; aux: W_UV, the [T, H, Dv] output (the last permute)
+	** MOE_ROUTE m[0] moe_route, m[1] moe_weights
+	** MOE_DOWN m[0] moe_ffn; aux: the node stored (the last add), shared down linear or -1, its swiglu,
+	**          the residual or -1 */
+	int aux[8];
 	int ncover;
 	int cover[FK_MAXCOVER];      /* nodes whose own kernels this one replaces for its steps */
 } FuseKernel;
@@ -160,7 +172,7 @@ enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
-	double f;                    /* FLOAT; SCRATCH: bytes per element */
+	double f;                    /* FLOAT; SCRATCH: bytes per element; BUF: 1 when the kernel writes the buffer */
 } KArg;
 
 #define MAXKARG 32
@@ -303,7 +315,8 @@ int partition(Graph *g, int tp, FILE *explain, char *err, size_t len);
 ** liveness covers every schedule that runs the plan: the CPU executor's node order and, when emit_cuda has
 ** filled g->cuda, the GPU launch list at every step size (so emit_cuda runs first). */
 int memplan(Graph *g, int optimize, char *err, size_t len);
-/* Prove that no two activations overlap while both are live, in each of those schedules separately. */
+/* Prove that no two activations overlap while both are live, in each of those schedules separately, and
+** that each GPU launch reads only activations an earlier launch of the same step wrote. */
 int memplan_check(const Graph *g, char *err, size_t len);
 /* Which activations the GPU stores in a step of T tokens: mark[i] = 1 when some launch used at T reads
 ** or writes node i's buffer (views included). A fused-away value (a norm formed inside a GEMV) is 0. */

@@ -19,7 +19,9 @@
 ** 3. Greedy by size, best fit: the largest buffer first, each placed in the smallest gap left between
 **    the buffers already placed that are live at the same time (TFLite's and XLA's heuristic).
 ** 4. A checker proves, for each schedule separately and at the finer grain of single launches, that no
-**    two buffers share bytes while both are live; the plan records the arena size and the lower bound
+**    two buffers share bytes while both are live, and that every GPU launch reads only activations an
+**    earlier launch of its step wrote (so a fused kernel placed before its inputs, or a value no kernel
+**    computes any more, is caught at compile time); the plan records the arena size and the lower bound
 **    (the peak of live bytes over the step).
 */
 #include "glm.h"
@@ -322,6 +324,38 @@ static int schedule(const Graph *g, int64_t T, int cpu, int *first, int *last, i
 	return steps;
 }
 
+/* The GPU launches used at T tokens read only activations that an earlier launch of the same step wrote,
+** and the outputs are written: a fused kernel launched before its inputs exist, or a value that no kernel
+** computes any more, fails here. written is scratch of g->n bytes. */
+static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t len)
+{
+	memset(written, 0, (size_t)g->n);
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		if (T < l->tmin || T > l->tmax)
+			continue;
+		for (int k = 0; k < l->narg; k++) {
+			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
+			if (r >= 0 && l->arg[k].f == 0 && !written[r])
+				return seterr(err, len, "launch %d (%s for %s %%%d) reads %s %%%d before any launch writes it in a "
+				              "step of %lld tokens", i, l->kernel, op_table[g->node[l->node].op].name, l->node,
+				              op_table[g->node[r].op].name, r, (long long)T);
+		}
+		for (int k = 0; k < l->narg; k++) {
+			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
+			if (r >= 0 && l->arg[k].f != 0)
+				written[r] = 1;
+		}
+	}
+	for (int i = 0; i < g->nout; i++) {
+		int r = act_root(g, g->out[i]);
+		if (r >= 0 && !written[r])
+			return seterr(err, len, "output %s (%%%d) is not written by any launch in a step of %lld tokens",
+			              g->out_name[i], g->out[i], (long long)T);
+	}
+	return 0;
+}
+
 /* Prove that no two values live at the same time share bytes, in every schedule (views share their
 ** source's buffer by construction; an element-wise node may overwrite its first operand at the very step
 ** that operand dies, as memplan's in-place groups do). */
@@ -330,7 +364,7 @@ int memplan_check(const Graph *g, char *err, size_t len)
 	int n = g->n;
 	int nsteps = g->cuda.nl > n ? g->cuda.nl : n;
 	int *first = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
-	int *owner = malloc(sizeof(int) * (size_t)(nsteps + 1)), *roots = malloc(sizeof(int) * (size_t)n);
+	int *owner = malloc(sizeof(int) * (size_t)(nsteps + n + 1)), *roots = malloc(sizeof(int) * (size_t)n);
 	if (!first || !last || !owner || !roots) {
 		free(first), free(last), free(owner), free(roots);
 		return seterr(err, len, "memplan: out of memory");
@@ -352,6 +386,8 @@ int memplan_check(const Graph *g, char *err, size_t len)
 	}
 	int64_t ts[64];
 	int nts = g->cuda.nl ? step_sizes(g, ts, 64) : 0;
+	for (int s = 0; s < nts && !rc; s++)
+		rc = dataflow(g, ts[s], (char *)owner, err, len);
 	for (int s = -1; s < nts && !rc; s++) {
 		schedule(g, s < 0 ? 0 : ts[s], s < 0, first, last, owner);
 		for (int x = 0; x < nr && !rc; x++) {

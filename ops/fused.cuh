@@ -311,3 +311,281 @@ __device__ void k_rope_qk_kv(A *qo, A *ko, A *kcache, A *vcache, const A *q, con
 			vc[d] = vr[d];
 	}
 }
+
+/* One rotary pair as k_rope computes it: (x0, x1) at position p with inverse frequency f. */
+__device__ __forceinline__ void rope_pair(float x0, float x1, float p, float f, float cs, float &o0, float &o1)
+{
+	float a = __fmul_rn(p, f);
+	float c = __fmul_rn(cosf(a), cs), s = __fmul_rn(sinf(a), cs);
+	o0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+	o1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+/* Rotary of one head row src[0..D) (first R dims rotated, the rest copied) into dst (and dst2 when not
+** nullptr), by the threads of the block; pairs (2i, 2i+1) when IL, else (i, i + R/2). As k_rope. */
+template <typename A, bool IL>
+__device__ void rope_row(A *dst, A *dst2, const A *src, float p, const float *freq, float cs, int D, int R)
+{
+	int half = R / 2;
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		int i0 = IL ? 2 * i : i, i1 = IL ? 2 * i + 1 : i + half;
+		float o0, o1;
+		rope_pair(to_f(src[i0]), to_f(src[i1]), p, freq[i], cs, o0, o1);
+		A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+		dst[i0] = a0, dst[i1] = a1;
+		if (dst2)
+			dst2[i0] = a0, dst2[i1] = a1;
+	}
+	for (int d = 2 * half + threadIdx.x; d < D; d += blockDim.x) {
+		dst[d] = src[d];
+		if (dst2)
+			dst2[d] = src[d];
+	}
+}
+
+/*
+** MLA latent preparation, any step: for token t = blockIdx.y with p = pos[t],
+**   block x = 0: the latent row [rmsnorm(kv[t, :L])·cw, rope(kv[t, L:L+Dr])] (rope of R dims, pairs as IL)
+**                into latent[t] and cache[p] (rows of L + Dr), as k_rmsnorm, k_rope and the concat store
+**                them and k_mla_write copies them;
+**   block x = 1: the indexer key layernorm(ik[t, :Di])·iw + ib, then rotary of its first Ri dims (ILI),
+**                into iko[t] and icache[p] (as k_layernorm, k_rope and k_mla_write).
+** cw, iw, ib may be nullptr (no weight / bias). Di <= 1024. grid (1 or 2, T), block 256.
+*/
+template <typename A, typename NW, typename IW, bool IL, bool ILI>
+__device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik,
+                             const IW *iw, const IW *ib, const int *pos, const float *freq, float cs, const float *ifreq,
+                             float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps)
+{
+	__shared__ A hv[1024];
+	int t = blockIdx.y;
+	long long p = pos[t];
+	if (blockIdx.x == 0) {
+		int Dk = L + Dr;
+		const A *row = kv + (long long)t * Dk;
+		A *lr = latent + (long long)t * Dk, *cr = cache + p * Dk;
+		float inv = gemv_row_inv_rms(row, L, eps);
+		for (int i = threadIdx.x; i < L; i += blockDim.x) {
+			float v = to_f(row[i]) * inv;
+			if (cw)
+				v *= to_f(cw[i]);
+			A a = from_f<A>(v);
+			lr[i] = a, cr[i] = a;
+		}
+		rope_row<A, IL>(lr + L, cr + L, row + L, (float)p, freq, cs, Dr, R);
+		return;
+	}
+	const A *row = ik + (long long)t * Di;
+	float s = 0.0f;
+	walk_row(row, Di, [&](int, float v) { s += v; });
+	float mean = block_sum(s) / (float)Di;
+	float sq = 0.0f;
+	walk_row(row, Di, [&](int, float v) { sq += (v - mean) * (v - mean); });
+	float inv = 1.0f / sqrtf(block_sum(sq) / (float)Di + ieps);
+	walk_row(row, Di, [&](int i, float v) {
+		v = (v - mean) * inv;
+		if (iw)
+			v *= to_f(iw[i]);
+		if (iw && ib)
+			v += to_f(ib[i]);
+		hv[i] = from_f<A>(v);
+	});
+	__syncthreads();
+	rope_row<A, ILI>(iko + (long long)t * Di, icache + p * Di, hv, (float)p, ifreq, ics, Di, Ri);
+}
+
+/*
+** MLA query preparation for the decode step, from the projected query q[T, H, Dn + Dr]:
+**   qabs[t, h, :L]      = q[t, h, :Dn] · W_UK[h]  (wk [H, Dn, L], or [H, L, Dn] when TB), as the matmul
+**                         (k_matmul / k_matmul_tb order) stores it;
+**   qabs[t, h, L:L+Dr]  = rope(q[t, h, Dn:]) (R dims rotated, pairs as IL);
+**   iqo[t, hi, :]       = rope(iq[t, hi, :]) for the indexer's Hi heads of Di (Ri rotated, ILI), when Hi > 0.
+** Blocks: NL per head for the absorb (NL = ceil(L/256), one output column per thread; TB: ceil(L/8), one
+** per warp), the first of them also rotating its head's q_pe; then Hi blocks for the indexer's heads.
+** Each absorb block stages its head's q_nope rows (8 tokens at a time) in shared memory and reads its
+** W_UK columns once per 8 tokens. Dn <= 512. grid (H·NL + Hi), block 256.
+*/
+template <typename A, typename W, bool TB, bool IL, bool ILI>
+__device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
+                            float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
+                            int Di, int Ri)
+{
+	__shared__ float xs[8 * 512];
+	int NL = TB ? (L + 7) / 8 : (L + 255) / 256, b = blockIdx.x;
+	int Dq = Dn + Dr, Do = L + Dr;
+	if (b >= H * NL) {
+		int hi = b - H * NL;
+		for (int t = 0; t < T; t++) {
+			long long row = ((long long)t * Hi + hi) * Di;
+			rope_row<A, ILI>(iqo + row, (A *)nullptr, iq + row, (float)pos[t], ifreq, ics, Di, Ri);
+		}
+		return;
+	}
+	int h = b / NL, lc = b - h * NL, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lc == 0)
+		for (int t = 0; t < T; t++) {
+			rope_row<A, IL>(qabs + ((long long)t * H + h) * Do + L, (A *)nullptr, q + ((long long)t * H + h) * Dq + Dn,
+			                (float)pos[t], freq, cs, Dr, R);
+		}
+	for (int t0 = 0; t0 < T; t0 += 8) {
+		int tn = T - t0 < 8 ? T - t0 : 8;
+		__syncthreads(); /* the previous rows are consumed */
+		for (int e = threadIdx.x; e < tn * Dn; e += blockDim.x) {
+			int t = e / Dn, d = e - t * Dn;
+			xs[t * Dn + d] = to_f(q[((long long)(t0 + t) * H + h) * Dq + d]);
+		}
+		__syncthreads();
+		float acc[8];
+#pragma unroll
+		for (int t = 0; t < 8; t++)
+			acc[t] = 0.0f;
+		int l;
+		if (!TB) {
+			l = lc * 256 + threadIdx.x;
+			if (l < L) {
+				const W *wc = wk + (long long)h * Dn * L + l;
+				for (int d = 0; d < Dn; d++) {
+					float wv = to_f(wc[(long long)d * L]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * Dn + d] * wv;
+				}
+				for (int t = 0; t < tn; t++)
+					qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(acc[t]);
+			}
+		} else {
+			l = lc * 8 + warp;
+			if (l < L) { /* uniform per warp */
+				const W *wr = wk + ((long long)h * L + l) * Dn;
+#pragma unroll 4
+				for (int d = lane; d < Dn; d += 32) {
+					float wv = to_f(wr[d]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * Dn + d] * wv;
+				}
+#pragma unroll
+				for (int t = 0; t < 8; t++)
+					if (t < tn) {
+						float s = warp_sum(acc[t]);
+						if (lane == 0)
+							qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(s);
+					}
+			}
+		}
+	}
+}
+
+/*
+** MLA attention with the value absorb for the decode step: k_mla (same arguments, same result y), then
+** this block's head result o_h = y[t, h, :Dv] (as stored, in A) goes through W_UV[h] (wv [H, Do, Dv], a
+** linear-layout weight): out[t, h, j] = o_h · wv[h, j, :] for j < Do, as k_matmul_tb stores it. The
+** block's own writes of y are visible to it after the barrier. grid (H, T), block 128.
+*/
+template <typename A, typename W>
+__device__ void k_mla_vabsorb(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel, int H,
+                              int Dk, int Dv, float scale, A *out, const W *wv, int Do)
+{
+	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale);
+	__shared__ float ol[512];
+	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	__syncthreads();
+	const A *yh = y + ((long long)t * H + h) * Dv;
+	for (int i = threadIdx.x; i < Dv; i += blockDim.x)
+		ol[i] = to_f(yh[i]);
+	__syncthreads();
+	A *oh = out + ((long long)t * H + h) * Do;
+	for (int j = warp; j < Do; j += nw) {
+		const W *wr = wv + ((long long)h * Do + j) * Dv;
+		float s = 0.0f;
+#pragma unroll 4
+		for (int i = lane; i < Dv; i += 32)
+			s += ol[i] * to_f(wr[i]);
+		s = warp_sum(s);
+		if (lane == 0)
+			oh[j] = from_f<A>(s);
+	}
+}
+
+/* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel: k_moe_route, then
+** k_moe_weights on the choice it just wrote (the same thread writes and reads it). grid (T), block 32. */
+template <typename A, typename B_>
+__device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group,
+                                    int topk_group, int sigmoid, int wsigmoid, int norm, float scale)
+{
+	k_moe_route<A, B_>(idx, logits, bias, E, k, n_group, topk_group, sigmoid);
+	k_moe_weights<A>(w, logits, idx, E, k, wsigmoid, norm, scale);
+}
+
+/*
+** The end of a MoE layer for the decode step, for output column c (one warp, c = blockIdx.x*8 + warp) of
+** token t = blockIdx.y: the routed experts' down projections summed with their weights exactly as
+** k_moe_down (from the scratch hid k_moe_up filled), stored as A; with SHARED, the shared expert's
+** down projection sdown[c, :Fs] · silu(g[t])·u[t] (the SwiGLU rounded to A as k_swiglu stores it, the
+** product as the linear stores it) added (rounded to A as the add stores it); with RES, the residual
+** r[t, c] added last. y may equal r (the same thread reads r[t, c] before writing y[t, c]).
+** grid (ceil(C/8), T), block 256.
+*/
+template <typename A, typename W, typename WS, bool SHARED, bool RES>
+__device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k,
+                                 const WS *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	const int VEC = 16 / (int)sizeof(W);
+	int lane = threadIdx.x & 31, t = blockIdx.y;
+	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (c >= C) /* uniform per warp */
+		return;
+	bool vec = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0;
+	float acc = 0.0f;
+	for (int j = 0; j < k; j++) {
+		long long slot = (long long)t * k + j;
+		int ex = idx[slot];
+		if (ex < 0)
+			continue;
+		const W *dr = down + ((long long)ex * C + c) * F;
+		const float *hr = hid + slot * F;
+		float s = 0.0f;
+		if (vec) {
+#pragma unroll 2
+			for (int kb = lane * VEC; kb < F; kb += 32 * VEC) {
+				union {
+					uint4 bits;
+					W e[VEC];
+				} dv;
+				dv.bits = __ldg((const uint4 *)(dr + kb));
+				const float4 *hp = (const float4 *)(hr + kb);
+#pragma unroll
+				for (int c4 = 0; c4 < VEC / 4; c4++) {
+					float4 hv = __ldg(hp + c4);
+					s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
+					     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
+				}
+			}
+		} else {
+			for (int i = lane; i < F; i += 32)
+				s += to_f(dr[i]) * hr[i];
+		}
+		s = warp_sum(s);
+		acc += to_f(w[slot]) * s;
+	}
+	float out = to_f(from_f<A>(acc));
+	if (SHARED) {
+		const WS *sr = sdown + (long long)c * Fs;
+		const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
+		float s = 0.0f;
+		for (int f = lane; f < Fs; f += 32) {
+			float gv = to_f(gt[f]);
+			s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f]))) * to_f(sr[f]);
+		}
+		s = warp_sum(s);
+		out = to_f(from_f<A>(out + to_f(from_f<A>(s))));
+	}
+	if (lane == 0) {
+		long long at = (long long)t * C + c;
+		if (RES)
+			out = to_f(r[at]) + out;
+		y[at] = from_f<A>(out);
+	}
+}
