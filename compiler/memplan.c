@@ -16,8 +16,9 @@
 ** 2. In-place reuse: an element-wise op c whose first operand dies at c (no schedule touches it later)
 **    and which no schedule writes before c writes over that operand. Every kernel launched for an
 **    element-wise node honours this (ops/fused.cuh states it for the fused ones).
-** 3. Greedy by size, best fit: the largest buffer first, each placed in the smallest gap left between
-**    the buffers already placed that are live at the same time (TFLite's and XLA's heuristic).
+** 3. Greedy, best fit: each buffer placed in the smallest gap left between the buffers already placed
+**    that are live at the same time (TFLite's and XLA's heuristic), in three orders (largest first, ties
+**    to the earliest or the longest lived; earliest first), keeping the smallest arena.
 ** 4. A checker proves, for each schedule separately and at the finer grain of single launches, that no
 **    two buffers share bytes while both are live, and that every GPU launch reads only activations an
 **    earlier launch of its step wrote (so a fused kernel placed before its inputs, or a value no kernel
@@ -156,6 +157,65 @@ void cuda_touched(const Graph *g, int64_t T, unsigned char *mark)
 			mark[i] = 1;
 }
 
+/* Whether buffer a goes before buffer b in placement order `order`: 0 the largest first (then the
+** earliest); 1 the largest first, then the longest lived; 2 the earliest first (then the largest). */
+static int place_before(const Buf *a, const Buf *b, int order)
+{
+	if (order == 2 && a->first != b->first)
+		return a->first < b->first;
+	if (a->size != b->size)
+		return a->size > b->size;
+	if (order == 1 && a->last - a->first != b->last - b->first)
+		return a->last - a->first > b->last - b->first;
+	return a->first < b->first;
+}
+
+/* Offsets for every buffer, greedily in `order`, each at the candidate offset with the tightest gap among
+** the placed buffers live at the same time (or stacked, without optimize); top gets each region's end. */
+static void place(Buf *b, int n, int order, int optimize, int64_t *top)
+{
+	for (int i = 0; i < n; i++)
+		b[i].placed = 0;
+	for (;;) {
+		int pick = -1;
+		for (int i = 0; i < n; i++)
+			if (b[i].size && !b[i].placed && (pick < 0 || place_before(&b[i], &b[pick], order)))
+				pick = i;
+		if (pick < 0)
+			break;
+		Buf *x = &b[pick];
+		int64_t best = -1, best_gap = INT64_MAX, at = 0;
+		if (!optimize) {
+			best = top[x->region];
+		} else {
+			/* Candidate offsets: 0 and the end of every overlapping placed buffer; keep the tightest gap. */
+			for (int c = -1; c < n; c++) {
+				if (c >= 0 && !(b[c].placed && b[c].region == x->region && b[c].first <= x->last && x->first <= b[c].last))
+					continue;
+				at = c < 0 ? 0 : b[c].off + b[c].size;
+				int64_t gap_end = INT64_MAX;
+				int fits = 1;
+				for (int d = 0; d < n && fits; d++) {
+					const Buf *y = &b[d];
+					if (!y->placed || y->region != x->region || y->first > x->last || x->first > y->last)
+						continue;
+					if (y->off < at + x->size && at < y->off + y->size)
+						fits = 0;
+					else if (y->off >= at + x->size && y->off < gap_end)
+						gap_end = y->off;
+				}
+				int64_t gap = gap_end == INT64_MAX ? INT64_MAX - 1 : gap_end - at;
+				if (fits && (gap < best_gap || (gap == best_gap && at < best)))
+					best = at, best_gap = gap;
+			}
+		}
+		x->off = best;
+		x->placed = 1;
+		if (x->off + x->size > top[x->region])
+			top[x->region] = x->off + x->size;
+	}
+}
+
 int memplan(Graph *g, int optimize, char *err, size_t len)
 {
 	int n = g->n;
@@ -211,46 +271,26 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 		if (s > x->size)
 			x->size = s;
 	}
-	/* Greedy by size with best fit; -O0 gives every buffer its own slot. */
-	int64_t top[3] = {0, 0, 0};
-	for (;;) {
-		int pick = -1;
-		for (int i = 0; i < n; i++)
-			if (b[i].size && !b[i].placed && (pick < 0 || b[i].size > b[pick].size))
-				pick = i;
-		if (pick < 0)
-			break;
-		Buf *x = &b[pick];
-		int64_t best = -1, best_gap = INT64_MAX, at = 0;
-		if (!optimize) {
-			best = top[x->region];
-		} else {
-			/* Candidate offsets: 0 and the end of every overlapping placed buffer; keep the tightest gap. */
-			for (int c = -1; c < n; c++) {
-				if (c >= 0 && !(b[c].placed && b[c].region == x->region && b[c].first <= x->last && x->first <= b[c].last))
-					continue;
-				at = c < 0 ? 0 : b[c].off + b[c].size;
-				int64_t gap_end = INT64_MAX;
-				int fits = 1;
-				for (int d = 0; d < n && fits; d++) {
-					const Buf *y = &b[d];
-					if (!y->placed || y->region != x->region || y->first > x->last || x->first > y->last)
-						continue;
-					if (y->off < at + x->size && at < y->off + y->size)
-						fits = 0;
-					else if (y->off >= at + x->size && y->off < gap_end)
-						gap_end = y->off;
-				}
-				int64_t gap = gap_end == INT64_MAX ? INT64_MAX - 1 : gap_end - at;
-				if (fits && (gap < best_gap || (gap == best_gap && at < best)))
-					best = at, best_gap = gap;
-			}
-		}
-		x->off = best;
-		x->placed = 1;
-		if (x->off + x->size > top[x->region])
-			top[x->region] = x->off + x->size;
+	/* Greedy with best fit under a few orders (each heuristic wins on some graphs); the smallest arena is
+	** kept. -O0 gives every buffer its own slot. */
+	int64_t top[3] = {0, 0, 0}, *keep = malloc(sizeof(int64_t) * (size_t)n);
+	if (!keep) {
+		free(first), free(last), free(group), free(glast), free(b);
+		return seterr(err, len, "memplan: out of memory");
 	}
+	for (int order = 0; order < (optimize ? 3 : 1); order++) {
+		int64_t t[3] = {0, 0, 0};
+		place(b, n, order, optimize, t);
+		if (!order || t[MEM_TOKEN] < top[MEM_TOKEN] ||
+		    (t[MEM_TOKEN] == top[MEM_TOKEN] && t[MEM_STATIC] < top[MEM_STATIC])) {
+			memcpy(top, t, sizeof t);
+			for (int i = 0; i < n; i++)
+				keep[i] = b[i].off;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		b[i].off = keep[i];
+	free(keep);
 	for (int i = 0; i < n; i++)
 		if (g->node[i].kind == VK_ACT) {
 			const Buf *x = &b[find(group, i)];

@@ -8,7 +8,8 @@
 ** fixed-seed generator (16-bit inputs rounded first, the reference getting exactly those values); every
 ** output is poisoned (bytes 0xFF, NaN) before the launch; steps of T in {1, 3, 8, 17} tokens (17 runs
 ** the 8-row GEMV loop three times). Tolerances (relative L2) as tests/gpu/test_kernels.cu: 1e-5 with
-** float activations, 2e-2 with bf16; cache rows are compared bit for bit with the rows stored as outputs.
+** float activations, 2e-2 with bf16; cache rows are compared bit for bit with the rows stored as outputs,
+** expert ids exactly.
 **
 ** Prints "ok - NAME" or "FAIL - NAME: detail" per check and "N passed, N failed"; exits non-zero on any
 ** failure.
@@ -254,6 +255,54 @@ __global__ void __launch_bounds__(128)
 					     eps);
 }
 
+template <typename A, typename NW, typename IW, bool IL, bool ILI>
+__global__ void __launch_bounds__(256)
+	g_mla_kvprep(A *lat, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik, const IW *iw,
+		     const IW *ib, const int *pos, const float *f, float cs, const float *fi, float csi, int L, int Dr, int R,
+		     int Di, int Ri, float eps, float ieps)
+{
+	k_mla_kvprep<A, NW, IW, IL, ILI>(lat, cache, iko, icache, kv, cw, ik, iw, ib, pos, f, cs, fi, csi, L, Dr, R, Di, Ri,
+					 eps, ieps);
+}
+
+template <typename A, typename W, bool TB, bool IL, bool ILI>
+__global__ void __launch_bounds__(256)
+	g_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *f, float cs,
+		    const float *fi, float csi, int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri)
+{
+	k_mla_qprep<A, W, TB, IL, ILI>(qabs, iqo, q, wk, iq, pos, f, cs, fi, csi, T, H, Dn, Dr, R, L, Hi, Di, Ri);
+}
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(128) g_mla_vabsorb(A *y, const A *q, const A *cache, const int *pos, const int *sel,
+						      int nsel, int H, int Dk, int Dv, float scale, A *out, const W *wv,
+						      int Do)
+{
+	k_mla_vabsorb<A, W>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, out, wv, Do);
+}
+
+template <typename A, typename B_>
+__global__ void __launch_bounds__(32) g_moe_route_weights(int *idx, A *w, const A *l, const B_ *b, int E, int k, int ng,
+							   int tg, int sig, int wsig, int norm, float scale)
+{
+	k_moe_route_weights<A, B_>(idx, w, l, b, E, k, ng, tg, sig, wsig, norm, scale);
+}
+
+template <typename A, typename W>
+__global__ void __launch_bounds__(256)
+	g_moe_up(float *hid, const A *x, const int *idx, const W *gate, const W *up, int C, int F, int k)
+{
+	k_moe_up<A, W>(hid, x, idx, gate, up, C, F, k);
+}
+
+template <typename A, typename W, typename WS, bool SH, bool RES>
+__global__ void __launch_bounds__(256)
+	g_moe_down_fused(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k,
+			 const WS *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	k_moe_down_fused<A, W, WS, SH, RES>(y, hid, idx, w, down, C, F, k, sdown, g, u, Fs, r);
+}
+
 /* ---- tests ---- */
 
 /* Residual add + RMSNorm in one pass, separate and in place (sum over a). */
@@ -448,6 +497,282 @@ static void test_rope_qk_kv(int T, int H, int G, int D, int Dv, int R, int S)
 	free_all();
 }
 
+template <typename T> static void shuffle(std::vector<T> &v)
+{
+	for (size_t i = v.size(); i > 1; i--)
+		std::swap(v[i - 1], v[rand64() % i]);
+}
+
+/* The rope table of a RefRope, uploaded, and its cos/sin multiplier. */
+static float *rope_table(const RefRope &r, float *cs)
+{
+	std::vector<float> inv(r.rot_dim / 2);
+	ref_rope_freqs(&r, inv.data(), cs);
+	return upload(inv);
+}
+
+/* Rows [c0, c0+n) of each of the R rows of x[R, C], as a [R, n] array. */
+static std::vector<float> cols(const std::vector<float> &x, int R, int C, int c0, int n)
+{
+	std::vector<float> y((size_t)R * n);
+	for (int r = 0; r < R; r++)
+		for (int i = 0; i < n; i++)
+			y[(size_t)r * n + i] = x[(size_t)r * C + c0 + i];
+	return y;
+}
+
+/* The latent rows [rmsnorm(kv[:, :L]), rope(kv[:, L:])] and the indexer key rope(layernorm(ik)), with the
+** cache rows at pos (bit-identical to the rows stored). */
+template <typename A, typename NW, bool IL, bool IDX>
+static void test_mla_kvprep(int T, int L, int Dr, int R, int Di, int Ri)
+{
+	int S = T + 7, Dk = L + Dr;
+	std::vector<A> kv = to_type<A>(rnd((size_t)T * Dk, -2.0f, 2.0f)), ik = to_type<A>(rnd((size_t)T * Di, -2.0f, 2.0f));
+	std::vector<NW> cw = to_type<NW>(rnd(L, 0.5f, 1.5f)), iw = to_type<NW>(rnd(Di, 0.5f, 1.5f)), ib = to_type<NW>(rnd(Di));
+	std::vector<int> pos(T);
+	for (int t = 0; t < T; t++)
+		pos[t] = 3 + t;
+	RefRope rr = {}, ri = {};
+	rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
+	ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = !IL, ri.theta = 50000.0;
+	float cs, csi = 1.0f;
+	float *dfr = rope_table(rr, &cs), *dfi = IDX ? rope_table(ri, &csi) : nullptr;
+	std::vector<float> kvf = to_float(kv), c = cols(kvf, T, Dk, 0, L), kp = cols(kvf, T, Dk, L, Dr);
+	std::vector<float> cn(c.size()), kr(kp.size()), wl((size_t)T * Dk), cwf = to_float(cw);
+	ref_rmsnorm(cn.data(), c.data(), cwf.data(), T, L, 1e-6f);
+	cn = through<A>(cn);
+	ref_rope(kr.data(), kp.data(), pos.data(), T, 1, &rr);
+	kr = through<A>(kr);
+	for (int t = 0; t < T; t++) {
+		memcpy(&wl[(size_t)t * Dk], &cn[(size_t)t * L], sizeof(float) * L);
+		memcpy(&wl[(size_t)t * Dk + L], &kr[(size_t)t * Dr], sizeof(float) * Dr);
+	}
+	std::vector<float> ikf = to_float(ik), iwf = to_float(iw), ibf = to_float(ib), kn(ikf.size()), wk(ikf.size());
+	if (IDX) {
+		ref_layernorm(kn.data(), ikf.data(), iwf.data(), ibf.data(), T, Di, 1e-6f);
+		kn = through<A>(kn);
+		ref_rope(wk.data(), kn.data(), pos.data(), T, 1, &ri);
+		wk = through<A>(wk);
+	}
+	A *dl = poisoned<A>(wl.size()), *dc = poisoned<A>((size_t)S * Dk), *dk = poisoned<A>(wk.size());
+	A *dic = poisoned<A>((size_t)S * Di);
+	g_mla_kvprep<A, NW, NW, IL, !IL><<<dim3(IDX ? 2 : 1, T), 256>>>(
+		dl, dc, IDX ? dk : nullptr, IDX ? dic : nullptr, upload(kv), upload(cw), IDX ? upload(ik) : nullptr,
+		IDX ? upload(iw) : nullptr, IDX ? upload(ib) : nullptr, upload(pos), dfr, cs, IDX ? dfi : nullptr, csi, L, Dr,
+		R, IDX ? Di : 0, IDX ? Ri : 0, 1e-6f, 1e-6f);
+	CK_LAUNCH();
+	std::string nm = fmt("mla_kvprep A=%s T=%d L=%d Dr=%d R=%d%s", tname<A>(), T, L, Dr, R,
+			     IDX ? fmt(" indexer Di=%d Ri=%d", Di, Ri).c_str() : "");
+	std::vector<A> lat = download(dl, wl.size()), cache = download(dc, (size_t)S * Dk);
+	check_close(nm + " latent", to_float(lat), wl, tol<A>());
+	bool same = true;
+	for (int t = 0; t < T; t++)
+		same &= !memcmp(&cache[(size_t)pos[t] * Dk], &lat[(size_t)t * Dk], sizeof(A) * Dk);
+	same &= isnan(h_to_f(cache[0]));
+	check(same, nm + " latent cache rows", "a cache row differs from the stored latent (or row 0 was written)");
+	if (IDX) {
+		std::vector<A> key = download(dk, wk.size()), ic = download(dic, (size_t)S * Di);
+		check_close(nm + " indexer key", to_float(key), wk, tol<A>());
+		bool ks = true;
+		for (int t = 0; t < T; t++)
+			ks &= !memcmp(&ic[(size_t)pos[t] * Di], &key[(size_t)t * Di], sizeof(A) * Di);
+		check(ks, nm + " indexer key cache rows", "a cache row differs from the stored key");
+	}
+	free_all();
+}
+
+/* The absorbed query [q_nope·W_UK, rope(q_pe)] per head and the indexer query's rope. */
+template <typename A, typename W, bool TB, bool IL>
+static void test_mla_qprep(int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri)
+{
+	int Dq = Dn + Dr, Do = L + Dr;
+	std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dq)), iq = to_type<A>(rnd((size_t)T * Hi * Di));
+	std::vector<W> wk = to_type<W>(rnd((size_t)H * Dn * L));
+	std::vector<int> pos(T);
+	for (int t = 0; t < T; t++)
+		pos[t] = 11 + 2 * t;
+	RefRope rr = {}, ri = {};
+	rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
+	ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = IL, ri.theta = 10000.0;
+	float cs, csi = 1.0f;
+	float *dfr = rope_table(rr, &cs), *dfi = Hi ? rope_table(ri, &csi) : nullptr;
+	std::vector<float> qf = to_float(q), wf = to_float(wk), want((size_t)T * H * Do);
+	for (int h = 0; h < H; h++) {
+		std::vector<float> qn((size_t)T * Dn), qp((size_t)T * Dr), ql((size_t)T * L), qr((size_t)T * Dr);
+		for (int t = 0; t < T; t++) {
+			memcpy(&qn[(size_t)t * Dn], &qf[((size_t)t * H + h) * Dq], sizeof(float) * Dn);
+			memcpy(&qp[(size_t)t * Dr], &qf[((size_t)t * H + h) * Dq + Dn], sizeof(float) * Dr);
+		}
+		if (TB)
+			ref_matmul_tb(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
+		else
+			ref_matmul(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
+		ref_rope(qr.data(), qp.data(), pos.data(), T, 1, &rr);
+		ql = through<A>(ql), qr = through<A>(qr);
+		for (int t = 0; t < T; t++) {
+			memcpy(&want[((size_t)t * H + h) * Do], &ql[(size_t)t * L], sizeof(float) * L);
+			memcpy(&want[((size_t)t * H + h) * Do + L], &qr[(size_t)t * Dr], sizeof(float) * Dr);
+		}
+	}
+	std::vector<float> iqf = to_float(iq), iwant(iqf.size());
+	if (Hi) {
+		ref_rope(iwant.data(), iqf.data(), pos.data(), T, Hi, &ri);
+		iwant = through<A>(iwant);
+	}
+	int NL = TB ? (L + 7) / 8 : (L + 255) / 256;
+	A *dq = poisoned<A>(want.size()), *di = poisoned<A>(iwant.size());
+	g_mla_qprep<A, W, TB, IL, IL><<<H * NL + Hi, 256>>>(dq, Hi ? di : nullptr, upload(q), upload(wk),
+							   Hi ? upload(iq) : nullptr, upload(pos), dfr, cs, dfi, csi, T, H,
+							   Dn, Dr, R, L, Hi, Di, Ri);
+	CK_LAUNCH();
+	std::string nm = fmt("mla_qprep A=%s W=%s%s T=%d H=%d Dn=%d Dr=%d R=%d L=%d Hi=%d", tname<A>(), tname<W>(),
+			     TB ? " (W_UK transposed)" : "", T, H, Dn, Dr, R, L, Hi);
+	check_close(nm + " query", to_float(download(dq, want.size())), want, tol<A>());
+	if (Hi)
+		check_close(nm + " indexer query", to_float(download(di, iwant.size())), iwant, tol<A>());
+	free_all();
+}
+
+/* MLA attention (optionally over a selection) with W_UV applied per head in the same kernel. */
+template <typename A, typename W> static void test_mla_vabsorb(int T, int H, int Dk, int Dv, int Do, int nsel)
+{
+	int S = 40 + T, p0 = 30;
+	float scale = 0.07f;
+	std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dk)), cache = to_type<A>(rnd((size_t)S * Dk));
+	std::vector<W> wv = to_type<W>(rnd((size_t)H * Do * Dv));
+	std::vector<int> pos(T), sel;
+	for (int t = 0; t < T; t++)
+		pos[t] = p0 + t;
+	for (int t = 0; t < T && nsel; t++) {
+		std::vector<int> cand;
+		for (int s = 0; s <= pos[t]; s++)
+			cand.push_back(s);
+		shuffle(cand);
+		for (int j = 0; j < nsel; j++)
+			sel.push_back(j < nsel - 1 ? cand[j] : -1);
+	}
+	/* ref_mla writes kv into the cache at pos: give it the rows the cache already holds there */
+	std::vector<float> cf = to_float(cache), kv((size_t)T * Dk), ol((size_t)T * H * Dv), qf = to_float(q);
+	for (int t = 0; t < T; t++)
+		memcpy(&kv[(size_t)t * Dk], &cf[(size_t)pos[t] * Dk], sizeof(float) * Dk);
+	ref_mla(ol.data(), qf.data(), kv.data(), cf.data(), pos.data(), nsel ? sel.data() : NULL, nsel, T, H, Dk, Dv, S,
+		scale);
+	ol = through<A>(ol);
+	std::vector<float> wf = to_float(wv), out((size_t)T * H * Do);
+	for (int h = 0; h < H; h++) {
+		std::vector<float> oh((size_t)T * Dv), r((size_t)T * Do);
+		for (int t = 0; t < T; t++)
+			memcpy(&oh[(size_t)t * Dv], &ol[((size_t)t * H + h) * Dv], sizeof(float) * Dv);
+		ref_matmul_tb(r.data(), oh.data(), wf.data() + (size_t)h * Do * Dv, 1, T, Dv, Do);
+		for (int t = 0; t < T; t++)
+			memcpy(&out[((size_t)t * H + h) * Do], &r[(size_t)t * Do], sizeof(float) * Do);
+	}
+	out = through<A>(out);
+	A *dy = poisoned<A>(ol.size()), *dout = poisoned<A>(out.size());
+	g_mla_vabsorb<A, W><<<dim3(H, T), 128>>>(dy, upload(q), upload(cache), upload(pos), nsel ? upload(sel) : nullptr,
+						 nsel, H, Dk, Dv, scale, dout, upload(wv), Do);
+	CK_LAUNCH();
+	std::string nm = fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dk=%d Dv=%d Do=%d%s", tname<A>(), tname<W>(), T, H, Dk, Dv,
+			     Do, nsel ? fmt(" sel of %d", nsel).c_str() : "");
+	check_close(nm + " attention", to_float(download(dy, ol.size())), ol, tol<A>());
+	check_close(nm + " absorbed", to_float(download(dout, out.size())), out, tol<A>());
+	free_all();
+}
+
+/* Routing and weights in one kernel: the ids exactly as ref_moe_route, the weights as ref_moe_weights. */
+template <typename A> static void test_moe_route_weights(int T, int E, int k, int ng, int tg, int sig, int norm)
+{
+	std::vector<A> lg = to_type<A>(rnd((size_t)T * E, -3.0f, 3.0f));
+	std::vector<float> lf = to_float(lg), bf = rnd(E, -0.2f, 0.2f), ww((size_t)T * k);
+	std::vector<int> want((size_t)T * k);
+	ref_moe_route(want.data(), lf.data(), bf.data(), T, E, k, ng, tg, sig);
+	ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, sig, norm, 2.5f);
+	int *di = poisoned<int>(want.size());
+	A *dw = poisoned<A>(ww.size());
+	g_moe_route_weights<A, float><<<T, 32>>>(di, dw, upload(lg), upload(bf), E, k, ng, tg, sig, sig, norm, 2.5f);
+	CK_LAUNCH();
+	std::string nm = fmt("moe_route_weights A=%s T=%d E=%d k=%d groups %d/%d %s%s", tname<A>(), T, E, k, ng, tg,
+			     sig ? "sigmoid" : "softmax", norm ? " norm" : "");
+	std::vector<int> got = download(di, want.size());
+	check(got == want, nm + " ids", "the chosen experts differ from ref_moe_route's");
+	check_close(nm + " weights", to_float(download(dw, ww.size())), ww, tol<A>());
+	free_all();
+}
+
+/* The experts' down projections with the shared expert and the residual in one kernel, after k_moe_up:
+** against ref_moe_ffn + ref_swiglu/ref_linear + the adds, each rounded to A where the nodes store it. */
+template <typename A, typename W, bool SH, bool RES> static void test_moe_down_fused(int T, int C, int F, int E, int k, int Fs)
+{
+	std::vector<A> x = to_type<A>(rnd((size_t)T * C)), w = to_type<A>(rnd((size_t)T * k, 0.1f, 1.0f));
+	std::vector<A> g = to_type<A>(rnd((size_t)T * Fs, -2.0f, 2.0f)), u = to_type<A>(rnd((size_t)T * Fs));
+	std::vector<A> r = to_type<A>(rnd((size_t)T * C));
+	std::vector<W> gate = to_type<W>(rnd((size_t)E * F * C)), up = to_type<W>(rnd((size_t)E * F * C)),
+		       down = to_type<W>(rnd((size_t)E * C * F)), sdown = to_type<W>(rnd((size_t)C * Fs));
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++) {
+		std::vector<int> ex(E);
+		for (int e = 0; e < E; e++)
+			ex[e] = e;
+		shuffle(ex);
+		for (int j = 0; j < k; j++)
+			idx.push_back(t == 1 && j == 1 ? -1 : ex[j]);
+	}
+	std::vector<float> xf = to_float(x), wf = to_float(w), gf = to_float(gate), uf = to_float(up), df = to_float(down);
+	std::vector<float> want((size_t)T * C);
+	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
+	want = through<A>(want);
+	if (SH) {
+		std::vector<float> sgf = to_float(g), suf = to_float(u), sdf = to_float(sdown), h((size_t)T * Fs), y(want.size());
+		ref_swiglu(h.data(), sgf.data(), suf.data(), h.size());
+		h = through<A>(h);
+		ref_linear(y.data(), h.data(), sdf.data(), NULL, T, Fs, C);
+		y = through<A>(y);
+		ref_add(want.data(), want.data(), y.data(), want.size(), want.size());
+		want = through<A>(want);
+	}
+	if (RES) {
+		std::vector<float> rf = to_float(r);
+		ref_add(want.data(), rf.data(), want.data(), want.size(), want.size());
+		want = through<A>(want);
+	}
+	int *didx = upload(idx);
+	float *dhid = poisoned<float>((size_t)T * k * F);
+	A *dr = upload(r), *dy = RES && T % 2 ? dr : poisoned<A>(want.size()); /* odd T: in place over the residual */
+	g_moe_up<A, W><<<dim3(blocks(F, 8), k, T), 256>>>(dhid, upload(x), didx, upload(gate), upload(up), C, F, k);
+	CK_LAUNCH();
+	g_moe_down_fused<A, W, W, SH, RES><<<dim3(blocks(C, 8), T), 256>>>(dy, dhid, didx, upload(w), upload(down), C, F, k,
+									   SH ? upload(sdown) : nullptr,
+									   SH ? upload(g) : nullptr,
+									   SH ? upload(u) : nullptr, Fs,
+									   RES ? dr : nullptr);
+	CK_LAUNCH();
+	check_close(fmt("moe_down_fused A=%s W=%s T=%d C=%d F=%d E=%d k=%d%s%s", tname<A>(), tname<W>(), T, C, F, E, k,
+			SH ? fmt(" shared Fs=%d", Fs).c_str() : "", RES ? (T % 2 ? " residual(in place)" : " residual") : ""),
+		    to_float(download(dy, want.size())), want, tol<A>());
+	free_all();
+}
+
+template <typename A> static void mla_moe_suite()
+{
+	for (int T : {1, 3, 8, 17}) {
+		test_mla_kvprep<A, float, true, true>(T, 512, 64, 64, 128, 64);    /* GLM-5's latent and indexer key */
+		test_mla_kvprep<A, bf16, false, false>(T, 32, 8, 8, 0, 0);         /* the fixtures' sizes, no indexer */
+		test_mla_kvprep<A, float, true, true>(T, 70, 16, 12, 72, 40);       /* partial rotary, odd widths */
+		test_mla_qprep<A, bf16, false, true>(T, 4, 192, 64, 64, 512, 3, 128, 64); /* GLM-5 per head (HF W_UK) */
+		test_mla_qprep<A, f16, true, true>(T, 3, 192, 64, 64, 512, 0, 0, 0);    /* GGUF's transposed W_UK */
+		test_mla_qprep<A, float, false, false>(T, 2, 16, 8, 8, 300, 2, 72, 40); /* L past one column block */
+		test_mla_qprep<A, float, true, false>(T, 2, 40, 8, 6, 37, 1, 16, 16);
+		test_mla_vabsorb<A, bf16>(T, 4, 576, 512, 256, 0);
+		test_mla_vabsorb<A, float>(T, 3, 576, 512, 256, 9);
+		test_mla_vabsorb<A, f16>(T, 2, 72, 40, 24, 0);
+		test_moe_route_weights<A>(T, 256, 8, 8, 4, 1, 1);
+		test_moe_route_weights<A>(T, 8, 2, 1, 1, 0, 0);
+		test_moe_down_fused<A, bf16, true, true>(T, 256, 96, 8, 2, 128);
+		test_moe_down_fused<A, float, true, false>(T, 70, 50, 8, 2, 33);
+		test_moe_down_fused<A, f16, false, true>(T, 256, 96, 8, 2, 0);
+	}
+}
+
 template <typename A> static void activation_suite()
 {
 	for (int T : {1, 3, 8, 17}) {
@@ -475,5 +800,7 @@ int main(void)
 	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
 	activation_suite<float>();
 	activation_suite<bf16>();
+	mla_moe_suite<float>();
+	mla_moe_suite<bf16>();
 	return finish();
 }
