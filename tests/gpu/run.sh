@@ -81,6 +81,15 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 	done
 done
 
+# Fused decode kernels at a multi-token step: a 5-token prompt is prefilled by the decode-step kernels
+# (steps of up to 8 tokens), compared node by node with the CPU reference.
+for m in llama qwen3 glm_moe_dsa deepseek_v3; do
+	short=$($CMP --prompt $FIX/$m | cut -d, -f1-5)
+	bin/glmrun $OUT/$m-f32.plan --device cuda --tokens "$short" --verify >"$OUT/$m-short.verify" 2>&1
+	rc=$?
+	record "$m f32 5-token step (fused kernels) --verify" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$m-short.verify")"
+done
+
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
 p0=$OUT/llama-O0.plan
