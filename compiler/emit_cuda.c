@@ -25,7 +25,7 @@ typedef struct {
 	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
 	int *add_of;                 /* per rmsnorm: the add whose kernel computes it, or -1 */
 	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
-	int *tail_tmin;              /* per mla / moe_ffn: its last kernel runs for steps of at least this many */
+	int *tail_tmin;              /* per moe_ffn: its last kernel runs for steps of at least this many */
 	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
 } Em;
 
@@ -340,7 +340,6 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			w_finish(e, &w, t);
 		}
 		w_start(&w, id);
-		w.L.tmin = e->tail_tmin[id]; /* small steps may run the attention with its value absorb (FK_MLA_OUT) */
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 		if (sel >= 0)
 			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
@@ -690,8 +689,19 @@ static float rope_cs(const Node *r)
 	return cs;
 }
 
-/* MLA latent (and indexer key) preparation with the cache writes: k_mla_kvprep. */
-static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
+/* The other MLA preparation of the same mla node (FK_MLA_Q for an FK_MLA_KV and back), or NULL. */
+static const FuseKernel *mla_partner(const Graph *g, const FuseKernel *f)
+{
+	int want = f->kind == FK_MLA_KV ? FK_MLA_Q : FK_MLA_KV;
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].kind == want && g->fk[k].m[0] == f->m[0])
+			return &g->fk[k];
+	return NULL;
+}
+
+/* k_mla_kvprep's arguments (in k_mla_prep, where the query part gave them, without pos, L and Dr); its
+** template arguments after the activation type go to targs. */
+static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *targs, size_t tlen, char *err, size_t len)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
@@ -701,92 +711,127 @@ static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
 	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
 	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
 		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
-	Wr w;
-	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[3], 1, NULL), w_buf(&w, g, M->in[2], 1, NULL);
-	X >= 0 ? w_buf(&w, g, ikr, 1, NULL) : w_null(&w);
-	X >= 0 ? w_buf(&w, g, g->node[X].in[3], 1, NULL) : w_null(&w);
-	w_buf(&w, g, f->aux[0], 0, NULL);
-	cw >= 0 ? w_buf(&w, g, cw, 0, NULL) : w_null(&w);
-	X >= 0 ? w_buf(&w, g, f->aux[4], 0, NULL) : w_null(&w);
-	iw >= 0 ? w_buf(&w, g, iw, 0, NULL) : w_null(&w);
-	ib >= 0 ? w_buf(&w, g, ib, 0, NULL) : w_null(&w);
-	w_buf(&w, g, M->in[3], 0, NULL);
-	w_rope(&w, f->aux[2]), w_float(&w, rope_cs(kr));
+	w_buf(w, g, f->aux[3], 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
+	X >= 0 ? w_buf(w, g, ikr, 1, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, g->node[X].in[3], 1, NULL) : w_null(w);
+	w_buf(w, g, f->aux[0], 0, NULL);
+	cw >= 0 ? w_buf(w, g, cw, 0, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, f->aux[4], 0, NULL) : w_null(w);
+	iw >= 0 ? w_buf(w, g, iw, 0, NULL) : w_null(w);
+	ib >= 0 ? w_buf(w, g, ib, 0, NULL) : w_null(w);
+	if (!in_prep)
+		w_buf(w, g, M->in[3], 0, NULL);
+	w_rope(w, f->aux[2]), w_float(w, rope_cs(kr));
 	if (IR)
-		w_rope(&w, ikr), w_float(&w, rope_cs(IR));
+		w_rope(w, ikr), w_float(w, rope_cs(IR));
 	else
-		w_null(&w), w_lit(&w, "1.0f");
-	w_int(&w, cn->dim[1]), w_int(&w, kr->ia[1]), w_int(&w, kr->ia[2]);
-	IR ? w_int(&w, IR->ia[1]) : w_lit(&w, "0");
-	IR ? w_int(&w, IR->ia[2]) : w_lit(&w, "0");
-	w_float(&w, cn->fa[0]);
-	Ln ? w_float(&w, Ln->fa[0]) : w_lit(&w, "0.0f");
-	w.L.grid[0] = sz_const(X >= 0 ? 2 : 1);
-	w.L.grid[1] = sz_numel(g, M->in[3], 1);
-	w.L.tmax = f->tmax;
-	char t[256];
-	snprintf(t, sizeof t, "k_mla_kvprep<%s, %s, %s, %s, %s>", A, cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A,
-	         bool_s(kr->ia[3]), bool_s(IR && IR->ia[3]));
-	w_finish(e, &w, t);
+		w_null(w), w_lit(w, "1.0f");
+	if (!in_prep)
+		w_int(w, cn->dim[1]), w_int(w, kr->ia[1]);
+	w_int(w, kr->ia[2]);
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	w_float(w, cn->fa[0]);
+	Ln ? w_float(w, Ln->fa[0]) : w_lit(w, "0.0f");
+	snprintf(targs, tlen, "%s, %s, %s, %s", cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A, bool_s(kr->ia[3]),
+	         bool_s(IR && IR->ia[3]));
 	return 0;
 }
 
-/* MLA query absorb + rotary (and the indexer query's rotary) for small steps: k_mla_qprep. */
-static void emit_fk_mla_q(Em *e, const FuseKernel *f)
+/* k_mla_qprep's arguments; its template arguments after the activation type go to targs. Returns its
+** number of blocks. */
+static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t tlen)
 {
 	Graph *g = e->g;
-	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *cat = &g->node[f->aux[4]], *R = &g->node[f->aux[3]], *q3 = &g->node[f->aux[0]];
 	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
 	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
 	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
 	int64_t NL = tb ? (L + 7) / 8 : (L + 255) / 256, Hi = IR ? IR->ia[0] : 0;
+	w_buf(w, g, f->aux[4], 1, NULL);
+	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
+	w_buf(w, g, f->aux[0], 0, NULL), w_buf(w, g, f->aux[1], 0, NULL);
+	IR ? w_buf(w, g, f->aux[5], 0, NULL) : w_null(w);
+	w_buf(w, g, pos, 0, NULL);
+	w_rope(w, f->aux[3]), w_float(w, rope_cs(R));
+	if (IR)
+		w_rope(w, iq), w_float(w, rope_cs(IR));
+	else
+		w_null(w), w_lit(w, "1.0f");
+	w_size(w, sz_numel(g, pos, 1), 0);
+	w_int(w, H), w_int(w, Dn), w_int(w, Dr), w_int(w, R->ia[2]), w_int(w, L);
+	IR ? w_int(w, Hi) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	return H * NL + Hi;
+}
+
+/* MLA latent (and indexer key) preparation with the cache writes: k_mla_kvprep; when the query's
+** preparation exists too, steps it serves run both as k_mla_prep and larger ones k_mla_kvprep alone. */
+static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const FuseKernel *q = mla_partner(g, f);
+	int pos = g->node[f->m[0]].in[3], jobs = f->m[1] >= 0 ? 2 : 1;
+	char t[512], qa[128], ka[128];
+	Wr w;
+	if (q) {
+		w_start(&w, f->host);
+		int64_t nq = args_mla_q(e, &w, q, qa, sizeof qa);
+		if (args_mla_kv(e, &w, f, 1, ka, sizeof ka, err, len))
+			return -1;
+		w.L.grid[0] = sz_const(nq + jobs);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.tmax = q->tmax;
+		snprintf(t, sizeof t, "k_mla_prep<%s, %s, %s>", A, qa, ka);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, f->host);
+	if (args_mla_kv(e, &w, f, 0, ka, sizeof ka, err, len))
+		return -1;
+	w.L.grid[0] = sz_const(jobs);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.tmin = q ? q->tmax + 1 : 1;
+	w.L.tmax = f->tmax;
+	snprintf(t, sizeof t, "k_mla_kvprep<%s, %s>", A, ka);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA query absorb + rotary (and the indexer query's rotary) for small steps: k_mla_qprep (or, with the
+** latent's preparation, k_mla_prep, which emit_fk_mla_kv writes). */
+static void emit_fk_mla_q(Em *e, const FuseKernel *f)
+{
+	if (mla_partner(e->g, f))
+		return;
+	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256], qa[128];
 	Wr w;
 	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[4], 1, NULL);
-	IR ? w_buf(&w, g, iq, 1, NULL) : w_null(&w);
-	w_buf(&w, g, f->aux[0], 0, NULL), w_buf(&w, g, f->aux[1], 0, NULL);
-	IR ? w_buf(&w, g, f->aux[5], 0, NULL) : w_null(&w);
-	w_buf(&w, g, pos, 0, NULL);
-	w_rope(&w, f->aux[3]), w_float(&w, rope_cs(R));
-	if (IR)
-		w_rope(&w, iq), w_float(&w, rope_cs(IR));
-	else
-		w_null(&w), w_lit(&w, "1.0f");
-	w_size(&w, sz_numel(g, pos, 1), 0);
-	w_int(&w, H), w_int(&w, Dn), w_int(&w, Dr), w_int(&w, R->ia[2]), w_int(&w, L);
-	IR ? w_int(&w, Hi) : w_lit(&w, "0");
-	IR ? w_int(&w, IR->ia[1]) : w_lit(&w, "0");
-	IR ? w_int(&w, IR->ia[2]) : w_lit(&w, "0");
-	w.L.grid[0] = sz_const(H * NL + Hi);
+	int64_t nq = args_mla_q(e, &w, f, qa, sizeof qa);
+	w.L.grid[0] = sz_const(nq);
 	w.L.tmax = f->tmax;
-	char t[256];
-	snprintf(t, sizeof t, "k_mla_qprep<%s, %s, %s, %s, %s>", A, ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]),
-	         bool_s(IR && IR->ia[3]));
+	snprintf(t, sizeof t, "k_mla_qprep<%s, %s>", A, qa);
 	w_finish(e, &w, t);
 }
 
-/* MLA attention with the value absorb for small steps: k_mla_vabsorb (k_mla's arguments, then three). */
+/* The MLA value absorb from the attention's rows straight into the output projection's input: k_mla_vabsorb. */
 static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int id = f->m[0];
-	const Node *n = &g->node[id];
-	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1, wv = f->aux[0];
+	const Node *n = &g->node[f->m[0]];
+	int wv = f->aux[0];
+	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
 	Wr w;
 	w_start(&w, f->host);
-	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-	if (sel >= 0)
-		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
-	else
-		w_null(&w), w_int(&w, 0);
-	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
-	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, wv, 0, NULL), w_int(&w, g->node[wv].dim[1]);
-	w.L.grid[0] = sz_const(n->ia[0]);
-	w.L.grid[1] = sz_numel(g, pos, 1);
-	w.L.block = 128;
+	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, f->m[0], 0, NULL), w_buf(&w, g, wv, 0, NULL);
+	w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
+	w.L.grid[0] = sz_const((Do + 7) / 8);
+	w.L.grid[1] = sz_numel(g, n->in[3], 1);
+	w.L.grid[2] = sz_const(H);
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s>", A, ctype(g, wv));
@@ -864,7 +909,7 @@ static void fk_prepare(Em *e)
 			for (int m = 0; m < 2; m++)
 				if (f->m[m] >= 0)
 					e->kv_fused[f->m[m]] = 1;
-		if (f->kind == FK_MLA_OUT || f->kind == FK_MOE_DOWN)
+		if (f->kind == FK_MOE_DOWN)
 			e->tail_tmin[f->m[0]] = f->tmax + 1;
 		for (int c = 0; c < f->ncover; c++)
 			if (e->own_tmin[f->cover[c]] < f->tmax + 1)

@@ -594,8 +594,39 @@ static void fuse_mla_q(Fz *z, int M)
 	z->fused++;
 }
 
-/* H. MLA output for the decode step: W_UV applied to each head's attention result in the attention
-** kernel itself, written as [T, H, Dv] for the output projection (no permutes, no separate matmul). */
+/* G'. When an MLA node has both preparations, decode steps launch them as one kernel (k_mla_prep): both
+** move to the later of their places, which is still before the attention and the indexer that read them. */
+static void mla_prep_together(Fz *z, int M)
+{
+	Graph *g = z->g;
+	FuseKernel *q = NULL, *kv = NULL;
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].m[0] == M && (g->fk[k].kind == FK_MLA_Q || g->fk[k].kind == FK_MLA_KV))
+			*(g->fk[k].kind == FK_MLA_Q ? &q : &kv) = &g->fk[k];
+	if (!q || !kv)
+		return;
+	/* the latent's split must be the query's: L = kv_lora values, then Dr rotary ones */
+	int64_t Lq = g->node[q->aux[4]].dim[2] - g->node[q->aux[3]].ia[1], Lkv = g->node[kv->aux[1]].dim[1];
+	if (Lq != Lkv || g->node[q->aux[3]].ia[1] != g->node[kv->aux[2]].ia[1]) {
+		REFUSE(z, "query and latent preparation of mla %%%d in one launch: they split the latent differently", M);
+		return;
+	}
+	int h = imax(q->host, kv->host);
+	q->host = kv->host = h;
+	for (int k = 0; k < 2; k++) { /* the dump marks name the new place */
+		const FuseKernel *f = k ? q : kv;
+		for (int c = 0; c < f->ncover; c++)
+			if (f->cover[c] != h && g->node[f->cover[c]].fuse_pattern == FUSE_MLA)
+				g->node[f->cover[c]].fused_into = h;
+	}
+	note(g, "fused: the query and latent preparations of mla %%%d in one decode launch at %%%d", M, h);
+	z->fused++;
+}
+
+/* H. MLA value absorb, any step: W_UV applied to the attention's [T, H, L] rows by one kernel that writes
+** [T, H, Dv] for the output projection (the permutes before and after the matmul are never stored).
+** Kept out of the attention kernel on purpose: there it would stream W_UV from only H blocks (H/tp per
+** GPU), starving a bandwidth-bound matvec of parallelism to save one launch. */
 static void fuse_mla_out(Fz *z, int M)
 {
 	Graph *g = z->g;
@@ -607,8 +638,8 @@ static void fuse_mla_out(Fz *z, int M)
 	if (!R1 || !swap01(p1 >= 0 ? &g->node[p1] : NULL) || !MM || MM->ndim != 3 || !MM->ia[0] ||
 	    !swap01(p2 >= 0 ? &g->node[p2] : NULL) || MM->in[0] != p1)
 		why = "its result does not go through permute(matmul(permute(o), W_UVᵀ))";
-	else if (Mn->ia[2] > 512 || R1->ndim != 3 || R1->dim[1] != Mn->ia[0] || R1->dim[2] != Mn->ia[2])
-		why = "the value rows are not [T, heads, dv <= 512]";
+	else if (R1->ndim != 3 || R1->dim[1] != Mn->ia[0] || R1->dim[2] != Mn->ia[2] || g->node[MM->in[1]].kind != VK_WEIGHT)
+		why = "the value rows are not [T, heads, dv] times a weight";
 	int cov[3] = {p1, mm, p2};
 	if (!why && any_taken(z, cov, 3))
 		why = "a part is fused elsewhere";
@@ -616,12 +647,12 @@ static void fuse_mla_out(Fz *z, int M)
 		REFUSE(z, "value absorb after mla %%%d (%s:%d): %s", M, where(Mn), Mn->line, why);
 		return;
 	}
-	FuseKernel *f = fk_new(g, FK_MLA_OUT, M, GEMV_TMAX);
+	FuseKernel *f = fk_new(g, FK_MLA_OUT, M, ALL_T);
 	f->nm = 1, f->m[0] = M;
 	f->aux[0] = MM->in[1], f->aux[1] = p2;
 	take(z, f, cov, 3, FUSE_MLA);
-	note(g, "fused: mla %%%d + value absorb (matmul %%%d) (%s:%d): the attention block applies W_UV to its head's "
-	     "result (decode steps up to %d tokens)", M, mm, where(Mn), Mn->line, GEMV_TMAX);
+	note(g, "fused: permute %%%d + matmul %%%d + permute %%%d after mla %%%d (%s:%d): the value absorb reads the "
+	     "attention rows and writes the output projection's input in one kernel", p1, mm, p2, M, where(Mn), Mn->line);
 	z->fused++;
 }
 
@@ -788,6 +819,7 @@ int fuse(Graph *g, int enable)
 		else if (op == OP_MLA) {
 			fuse_mla_kv(&z, i);
 			fuse_mla_q(&z, i);
+			mla_prep_together(&z, i);
 			fuse_mla_out(&z, i);
 		} else if (op == OP_MOE_WEIGHTS)
 			fuse_moe_route(&z, i);

@@ -175,7 +175,7 @@ typedef struct {
 	double f;                    /* FLOAT; SCRATCH: bytes per element; BUF: 1 when the kernel writes the buffer */
 } KArg;
 
-#define MAXKARG 32
+#define MAXKARG 48
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
 	const char *kernel;          /* extern "C" name in the source */

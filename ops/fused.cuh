@@ -350,17 +350,17 @@ __device__ void rope_row(A *dst, A *dst2, const A *src, float p, const float *fr
 **                them and k_mla_write copies them;
 **   block x = 1: the indexer key layernorm(ik[t, :Di])·iw + ib, then rotary of its first Ri dims (ILI),
 **                into iko[t] and icache[p] (as k_layernorm, k_rope and k_mla_write).
-** cw, iw, ib may be nullptr (no weight / bias). Di <= 1024. grid (1 or 2, T), block 256.
+** cw, iw, ib may be nullptr (no weight / bias). Di <= 1024. grid (1 or 2, T), block 256 (mla_kv_block is
+** the body for block job, token t, shared with k_mla_prep).
 */
 template <typename A, typename NW, typename IW, bool IL, bool ILI>
-__device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik,
-                             const IW *iw, const IW *ib, const int *pos, const float *freq, float cs, const float *ifreq,
-                             float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps)
+__device__ void mla_kv_block(int job, int t, A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw,
+                             const A *ik, const IW *iw, const IW *ib, const int *pos, const float *freq, float cs,
+                             const float *ifreq, float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps)
 {
 	__shared__ A hv[1024];
-	int t = blockIdx.y;
 	long long p = pos[t];
-	if (blockIdx.x == 0) {
+	if (job == 0) {
 		int Dk = L + Dr;
 		const A *row = kv + (long long)t * Dk;
 		A *lr = latent + (long long)t * Dk, *cr = cache + p * Dk;
@@ -394,6 +394,15 @@ __device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv
 	rope_row<A, ILI>(iko + (long long)t * Di, icache + p * Di, hv, (float)p, ifreq, ics, Di, Ri);
 }
 
+template <typename A, typename NW, typename IW, bool IL, bool ILI>
+__device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik,
+                             const IW *iw, const IW *ib, const int *pos, const float *freq, float cs, const float *ifreq,
+                             float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps)
+{
+	mla_kv_block<A, NW, IW, IL, ILI>(blockIdx.x, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos, freq,
+	                                 cs, ifreq, ics, L, Dr, R, Di, Ri, eps, ieps);
+}
+
 /*
 ** MLA query preparation for the decode step, from the projected query q[T, H, Dn + Dr]:
 **   qabs[t, h, :L]      = q[t, h, :Dn] · W_UK[h]  (wk [H, Dn, L], or [H, L, Dn] when TB), as the matmul
@@ -403,15 +412,16 @@ __device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv
 ** Blocks: NL per head for the absorb (NL = ceil(L/256), one output column per thread; TB: ceil(L/8), one
 ** per warp), the first of them also rotating its head's q_pe; then Hi blocks for the indexer's heads.
 ** Each absorb block stages its head's q_nope rows (8 tokens at a time) in shared memory and reads its
-** W_UK columns once per 8 tokens. Dn <= 512. grid (H·NL + Hi), block 256.
+** W_UK columns once per 8 tokens. Dn <= 512. grid (H·NL + Hi), block 256 (mla_q_block is the body for
+** block b, shared with k_mla_prep).
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI>
-__device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
-                            float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
-                            int Di, int Ri)
+__device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos,
+                            const float *freq, float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr,
+                            int R, int L, int Hi, int Di, int Ri)
 {
 	__shared__ float xs[8 * 512];
-	int NL = TB ? (L + 7) / 8 : (L + 255) / 256, b = blockIdx.x;
+	int NL = TB ? (L + 7) / 8 : (L + 255) / 256;
 	int Dq = Dn + Dr, Do = L + Dr;
 	if (b >= H * NL) {
 		int hi = b - H * NL;
@@ -478,35 +488,60 @@ __device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *i
 	}
 }
 
+template <typename A, typename W, bool TB, bool IL, bool ILI>
+__device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
+                            float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
+                            int Di, int Ri)
+{
+	mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R, L, Hi,
+	                               Di, Ri);
+}
+
 /*
-** MLA attention with the value absorb for the decode step: k_mla (same arguments, same result y), then
-** this block's head result o_h = y[t, h, :Dv] (as stored, in A) goes through W_UV[h] (wv [H, Do, Dv], a
-** linear-layout weight): out[t, h, j] = o_h · wv[h, j, :] for j < Do, as k_matmul_tb stores it. The
-** block's own writes of y are visible to it after the barrier. grid (H, T), block 128.
+** Both MLA preparations in one decode launch: blocks x < NQ = H·NL + Hi of row y = 0 are k_mla_qprep's
+** (rows y > 0 of them have nothing to do), blocks x >= NQ are k_mla_kvprep's job x - NQ for token y.
+** grid (NQ + 1 or 2, T), block 256.
+*/
+template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
+__device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
+                           float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
+                           int Di, int Ri, A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw,
+                           const A *ik, const IW *iw, const IW *ib, const float *kfreq, float kcs, const float *ikfreq,
+                           float ikcs, int KR, int KDi, int KRi, float eps, float ieps)
+{
+	int NQ = H * (TB ? (L + 7) / 8 : (L + 255) / 256) + Hi;
+	if ((int)blockIdx.x < NQ) {
+		if (blockIdx.y == 0)
+			mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R,
+			                               L, Hi, Di, Ri);
+		return;
+	}
+	mla_kv_block<A, NW, IW, KIL, KILI>(blockIdx.x - NQ, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos,
+	                                   kfreq, kcs, ikfreq, ikcs, L, Dr, KR, KDi, KRi, eps, ieps);
+}
+
+/*
+** The MLA value absorb, any step: out[t, h, j] = o[t, h, :Dv] · wv[h, j, :Dv] (wv [H, Do, Dv], a linear-
+** layout weight), reading the attention's [T, H, Dv] rows and writing [T, H, Do] directly, so the two
+** permutes around the matmul are never stored. k_matmul_tb's arithmetic on these strides (one warp per
+** output, lanes striding over Dv, a shuffle sum). grid (ceil(Do/8), T, H), block 256.
 */
 template <typename A, typename W>
-__device__ void k_mla_vabsorb(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel, int H,
-                              int Dk, int Dv, float scale, A *out, const W *wv, int Do)
+__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int H, int Dv, int Do)
 {
-	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale);
-	__shared__ float ol[512];
-	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	__syncthreads();
-	const A *yh = y + ((long long)t * H + h) * Dv;
-	for (int i = threadIdx.x; i < Dv; i += blockDim.x)
-		ol[i] = to_f(yh[i]);
-	__syncthreads();
-	A *oh = out + ((long long)t * H + h) * Do;
-	for (int j = warp; j < Do; j += nw) {
-		const W *wr = wv + ((long long)h * Do + j) * Dv;
-		float s = 0.0f;
+	int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), t = blockIdx.y;
+	long long h = blockIdx.z;
+	if (j >= Do) /* uniform per warp */
+		return;
+	const A *orow = o + ((long long)t * H + h) * Dv;
+	const W *wr = wv + (h * Do + j) * Dv;
+	float s = 0.0f;
 #pragma unroll 4
-		for (int i = lane; i < Dv; i += 32)
-			s += ol[i] * to_f(wr[i]);
-		s = warp_sum(s);
-		if (lane == 0)
-			oh[j] = from_f<A>(s);
-	}
+	for (int i = lane; i < Dv; i += 32)
+		s += to_f(orow[i]) * to_f(wr[i]);
+	s = warp_sum(s);
+	if (lane == 0)
+		out[((long long)t * H + h) * Do + j] = from_f<A>(s);
 }
 
 /* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel: k_moe_route, then
@@ -572,12 +607,29 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 	}
 	float out = to_f(from_f<A>(acc));
 	if (SHARED) {
+		const int VS = 16 / (int)sizeof(WS);
 		const WS *sr = sdown + (long long)c * Fs;
 		const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
 		float s = 0.0f;
-		for (int f = lane; f < Fs; f += 32) {
-			float gv = to_f(gt[f]);
-			s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f]))) * to_f(sr[f]);
+		if (((unsigned long long)sdown & 15) == 0 && Fs % VS == 0) {
+			/* a 16-byte vector of the weight row per lane, the SwiGLU formed element by element */
+			for (int f0 = lane * VS; f0 < Fs; f0 += 32 * VS) {
+				union {
+					uint4 bits;
+					WS e[VS];
+				} wv;
+				wv.bits = __ldg((const uint4 *)(sr + f0));
+#pragma unroll
+				for (int i = 0; i < VS; i++) {
+					float gv = to_f(gt[f0 + i]);
+					s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f0 + i]))) * to_f(wv.e[i]);
+				}
+			}
+		} else {
+			for (int f = lane; f < Fs; f += 32) {
+				float gv = to_f(gt[f]);
+				s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f]))) * to_f(sr[f]);
+			}
 		}
 		s = warp_sum(s);
 		out = to_f(from_f<A>(out + to_f(from_f<A>(s))));

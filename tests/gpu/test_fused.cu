@@ -274,11 +274,21 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename A, typename W>
-__global__ void __launch_bounds__(128) g_mla_vabsorb(A *y, const A *q, const A *cache, const int *pos, const int *sel,
-						      int nsel, int H, int Dk, int Dv, float scale, A *out, const W *wv,
-						      int Do)
+__global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const W *wv, int H, int Dv, int Do)
 {
-	k_mla_vabsorb<A, W>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, out, wv, Do);
+	k_mla_vabsorb<A, W>(out, o, wv, H, Dv, Do);
+}
+
+template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
+__global__ void __launch_bounds__(256)
+	g_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *f, float cs,
+		   const float *fi, float csi, int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri, A *lat,
+		   A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik, const IW *iw, const IW *ib,
+		   const float *kf, float kcs, const float *kfi, float kcsi, int KR, int KDi, int KRi, float eps, float ieps)
+{
+	k_mla_prep<A, W, TB, IL, ILI, NW, IW, KIL, KILI>(qabs, iqo, q, wk, iq, pos, f, cs, fi, csi, T, H, Dn, Dr, R, L, Hi,
+							 Di, Ri, lat, cache, iko, icache, kv, cw, ik, iw, ib, kf, kcs,
+							 kfi, kcsi, KR, KDi, KRi, eps, ieps);
 }
 
 template <typename A, typename B_>
@@ -521,161 +531,225 @@ static std::vector<float> cols(const std::vector<float> &x, int R, int C, int c0
 	return y;
 }
 
-/* The latent rows [rmsnorm(kv[:, :L]), rope(kv[:, L:])] and the indexer key rope(layernorm(ik)), with the
-** cache rows at pos (bit-identical to the rows stored). */
-template <typename A, typename NW, bool IL, bool IDX>
-static void test_mla_kvprep(int T, int L, int Dr, int R, int Di, int Ri)
-{
-	int S = T + 7, Dk = L + Dr;
-	std::vector<A> kv = to_type<A>(rnd((size_t)T * Dk, -2.0f, 2.0f)), ik = to_type<A>(rnd((size_t)T * Di, -2.0f, 2.0f));
-	std::vector<NW> cw = to_type<NW>(rnd(L, 0.5f, 1.5f)), iw = to_type<NW>(rnd(Di, 0.5f, 1.5f)), ib = to_type<NW>(rnd(Di));
-	std::vector<int> pos(T);
-	for (int t = 0; t < T; t++)
-		pos[t] = 3 + t;
-	RefRope rr = {}, ri = {};
-	rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
-	ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = !IL, ri.theta = 50000.0;
-	float cs, csi = 1.0f;
-	float *dfr = rope_table(rr, &cs), *dfi = IDX ? rope_table(ri, &csi) : nullptr;
-	std::vector<float> kvf = to_float(kv), c = cols(kvf, T, Dk, 0, L), kp = cols(kvf, T, Dk, L, Dr);
-	std::vector<float> cn(c.size()), kr(kp.size()), wl((size_t)T * Dk), cwf = to_float(cw);
-	ref_rmsnorm(cn.data(), c.data(), cwf.data(), T, L, 1e-6f);
-	cn = through<A>(cn);
-	ref_rope(kr.data(), kp.data(), pos.data(), T, 1, &rr);
-	kr = through<A>(kr);
-	for (int t = 0; t < T; t++) {
-		memcpy(&wl[(size_t)t * Dk], &cn[(size_t)t * L], sizeof(float) * L);
-		memcpy(&wl[(size_t)t * Dk + L], &kr[(size_t)t * Dr], sizeof(float) * Dr);
+/*
+** MLA latent preparation: inputs and references. The latent rows [rmsnorm(kv[:, :L]), rope(kv[:, L:])]
+** and the indexer key rope(layernorm(ik)) (when Di > 0), each rounded to A where the nodes store it.
+*/
+template <typename A, typename NW> struct KvCase {
+	int T, L, Dr, R, Di, Ri, S;
+	bool il;
+	std::vector<int> pos;
+	std::vector<A> kv, ik;
+	std::vector<NW> cw, iw, ib;
+	RefRope rr, ri;
+	std::vector<float> latent, key; /* the references */
+
+	KvCase(int T_, int L_, int Dr_, int R_, int Di_, int Ri_, bool il_, const std::vector<int> &pos_)
+		: T(T_), L(L_), Dr(Dr_), R(R_), Di(Di_), Ri(Ri_), S(pos_.back() + 5), il(il_), pos(pos_)
+	{
+		int Dk = L + Dr;
+		kv = to_type<A>(rnd((size_t)T * Dk, -2.0f, 2.0f)), ik = to_type<A>(rnd((size_t)T * Di, -2.0f, 2.0f));
+		cw = to_type<NW>(rnd(L, 0.5f, 1.5f)), iw = to_type<NW>(rnd(Di, 0.5f, 1.5f)), ib = to_type<NW>(rnd(Di));
+		rr = {}, ri = {};
+		rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = il, rr.theta = 10000.0;
+		ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = !il, ri.theta = 50000.0;
+		std::vector<float> kvf = to_float(kv), c = cols(kvf, T, Dk, 0, L), kp = cols(kvf, T, Dk, L, Dr);
+		std::vector<float> cn(c.size()), kr(kp.size()), cwf = to_float(cw);
+		ref_rmsnorm(cn.data(), c.data(), cwf.data(), T, L, 1e-6f);
+		cn = through<A>(cn);
+		ref_rope(kr.data(), kp.data(), pos.data(), T, 1, &rr);
+		kr = through<A>(kr);
+		latent.resize((size_t)T * Dk);
+		for (int t = 0; t < T; t++) {
+			memcpy(&latent[(size_t)t * Dk], &cn[(size_t)t * L], sizeof(float) * L);
+			memcpy(&latent[(size_t)t * Dk + L], &kr[(size_t)t * Dr], sizeof(float) * Dr);
+		}
+		if (Di) {
+			std::vector<float> ikf = to_float(ik), iwf = to_float(iw), ibf = to_float(ib), kn(ikf.size());
+			key.resize(ikf.size());
+			ref_layernorm(kn.data(), ikf.data(), iwf.data(), ibf.data(), T, Di, 1e-6f);
+			kn = through<A>(kn);
+			ref_rope(key.data(), kn.data(), pos.data(), T, 1, &ri);
+			key = through<A>(key);
+		}
 	}
-	std::vector<float> ikf = to_float(ik), iwf = to_float(iw), ibf = to_float(ib), kn(ikf.size()), wk(ikf.size());
-	if (IDX) {
-		ref_layernorm(kn.data(), ikf.data(), iwf.data(), ibf.data(), T, Di, 1e-6f);
-		kn = through<A>(kn);
-		ref_rope(wk.data(), kn.data(), pos.data(), T, 1, &ri);
-		wk = through<A>(wk);
+	std::string name() const
+	{
+		return fmt("T=%d L=%d Dr=%d R=%d%s", T, L, Dr, R, Di ? fmt(" indexer Di=%d Ri=%d", Di, Ri).c_str() : "");
 	}
-	A *dl = poisoned<A>(wl.size()), *dc = poisoned<A>((size_t)S * Dk), *dk = poisoned<A>(wk.size());
-	A *dic = poisoned<A>((size_t)S * Di);
-	g_mla_kvprep<A, NW, NW, IL, !IL><<<dim3(IDX ? 2 : 1, T), 256>>>(
-		dl, dc, IDX ? dk : nullptr, IDX ? dic : nullptr, upload(kv), upload(cw), IDX ? upload(ik) : nullptr,
-		IDX ? upload(iw) : nullptr, IDX ? upload(ib) : nullptr, upload(pos), dfr, cs, IDX ? dfi : nullptr, csi, L, Dr,
-		R, IDX ? Di : 0, IDX ? Ri : 0, 1e-6f, 1e-6f);
-	CK_LAUNCH();
-	std::string nm = fmt("mla_kvprep A=%s T=%d L=%d Dr=%d R=%d%s", tname<A>(), T, L, Dr, R,
-			     IDX ? fmt(" indexer Di=%d Ri=%d", Di, Ri).c_str() : "");
-	std::vector<A> lat = download(dl, wl.size()), cache = download(dc, (size_t)S * Dk);
-	check_close(nm + " latent", to_float(lat), wl, tol<A>());
-	bool same = true;
-	for (int t = 0; t < T; t++)
-		same &= !memcmp(&cache[(size_t)pos[t] * Dk], &lat[(size_t)t * Dk], sizeof(A) * Dk);
-	same &= isnan(h_to_f(cache[0]));
-	check(same, nm + " latent cache rows", "a cache row differs from the stored latent (or row 0 was written)");
-	if (IDX) {
-		std::vector<A> key = download(dk, wk.size()), ic = download(dic, (size_t)S * Di);
-		check_close(nm + " indexer key", to_float(key), wk, tol<A>());
+	/* the outputs against the references, cache rows bit for bit against the rows stored */
+	void check_out(const std::string &nm, A *dl, A *dc, A *dk, A *dic) const
+	{
+		int Dk = L + Dr;
+		std::vector<A> lat = download(dl, latent.size()), cache = download(dc, (size_t)S * Dk);
+		check_close(nm + " latent", to_float(lat), latent, tol<A>());
+		bool same = isnan(h_to_f(cache[0]));
+		for (int t = 0; t < T; t++)
+			same &= !memcmp(&cache[(size_t)pos[t] * Dk], &lat[(size_t)t * Dk], sizeof(A) * Dk);
+		check(same, nm + " latent cache rows", "a cache row differs from the stored latent (or row 0 was written)");
+		if (!Di)
+			return;
+		std::vector<A> k = download(dk, key.size()), ic = download(dic, (size_t)S * Di);
+		check_close(nm + " indexer key", to_float(k), key, tol<A>());
 		bool ks = true;
 		for (int t = 0; t < T; t++)
-			ks &= !memcmp(&ic[(size_t)pos[t] * Di], &key[(size_t)t * Di], sizeof(A) * Di);
+			ks &= !memcmp(&ic[(size_t)pos[t] * Di], &k[(size_t)t * Di], sizeof(A) * Di);
 		check(ks, nm + " indexer key cache rows", "a cache row differs from the stored key");
 	}
+};
+
+/*
+** MLA query preparation: inputs and references. qabs[t, h] = [q_nope·W_UK[h], rope(q_pe)] (W_UK [H, Dn, L],
+** or [H, L, Dn] when tb) and the indexer query's rope (when Hi > 0), rounded to A where stored.
+*/
+template <typename A, typename W> struct QCase {
+	int T, H, Dn, Dr, R, L, Hi, Di, Ri;
+	bool tb, il;
+	std::vector<int> pos;
+	std::vector<A> q, iq;
+	std::vector<W> wk;
+	RefRope rr, ri;
+	std::vector<float> qabs, iqo;
+
+	QCase(int T_, int H_, int Dn_, int Dr_, int R_, int L_, int Hi_, int Di_, int Ri_, bool tb_, bool il_,
+	      const std::vector<int> &pos_)
+		: T(T_), H(H_), Dn(Dn_), Dr(Dr_), R(R_), L(L_), Hi(Hi_), Di(Di_), Ri(Ri_), tb(tb_), il(il_), pos(pos_)
+	{
+		int Dq = Dn + Dr, Do = L + Dr;
+		q = to_type<A>(rnd((size_t)T * H * Dq)), iq = to_type<A>(rnd((size_t)T * Hi * Di));
+		wk = to_type<W>(rnd((size_t)H * Dn * L));
+		rr = {}, ri = {};
+		rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = il, rr.theta = 10000.0;
+		ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = il, ri.theta = 10000.0;
+		std::vector<float> qf = to_float(q), wf = to_float(wk);
+		qabs.resize((size_t)T * H * Do);
+		for (int h = 0; h < H; h++) {
+			std::vector<float> qn((size_t)T * Dn), qp((size_t)T * Dr), ql((size_t)T * L), qr((size_t)T * Dr);
+			for (int t = 0; t < T; t++) {
+				memcpy(&qn[(size_t)t * Dn], &qf[((size_t)t * H + h) * Dq], sizeof(float) * Dn);
+				memcpy(&qp[(size_t)t * Dr], &qf[((size_t)t * H + h) * Dq + Dn], sizeof(float) * Dr);
+			}
+			if (tb)
+				ref_matmul_tb(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
+			else
+				ref_matmul(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
+			ref_rope(qr.data(), qp.data(), pos.data(), T, 1, &rr);
+			ql = through<A>(ql), qr = through<A>(qr);
+			for (int t = 0; t < T; t++) {
+				memcpy(&qabs[((size_t)t * H + h) * Do], &ql[(size_t)t * L], sizeof(float) * L);
+				memcpy(&qabs[((size_t)t * H + h) * Do + L], &qr[(size_t)t * Dr], sizeof(float) * Dr);
+			}
+		}
+		if (Hi) {
+			std::vector<float> iqf = to_float(iq);
+			iqo.resize(iqf.size());
+			ref_rope(iqo.data(), iqf.data(), pos.data(), T, Hi, &ri);
+			iqo = through<A>(iqo);
+		}
+	}
+	int blocks() const
+	{
+		return H * (tb ? (L + 7) / 8 : (L + 255) / 256) + Hi;
+	}
+	std::string name() const
+	{
+		return fmt("W=%s%s T=%d H=%d Dn=%d Dr=%d R=%d L=%d Hi=%d", tname<W>(), tb ? " (W_UK transposed)" : "", T, H,
+			   Dn, Dr, R, L, Hi);
+	}
+	void check_out(const std::string &nm, A *dq, A *di) const
+	{
+		check_close(nm + " query", to_float(download(dq, qabs.size())), qabs, tol<A>());
+		if (Hi)
+			check_close(nm + " indexer query", to_float(download(di, iqo.size())), iqo, tol<A>());
+	}
+};
+
+static std::vector<int> positions(int T, int p0, int stride)
+{
+	std::vector<int> pos(T);
+	for (int t = 0; t < T; t++)
+		pos[t] = p0 + stride * t;
+	return pos;
+}
+
+template <typename A, typename NW, bool IL, bool IDX> static void test_mla_kvprep(int T, int L, int Dr, int R, int Di, int Ri)
+{
+	KvCase<A, NW> c(T, L, Dr, R, IDX ? Di : 0, IDX ? Ri : 0, IL, positions(T, 3, 1));
+	float cs, csi = 1.0f;
+	float *dfr = rope_table(c.rr, &cs), *dfi = IDX ? rope_table(c.ri, &csi) : nullptr;
+	int Dk = L + Dr;
+	A *dl = poisoned<A>(c.latent.size()), *dc = poisoned<A>((size_t)c.S * Dk), *dk = poisoned<A>(c.key.size());
+	A *dic = poisoned<A>((size_t)c.S * (IDX ? Di : 1));
+	g_mla_kvprep<A, NW, NW, IL, !IL><<<dim3(IDX ? 2 : 1, T), 256>>>(
+		dl, dc, IDX ? dk : nullptr, IDX ? dic : nullptr, upload(c.kv), upload(c.cw), IDX ? upload(c.ik) : nullptr,
+		IDX ? upload(c.iw) : nullptr, IDX ? upload(c.ib) : nullptr, upload(c.pos), dfr, cs, dfi, csi, L, Dr, R,
+		IDX ? Di : 0, IDX ? Ri : 0, 1e-6f, 1e-6f);
+	CK_LAUNCH();
+	c.check_out(fmt("mla_kvprep A=%s ", tname<A>()) + c.name(), dl, dc, dk, dic);
 	free_all();
 }
 
-/* The absorbed query [q_nope·W_UK, rope(q_pe)] per head and the indexer query's rope. */
 template <typename A, typename W, bool TB, bool IL>
 static void test_mla_qprep(int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri)
 {
-	int Dq = Dn + Dr, Do = L + Dr;
-	std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dq)), iq = to_type<A>(rnd((size_t)T * Hi * Di));
-	std::vector<W> wk = to_type<W>(rnd((size_t)H * Dn * L));
-	std::vector<int> pos(T);
-	for (int t = 0; t < T; t++)
-		pos[t] = 11 + 2 * t;
-	RefRope rr = {}, ri = {};
-	rr.head_dim = Dr, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
-	ri.head_dim = Di, ri.rot_dim = Ri, ri.interleaved = IL, ri.theta = 10000.0;
+	QCase<A, W> c(T, H, Dn, Dr, R, L, Hi, Di, Ri, TB, IL, positions(T, 11, 2));
 	float cs, csi = 1.0f;
-	float *dfr = rope_table(rr, &cs), *dfi = Hi ? rope_table(ri, &csi) : nullptr;
-	std::vector<float> qf = to_float(q), wf = to_float(wk), want((size_t)T * H * Do);
-	for (int h = 0; h < H; h++) {
-		std::vector<float> qn((size_t)T * Dn), qp((size_t)T * Dr), ql((size_t)T * L), qr((size_t)T * Dr);
-		for (int t = 0; t < T; t++) {
-			memcpy(&qn[(size_t)t * Dn], &qf[((size_t)t * H + h) * Dq], sizeof(float) * Dn);
-			memcpy(&qp[(size_t)t * Dr], &qf[((size_t)t * H + h) * Dq + Dn], sizeof(float) * Dr);
-		}
-		if (TB)
-			ref_matmul_tb(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
-		else
-			ref_matmul(ql.data(), qn.data(), wf.data() + (size_t)h * Dn * L, 1, T, Dn, L);
-		ref_rope(qr.data(), qp.data(), pos.data(), T, 1, &rr);
-		ql = through<A>(ql), qr = through<A>(qr);
-		for (int t = 0; t < T; t++) {
-			memcpy(&want[((size_t)t * H + h) * Do], &ql[(size_t)t * L], sizeof(float) * L);
-			memcpy(&want[((size_t)t * H + h) * Do + L], &qr[(size_t)t * Dr], sizeof(float) * Dr);
-		}
-	}
-	std::vector<float> iqf = to_float(iq), iwant(iqf.size());
-	if (Hi) {
-		ref_rope(iwant.data(), iqf.data(), pos.data(), T, Hi, &ri);
-		iwant = through<A>(iwant);
-	}
-	int NL = TB ? (L + 7) / 8 : (L + 255) / 256;
-	A *dq = poisoned<A>(want.size()), *di = poisoned<A>(iwant.size());
-	g_mla_qprep<A, W, TB, IL, IL><<<H * NL + Hi, 256>>>(dq, Hi ? di : nullptr, upload(q), upload(wk),
-							   Hi ? upload(iq) : nullptr, upload(pos), dfr, cs, dfi, csi, T, H,
-							   Dn, Dr, R, L, Hi, Di, Ri);
+	float *dfr = rope_table(c.rr, &cs), *dfi = Hi ? rope_table(c.ri, &csi) : nullptr;
+	A *dq = poisoned<A>(c.qabs.size()), *di = poisoned<A>(c.iqo.size());
+	g_mla_qprep<A, W, TB, IL, IL><<<c.blocks(), 256>>>(dq, Hi ? di : nullptr, upload(c.q), upload(c.wk),
+							  Hi ? upload(c.iq) : nullptr, upload(c.pos), dfr, cs, dfi, csi, T, H,
+							  Dn, Dr, R, L, Hi, Di, Ri);
 	CK_LAUNCH();
-	std::string nm = fmt("mla_qprep A=%s W=%s%s T=%d H=%d Dn=%d Dr=%d R=%d L=%d Hi=%d", tname<A>(), tname<W>(),
-			     TB ? " (W_UK transposed)" : "", T, H, Dn, Dr, R, L, Hi);
-	check_close(nm + " query", to_float(download(dq, want.size())), want, tol<A>());
-	if (Hi)
-		check_close(nm + " indexer query", to_float(download(di, iwant.size())), iwant, tol<A>());
+	c.check_out(fmt("mla_qprep A=%s ", tname<A>()) + c.name(), dq, di);
 	free_all();
 }
 
-/* MLA attention (optionally over a selection) with W_UV applied per head in the same kernel. */
-template <typename A, typename W> static void test_mla_vabsorb(int T, int H, int Dk, int Dv, int Do, int nsel)
+/* Both preparations in one launch (k_mla_prep), as glmc emits them for decode steps. */
+template <typename A, typename W, bool TB, typename NW, bool IL, bool IDX>
+static void test_mla_prep(int T, int H, int Dn, int Dr, int L, int Hi, int Di, int Ri)
 {
-	int S = 40 + T, p0 = 30;
-	float scale = 0.07f;
-	std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dk)), cache = to_type<A>(rnd((size_t)S * Dk));
+	std::vector<int> pos = positions(T, 5, 1);
+	QCase<A, W> q(T, H, Dn, Dr, Dr, L, IDX ? Hi : 0, Di, Ri, TB, IL, pos);
+	KvCase<A, NW> k(T, L, Dr, Dr, IDX ? Di : 0, Ri, IL, pos);
+	float cs, csi = 1.0f, kcs, kcsi = 1.0f;
+	float *dfr = rope_table(q.rr, &cs), *dfi = IDX ? rope_table(q.ri, &csi) : nullptr;
+	float *kfr = rope_table(k.rr, &kcs), *kfi = IDX ? rope_table(k.ri, &kcsi) : nullptr;
+	int Dk = L + Dr;
+	A *dq = poisoned<A>(q.qabs.size()), *di = poisoned<A>(q.iqo.size());
+	A *dl = poisoned<A>(k.latent.size()), *dc = poisoned<A>((size_t)k.S * Dk), *dk = poisoned<A>(k.key.size());
+	A *dic = poisoned<A>((size_t)k.S * (IDX ? Di : 1));
+	g_mla_prep<A, W, TB, IL, IL, NW, NW, IL, !IL><<<dim3(q.blocks() + (IDX ? 2 : 1), T), 256>>>(
+		dq, IDX ? di : nullptr, upload(q.q), upload(q.wk), IDX ? upload(q.iq) : nullptr, upload(pos), dfr, cs, dfi,
+		csi, T, H, Dn, Dr, Dr, L, IDX ? Hi : 0, Di, Ri, dl, dc, IDX ? dk : nullptr, IDX ? dic : nullptr, upload(k.kv),
+		upload(k.cw), IDX ? upload(k.ik) : nullptr, IDX ? upload(k.iw) : nullptr, IDX ? upload(k.ib) : nullptr, kfr,
+		kcs, kfi, kcsi, Dr, IDX ? Di : 0, Ri, 1e-6f, 1e-6f);
+	CK_LAUNCH();
+	std::string nm = fmt("mla_prep A=%s ", tname<A>());
+	q.check_out(nm + q.name(), dq, di);
+	k.check_out(nm + k.name(), dl, dc, dk, dic);
+	free_all();
+}
+
+/* The value absorb from the attention's [T, H, Dv] rows to [T, H, Do], against ref_matmul_tb per head. */
+template <typename A, typename W> static void test_mla_vabsorb(int T, int H, int Dv, int Do)
+{
+	std::vector<A> o = to_type<A>(rnd((size_t)T * H * Dv));
 	std::vector<W> wv = to_type<W>(rnd((size_t)H * Do * Dv));
-	std::vector<int> pos(T), sel;
-	for (int t = 0; t < T; t++)
-		pos[t] = p0 + t;
-	for (int t = 0; t < T && nsel; t++) {
-		std::vector<int> cand;
-		for (int s = 0; s <= pos[t]; s++)
-			cand.push_back(s);
-		shuffle(cand);
-		for (int j = 0; j < nsel; j++)
-			sel.push_back(j < nsel - 1 ? cand[j] : -1);
-	}
-	/* ref_mla writes kv into the cache at pos: give it the rows the cache already holds there */
-	std::vector<float> cf = to_float(cache), kv((size_t)T * Dk), ol((size_t)T * H * Dv), qf = to_float(q);
-	for (int t = 0; t < T; t++)
-		memcpy(&kv[(size_t)t * Dk], &cf[(size_t)pos[t] * Dk], sizeof(float) * Dk);
-	ref_mla(ol.data(), qf.data(), kv.data(), cf.data(), pos.data(), nsel ? sel.data() : NULL, nsel, T, H, Dk, Dv, S,
-		scale);
-	ol = through<A>(ol);
-	std::vector<float> wf = to_float(wv), out((size_t)T * H * Do);
+	std::vector<float> of = to_float(o), wf = to_float(wv), out((size_t)T * H * Do);
 	for (int h = 0; h < H; h++) {
 		std::vector<float> oh((size_t)T * Dv), r((size_t)T * Do);
 		for (int t = 0; t < T; t++)
-			memcpy(&oh[(size_t)t * Dv], &ol[((size_t)t * H + h) * Dv], sizeof(float) * Dv);
+			memcpy(&oh[(size_t)t * Dv], &of[((size_t)t * H + h) * Dv], sizeof(float) * Dv);
 		ref_matmul_tb(r.data(), oh.data(), wf.data() + (size_t)h * Do * Dv, 1, T, Dv, Do);
 		for (int t = 0; t < T; t++)
 			memcpy(&out[((size_t)t * H + h) * Do], &r[(size_t)t * Do], sizeof(float) * Do);
 	}
 	out = through<A>(out);
-	A *dy = poisoned<A>(ol.size()), *dout = poisoned<A>(out.size());
-	g_mla_vabsorb<A, W><<<dim3(H, T), 128>>>(dy, upload(q), upload(cache), upload(pos), nsel ? upload(sel) : nullptr,
-						 nsel, H, Dk, Dv, scale, dout, upload(wv), Do);
+	A *dout = poisoned<A>(out.size());
+	g_mla_vabsorb<A, W><<<dim3(blocks(Do, 8), T, H), 256>>>(dout, upload(o), upload(wv), H, Dv, Do);
 	CK_LAUNCH();
-	std::string nm = fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dk=%d Dv=%d Do=%d%s", tname<A>(), tname<W>(), T, H, Dk, Dv,
-			     Do, nsel ? fmt(" sel of %d", nsel).c_str() : "");
-	check_close(nm + " attention", to_float(download(dy, ol.size())), ol, tol<A>());
-	check_close(nm + " absorbed", to_float(download(dout, out.size())), out, tol<A>());
+	check_close(fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dv=%d Do=%d", tname<A>(), tname<W>(), T, H, Dv, Do),
+		    to_float(download(dout, out.size())), out, tol<A>());
 	free_all();
 }
 
@@ -762,9 +836,12 @@ template <typename A> static void mla_moe_suite()
 		test_mla_qprep<A, f16, true, true>(T, 3, 192, 64, 64, 512, 0, 0, 0);    /* GGUF's transposed W_UK */
 		test_mla_qprep<A, float, false, false>(T, 2, 16, 8, 8, 300, 2, 72, 40); /* L past one column block */
 		test_mla_qprep<A, float, true, false>(T, 2, 40, 8, 6, 37, 1, 16, 16);
-		test_mla_vabsorb<A, bf16>(T, 4, 576, 512, 256, 0);
-		test_mla_vabsorb<A, float>(T, 3, 576, 512, 256, 9);
-		test_mla_vabsorb<A, f16>(T, 2, 72, 40, 24, 0);
+		test_mla_prep<A, bf16, false, float, true, true>(T, 4, 192, 64, 512, 3, 128, 64); /* GLM-5's shapes */
+		test_mla_prep<A, f16, true, bf16, false, false>(T, 2, 16, 8, 32, 0, 0, 0);      /* the fixtures', GGUF */
+		test_mla_vabsorb<A, bf16>(T, 4, 512, 256);
+		test_mla_vabsorb<A, float>(T, 3, 512, 256);
+		test_mla_vabsorb<A, f16>(T, 2, 40, 24);
+		test_mla_vabsorb<A, float>(T, 2, 70, 13); /* odd widths */
 		test_moe_route_weights<A>(T, 256, 8, 8, 4, 1, 1);
 		test_moe_route_weights<A>(T, 8, 2, 1, 1, 0, 0);
 		test_moe_down_fused<A, bf16, true, true>(T, 256, 96, 8, 2, 128);
