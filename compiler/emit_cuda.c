@@ -25,6 +25,10 @@ typedef struct {
 	int nl, lcap;
 	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
 	int *wq;                     /* per node: the ggml type a weight stays in on the GPU (quant.cuh), or -1 */
+	int *add_of;                 /* per rmsnorm: the add whose kernel computes it, or -1 */
+	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
+	int *tail_tmin;              /* per moe_ffn: its last kernel runs for steps of at least this many */
+	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -129,13 +133,20 @@ static void w_buf(Wr *w, const Graph *g, int node, int out, const char *type)
 	cat(w->formal, sizeof w->formal, "%s%s *a%d", out ? "" : "const ", type ? type : ctype(g, node), w->L.narg);
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "a%d", w->L.narg);
-	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}};
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}, .f = out ? 1 : 0};
 }
 
 static void w_null(Wr *w)
 {
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "nullptr");
+}
+
+/* A constant in the template call that is not a launch argument (an absent member's extent, a unit scale). */
+static void w_lit(Wr *w, const char *lit)
+{
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "%s", lit);
 }
 
 static void w_size(Wr *w, Size s, int wide)
@@ -326,10 +337,11 @@ static const char *bool_s(int b) { return b ? "true" : "false"; }
 */
 
 /* The block size of a type the quant.cuh kernels read, or 0. */
-static int q_blck(int qtype)
+int cuda_qblock(int qtype)
 {
 	return qtype == 8 ? 32 : qtype >= 12 && qtype <= 14 ? 256 : 0;
 }
+#define q_blck cuda_qblock
 
 /* Whether input k of node c may read weight w as blocks, given the candidate types cand[]. */
 static int q_use_ok(const Graph *g, int c, int k, const int *cand)
@@ -589,8 +601,8 @@ static void emit_qhelpers(Em *e)
 		        "n, seed, cols, vec, part, inner, tp, rank); }\n", ft[i][0], ft[i][1], ft[i][1]);
 }
 
-/* The launches of one node. */
-static int emit_node(Em *e, int id, char *err, size_t len)
+/* The launches of one node's own kernels. */
+static int emit_own(Em *e, int id, char *err, size_t len)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
@@ -598,8 +610,25 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	if (n->fuse_pattern == FUSE_ADD_NORM && n->fused_into >= 0)
-		return 0; /* computed by its add's kernel */
+	if (e->add_of[id] >= 0) {
+		/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
+		** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
+		int tm = e->own_tmin[e->add_of[id]];
+		if (tm <= 1)
+			return 0;
+		int hw = n->nin > 1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+		if (hw)
+			w_buf(&w, g, n->in[1], 0, NULL);
+		else
+			w_null(&w);
+		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+		w.L.grid[0] = sz_rows(g, id);
+		w.L.tmax = tm - 1;
+		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+		w_finish(e, &w, t);
+		return 0;
+	}
 	if (n->op == OP_ADD && e->norm_of[id] >= 0) {
 		/* Pattern A: the residual sum and its RMSNorm in one pass. */
 		const Node *nm = &g->node[e->norm_of[id]];
@@ -647,20 +676,6 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 				w_null(&w);
 			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-			const Node *xs = &g->node[x];
-			int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
-			if (variant == 0 && swiglu && tmax_gemv >= 1) {
-				/* Pattern B: the GEMV forms silu(g)·u from the SwiGLU's operands as it stages x. */
-				w_start(&w, id);
-				w_buf(&w, g, id, 1, NULL), w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
-				w_buf(&w, g, wt, 0, NULL);
-				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-				w.L.tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				w.L.grid[0] = sz_const((N + 7) / 8);
-				snprintf(t, sizeof t, "k_linear_gemv_swiglu<%s, %s>", A, ctype(g, wt));
-				w_finish(e, &w, t);
-				continue;
-			}
 			if (variant == 0) {
 				if (tmax_gemv < 1)
 					continue;
@@ -694,11 +709,13 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MLA: {
 		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-		w_seq(&w, g, cache);
-		w.L.grid[0] = sz_numel(g, pos, 1);
-		snprintf(t, sizeof t, "k_mla_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
+			w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+			w_seq(&w, g, cache);
+			w.L.grid[0] = sz_numel(g, pos, 1);
+			snprintf(t, sizeof t, "k_mla_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 		if (sel >= 0)
@@ -717,11 +734,13 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	case OP_INDEXER: {
 		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
 		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
-		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-		w_seq(&w, g, kc);
-		w.L.grid[0] = T;
-		snprintf(t, sizeof t, "k_mla_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
+			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+			w_seq(&w, g, kc);
+			w.L.grid[0] = T;
+			snprintf(t, sizeof t, "k_mla_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
 		w_scratch(&w, T, S, "float", 4);
 		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -779,6 +798,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
 		w_finish(e, &w, t);
 		w_start(&w, id);
+		w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
 		w_buf(&w, g, id, 1, NULL);
 		w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
 		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
@@ -810,12 +830,6 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
 		w_size(&w, sz_numel(g, id, 1), 1);
 		w.L.grid[0] = sz_numel(g, id, 256);
-		if (n->fuse_pattern == FUSE_SWIGLU_GEMV && n->fused_into >= 0) {
-			/* Only prefill needs the product in memory; decode forms it inside the down projection. */
-			int64_t rpt = rows_per_token(n);
-			if (8 / rpt >= 1)
-				w.L.tmin = (int)(8 / rpt) + 1;
-		}
 		snprintf(t, sizeof t, "k_swiglu<%s>", A);
 		w_finish(e, &w, t);
 		return 0;
@@ -870,12 +884,14 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	case OP_ATTENTION: {
 		int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
 		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
-		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
-		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
-		w_seq(&w, g, kc);
-		w.L.grid[0] = sz_numel(g, pos, 1);
-		snprintf(t, sizeof t, "k_kv_write<%s>", A);
-		w_finish(e, &w, t);
+		if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
+			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+			w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+			w_seq(&w, g, kc);
+			w.L.grid[0] = sz_numel(g, pos, 1);
+			snprintf(t, sizeof t, "k_kv_write<%s>", A);
+			w_finish(e, &w, t);
+		}
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
@@ -958,6 +974,378 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	}
 }
 
+/*
+** Fused kernels (compiler/fuse.c's g->fk): each launched where its host node's kernels are, for steps of
+** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
+*/
+
+/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused. */
+static void emit_fk_gemv(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1, epi = 0;
+	if (f->pro == GP_RMSNORM)
+		src = g->node[x].in[0], nw = g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	else if (f->pro == GP_SWIGLU)
+		src = g->node[x].in[0], up = g->node[x].in[1];
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
+	Wr w;
+	w_start(&w, f->host);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm ? w_buf(&w, g, f->out[m], 1, NULL) : w_null(&w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm ? w_buf(&w, g, g->node[f->m[m]].in[1], 0, NULL) : w_null(&w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm && g->node[f->m[m]].nin > 2 ? w_buf(&w, g, g->node[f->m[m]].in[2], 0, NULL) : w_null(&w);
+	w_buf(&w, g, src, 0, NULL);
+	up >= 0 ? w_buf(&w, g, up, 0, NULL) : w_null(&w);
+	nw >= 0 ? w_buf(&w, g, nw, 0, NULL) : w_null(&w);
+	f->store ? w_buf(&w, g, x, 1, NULL) : w_null(&w);
+	f->res >= 0 ? w_buf(&w, g, f->res, 0, NULL) : w_null(&w);
+	w_size(&w, sz_numel(g, src, K), 0), w_int(&w, K);
+	for (int m = 0; m < FK_MAXM; m++) {
+		if (m < f->nm) {
+			int64_t N = g->node[g->node[f->m[m]].in[1]].dim[0];
+			w_int(&w, N);
+			Ntot += N;
+		} else
+			w_lit(&w, "0");
+	}
+	f->pro == GP_RMSNORM ? w_float(&w, g->node[x].fa[0]) : w_lit(&w, "0.0f");
+	for (int m = 0; m < FK_MAXM; m++) {
+		int s = m < f->nm && f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE ? f->out[m] : -1;
+		if (s >= 0) {
+			w_float(&w, g->node[s].fa[0]);
+			epi |= 1 << m;
+		} else
+			w_lit(&w, "1.0f");
+	}
+	if (f->res >= 0)
+		epi |= 16;
+	w.L.tmax = f->tmax;
+	w.L.grid[0] = sz_const((Ntot + 7) / 8);
+	char t[256];
+	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
+	         nw >= 0 ? ctype(g, nw) : A, f->pro, bool_s(nw >= 0), epi);
+	w_finish(e, &w, t);
+}
+
+/* Rotary (after per-head norms) of q and k with the cache writes: ops/fused.cuh's k_rope_qk_kv. */
+static void emit_fk_rope(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]];
+	int nq = f->norm[0], nk = f->norm[1], norm = nq >= 0;
+	int hw = norm && g->node[nq].nin > 1 && g->node[nk].nin > 1;
+	int src_q = norm ? g->node[nq].in[0] : rq->in[0], src_k = norm ? g->node[nk].in[0] : g->node[f->m[1]].in[0];
+	int64_t H = at->ia[0], G = at->ia[1], D = at->ia[2], Dv = at->ia[3], R = rq->ia[2];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL);
+	w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, src_q, 0, NULL), w_buf(&w, g, src_k, 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	hw ? w_buf(&w, g, g->node[nq].in[1], 0, NULL) : w_null(&w);
+	hw ? w_buf(&w, g, g->node[nk].in[1], 0, NULL) : w_null(&w);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]);
+	for (int i = 0; i < 2; i++) {
+		const Node *r = &g->node[f->m[i]];
+		float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+		GLM_ASSERT(inv);
+		op_rope_table(r, inv, &cs);
+		free(inv);
+		w_float(&w, cs);
+	}
+	w_int(&w, H), w_int(&w, G), w_int(&w, D), w_int(&w, Dv), w_int(&w, R);
+	norm ? w_float(&w, g->node[nq].fa[0]) : w_lit(&w, "0.0f");
+	w_seq(&w, g, at->in[3]);
+	w.L.grid[0] = sz_const(H + G);
+	w.L.grid[1] = sz_numel(g, at->in[5], 1);
+	w.L.block = 128;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
+	         bool_s(hw), bool_s(rq->ia[3]));
+	w_finish(e, &w, t);
+}
+
+/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument). */
+static float rope_cs(const Node *r)
+{
+	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+	GLM_ASSERT(inv);
+	op_rope_table(r, inv, &cs);
+	free(inv);
+	return cs;
+}
+
+/* The other MLA preparation of the same mla node (FK_MLA_Q for an FK_MLA_KV and back), or NULL. */
+static const FuseKernel *mla_partner(const Graph *g, const FuseKernel *f)
+{
+	int want = f->kind == FK_MLA_KV ? FK_MLA_Q : FK_MLA_KV;
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].kind == want && g->fk[k].m[0] == f->m[0])
+			return &g->fk[k];
+	return NULL;
+}
+
+/* k_mla_kvprep's arguments (in k_mla_prep, where the query part gave them, without pos, L and Dr); its
+** template arguments after the activation type go to targs. */
+static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *targs, size_t tlen, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->aux[1]], *kr = &g->node[f->aux[2]];
+	int X = f->m[1], ln = f->aux[5], ikr = f->aux[6];
+	const Node *Ln = ln >= 0 ? &g->node[ln] : NULL, *IR = ikr >= 0 ? &g->node[ikr] : NULL;
+	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
+	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
+	w_buf(w, g, f->aux[3], 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
+	X >= 0 ? w_buf(w, g, ikr, 1, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, g->node[X].in[3], 1, NULL) : w_null(w);
+	w_buf(w, g, f->aux[0], 0, NULL);
+	cw >= 0 ? w_buf(w, g, cw, 0, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, f->aux[4], 0, NULL) : w_null(w);
+	iw >= 0 ? w_buf(w, g, iw, 0, NULL) : w_null(w);
+	ib >= 0 ? w_buf(w, g, ib, 0, NULL) : w_null(w);
+	if (!in_prep)
+		w_buf(w, g, M->in[3], 0, NULL);
+	w_rope(w, f->aux[2]), w_float(w, rope_cs(kr));
+	if (IR)
+		w_rope(w, ikr), w_float(w, rope_cs(IR));
+	else
+		w_null(w), w_lit(w, "1.0f");
+	if (!in_prep)
+		w_int(w, cn->dim[1]), w_int(w, kr->ia[1]);
+	w_int(w, kr->ia[2]);
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	w_float(w, cn->fa[0]);
+	Ln ? w_float(w, Ln->fa[0]) : w_lit(w, "0.0f");
+	w_seq(w, g, M->in[2]);
+	snprintf(targs, tlen, "%s, %s, %s, %s", cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A, bool_s(kr->ia[3]),
+	         bool_s(IR && IR->ia[3]));
+	return 0;
+}
+
+/* k_mla_qprep's arguments; its template arguments after the activation type go to targs. Returns its
+** number of blocks. */
+static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t tlen)
+{
+	Graph *g = e->g;
+	const Node *cat = &g->node[f->aux[4]], *R = &g->node[f->aux[3]], *q3 = &g->node[f->aux[0]];
+	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
+	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
+	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
+	int64_t NL = tb ? (L + 7) / 8 : (L + 255) / 256, Hi = IR ? IR->ia[0] : 0;
+	w_buf(w, g, f->aux[4], 1, NULL);
+	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
+	w_buf(w, g, f->aux[0], 0, NULL), w_buf(w, g, f->aux[1], 0, NULL);
+	IR ? w_buf(w, g, f->aux[5], 0, NULL) : w_null(w);
+	w_buf(w, g, pos, 0, NULL);
+	w_rope(w, f->aux[3]), w_float(w, rope_cs(R));
+	if (IR)
+		w_rope(w, iq), w_float(w, rope_cs(IR));
+	else
+		w_null(w), w_lit(w, "1.0f");
+	w_size(w, sz_numel(g, pos, 1), 0);
+	w_int(w, H), w_int(w, Dn), w_int(w, Dr), w_int(w, R->ia[2]), w_int(w, L);
+	IR ? w_int(w, Hi) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	return H * NL + Hi;
+}
+
+/* MLA latent (and indexer key) preparation with the cache writes: k_mla_kvprep; when the query's
+** preparation exists too, steps it serves run both as k_mla_prep and larger ones k_mla_kvprep alone. */
+static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const FuseKernel *q = mla_partner(g, f);
+	int pos = g->node[f->m[0]].in[3], jobs = f->m[1] >= 0 ? 2 : 1;
+	char t[512], qa[128], ka[128];
+	Wr w;
+	if (q) {
+		w_start(&w, f->host);
+		int64_t nq = args_mla_q(e, &w, q, qa, sizeof qa);
+		if (args_mla_kv(e, &w, f, 1, ka, sizeof ka, err, len))
+			return -1;
+		w.L.grid[0] = sz_const(nq + jobs);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.tmax = q->tmax;
+		snprintf(t, sizeof t, "k_mla_prep<%s, %s, %s>", A, qa, ka);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, f->host);
+	if (args_mla_kv(e, &w, f, 0, ka, sizeof ka, err, len))
+		return -1;
+	w.L.grid[0] = sz_const(jobs);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.tmin = q ? q->tmax + 1 : 1;
+	w.L.tmax = f->tmax;
+	snprintf(t, sizeof t, "k_mla_kvprep<%s, %s>", A, ka);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA query absorb + rotary (and the indexer query's rotary) for small steps: k_mla_qprep (or, with the
+** latent's preparation, k_mla_prep, which emit_fk_mla_kv writes). */
+static void emit_fk_mla_q(Em *e, const FuseKernel *f)
+{
+	if (mla_partner(e->g, f))
+		return;
+	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256], qa[128];
+	Wr w;
+	w_start(&w, f->host);
+	int64_t nq = args_mla_q(e, &w, f, qa, sizeof qa);
+	w.L.grid[0] = sz_const(nq);
+	w.L.tmax = f->tmax;
+	snprintf(t, sizeof t, "k_mla_qprep<%s, %s>", A, qa);
+	w_finish(e, &w, t);
+}
+
+/* The MLA value absorb from the attention's rows straight into the output projection's input: k_mla_vabsorb. */
+static void emit_fk_mla_out(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *n = &g->node[f->m[0]];
+	int wv = f->aux[0];
+	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, f->m[0], 0, NULL), w_buf(&w, g, wv, 0, NULL);
+	w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
+	w.L.grid[0] = sz_const((Do + 7) / 8);
+	w.L.grid[1] = sz_numel(g, n->in[3], 1);
+	w.L.grid[2] = sz_const(H);
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s>", A, ctype(g, wv));
+	w_finish(e, &w, t);
+}
+
+/* MoE routing and weights in one kernel: k_moe_route_weights. */
+static void emit_fk_moe_route(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *R = &g->node[f->m[0]], *W = &g->node[f->m[1]];
+	int l = R->in[0], b = R->nin > 1 ? R->in[1] : -1;
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL), w_buf(&w, g, l, 0, NULL);
+	b >= 0 ? w_buf(&w, g, b, 0, NULL) : w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, R->ia[0]), w_int(&w, R->ia[1] ? R->ia[1] : 1);
+	w_int(&w, R->ia[2] ? R->ia[2] : (R->ia[1] ? R->ia[1] : 1)), w_int(&w, R->ia[3]);
+	w_int(&w, W->ia[0]), w_int(&w, W->ia[1]), w_float(&w, W->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_moe_route_weights<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+}
+
+/* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused,
+** right after the moe_ffn's own k_moe_up (its scratch is the first region of both launches). */
+static void emit_fk_moe_down(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *n = &g->node[f->m[0]];
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
+	int S = f->aux[1], sw = f->aux[2], r = f->aux[3];
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->aux[0], 1, NULL);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	if (S >= 0) {
+		w_buf(&w, g, g->node[S].in[1], 0, NULL), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
+		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, g->node[sw].dim[1]);
+	} else
+		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
+	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
+	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), S >= 0 ? ctype(g, g->node[S].in[1]) : A,
+	         bool_s(S >= 0), bool_s(r >= 0));
+	w_finish(e, &w, t);
+}
+
+/* Which steps each node's own kernels serve, and which adds and attentions fused kernels take part of. */
+static void fk_prepare(Em *e)
+{
+	Graph *g = e->g;
+	for (int i = 0; i < g->n; i++)
+		e->norm_of[i] = e->add_of[i] = -1, e->own_tmin[i] = e->tail_tmin[i] = 1, e->kv_fused[i] = 0;
+	for (int k = 0; k < g->nfk; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->kind == FK_ADD_NORM) {
+			e->norm_of[f->host] = f->m[0], e->add_of[f->m[0]] = f->host;
+			continue;
+		}
+		if (f->kind == FK_ROPE_KV)
+			e->kv_fused[f->attn] = 1;
+		if (f->kind == FK_MLA_KV)
+			for (int m = 0; m < 2; m++)
+				if (f->m[m] >= 0)
+					e->kv_fused[f->m[m]] = 1;
+		if (f->kind == FK_MOE_DOWN)
+			e->tail_tmin[f->m[0]] = f->tmax + 1;
+		for (int c = 0; c < f->ncover; c++)
+			if (e->own_tmin[f->cover[c]] < f->tmax + 1)
+				e->own_tmin[f->cover[c]] = f->tmax + 1;
+	}
+}
+
+/* The launches at node id: its own kernels for the steps they serve, then the fused kernels hosted there
+** (after, so that one may read what the host's own kernels wrote: the cache row, the experts' scratch). */
+static int emit_node(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	int first = e->nl, rc = emit_own(e, id, err, len), keep = first;
+	for (int i = first; i < e->nl; i++) {
+		Launch *l = &e->l[i];
+		if (l->tmin < e->own_tmin[id])
+			l->tmin = e->own_tmin[id];
+		if (l->tmin <= l->tmax)
+			e->l[keep++] = *l;
+	}
+	e->nl = keep;
+	for (int k = 0; k < g->nfk && !rc; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->host != id)
+			continue;
+		if (f->kind == FK_GEMV)
+			emit_fk_gemv(e, f);
+		else if (f->kind == FK_ROPE_KV)
+			emit_fk_rope(e, f);
+		else if (f->kind == FK_MLA_KV)
+			rc = emit_fk_mla_kv(e, f, err, len);
+		else if (f->kind == FK_MLA_Q)
+			emit_fk_mla_q(e, f);
+		else if (f->kind == FK_MLA_OUT)
+			emit_fk_mla_out(e, f);
+		else if (f->kind == FK_MOE_ROUTE)
+			emit_fk_moe_route(e, f);
+		else if (f->kind == FK_MOE_DOWN)
+			emit_fk_moe_down(e, f);
+	}
+	return rc;
+}
+
 /* The sampler: one fixed wrapper, launched by glmrun on the last logits row. */
 static const char *emit_sampler(Em *e)
 {
@@ -973,14 +1361,12 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	Em e = {.g = g};
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
-	e.norm_of = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
-	GLM_ASSERT(e.norm_of);
-	for (int i = 0; i < g->n; i++)
-		e.norm_of[i] = -1;
-	for (int i = 0; i < g->n; i++)
-		if (g->node[i].fuse_pattern == FUSE_ADD_NORM && g->node[i].fused_into >= 0)
-			e.norm_of[g->node[i].fused_into] = i;
-	e.wq = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1));
+	size_t nn = (size_t)(g->n ? g->n : 1);
+	e.norm_of = malloc(sizeof(int) * nn), e.add_of = malloc(sizeof(int) * nn), e.own_tmin = malloc(sizeof(int) * nn);
+	e.kv_fused = malloc(nn), e.tail_tmin = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused && e.tail_tmin);
+	fk_prepare(&e);
+	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
 	q_choose(&e);
 	int rc = 0;
@@ -1011,9 +1397,17 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	for (int i = 0; i < e.nkeys; i++)
 		free(e.keys[i]);
-	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.wq);
+	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
+	free(e.wq);
 	if (rc || !compile)
 		return rc;
+	return emit_cuda_compile(g, warn, err, len);
+}
+
+int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
+{
+	if (!g->cuda.source)
+		return 0;
 	if (!nvrtc_available()) {
 		if (warn)
 			fprintf(warn, "glmc: warning: NVRTC not found; the plan holds kernel source only and glmrun will compile "
@@ -1022,7 +1416,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	}
 	unsigned char *cubin;
 	size_t n;
-	if (nvrtc_compile(g->cuda.source, arch, &cubin, &n, err, len))
+	if (nvrtc_compile(g->cuda.source, g->cuda.arch, &cubin, &n, err, len))
 		return -1;
 	unsigned char *c = arena_alloc(g->A, n);
 	memcpy(c, cubin, n);

@@ -75,11 +75,56 @@ typedef struct {
 	int layer;                   /* transformer layer (glm.layer), -1 outside any */
 	int8_t mem_region;           /* memplan: MEM_TOKEN, MEM_STATIC, or 0 (not an activation) */
 	int64_t mem_off;             /* byte offset in its region (per token for MEM_TOKEN) */
-	int fused_into;              /* fuse: the node whose GPU kernel also computes this one, or -1 */
+	int fused_into;              /* fuse: the node whose decode-step GPU kernel also computes this one, or -1 */
 	int8_t fuse_pattern;         /* FUSE_* */
 } Node;
 
-enum { FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV };
+/* How a node is computed inside another node's kernel (fuse.c says when each applies):
+** ADD_NORM: an rmsnorm in its residual add's pass; SWIGLU_GEMV: a SwiGLU formed as the down projection's
+** GEMV stages its input; NORM_GEMV: an rmsnorm formed as the GEMV(s) reading it stage their input;
+** GEMV_GROUP: a linear computed in the launch of another linear with the same input; GEMV_EPILOGUE: a
+** residual add or a scale applied to a GEMV's result before it is stored; ROPE_KV: per-head norms and
+** rotary of q and k, with the cache writes of their attention, in one kernel; MLA: the latent's and
+** query's preparation and the value absorb of MLA attention; MOE: routing, and the experts' down
+** projections with the shared expert and the adds after them. */
+enum {
+	FUSE_NONE, FUSE_ADD_NORM, FUSE_SWIGLU_GEMV, FUSE_NORM_GEMV, FUSE_GEMV_GROUP, FUSE_GEMV_EPILOGUE, FUSE_ROPE_KV,
+	FUSE_MLA, FUSE_MOE, FUSE_NPATTERNS
+};
+
+/*
+** A fused kernel, as fuse.c decides it and emit_cuda.c writes it. Compile-time only: the plan keeps the
+** launches and each node's fused_into / fuse_pattern (for dumps), not this table.
+*/
+enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV, FK_MLA_KV, FK_MLA_Q, FK_MLA_OUT, FK_MOE_ROUTE, FK_MOE_DOWN };
+enum { GP_NONE, GP_RMSNORM, GP_SWIGLU };  /* FK_GEMV prologues: how a staged input element is formed */
+#define FK_MAXM 4
+#define FK_MAXCOVER 24
+typedef struct {
+	int kind;                    /* FK_* */
+	int host;                    /* launched where this node's own kernels are (its place in the kernel order) */
+	int tmax;                    /* runs for steps of 1..tmax tokens; larger steps run the nodes' own kernels */
+	int nm;                      /* members */
+	int m[FK_MAXM];              /* ADD_NORM: the norm; GEMV: the linears; ROPE_KV: the q and k rope nodes */
+	int out[FK_MAXM];            /* GEMV: the node each member's result is stored as (the linear, an add, a scale) */
+	int res;                     /* GEMV: the residual added to member 0's result (out[0] is that add), or -1 */
+	int pro, pro_node;           /* GEMV: GP_* and the rmsnorm or swiglu node it forms, or -1 */
+	int store;                   /* GEMV, GP_RMSNORM: the normalised rows are stored too (other nodes read them) */
+	int norm[2];                 /* ROPE_KV: the per-head rmsnorm before q and k rotary, or -1 */
+	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
+	/* The MLA and MoE kernels (see fuse.c), by slot:
+	** MLA_KV   m[0] mla, m[1] indexer or -1; aux: kv rows, latent norm, k_pe rope, latent concat,
+	**          indexer key source, its layernorm, its rope
+	** MLA_Q    m[0] mla, m[1] indexer or -1; aux: q rows, W_UK, transposed, q_pe rope, q concat,
+	**          indexer query source, its rope
+	** MLA_OUT  m[0] mla; aux: W_UV, the [T, H, Dv] output (the last permute)
+	** MOE_ROUTE m[0] moe_route, m[1] moe_weights
+	** MOE_DOWN m[0] moe_ffn; aux: the node stored (the last add), shared down linear or -1, its swiglu,
+	**          the residual or -1 */
+	int aux[8];
+	int ncover;
+	int cover[FK_MAXCOVER];      /* nodes whose own kernels this one replaces for its steps */
+} FuseKernel;
 
 enum { MEM_NONE, MEM_TOKEN, MEM_STATIC };
 
@@ -129,7 +174,7 @@ enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK }
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
-	double f;                    /* FLOAT; SCRATCH: bytes per element */
+	double f;                    /* FLOAT; SCRATCH: bytes per element; BUF: 1 when the kernel writes the buffer */
 } KArg;
 
 /* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
@@ -141,7 +186,7 @@ typedef struct {
 ** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
 #define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
 
-#define MAXKARG 16
+#define MAXKARG 48
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
 	const char *kernel;          /* extern "C" name in the source */
@@ -182,6 +227,8 @@ typedef struct {
 	int nmeta, metacap;
 	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
 	MemPlan mem;
+	FuseKernel *fk;              /* fuse.c's decisions for emit_cuda.c (compile time only, not in the plan) */
+	int nfk, fkcap;
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
@@ -267,6 +314,8 @@ int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char
 ** fuse.c — fusion decisions (see the file for the patterns)
 */
 int fuse(Graph *g, int enable);
+/* The root of a chain of views (reshapes of activations): the value whose buffer node v uses. */
+int fuse_root(const Graph *g, int v);
 
 /*
 ** partition.c — tensor parallelism
@@ -278,17 +327,29 @@ int partition(Graph *g, int tp, FILE *explain, char *err, size_t len);
 /*
 ** memplan.c — activation offsets in one arena
 */
-/* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. */
+/* Plan every activation's offset (optimize = 0 gives each value its own slot, for -O0), then check. The
+** liveness covers every schedule that runs the plan: the CPU executor's node order and, when emit_cuda has
+** filled g->cuda, the GPU launch list at every step size (so emit_cuda runs first). */
 int memplan(Graph *g, int optimize, char *err, size_t len);
-/* Prove that no two simultaneously-live activations overlap. */
+/* Prove that no two activations overlap while both are live, in each of those schedules separately, and
+** that each GPU launch reads only activations an earlier launch of the same step wrote. */
 int memplan_check(const Graph *g, char *err, size_t len);
+/* Which activations the GPU stores in a step of T tokens: mark[i] = 1 when some launch used at T reads
+** or writes node i's buffer (views included). A fused-away value (a norm formed inside a GEMV) is 0. */
+void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
 
 /*
 ** emit_cuda.c — kernels and launches for every node
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
+/* The GGUF block size of a type whose blocks the GPU kernels read directly (Q8_0, Q4_K, Q5_K, Q6_K), or 0:
+** such a weight with whole-block rows may stay quantized on the GPU (emit_cuda.c decides, fuse.c defers). */
+int cuda_qblock(int qtype);
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
+/* NVRTC-compile the source emit_cuda wrote (the compile step of emit_cuda, for a driver that plans memory
+** between emitting the launches and compiling them). */
+int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
 /* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
 void emit_quant_explain(const Graph *g, FILE *f);

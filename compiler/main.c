@@ -132,6 +132,50 @@ static int dump_after(const Opts *o, const char *pass, const Graph *g)
 	return 1;
 }
 
+/* Kernel launches of a decode step (1 token): per layer (per_layer[l], calloc'd, *nl layers) and in all
+** (the sampler included; collectives, which are NCCL calls, are not kernels). A CPU-only plan counts one
+** per computing node. */
+static int kernel_counts(const Graph *g, int **per_layer, int *nl)
+{
+	int L = 0, step = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].layer + 1 > L)
+			L = g->node[i].layer + 1;
+	int *pl = calloc((size_t)L + 1, sizeof(int));
+	if (!pl)
+		fail("out of memory");
+	if (g->cuda.source) {
+		for (int i = 0; i < g->cuda.nl; i++)
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') { /* collectives apart */
+				step++;
+				int l = g->node[g->cuda.l[i].node].layer;
+				if (l >= 0)
+					pl[l]++;
+			}
+		step++; /* the sampler */
+	} else
+		for (int i = 0; i < g->n; i++)
+			if (g->node[i].kind == VK_ACT && g->node[i].op != OP_RESHAPE) {
+				step++;
+				if (g->node[i].layer >= 0)
+					pl[g->node[i].layer]++;
+			}
+	*per_layer = pl, *nl = L;
+	return step;
+}
+
+/* The kernel counts as one line for dumps: the step's total and each layer's. */
+static void print_kernel_counts(const Graph *g, FILE *f)
+{
+	int *pl, nl, step = kernel_counts(g, &pl, &nl);
+	fprintf(f, "kernels (decode step of 1 token%s): %d per step; per layer:", g->cuda.source ? "" : ", CPU plan: nodes",
+	        step);
+	for (int l = 0; l < nl; l++)
+		fprintf(f, " %d", pl[l]);
+	fprintf(f, "\n");
+	free(pl);
+}
+
 /* The pipeline. Each stage either succeeds or writes a one-line error into err. */
 static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
@@ -172,13 +216,17 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		goto out;
 	if (dump_after(o, "partition", g))
 		goto done;
-	fuse(g, o->opt);
+	if (fuse(g, o->opt))
+		goto oom;
 	if (dump_after(o, "fuse", g)) {
 		for (int i = 0; i < g->nmeta; i++)
 			if (!strncmp(g->meta[i].key, "fusion.", 7))
 				printf("%s\n", g->meta[i].val);
 		goto done;
 	}
+	/* The launch list first (the memory plan takes its liveness from it), NVRTC after planning. */
+	if (emit_cuda(g, o->arch, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32, 0, stderr, err, len))
+		goto out;
 	if (memplan(g, o->opt, err, len))
 		goto out;
 	if (dump_after(o, "memplan", g)) {
@@ -187,18 +235,22 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		       (long long)g->mem.static_lower);
 		goto done;
 	}
-	if (emit_cuda(g, o->arch, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32, o->out != NULL, stderr, err, len))
+	if (o->out && emit_cuda_compile(g, stderr, err, len))
 		goto out;
 	if (dump_after(o, "emit", g)) {
 		for (int i = 0; i < g->cuda.nl; i++)
 			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
 			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg);
+		print_kernel_counts(g, stdout);
 		goto done;
 	}
 	if (o->out && plan_write(g, o->out, err, len))
 		goto out;
 done:
 	rc = 0;
+	goto out;
+oom:
+	seterr(err, len, "fuse: out of memory");
 out:
 	weights_close(&d);
 	return rc;
@@ -207,29 +259,7 @@ out:
 /* glmc stats PLAN: key: value lines for scripts and benchmarks. */
 static void print_stats(const Graph *g)
 {
-	int nl = 0;
-	for (int i = 0; i < g->n; i++)
-		if (g->node[i].layer + 1 > nl)
-			nl = g->node[i].layer + 1;
-	int *per_layer = calloc((size_t)nl + 1, sizeof(int)), step = 0;
-	if (!per_layer)
-		fail("out of memory");
-	if (g->cuda.source) {
-		for (int i = 0; i < g->cuda.nl; i++)
-			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') {
-				step++;
-				int l = g->node[g->cuda.l[i].node].layer;
-				if (l >= 0)
-					per_layer[l]++;
-			}
-		step++; /* the sampler */
-	} else
-		for (int i = 0; i < g->n; i++)
-			if (g->node[i].kind == VK_ACT && g->node[i].op != OP_RESHAPE) {
-				step++;
-				if (g->node[i].layer >= 0)
-					per_layer[g->node[i].layer]++;
-			}
+	int *per_layer, nl, step = kernel_counts(g, &per_layer, &nl);
 	printf("device: %s\n", g->cuda.source ? "cuda+cpu" : "cpu");
 	printf("kernels_per_step: %d\n", step);
 	for (int l = 0; l < nl; l++)
@@ -430,6 +460,7 @@ int main(int argc, char **argv)
 			fail(err);
 		for (int i = 0; i < g.nmeta; i++)
 			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
+		print_kernel_counts(&g, stdout);
 		ir_dump(&g, stdout);
 		arena_free(&A);
 		return 0;

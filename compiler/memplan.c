@@ -6,16 +6,28 @@
 ** that do not overlap in per-token bytes never overlap for any M. The few values with no T dim go to a
 ** second, fixed-size region planned the same way. Step inputs, weights and caches are not planned here.
 **
-** 1. Liveness over the kernel order (node order): a value lives from its node to its last reader;
-**    outputs live to the end of the step. A reshape is a view: it shares its input's buffer.
-** 2. In-place reuse: an element-wise op whose first operand dies at it writes over that operand.
-** 3. Greedy by size, best fit: the largest buffer first, each placed in the smallest gap left between
-**    the buffers already placed that are live at the same time (TFLite's and XLA's heuristic).
-** 4. A checker proves no two simultaneously-live buffers overlap; the plan records the arena size and
-**    the lower bound (the peak of live bytes over the step).
+** 1. Liveness on the node timeline, over every schedule that runs the plan: the CPU executor runs the
+**    nodes in order (node i writes at i and reads its operands at i); the GPU runs the launch list, each
+**    launch at the time of the node it is attached to, touching the buffers among its arguments, and a
+**    step of T tokens runs the launches whose T range holds T. A value lives from the first to the last
+**    time any schedule touches it; outputs live to the end. Fused kernels need no special case: a norm
+**    formed inside a GEMV simply never appears in the decode launches, and the input the GEMV stages does.
+**    A reshape is a view: it shares its source's buffer (its accesses are the source's).
+** 2. In-place reuse: an element-wise op c whose first operand dies at c (no schedule touches it later)
+**    and which no schedule writes before c writes over that operand. Every kernel launched for an
+**    element-wise node honours this (ops/fused.cuh states it for the fused ones).
+** 3. Greedy, best fit: each buffer placed in the smallest gap left between the buffers already placed
+**    that are live at the same time (TFLite's and XLA's heuristic), in three orders (largest first, ties
+**    to the earliest or the longest lived; earliest first), keeping the smallest arena.
+** 4. A checker proves, for each schedule separately and at the finer grain of single launches, that no
+**    two buffers share bytes while both are live, and that every GPU launch reads only activations an
+**    earlier launch of its step wrote (so a fused kernel placed before its inputs, or a value no kernel
+**    computes any more, is caught at compile time); the plan records the arena size and the lower bound
+**    (the peak of live bytes over the step).
 */
 #include "glm.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,110 +73,113 @@ static int find(int *parent, int i)
 	return i;
 }
 
-/*
-** Each value's first and last step in kernel order: written at its node (or, when fused into an add as
-** its norm, at the add), read last by its last reader; outputs live to the end. Fusion: an absorbed norm
-** (pattern A) is written while its add runs, so the add's operands live until the norm; an absorbed
-** SwiGLU (pattern B) is re-formed inside the GEMV, so its operands live until the GEMV.
-*/
+/* The activation whose buffer node v uses (a view's source), or -1 when v is not an activation. */
+static int act_root(const Graph *g, int v)
+{
+	return g->node[v].kind == VK_ACT ? fuse_root(g, v) : -1;
+}
+
+static void touch(int *first, int *last, int v, int t)
+{
+	if (v < 0)
+		return;
+	if (t < first[v])
+		first[v] = t;
+	if (t > last[v])
+		last[v] = t;
+}
+
+/* The step sizes at which the set of launches changes (each a schedule of its own), ascending: 1, then
+** every tmin and tmax + 1 below 2^30. Returns how many; at most cap. */
+static int step_sizes(const Graph *g, int64_t *ts, int cap)
+{
+	int n = 0;
+	ts[n++] = 1;
+	for (int i = 0; i < g->cuda.nl; i++) {
+		int64_t c[2] = {g->cuda.l[i].tmin, (int64_t)g->cuda.l[i].tmax + 1};
+		for (int k = 0; k < 2; k++) {
+			int dup = c[k] >= (1 << 30);
+			for (int j = 0; j < n && !dup; j++)
+				dup = ts[j] == c[k];
+			if (!dup && n < cap)
+				ts[n++] = c[k];
+		}
+	}
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && ts[j] < ts[j - 1]; j--) {
+			int64_t t = ts[j];
+			ts[j] = ts[j - 1], ts[j - 1] = t;
+		}
+	return n;
+}
+
+/* Each activation root's first and last access on the node timeline, over the CPU node order and the GPU
+** launches at every step size (see the header). first = INT_MAX for a value nothing touches. */
 static void liveness(const Graph *g, int *first, int *last)
 {
 	int n = g->n;
 	for (int i = 0; i < n; i++)
-		first[i] = last[i] = i;
-	for (int i = 0; i < n; i++)
-		for (int k = 0; k < g->node[i].nin; k++)
-			last[g->node[i].in[k]] = i;
-	for (int i = 0; i < g->nout; i++)
-		last[g->out[i]] = n;
+		first[i] = INT_MAX, last[i] = -1;
 	for (int i = 0; i < n; i++) {
 		const Node *nd = &g->node[i];
-		if (nd->fuse_pattern == FUSE_NONE || nd->fused_into < 0)
+		if (nd->kind != VK_ACT)
 			continue;
-		int host = nd->fused_into, late = host > i ? host : i;
-		const Node *src = nd->fuse_pattern == FUSE_ADD_NORM ? &g->node[host] : nd;
-		for (int k = 0; k < src->nin; k++)
-			if (last[src->in[k]] < late)
-				last[src->in[k]] = late;
-		if (last[host] < late)
-			last[host] = late;
-		if (nd->fuse_pattern == FUSE_ADD_NORM)
-			first[i] = host;
+		touch(first, last, act_root(g, i), i);
+		for (int k = 0; k < nd->nin; k++)
+			touch(first, last, act_root(g, nd->in[k]), i);
+	}
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		for (int k = 0; k < l->narg; k++)
+			if (l->arg[k].kind == KA_BUF)
+				touch(first, last, act_root(g, l->arg[k].s.node), l->node);
+	}
+	for (int i = 0; i < g->nout; i++) {
+		int r = act_root(g, g->out[i]);
+		if (r >= 0)
+			last[r] = n;
 	}
 }
 
-int memplan(Graph *g, int optimize, char *err, size_t len)
+void cuda_touched(const Graph *g, int64_t T, unsigned char *mark)
 {
-	int n = g->n;
-	int *last = malloc(sizeof(int) * (size_t)n), *group = malloc(sizeof(int) * (size_t)n);
-	Buf *b = calloc((size_t)n, sizeof *b);
-	if (!last || !group || !b) {
-		free(last), free(group), free(b);
-		return seterr(err, len, "memplan: out of memory");
+	memset(mark, 0, (size_t)g->n);
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		if (T < l->tmin || T > l->tmax)
+			continue;
+		for (int k = 0; k < l->narg; k++)
+			if (l->arg[k].kind == KA_BUF && g->node[l->arg[k].s.node].kind == VK_ACT)
+				mark[fuse_root(g, l->arg[k].s.node)] = 1;
 	}
-	/* Liveness: the last reader of each value (a view extends its source's life). */
-	int *born = malloc(sizeof(int) * (size_t)n);
-	if (!born) {
-		free(last), free(group), free(b);
-		return seterr(err, len, "memplan: out of memory");
-	}
-	liveness(g, born, last);
-	free(born);
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].kind == VK_ACT && mark[fuse_root(g, i)])
+			mark[i] = 1;
+}
+
+/* Whether buffer a goes before buffer b in placement order `order`: 0 the largest first (then the
+** earliest); 1 the largest first, then the longest lived; 2 the earliest first (then the largest). */
+static int place_before(const Buf *a, const Buf *b, int order)
+{
+	if (order == 2 && a->first != b->first)
+		return a->first < b->first;
+	if (a->size != b->size)
+		return a->size > b->size;
+	if (order == 1 && a->last - a->first != b->last - b->first)
+		return a->last - a->first > b->last - b->first;
+	return a->first < b->first;
+}
+
+/* Offsets for every buffer, greedily in `order`, each at the candidate offset with the tightest gap among
+** the placed buffers live at the same time (or stacked, without optimize); top gets each region's end. */
+static void place(Buf *b, int n, int order, int optimize, int64_t *top)
+{
 	for (int i = 0; i < n; i++)
-		group[i] = i;
-	for (int i = n - 1; i >= 0; i--)
-		if (g->node[i].op == OP_RESHAPE && g->node[g->node[i].in[0]].kind == VK_ACT) {
-			int src = g->node[i].in[0];
-			if (last[i] > last[src])
-				last[src] = last[i];
-		}
-	/* Buffer groups: views join their source; with optimize, element-wise ops join a dying first operand. */
-	for (int i = 0; i < n; i++) {
-		const Node *nd = &g->node[i];
-		if (nd->kind != VK_ACT)
-			continue;
-		int src = nd->nin ? nd->in[0] : -1;
-		if (nd->op == OP_RESHAPE && src >= 0 && g->node[src].kind == VK_ACT) {
-			group[i] = find(group, src);
-			continue;
-		}
-		if (!optimize || !elementwise(nd->op) || src < 0 || g->node[src].kind != VK_ACT || last[src] != i)
-			continue;
-		int r1, r2;
-		int64_t s1 = value_bytes(nd, &r1), s2 = value_bytes(&g->node[src], &r2);
-		int gs = find(group, src);
-		/* The operand's whole group must end here (no other view of it is read later). */
-		int ends = 1;
-		for (int k = 0; k < n && ends; k++)
-			ends = find(group, k) != gs || last[k] <= i;
-		int other = 0; /* the op must not also read the same buffer through a later operand */
-		for (int k = 1; k < nd->nin; k++)
-			other |= find(group, nd->in[k]) == gs;
-		if (s1 == s2 && r1 == r2 && ends && !other)
-			group[i] = gs;
-	}
-	for (int i = 0; i < n; i++) {
-		const Node *nd = &g->node[i];
-		if (nd->kind != VK_ACT)
-			continue;
-		int r, gi = find(group, i);
-		int64_t s = value_bytes(nd, &r);
-		Buf *x = &b[gi];
-		int born = nd->fuse_pattern == FUSE_ADD_NORM && nd->fused_into >= 0 ? nd->fused_into : i;
-		if (!x->size)
-			x->first = born, x->region = r;
-		if (born < x->first)
-			x->first = born;
-		if (s > x->size)
-			x->size = s;
-		x->last = last[i] > x->last ? last[i] : x->last;
-	}
-	/* Greedy by size with best fit; -O0 gives every buffer its own slot. */
-	int64_t top[3] = {0, 0, 0};
+		b[i].placed = 0;
 	for (;;) {
 		int pick = -1;
 		for (int i = 0; i < n; i++)
-			if (b[i].size && !b[i].placed && (pick < 0 || b[i].size > b[pick].size))
+			if (b[i].size && !b[i].placed && (pick < 0 || place_before(&b[i], &b[pick], order)))
 				pick = i;
 		if (pick < 0)
 			break;
@@ -199,41 +214,202 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 		if (x->off + x->size > top[x->region])
 			top[x->region] = x->off + x->size;
 	}
+}
+
+int memplan(Graph *g, int optimize, char *err, size_t len)
+{
+	int n = g->n;
+	int *first = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
+	int *group = malloc(sizeof(int) * (size_t)n), *glast = malloc(sizeof(int) * (size_t)n);
+	Buf *b = calloc((size_t)n, sizeof *b);
+	if (!first || !last || !group || !glast || !b) {
+		free(first), free(last), free(group), free(glast), free(b);
+		return seterr(err, len, "memplan: out of memory");
+	}
+	liveness(g, first, last);
+	/* Buffer groups: views join their source; with optimize, element-wise ops join a dying first operand.
+	** glast holds each group's last access (at its representative). */
+	for (int i = 0; i < n; i++)
+		group[i] = i, glast[i] = last[i];
+	for (int i = 0; i < n; i++) {
+		const Node *nd = &g->node[i];
+		if (nd->kind != VK_ACT)
+			continue;
+		int src = nd->nin ? act_root(g, nd->in[0]) : -1;
+		if (nd->op == OP_RESHAPE && src >= 0) {
+			group[i] = find(group, src);
+			continue;
+		}
+		if (!optimize || !elementwise(nd->op) || src < 0)
+			continue;
+		int r1, r2, gs = find(group, src);
+		int64_t s1 = value_bytes(nd, &r1), s2 = value_bytes(&g->node[src], &r2);
+		/* The operand's whole group dies here, and nothing writes this value before its own node does. */
+		int ok = s1 == s2 && r1 == r2 && glast[gs] == i && first[i] == i;
+		for (int k = 1; k < nd->nin && ok; k++) /* not read again through another operand */
+			ok = act_root(g, nd->in[k]) < 0 || find(group, act_root(g, nd->in[k])) != gs;
+		if (ok) {
+			group[i] = gs;
+			if (last[i] > glast[gs])
+				glast[gs] = last[i];
+		}
+	}
+	for (int i = 0; i < n; i++) {
+		const Node *nd = &g->node[i];
+		if (nd->kind != VK_ACT)
+			continue;
+		int r, gi = find(group, i);
+		int64_t s = value_bytes(nd, &r);
+		Buf *x = &b[gi];
+		int f = first[i] == INT_MAX ? i : first[i], l = last[i] < 0 ? i : last[i];
+		if (!x->size)
+			x->first = f, x->last = l, x->region = r;
+		if (f < x->first)
+			x->first = f;
+		if (l > x->last)
+			x->last = l;
+		if (s > x->size)
+			x->size = s;
+	}
+	/* Greedy with best fit under a few orders (each heuristic wins on some graphs); the smallest arena is
+	** kept. -O0 gives every buffer its own slot. */
+	int64_t top[3] = {0, 0, 0}, *keep = malloc(sizeof(int64_t) * (size_t)n);
+	if (!keep) {
+		free(first), free(last), free(group), free(glast), free(b);
+		return seterr(err, len, "memplan: out of memory");
+	}
+	for (int order = 0; order < (optimize ? 3 : 1); order++) {
+		int64_t t[3] = {0, 0, 0};
+		place(b, n, order, optimize, t);
+		if (!order || t[MEM_TOKEN] < top[MEM_TOKEN] ||
+		    (t[MEM_TOKEN] == top[MEM_TOKEN] && t[MEM_STATIC] < top[MEM_STATIC])) {
+			memcpy(top, t, sizeof t);
+			for (int i = 0; i < n; i++)
+				keep[i] = b[i].off;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		b[i].off = keep[i];
+	free(keep);
 	for (int i = 0; i < n; i++)
 		if (g->node[i].kind == VK_ACT) {
 			const Buf *x = &b[find(group, i)];
 			g->node[i].mem_region = (int8_t)x->region;
 			g->node[i].mem_off = x->off;
 		}
-	/* The lower bound: the most bytes live at once, per region. */
+	/* The lower bound: the most bytes live at once, per region (a sweep over interval ends). */
 	int64_t peak[3] = {0, 0, 0};
-	for (int t = 0; t <= n; t++) {
-		int64_t live[3] = {0, 0, 0};
-		for (int i = 0; i < n; i++)
-			if (b[i].size && b[i].first <= t && t <= b[i].last)
-				live[b[i].region] += b[i].size;
-		for (int r = 1; r < 3; r++)
-			peak[r] = live[r] > peak[r] ? live[r] : peak[r];
+	int64_t *delta = calloc((size_t)(n + 2) * 3, sizeof(int64_t));
+	if (!delta) {
+		free(first), free(last), free(group), free(glast), free(b);
+		return seterr(err, len, "memplan: out of memory");
 	}
+	for (int i = 0; i < n; i++)
+		if (b[i].size) {
+			delta[(size_t)b[i].first * 3 + (size_t)b[i].region] += b[i].size;
+			delta[(size_t)(b[i].last + 1) * 3 + (size_t)b[i].region] -= b[i].size;
+		}
+	int64_t live[3] = {0, 0, 0};
+	for (int t = 0; t <= n + 1; t++)
+		for (int r = 1; r < 3; r++) {
+			live[r] += delta[(size_t)t * 3 + (size_t)r];
+			peak[r] = live[r] > peak[r] ? live[r] : peak[r];
+		}
+	free(delta);
 	g->mem.token_bytes = top[MEM_TOKEN], g->mem.static_bytes = top[MEM_STATIC];
 	g->mem.token_lower = peak[MEM_TOKEN], g->mem.static_lower = peak[MEM_STATIC];
 	g->mem.planned = 1;
-	free(last), free(group), free(b);
+	free(first), free(last), free(group), free(glast), free(b);
 	return memplan_check(g, err, len);
 }
 
-/* Prove that no two values live at the same time share bytes (views and in-place groups aside, which
-** share one buffer by construction and are checked to be one group). */
+/*
+** One schedule's accesses, at the grain of single steps: the CPU's node order (sched < 0; step i is node
+** i) or the GPU launches used at T tokens (step k is the k-th such launch). first/last per activation
+** root; owner[step] is the node the step belongs to. Returns the number of steps.
+*/
+static int schedule(const Graph *g, int64_t T, int cpu, int *first, int *last, int *owner)
+{
+	int n = g->n, steps = 0;
+	for (int i = 0; i < n; i++)
+		first[i] = INT_MAX, last[i] = -1;
+	if (cpu) {
+		for (int i = 0; i < n; i++) {
+			const Node *nd = &g->node[i];
+			owner[steps] = i;
+			if (nd->kind == VK_ACT) {
+				touch(first, last, act_root(g, i), steps);
+				for (int k = 0; k < nd->nin; k++)
+					touch(first, last, act_root(g, nd->in[k]), steps);
+			}
+			steps++;
+		}
+	} else {
+		for (int i = 0; i < g->cuda.nl; i++) {
+			const Launch *l = &g->cuda.l[i];
+			if (T < l->tmin || T > l->tmax)
+				continue;
+			owner[steps] = l->node;
+			for (int k = 0; k < l->narg; k++)
+				if (l->arg[k].kind == KA_BUF)
+					touch(first, last, act_root(g, l->arg[k].s.node), steps);
+			steps++;
+		}
+	}
+	for (int i = 0; i < g->nout; i++) {
+		int r = act_root(g, g->out[i]);
+		if (r >= 0 && first[r] != INT_MAX)
+			last[r] = steps;
+	}
+	return steps;
+}
+
+/* The GPU launches used at T tokens read only activations that an earlier launch of the same step wrote,
+** and the outputs are written: a fused kernel launched before its inputs exist, or a value that no kernel
+** computes any more, fails here. written is scratch of g->n bytes. */
+static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t len)
+{
+	memset(written, 0, (size_t)g->n);
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		if (T < l->tmin || T > l->tmax)
+			continue;
+		for (int k = 0; k < l->narg; k++) {
+			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
+			if (r >= 0 && l->arg[k].f == 0 && !written[r])
+				return seterr(err, len, "launch %d (%s for %s %%%d) reads %s %%%d before any launch writes it in a "
+				              "step of %lld tokens", i, l->kernel, op_table[g->node[l->node].op].name, l->node,
+				              op_table[g->node[r].op].name, r, (long long)T);
+		}
+		for (int k = 0; k < l->narg; k++) {
+			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
+			if (r >= 0 && l->arg[k].f != 0)
+				written[r] = 1;
+		}
+	}
+	for (int i = 0; i < g->nout; i++) {
+		int r = act_root(g, g->out[i]);
+		if (r >= 0 && !written[r])
+			return seterr(err, len, "output %s (%%%d) is not written by any launch in a step of %lld tokens",
+			              g->out_name[i], g->out[i], (long long)T);
+	}
+	return 0;
+}
+
+/* Prove that no two values live at the same time share bytes, in every schedule (views share their
+** source's buffer by construction; an element-wise node may overwrite its first operand at the very step
+** that operand dies, as memplan's in-place groups do). */
 int memplan_check(const Graph *g, char *err, size_t len)
 {
 	int n = g->n;
+	int nsteps = g->cuda.nl > n ? g->cuda.nl : n;
 	int *first = malloc(sizeof(int) * (size_t)n), *last = malloc(sizeof(int) * (size_t)n);
-	if (!first || !last) {
-		free(first), free(last);
+	int *owner = malloc(sizeof(int) * (size_t)(nsteps + n + 1)), *roots = malloc(sizeof(int) * (size_t)n);
+	if (!first || !last || !owner || !roots) {
+		free(first), free(last), free(owner), free(roots);
 		return seterr(err, len, "memplan: out of memory");
 	}
-	liveness(g, first, last);
-	int rc = 0;
+	int rc = 0, nr = 0;
 	for (int i = 0; i < n && !rc; i++) {
 		const Node *a = &g->node[i];
 		if (a->kind != VK_ACT)
@@ -241,28 +417,47 @@ int memplan_check(const Graph *g, char *err, size_t len)
 		int ra;
 		int64_t sa = value_bytes(a, &ra);
 		if (a->mem_region != ra || a->mem_off < 0 ||
-		    a->mem_off + sa > (ra == MEM_TOKEN ? g->mem.token_bytes : g->mem.static_bytes)) {
+		    a->mem_off + sa > (ra == MEM_TOKEN ? g->mem.token_bytes : g->mem.static_bytes))
 			rc = seterr(err, len, "memplan: %s %%%d lies outside its region", op_table[a->op].name, i);
-			break;
-		}
-		for (int j = i + 1; j < n && !rc; j++) {
-			const Node *c = &g->node[j];
-			int rc2;
-			if (c->kind != VK_ACT || c->mem_region != ra)
+		else if (act_root(g, i) != i && a->mem_off != g->node[act_root(g, i)].mem_off)
+			rc = seterr(err, len, "memplan: view %%%d does not share its source's buffer", i);
+		else if (act_root(g, i) == i)
+			roots[nr++] = i;
+	}
+	int64_t ts[64];
+	int nts = g->cuda.nl ? step_sizes(g, ts, 64) : 0;
+	for (int s = 0; s < nts && !rc; s++)
+		rc = dataflow(g, ts[s], (char *)owner, err, len);
+	for (int s = -1; s < nts && !rc; s++) {
+		schedule(g, s < 0 ? 0 : ts[s], s < 0, first, last, owner);
+		for (int x = 0; x < nr && !rc; x++) {
+			int i = roots[x];
+			const Node *a = &g->node[i];
+			int ra;
+			int64_t sa = value_bytes(a, &ra);
+			if (first[i] == INT_MAX)
 				continue;
-			int64_t sc = value_bytes(c, &rc2);
-			int overlap_mem = a->mem_off < c->mem_off + sc && c->mem_off < a->mem_off + sa;
-			int overlap_time = first[j] <= last[i] && first[i] <= last[j];
-			if (!overlap_mem || !overlap_time)
-				continue;
-			/* Allowed only when j is a view of i or writes over i, which then dies at j. */
-			int shares = c->nin && c->in[0] == i && a->mem_off == c->mem_off &&
-			             (c->op == OP_RESHAPE || (elementwise(c->op) && last[i] == j));
-			if (!shares)
-				rc = seterr(err, len, "memplan: %s %%%d and %s %%%d are live together but share bytes",
-				            op_table[a->op].name, i, op_table[c->op].name, j);
+			for (int y = x + 1; y < nr && !rc; y++) {
+				int j = roots[y];
+				const Node *c = &g->node[j];
+				int rc2;
+				if (c->mem_region != a->mem_region || first[j] == INT_MAX)
+					continue;
+				int64_t sc = value_bytes(c, &rc2);
+				if (!(a->mem_off < c->mem_off + sc && c->mem_off < a->mem_off + sa))
+					continue;
+				if (last[i] < first[j] || last[j] < first[i])
+					continue;
+				/* Allowed only when j writes over i at the one step where i dies and j is born. */
+				int shares = elementwise(c->op) && c->nin && act_root(g, c->in[0]) == i && a->mem_off == c->mem_off &&
+				             last[i] == first[j] && owner[first[j]] == j;
+				if (!shares)
+					rc = seterr(err, len, "memplan: %s %%%d and %s %%%d are live together but share bytes (%s)",
+					            op_table[a->op].name, i, op_table[c->op].name, j,
+					            s < 0 ? "CPU node order" : "GPU launches");
+			}
 		}
 	}
-	free(first), free(last);
+	free(first), free(last), free(owner), free(roots);
 	return rc;
 }

@@ -326,7 +326,7 @@ static int read_payload(Graph *g, Rd *r)
 		n.mem_region = (int8_t)get_u8(r), n.mem_off = get_i64(r);
 		n.fused_into = (int)get_u32(r), n.fuse_pattern = (int8_t)get_u8(r);
 		if (!r->fail && (n.fused_into < -1 || n.fused_into >= (int)nn || n.fuse_pattern < 0 ||
-		                 n.fuse_pattern > FUSE_SWIGLU_GEMV)) {
+		                 n.fuse_pattern >= FUSE_NPATTERNS)) {
 			r->fail = "bad fusion mark";
 			break;
 		}

@@ -2,6 +2,9 @@
 ** ops/fused.cuh — kernels for fused groups (compiler/fuse.c), appended to kernels.cuh by glmc and built
 ** from its helpers. Each computes exactly what its unfused nodes compute, intermediate values rounded
 ** to the activation type as the unfused kernels would store them.
+**
+** In-place contract (compiler/memplan.c relies on it): a kernel launched for an element-wise node c may
+** find c's output in the buffer of c's first operand; each such kernel below says how it stays correct.
 */
 
 /* Pattern A: sum = a + b, then y = rmsnorm(sum) (optional weight), one row per block. sum may equal a
@@ -25,39 +28,617 @@ __device__ void k_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, 
 	}
 }
 
-/* Pattern B: y[T,N] = swiglu(g, u)[T,K] · w[N,K]ᵀ for T <= 8, the product formed per element as it is
-** read (rounded to A, as the SwiGLU kernel would store it) and never written. One warp per output
-** column n, lanes striding over K. grid (ceil(N/8)), block 256. */
-template <typename A, typename W>
-__device__ void k_linear_gemv_swiglu(A *y, const A *g, const A *u, const W *w, int T, int K, int N)
+/* Prologues of k_gemv_fused (fuse.c's GP_*): how an element of the staged input is formed. */
+#define GEMV_PRO_NONE 0
+#define GEMV_PRO_RMSNORM 1
+#define GEMV_PRO_SWIGLU 2
+/* Epilogue bits of k_gemv_fused: bit m (m < 4) scales member m's result; GEMV_EPI_RES adds r to member 0's. */
+#define GEMV_EPI_RES 16
+
+/* The inverse RMS of row xr[0..K) exactly as k_rmsnorm forms it (each thread sums its elements in order,
+** then block_sum), so the normalised values match the unfused kernel's. Every thread gets it. */
+template <typename A>
+__device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
 {
-	int lane = threadIdx.x & 31, n = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (n >= N)
-		return;
-	const W *wr = w + (long long)n * K;
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < K; i += blockDim.x) {
+		float v = to_f(xr[i]);
+		ss += v * v;
+	}
+	return 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+}
+
+/*
+** The decode GEMV of a fused group: up to four linears that read the same input rows x[T, K] in one
+** launch, over their concatenated output columns (member m has weight w_m[N_m, K], optional bias b_m and
+** its own output y_m[T, N_m]; absent members have N_m = 0). T <= 8 is the intended use; larger T works
+** 8 rows at a time. One warp per output column, 8 per block; grid (ceil((N0+N1+N2+N3)/8)), block 256.
+**
+** The input rows are staged as float in shared memory, K in chunks (as k_linear_gemv), formed by PRO:
+**   NONE     x as it is;
+**   RMSNORM  rmsnorm(x)·nw (nw may be nullptr when !HAS_NW), rounded to A as k_rmsnorm stores it. Every
+**            block computes the rows' inverse RMS itself: from the staged rows when a whole row fits in
+**            one chunk, else in a first pass over x. With hs != nullptr block 0 also stores the rows.
+**   SWIGLU   silu(x)·u (x is the gate), rounded to A as k_swiglu stores it.
+** Each result is rounded to A as the linear would store it (bias added first, as k_linear_gemv), then:
+** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add).
+** In place: y_0 may equal r (one thread reads r[t, n] and then writes y_0[t, n]); no output may overlap x,
+** u or hs.
+** The weight rows are read in 16-byte vectors, four in flight per lane, when the member's w is 16-byte
+** aligned and K a multiple of the vector width (else one element per lane per step), as k_linear_gemv.
+*/
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI>
+__device__ void k_gemv_fused(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
+                             const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u,
+                             const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3,
+                             float eps, float s0, float s1, float s2, float s3)
+{
+	const int VEC = 16 / (int)sizeof(W);
+	__shared__ float4 xs4[2048];         /* 8192 floats: up to 8 rows of one K chunk */
+	__shared__ float inv[8];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int c = blockIdx.x * (blockDim.x >> 5) + warp; /* column of the concatenated outputs */
+	int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
+	int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+	bool active = n < Nm; /* uniform per warp: inactive warps only help stage x */
+	const W *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+	float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+	bool scaled = ((EPI >> m) & 1) != 0, res = (EPI & GEMV_EPI_RES) && m == 0;
+	bool vec = active && ((unsigned long long)w & 15) == 0 && K % VEC == 0;
+	const W *wr = active ? w + (long long)n * K : w0;
+
 	for (int t0 = 0; t0 < T; t0 += 8) {
 		int tn = T - t0 < 8 ? T - t0 : 8;
+		int kcap = (8192 / tn) & ~255; /* row stride of xs and chunk length */
+		bool whole = K <= kcap;        /* a whole row fits: the norm is taken from shared memory */
+		if (PRO == GEMV_PRO_RMSNORM && !whole) {
+			for (int t = 0; t < tn; t++) {
+				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
+				if (threadIdx.x == 0)
+					inv[t] = iv;
+			}
+		}
 		float acc[8];
 #pragma unroll
 		for (int t = 0; t < 8; t++)
 			acc[t] = 0.0f;
-		for (int k = lane; k < K; k += 32) {
-			float wf = to_f(wr[k]);
+
+		for (int k0 = 0; k0 < K; k0 += kcap) {
+			int kc = K - k0 < kcap ? K - k0 : kcap;
+			__syncthreads(); /* every warp is done with the previous chunk (and inv is written) */
+			for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
+				float v[8];
 #pragma unroll
-			for (int t = 0; t < 8; t++)
-				if (t < tn) {
-					long long e = (long long)(t0 + t) * K + k;
-					float gv = to_f(g[e]);
-					float x = to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(u[e])));
-					acc[t] += x * wf;
+				for (int j = 0; j < 8; j++) {
+					int e = e0 + j * blockDim.x, t = e / kc, kk = k0 + (e - t * kc);
+					long long at = (long long)(t0 + t) * K + kk;
+					v[j] = 0.0f;
+					if (e < tn * kc) {
+						float xv = to_f(x[at]);
+						if (PRO == GEMV_PRO_SWIGLU) {
+							v[j] = to_f(from_f<A>(xv / (1.0f + expf(-xv)) * to_f(u[at])));
+						} else if (PRO == GEMV_PRO_RMSNORM && !whole) {
+							xv *= inv[t];
+							if (HAS_NW)
+								xv *= to_f(nw[kk]);
+							A h = from_f<A>(xv);
+							if (hs && blockIdx.x == 0)
+								hs[at] = h;
+							v[j] = to_f(h);
+						} else {
+							v[j] = xv;
+						}
+					}
 				}
+#pragma unroll
+				for (int j = 0; j < 8; j++) {
+					int e = e0 + j * blockDim.x, t = e / kc;
+					if (e < tn * kc)
+						xs[t * kcap + (e - t * kc)] = v[j];
+				}
+			}
+			__syncthreads();
+			if (PRO == GEMV_PRO_RMSNORM && whole) {
+				/* the rows are staged raw: normalise them in place, as k_rmsnorm would */
+				for (int t = 0; t < tn; t++) {
+					float *xr = xs + t * kcap, ss = 0.0f;
+					for (int i = threadIdx.x; i < K; i += blockDim.x)
+						ss += xr[i] * xr[i];
+					float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+					for (int i = threadIdx.x; i < K; i += blockDim.x) {
+						float v = xr[i] * iv;
+						if (HAS_NW)
+							v *= to_f(nw[i]);
+						A h = from_f<A>(v);
+						if (hs && blockIdx.x == 0)
+							hs[(long long)(t0 + t) * K + i] = h;
+						xr[i] = to_f(h);
+					}
+				}
+				__syncthreads();
+			}
+			if (!active)
+				continue;
+			if (vec) {
+				/* as k_linear_gemv: U vectors per lane in flight, the 8-wide swizzle sw keeps the
+				** quarter-warps' float4 reads of xs on distinct banks */
+				int sw = VEC == 8 ? (lane >> 2) & 1 : 0;
+				const int U = 4;
+				for (int kb = lane * VEC; kb < kc; kb += 32 * VEC * U) {
+					uint4 raw[U];
+#pragma unroll
+					for (int q = 0; q < U; q++) {
+						int k = kb + q * 32 * VEC;
+						raw[q] = __ldg((const uint4 *)(wr + k0 + (k < kc ? k : kb)));
+					}
+#pragma unroll
+					for (int q = 0; q < U; q++) {
+						int k = kb + q * 32 * VEC;
+						if (k >= kc)
+							break;
+						union {
+							uint4 bits;
+							W e[VEC];
+						} wv;
+						wv.bits = raw[q];
+						float wraw[VEC], wf[VEC];
+#pragma unroll
+						for (int j = 0; j < VEC; j++)
+							wraw[j] = to_f(wv.e[j]);
+#pragma unroll
+						for (int j = 0; j < VEC; j++)
+							wf[j] = sw ? wraw[(j + 4) % VEC] : wraw[j];
+#pragma unroll
+						for (int t = 0; t < 8; t++) {
+							if (t < tn) {
+								const float4 *xp = (const float4 *)(xs + t * kcap + k);
+								float s = acc[t];
+#pragma unroll
+								for (int p = 0; p < VEC / 4; p++) {
+									float4 xv = xp[p ^ sw];
+									s += xv.x * wf[4 * p] + xv.y * wf[4 * p + 1] + xv.z * wf[4 * p + 2] +
+									     xv.w * wf[4 * p + 3];
+								}
+								acc[t] = s;
+							}
+						}
+					}
+				}
+			} else {
+				for (int k = lane; k < kc; k += 32) {
+					float wf = to_f(wr[k0 + k]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * kcap + k] * wf;
+				}
+			}
 		}
+
+		if (active) {
+#pragma unroll
+			for (int t = 0; t < 8; t++) {
+				if (t < tn) {
+					float s = warp_sum(acc[t]);
+					if (lane == 0) {
+						if (bias)
+							s += to_f(bias[n]);
+						float lin = to_f(from_f<A>(s));
+						long long at = (long long)(t0 + t) * Nm + n;
+						if (scaled)
+							lin = sc * lin;
+						else if (res)
+							lin = to_f(r[at]) + lin;
+						y[at] = from_f<A>(lin);
+					}
+				}
+			}
+		}
+	}
+}
+
+/*
+** Rotary of q[T, H, D] and k[T, G, D] (after a per-head RMSNorm with weights qw, kw over D when NORM, as
+** Qwen3; the weights may be nullptr when !HAS_NW), written to qo and ko, with k's rotated rows and v's
+** rows [T, G, Dv] copied into the caches at row pos[t] (as k_kv_write). Blocks (h, t): h < H rotates q
+** head h, h >= H rotates k head h - H and copies that head's v. Each value is rounded to A where the
+** unfused nodes store it: the normalised head, then the rotated one. Rotary as k_rope (qfreq/kfreq and
+** qcs/kcs from the host; INTERLEAVED pairs (2i, 2i+1), else (i, i + R/2); dims >= R copied).
+** Cache rows are those of token t's sequence slot seq[t] (S rows each). D <= 1024. grid (H + G, T), block 128.
+*/
+template <typename A, typename NW, bool NORM, bool HAS_NW, bool INTERLEAVED>
+__device__ void k_rope_qk_kv(A *qo, A *ko, A *kcache, A *vcache, const A *q, const A *k, const A *v,
+                             const NW *qw, const NW *kw, const int *pos, const float *qfreq, const float *kfreq,
+                             float qcs, float kcs, int H, int G, int D, int Dv, int R, float eps, const int *seq, int S)
+{
+	__shared__ float hv[1024];
+	int h = blockIdx.x, t = blockIdx.y, half = R / 2;
+	bool isk = h >= H;
+	int hh = isk ? h - H : h, heads = isk ? G : H;
+	long long row = ((long long)t * heads + hh) * D;
+	const A *src = (isk ? k : q) + row;
+	A *dst = (isk ? ko : qo) + row;
+	const NW *nwt = isk ? kw : qw;
+	const float *freq = isk ? kfreq : qfreq;
+	float cs = isk ? kcs : qcs;
+	long long p = pos[t], cp = (long long)seq[t] * S + p; /* cache row: slot seq[t] of S rows */
+	A *crow = kcache + (cp * G + hh) * D; /* used by k heads only */
+	float ss = 0.0f;
+	for (int d = threadIdx.x; d < D; d += blockDim.x) {
+		float xv = to_f(src[d]);
+		hv[d] = xv;
+		ss += xv * xv;
+	}
+	if (NORM) {
+		float iv = 1.0f / sqrtf(block_sum(ss) / (float)D + eps);
+		for (int d = threadIdx.x; d < D; d += blockDim.x) {
+			float xv = hv[d] * iv;
+			if (HAS_NW)
+				xv *= to_f(nwt[d]);
+			hv[d] = to_f(from_f<A>(xv));
+		}
+	}
+	__syncthreads();
+	float pf = (float)p;
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		float a = __fmul_rn(pf, freq[i]);
+		float c = __fmul_rn(cosf(a), cs), s = __fmul_rn(sinf(a), cs);
+		int i0 = INTERLEAVED ? 2 * i : i, i1 = INTERLEAVED ? 2 * i + 1 : i + half;
+		float x0 = hv[i0], x1 = hv[i1];
+		A o0 = from_f<A>(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s)));
+		A o1 = from_f<A>(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s)));
+		dst[i0] = o0;
+		dst[i1] = o1;
+		if (isk) {
+			crow[i0] = o0;
+			crow[i1] = o1;
+		}
+	}
+	for (int d = 2 * half + threadIdx.x; d < D; d += blockDim.x) {
+		A o = from_f<A>(hv[d]);
+		dst[d] = o;
+		if (isk)
+			crow[d] = o;
+	}
+	if (isk) {
+		const A *vr = v + ((long long)t * G + hh) * Dv;
+		A *vc = vcache + (cp * G + hh) * Dv;
+		for (int d = threadIdx.x; d < Dv; d += blockDim.x)
+			vc[d] = vr[d];
+	}
+}
+
+/* One rotary pair as k_rope computes it: (x0, x1) at position p with inverse frequency f. */
+__device__ __forceinline__ void rope_pair(float x0, float x1, float p, float f, float cs, float &o0, float &o1)
+{
+	float a = __fmul_rn(p, f);
+	float c = __fmul_rn(cosf(a), cs), s = __fmul_rn(sinf(a), cs);
+	o0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+	o1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
+/* Rotary of one head row src[0..D) (first R dims rotated, the rest copied) into dst (and dst2 when not
+** nullptr), by the threads of the block; pairs (2i, 2i+1) when IL, else (i, i + R/2). As k_rope. */
+template <typename A, bool IL>
+__device__ void rope_row(A *dst, A *dst2, const A *src, float p, const float *freq, float cs, int D, int R)
+{
+	int half = R / 2;
+	for (int i = threadIdx.x; i < half; i += blockDim.x) {
+		int i0 = IL ? 2 * i : i, i1 = IL ? 2 * i + 1 : i + half;
+		float o0, o1;
+		rope_pair(to_f(src[i0]), to_f(src[i1]), p, freq[i], cs, o0, o1);
+		A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+		dst[i0] = a0, dst[i1] = a1;
+		if (dst2)
+			dst2[i0] = a0, dst2[i1] = a1;
+	}
+	for (int d = 2 * half + threadIdx.x; d < D; d += blockDim.x) {
+		dst[d] = src[d];
+		if (dst2)
+			dst2[d] = src[d];
+	}
+}
+
+/*
+** MLA latent preparation, any step: for token t = blockIdx.y with p = pos[t],
+**   block x = 0: the latent row [rmsnorm(kv[t, :L])·cw, rope(kv[t, L:L+Dr])] (rope of R dims, pairs as IL)
+**                into latent[t] and cache[p] (rows of L + Dr), as k_rmsnorm, k_rope and the concat store
+**                them and k_mla_write copies them;
+**   block x = 1: the indexer key layernorm(ik[t, :Di])·iw + ib, then rotary of its first Ri dims (ILI),
+**                into iko[t] and icache[p] (as k_layernorm, k_rope and k_mla_write).
+** cw, iw, ib may be nullptr (no weight / bias). Di <= 1024. grid (1 or 2, T), block 256 (mla_kv_block is
+** the body for block job, token t, shared with k_mla_prep).
+*/
+template <typename A, typename NW, typename IW, bool IL, bool ILI>
+__device__ void mla_kv_block(int job, int t, A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw,
+                             const A *ik, const IW *iw, const IW *ib, const int *pos, const float *freq, float cs,
+                             const float *ifreq, float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps,
+                             const int *seq, int S)
+{
+	__shared__ A hv[1024];
+	long long p = pos[t], cp = (long long)seq[t] * S + p; /* cache row: slot seq[t] of S rows */
+	if (job == 0) {
+		int Dk = L + Dr;
+		const A *row = kv + (long long)t * Dk;
+		A *lr = latent + (long long)t * Dk, *cr = cache + cp * Dk;
+		float inv = gemv_row_inv_rms(row, L, eps);
+		for (int i = threadIdx.x; i < L; i += blockDim.x) {
+			float v = to_f(row[i]) * inv;
+			if (cw)
+				v *= to_f(cw[i]);
+			A a = from_f<A>(v);
+			lr[i] = a, cr[i] = a;
+		}
+		rope_row<A, IL>(lr + L, cr + L, row + L, (float)p, freq, cs, Dr, R);
+		return;
+	}
+	const A *row = ik + (long long)t * Di;
+	float s = 0.0f;
+	walk_row(row, Di, [&](int, float v) { s += v; });
+	float mean = block_sum(s) / (float)Di;
+	float sq = 0.0f;
+	walk_row(row, Di, [&](int, float v) { sq += (v - mean) * (v - mean); });
+	float inv = 1.0f / sqrtf(block_sum(sq) / (float)Di + ieps);
+	walk_row(row, Di, [&](int i, float v) {
+		v = (v - mean) * inv;
+		if (iw)
+			v *= to_f(iw[i]);
+		if (iw && ib)
+			v += to_f(ib[i]);
+		hv[i] = from_f<A>(v);
+	});
+	__syncthreads();
+	rope_row<A, ILI>(iko + (long long)t * Di, icache + cp * Di, hv, (float)p, ifreq, ics, Di, Ri);
+}
+
+template <typename A, typename NW, typename IW, bool IL, bool ILI>
+__device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik,
+                             const IW *iw, const IW *ib, const int *pos, const float *freq, float cs, const float *ifreq,
+                             float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps, const int *seq, int S)
+{
+	mla_kv_block<A, NW, IW, IL, ILI>(blockIdx.x, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos, freq,
+	                                 cs, ifreq, ics, L, Dr, R, Di, Ri, eps, ieps, seq, S);
+}
+
+/*
+** MLA query preparation for the decode step, from the projected query q[T, H, Dn + Dr]:
+**   qabs[t, h, :L]      = q[t, h, :Dn] · W_UK[h]  (wk [H, Dn, L], or [H, L, Dn] when TB), as the matmul
+**                         (k_matmul / k_matmul_tb order) stores it;
+**   qabs[t, h, L:L+Dr]  = rope(q[t, h, Dn:]) (R dims rotated, pairs as IL);
+**   iqo[t, hi, :]       = rope(iq[t, hi, :]) for the indexer's Hi heads of Di (Ri rotated, ILI), when Hi > 0.
+** Blocks: NL per head for the absorb (NL = ceil(L/256), one output column per thread; TB: ceil(L/8), one
+** per warp), the first of them also rotating its head's q_pe; then Hi blocks for the indexer's heads.
+** Each absorb block stages its head's q_nope rows (8 tokens at a time) in shared memory and reads its
+** W_UK columns once per 8 tokens. Dn <= 512. grid (H·NL + Hi), block 256 (mla_q_block is the body for
+** block b, shared with k_mla_prep).
+*/
+template <typename A, typename W, bool TB, bool IL, bool ILI>
+__device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos,
+                            const float *freq, float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr,
+                            int R, int L, int Hi, int Di, int Ri)
+{
+	__shared__ float xs[8 * 512];
+	int NL = TB ? (L + 7) / 8 : (L + 255) / 256;
+	int Dq = Dn + Dr, Do = L + Dr;
+	if (b >= H * NL) {
+		int hi = b - H * NL;
+		for (int t = 0; t < T; t++) {
+			long long row = ((long long)t * Hi + hi) * Di;
+			rope_row<A, ILI>(iqo + row, (A *)nullptr, iq + row, (float)pos[t], ifreq, ics, Di, Ri);
+		}
+		return;
+	}
+	int h = b / NL, lc = b - h * NL, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	if (lc == 0)
+		for (int t = 0; t < T; t++) {
+			rope_row<A, IL>(qabs + ((long long)t * H + h) * Do + L, (A *)nullptr, q + ((long long)t * H + h) * Dq + Dn,
+			                (float)pos[t], freq, cs, Dr, R);
+		}
+	for (int t0 = 0; t0 < T; t0 += 8) {
+		int tn = T - t0 < 8 ? T - t0 : 8;
+		__syncthreads(); /* the previous rows are consumed */
+		for (int e = threadIdx.x; e < tn * Dn; e += blockDim.x) {
+			int t = e / Dn, d = e - t * Dn;
+			xs[t * Dn + d] = to_f(q[((long long)(t0 + t) * H + h) * Dq + d]);
+		}
+		__syncthreads();
+		float acc[8];
 #pragma unroll
 		for (int t = 0; t < 8; t++)
-			if (t < tn) {
-				float s = warp_sum(acc[t]);
-				if (lane == 0)
-					y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+			acc[t] = 0.0f;
+		int l;
+		if (!TB) {
+			l = lc * 256 + threadIdx.x;
+			if (l < L) {
+				const W *wc = wk + (long long)h * Dn * L + l;
+				for (int d = 0; d < Dn; d++) {
+					float wv = to_f(wc[(long long)d * L]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * Dn + d] * wv;
+				}
+				for (int t = 0; t < tn; t++)
+					qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(acc[t]);
 			}
+		} else {
+			l = lc * 8 + warp;
+			if (l < L) { /* uniform per warp */
+				const W *wr = wk + ((long long)h * L + l) * Dn;
+#pragma unroll 4
+				for (int d = lane; d < Dn; d += 32) {
+					float wv = to_f(wr[d]);
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn)
+							acc[t] += xs[t * Dn + d] * wv;
+				}
+#pragma unroll
+				for (int t = 0; t < 8; t++)
+					if (t < tn) {
+						float s = warp_sum(acc[t]);
+						if (lane == 0)
+							qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(s);
+					}
+			}
+		}
+	}
+}
+
+template <typename A, typename W, bool TB, bool IL, bool ILI>
+__device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
+                            float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
+                            int Di, int Ri)
+{
+	mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R, L, Hi,
+	                               Di, Ri);
+}
+
+/*
+** Both MLA preparations in one decode launch: blocks x < NQ = H·NL + Hi of row y = 0 are k_mla_qprep's
+** (rows y > 0 of them have nothing to do), blocks x >= NQ are k_mla_kvprep's job x - NQ for token y.
+** grid (NQ + 1 or 2, T), block 256.
+*/
+template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
+__device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
+                           float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr, int R, int L, int Hi,
+                           int Di, int Ri, A *latent, A *cache, A *iko, A *icache, const A *kv, const NW *cw,
+                           const A *ik, const IW *iw, const IW *ib, const float *kfreq, float kcs, const float *ikfreq,
+                           float ikcs, int KR, int KDi, int KRi, float eps, float ieps, const int *seq, int S)
+{
+	int NQ = H * (TB ? (L + 7) / 8 : (L + 255) / 256) + Hi;
+	if ((int)blockIdx.x < NQ) {
+		if (blockIdx.y == 0)
+			mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R,
+			                               L, Hi, Di, Ri);
+		return;
+	}
+	mla_kv_block<A, NW, IW, KIL, KILI>(blockIdx.x - NQ, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos,
+	                                   kfreq, kcs, ikfreq, ikcs, L, Dr, KR, KDi, KRi, eps, ieps, seq, S);
+}
+
+/*
+** The MLA value absorb, any step: out[t, h, j] = o[t, h, :Dv] · wv[h, j, :Dv] (wv [H, Do, Dv], a linear-
+** layout weight), reading the attention's [T, H, Dv] rows and writing [T, H, Do] directly, so the two
+** permutes around the matmul are never stored. k_matmul_tb's arithmetic on these strides (one warp per
+** output, lanes striding over Dv, a shuffle sum). grid (ceil(Do/8), T, H), block 256.
+*/
+template <typename A, typename W>
+__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int H, int Dv, int Do)
+{
+	int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), t = blockIdx.y;
+	long long h = blockIdx.z;
+	if (j >= Do) /* uniform per warp */
+		return;
+	const A *orow = o + ((long long)t * H + h) * Dv;
+	const W *wr = wv + (h * Do + j) * Dv;
+	float s = 0.0f;
+#pragma unroll 4
+	for (int i = lane; i < Dv; i += 32)
+		s += to_f(orow[i]) * to_f(wr[i]);
+	s = warp_sum(s);
+	if (lane == 0)
+		out[((long long)t * H + h) * Do + j] = from_f<A>(s);
+}
+
+/* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel: k_moe_route, then
+** k_moe_weights on the choice it just wrote (the same thread writes and reads it). grid (T), block 32. */
+template <typename A, typename B_>
+__device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group,
+                                    int topk_group, int sigmoid, int wsigmoid, int norm, float scale)
+{
+	k_moe_route<A, B_>(idx, logits, bias, E, k, n_group, topk_group, sigmoid);
+	k_moe_weights<A>(w, logits, idx, E, k, wsigmoid, norm, scale);
+}
+
+/*
+** The end of a MoE layer for the decode step, for output column c (one warp, c = blockIdx.x*8 + warp) of
+** token t = blockIdx.y: the routed experts' down projections summed with their weights exactly as
+** k_moe_down (from the scratch hid k_moe_up filled), stored as A; with SHARED, the shared expert's
+** down projection sdown[c, :Fs] · silu(g[t])·u[t] (the SwiGLU rounded to A as k_swiglu stores it, the
+** product as the linear stores it) added (rounded to A as the add stores it); with RES, the residual
+** r[t, c] added last. y may equal r (the same thread reads r[t, c] before writing y[t, c]).
+** grid (ceil(C/8), T), block 256.
+*/
+template <typename A, typename W, typename WS, bool SHARED, bool RES>
+__device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k,
+                                 const WS *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	const int VEC = 16 / (int)sizeof(W);
+	int lane = threadIdx.x & 31, t = blockIdx.y;
+	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (c >= C) /* uniform per warp */
+		return;
+	bool vec = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0;
+	float acc = 0.0f;
+	for (int j = 0; j < k; j++) {
+		long long slot = (long long)t * k + j;
+		int ex = idx[slot];
+		if (ex < 0)
+			continue;
+		const W *dr = down + ((long long)ex * C + c) * F;
+		const float *hr = hid + slot * F;
+		float s = 0.0f;
+		if (vec) {
+#pragma unroll 2
+			for (int kb = lane * VEC; kb < F; kb += 32 * VEC) {
+				union {
+					uint4 bits;
+					W e[VEC];
+				} dv;
+				dv.bits = __ldg((const uint4 *)(dr + kb));
+				const float4 *hp = (const float4 *)(hr + kb);
+#pragma unroll
+				for (int c4 = 0; c4 < VEC / 4; c4++) {
+					float4 hv = __ldg(hp + c4);
+					s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
+					     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
+				}
+			}
+		} else {
+			for (int i = lane; i < F; i += 32)
+				s += to_f(dr[i]) * hr[i];
+		}
+		s = warp_sum(s);
+		acc += to_f(w[slot]) * s;
+	}
+	float out = to_f(from_f<A>(acc));
+	if (SHARED) {
+		const int VS = 16 / (int)sizeof(WS);
+		const WS *sr = sdown + (long long)c * Fs;
+		const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
+		float s = 0.0f;
+		if (((unsigned long long)sdown & 15) == 0 && Fs % VS == 0) {
+			/* a 16-byte vector of the weight row per lane, the SwiGLU formed element by element */
+			for (int f0 = lane * VS; f0 < Fs; f0 += 32 * VS) {
+				union {
+					uint4 bits;
+					WS e[VS];
+				} wv;
+				wv.bits = __ldg((const uint4 *)(sr + f0));
+#pragma unroll
+				for (int i = 0; i < VS; i++) {
+					float gv = to_f(gt[f0 + i]);
+					s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f0 + i]))) * to_f(wv.e[i]);
+				}
+			}
+		} else {
+			for (int f = lane; f < Fs; f += 32) {
+				float gv = to_f(gt[f]);
+				s += to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f]))) * to_f(sr[f]);
+			}
+		}
+		s = warp_sum(s);
+		out = to_f(from_f<A>(out + to_f(from_f<A>(s))));
+	}
+	if (lane == 0) {
+		long long at = (long long)t * C + c;
+		if (RES)
+			out = to_f(r[at]) + out;
+		y[at] = from_f<A>(out);
 	}
 }

@@ -90,6 +90,21 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 	fi
 done
 
+# Fusion: the decode step (1 token, tp 1) launches at most 7 kernels per dense llama/qwen3 layer (glmc stats
+# counts the launches of a 1-token step), and every fixture's activation arena is within 1.10 of its lower
+# bound (the peak of live bytes); GLM-5's full configuration is checked further down.
+for m in llama qwen3; do
+	per=$(bin/glmc stats $tmp/$m.plan | sed -n 's/^kernels_per_layer\.[0-9]*: //p' | tr '\n' ' ')
+	max=$(echo $per | tr ' ' '\n' | sort -n | tail -1)
+	[ -n "$max" ] && [ "$max" -le 7 ] && ok "$m: at most 7 kernels per layer in a decode step ($per)" ||
+		bad "$m: at most 7 kernels per layer in a decode step" "per layer: '$per'"
+done
+for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
+	r=$(bin/glmc explain $tmp/$m.plan | sed -n 's/^memory: .* ratio //p')
+	awk -v r="$r" 'BEGIN { exit !(r != "" && r <= 1.10) }' && ok "$m: activation arena within 1.10 of its lower bound ($r)" ||
+		bad "$m: activation arena within 1.10 of its lower bound" "ratio '$r'"
+done
+
 # Tensor parallelism on the CPU: every fixture at tp 2 and 4 (N ranks in one process, collectives in
 # memory) gives the tp 1 tokens and logits within 1e-6; the schedule is reported by glmc stats.
 for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; do
@@ -142,6 +157,27 @@ if bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-w
 else
 	bad "GLM-5 full configuration compiles for tp 8" "$(bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-weights q4_k --tp 8 -o $tmp/glm5.plan 2>&1 | tail -1)"
 fi
+# The full GLM-5 at tp 1: at most 12 kernel launches per MoE layer of a decode step (launches only, so no
+# NVRTC) with bf16 weights, and the arena within 1.10 of its bound at tp 1 and tp 8. With Q4_K weights kept
+# in their blocks on the GPU the quantized GEMVs run unfused (the fused kernels read float rows): that
+# count is printed and held to its present value, 25, so it can only go down.
+G5="models/glm5.lua --config models/configs/glm5.json --random-weights q4_k"
+kq=$(bin/glmc dump $G5 --after emit 2>/dev/null | sed -n 's/^kernels (decode step of 1 token): \([0-9]*\) per step; per layer: //p')
+qmax=$(echo $kq | tr ' ' '\n' | sort -n | tail -1)
+[ -n "$qmax" ] && [ "$qmax" -le 25 ] && ok "GLM-5 tp 1, Q4_K kept quantized: $qmax kernels per MoE layer (quantized GEMVs unfused)" ||
+	bad "GLM-5 tp 1, Q4_K: kernels per layer" "'$kq'"
+kl=$(bin/glmc dump ${G5/q4_k/bf16} --after emit 2>/dev/null | sed -n 's/^kernels (decode step of 1 token): \([0-9]*\) per step; per layer: //p')
+dense=$(sed -n 's/.*"first_k_dense_replace": *\([0-9]*\).*/\1/p' models/configs/glm5.json)
+moe_max=$(echo $kl | tr ' ' '\n' | tail -n +$((${dense:-0} + 1)) | sort -n | tail -1)
+[ -n "$kl" ] && [ -n "$moe_max" ] && [ "$moe_max" -le 12 ] &&
+	ok "GLM-5 tp 1 (bf16 weights): at most 12 kernels per MoE layer in a decode step ($moe_max; dense layers $(echo $kl | cut -d' ' -f1))" ||
+	bad "GLM-5 tp 1: at most 12 kernels per MoE layer in a decode step" "per layer: '$kl'"
+for tp in 1 8; do
+	a=$(bin/glmc dump $G5 --tp $tp --after memplan 2>/dev/null | sed -n 's/^arena: //p')
+	r=$(echo "$a" | awk '{ if ($10 + $14 > 0) printf "%.3f", ($1 + $6) / ($10 + $14) }')
+	awk -v r="$r" 'BEGIN { exit !(r != "" && r <= 1.10) }' && ok "GLM-5 tp $tp: activation arena within 1.10 of its lower bound ($r)" ||
+		bad "GLM-5 tp $tp: activation arena within 1.10 of its lower bound" "arena line '$a'"
+done
 bin/glmc compile models/glm5.lua --config $FIX/glm_moe_dsa/config.json --random-weights bf16 -o $tmp/rnd.plan 2>/dev/null &&
 	bin/glmrun $tmp/rnd.plan --device cpu --tokens 1,2,3 -n 4 >$tmp/out 2>$tmp/err && grep -q "RANDOM WEIGHTS (bf16)" $tmp/err &&
 	[ "$(wc -w <$tmp/out)" = 4 ] && ok "random-weight plans run and say so" || bad "random-weight plans run and say so" "$(cat $tmp/err)"

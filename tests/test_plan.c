@@ -78,6 +78,73 @@ static void reseal(unsigned char *p, size_t n)
 	memcpy(p + 12, &crc, 4), memcpy(p + 16, &len, 8);
 }
 
+/* A launch of node `node` for steps of tmin..tmax tokens touching buffers bufs (out[i]: written). */
+static Launch launch(int node, int tmin, int tmax, int n, const int *bufs, const int *out)
+{
+	Launch l = {.node = node, .kernel = "k", .tmin = tmin, .tmax = tmax, .block = 256, .narg = n};
+	for (int i = 0; i < 3; i++)
+		l.grid[i] = (Size){.node = -1, .div = 1};
+	for (int i = 0; i < n; i++)
+		l.arg[i] = (KArg){.kind = KA_BUF, .s = {.node = bufs[i]}, .f = out[i]};
+	return l;
+}
+
+/*
+** The memory plan takes its liveness from the launch list as well as the node order: x -> a -> b -> c
+** (ropes), where a fused kernel computes b straight from x for small steps (a is then never stored) and
+** prefill runs the plain chain. x is read at b's launch, so b must not take x's bytes, which the node
+** order alone would allow; the checker sees the GPU schedule; reading before writing is caught.
+*/
+static void launch_liveness(void)
+{
+	char err[512];
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	Node tok = {.op = OP_INPUT, .kind = VK_INPUT, .dtype = DT_I32, .ndim = 1, .dim = {DIM_T}, .name = "tokens"};
+	Node pos = tok;
+	pos.name = "pos";
+	Node emb = {.op = OP_PARAM, .kind = VK_WEIGHT, .dtype = DT_F32, .ndim = 2, .dim = {32, 16}, .name = "e"};
+	int t = graph_add(&g, &tok), p = graph_add(&g, &pos), e = graph_add(&g, &emb);
+	Node x = {.op = OP_EMBEDDING, .nin = 2, .in = {e, t}, .fused_into = -1};
+	op_table[OP_EMBEDDING].shape(&g, &x, err, sizeof err);
+	int v[4];
+	v[0] = graph_add(&g, &x);
+	for (int i = 1; i < 4; i++) {
+		Node r = {.op = OP_ROPE, .nin = 2, .in = {v[i - 1], p}, .ia = {2, 8, 8, 0, 0}, .fa = {10000}, .fused_into = -1};
+		op_table[OP_ROPE].shape(&g, &r, err, sizeof err);
+		v[i] = graph_add(&g, &r);
+	}
+	g.out[0] = v[3], g.out_name[0] = "logits", g.nout = 1;
+	check(memplan(&g, 1, err, sizeof err) == 0 && g.node[v[2]].mem_off == g.node[v[0]].mem_off,
+	      "without launches, b reuses x's bytes (x dies at a)", "%s (x @%lld, b @%lld)", err,
+	      (long long)g.node[v[0]].mem_off, (long long)g.node[v[2]].mem_off);
+	int x0[] = {v[0]}, w1[] = {1}, xa[] = {v[0], v[1]}, ab[] = {v[1], v[2]}, xb[] = {v[0], v[2]}, bc[] = {v[2], v[3]};
+	int rw[] = {0, 1};
+	Launch ls[5] = {launch(v[0], 1, 1 << 30, 1, x0, w1), launch(v[1], 9, 1 << 30, 2, xa, rw),
+	                launch(v[2], 9, 1 << 30, 2, ab, rw), launch(v[2], 1, 8, 2, xb, rw), launch(v[3], 1, 1 << 30, 2, bc, rw)};
+	g.cuda.l = ls, g.cuda.nl = 5;
+	int rc = memplan(&g, 1, err, sizeof err);
+	check(rc == 0 && g.node[v[2]].mem_off != g.node[v[0]].mem_off, "a kernel reading x late keeps x's bytes from b",
+	      "%s (x @%lld, b @%lld)", err, (long long)g.node[v[0]].mem_off, (long long)g.node[v[2]].mem_off);
+	unsigned char mark[8];
+	cuda_touched(&g, 1, mark);
+	int m1 = mark[v[1]], m0 = mark[v[0]];
+	cuda_touched(&g, 9, mark);
+	check(!m1 && m0 && mark[v[1]], "cuda_touched: a is stored by prefill only", "T=1: a %d x %d; T=9: a %d", m1, m0,
+	      mark[v[1]]);
+	/* the plan made without the launches (b over x) is valid for the CPU order only */
+	g.cuda.nl = 0;
+	memplan(&g, 1, err, sizeof err);
+	g.cuda.nl = 5;
+	check(memplan_check(&g, err, sizeof err) < 0 && strstr(err, "share bytes (GPU launches)"),
+	      "the checker catches an overlap only the GPU schedule has", "%s", err);
+	ls[3] = launch(v[2], 1, 8, 2, ab, rw); /* the decode kernel reads a, which no decode launch writes */
+	check(memplan(&g, 1, err, sizeof err) < 0 && strstr(err, "before any launch writes it in a step of 1 tokens"),
+	      "the checker catches a kernel reading a value no earlier launch wrote", "%s", err);
+	arena_free(&A);
+}
+
 int main(void)
 {
 	char path[] = "/tmp/glm-test-plan-XXXXXX", err[1024];
@@ -144,6 +211,8 @@ int main(void)
 	check(memplan_check(&mp, err, sizeof err) < 0 && strstr(err, "live together but share bytes"),
 	      "the overlap checker catches an aliasing plan", "%s", err);
 	arena_free(&D);
+
+	launch_liveness();
 
 	/* Fuzz: random byte flips, truncations and extensions of the payload, checksum resealed. */
 	unsigned long long seed = 0x9e3779b97f4a7c15ULL;

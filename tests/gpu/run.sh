@@ -27,6 +27,14 @@ if [ -x build/gpu/test_kernels ]; then
 else
 	record "kernel tests" FAIL "build/gpu/test_kernels missing"
 fi
+if [ -x build/gpu/test_fused ]; then
+	build/gpu/test_fused >"$OUT/fused.log" 2>&1
+	rc=$?
+	grep '^FAIL' "$OUT/fused.log" | head -20
+	record "fused kernel tests (build/gpu/test_fused)" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/fused.log")"
+else
+	record "fused kernel tests" FAIL "build/gpu/test_fused missing"
+fi
 
 build/gpu/test_qgemv >"$OUT/qgemv.log" 2>&1; record "quantized kernels (build/gpu/test_qgemv)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(grep '^FAIL' "$OUT/qgemv.log" | head -3) $(tail -1 "$OUT/qgemv.log")"
 
@@ -85,6 +93,15 @@ if python3 -c "import transformers" 2>/dev/null; then
 	done < <(grep '^hf ' "$OUT/hf_bf16.log")
 	grep -q '^hf ' "$OUT/hf_bf16.log" || record "peer transformers bf16" info "$(tail -3 "$OUT/hf_bf16.log" | tr '\n' ' ' | head -c 300)"
 fi
+
+# Fused decode kernels at a multi-token step: a 5-token prompt is prefilled by the decode-step kernels
+# (steps of up to 8 tokens), compared node by node with the CPU reference.
+for m in llama qwen3 glm_moe_dsa deepseek_v3; do
+	short=$($CMP --prompt $FIX/$m | cut -d, -f1-5)
+	bin/glmrun $OUT/$m-f32.plan --device cuda --tokens "$short" --verify >"$OUT/$m-short.verify" 2>&1
+	rc=$?
+	record "$m f32 5-token step (fused kernels) --verify" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$m-short.verify")"
+done
 
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
