@@ -754,7 +754,9 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 				return -1;
 			continue;
 		}
-		if (l->tmin > 1 && !x->capturing) {
+		/* A prefill GEMM of a linear (its own launch: the first argument is the linear's output) may go
+		** through cuBLASLt; a fused kernel hosted at a linear (e.g. the MLA latent preparation) never does. */
+		if (l->tmin > 1 && !x->capturing && l->narg > 0 && l->arg[0].kind == KA_BUF && l->arg[0].s.node == l->node) {
 			int done = lt_linear(x, l->node, T, err, len);
 			if (done < 0)
 				return -1;
