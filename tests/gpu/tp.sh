@@ -26,8 +26,9 @@ CMP=build/tools/cmplogits
 rows=()
 pass=0
 fail=0
-record() { # NAME STATUS DETAIL
+record() { # NAME STATUS DETAIL (also printed at once, so a run cut short by a time limit still shows it)
 	rows+=("$(printf '%-52s %-5s %s' "$1" "$2" "$(echo "$3" | tr '\n' ' ' | head -c 400)")")
+	echo "result: ${rows[${#rows[@]}-1]}"
 	case "$2" in ok) pass=$((pass + 1)) ;; info) ;; *) fail=$((fail + 1)) ;; esac
 }
 
