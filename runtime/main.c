@@ -57,7 +57,7 @@ static const char *usage =
 	"                       shared, or give B prompts (-p or --tokens repeated). Sequence i samples with\n"
 	"                       seed + i, ends at -n tokens, end-of-generation, --stop or a full --max-seq;\n"
 	"                       answers are printed at the end in order (ids one line each, or text blocks);\n"
-	"                       --dump-logits FILE writes FILE.0, FILE.1, ...\n"
+	"                       --dump-logits FILE writes FILE.0, FILE.1, ...; on the GPU, tp 1 plans\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
 	"  --max-seq N          KV-cache capacity in positions (default: prompt + N; --chat: the model's\n"
 	"                       context, at most 4096)\n"
