@@ -12,7 +12,7 @@
 # launches per step, peer ms/token, speedup. Every phase is timed; a global budget (BUDGET seconds,
 # default 470, under the device's 10-minute command limit) skips what would not fit, and says so.
 #
-# Environment: OUT (results; default /tmp/glm-bench), SHAPES (default all four rows, e.g.
+# Environment: OUT (results; default /tmp/glm-bench), TP (plans for TP GPUs; default 1), SHAPES (default all four rows, e.g.
 # SHAPES="llama3_8b:bf16"), BATCHES (default "1 4 16"), STEPS (decode steps measured, 64), PROMPT (128),
 # PEER (1/0), PROFILE (1/0), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
 # DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's config, checks this script without a
@@ -23,6 +23,7 @@ OUT=${OUT:-/tmp/glm-bench}
 WORK=${WORK:-/tmp/glm-bench-work}
 SHAPES=${SHAPES:-"llama3_8b:bf16 glm4_7_flash:bf16 glm4_7_flash:q8_0 glm5_slice:q4_k_m"}
 BATCHES=${BATCHES:-"1 4 16"}
+TP=${TP:-1} # plans for TP GPUs (issue 10: TP=2 BATCHES=1 PEER=0 on a 2-GPU machine); batch 1 only above 1
 STEPS=${STEPS:-64}
 PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
@@ -117,7 +118,7 @@ for sd in $SHAPES; do
 	say "$tag: compile plan (glmc, random weights $d)"
 	t=$(date +%s)
 	if ! bin/glmc compile models/$(model_of $s).lua --config "$(config_of $s)" --random-weights $d \
-		--dtype bf16 $(layers_of $s) -o "$plan" >"$OUT/$tag.compile.txt" 2>&1; then
+		--dtype bf16 $(layers_of $s) --tp "$TP" -o "$plan" >"$OUT/$tag.compile.txt" 2>&1; then
 		say "$tag: compile failed: $(tail -1 "$OUT/$tag.compile.txt")"
 		RES[$tag]="compile failed"
 		continue
@@ -136,7 +137,7 @@ for sd in $SHAPES; do
 			continue
 		fi
 		flags="--bench"
-		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && [ "$DEVICE" = cuda ] && flags="--profile --profile-top 25"
+		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && [ "$DEVICE" = cuda ] && [ "$TP" = 1 ] && flags="--profile --profile-top 25"
 		[ "$b" != 1 ] && flags="$flags --batch $b"
 		say "$tag batch $b: glmrun $flags (weights generated at open; limit ${budget}s)"
 		t=$(date +%s)

@@ -6,12 +6,14 @@
 ** charges each with the bytes it moves, so the kernel furthest from the bandwidth limit is the first line.
 */
 #include "bench.h"
+#include "ranks.h"
 #include "ref.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Monotonic seconds: the host clock the step times are read from. */
 static double bench_now(void)
@@ -342,9 +344,15 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	int64_t V = g->node[logits].dim[1];
 	const char *tps = graph_meta(g, "tp");
 	int tp = tps ? atoi(tps) : 1;
-	if (tp < 1 || tp > 8 || (tp > 1 && cuda)) {
-		fprintf(stderr, "glmrun: %s: tp %d: --bench runs tp 1 on the GPU, or up to 8 ranks with --device cpu\n", plan,
-		        tp);
+	if (tp < 1 || tp > 8) {
+		fprintf(stderr, "glmrun: %s: tp %d in the plan is outside 1..8\n", plan, tp);
+		return 1;
+	}
+	/* A partitioned plan on the GPU runs on tp GPUs through the rank workers (NCCL): batch 1, no profile. */
+	int multi = tp > 1 && cuda;
+	if (multi && (B > 1 || o->profile)) {
+		fprintf(stderr, "glmrun: --bench on %d GPUs times batch 1 without --profile; drop %s\n", tp,
+		        B > 1 ? "--batch" : "--profile");
 		return 1;
 	}
 	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? o->profile_steps + 1 : 0) + 1;
@@ -368,10 +376,25 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		pos[i] = (int32_t)i;
 	double t0 = bench_now();
 	Gpu *gpu = NULL;
+	Ranks *R = NULL;
 	Exec xr[8];
 	int nx = 0;
 	GpuStats gs = {0};
-	if (cuda) {
+	if (multi) {
+		RanksOpts ro = {.timeout = 60};
+		GpuOpts go2 = *go;
+		go2.keep_logits = 0;
+		if (ranks_opts_from_env(&ro, tp, err, sizeof err) ||
+		    ranks_open(&R, g, weights, P, S, &go2, &ro, err, sizeof err)) {
+			fprintf(stderr, "glmrun: %s\n", err);
+			if (R && !ranks_stuck(R))
+				ranks_close(R);
+			return 1;
+		}
+		for (int i = 0; i < g->n; i++) /* rank 0's bytes: the step's roofline is per GPU */
+			if (g->node[i].kind == VK_WEIGHT)
+				wb[i] = (double)gpu_weight_bytes(ranks_gpu(R, 0), i);
+	} else if (cuda) {
 		GpuOpts go2 = *go;
 		go2.keep_logits = 0, go2.batch = B;
 		if (gpu_open(&gpu, g, weights, P > B ? P : B, S, &go2, err, sizeof err)) {
@@ -405,7 +428,9 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		for (int b = 0; b < B && !rc; b++) {
 			const int32_t *pb = prompt + (size_t)b * (size_t)P;
 			int32_t zero = 0, slot = b;
-			if (cuda)
+			if (multi)
+				rc = ranks_prefill(R, pb, P, 0, &tok[b], NULL, err, sizeof err);
+			else if (cuda)
 				rc = gpu_set_rows(gpu, 1, &zero, &zero, &slot, &zero, err, sizeof err) ||
 				     gpu_prefill_slot(gpu, b, pb, P, 0, &tok[b], NULL, err, sizeof err);
 			else {
@@ -420,14 +445,16 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	}
 	for (int b = 0; b < B; b++)
 		seq[b] = b, at_pos[b] = (int32_t)P, steps[b] = 1;
-	if (!rc && cuda)
+	if (!rc && cuda && !multi)
 		rc = gpu_set_rows(gpu, B, tok, at_pos, seq, steps, err, sizeof err);
 	/* Decode: warm-up steps, then the measured ones, each timed alone. */
 	long at = P;
 	double tw0 = bench_now(), tw = 0;
 	for (long i = 0; i < o->warmup + o->steps && !rc; i++, at++) {
 		double s0 = bench_now();
-		if (cuda)
+		if (multi)
+			rc = ranks_decode(R, tok, NULL, err, sizeof err);
+		else if (cuda)
 			rc = gpu_decode_rows(gpu, B, tok, NULL, err, sizeof err);
 		else {
 			for (int b = 0; b < B; b++)
@@ -444,9 +471,16 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	}
 	if (rc) {
 		fprintf(stderr, "glmrun: --bench: %s\n", err);
+		if (R && ranks_stuck(R))
+			_exit(1); /* a rank may still block in a collective: it can be neither joined nor freed */
 		return 1;
 	}
-	if (cuda)
+	if (multi) {
+		RanksStats rs;
+		ranks_stats(R, &rs);
+		gs = rs.gpu;
+		printf("tp: %d GPUs (bytes, GB/s and %%bw below are per GPU: rank 0's share of the step)\n", tp);
+	} else if (cuda)
 		gpu_stats(gpu, &gs);
 	double mean = 0;
 	for (long i = 0; i < o->steps; i++)
@@ -511,6 +545,8 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		rc = profile_report(g, gpu, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
 	if (gpu)
 		gpu_close(gpu);
+	if (R)
+		ranks_close(R);
 	for (int r = 0; r < nx; r++)
 		exec_free(&xr[r]);
 	free(prompt), free(pos), free(ms), free(wb), free(seq), free(tok), free(at_pos), free(steps);

@@ -344,3 +344,9 @@ void ranks_close(Ranks *R)
 	free(R->none);
 	free(R);
 }
+
+/* Rank r's Gpu, for read-only queries from the main thread (gpu_weight_bytes). */
+const Gpu *ranks_gpu(const Ranks *R, int r)
+{
+	return r >= 0 && r < R->tp ? R->gpu[r] : NULL;
+}

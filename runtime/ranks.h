@@ -56,6 +56,9 @@ void ranks_stats(const Ranks *R, RanksStats *s);
 ** process must end with _exit: the blocked threads can neither be joined nor cleaned up after. */
 int ranks_stuck(Ranks *R);
 
+/* Rank r's Gpu (NULL outside 0..tp-1), for read-only queries such as gpu_weight_bytes. */
+const Gpu *ranks_gpu(const Ranks *R, int r);
+
 /* Destroy the communicators and close the GPUs (on each rank's thread). Does nothing to a stuck set. */
 void ranks_close(Ranks *R);
 
