@@ -15,7 +15,7 @@ typedef struct {
 	int32_t last;                /* token to feed next */
 	long made;                   /* tokens sampled so far */
 	long limit;                  /* tokens this sequence may produce (-n, clipped to the context) */
-	int done;
+	int done, stopped;           /* stopped: the answer ended at the --stop string */
 	FILE *dump;
 	TokStream ts;
 	char *text;                  /* decoded answer (text mode) */
@@ -59,16 +59,16 @@ static int take(const BatchRun *b, Seq *s, int32_t tok, const float *row, int64_
 			s->done = 1;
 			return 0;
 		}
-		size_t pl;
+		size_t pl, before = s->ntext, sl = b->stop ? strlen(b->stop) : 0;
 		const char *piece = tok_stream_put(&s->ts, tok, &pl);
 		if (piece && pl && put_text(s, piece, pl))
 			return seterr(err, len, "out of memory");
-		if (b->stop && s->text) {
-			char *at = strstr(s->text, b->stop);
+		if (sl && s->text) { /* only where the new piece can complete the stop string */
+			char *at = strstr(s->text + (before >= sl ? before - sl + 1 : 0), b->stop);
 			if (at) {
 				s->ntext = (size_t)(at - s->text);
 				*at = 0;
-				s->done = 1;
+				s->done = s->stopped = 1;
 			}
 		}
 	}
@@ -205,8 +205,10 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 		if (b->tk) {
 			size_t pl;
 			const char *rest = tok_stream_flush(&s->ts, &pl);
-			if (rest && pl && !(b->stop && s->text && strstr(s->text, b->stop)))
-				put_text(s, rest, pl);
+			if (rest && pl && !s->stopped && put_text(s, rest, pl)) {
+				rc = seterr(err, len, "out of memory");
+				break;
+			}
 			printf("== sequence %d (%ld tokens) ==\n%s\n", i, s->made, s->text ? s->text : "");
 		} else {
 			for (long k = 0; k < s->made; k++)
