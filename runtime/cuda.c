@@ -1004,14 +1004,21 @@ void gpu_stats(const Gpu *x, GpuStats *s)
 	*s = x->stats;
 }
 
+void gpu_drop_graphs(Gpu *x)
+{
+	if (!x || !x->cu.so || !x->ctx)
+		return;
+	for (int b = 0; x->exec && b <= x->nslots; b++)
+		if (x->exec[b])
+			x->cu.graph_exec_destroy(x->exec[b]), x->cu.graph_destroy(x->graph[b]), x->exec[b] = NULL;
+}
+
 void gpu_close(Gpu *x)
 {
 	if (!x)
 		return;
 	if (x->cu.so && x->ctx) {
-		for (int b = 0; x->exec && b <= x->nslots; b++)
-			if (x->exec[b])
-				x->cu.graph_exec_destroy(x->exec[b]), x->cu.graph_destroy(x->graph[b]);
+		gpu_drop_graphs(x);
 		if (x->mod)
 			x->cu.mod_unload(x->mod);
 		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl};

@@ -58,6 +58,10 @@ int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, s
 int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,
                      size_t len);
 
+/* Destroy the captured decode graphs. A graph that holds NCCL calls keeps a reference on their
+** communicator, and ncclCommDestroy waits until it is gone: ranks.c calls this before destroying. */
+void gpu_drop_graphs(Gpu *x);
+
 /* Counters for --stats. */
 typedef struct {
 	long graph_launches, decode_steps, kernel_launches_eager;

@@ -122,6 +122,7 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		return gpu_step_outputs(x, R->tokens, R->pos, R->T, rank == 0 ? R->out : R->none, err, len);
 	case CMD_CLOSE:
 		crew_note(R->crew, rank, "closing");
+		gpu_drop_graphs(x); /* first: a graph holding NCCL calls makes ncclCommDestroy wait forever */
 		if (R->comm[rank]) {
 			ncclResult_t r = R->nc.destroy(R->comm[rank]);
 			R->comm[rank] = NULL;

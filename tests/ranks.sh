@@ -47,6 +47,10 @@ sz=$(stat -c %s $tmp/l.f32)
 fake GLMRUN_P2P_MAX=0 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
 grep -q "rank 0 made 10 NCCL calls and 0 P2P allreduces (up to 0 bytes)" $tmp/err && ok "GLMRUN_P2P_MAX=0: every collective through NCCL" ||
 	bad "GLMRUN_P2P_MAX=0" "$(grep ranks $tmp/err)"
+# The decode graph holds NCCL calls: it must be destroyed before the communicator (the real NCCL waits
+# forever otherwise; an H200 pair showed a 60 s watchdog warning at every exit before this was fixed).
+grep -qi "warning\|ncclCommDestroy" $tmp/err && bad "clean-up: graphs destroyed before the communicators" "$(grep -i 'warning\|destroy' $tmp/err)" ||
+	ok "clean-up: graphs destroyed before the communicators (no warning at exit)"
 fake GLMRUN_P2P_MAX=1000 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
 grep -q "rank 0 made 6 NCCL calls and 4 P2P allreduces (up to 1000 bytes)" $tmp/err &&
 	ok "GLMRUN_P2P_MAX=1000: the decode allreduces (256 bytes) by P2P, the prefill's ($((np * 256)) bytes) by NCCL" ||

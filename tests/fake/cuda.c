@@ -5,6 +5,12 @@
 ** glmrun's multi-GPU orchestration (a worker thread per rank, peer access, communicators, capture and
 ** replay in lockstep, the watchdog, the stall hook, clean-up) on CI; results computed "on" it mean
 ** nothing and no test reads them as numbers. FAKECUDA_NDEV sets the GPU count (default 2).
+**
+** It models one rule of the real pair that glmrun must obey at clean-up: a CUDA graph that captured
+** NCCL calls holds a reference on their communicator until the graph is destroyed, and the real
+** ncclCommDestroy waits for it (forever, if glmrun destroys the communicator first). The fake NCCL
+** reports each collective (fakecuda_collective) and asks fakecuda_nccl_graphs before destroying; the
+** counts are per thread, as each rank's worker captures and cleans up its own graphs.
 */
 #include <cuda.h>
 #include <stdlib.h>
@@ -196,16 +202,39 @@ CUresult cuStreamSynchronize(CUstream s)
 	return CUDA_SUCCESS;
 }
 
+static _Thread_local int capturing, captured_nccl, nccl_graphs;
+
+/* Called by the fake NCCL for every collective enqueued on this thread. */
+void fakecuda_collective(void)
+{
+	captured_nccl |= capturing;
+}
+
+/* Graphs of this thread that captured NCCL calls and are not destroyed yet. */
+int fakecuda_nccl_graphs(void)
+{
+	return nccl_graphs;
+}
+
 CUresult cuStreamBeginCapture(CUstream s, CUstreamCaptureMode mode)
 {
 	(void)s, (void)mode;
+	capturing = 1, captured_nccl = 0;
 	return CUDA_SUCCESS;
 }
 
+/* A graph that holds NCCL calls gets its own handle (freed by cuGraphDestroy); others share graph_tag. */
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
 	(void)s;
-	*g = (CUgraph)&graph_tag;
+	capturing = 0;
+	if (captured_nccl) {
+		*g = (CUgraph)malloc(16);
+		if (!*g)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		nccl_graphs++;
+	} else
+		*g = (CUgraph)&graph_tag;
 	return CUDA_SUCCESS;
 }
 
@@ -230,7 +259,8 @@ CUresult cuGraphExecDestroy(CUgraphExec e)
 
 CUresult cuGraphDestroy(CUgraph g)
 {
-	(void)g;
+	if (g != (CUgraph)&graph_tag)
+		free(g), nccl_graphs--;
 	return CUDA_SUCCESS;
 }
 

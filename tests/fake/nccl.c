@@ -2,8 +2,10 @@
 ** tests/fake/nccl.c — a test double of NCCL for tests/ranks.sh, built as build/fake/libnccl.so.2 (see
 ** tests/fake/cuda.c): version 2.99.1 so runs on it are recognisable; ncclCommInitRank is collective as
 ** the real one is (it returns only once all ranks of the unique id have called it, or fails after 20 s);
-** the collectives check their arguments and move no data.
+** the collectives check their arguments and move no data. ncclCommDestroy fails (where the real one
+** would wait forever) while a graph captured on this thread still holds NCCL calls: see tests/fake/cuda.c.
 */
+#include <dlfcn.h>
 #include <nccl.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +22,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static ncclUniqueId joining;
 static int arrived;
+static _Thread_local char last_error[256];
 
 ncclResult_t ncclGetVersion(int *v)
 {
@@ -35,7 +38,7 @@ const char *ncclGetErrorString(ncclResult_t r)
 const char *ncclGetLastError(ncclComm_t c)
 {
 	(void)c;
-	return "";
+	return last_error;
 }
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
@@ -81,10 +84,36 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
 	return ncclSuccess;
 }
 
+/* The fake driver's hook named `name` (it is loaded by glmrun before NCCL), or NULL. */
+static void *fakecuda(const char *name)
+{
+	void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+	void *f = h ? dlsym(h, name) : NULL;
+	if (h)
+		dlclose(h);
+	return f;
+}
+
 ncclResult_t ncclCommDestroy(ncclComm_t c)
 {
+	int (*graphs)(void) = (int (*)(void))fakecuda("fakecuda_nccl_graphs");
+	int n = graphs ? graphs() : 0;
+	if (n > 0) {
+		snprintf(last_error, sizeof last_error,
+		         "fake NCCL: ncclCommDestroy while %d captured graph(s) still hold this communicator's calls "
+		         "(the real NCCL waits for them forever)", n);
+		return ncclInvalidUsage;
+	}
 	free(c);
 	return ncclSuccess;
+}
+
+/* Tell the fake driver a collective was enqueued (it marks the graph being captured, if any). */
+static void note_collective(void)
+{
+	void (*f)(void) = (void (*)(void))fakecuda("fakecuda_collective");
+	if (f)
+		f();
 }
 
 ncclResult_t ncclCommAbort(ncclComm_t c)
@@ -104,6 +133,7 @@ ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t, n
                            cudaStream_t st)
 {
 	(void)st;
+	note_collective();
 	return s && d && n && c && op == ncclSum && (t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt32)
 	           ? ncclSuccess
 	           : ncclInvalidArgument;
@@ -112,6 +142,7 @@ ncclResult_t ncclAllReduce(const void *s, void *d, size_t n, ncclDataType_t t, n
 ncclResult_t ncclAllGather(const void *s, void *d, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st)
 {
 	(void)st;
+	note_collective();
 	return s && d && n && c && (t == ncclFloat32 || t == ncclBfloat16 || t == ncclInt32) ? ncclSuccess
 	                                                                                      : ncclInvalidArgument;
 }
