@@ -58,10 +58,10 @@ __global__ void __launch_bounds__(256) k_read(const uint4 *p, long long n, unsig
 
 /* ---- the kernels, wrapped as glmc wraps them ---- */
 
-template <typename A, typename W>
+template <typename A, typename W, int RB>
 __global__ void __launch_bounds__(256) g_gemv(A *y, const A *x, const W *w, int T, int K, int N)
 {
-	k_linear_gemv<A, W, false>(y, x, w, nullptr, T, K, N);
+	k_linear_gemv<A, W, false, RB, 1>(y, x, w, nullptr, T, K, N);
 }
 
 template <typename A, int QT, int WPR>
@@ -94,7 +94,14 @@ typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cuda
 
 template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
-	g_gemv<A, W><<<(N + 7) / 8, 256, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
+	int bt, rb; /* the shape glmc emits */
+	gemv_shape_h(K, N, sizeof(W), &bt, &rb);
+	if (rb == 4)
+		g_gemv<A, W, 4><<<(N + 3) / 4, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
+	else if (rb == 2)
+		g_gemv<A, W, 2><<<(N + 1) / 2, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
+	else
+		g_gemv<A, W, 1><<<N, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
 }
 
 template <typename A, int QT, int WPR>

@@ -103,6 +103,8 @@ static const char *etype(const Graph *g, int id)
 	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
 }
 
+static void gemv_shape(int64_t K, int64_t Ntot, int wsize, int *block, int *rb);
+
 static void w_start(Wr *w, int node)
 {
 	memset(w, 0, sizeof *w);
@@ -667,7 +669,8 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		if (e->wq[wt] >= 0)
 			return emit_qlinear(e, id);
 		int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-		for (int variant = 0; variant < 2; variant++) {
+		/* variants: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above */
+		for (int variant = 0; variant < 3; variant++) {
 			w_start(&w, id);
 			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
 			if (bias >= 0)
@@ -676,12 +679,17 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 				w_null(&w);
 			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-			if (variant == 0) {
-				if (tmax_gemv < 1)
+			if (variant < 2) {
+				int rb;
+				if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
 					continue;
-				w.L.tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				w.L.grid[0] = sz_const((N + 7) / 8);
-				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+				w.L.tmin = variant == 0 ? 1 : 2;
+				w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
+				           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
+				gemv_shape(K, N, dtype_size(g->node[wt].dtype), &w.L.block, &rb);
+				w.L.grid[0] = sz_const((N + rb - 1) / rb);
+				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
+				         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
 			} else {
 				if (tmax_gemv >= (1 << 30))
 					continue;
@@ -975,6 +983,21 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 }
 
 /*
+** The launch shape of ops/kernels.cuh's gemv_core for Ntot output columns of K weights of wsize bytes:
+** enough threads that each streams about two 16-byte vectors of every row (32 to 256), and RB = 4
+** columns per block (so each thread has 8 loads in flight), fewer when that would leave under two
+** blocks per SM of an H100/H200 (132 SMs). tests/gpu and bench/gemv.cu use the same rule (gemv_shape_h).
+*/
+#define GEMV_PRO_BLOCKS 264 /* blocks of a GEMV with a prologue: two per SM of an H100/H200 */
+
+static void gemv_shape(int64_t K, int64_t Ntot, int wsize, int *block, int *rb)
+{
+	int64_t nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32;
+	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
+	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
+}
+
+/*
 ** Fused kernels (compiler/fuse.c's g->fk): each launched where its host node's kernels are, for steps of
 ** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
 */
@@ -1023,12 +1046,23 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	}
 	if (f->res >= 0)
 		epi |= 16;
-	w.L.tmax = f->tmax;
-	w.L.grid[0] = sz_const((Ntot + 7) / 8);
-	char t[256];
-	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-	         nw >= 0 ? ctype(g, nw) : A, f->pro, bool_s(nw >= 0), epi);
-	w_finish(e, &w, t);
+	/* one launch for the one-token step (TR 1, fewer registers) and one for 2..tmax tokens (TR 8) */
+	int rb;
+	gemv_shape(K, Ntot, dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
+	int64_t groups = (Ntot + rb - 1) / rb;
+	/* a prologue is formed once per block: about two blocks per SM, each looping over its groups */
+	w.L.grid[0] = sz_const(f->pro != GP_NONE && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
+	for (int tr = 1; tr <= 8; tr += 7) {
+		Wr v = w;
+		if (tr == 8 && f->tmax < 2)
+			break;
+		v.L.tmin = tr == 1 ? 1 : 2;
+		v.L.tmax = tr == 1 ? 1 : f->tmax;
+		char t[256];
+		snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
+		         nw >= 0 ? ctype(g, nw) : A, f->pro, bool_s(nw >= 0), epi, rb, tr);
+		w_finish(e, &v, t);
+	}
 }
 
 /* Rotary (after per-head norms) of q and k with the cache writes: ops/fused.cuh's k_rope_qk_kv. */

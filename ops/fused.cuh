@@ -28,13 +28,6 @@ __device__ void k_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, 
 	}
 }
 
-/* Prologues of k_gemv_fused (fuse.c's GP_*): how an element of the staged input is formed. */
-#define GEMV_PRO_NONE 0
-#define GEMV_PRO_RMSNORM 1
-#define GEMV_PRO_SWIGLU 2
-/* Epilogue bits of k_gemv_fused: bit m (m < 4) scales member m's result; GEMV_EPI_RES adds r to member 0's. */
-#define GEMV_EPI_RES 16
-
 /* The inverse RMS of row xr[0..K) exactly as k_rmsnorm forms it (each thread sums its elements in order,
 ** then block_sum), so the normalised values match the unfused kernel's. Every thread gets it. */
 template <typename A>
@@ -49,196 +42,18 @@ __device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
 }
 
 /*
-** The decode GEMV of a fused group: up to four linears that read the same input rows x[T, K] in one
-** launch, over their concatenated output columns (member m has weight w_m[N_m, K], optional bias b_m and
-** its own output y_m[T, N_m]; absent members have N_m = 0). T <= 8 is the intended use; larger T works
-** 8 rows at a time. One warp per output column, 8 per block; grid (ceil((N0+N1+N2+N3)/8)), block 256.
-**
-** The input rows are staged as float in shared memory, K in chunks (as k_linear_gemv), formed by PRO:
-**   NONE     x as it is;
-**   RMSNORM  rmsnorm(x)·nw (nw may be nullptr when !HAS_NW), rounded to A as k_rmsnorm stores it. Every
-**            block computes the rows' inverse RMS itself: from the staged rows when a whole row fits in
-**            one chunk, else in a first pass over x. With hs != nullptr block 0 also stores the rows.
-**   SWIGLU   silu(x)·u (x is the gate), rounded to A as k_swiglu stores it.
-** Each result is rounded to A as the linear would store it (bias added first, as k_linear_gemv), then:
-** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add).
-** In place: y_0 may equal r (one thread reads r[t, n] and then writes y_0[t, n]); no output may overlap x,
-** u or hs.
-** The weight rows are read in 16-byte vectors, four in flight per lane, when the member's w is 16-byte
-** aligned and K a multiple of the vector width (else one element per lane per step), as k_linear_gemv.
+** The decode GEMV of a fused group (fuse.c's FK_GEMV): gemv_core (kernels.cuh) with the group's
+** prologue PRO (GEMV_PRO_*) and epilogue bits EPI, TR rows per pass. grid (ceil((N0+N1+N2+N3)/RB), or
+** fewer blocks that loop), block a multiple of 32.
 */
-template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI>
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, int RB, int TR>
 __device__ void k_gemv_fused(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
                              const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u,
                              const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3,
                              float eps, float s0, float s1, float s2, float s3)
 {
-	const int VEC = 16 / (int)sizeof(W);
-	__shared__ float4 xs4[2048];         /* 8192 floats: up to 8 rows of one K chunk */
-	__shared__ float inv[8];
-	float *xs = (float *)xs4;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	int c = blockIdx.x * (blockDim.x >> 5) + warp; /* column of the concatenated outputs */
-	int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
-	int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
-	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
-	bool active = n < Nm; /* uniform per warp: inactive warps only help stage x */
-	const W *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
-	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
-	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
-	float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-	bool scaled = ((EPI >> m) & 1) != 0, res = (EPI & GEMV_EPI_RES) && m == 0;
-	bool vec = active && ((unsigned long long)w & 15) == 0 && K % VEC == 0;
-	const W *wr = active ? w + (long long)n * K : w0;
-
-	for (int t0 = 0; t0 < T; t0 += 8) {
-		int tn = T - t0 < 8 ? T - t0 : 8;
-		int kcap = (8192 / tn) & ~255; /* row stride of xs and chunk length */
-		bool whole = K <= kcap;        /* a whole row fits: the norm is taken from shared memory */
-		if (PRO == GEMV_PRO_RMSNORM && !whole) {
-			for (int t = 0; t < tn; t++) {
-				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
-				if (threadIdx.x == 0)
-					inv[t] = iv;
-			}
-		}
-		float acc[8];
-#pragma unroll
-		for (int t = 0; t < 8; t++)
-			acc[t] = 0.0f;
-
-		for (int k0 = 0; k0 < K; k0 += kcap) {
-			int kc = K - k0 < kcap ? K - k0 : kcap;
-			__syncthreads(); /* every warp is done with the previous chunk (and inv is written) */
-			for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
-				float v[8];
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					int e = e0 + j * blockDim.x, t = e / kc, kk = k0 + (e - t * kc);
-					long long at = (long long)(t0 + t) * K + kk;
-					v[j] = 0.0f;
-					if (e < tn * kc) {
-						float xv = to_f(x[at]);
-						if (PRO == GEMV_PRO_SWIGLU) {
-							v[j] = to_f(from_f<A>(xv / (1.0f + expf(-xv)) * to_f(u[at])));
-						} else if (PRO == GEMV_PRO_RMSNORM && !whole) {
-							xv *= inv[t];
-							if (HAS_NW)
-								xv *= to_f(nw[kk]);
-							A h = from_f<A>(xv);
-							if (hs && blockIdx.x == 0)
-								hs[at] = h;
-							v[j] = to_f(h);
-						} else {
-							v[j] = xv;
-						}
-					}
-				}
-#pragma unroll
-				for (int j = 0; j < 8; j++) {
-					int e = e0 + j * blockDim.x, t = e / kc;
-					if (e < tn * kc)
-						xs[t * kcap + (e - t * kc)] = v[j];
-				}
-			}
-			__syncthreads();
-			if (PRO == GEMV_PRO_RMSNORM && whole) {
-				/* the rows are staged raw: normalise them in place, as k_rmsnorm would */
-				for (int t = 0; t < tn; t++) {
-					float *xr = xs + t * kcap, ss = 0.0f;
-					for (int i = threadIdx.x; i < K; i += blockDim.x)
-						ss += xr[i] * xr[i];
-					float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
-					for (int i = threadIdx.x; i < K; i += blockDim.x) {
-						float v = xr[i] * iv;
-						if (HAS_NW)
-							v *= to_f(nw[i]);
-						A h = from_f<A>(v);
-						if (hs && blockIdx.x == 0)
-							hs[(long long)(t0 + t) * K + i] = h;
-						xr[i] = to_f(h);
-					}
-				}
-				__syncthreads();
-			}
-			if (!active)
-				continue;
-			if (vec) {
-				/* as k_linear_gemv: U vectors per lane in flight, the 8-wide swizzle sw keeps the
-				** quarter-warps' float4 reads of xs on distinct banks */
-				int sw = VEC == 8 ? (lane >> 2) & 1 : 0;
-				const int U = 4;
-				for (int kb = lane * VEC; kb < kc; kb += 32 * VEC * U) {
-					uint4 raw[U];
-#pragma unroll
-					for (int q = 0; q < U; q++) {
-						int k = kb + q * 32 * VEC;
-						raw[q] = __ldg((const uint4 *)(wr + k0 + (k < kc ? k : kb)));
-					}
-#pragma unroll
-					for (int q = 0; q < U; q++) {
-						int k = kb + q * 32 * VEC;
-						if (k >= kc)
-							break;
-						union {
-							uint4 bits;
-							W e[VEC];
-						} wv;
-						wv.bits = raw[q];
-						float wraw[VEC], wf[VEC];
-#pragma unroll
-						for (int j = 0; j < VEC; j++)
-							wraw[j] = to_f(wv.e[j]);
-#pragma unroll
-						for (int j = 0; j < VEC; j++)
-							wf[j] = sw ? wraw[(j + 4) % VEC] : wraw[j];
-#pragma unroll
-						for (int t = 0; t < 8; t++) {
-							if (t < tn) {
-								const float4 *xp = (const float4 *)(xs + t * kcap + k);
-								float s = acc[t];
-#pragma unroll
-								for (int p = 0; p < VEC / 4; p++) {
-									float4 xv = xp[p ^ sw];
-									s += xv.x * wf[4 * p] + xv.y * wf[4 * p + 1] + xv.z * wf[4 * p + 2] +
-									     xv.w * wf[4 * p + 3];
-								}
-								acc[t] = s;
-							}
-						}
-					}
-				}
-			} else {
-				for (int k = lane; k < kc; k += 32) {
-					float wf = to_f(wr[k0 + k]);
-#pragma unroll
-					for (int t = 0; t < 8; t++)
-						if (t < tn)
-							acc[t] += xs[t * kcap + k] * wf;
-				}
-			}
-		}
-
-		if (active) {
-#pragma unroll
-			for (int t = 0; t < 8; t++) {
-				if (t < tn) {
-					float s = warp_sum(acc[t]);
-					if (lane == 0) {
-						if (bias)
-							s += to_f(bias[n]);
-						float lin = to_f(from_f<A>(s));
-						long long at = (long long)(t0 + t) * Nm + n;
-						if (scaled)
-							lin = sc * lin;
-						else if (res)
-							lin = to_f(r[at]) + lin;
-						y[at] = from_f<A>(lin);
-					}
-				}
-			}
-		}
-	}
+	gemv_core<A, W, NW, PRO, HAS_NW, EPI, RB, TR>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
+	                                          N0, N1, N2, N3, eps, s0, s1, s2, s3);
 }
 
 /*

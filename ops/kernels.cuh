@@ -246,131 +246,337 @@ __device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int 
 	y[(long long)t * C + c] = r >= 0 && r < V ? from_f<A>(to_f(table[r * C + c])) : from_f<A>(0.0f);
 }
 
-/* Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8. Each warp computes one output
-** column n for all T rows. grid (ceil(N/8)), block 256. bias may be nullptr when !HAS_BIAS.
-**
-** The weight row is the one big stream, so each lane reads it in 16-byte vectors, four issued before
-** any is used (when w is 16-byte aligned and K is a multiple of the vector width; otherwise one element
-** per lane per step), and keeps one float accumulator per row. The block's x rows are staged as float
-** in shared memory, K in chunks of 8192/T elements rounded down to a multiple of 256 (so vector reads
-** stay aligned), where all 8 warps read them with conflict-free float4 loads. A warp-shuffle sum per
-** row finishes the dot products. T > 8 is handled too, 8 rows at a time.
-*/
-template <typename A, typename W, bool HAS_BIAS>
-__device__ void k_linear_gemv(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
+/* Prologues of the decode GEMV (fuse.c's GP_*): how an element of its input is formed. */
+#define GEMV_PRO_NONE 0
+#define GEMV_PRO_RMSNORM 1
+#define GEMV_PRO_SWIGLU 2
+/* Epilogue bits of the decode GEMV: bit m (m < 4) scales member m's result; GEMV_EPI_RES adds r to
+** member 0's. */
+#define GEMV_EPI_RES 16
+
+/* N input values of type A at p into f (as float): one or two 16-byte loads when vec (p 16-byte
+** aligned), through the read-only cache when global (p in global memory; else shared), else element
+** by element. */
+template <typename A, int N>
+__device__ __forceinline__ void gemv_ldx(const A *p, float *f, bool vec, bool global)
 {
-	const int VEC = 16 / (int)sizeof(W); /* weights per 16-byte load: 4 float or 8 half-width */
-	__shared__ float4 xs4[2048];         /* 8192 floats: up to 8 rows of one K chunk */
-	float *xs = (float *)xs4;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	int n = blockIdx.x * (blockDim.x >> 5) + warp;
-	bool active = n < N; /* uniform per warp: inactive warps only help stage x */
-	bool vec = ((unsigned long long)w & 15) == 0 && K % VEC == 0;
-	const W *wr = w + (long long)(active ? n : 0) * K;
-
-	for (int t0 = 0; t0 < T; t0 += 8) {
-		int tn = T - t0 < 8 ? T - t0 : 8;
-		int kcap = (8192 / tn) & ~255; /* row stride of xs and chunk length */
-		float acc[8];
+	if (vec && (int)sizeof(A) * N % 16 == 0) {
 #pragma unroll
-		for (int t = 0; t < 8; t++)
-			acc[t] = 0.0f;
-
-		for (int k0 = 0; k0 < K; k0 += kcap) {
-			int kc = K - k0 < kcap ? K - k0 : kcap;
-			__syncthreads(); /* every warp is done with the previous chunk */
-			/* stage x[t0.., k0..k0+kc) as float; eight loads per thread in flight before the stores */
-			for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
-				float v[8];
+		for (int q = 0; q < (int)sizeof(A) * N / 16; q++) {
+			union {
+				uint4 bits;
+				A e[16 / sizeof(A)];
+			} v;
+			v.bits = global ? __ldg((const uint4 *)p + q) : ((const uint4 *)p)[q];
 #pragma unroll
-				for (int j = 0; j < 8; j++) {
-					int e = e0 + j * blockDim.x, t = e / kc;
-					v[j] = e < tn * kc ? to_f(x[(long long)(t0 + t) * K + k0 + (e - t * kc)]) : 0.0f;
+			for (int j = 0; j < (int)(16 / sizeof(A)); j++)
+				f[q * (16 / sizeof(A)) + j] = to_f(v.e[j]);
+		}
+	} else {
+#pragma unroll
+		for (int j = 0; j < N; j++)
+			f[j] = to_f(p[j]);
+	}
+}
+
+/*
+** The decode GEMV, shared by k_linear_gemv and k_gemv_fused: up to four linears that read the same
+** input rows x[T, K], over their concatenated output columns (member m: weight w_m[N_m, K], optional
+** bias b_m, output y_m[T, N_m]; absent members have N_m = 0). The columns go in groups of RB; block b
+** computes groups b, b + gridDim.x, ... for all T rows. grid: up to ceil(ΣN_m / RB) (fewer blocks loop);
+** block: any multiple of 32 (the emitter picks it from K so every thread streams about two 16-byte
+** vectors of each row).
+**
+** Why this shape: at batch 1 the weights are the only big stream, so every thread issues its RB·U
+** weight loads (16 bytes each) before it touches x, the threads of a block split K (so even a short
+** row is streamed by the whole block), and the partial sums meet in one shared-memory reduction per
+** group. Plain x is read straight from global memory (small; it stays in L1/L2). A prologue is formed
+** once per block into shared memory (as A, exactly the values the unfused kernels store), which is
+** why the emitter gives prologue kernels about two blocks per SM that loop over the groups:
+**   NONE     x[t, k];
+**   RMSNORM  A(x·inv·nw[k]) (nw may be nullptr when !HAS_NW), inv the row's inverse RMS summed as
+**            k_rmsnorm sums (thread i takes i, i + blockDim.x, ...; then block_sum). With hs !=
+**            nullptr block 0 also stores those rows.
+**   SWIGLU   A(silu(x)·u) (x is the gate), as k_swiglu.
+** Rows that do not fit the 32 KB of shared memory (T·K·sizeof(A)) form the prologue per element
+** instead (correct, slower). Each result is rounded to A as the linear stores it (bias first), then
+** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add).
+** In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
+** overlap x, u or hs. Weights are read in 16-byte vectors when every member's w is 16-byte aligned
+** and K a multiple of the vector width, else one element at a time; x, u the same way when aligned.
+** The rows go TR at a time (TR = 1 for the one-token step keeps the accumulators in few registers;
+** 8 for batches).
+*/
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, int RB, int TR>
+__device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
+                          const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
+                          A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0, float s1,
+                          float s2, float s3)
+{
+	const int VEC = 16 / (int)sizeof(W), U = 2; /* weights per 16-byte load; loads per row in flight */
+	const int XCAP = PRO == GEMV_PRO_NONE ? 1 : 32768 / (int)sizeof(A); /* staged prologue values */
+	__shared__ float red[32][RB * TR + 1];
+	__shared__ float inv[TR];
+	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
+	A *xs = (A *)xs4;
+	int tid = threadIdx.x, BT = blockDim.x, lane = tid & 31, warp = tid >> 5, nwarp = BT >> 5;
+	int Ntot = N0 + N1 + N2 + N3, ngroups = (Ntot + RB - 1) / RB;
+	bool kvec = K % VEC == 0;
+	bool xal = ((unsigned long long)x & 15) == 0 && (PRO != GEMV_PRO_SWIGLU || ((unsigned long long)u & 15) == 0);
+	bool nal = PRO != GEMV_PRO_RMSNORM || !HAS_NW || ((unsigned long long)nw & 15) == 0;
+
+	/* rows per pass: TR, or as many as xs holds when there is a prologue (at least one) */
+	int P = PRO == GEMV_PRO_NONE || TR * K <= XCAP ? TR : K <= XCAP ? XCAP / K : 1;
+	for (int t0 = 0; t0 < T; t0 += P) {
+		int tn = T - t0 < P ? T - t0 : P;
+		bool staged = PRO != GEMV_PRO_NONE && tn * K <= XCAP;
+		if (staged) {
+			/* the prologue, once per block, into xs[t·K + k]: the inputs are read 8 values a load, four
+			** loads in flight per thread (one value a load when unaligned or K % 8 != 0) */
+			bool v8 = K % 8 == 0 && xal;
+			int step = v8 ? 8 : 1, ne = tn * K / step;
+			for (int e0 = tid; e0 < ne; e0 += 4 * BT) {
+				float g[4][8], uu[4][8];
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					int e = e0 + j * BT < ne ? e0 + j * BT : e0;
+					long long at = (long long)t0 * K + (long long)e * step;
+					if (v8) {
+						gemv_ldx<A, 8>(x + at, g[j], true, true);
+						if (PRO == GEMV_PRO_SWIGLU)
+							gemv_ldx<A, 8>(u + at, uu[j], true, true);
+					} else {
+						g[j][0] = to_f(x[at]);
+						if (PRO == GEMV_PRO_SWIGLU)
+							uu[j][0] = to_f(u[at]);
+					}
 				}
 #pragma unroll
-				for (int j = 0; j < 8; j++) {
-					int e = e0 + j * blockDim.x, t = e / kc;
-					if (e < tn * kc)
-						xs[t * kcap + (e - t * kc)] = v[j];
+				for (int j = 0; j < 4; j++) {
+					int e = e0 + j * BT;
+					if (e >= ne)
+						break;
+#pragma unroll
+					for (int q = 0; q < 8; q++) {
+						if (q >= step)
+							break;
+						float v = g[j][q];
+						if (PRO == GEMV_PRO_SWIGLU)
+							v = v / (1.0f + expf(-v)) * uu[j][q];
+						xs[e * step + q] = from_f<A>(v); /* RMSNORM: the raw row, normalised below */
+					}
 				}
 			}
 			__syncthreads();
-			if (!active)
-				continue;
-			if (vec) {
-				/* kc is a multiple of VEC here, so each vector lies wholly inside the chunk. With
-				** 8-wide vectors a lane's x span is two float4s 32 bytes apart from its neighbour's;
-				** lanes 4-7 of each group of 8 read their halves in the other order (sw), which
-				** makes every quarter-warp's float4 reads hit distinct banks. */
-				int sw = VEC == 8 ? (lane >> 2) & 1 : 0;
-				/* U vectors per lane are loaded before any is used, so U loads are in flight; a
-				** vector past the chunk loads a valid one (kb) and is skipped */
-				const int U = 4;
-				for (int kb = lane * VEC; kb < kc; kb += 32 * VEC * U) {
-					uint4 raw[U];
+			if (PRO == GEMV_PRO_RMSNORM) {
+				/* normalise in place, the inverse RMS summed as k_rmsnorm sums */
+				for (int t = 0; t < tn; t++) {
+					A *xr = xs + t * K;
+					float ss = 0.0f;
+					for (int k = tid; k < K; k += BT) {
+						float v = to_f(xr[k]);
+						ss += v * v;
+					}
+					float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+					for (int k = tid; k < K; k += BT) {
+						float v = to_f(xr[k]) * iv;
+						if (HAS_NW)
+							v *= to_f(nw[k]);
+						A h = from_f<A>(v);
+						xr[k] = h;
+						if (hs && blockIdx.x == 0)
+							hs[(long long)(t0 + t) * K + k] = h;
+					}
+				}
+				__syncthreads();
+			}
+		} else if (PRO == GEMV_PRO_RMSNORM) {
+			/* rows too long to stage: the inverse RMS first, the prologue per element below */
+			for (int t = 0; t < tn; t++) {
+				const A *xr = x + (long long)(t0 + t) * K;
+				float ss = 0.0f;
+				for (int k = tid; k < K; k += BT) {
+					float v = to_f(xr[k]);
+					ss += v * v;
+				}
+				float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+				if (tid == 0)
+					inv[t] = iv;
+			}
+			__syncthreads();
+		}
+		/* where row t's (formed) input is read: global x, or xs */
+		const A *xin = staged ? xs : x + (long long)t0 * K;
+		bool xvec = kvec && (staged || xal);
+		for (int grp = blockIdx.x; grp < ngroups; grp += gridDim.x) {
+			const W *wr[RB];
+			bool vec = kvec;
 #pragma unroll
-					for (int u = 0; u < U; u++) {
-						int k = kb + u * 32 * VEC;
-						raw[u] = __ldg((const uint4 *)(wr + k0 + (k < kc ? k : kb)));
+			for (int i = 0; i < RB; i++) {
+				int c = grp * RB + i;
+				if (c >= Ntot)
+					c = Ntot - 1; /* a valid row, never stored */
+				int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
+				int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+				const W *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+				wr[i] = w + (long long)n * K;
+				vec = vec && ((unsigned long long)wr[i] & 15) == 0;
+			}
+			vec = vec && (staged || PRO == GEMV_PRO_NONE); /* a prologue per element: the scalar path */
+			int nv = vec ? K / VEC : K; /* a thread's steps: vectors, or elements */
+			float acc[RB][TR];
+#pragma unroll
+			for (int i = 0; i < RB; i++)
+#pragma unroll
+				for (int t = 0; t < TR; t++)
+					acc[i][t] = 0.0f;
+			for (int v0 = tid; v0 < nv; v0 += BT * U) {
+				if (vec) {
+					/* every weight load of this step first, so RB·U are in flight */
+					uint4 raw[RB][U];
+#pragma unroll
+					for (int j = 0; j < U; j++) {
+						int v = v0 + j * BT < nv ? v0 + j * BT : v0;
+#pragma unroll
+						for (int i = 0; i < RB; i++)
+							raw[i][j] = __ldg((const uint4 *)(wr[i] + (long long)v * VEC));
 					}
 #pragma unroll
-					for (int u = 0; u < U; u++) {
-						int k = kb + u * 32 * VEC;
-						if (k >= kc)
+					for (int j = 0; j < U; j++) {
+						int v = v0 + j * BT;
+						if (v >= nv)
 							break;
-						union {
-							uint4 bits;
-							W e[VEC];
-						} wv;
-						wv.bits = raw[u];
-						float wraw[VEC], wf[VEC];
 #pragma unroll
-						for (int j = 0; j < VEC; j++)
-							wraw[j] = to_f(wv.e[j]);
+						for (int t = 0; t < TR; t++) {
+							if (t >= tn)
+								break;
+							float xf[VEC];
+							gemv_ldx<A, VEC>(xin + (long long)t * K + (long long)v * VEC, xf, xvec, !staged);
 #pragma unroll
-						for (int j = 0; j < VEC; j++) /* static indices: stays in registers */
-							wf[j] = sw ? wraw[(j + 4) % VEC] : wraw[j];
+							for (int i = 0; i < RB; i++) { /* weights widened here, per row: fewer registers */
+								union {
+									uint4 bits;
+									W e[VEC];
+								} wv;
+								wv.bits = raw[i][j];
+								float s = acc[i][t];
 #pragma unroll
-						for (int t = 0; t < 8; t++) {
-							if (t < tn) {
-								const float4 *xp = (const float4 *)(xs + t * kcap + k);
-								float s = acc[t];
-#pragma unroll
-								for (int q = 0; q < VEC / 4; q++) {
-									float4 xv = xp[q ^ sw];
-									s += xv.x * wf[4 * q] + xv.y * wf[4 * q + 1] +
-									     xv.z * wf[4 * q + 2] + xv.w * wf[4 * q + 3];
-								}
-								acc[t] = s;
+								for (int q = 0; q < VEC; q++)
+									s += xf[q] * to_f(wv.e[q]);
+								acc[i][t] = s;
 							}
 						}
 					}
-				}
-			} else {
-				for (int k = lane; k < kc; k += 32) {
-					float wf = to_f(wr[k0 + k]);
+				} else {
+					/* unaligned or ragged rows, or a prologue per element: element k = v0 + j·BT, one
+					** at a time (not unrolled: this path is for correctness, and must not cost the
+					** vector path registers) */
+#pragma unroll 1
+					for (int j = 0; j < U; j++) {
+						int k = v0 + j * BT;
+						if (k >= nv)
+							break;
+						float wf[RB];
 #pragma unroll
-					for (int t = 0; t < 8; t++)
-						if (t < tn)
-							acc[t] += xs[t * kcap + k] * wf;
-				}
-			}
-		}
-
-		if (active) {
+						for (int i = 0; i < RB; i++)
+							wf[i] = to_f(wr[i][k]);
 #pragma unroll
-			for (int t = 0; t < 8; t++) {
-				if (t < tn) {
-					float s = warp_sum(acc[t]);
-					if (lane == 0) {
-						if (HAS_BIAS)
-							s += to_f(bias[n]);
-						y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+						for (int t = 0; t < TR; t++) {
+							if (t >= tn)
+								break;
+							long long at = (long long)t * K + k;
+							float xf = to_f(xin[at]);
+							if (!staged && PRO == GEMV_PRO_SWIGLU) {
+								xf = to_f(from_f<A>(xf / (1.0f + expf(-xf)) * to_f(u[(long long)t0 * K + at])));
+							} else if (!staged && PRO == GEMV_PRO_RMSNORM) {
+								float h = xf * inv[t];
+								if (HAS_NW)
+									h *= to_f(nw[k]);
+								A ha = from_f<A>(h);
+								if (hs && grp == 0)
+									hs[(long long)t0 * K + at] = ha;
+								xf = to_f(ha);
+							}
+#pragma unroll
+							for (int i = 0; i < RB; i++)
+								acc[i][t] += xf * wf[i];
+						}
 					}
 				}
 			}
+
+			/* one shared-memory reduction over the warps, then thread i·TR + t finishes column i, row t */
+#pragma unroll
+			for (int i = 0; i < RB; i++)
+#pragma unroll
+				for (int t = 0; t < TR; t++) {
+					if (t >= tn)
+						break;
+					float s = warp_sum(acc[i][t]);
+					if (lane == 0)
+						red[warp][i * TR + t] = s;
+				}
+			__syncthreads();
+			if (tid < RB * TR) {
+				int i = tid / TR, t = tid - i * TR, c = grp * RB + i;
+				if (t < tn && c < Ntot) {
+					float s = 0.0f;
+					for (int q = 0; q < nwarp; q++)
+						s += red[q][tid];
+					int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
+					int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+					int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+					const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+					A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+					if (bias)
+						s += to_f(bias[n]);
+					long long at = (long long)(t0 + t) * Nm + n;
+					if ((EPI >> m) & 1) {
+						float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+						s = sc * to_f(from_f<A>(s));
+					} else if ((EPI & GEMV_EPI_RES) && m == 0) {
+						s = to_f(r[at]) + to_f(from_f<A>(s));
+					}
+					y[at] = from_f<A>(s);
+				}
+			}
+			__syncthreads(); /* red is reused by the next group */
 		}
+		__syncthreads(); /* xs and inv are reused by the next 8 rows */
 	}
+}
+
+#ifndef __CUDACC_RTC__
+/* Host side, for tests/gpu and bench/: compiler/emit_cuda.c's gemv_shape (the launch shape glmc emits
+** for gemv_core), repeated here because that file is C and this one is not included there. */
+static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *block, int *rb)
+{
+	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32;
+	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
+	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
+}
+
+/* The grid of a gemv_core launch with rb columns per block: one block per group, or at most 264
+** looping blocks when there is a prologue (emit_cuda.c's GEMV_PRO_BLOCKS). */
+static inline unsigned gemv_grid_h(long long Ntot, int rb, bool prologue)
+{
+	long long groups = (Ntot + rb - 1) / rb;
+	return (unsigned)(prologue && groups > 264 ? 264 : groups);
+}
+#endif
+
+/*
+** Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8 is the intended use. gemv_core
+** with one member, TR rows per pass: grid (ceil(N/RB)), block a multiple of 32 (gemv_shape_h below).
+** bias may be nullptr when !HAS_BIAS.
+*/
+template <typename A, typename W, bool HAS_BIAS, int RB, int TR>
+__device__ void k_linear_gemv(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
+{
+	gemv_core<A, W, A, GEMV_PRO_NONE, false, 0, RB, TR>(y, nullptr, nullptr, nullptr, w, nullptr, nullptr, nullptr,
+	                                                HAS_BIAS ? bias : nullptr, nullptr, nullptr, nullptr, x, nullptr,
+	                                                nullptr, nullptr, nullptr, T, K, N, 0, 0, 0, 0.0f, 1.0f, 1.0f, 1.0f,
+	                                                1.0f);
 }
 
 /* Prefill GEMM, any T: same contract as k_linear_gemv. 64x64 output tile per block, K in steps of 32

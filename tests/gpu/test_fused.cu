@@ -235,13 +235,13 @@ __global__ void __launch_bounds__(256) g_add_rmsnorm(A *sum, A *y, const A *a, c
 	k_add_rmsnorm<A, W, HW>(sum, y, a, b, w, N, eps);
 }
 
-template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI>
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, int RB, int TR>
 __global__ void __launch_bounds__(256)
 	g_gemv_fused(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3, const A *b0,
 		     const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T,
 		     int K, int N0, int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3)
 {
-	k_gemv_fused<A, W, NW, PRO, HAS_NW, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
+	k_gemv_fused<A, W, NW, PRO, HAS_NW, EPI, RB, TR>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
 						 N0, N1, N2, N3, eps, s0, s1, s2, s3);
 }
 
@@ -350,6 +350,9 @@ struct GemvCase {
 	int scaled;          /* the member with a scale, or -1 */
 	bool res, res_inplace;
 	bool misalign;
+	int rb = 0, bt = 0;  /* columns per block and threads; 0: the shape glmc emits */
+	int grid = 0;        /* blocks (fewer than the groups: they loop); 0: as glmc emits */
+	bool tr8 = false;    /* T = 1 through the 8-rows-per-pass variant */
 };
 
 template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run_gemv(const GemvCase &c)
@@ -402,10 +405,19 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	}
 	A *dhs = c.store ? poisoned<A>((size_t)T * K) : nullptr;
 	int ntot = N[0] + N[1] + N[2] + N[3];
-	g_gemv_fused<A, W, W, PRO, HAS_NW, EPI><<<blocks(ntot, 8), 256>>>(
-		dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
-		PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1],
-		N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);
+	int rb = c.rb, bt = c.bt;
+	if (!rb)
+		gemv_shape_h(K, ntot, sizeof(W), &bt, &rb);
+	/* one row per pass at T = 1, 8 otherwise, as glmc emits; T = 1 also runs the 8-row variant
+	** (c.tr8) */
+	bool tr1 = T == 1 && !c.tr8;
+	auto kern = rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
+		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
+			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 1, 8>);
+	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, PRO != GEMV_PRO_NONE);
+	kern<<<grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
+				       upload(x), PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr,
+				       dhs, dr, T, K, N[0], N[1], N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);
 	CK_LAUNCH();
 	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
 	std::string nm = fmt("gemv_fused A=%s W=%s T=%d K=%d %s%s M=%d", tname<A>(), tname<W>(), T, K, pro[PRO],
@@ -418,6 +430,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		nm += c.res_inplace ? " residual(in place)" : " residual";
 	if (c.misalign)
 		nm += " misaligned-w";
+	nm += fmt(" rb=%d bt=%d grid=%u tr=%d", rb, bt, grid, tr1 ? 1 : 8);
 	for (int m = 0; m < M; m++)
 		check_close(nm + fmt(" member %d (N=%d)", m, N[m]), to_float(download(dy[m], want[m].size())), want[m],
 			    tol<A>());
@@ -452,6 +465,28 @@ template <typename A, typename W> static void gemv_suite()
 		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(res);
 		GemvCase mis = {T, 72, {40, 24}, GEMV_PRO_RMSNORM, true, false, 0x3, -1, false, false, true};
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(mis);
+		/* emitted shapes with 2 and 4 columns per block (blocks span members), and forced ones: blocks
+		** wider than the row (threads with no vector still join the norm's reduction), one warp */
+		GemvCase wide = {T, 2048, {600, 300, 230}, GEMV_PRO_RMSNORM, true, true, 0x2, -1, false, false, false};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(wide);
+		GemvCase wide2 = {T, 1024, {700}, GEMV_PRO_SWIGLU, false, false, 0, -1, true, T == 1, false};
+		run_gemv<A, W, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES>(wide2);
+		GemvCase odd = {T, 136, {5, 7, 3}, GEMV_PRO_RMSNORM, true, true, 0x1, 2, false, false, false, 4, 256};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 4>(odd);
+		GemvCase warp1 = {T, 4224, {9, 2}, GEMV_PRO_RMSNORM, false, true, 0, -1, false, false, false, 2, 32};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, false, 0>(warp1);
+		GemvCase mis4 = {T, 70, {11}, GEMV_PRO_SWIGLU, false, false, 1, -1, true, false, true, 4, 64};
+		run_gemv<A, W, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES>(mis4);
+		/* few blocks looping over many groups, with the prologue staged and (K = 9000 at T = 8 and f32,
+		** or 17000) formed per element */
+		GemvCase loop = {T, 1536, {300, 44}, GEMV_PRO_RMSNORM, true, true, 0x1, 1, false, false, false, 4, 128, 5};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 2>(loop);
+		GemvCase big = {T, 9000, {70}, GEMV_PRO_SWIGLU, false, false, 0, -1, true, false, false, 2, 256, 3};
+		run_gemv<A, W, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES>(big);
+		GemvCase big2 = {T, 17000, {33}, GEMV_PRO_RMSNORM, true, true, 0, -1, false, false, false, 4, 256, 2};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(big2);
+		GemvCase one8 = {T, 1024, {40, 7}, GEMV_PRO_RMSNORM, true, true, 0x1, -1, false, false, false, 2, 64, 4, true};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(one8);
 	}
 }
 

@@ -272,11 +272,12 @@ __global__ void __launch_bounds__(256) g_embedding(A *y, const W *t, const int *
 	k_embedding<A, W>(y, t, ids, T, C);
 }
 
-template <typename A, typename W, bool HB>
+template <typename A, typename W, bool HB, int RB, int TR>
 __global__ void __launch_bounds__(256) g_gemv(A *y, const A *x, const W *w, const A *b, int T, int K, int N)
 {
-	k_linear_gemv<A, W, HB>(y, x, w, b, T, K, N);
+	k_linear_gemv<A, W, HB, RB, TR>(y, x, w, b, T, K, N);
 }
+
 
 template <typename A, typename W, bool HB>
 __global__ void __launch_bounds__(256) g_gemm(A *y, const A *x, const W *w, const A *b, int T, int K, int N)
@@ -672,10 +673,24 @@ template <typename A> static void tp_suite()
 	test_p2p_allreduce<A>(8, 262144 / sizeof(A));
 }
 
+/* k_linear_gemv with RB columns per block and bt threads (0, 0: the shape glmc emits), one row per
+** pass for T = 1 and 8 otherwise, as glmc emits it. */
+template <typename A, typename W, bool HB>
+static void launch_gemv(int rb, int bt, A *y, const A *x, const W *w, const A *b, int T, int K, int N)
+{
+	if (!rb)
+		gemv_shape_h(K, N, sizeof(W), &bt, &rb);
+	auto k = rb == 4 ? (T == 1 ? g_gemv<A, W, HB, 4, 1> : g_gemv<A, W, HB, 4, 8>)
+		 : rb == 2 ? (T == 1 ? g_gemv<A, W, HB, 2, 1> : g_gemv<A, W, HB, 2, 8>)
+			   : (T == 1 ? g_gemv<A, W, HB, 1, 1> : g_gemv<A, W, HB, 1, 8>);
+	k<<<blocks(N, rb), bt>>>(y, x, w, b, T, K, N);
+}
+
 /* One linear layer through the GEMV (gemm = false) or GEMM kernel. misalign offsets the weight pointer
-** by one element, which forces the GEMV's scalar path. */
+** by one element, which forces the GEMV's scalar path. rb, bt: the GEMV's columns per block and threads
+** (0: the shape glmc emits). */
 template <typename A, typename W>
-static void test_linear(bool gemm, int T, int K, int N, bool bias, bool misalign = false)
+static void test_linear(bool gemm, int T, int K, int N, bool bias, bool misalign = false, int rb = 0, int bt = 0)
 {
 	std::vector<A> x = to_type<A>(rnd((size_t)T * K)), b = to_type<A>(rnd(N));
 	std::vector<W> w = to_type<W>(rnd((size_t)N * K + 1));
@@ -685,16 +700,17 @@ static void test_linear(bool gemm, int T, int K, int N, bool bias, bool misalign
 	A *dy = poisoned<A>((size_t)T * N), *dx = upload(x), *db = upload(b);
 	W *dw = upload(w) + off;
 	if (!gemm && bias)
-		g_gemv<A, W, true><<<blocks(N, 8), 256>>>(dy, dx, dw, db, T, K, N);
+		launch_gemv<A, W, true>(rb, bt, dy, dx, dw, db, T, K, N);
 	else if (!gemm)
-		g_gemv<A, W, false><<<blocks(N, 8), 256>>>(dy, dx, dw, nullptr, T, K, N);
+		launch_gemv<A, W, false>(rb, bt, dy, dx, dw, nullptr, T, K, N);
 	else if (bias)
 		g_gemm<A, W, true><<<dim3(blocks(N, 64), blocks(T, 64)), 256>>>(dy, dx, dw, db, T, K, N);
 	else
 		g_gemm<A, W, false><<<dim3(blocks(N, 64), blocks(T, 64)), 256>>>(dy, dx, dw, nullptr, T, K, N);
 	CK_LAUNCH();
-	check_close(fmt("%s A=%s W=%s T=%d K=%d N=%d%s%s", gemm ? "linear_gemm" : "linear_gemv", tname<A>(), tname<W>(), T,
-			K, N, bias ? " bias" : "", misalign ? " misaligned-w" : ""),
+	check_close(fmt("%s A=%s W=%s T=%d K=%d N=%d%s%s%s", gemm ? "linear_gemm" : "linear_gemv", tname<A>(), tname<W>(), T,
+			K, N, bias ? " bias" : "", misalign ? " misaligned-w" : "",
+			rb ? fmt(" rb=%d bt=%d", rb, bt).c_str() : ""),
 		    to_float(download(dy, (size_t)T * N)), want, tol<A>());
 	free_all();
 }
@@ -1659,6 +1675,15 @@ template <typename A, typename W> static void linear_suite()
 		for (auto &kn : KN)
 			test_linear<A, W>(false, T, kn[0], kn[1], T % 2 == 1);
 	test_linear<A, W>(false, 3, 72, 40, true, true);
+	/* the emitted shapes with 2 and 4 columns per block, and forced shapes: a ragged last block, a
+	** block wider than the row, threads that get no vector, 8 rows past one pass */
+	test_linear<A, W>(false, 1, 1024, 1100, true);
+	test_linear<A, W>(false, 2, 2048, 600, false);
+	test_linear<A, W>(false, 5, 4096, 1059, true);
+	test_linear<A, W>(false, 1, 520, 37, false, false, 4, 96);
+	test_linear<A, W>(false, 9, 64, 50, true, false, 2, 256);
+	test_linear<A, W>(false, 3, 4104, 21, false, false, 4, 32);
+	test_linear<A, W>(false, 2, 70, 39, true, true, 4, 64);
 	test_linear<A, W>(true, 67, 70, 33, true);
 	test_linear<A, W>(true, 130, 100, 130, false);
 	test_linear<A, W>(true, 1, 33, 65, true);
