@@ -425,8 +425,8 @@ __device__ __forceinline__ int mla_q_nl(int L, bool tb)
 ** The absorb is a per-head GEMV over a weight read once per step, so the aim is the read bandwidth:
 **   - [H, Dn, L]: a block owns 64 columns; thread (g, c) = (tid / 16, tid % 16) reads 4 adjacent
 **     columns of rows d = g, g + 16, ... (one 8- or 16-byte load per row when L % 4 == 0 and wk is
-**     aligned, a quarter-warp covering 128 contiguous bytes), so every thread has Dn/16 independent
-**     loads in flight; the 16 row groups' partial sums then meet in shared memory. (One thread per
+**     aligned, a quarter-warp covering 128 contiguous bytes), so every thread has its Dn/16 independent
+**     loads in flight (up to 12); the 16 row groups' partial sums then meet in shared memory. (One thread per
 **     column walking all Dn rows, as before, kept one load in flight per thread over 2 blocks per head.)
 **   - [H, L, Dn]: one warp per output column, lanes reading the row in 4-element vectors.
 */
@@ -470,7 +470,7 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 			const W *wc = wk + (long long)h * Dn * L + l;
 			bool vec = L % 4 == 0 && ((unsigned long long)wk & (4 * sizeof(W) - 1)) == 0;
 			if (vec && l < L) {
-#pragma unroll 4
+#pragma unroll 12 /* GLM's Dn = 192: all 12 rows' loads in flight, ~24 KB per block */
 				for (int d = g; d < Dn; d += 16) {
 					float wv[4];
 					ld4(wc + (long long)d * L, wv);
