@@ -80,7 +80,7 @@ build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h buil
 	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
 
 # Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
-gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv
+gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv build/bench/mla
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
@@ -92,7 +92,13 @@ build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
+# The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
+bench-mla: build/bench/mla
+build/bench/mla: bench/mla.cu ops/kernels.cuh ops/fused.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
+
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle bench bench-gemv
+.PHONY: all test demo clean gpu-bundle bench bench-gemv bench-mla

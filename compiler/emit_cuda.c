@@ -195,6 +195,17 @@ static void w_scratch(Wr *w, Size s, Size s2, const char *type, int es)
 	w->L.arg[w->L.narg++] = (KArg){.kind = KA_SCRATCH, .s = s, .s2 = s2, .f = es};
 }
 
+/* A region of s × s2 elements of `type` in the buffer that starts zero and is left zero (KA_ZERO). */
+static void w_zero(Wr *w, Size s, Size s2, const char *type, int es)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s *a%d", type, w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ZERO, .s = s, .s2 = s2, .f = es};
+}
+
 static void w_rope(Wr *w, int node)
 {
 	w_sep(w);
@@ -603,6 +614,48 @@ static void emit_qhelpers(Em *e)
 		        "n, seed, cols, vec, part, inner, tp, rank); }\n", ft[i][0], ft[i][1], ft[i][1]);
 }
 
+/* Steps of up to this many tokens run an mla node's attention split over the context (k_mla_split);
+** larger steps fill the GPU with one k_mla block per (head, token). It also bounds the partial
+** results' scratch, which grows with the step's tokens. */
+#define MLA_SPLIT_TMAX 8
+
+/*
+** The split (flash-decoding) MLA attention of a small step, one launch: k_mla_split writes each range's
+** softmax state into two scratch regions, and the last block of each (token, head group) merges them,
+** found through a counter in a KA_ZERO region. The geometry is fixed here, for any position: NS ranges
+** of the candidates per token (blocks past a token's ranges exit at once), heads in groups of HB.
+** HB = 4 from 12 heads up (GLM-4.7-Flash's 20 heads: 5 groups; GLM-5's 64: 16), 2 below (GLM-5 at tp 8
+** has 8 heads per GPU: 4 groups), so a step has enough blocks even at a short context; NS = 64 / HB
+** keeps the merge's reads at 64 ranges·heads (128 KiB at dv 512) for the one block that does it.
+*/
+static void emit_mla_split(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+	int64_t H = n->ia[0], Dv = n->ia[2];
+	int HB = H >= 12 ? 4 : H >= 2 ? 2 : 1, HG = (int)((H + HB - 1) / HB), NS = 64 / HB;
+	Size T = sz_numel(g, pos, 1);
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w.L.tmax = MLA_SPLIT_TMAX;
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(&w, T, sz_const(NS * H * 2), "float", 4);
+	w_zero(&w, T, sz_const(HG), "int", 4);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+	else
+		w_null(&w), w_int(&w, 0);
+	w_int(&w, H), w_int(&w, n->ia[1]), w_int(&w, Dv), w_float(&w, n->fa[0]);
+	w_seq(&w, g, cache);
+	w.L.grid[0] = sz_const(NS), w.L.grid[1] = sz_const(HG), w.L.grid[2] = T;
+	snprintf(t, sizeof t, "k_mla_split<%s, %d>", A, HB);
+	w_finish(e, &w, t);
+}
+
 /* The launches of one node's own kernels. */
 static int emit_own(Em *e, int id, char *err, size_t len)
 {
@@ -717,6 +770,9 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MLA: {
 		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+		if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
+			return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
+			              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
 		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
 			w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
 			w_seq(&w, g, cache);
@@ -724,7 +780,9 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			snprintf(t, sizeof t, "k_mla_write<%s>", A);
 			w_finish(e, &w, t);
 		}
+		emit_mla_split(e, id);
 		w_start(&w, id);
+		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 		if (sel >= 0)
 			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
@@ -1174,7 +1232,7 @@ static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t
 	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
 	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
 	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
-	int64_t NL = tb ? (L + 7) / 8 : (L + 255) / 256, Hi = IR ? IR->ia[0] : 0;
+	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? IR->ia[0] : 0; /* mla_q_nl in ops/fused.cuh */
 	w_buf(w, g, f->aux[4], 1, NULL);
 	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
 	w_buf(w, g, f->aux[0], 0, NULL), w_buf(w, g, f->aux[1], 0, NULL);
@@ -1255,9 +1313,9 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	Wr w;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, f->m[0], 0, NULL), w_buf(&w, g, wv, 0, NULL);
-	w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
+	w_size(&w, sz_numel(g, n->in[3], 1), 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
 	w.L.grid[0] = sz_const((Do + 7) / 8);
-	w.L.grid[1] = sz_numel(g, n->in[3], 1);
+	w.L.grid[1] = sz_numel(g, n->in[3], 8);
 	w.L.grid[2] = sz_const(H);
 	w.L.tmax = f->tmax;
 	char t[256];

@@ -169,12 +169,16 @@ typedef struct {
 /* KA_SCRATCH: a region of the shared scratch buffer of s × s2 × f bytes; a launch's scratch regions are
 ** laid out one after another from the start, so consecutive launches of one node see the same regions.
 ** KA_SEQ: the step's sequence slot per token (int32[T], kept by the runtime beside tokens and pos).
-** KA_RANK: the int rank of the GPU running the launch (tensor parallelism; one program for all ranks). */
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK };
+** KA_RANK: the int rank of the GPU running the launch (tensor parallelism; one program for all ranks).
+** KA_ZERO: a region of s × s2 × f bytes of a buffer that glmrun clears once, when it allocates it, and
+** that every kernel taking one leaves zero again when it ends (k_mla_split's per-launch counters: a
+** kernel can count its own finished blocks there without a launch to clear them first). Laid out like
+** KA_SCRATCH's regions, from the start, and shared by all launches. */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
-	Size s, s2;                  /* INT, LONG: s; SCRATCH: s × s2 elements */
-	double f;                    /* FLOAT; SCRATCH: bytes per element; BUF: 1 when the kernel writes the buffer */
+	Size s, s2;                  /* INT, LONG: s; SCRATCH, ZERO: s × s2 elements */
+	double f;                    /* FLOAT; SCRATCH, ZERO: bytes per element; BUF: 1 when the kernel writes it */
 } KArg;
 
 /* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
@@ -369,7 +373,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 3
+#define PLAN_VERSION 4
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

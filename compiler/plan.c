@@ -269,12 +269,13 @@ static void get_cuda(Graph *g, Rd *r)
 		for (int k = 0; k < l->narg && !r->fail; k++) {
 			KArg *a = &l->arg[k];
 			a->kind = (int8_t)get_u8(r);
-			int sized = a->kind == KA_INT || a->kind == KA_LONG || a->kind == KA_SCRATCH;
+			int region = a->kind == KA_SCRATCH || a->kind == KA_ZERO;
+			int sized = a->kind == KA_INT || a->kind == KA_LONG || region;
 			a->s = get_size(g, r, sized);
-			a->s2 = get_size(g, r, a->kind == KA_SCRATCH);
+			a->s2 = get_size(g, r, region);
 			a->f = get_f64(r);
-			if (!r->fail && (a->kind > KA_RANK || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
-			                 (a->kind == KA_SCRATCH && !(a->f >= 1 && a->f <= 64))))
+			if (!r->fail && (a->kind > KA_ZERO || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
+			                 (region && !(a->f >= 1 && a->f <= 64))))
 				r->fail = "bad kernel argument";
 		}
 		c->nl = (int)i + 1;

@@ -219,25 +219,40 @@ __device__ void k_mla_kvprep(A *latent, A *cache, A *iko, A *icache, const A *kv
 	                                 cs, ifreq, ics, L, Dr, R, Di, Ri, eps, ieps, seq, S);
 }
 
+/* Absorb blocks per head of the MLA query preparation: 64 output columns per block for W_UK [H, Dn, L],
+** 8 for the transposed [H, L, Dn]. glmc's args_mla_q (emit_cuda.c) and the tests compute the same count. */
+__device__ __forceinline__ int mla_q_nl(int L, bool tb)
+{
+	return tb ? (L + 7) / 8 : (L + 63) / 64;
+}
+
 /*
 ** MLA query preparation for the decode step, from the projected query q[T, H, Dn + Dr]:
 **   qabs[t, h, :L]      = q[t, h, :Dn] · W_UK[h]  (wk [H, Dn, L], or [H, L, Dn] when TB), as the matmul
 **                         (k_matmul / k_matmul_tb order) stores it;
 **   qabs[t, h, L:L+Dr]  = rope(q[t, h, Dn:]) (R dims rotated, pairs as IL);
 **   iqo[t, hi, :]       = rope(iq[t, hi, :]) for the indexer's Hi heads of Di (Ri rotated, ILI), when Hi > 0.
-** Blocks: NL per head for the absorb (NL = ceil(L/256), one output column per thread; TB: ceil(L/8), one
-** per warp), the first of them also rotating its head's q_pe; then Hi blocks for the indexer's heads.
-** Each absorb block stages its head's q_nope rows (8 tokens at a time) in shared memory and reads its
-** W_UK columns once per 8 tokens. Dn <= 512. grid (H·NL + Hi), block 256 (mla_q_block is the body for
-** block b, shared with k_mla_prep).
+** Blocks: NL = mla_q_nl(L, TB) per head for the absorb, the first of them also rotating its head's q_pe;
+** then Hi blocks for the indexer's heads. Each absorb block stages its head's q_nope rows (8 tokens at
+** a time) in shared memory as float and reads its part of W_UK once per 8 tokens. Dn <= 512.
+** grid (H·NL + Hi), block 256 (mla_q_block is the body for block b, shared with k_mla_prep).
+**
+** The absorb is a per-head GEMV over a weight read once per step, so the aim is the read bandwidth:
+**   - [H, Dn, L]: a block owns 64 columns; thread (g, c) = (tid / 16, tid % 16) reads 4 adjacent
+**     columns of rows d = g, g + 16, ... (one 8- or 16-byte load per row when L % 4 == 0 and wk is
+**     aligned, a quarter-warp covering 128 contiguous bytes), so every thread has its Dn/16 independent
+**     loads in flight (up to 12); the 16 row groups' partial sums then meet in shared memory. (One thread per
+**     column walking all Dn rows, as before, kept one load in flight per thread over 2 blocks per head.)
+**   - [H, L, Dn]: one warp per output column, lanes reading the row in 4-element vectors.
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI>
 __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos,
                             const float *freq, float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr,
                             int R, int L, int Hi, int Di, int Ri)
 {
-	__shared__ float xs[8 * 512];
-	int NL = TB ? (L + 7) / 8 : (L + 255) / 256;
+	__shared__ __align__(16) float sm[8 * 1024]; /* q rows [8][Dn], then (non-TB) partial sums [16][8][64] */
+	float *xs = sm;
+	int NL = mla_q_nl(L, TB);
 	int Dq = Dn + Dr, Do = L + Dr;
 	if (b >= H * NL) {
 		int hi = b - H * NL;
@@ -247,7 +262,7 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 		}
 		return;
 	}
-	int h = b / NL, lc = b - h * NL, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	int h = b / NL, lc = b - h * NL, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	if (lc == 0)
 		for (int t = 0; t < T; t++) {
 			rope_row<A, IL>(qabs + ((long long)t * H + h) * Do + L, (A *)nullptr, q + ((long long)t * H + h) * Dq + Dn,
@@ -255,47 +270,97 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 		}
 	for (int t0 = 0; t0 < T; t0 += 8) {
 		int tn = T - t0 < 8 ? T - t0 : 8;
-		__syncthreads(); /* the previous rows are consumed */
-		for (int e = threadIdx.x; e < tn * Dn; e += blockDim.x) {
+		__syncthreads(); /* the previous rows and sums are consumed */
+		for (int e = tid; e < tn * Dn; e += blockDim.x) {
 			int t = e / Dn, d = e - t * Dn;
 			xs[t * Dn + d] = to_f(q[((long long)(t0 + t) * H + h) * Dq + d]);
 		}
 		__syncthreads();
-		float acc[8];
+		float acc[8][4];
 #pragma unroll
 		for (int t = 0; t < 8; t++)
-			acc[t] = 0.0f;
-		int l;
+			acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 		if (!TB) {
-			l = lc * 256 + threadIdx.x;
-			if (l < L) {
-				const W *wc = wk + (long long)h * Dn * L + l;
-				for (int d = 0; d < Dn; d++) {
-					float wv = to_f(wc[(long long)d * L]);
+			int g = tid >> 4, l = lc * 64 + 4 * (tid & 15);
+			const W *wc = wk + (long long)h * Dn * L + l;
+			bool vec = L % 4 == 0 && ((unsigned long long)wk & (4 * sizeof(W) - 1)) == 0;
+			if (vec && l < L) {
+#pragma unroll 12 /* GLM's Dn = 192: all 12 rows' loads in flight, ~24 KB per block */
+				for (int d = g; d < Dn; d += 16) {
+					float wv[4];
+					ld4(wc + (long long)d * L, wv);
 #pragma unroll
 					for (int t = 0; t < 8; t++)
-						if (t < tn)
-							acc[t] += xs[t * Dn + d] * wv;
+						if (t < tn) {
+							float xv = xs[t * Dn + d];
+#pragma unroll
+							for (int u = 0; u < 4; u++)
+								acc[t][u] += xv * wv[u];
+						}
 				}
-				for (int t = 0; t < tn; t++)
-					qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(acc[t]);
+			} else if (l < L) {
+				for (int d = g; d < Dn; d += 16) {
+					float wv[4];
+#pragma unroll
+					for (int u = 0; u < 4; u++)
+						wv[u] = l + u < L ? to_f(wc[(long long)d * L + u]) : 0.0f;
+#pragma unroll
+					for (int t = 0; t < 8; t++)
+						if (t < tn) {
+							float xv = xs[t * Dn + d];
+#pragma unroll
+							for (int u = 0; u < 4; u++)
+								acc[t][u] += xv * wv[u];
+						}
+				}
+			}
+			__syncthreads(); /* xs is consumed: the same memory takes the partial sums */
+			float4 *red = (float4 *)sm; /* [16 row groups][8 tokens][16 column quads] */
+#pragma unroll
+			for (int t = 0; t < 8; t++)
+				if (t < tn)
+					red[(g * 8 + t) * 16 + (tid & 15)] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
+			__syncthreads();
+			for (int e = tid; e < tn * 64; e += blockDim.x) {
+				int t = e >> 6, c = e & 63;
+				float s = 0.0f;
+#pragma unroll
+				for (int gg = 0; gg < 16; gg++)
+					s += sm[(gg * 8 + t) * 64 + c];
+				if (lc * 64 + c < L)
+					qabs[((long long)(t0 + t) * H + h) * Do + lc * 64 + c] = from_f<A>(s);
 			}
 		} else {
-			l = lc * 8 + warp;
+			int l = lc * 8 + warp;
 			if (l < L) { /* uniform per warp */
 				const W *wr = wk + ((long long)h * L + l) * Dn;
-#pragma unroll 4
-				for (int d = lane; d < Dn; d += 32) {
-					float wv = to_f(wr[d]);
+				/* only acc[t][0] is used here */
+				if (Dn % 4 == 0 && ((unsigned long long)wr & (4 * sizeof(W) - 1)) == 0) {
+#pragma unroll 2
+					for (int d = 4 * lane; d < Dn; d += 128) {
+						float wv[4];
+						ld4(wr + d, wv);
 #pragma unroll
-					for (int t = 0; t < 8; t++)
-						if (t < tn)
-							acc[t] += xs[t * Dn + d] * wv;
+						for (int t = 0; t < 8; t++)
+							if (t < tn) {
+								float4 xv = *(const float4 *)(xs + t * Dn + d);
+								acc[t][0] += xv.x * wv[0] + xv.y * wv[1] + xv.z * wv[2] + xv.w * wv[3];
+							}
+					}
+				} else {
+#pragma unroll 4
+					for (int d = lane; d < Dn; d += 32) {
+						float wv = to_f(wr[d]);
+#pragma unroll
+						for (int t = 0; t < 8; t++)
+							if (t < tn)
+								acc[t][0] += xs[t * Dn + d] * wv;
+					}
 				}
 #pragma unroll
 				for (int t = 0; t < 8; t++)
 					if (t < tn) {
-						float s = warp_sum(acc[t]);
+						float s = warp_sum(acc[t][0]);
 						if (lane == 0)
 							qabs[((long long)(t0 + t) * H + h) * Do + l] = from_f<A>(s);
 					}
@@ -325,7 +390,7 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
                            const A *ik, const IW *iw, const IW *ib, const float *kfreq, float kcs, const float *ikfreq,
                            float ikcs, int KR, int KDi, int KRi, float eps, float ieps, const int *seq, int S)
 {
-	int NQ = H * (TB ? (L + 7) / 8 : (L + 255) / 256) + Hi;
+	int NQ = H * mla_q_nl(L, TB) + Hi;
 	if ((int)blockIdx.x < NQ) {
 		if (blockIdx.y == 0)
 			mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R,
@@ -339,25 +404,60 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
 /*
 ** The MLA value absorb, any step: out[t, h, j] = o[t, h, :Dv] · wv[h, j, :Dv] (wv [H, Do, Dv], a linear-
 ** layout weight), reading the attention's [T, H, Dv] rows and writing [T, H, Do] directly, so the two
-** permutes around the matmul are never stored. k_matmul_tb's arithmetic on these strides (one warp per
-** output, lanes striding over Dv, a shuffle sum). grid (ceil(Do/8), T, H), block 256.
+** permutes around the matmul are never stored. Block (x, y, h) computes outputs j = 8x + warp of head
+** h = blockIdx.z for the tokens 8y .. 8y + 7 (< T). grid (ceil(Do/8), ceil(T/8), H), block 256, Dv <= 1024.
+** Why this shape: it is a GEMV per head over a weight read once per step, so each warp reads its W_UV
+** row once for up to 8 tokens (in 4-element vectors when Dv % 4 == 0 and wv is aligned), against the
+** tokens' rows staged as float in shared memory; a shuffle sum per token finishes each dot product.
 */
 template <typename A, typename W>
-__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int H, int Dv, int Do)
+__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do)
 {
-	int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), t = blockIdx.y;
+	__shared__ __align__(16) float xs[8 * 1024];
+	int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	int t0 = blockIdx.y * 8, tn = T - t0 < 8 ? T - t0 : 8;
 	long long h = blockIdx.z;
-	if (j >= Do) /* uniform per warp */
+	for (int e = threadIdx.x; e < tn * Dv; e += blockDim.x) {
+		int t = e / Dv, i = e - t * Dv;
+		xs[t * Dv + i] = to_f(o[((long long)(t0 + t) * H + h) * Dv + i]);
+	}
+	__syncthreads();
+	if (j >= Do) /* uniform per warp, after the block's only barrier */
 		return;
-	const A *orow = o + ((long long)t * H + h) * Dv;
 	const W *wr = wv + (h * Do + j) * Dv;
-	float s = 0.0f;
+	float acc[8];
+#pragma unroll
+	for (int t = 0; t < 8; t++)
+		acc[t] = 0.0f;
+	if (Dv % 4 == 0 && ((unsigned long long)wr & (4 * sizeof(W) - 1)) == 0) {
 #pragma unroll 4
-	for (int i = lane; i < Dv; i += 32)
-		s += to_f(orow[i]) * to_f(wr[i]);
-	s = warp_sum(s);
-	if (lane == 0)
-		out[((long long)t * H + h) * Do + j] = from_f<A>(s);
+		for (int i = 4 * lane; i < Dv; i += 128) {
+			float w4[4];
+			ld4(wr + i, w4);
+#pragma unroll
+			for (int t = 0; t < 8; t++)
+				if (t < tn) {
+					float4 xv = *(const float4 *)(xs + t * Dv + i);
+					acc[t] += xv.x * w4[0] + xv.y * w4[1] + xv.z * w4[2] + xv.w * w4[3];
+				}
+		}
+	} else {
+#pragma unroll 4
+		for (int i = lane; i < Dv; i += 32) {
+			float w1 = to_f(wr[i]);
+#pragma unroll
+			for (int t = 0; t < 8; t++)
+				if (t < tn)
+					acc[t] += xs[t * Dv + i] * w1;
+		}
+	}
+#pragma unroll
+	for (int t = 0; t < 8; t++)
+		if (t < tn) {
+			float s = warp_sum(acc[t]);
+			if (lane == 0)
+				out[((long long)(t0 + t) * H + h) * Do + j] = from_f<A>(s);
+		}
 }
 
 /* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel: k_moe_route, then

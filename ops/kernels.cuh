@@ -120,6 +120,60 @@ __device__ __forceinline__ float warp_max(float v)
 	return v;
 }
 
+/* Sums each of N values (N a power of two <= 32) over the 32 lanes of a warp in N-1 + N·(5 - log2 N)
+** shuffles instead of N warp_sums' 5N: butterfly steps at or above N add all values, the ones below
+** trade halves (a lane keeps the half its lane bit selects and sends the other). On return lane l holds
+** in v[0] the warp's total of value l % N; the other entries are clobbered. Why: several dot products
+** finished at once (k_mla_split's rows × heads) would otherwise spend more on shuffles than on FMAs. */
+template <int N> __device__ __forceinline__ float warp_sum_n(float (&v)[N])
+{
+	int lane = threadIdx.x & 31;
+	/* constant trip counts throughout, so that every index is static and v stays in registers */
+#pragma unroll
+	for (int k = 0; k < 5; k++) {
+		const int o = 16 >> k;
+		if (o >= N) {
+#pragma unroll
+			for (int i = 0; i < N; i++)
+				v[i] += __shfl_xor_sync(0xffffffffu, v[i], o);
+		} else {
+			bool up = (lane & o) != 0;
+#pragma unroll
+			for (int i = 0; i < (N + 1) / 2; i++)
+				if (i < o) {
+					float send = up ? v[i] : v[i + o], keep = up ? v[i + o] : v[i];
+					v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+				}
+		}
+	}
+	return v[0];
+}
+
+/* Four consecutive elements as float from one 16-byte (float) or 8-byte (16-bit types) load through the
+** read-only cache: p must be aligned to four elements and not change while the kernel runs. Why: the
+** bandwidth-bound MLA kernels read their weight and cache rows in vectors rather than 2-byte scalars. */
+__device__ __forceinline__ void ld4(const float *p, float v[4])
+{
+	float4 x = __ldg((const float4 *)p);
+	v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+}
+
+__device__ __forceinline__ void ld4(const bf16 *p, float v[4])
+{
+	uint2 x = __ldg((const uint2 *)p);
+	v[0] = __uint_as_float(x.x << 16), v[1] = __uint_as_float(x.x & 0xffff0000u);
+	v[2] = __uint_as_float(x.y << 16), v[3] = __uint_as_float(x.y & 0xffff0000u);
+}
+
+__device__ __forceinline__ void ld4(const f16 *p, float v[4])
+{
+	uint2 x = __ldg((const uint2 *)p);
+	f16 a, b, c, d;
+	a.x = (unsigned short)(x.x & 0xffffu), b.x = (unsigned short)(x.x >> 16);
+	c.x = (unsigned short)(x.y & 0xffffu), d.x = (unsigned short)(x.y >> 16);
+	v[0] = to_f(a), v[1] = to_f(b), v[2] = to_f(c), v[3] = to_f(d);
+}
+
 /* Block-wide sum; every thread gets the result. The leading __syncthreads keeps a previous call's
 ** readers of the scratch from racing with this call's writers, so calls can follow each other. */
 __device__ __forceinline__ float block_sum(float v)
@@ -1512,7 +1566,8 @@ __device__ void k_mla_write(A *cache, const A *kv, const int *pos, int D, const 
 ** Every thread computes the same max and sum, so no further reduction is needed.
 ** sel entries are taken as listed: they must be distinct (the indexer's top-k is); a repeated row
 ** would count twice where ref_mla counts it once. With no visible row at all the output is 0/0 = NaN,
-** as ref_mla's.
+** as ref_mla's. glmc runs this kernel for large steps only (many tokens fill the GPU by themselves);
+** decode steps take k_mla_split, the same result spread over the context.
 */
 template <typename A>
 __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const int *sel, int nsel, int H, int Dk,
@@ -1589,6 +1644,263 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 		int d = tid + i * blockDim.x;
 		if (d < Dv)
 			yh[d] = from_f<A>(acc[i] / l);
+	}
+}
+
+/* The number of ranges the split MLA kernels cut n candidates into: at most ns (the launch's), and at
+** least 16 candidates per range, so a short context is not spread over blocks that each do too little
+** to pay for its partial result, whose merge costs the last block of a group more time per range. */
+__device__ __forceinline__ int mla_split_ranges(int n, int ns)
+{
+	int r = (n + 15) / 16;
+	return r < 1 ? 1 : r > ns ? ns : r;
+}
+
+/*
+** Split-context ("flash-decoding") latent attention: k_mla's result, y[t, h*Dv + i] for token
+** t = blockIdx.z, with the candidates (the context rows 0..pos[t], or the nsel entries of its sel row)
+** dealt out to nr = mla_split_ranges(n, NS) ranges, NS = gridDim.x: range x = blockIdx.x takes candidates
+** x, x + nr, x + 2·nr, ... Heads go in groups of HB, group blockIdx.y. Each block first writes, for each
+** of its heads h, its range's softmax state into scratch:
+**   pml[((t·NS + x)·H + h)·2 + {0, 1}] = the range's max score m and l = Σ exp(score - m),
+**   pacc[((t·NS + x)·H + h)·Dv + i]   = Σ exp(score - m)·cache[s, i], i < Dv;
+** (no visible row in the range: m = -inf, l = 0, acc = 0). Then it counts itself done in
+** done[t·gridDim.y + blockIdx.y]; the last of the nr blocks of (t, group) to finish merges the nr states,
+**   y[t, h*Dv + i] = Σ_x e_x·acc_x[i] / Σ_x e_x·l_x,  e_x = exp(m_x - max m) (0 for m_x = -inf),
+** and puts the counter back to 0: `done` must be zero before the launch (a KA_ZERO region: T·gridDim.y
+** ints) and is zero after it. With nothing visible anywhere y is 0/0 = NaN, as k_mla's. Blocks x >= nr
+** exit at once, so one launch geometry (fixed at plan time, as CUDA graphs need) serves any position.
+** grid (NS, ceil(H/HB), T), block 256; HB in {1, 2, 4, 8}, NS <= 256; Dk <= 1024, Dv <= 2·blockDim.x.
+**
+** Why: k_mla runs one block per (head, token), H/tp blocks on a decode step, each walking the whole
+** context; here a step has up to NS·ceil(H/HB) blocks, and each cache row read serves HB heads. The
+** merge rides in the same launch (the last block of each group does it), so splitting costs no launch.
+** Dealing candidates out round-robin rather than in contiguous ranges spreads a DSA selection's visible
+** entries, which come first (a short context lists rows 0..pos, then -1s), over every range.
+** The block's q rows are staged in shared memory as float. Candidates go in passes of 32: warp w scores
+** candidates 4w..4w+3 of the pass against all HB heads at once (a q vector read serves 4 rows; rows are
+** read in 4-element vectors when Dk % 4 == 0), and one transposed shuffle reduction (warp_sum_n) ends the
+** 4·HB dot products. Warp h < HB folds head h's 32 scores into its running max and sum (online softmax)
+** and turns them into weights; then every thread updates its accumulators for outputs tid and
+** tid + blockDim.x of all HB heads, reading each value element once for the HB heads. Rows that are not
+** visible (-1, past pos[t], or past the candidates) weigh 0 and are not read in that second step, so
+** stale or poisoned cache rows cannot leak in. The merge reads the other blocks' states from L2
+** (__ldcg, after the fence that pairs with their writers'), in float4 when Dv % 4 == 0.
+*/
+template <typename A, int HB>
+__device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos,
+                            const int *sel, int nsel, int H, int Dk, int Dv, float scale, const int *seq, int S)
+{
+	const int RP = 4, CH = 32, NV = RP * HB; /* rows per warp and per pass; dot products per warp */
+	__shared__ __align__(16) float qs[HB * 1024];
+	__shared__ __align__(16) float ps[HB * CH];
+	__shared__ float mh[HB], lh[HB], corr[HB];
+	__shared__ int rows[CH];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
+	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, t = blockIdx.z;
+	int p = pos[t], n = sel ? nsel : p + 1, nr = mla_split_ranges(n, NS);
+	if (x >= nr) /* uniform per block: this range does not exist for this token */
+		return;
+	int cnt = n > x ? (n - x + nr - 1) / nr : 0; /* this range's candidates */
+	int hn = H - h0 < HB ? H - h0 : HB;
+	const int *st = sel ? sel + (long long)t * nsel : nullptr;
+	cache += (long long)seq[t] * S * Dk;
+	bool vec = Dk % 4 == 0 && ((unsigned long long)cache & (4 * sizeof(A) - 1)) == 0;
+	const A *qb = q + ((long long)t * H + h0) * Dk;
+	for (int e = tid; e < HB * Dk; e += nt)
+		qs[e] = e < hn * Dk ? to_f(qb[e]) : 0.0f; /* missing heads of the last group score 0, unused */
+	if (tid < HB)
+		mh[tid] = neg_inf(), lh[tid] = 0.0f;
+	float acc[HB][2];
+#pragma unroll
+	for (int hh = 0; hh < HB; hh++)
+		acc[hh][0] = acc[hh][1] = 0.0f;
+	/* the cache row of this range's candidate i, or -1 when it is not visible */
+	auto row_of = [&](int i) {
+		int s = -1;
+		if (i < cnt) {
+			int j = x + i * nr;
+			s = st ? st[j] : j;
+			s = s >= 0 && s <= p ? s : -1;
+		}
+		return s;
+	};
+
+	for (int c0 = 0; c0 < cnt; c0 += CH) {
+		__syncthreads(); /* qs and the state are written; the previous pass's ps and rows are consumed */
+		const A *kr[RP];
+		bool any = false;
+#pragma unroll
+		for (int r = 0; r < RP; r++) {
+			int s = row_of(c0 + RP * warp + r);
+			any |= s >= 0;
+			kr[r] = cache + (long long)(s < 0 ? 0 : s) * Dk;
+		}
+		/* this lane's entries: of the scores (row lane / HB, head lane % HB) and of rows (row lane) */
+		int srow = row_of(c0 + RP * warp + lane / HB), sown = row_of(c0 + RP * warp + lane);
+		if (any) { /* uniform per warp */
+			float d[NV];
+#pragma unroll
+			for (int i = 0; i < NV; i++)
+				d[i] = 0.0f;
+			if (vec) {
+#pragma unroll(HB <= 4 ? 2 : 1)
+				for (int c = 4 * lane; c < Dk; c += 128) {
+					float kv[RP][4];
+#pragma unroll
+					for (int r = 0; r < RP; r++)
+						ld4(kr[r] + c, kv[r]);
+#pragma unroll
+					for (int hh = 0; hh < HB; hh++) {
+						float4 qv = *(const float4 *)(qs + hh * Dk + c);
+#pragma unroll
+						for (int r = 0; r < RP; r++)
+							d[r * HB + hh] += qv.x * kv[r][0] + qv.y * kv[r][1] + qv.z * kv[r][2] +
+							                  qv.w * kv[r][3];
+					}
+				}
+			} else {
+				for (int c = lane; c < Dk; c += 32) {
+					float kv[RP];
+#pragma unroll
+					for (int r = 0; r < RP; r++)
+						kv[r] = to_f(kr[r][c]);
+#pragma unroll
+					for (int hh = 0; hh < HB; hh++) {
+						float qv = qs[hh * Dk + c];
+#pragma unroll
+						for (int r = 0; r < RP; r++)
+							d[r * HB + hh] += qv * kv[r];
+					}
+				}
+			}
+			float v = warp_sum_n<NV>(d); /* lane l < NV: row l / HB against head l % HB */
+			if (lane < NV)
+				ps[(lane % HB) * CH + RP * warp + lane / HB] = srow >= 0 ? v * scale : neg_inf();
+		} else if (lane < NV) {
+			ps[(lane % HB) * CH + RP * warp + lane / HB] = neg_inf();
+		}
+		if (lane < RP)
+			rows[RP * warp + lane] = sown;
+		__syncthreads();
+		if (warp < HB) { /* head `warp`: online softmax over this pass's 32 scores, one per lane */
+			float sc = ps[warp * CH + lane], mo = mh[warp];
+			float mn = fmaxf(mo, warp_max(sc));
+			float e = mn == neg_inf() ? 0.0f : expf(sc - mn); /* -inf scores weigh 0 */
+			float c = mn == neg_inf() ? 1.0f : expf(mo - mn); /* 0 while mo = -inf */
+			ps[warp * CH + lane] = e;
+			float sum = warp_sum(e);
+			__syncwarp();
+			if (lane == 0)
+				lh[warp] = lh[warp] * c + sum, mh[warp] = mn, corr[warp] = c;
+		}
+		__syncthreads();
+#pragma unroll
+		for (int hh = 0; hh < HB; hh++) {
+			float c = corr[hh];
+			acc[hh][0] *= c, acc[hh][1] *= c;
+		}
+		int jn = cnt - c0 < CH ? cnt - c0 : CH;
+		for (int jj = 0; jj < jn; jj += 4) {
+			int s4[4] = {rows[jj], rows[jj + 1], rows[jj + 2], rows[jj + 3]};
+			if ((s4[0] & s4[1] & s4[2] & s4[3]) < 0) /* all four invisible (sign bits): nothing to add */
+				continue;
+			float v[4][2];
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const A *vr = cache + (long long)(s4[u] < 0 ? 0 : s4[u]) * Dk;
+#pragma unroll
+				for (int i = 0; i < 2; i++) {
+					int dd = tid + i * nt;
+					v[u][i] = s4[u] >= 0 && dd < Dv ? to_f(vr[dd]) : 0.0f;
+				}
+			}
+#pragma unroll
+			for (int hh = 0; hh < HB; hh++) {
+				float4 pv = *(const float4 *)(ps + hh * CH + jj);
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					acc[hh][i] += pv.x * v[0][i] + pv.y * v[1][i] + pv.z * v[2][i] + pv.w * v[3][i];
+			}
+		}
+	}
+	long long b = ((long long)t * NS + x) * H + h0;
+#pragma unroll
+	for (int hh = 0; hh < HB; hh++) {
+		if (hh < hn) {
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				int dd = tid + i * nt;
+				if (dd < Dv)
+					pacc[(b + hh) * Dv + dd] = acc[hh][i];
+			}
+		}
+	}
+	if (tid < hn)
+		pml[(b + tid) * 2] = mh[tid], pml[(b + tid) * 2 + 1] = lh[tid];
+
+	/* Count this range done; the last one of (t, group) merges them all (the threadFenceReduction
+	** pattern: each block's fence orders its writes before its count, the last block's after it). */
+	__shared__ int last;
+	__shared__ float wx[HB * 256], linv[HB];
+	__threadfence();
+	__syncthreads();
+	if (tid == 0) {
+		int *c = done + (long long)t * gridDim.y + blockIdx.y;
+		last = atomicAdd(c, 1) == nr - 1;
+		if (last)
+			*c = 0; /* all nr ranges have counted: clear it for the next launch */
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	const float *ml = pml + ((long long)t * NS * H + h0) * 2, *pa = pacc + ((long long)t * NS * H + h0) * Dv;
+	long long ms = (long long)H * 2, as = (long long)H * Dv; /* strides of one range */
+	if (warp < hn) { /* head h0 + warp: the weights of the ranges and the denominator */
+		float m = neg_inf();
+		for (int r = lane; r < nr; r += 32)
+			m = fmaxf(m, __ldcg(ml + r * ms + warp * 2));
+		m = warp_max(m);
+		float l = 0.0f;
+		for (int r = lane; r < nr; r += 32) {
+			float mr = __ldcg(ml + r * ms + warp * 2), e = mr == neg_inf() ? 0.0f : expf(mr - m);
+			wx[warp * 256 + r] = e;
+			l += e * __ldcg(ml + r * ms + warp * 2 + 1);
+		}
+		l = warp_sum(l);
+		if (lane == 0)
+			linv[warp] = l;
+	}
+	__syncthreads();
+	A *yb = y + ((long long)t * H + h0) * Dv;
+	if (Dv % 4 == 0) {
+		int D4 = Dv / 4;
+		for (int e = tid; e < hn * D4; e += nt) {
+			int hh = e / D4, d = 4 * (e - hh * D4);
+			const float *src = pa + hh * Dv + d;
+			const float *w = wx + hh * 256;
+			float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+			for (int r = 0; r < nr; r++) { /* an empty range has weight 0 and acc 0 (finite) */
+				float4 a = __ldcg((const float4 *)(src + r * as));
+				float wr = w[r];
+				sum.x += wr * a.x, sum.y += wr * a.y, sum.z += wr * a.z, sum.w += wr * a.w;
+			}
+			float l = linv[hh];
+			A *o = yb + hh * Dv + d;
+			o[0] = from_f<A>(sum.x / l), o[1] = from_f<A>(sum.y / l);
+			o[2] = from_f<A>(sum.z / l), o[3] = from_f<A>(sum.w / l);
+		}
+	} else {
+		for (int e = tid; e < hn * Dv; e += nt) {
+			int hh = e / Dv, d = e - hh * Dv;
+			float sum = 0.0f;
+#pragma unroll 8
+			for (int r = 0; r < nr; r++)
+				sum += wx[hh * 256 + r] * __ldcg(pa + hh * Dv + d + r * as);
+			yb[hh * Dv + d] = from_f<A>(sum / linv[hh]);
+		}
 	}
 }
 

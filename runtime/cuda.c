@@ -102,6 +102,7 @@ struct Gpu {
 	CUdeviceptr params, step, ring, rope_mem;
 	CUdeviceptr seq;             /* int[maxT]: the cache slot of each token of the step */
 	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
+	CUdeviceptr zero;            /* the KA_ZERO regions: cleared once, left zero by every kernel */
 	int ring_cap;
 	int nslots;                  /* sequences the caches hold */
 	CUgraph *graph;              /* per batch bucket (index = rows), captured on first use */
@@ -139,6 +140,7 @@ typedef struct {
 
 static void lt_open(Gpu *x);
 static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
+static size_t region_bytes(const Gpu *x, const Launch *l, int kind, int64_t T, int upto);
 static size_t q_bytes(const Gpu *x, int node);
 static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len);
 static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
@@ -413,12 +415,17 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	** then each row's ring of sampled tokens. */
 	x->ring_cap = 4096;
 	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63;
-	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4, scr = 0;
-	for (int i = 0; i < g->cuda.nl; i++) {
-		size_t b = scratch_bytes(x, &g->cuda.l[i], x->maxT, MAXKARG);
-		scr = b > scr ? b : scr;
+	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4, scr = 0, zb = 0;
+	for (int i = 0; i < g->cuda.nl; i++) { /* a launch never runs past its tmax: size it there at most */
+		const Launch *l = &g->cuda.l[i];
+		int64_t T = x->maxT < l->tmax ? x->maxT : l->tmax;
+		size_t b = scratch_bytes(x, l, T, MAXKARG), z = region_bytes(x, l, KA_ZERO, T, MAXKARG);
+		scr = b > scr ? b : scr, zb = z > zb ? z : zb;
 	}
 	ab += scr;
+	/* The kernels' zero regions (KA_ZERO) follow the step buffer, which is cleared once below. */
+	size_t zoff = (sb + 255) & ~(size_t)255;
+	sb = zoff + zb;
 	size_t need = wb + ab + cb + rb + sb, free_b = 0, total_b = 0;
 	CUresult r = x->cu.mem_info(&free_b, &total_b);
 	if (r != CUDA_SUCCESS)
@@ -474,6 +481,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
 	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
 	x->params = x->smem, x->step = x->smem + 256, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
+	x->zero = x->smem + zoff;
 	x->scr = x->amem + ab - scr;
 	return 0;
 }
@@ -670,15 +678,21 @@ static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
 	return rc;
 }
 
-/* Bytes of a launch's scratch regions at T tokens (each region 256-byte aligned). */
-static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
+/* Bytes of a launch's regions of one kind (KA_SCRATCH or KA_ZERO) among its first `upto` arguments at T
+** tokens (each region 256-byte aligned): the offset of argument upto's region, or with MAXKARG the total. */
+static size_t region_bytes(const Gpu *x, const Launch *l, int kind, int64_t T, int upto)
 {
 	size_t b = 0;
 	for (int k = 0; k < l->narg && k < upto; k++)
-		if (l->arg[k].kind == KA_SCRATCH)
+		if (l->arg[k].kind == kind)
 			b += ((size_t)(size_val(x, l->arg[k].s, T) * size_val(x, l->arg[k].s2, T) * (int64_t)l->arg[k].f) + 255) &
 			     ~(size_t)255;
 	return b;
+}
+
+static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
+{
+	return region_bytes(x, l, KA_SCRATCH, T, upto);
 }
 
 /* --profile: record ev on the stream; under capture it becomes an event node of the graph. */
@@ -780,6 +794,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
 			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
 			case KA_RANK: v[k].i = x->rank; break;
+			case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
 			default: v[k].f = (float)a->f; break;
 			}
 			args[k] = &v[k];

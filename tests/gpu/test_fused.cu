@@ -277,9 +277,9 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename A, typename W>
-__global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const W *wv, int H, int Dv, int Do)
+__global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do)
 {
-	k_mla_vabsorb<A, W>(out, o, wv, H, Dv, Do);
+	k_mla_vabsorb<A, W>(out, o, wv, T, H, Dv, Do);
 }
 
 template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
@@ -687,7 +687,7 @@ template <typename A, typename W> struct QCase {
 	}
 	int blocks() const
 	{
-		return H * (tb ? (L + 7) / 8 : (L + 255) / 256) + Hi;
+		return H * (tb ? (L + 7) / 8 : (L + 63) / 64) + Hi; /* mla_q_nl */
 	}
 	std::string name() const
 	{
@@ -784,7 +784,7 @@ template <typename A, typename W> static void test_mla_vabsorb(int T, int H, int
 	}
 	out = through<A>(out);
 	A *dout = poisoned<A>(out.size());
-	g_mla_vabsorb<A, W><<<dim3(blocks(Do, 8), T, H), 256>>>(dout, upload(o), upload(wv), H, Dv, Do);
+	g_mla_vabsorb<A, W><<<dim3(blocks(Do, 8), blocks(T, 8), H), 256>>>(dout, upload(o), upload(wv), T, H, Dv, Do);
 	CK_LAUNCH();
 	check_close(fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dv=%d Do=%d", tname<A>(), tname<W>(), T, H, Dv, Do),
 		    to_float(download(dout, out.size())), out, tol<A>());
@@ -874,12 +874,19 @@ template <typename A> static void mla_moe_suite()
 		test_mla_qprep<A, f16, true, true>(T, 3, 192, 64, 64, 512, 0, 0, 0);    /* GGUF's transposed W_UK */
 		test_mla_qprep<A, float, false, false>(T, 2, 16, 8, 8, 300, 2, 72, 40); /* L past one column block */
 		test_mla_qprep<A, float, true, false>(T, 2, 40, 8, 6, 37, 1, 16, 16);
+		test_mla_qprep<A, bf16, false, true>(T, 20, 192, 64, 64, 512, 0, 0, 0); /* GLM-4.7-Flash (HF W_UK) */
+		test_mla_qprep<A, bf16, true, true>(T, 20, 192, 64, 64, 512, 0, 0, 0);  /* its GGUF layout */
+		test_mla_qprep<A, f16, false, false>(T, 3, 24, 8, 8, 37, 0, 0, 0);     /* L % 4 != 0: scalar reads */
+		test_mla_qprep<A, bf16, false, true>(T, 2, 20, 8, 8, 70, 1, 16, 16);   /* a partial column quad */
+		test_mla_qprep<A, float, true, false>(T, 2, 37, 8, 8, 40, 0, 0, 0);    /* Dn % 4 != 0 (transposed) */
 		test_mla_prep<A, bf16, false, float, true, true>(T, 4, 192, 64, 512, 3, 128, 64); /* GLM-5's shapes */
 		test_mla_prep<A, f16, true, bf16, false, false>(T, 2, 16, 8, 32, 0, 0, 0);      /* the fixtures', GGUF */
 		test_mla_vabsorb<A, bf16>(T, 4, 512, 256);
 		test_mla_vabsorb<A, float>(T, 3, 512, 256);
 		test_mla_vabsorb<A, f16>(T, 2, 40, 24);
 		test_mla_vabsorb<A, float>(T, 2, 70, 13); /* odd widths */
+		test_mla_vabsorb<A, bf16>(T, 20, 512, 256); /* GLM-4.7-Flash */
+		test_mla_vabsorb<A, f16>(T, 3, 1024, 20);   /* the largest latent */
 		test_moe_route_weights<A>(T, 256, 8, 8, 4, 1, 1);
 		test_moe_route_weights<A>(T, 8, 2, 1, 1, 0, 0);
 		test_moe_down_fused<A, bf16, true, true>(T, 256, 96, 8, 2, 128);

@@ -1291,6 +1291,14 @@ __global__ void __launch_bounds__(128) g_mla(A *y, const A *q, const A *cache, c
 	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, g_zero_seq, 0);
 }
 
+template <typename A, int HB>
+__global__ void __launch_bounds__(256)
+	g_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos, const int *sel,
+		    int nsel, int H, int Dk, int Dv, float scale, const int *seq, int S)
+{
+	k_mla_split<A, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, scale, seq, S);
+}
+
 template <typename A>
 __global__ void __launch_bounds__(256) g_indexer_scores(float *score, const A *q, const A *w, const A *kc,
 							const int *pos, int H, int D, int total, float scale)
@@ -1410,6 +1418,178 @@ template <typename A> static void test_mla(int H, int Dk, int Dv, int prefill, i
 	memset((void *)(cwant.data() + (size_t)p0 * Dk), 0xFF, (size_t)(S - p0) * Dk * sizeof(A));
 	check_exact(fmt("mla_write %s cache after %d positions", cfg.c_str(), p0), download(cache, (size_t)S * Dk), cwant);
 	free_all();
+}
+
+/* Heads per block and ranges per token, as glmc's emit_mla_split (compiler/emit_cuda.c) picks them. */
+static void mla_split_geometry(int H, int &HB, int &NS)
+{
+	HB = H >= 12 ? 4 : H >= 2 ? 2 : 1;
+	NS = 64 / HB;
+}
+
+/* An output buffer filled with the byte b (0x7F: a large finite value in float and bf16). */
+template <typename T> static T *filled(size_t n, int b)
+{
+	T *p;
+	CK(cudaMalloc(&p, std::max<size_t>(n, 1) * sizeof(T)));
+	allocs.push_back(p);
+	CK(cudaMemset(p, b, std::max<size_t>(n, 1) * sizeof(T)));
+	return p;
+}
+
+/*
+** k_mla_split, glmc's attention for steps of up to 8 tokens, against ref_mla token by token. Token t
+** reads slot seq[t] of a cache of S rows per slot at position pos[t] (several tokens may share a slot, as
+** a short prefill does: rows past a token's own position are then written but must stay invisible to
+** it). In every slot the rows past the highest position read there hold NaN, as do the partial-result
+** buffers and the output before the launch, so a row, range or output that leaks in or is skipped
+** fails. With nsel > 0 each token lists nsel entries: distinct rows up to pos + 2, two far out of range
+** (S + 5 and 2^30), -1 for the rest, at least one visible, in random order; token `blind` (if >= 0)
+** lists only invisible entries and must come out all NaN (the output then starts finite: 0x7F bytes).
+** NS, HB = 0 take glmc's geometry; NS > 0 forces that many ranges (1: one block walks the whole context
+** in passes of 32 rows), HB > 0 that many heads per block. The kernel runs twice on the same done
+** counters, which must start and end at zero: the second run must give the same result.
+*/
+template <typename A>
+static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vector<int> pos, int nsel, float scale,
+			   int NS = 0, int HB = 0, int blind = -1)
+{
+	int T = (int)seq.size(), hb0, ns0, slots = 0, S = 0;
+	mla_split_geometry(H, hb0, ns0);
+	if (!HB)
+		HB = hb0, NS = NS ? NS : ns0;
+	else if (!NS)
+		NS = 64 / HB;
+	for (int t = 0; t < T; t++)
+		slots = std::max(slots, seq[t] + 1), S = std::max(S, pos[t] + 4);
+	std::vector<int> top(slots, -1);
+	for (int t = 0; t < T; t++)
+		top[seq[t]] = std::max(top[seq[t]], pos[t]);
+	std::vector<float> cf((size_t)slots * S * Dk, NAN);
+	for (int sl = 0; sl < slots; sl++) {
+		std::vector<float> r = through<A>(rnd((size_t)(top[sl] + 1) * Dk, -0.5f, 1.0f));
+		std::copy(r.begin(), r.end(), cf.begin() + (size_t)sl * S * Dk);
+	}
+	std::vector<int> sel;
+	for (int t = 0; t < T && nsel > 0; t++) {
+		std::vector<int> cand, row(nsel, -1);
+		for (int s = 0; s <= pos[t] + 2; s++)
+			cand.push_back(s);
+		shuffle(cand);
+		int m = std::min((int)cand.size(), nsel - 3), vis = 0, k = 0;
+		for (int i = 0; i < m; i++)
+			if (t != blind || cand[i] > pos[t])
+				row[k++] = cand[i], vis += cand[i] <= pos[t];
+		row[k++] = S + 5;
+		row[k++] = 1 << 30;
+		if (!vis && t != blind)
+			row[0] = pos[t];
+		shuffle(row);
+		sel.insert(sel.end(), row.begin(), row.end());
+	}
+	std::vector<A> q = to_type<A>(rnd((size_t)T * H * Dk));
+	std::vector<float> qf = to_float(q), want((size_t)T * H * Dv);
+	for (int t = 0; t < T; t++) {
+		std::vector<float> slot(cf.begin() + (size_t)seq[t] * S * Dk, cf.begin() + (size_t)(seq[t] + 1) * S * Dk);
+		std::vector<float> kv(slot.begin() + (size_t)pos[t] * Dk, slot.begin() + (size_t)(pos[t] + 1) * Dk);
+		ref_mla(want.data() + (size_t)t * H * Dv, qf.data() + (size_t)t * H * Dk, kv.data(), slot.data(), &pos[t],
+			nsel ? sel.data() + (size_t)t * nsel : NULL, nsel, 1, H, Dk, Dv, S, scale);
+	}
+	int HG = (H + HB - 1) / HB;
+	int *dpos = upload(pos), *dseq = upload(seq), *dsel = nsel ? upload(sel) : nullptr;
+	int *done = filled<int>((size_t)T * HG, 0);
+	A *dq = upload(q), *dc = upload(to_type<A>(cf));
+	std::string cfg = fmt("A=%s H=%d (%d per block, %d ranges) Dk=%d Dv=%d scale=%g T=%d", tname<A>(), H, HB, NS, Dk,
+			      Dv, scale, T);
+	for (int t = 0; t < T; t++)
+		cfg += fmt("%s slot %d pos %d", t ? "," : ":", seq[t], pos[t]);
+	if (nsel)
+		cfg += fmt(", sel of %d", nsel);
+	for (int run = 1; run <= 2; run++) {
+		float *pacc = poisoned<float>((size_t)T * NS * H * Dv), *pml = poisoned<float>((size_t)T * NS * H * 2);
+		A *dy = blind >= 0 ? filled<A>(want.size(), 0x7F) : poisoned<A>(want.size());
+		dim3 grid(NS, HG, T);
+		switch (HB) {
+		case 1:
+			g_mla_split<A, 1><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			break;
+		case 2:
+			g_mla_split<A, 2><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			break;
+		case 4:
+			g_mla_split<A, 4><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			break;
+		default:
+			g_mla_split<A, 8><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			break;
+		}
+		CK_LAUNCH();
+		std::string nm = fmt("mla_split %s (run %d)", cfg.c_str(), run);
+		std::vector<int> left = download(done, (size_t)T * HG);
+		check(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }), nm + ": done counters back at 0",
+		      "a counter is left nonzero");
+		std::vector<float> got = to_float(download(dy, want.size()));
+		if (blind < 0) {
+			check_close(nm, got, want, tol<A>());
+			continue;
+		}
+		std::vector<float> g2, w2;
+		bool nan = true;
+		for (int t = 0; t < T; t++)
+			for (size_t i = (size_t)t * H * Dv; i < (size_t)(t + 1) * H * Dv; i++) {
+				if (t == blind)
+					nan &= isnan(got[i]) && isnan(want[i]);
+				else
+					g2.push_back(got[i]), w2.push_back(want[i]);
+			}
+		check_close(nm + ": the tokens that see rows", g2, w2, tol<A>());
+		check(nan, fmt("%s: token %d sees nothing: NaN", nm.c_str(), blind), "an output of the blind token is not NaN");
+	}
+	free_all();
+}
+
+/* The decode path of mla (k_mla_split) over the shapes glmc gives it, and every head-group size. */
+template <typename A> static void mla_split_suite()
+{
+	/* GLM-4.7-Flash (20 heads), GLM-5 (64; 8 per GPU at tp 8) decode shapes, contexts 1, 7, 200, 3000 */
+	for (int ctx : {1, 7, 200, 3000}) {
+		test_mla_split<A>(20, 576, 512, {0}, {ctx - 1}, 0, 0.0625f);
+		test_mla_split<A>(64, 576, 512, {0}, {ctx - 1}, 0, 0.0625f);
+		test_mla_split<A>(8, 576, 512, {0}, {ctx - 1}, 0, 0.0625f);
+	}
+	/* DSA selections: -1 and out-of-range entries are skipped; GLM-5's 2048 of 3000 and of 200 */
+	test_mla_split<A>(64, 576, 512, {0}, {2999}, 2048, 0.0625f);
+	test_mla_split<A>(8, 576, 512, {0}, {199}, 2048, 0.0625f);
+	test_mla_split<A>(8, 576, 512, {1, 0, 2}, {6, 199, 2999}, 40, 0.0625f);
+	test_mla_split<A>(5, 576, 512, {0, 1}, {30, 3}, 12, 0.0625f);
+	/* heads 1..64 with glmc's choice, partial last groups */
+	for (int H : {1, 2, 3, 4, 5, 7, 11, 12, 13, 33, 63})
+		test_mla_split<A>(H, 576, 512, {0}, {150}, 0, 0.0625f);
+	/* every head-group size the kernel takes, 1 and 8 too */
+	for (int HB : {1, 2, 4, 8}) {
+		test_mla_split<A>(13, 576, 512, {0, 1}, {150, 40}, 0, 0.0625f, 0, HB);
+		test_mla_split<A>(3, 72, 40, {0}, {300}, 9, 0.11785113f, 0, HB);
+	}
+	test_mla_split<A>(64, 576, 512, {0}, {2999}, 2048, 0.0625f, 8, 8);
+	/* T = 2..8 rows, each its own slot and position; 4 tokens of one sequence (a short prefill) */
+	test_mla_split<A>(20, 576, 512, {2, 0, 3, 1}, {0, 6, 199, 77}, 0, 0.0625f);
+	test_mla_split<A>(20, 576, 512, {1, 1, 1, 1}, {10, 11, 12, 13}, 0, 0.0625f);
+	test_mla_split<A>(3, 576, 512, {2, 1, 0}, {300, 7, 1}, 0, 0.0625f);
+	test_mla_split<A>(64, 576, 512, {0, 1, 0, 1, 2, 3, 4, 5}, {40, 9, 41, 10, 0, 3000, 17, 600}, 0, 0.0625f);
+	/* odd small shapes: Dk % 4 != 0 (scalar row reads), Dv % 4 != 0 (scalar merge), Dv = Dk, the largest dims */
+	test_mla_split<A>(3, 37, 19, {0, 1}, {7, 200}, 0, 0.17f);
+	test_mla_split<A>(2, 72, 40, {0}, {200}, 5, 0.11785113f);
+	test_mla_split<A>(6, 64, 64, {1, 0}, {250, 31}, 0, 1.0f); /* large scores: the running max moves */
+	test_mla_split<A>(2, 1024, 512, {0, 1}, {3, 500}, 0, 0.03125f);
+	test_mla_split<A>(9, 1024, 512, {0}, {100}, 0, 0.03125f, 0, 8);
+	/* few ranges: one block walks 200 or 3000 rows in passes of 32, or ranges of uneven length */
+	test_mla_split<A>(4, 576, 512, {0, 1}, {199, 2999}, 0, 0.0625f, 1);
+	test_mla_split<A>(4, 64, 32, {0}, {200}, 0, 1.0f, 3);
+	test_mla_split<A>(20, 576, 512, {0}, {1000}, 300, 0.0625f, 7);
+	test_mla_split<A>(20, 576, 512, {0}, {5000}, 0, 0.0625f, 256, 1); /* the most ranges the merge takes */
+	/* nothing visible: NaN, as ref_mla's and k_mla's */
+	test_mla_split<A>(4, 576, 512, {0, 1}, {50, 9}, 8, 0.0625f, 0, 0, 1);
+	test_mla_split<A>(20, 576, 512, {0, 1, 2}, {3, 300, 30}, 64, 0.0625f, 0, 0, 2);
 }
 
 /*
@@ -1756,6 +1936,8 @@ int main(void)
 	test_permute<bf16>();
 	mla_moe_suite<float>();
 	mla_moe_suite<bf16>();
+	mla_split_suite<float>();
+	mla_split_suite<bf16>();
 	tp_suite<float>();
 	tp_suite<bf16>();
 	test_gather_interleave<unsigned int>(3, 5, 4);
