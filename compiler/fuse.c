@@ -22,6 +22,8 @@
 **   ROPE_KV    per-head RMSNorm (Qwen3) and rotary of q and k, and the attention's k/v cache writes, in
 **              one kernel of one block per token and head (any step).
 ** Never duplicated: a weight is read once per step; only the O(K) norm of a row is recomputed per block.
+** Weights that stay in GGUF blocks on the GPU fuse as float ones do: emit_cuda.c (which alone decides
+** residency) writes the kernels of ops/qfused.cuh for a GEMV group or MoE end that reads blocks.
 ** Every candidate that is refused gets its reason recorded; `glmc explain PLAN` prints them.
 */
 #include "glm.h"
