@@ -279,15 +279,31 @@ template <typename A> static void run(const char *only, double bw)
 
 /* ---- GLM-5's decode groups: fused launches over blocks against the unfused chains (--fused) ---- */
 
-template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI, int WPR>
+template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI>
 __global__ void __launch_bounds__(256)
 	g_qfused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
 	         const unsigned char *w3, const A *x, const A *u, const A *nw, const A *r, int K, int N0, int N1, int N2,
-	         int N3)
+	         int N3, int P0, int P1, int P2, int P3, int pro, int epi)
 {
-	k_qgemv_fused<A, Q0, Q1, Q2, Q3, A, PRO, PRO == GEMV_PRO_RMSNORM, EPI, WPR, 1>(
-		y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x, u, nw, nullptr, r, 1, K, N0, N1, N2, N3,
-		1e-5f, 1.0f, 1.0f, 1.0f, 1.0f);
+	k_qgemv_fused<A, Q0, Q1, Q2, Q3, A, PRO, EPI, 1>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x, u, nw,
+	                                       nullptr, r, 1, K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, 1e-5f, 1.0f, 1.0f,
+	                                       1.0f, 1.0f);
+}
+
+/* emit_cuda.c gemv_splits, repeated: each member's K split from the group's q_wpr and its row width. */
+static void gemv_splits(const int *qt, int nm, int base, int *p)
+{
+	auto tb = [](int q) { return q == 0 ? 1024 : q == 1 || q == 30 ? 512 : q == 8 ? 272 : q == 12 ? 144 : q == 13 ? 176 : 210; };
+	int minb = 1 << 30;
+	for (int m = 0; m < nm; m++)
+		minb = std::min(minb, tb(qt[m]));
+	for (int m = 0; m < nm; m++) {
+		double ratio = (double)tb(qt[m]) / minb;
+		int sp = base;
+		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
+			sp *= 2;
+		p[m] = sp;
+	}
 }
 
 template <typename A>
@@ -368,10 +384,11 @@ static double time_fn(const std::function<void(int, cudaStream_t)> &f, int copie
 }
 
 /*
-** One group: members (type, rows) over K, prologue PRO, residual EPI, fused with split WPR (the q_wpr of
-** the group's total rows, as emit_cuda.c picks it; printed). Weights in enough copies to exceed 4× L2.
+** One group: members (type, rows) over K, prologue PRO, residual EPI, fused with the splits emit_cuda.c
+** picks (q_wpr of the group's rows, more for wider rows; printed). Weights in enough copies to exceed
+** 4× L2.
 */
-template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI, int WPR>
+template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI>
 static void fused_group(const char *name, std::vector<long long> N, long long K, double bw)
 {
 	const int Q[4] = {Q0, Q1, Q2, Q3};
@@ -429,18 +446,22 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 		if (EPI & GEMV_EPI_RES)
 			g_add<A><<<(unsigned)((N[0] + 255) / 256), 256, 0, s>>>(y[0], r, y[0], N[0]);
 	};
-	const int RPB = 8 / WPR * 2;
+	int P[4] = {1, 1, 1, 1};
+	gemv_splits(Q, M, q_wpr(ntot, K), P);
 	unsigned nb = 0;
-	for (int m = 0; m < M; m++)
-		nb += (unsigned)((N[m] + RPB - 1) / RPB);
+	char splits[32] = "";
+	for (int m = 0; m < M; m++) {
+		nb += (unsigned)((N[m] + 16 / P[m] - 1) / (16 / P[m]));
+		snprintf(splits + strlen(splits), sizeof splits - strlen(splits), "%s%d", m ? "," : "", P[m]);
+	}
 	auto fused = [&](int c, cudaStream_t s) {
-		g_qfused<A, Q0, Q1, Q2, Q3, PRO, EPI, WPR><<<nb, 256, 0, s>>>(
+		g_qfused<A, Q0, Q1, Q2, Q3, PRO, EPI><<<nb, 256, 0, s>>>(
 			y[0], y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr, M > 2 ? wp(c, 2) : nullptr,
-			M > 3 ? wp(c, 3) : nullptr, x, u, nw, r, (int)K, (int)N[0], (int)N[1], (int)N[2], (int)N[3]);
+			M > 3 ? wp(c, 3) : nullptr, x, u, PRO == GEMV_PRO_RMSNORM ? nw : nullptr, r, (int)K, (int)N[0], (int)N[1],
+			(int)N[2], (int)N[3], P[0], P[1], P[2], P[3], PRO, EPI);
 	};
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
-	printf("%-34s %6lld %6lld %4d%s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, WPR, q_wpr(ntot, K) == WPR ? "*" : " ",
-	       tu, tf, tu / tf, 100 * gbs / bw);
+	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
 	for (int m = 0; m < 4; m++)
 		CK(cudaFree(y[m]));
 	CK(cudaFree(w));
@@ -454,15 +475,15 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 template <typename A> static void run_fused(double bw)
 {
 	constexpr int RT = std::is_same<A, bf16>::value ? 30 : 0; /* the f32 router (bf16 under bf16 activations) */
-	printf("%-34s %6s %6s %5s %9s %9s %7s %7s\n", "GLM-5 group (tp 1)", "rows", "K", "WPR", "unfused", "fused", "speedup",
-	       "%bw");
-	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0, 2>("norm+q_a+kv_a+idx_k+idx_w Q4_K", {2048, 576, 128, 32}, 6144, bw);
-	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0, 1>("norm+q_b+idx_q_b Q4_K", {16384, 4096}, 2048, bw);
-	fused_group<A, 12, 12, 12, 12, GEMV_PRO_NONE, GEMV_EPI_RES, 1>("o_proj+residual Q4_K", {6144}, 16384, bw);
-	fused_group<A, RT, 12, 12, RT, GEMV_PRO_RMSNORM, 0, 1>("norm+router+shexp gate/up", {256, 2048, 2048}, 6144, bw);
-	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0, 1>("norm+gate+up Q4_K (dense)", {12288, 12288}, 6144, bw);
-	fused_group<A, 14, 14, 14, 14, GEMV_PRO_SWIGLU, GEMV_EPI_RES, 1>("swiglu+down+residual Q6_K", {6144}, 12288, bw);
-	fused_group<A, 14, 14, 14, 14, GEMV_PRO_RMSNORM, 0, 1>("norm+lm_head Q6_K", {154880}, 6144, bw);
+	printf("%-34s %6s %6s %8s %9s %9s %7s %7s\n", "GLM-5 group (tp 1)", "rows", "K", "splits", "unfused", "fused",
+	       "speedup", "%bw");
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_a+kv_a+idx_k+idx_w Q4_K", {2048, 576, 128, 32}, 6144, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_b+idx_q_b Q4_K", {16384, 4096}, 2048, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual Q4_K", {6144}, 16384, bw);
+	fused_group<A, RT, 12, 12, RT, GEMV_PRO_RMSNORM, 0>("norm+router+shexp gate/up", {256, 2048, 2048}, 6144, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+gate+up Q4_K (dense)", {12288, 12288}, 6144, bw);
+	fused_group<A, 14, 14, 14, 14, GEMV_PRO_SWIGLU, GEMV_EPI_RES>("swiglu+down+residual Q6_K", {6144}, 12288, bw);
+	fused_group<A, 14, 14, 14, 14, GEMV_PRO_RMSNORM, 0>("norm+lm_head Q6_K", {154880}, 6144, bw);
 }
 
 int main(int argc, char **argv)

@@ -1018,9 +1018,40 @@ static int gemv_mixed(const Em *e, const FuseKernel *f)
 	return q;
 }
 
+/* Bytes of 256 values of a type id: how wide a member's rows are, to balance a fused group's blocks. */
+static int type_bytes256(int qt)
+{
+	switch (qt) {
+	case 0: return 1024;
+	case 1: case 30: return 512;
+	case 8: return 272;
+	case 12: return 144;
+	case 13: return 176;
+	default: return 210;
+	}
+}
+
+/* The K split of each member of a k_qgemv_fused launch (ops/qfused.cuh P_m): `base` for the members of
+** the narrowest rows, a power of two larger (up to 8, rounded in log scale) for members whose rows take
+** more bytes, so a block of an f32 router reads about what a block of Q4_K rows reads. */
+static void gemv_splits(const int *qt, int nm, int base, int *p)
+{
+	int minb = 1 << 30;
+	for (int m = 0; m < nm; m++)
+		minb = type_bytes256(qt[m]) < minb ? type_bytes256(qt[m]) : minb;
+	for (int m = 0; m < nm; m++) {
+		double ratio = (double)type_bytes256(qt[m]) / minb;
+		int sp = base;
+		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
+			sp *= 2;
+		p[m] = sp;
+	}
+}
+
 /* The launch arguments of an FK_GEMV group (k_gemv_fused's and k_qgemv_fused's, the same list): weights as
-** wtype (NULL: their own element type). Returns the members' total rows; *epi gets the epilogue bits. */
-static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, int *epi)
+** wtype (NULL: their own element type), then for k_qgemv_fused (split != NULL) each member's K split.
+** Returns the members' total rows; *epi gets the epilogue bits. */
+static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, const int *split, int *epi)
 {
 	Graph *g = e->g;
 	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1;
@@ -1049,25 +1080,25 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, i
 		} else
 			w_lit(w, "0");
 	}
-	f->pro == GP_RMSNORM ? w_float(w, g->node[x].fa[0]) : w_lit(w, "0.0f");
-	*epi = 0;
-	for (int m = 0; m < FK_MAXM; m++) {
-		int s = m < f->nm && f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE ? f->out[m] : -1;
-		if (s >= 0) {
-			w_float(w, g->node[s].fa[0]);
+	*epi = f->res >= 0 ? 16 : 0;
+	for (int m = 0; m < f->nm; m++)
+		if (f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE)
 			*epi |= 1 << m;
-		} else
-			w_lit(w, "1.0f");
+	if (split) { /* k_qgemv_fused: the splits, then the prologue and epilogue as run-time values */
+		for (int m = 0; m < FK_MAXM; m++)
+			m < f->nm ? w_int(w, split[m]) : w_lit(w, "1");
+		w_int(w, f->pro), w_int(w, *epi);
 	}
-	if (f->res >= 0)
-		*epi |= 16;
+	f->pro == GP_RMSNORM ? w_float(w, g->node[x].fa[0]) : w_lit(w, "0.0f");
+	for (int m = 0; m < FK_MAXM; m++)
+		(*epi >> m) & 1 ? w_float(w, g->node[f->out[m]].fa[0]) : w_lit(w, "1.0f");
 	w->L.tmax = f->tmax;
 	return Ntot;
 }
 
 /* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
 ** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
-** chooses it, one for 2 <= T <= tmax staging 8 rows). */
+** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
 static void emit_fk_gemv(Em *e, const FuseKernel *f)
 {
 	Graph *g = e->g;
@@ -1078,7 +1109,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	Wr w;
 	if (!gemv_mixed(e, f)) {
 		w_start(&w, f->host);
-		int64_t Ntot = gemv_args(e, &w, f, NULL, &epi);
+		int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 		w.L.grid[0] = sz_const((Ntot + 7) / 8);
 		snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d>", A, ctype(g, g->node[f->m[0]].in[1]), NW, f->pro,
 		         bool_s(nw >= 0), epi);
@@ -1088,20 +1119,26 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	int qt[FK_MAXM];
 	for (int m = 0; m < FK_MAXM; m++)
 		qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
+	for (int m = 0; m < f->nm; m++)
+		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
 	for (int tm = 1; tm <= 8; tm += 7) {
 		if (tm == 8 && f->tmax < 2)
 			continue;
-		w_start(&w, f->host);
-		int64_t Ntot = gemv_args(e, &w, f, "unsigned char", &epi), nb = 0;
-		int wpr = tm == 1 ? q_wpr(Ntot, K) : 1, rpb = 8 / wpr * 2;
+		int split[FK_MAXM];
+		int64_t nb = 0;
+		gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
 		for (int m = 0; m < f->nm; m++)
-			nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + rpb - 1) / rpb;
+			nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
+		w_start(&w, f->host);
+		gemv_args(e, &w, f, "unsigned char", split, &epi);
 		w.L.tmin = tm == 1 ? 1 : 2;
 		w.L.tmax = tm == 1 ? 1 : f->tmax;
 		w.L.grid[0] = sz_const(nb);
-		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
-		         f->pro, bool_s(nw >= 0), epi, wpr, tm);
+		/* batch 1: the prologue and epilogue as template values (specialised code); larger steps: the
+		** run-time values (one out-of-line body per type tuple, see ops/qfused.cuh) */
+		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
+		         tm == 1 ? f->pro : -1, tm == 1 ? epi : -1, tm);
 		w_finish(e, &w, t);
 	}
 }

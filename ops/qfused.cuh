@@ -106,18 +106,18 @@ __device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned cha
 
 /*
 ** Stage rows t0..t0+tn of the GEMV input, values [k0, k0 + kc), as float into xs[t·kcap + i], each formed
-** by PRO (fused.cuh's GEMV_PRO_*), then the 16-value sums into xsum as q_stage does:
+** by pro (fused.cuh's GEMV_PRO_*), then the 16-value sums into xsum as q_stage does:
 **   NONE     x as it is;
 **   SWIGLU   silu(x)·u rounded to A, as k_swiglu stores it;
-**   RMSNORM  x·inv·nw rounded to A, as k_rmsnorm stores it (nw may be nullptr when !HAS_NW). When a whole
+**   RMSNORM  x·inv·nw rounded to A, as k_rmsnorm stores it (nw nullptr: no weight). When a whole
 **            row is in the chunk (whole) the rows are staged raw and the inverse RMS taken from them in
 **            k_rmsnorm's order (each thread sums its elements i ≡ thread mod blockDim, then block_sum);
 **            otherwise inv[t] holds it (gemv_row_inv_rms, before the first chunk). Block 0 also stores
 **            the normalised rows into hs when hs is not nullptr.
 ** Every thread of the block must call it (it synchronises).
 */
-template <typename A, typename NW, int PRO, bool HAS_NW>
-__device__ __forceinline__ void qf_stage(float *xs, float *xsum, const A *x, const A *u, const NW *nw, A *hs,
+template <typename A, typename NW>
+__device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const A *x, const A *u, const NW *nw, A *hs,
                                          const float *inv, float eps, long long t0, int tn, long long K, long long k0,
                                          int kc, int kcap, bool whole)
 {
@@ -130,12 +130,12 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, const A *x, con
 			long long kk = k0 + (e - t * kc), at = (t0 + t) * K + kk;
 			if (e >= tn * kc) {
 				v[j] = 0.0f;
-			} else if (PRO == GEMV_PRO_SWIGLU) {
+			} else if (pro == GEMV_PRO_SWIGLU) {
 				float g = to_f(x[at]);
 				v[j] = to_f(from_f<A>(g / (1.0f + expf(-g)) * to_f(u[at])));
-			} else if (PRO == GEMV_PRO_RMSNORM && !whole) {
+			} else if (pro == GEMV_PRO_RMSNORM && !whole) {
 				float h = to_f(x[at]) * inv[t];
-				if (HAS_NW)
+				if (nw)
 					h *= to_f(nw[kk]);
 				A a = from_f<A>(h);
 				if (hs && blockIdx.x == 0)
@@ -153,7 +153,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, const A *x, con
 		}
 	}
 	__syncthreads();
-	if (PRO == GEMV_PRO_RMSNORM && whole) {
+	if (pro == GEMV_PRO_RMSNORM && whole) {
 		/* the whole rows are staged raw: normalise them in place, as k_rmsnorm would */
 		for (int t = 0; t < tn; t++) {
 			float *xr = xs + t * kcap, ss = 0.0f;
@@ -162,7 +162,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, const A *x, con
 			float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
 			for (int i = threadIdx.x; i < K; i += blockDim.x) {
 				float h = xr[i] * iv;
-				if (HAS_NW)
+				if (nw)
 					h *= to_f(nw[i]);
 				A a = from_f<A>(h);
 				if (hs && blockIdx.x == 0)
@@ -186,25 +186,35 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, const A *x, con
 /*
 ** The decode GEMV of a fused group (k_gemv_fused's contract) when some member's weight stays in blocks:
 ** up to four linears reading the same input rows x[T, K], member m with weight w_m [N_m, K] of type Q_m,
-** optional bias b_m and output y_m [T, N_m] (absent members: N_m = 0, Q_m = Q0). Prologue PRO and
-** epilogue bits EPI as k_gemv_fused: the input formed as x, rmsnorm(x)·nw (stored to hs by block 0 when
-** hs != nullptr) or silu(x)·u; each result rounded to A as the linear stores it (bias added first), then
-** y_m = A(s_m · that) for EPI bit m, or y_0 = A(r + that) with GEMV_EPI_RES. y_0 may equal r (one thread
-** reads r[t, n] and then writes y_0[t, n]); no output may overlap x, u or hs.
+** optional bias b_m and output y_m [T, N_m] (absent members: N_m = 0, Q_m = Q0). Prologue and epilogue
+** bits as k_gemv_fused's PRO and EPI: template values when >= 0 (the batch-1 launch, TM = 1), else the
+** run-time pro and epi (TM > 1: one out-of-line body per type tuple; see qgemv_fused_call):
+** the input formed as x, rmsnorm(x)·nw (nw may be nullptr; stored to hs by block 0 when hs != nullptr)
+** or silu(x)·u; each result rounded to A as the linear stores it (bias added first), then y_m =
+** A(s_m · that) for epi bit m, or y_0 = A(r + that) with GEMV_EPI_RES. y_0 may equal r (one thread reads
+** r[t, n] and then writes y_0[t, n]); no output may overlap x, u or hs.
 **
-** As k_qgemv<A, Q, 2, WPR, TM>: each member's rows go to blocks of RPB = 2·8/WPR rows (member 0's blocks
-** first, then member 1's, ...); warp w serves 2 rows of its block and the units u ≡ w % WPR of each
-** chunk; x is staged TM rows at a time in chunks of (8192/rows) values rounded down to a multiple of 1024
-** (K a multiple of every block member's block size; float members take any K).
-** grid (Σ_m ceil(N_m / RPB)), block 256.
+** As k_qgemv<A, Q, 2, P, TM>, with the split P_m chosen per member (P0..P3 in {1, 2, 4, 8}; emit_cuda.c
+** gives a member of wider rows, such as an f32 router beside Q4_K ones, a larger split, so every block
+** reads about as many weight bytes): member m's rows go to blocks of RPB_m = 2·8/P_m rows (member 0's
+** blocks first, then member 1's, ...); warp w serves 2 rows of its block and the units u ≡ w % P_m of
+** each chunk; x is staged TM rows at a time in chunks of (8192/rows) values rounded down to a multiple
+** of 1024 (K a multiple of every block member's block size; float members take any K).
+** grid (Σ_m ceil(N_m / RPB_m)), block 256.
 */
-template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, bool HAS_NW, int EPI, int WPR, int TM>
-__device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
-                              const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
-                              const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0,
-                              int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3)
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
+__device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0,
+                                                 const unsigned char *w1, const unsigned char *w2, const unsigned char *w3,
+                                                 const A *b0, const A *b1, const A *b2, const A *b3, const A *x,
+                                                 const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1,
+                                                 int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi,
+                                                 float eps, float s0, float s1, float s2, float s3)
 {
-	const int R = 2, RPB = 8 / WPR * R;
+	const int R = 2;
+	if (PRO >= 0)
+		pro = PRO;
+	if (EPI >= 0)
+		epi = EPI;
 	/* the distinct types among the members, so a repeated type is instantiated once */
 	constexpr bool d1 = Q1 != Q0, d2 = Q2 != Q0 && Q2 != Q1, d3 = Q3 != Q0 && Q3 != Q1 && Q3 != Q2;
 	__shared__ float4 xs4[2048]; /* 8192 floats */
@@ -212,21 +222,23 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 	__shared__ float red[8][R][TM];
 	__shared__ float inv[8];
 	float *xs = (float *)xs4;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / WPR, kp = warp % WPR;
-	int nb0 = (N0 + RPB - 1) / RPB, nb1 = (N1 + RPB - 1) / RPB, nb2 = (N2 + RPB - 1) / RPB, b = blockIdx.x;
+	int r0 = 16 / P0, r1 = 16 / P1, r2 = 16 / P2; /* rows per block of members 0..2 */
+	int nb0 = (N0 + r0 - 1) / r0, nb1 = (N1 + r1 - 1) / r1, nb2 = (N2 + r2 - 1) / r2, b = blockIdx.x;
 	int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3; /* uniform per block */
 	int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
+	int P = m == 0 ? P0 : m == 1 ? P1 : m == 2 ? P2 : P3, rpb = 16 / P;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / P, kp = warp % P;
 	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
 	int qt = m == 0 ? Q0 : m == 1 ? Q1 : m == 2 ? Q2 : Q3;
 	const unsigned char *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
 	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
 	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
 	float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-	bool scaled = ((EPI >> m) & 1) != 0, res = (EPI & GEMV_EPI_RES) && m == 0;
+	bool scaled = ((epi >> m) & 1) != 0, res = (epi & GEMV_EPI_RES) && m == 0;
 	long long stride = qt == Q0 ? qf_stride<Q0>(K) : qt == Q1 ? qf_stride<Q1>(K) : qt == Q2 ? qf_stride<Q2>(K)
 	                                                                                       : qf_stride<Q3>(K);
 	bool vec = (((unsigned long long)w | (unsigned long long)stride) & 15) == 0;
-	int n0 = bm * RPB + rg * R;
+	int n0 = bm * rpb + rg * R;
 	const unsigned char *rows[R];
 #pragma unroll
 	for (int i = 0; i < R; i++)
@@ -235,7 +247,7 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 		int tn = T - t0 < TM ? T - t0 : TM;
 		int kcap = (8192 / tn) & ~1023;
 		bool whole = K <= kcap;
-		if (PRO == GEMV_PRO_RMSNORM && !whole)
+		if (pro == GEMV_PRO_RMSNORM && !whole)
 			for (int t = 0; t < tn; t++) {
 				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
 				if (threadIdx.x == 0)
@@ -249,17 +261,17 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 				acc[i][t] = 0.0f;
 		for (int k0 = 0; k0 < K; k0 += kcap) {
 			int kc = K - k0 < kcap ? K - k0 : kcap;
-			qf_stage<A, NW, PRO, HAS_NW>(xs, xsum, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
+			qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
 			if (n0 >= Nm)
 				continue;
 			if (qt == Q0)
-				qf_chunk<Q0, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR, vec);
+				qf_chunk<Q0, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			else if (d1 && qt == Q1)
-				qf_chunk<Q1, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR, vec);
+				qf_chunk<Q1, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			else if (d2 && qt == Q2)
-				qf_chunk<Q2, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR, vec);
+				qf_chunk<Q2, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			else if (d3 && qt == Q3)
-				qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR, vec);
+				qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 		}
 #pragma unroll
 		for (int i = 0; i < R; i++)
@@ -279,7 +291,7 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 				lin = to_f(r[at]) + lin;
 			y[at] = from_f<A>(lin);
 		};
-		if (WPR == 1) {
+		if (P == 1) {
 			if (lane == 0)
 #pragma unroll
 				for (int i = 0; i < R; i++)
@@ -296,19 +308,51 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 				for (int t = 0; t < TM; t++)
 					red[warp][i][t] = acc[i][t];
 		__syncthreads();
-		/* thread j < RPB·tn finishes row j / tn of the block, token j % tn: the sum over its group's WPR warps */
+		/* thread j < rpb·tn finishes row j / tn of the block, token j % tn: the sum over its group's P warps */
 		int j = threadIdx.x;
-		if (j < RPB * tn) {
-			int row = j / tn, t = j - row * tn, gi = row / R, ri = row - gi * R, n = bm * RPB + row;
+		if (j < rpb * tn) {
+			int row = j / tn, t = j - row * tn, gi = row / R, ri = row - gi * R, n = bm * rpb + row;
 			if (n < Nm) {
 				float s = 0.0f;
-				for (int q = 0; q < WPR; q++)
-					s += red[gi * WPR + q][ri][t];
+				for (int q = 0; q < P; q++)
+					s += red[gi * P + q][ri][t];
 				store(n, t, s);
 			}
 		}
 		/* red is rewritten only after the next qf_stage's barriers */
 	}
+}
+
+/* The multi-row variant (TM > 1) with the prologue and epilogue as run-time values, compiled once per type
+** tuple and called by every wrapper (a plan's groups differ in their arguments, so each has its own
+** wrapper; inlining this body into each would multiply NVRTC's work). The batch-1 variant stays inlined
+** and specialised: out of line, or with run-time pro and epi, its registers spill. */
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int TM>
+__device__ __noinline__ void qgemv_fused_call(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                                              const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1,
+                                              const A *b2, const A *b3, const A *x, const A *u, const NW *nw, A *hs,
+                                              const A *r, int T, int K, int N0, int N1, int N2, int N3, int P0, int P1,
+                                              int P2, int P3, int pro, int epi, float eps, float s0, float s1, float s2,
+                                              float s3)
+{
+	qgemv_fused_body<A, Q0, Q1, Q2, Q3, NW, -1, -1, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T,
+	                                                    K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+}
+
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
+__device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                              const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
+                              const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0,
+                              int N1, int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi, float eps,
+                              float s0, float s1, float s2, float s3)
+{
+	if constexpr (TM > 1)
+		qgemv_fused_call<A, Q0, Q1, Q2, Q3, NW, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
+		                                            N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+	else
+		qgemv_fused_body<A, Q0, Q1, Q2, Q3, NW, PRO, EPI, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs,
+		                                                      r, T, K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0,
+		                                                      s1, s2, s3);
 }
 
 /*

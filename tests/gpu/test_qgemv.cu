@@ -245,15 +245,15 @@ __global__ void __launch_bounds__(256) g_qmoe_down(A *y, const float *h, const i
 	k_qmoe_down<A, QD>(y, h, idx, w, d, C, F, k);
 }
 
-template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, bool HNW, int EPI, int WPR, int TM>
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
 __global__ void __launch_bounds__(256)
 	g_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
 	              const unsigned char *w3, const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u,
-	              const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0,
-	              float s1, float s2, float s3)
+	              const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, int P0, int P1, int P2,
+	              int P3, int pro, int epi, float eps, float s0, float s1, float s2, float s3)
 {
-	k_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, PRO, HNW, EPI, WPR, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw,
-	                                                               hs, r, T, K, N0, N1, N2, N3, eps, s0, s1, s2, s3);
+	k_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, PRO, EPI, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T,
+	                                                   K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
 }
 
 template <typename A, int QD, int QS, bool SH, bool RES>
@@ -559,12 +559,12 @@ static QW qw_member(int qt, long long rows, long long K, bool random, int off)
 	}
 }
 
-/* One k_qgemv_fused case: the members' widths (their types are the template's Q0..), which members have a
-** bias, which has a scale, a residual on member 0 (in place over r or not), a stored norm, float members'
-** rows off their 16-byte alignment. */
+/* One k_qgemv_fused case: the members' widths (their types are the template's Q0..) and K splits P (1, 2,
+** 4 or 8 warps per row group), which members have a bias, which has a scale, a residual on member 0 (in
+** place over r or not), a stored norm, float members' rows off their 16-byte alignment. */
 struct QfCase {
 	int T, K;
-	std::vector<int> N;
+	std::vector<int> N, P;
 	unsigned bias_mask;
 	int scaled;
 	bool res, res_inplace, store;
@@ -576,7 +576,7 @@ struct QfCase {
 ** swiglu, rounded to A), each member's linear in float64 on the dequantized weights rounded to A, then
 ** its scale or residual add rounded to A. Relative error as test_qgemv's (‖s‖/sqrt(K) floor per output).
 */
-template <typename A, typename NW, int PRO, bool HNW, int EPI, int WPR, int TM, int Q0, int Q1, int Q2, int Q3>
+template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3>
 static void run_qfused(const QfCase &c)
 {
 	const int Q[4] = {Q0, Q1, Q2, Q3};
@@ -599,12 +599,12 @@ static void run_qfused(const QfCase &c)
 		v = thru<A>(v);
 	A *dy[4] = {nullptr, nullptr, nullptr, nullptr}, *db[4] = {nullptr, nullptr, nullptr, nullptr}, *dr = nullptr;
 	const unsigned char *dw[4] = {nullptr, nullptr, nullptr, nullptr};
-	int N[4] = {0, 0, 0, 0}, RPB = 8 / WPR * 2, nb = 0;
+	int N[4] = {0, 0, 0, 0}, P[4] = {1, 1, 1, 1}, nb = 0;
 	float s[4] = {1, 1, 1, 1};
 	std::vector<std::vector<double>> want(M), scale(M);
 	for (int m = 0; m < M; m++) {
-		N[m] = c.N[m];
-		nb += (N[m] + RPB - 1) / RPB;
+		N[m] = c.N[m], P[m] = c.P[m];
+		nb += (N[m] + 16 / P[m] - 1) / (16 / P[m]);
 		bool fl = Q[m] == 0 || Q[m] == 1 || Q[m] == 30, hb = (c.bias_mask >> m) & 1;
 		QW w = qw_member(Q[m], N[m], K, (m + T) % 2 == 0, fl ? c.misalign : 0);
 		std::vector<A> b = narrow<A>(rnd(N[m]));
@@ -638,17 +638,17 @@ static void run_qfused(const QfCase &c)
 		db[m] = hb ? upload(b) : nullptr;
 	}
 	A *dhs = c.store ? dalloc<A>((size_t)T * K, 0xff) : nullptr;
-	g_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, PRO, HNW, EPI, WPR, TM><<<nb, 256>>>(
+	/* as glmc emits it: batch-1 launches specialise the prologue and epilogue, larger ones take them at run time */
+	g_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, TM == 1 ? PRO : -1, TM == 1 ? EPI : -1, TM><<<nb, 256>>>(
 		dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
 		PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
-		N[3], eps, s[0], s[1], s[2], s[3]);
+		N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
 	CK_LAUNCH();
 	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
 	std::string nm = fmt("qgemv_fused A=%s [", tname<A>());
 	for (int m = 0; m < M; m++)
-		nm += fmt("%s%s", m ? " " : "", qtn(Q[m]));
-	nm += fmt("] T=%d K=%d %s%s WPR=%d TM=%d", T, K, pro[PRO], PRO == GEMV_PRO_RMSNORM && !HNW ? " (no weight)" : "",
-	          WPR, TM);
+		nm += fmt("%s%s/P%d", m ? " " : "", qtn(Q[m]), P[m]);
+	nm += fmt("] T=%d K=%d %s%s TM=%d", T, K, pro[PRO], PRO == GEMV_PRO_RMSNORM && !HNW ? " (no weight)" : "", TM);
 	if (c.bias_mask)
 		nm += fmt(" bias=0x%x", c.bias_mask);
 	if (c.scaled >= 0)
@@ -743,50 +743,51 @@ template <int QT> static void qfused_suite(void)
 {
 	const int B = QGeo<QT>::BLCK;
 	for (int K : {B == 32 ? 96 : 256, 4608}) {
-		QfCase c = {1, K, {37, 64}, 0, -1, false, false, false, 0};
-		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, 1, QT, QT, QT, QT>(c);
-		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 4, 1, QT, QT, QT, QT>(c);
+		QfCase c = {1, K, {37, 64}, {1, 1}, 0, -1, false, false, false, 0};
+		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, QT, QT, QT, QT>(c);
+		c.P = {4, 2};
+		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, QT, QT, QT, QT>(c);
 		for (c.T = 2; c.T <= 8; c.T++) {
-			if (c.T % 3 == 2)
-				run_qfused<float, float, GEMV_PRO_NONE, false, 0, 2, 8, QT, QT, QT, QT>(c);
-			else
-				run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, 8, QT, QT, QT, QT>(c);
+			c.P = c.T % 3 == 2 ? std::vector<int>{2, 8} : std::vector<int>{1, 1};
+			run_qfused<float, float, GEMV_PRO_NONE, false, 0, 8, QT, QT, QT, QT>(c);
 		}
 	}
-	/* GLM-5's router (f32) beside the shared expert's gate and up, the norm formed while staging: whole rows
-	** at T = 1 (4608), the norm's own pass otherwise (9216 is two chunks even at T = 1); stored at T = 1, 3 */
+	/* GLM-5's router (f32, split 8 as emit_cuda.c splits it beside K-quants) with the shared expert's gate
+	** and up, the norm formed while staging: whole rows at T = 1 (4608), the norm's own pass otherwise
+	** (9216 is two chunks even at T = 1); the norm stored at T = 1 and 3 */
 	for (int K : {4608, 9216})
 		for (int T : {1, 2, 3, 8}) {
-			QfCase c = {T, K, {8, 40, 40}, 0, -1, false, false, T == 1 || T == 3, 0};
+			QfCase c = {T, K, {8, 40, 40}, {8, 1, 1}, 0, -1, false, false, T == 1 || T == 3, 0};
 			if (T == 1) {
-				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 1, 0, QT, QT, 0>(c);
-				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 2, 1, 0, QT, QT, 0>(c);
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 0, QT, QT, 0>(c);
+				c.P = {8, 2, 2};
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 0, QT, QT, 0>(c);
 			} else
-				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 8, 0, QT, QT, 0>(c);
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 8, 0, QT, QT, 0>(c);
 		}
 	/* SwiGLU + down projection + residual add, in place over the residual for odd T */
 	for (int T = 1; T <= 8; T++) {
-		QfCase c = {T, 2048, {70}, 0, -1, true, T % 2 == 1, false, 0};
+		QfCase c = {T, 2048, {70}, {T == 1 ? 2 : 1}, 0, -1, true, T % 2 == 1, false, 0};
 		if (T == 1)
-			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, 1, QT, QT, QT, QT>(c);
+			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, QT, QT, QT, QT>(c);
 		else
-			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, 8, QT, QT, QT, QT>(c);
+			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 8, QT, QT, QT, QT>(c);
 	}
 	/* four members of three types (a bf16 one, Q8_0 beside QT), biases, a scale on member 3, a norm
 	** without weight; a misaligned f16 member (scalar path) */
-	QfCase c4 = {1, 1024, {33, 16, 5, 24}, 0x5, 3, false, false, false, 0};
-	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 1, 1, QT, 30, 8, QT>(c4);
+	QfCase c4 = {1, 1024, {33, 16, 5, 24}, {1, 4, 2, 1}, 0x5, 3, false, false, false, 0};
+	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 1, QT, 30, 8, QT>(c4);
 	c4.T = 4;
-	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 1, 8, QT, 30, 8, QT>(c4);
-	QfCase cm = {3, 512, {19, 30}, 0x2, -1, false, false, false, 1};
-	run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, 8, 1, QT, 1, 1>(cm);
+	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 8, QT, 30, 8, QT>(c4);
+	QfCase cm = {3, 512, {19, 30}, {4, 1}, 0x2, -1, false, false, false, 1};
+	run_qfused<float, float, GEMV_PRO_NONE, false, 0, 8, 1, QT, 1, 1>(cm);
 	/* bf16 activations (a bf16 norm weight and member) */
-	QfCase cb = {1, 3072, {64, 48}, 0, -1, false, false, true, 0};
-	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 2, 1, QT, 30, QT, QT>(cb);
-	cb.T = 7;
-	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, 8, QT, 30, QT, QT>(cb);
-	QfCase cs = {2, 2048, {96}, 0, -1, true, true, false, 0};
-	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, 8, QT, QT, QT, QT>(cs);
+	QfCase cb = {1, 3072, {64, 48}, {2, 2}, 0, -1, false, false, true, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, QT, 30, QT, QT>(cb);
+	cb.T = 7, cb.P = {4, 1};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 8, QT, 30, QT, QT>(cb);
+	QfCase cs = {2, 2048, {96}, {1}, 0, -1, true, true, false, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 8, QT, QT, QT, QT>(cs);
 	/* the MoE layer's end: both down projections in QT blocks, or one of them float */
 	for (int T : {1, 3, 8})
 		test_qmoe_down_fused<float, QT, QT, true, true>(T, 200, 512, 512, 6, 3, T == 3);
