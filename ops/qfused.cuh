@@ -339,6 +339,7 @@ __device__ __noinline__ void qgemv_fused_call(A *y0, A *y1, A *y2, A *y3, const 
 	                                                    K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
 }
 
+/* The kernel glmc's wrappers call (contract above qgemv_fused_body): out of line for TM > 1, inline for 1. */
 template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
 __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
                               const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
