@@ -23,14 +23,15 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh, ops/fused.cuh and ops/quant.cuh travel inside the binaries as one string (glm_kernels_cuh).
+# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh and ops/qfused.cuh travel inside the binaries as one string
+# (glm_kernels_cuh).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh ops/quant.cuh build/embed
+build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/kernels.cuh ops/fused.cuh ops/quant.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@
@@ -88,7 +89,7 @@ gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv bui
 
 # The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
 bench-gemv: build/bench/gemv
-build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh
+build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 

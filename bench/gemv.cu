@@ -12,15 +12,23 @@
 ** every launch reads its weight from HBM; the figure is the median of 7 graph replays. Reported: µs per
 ** launch, GB/s of weight bytes, and % of the measured bandwidth.
 **
-**   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N]
+** With --fused, GLM-5's decode groups at tp 1 instead (Q4_K, down projections Q6_K as in the Q4_K_M mix):
+** each fused launch of ops/qfused.cuh against the chain of unfused launches it replaces (the norm or
+** SwiGLU kernel, one k_qgemv per member with q_wpr's split, the residual add), timed the same way;
+** reported: µs per group both ways and the fused launch's share of the bandwidth (weight bytes only).
+**
+**   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]
 */
 #include "../ops/kernels.cuh"
 #include "../ops/fused.cuh"
 #include "../ops/quant.cuh"
+#include "../ops/qfused.cuh"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
+#include <type_traits>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -276,9 +284,219 @@ template <typename A> static void run(const char *only, double bw)
 	}
 }
 
+/* ---- GLM-5's decode groups: fused launches over blocks against the unfused chains (--fused) ---- */
+
+template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI>
+__global__ void __launch_bounds__(256)
+	g_qfused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
+	         const unsigned char *w3, const A *x, const A *u, const A *nw, const A *r, int K, int N0, int N1, int N2,
+	         int N3, int P0, int P1, int P2, int P3, int pro, int epi)
+{
+	k_qgemv_fused<A, Q0, Q1, Q2, Q3, A, PRO, EPI, 1>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x, u, nw,
+	                                       nullptr, r, 1, K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, 1e-5f, 1.0f, 1.0f,
+	                                       1.0f, 1.0f);
+}
+
+/* emit_cuda.c gemv_splits, repeated: each member's K split from the group's q_wpr and its row width. */
+static void gemv_splits(const int *qt, int nm, int base, int *p)
+{
+	auto tb = [](int q) { return q == 0 ? 1024 : q == 1 || q == 30 ? 512 : q == 8 ? 272 : q == 12 ? 144 : q == 13 ? 176 : 210; };
+	int minb = 1 << 30;
+	for (int m = 0; m < nm; m++)
+		minb = std::min(minb, tb(qt[m]));
+	for (int m = 0; m < nm; m++) {
+		double ratio = (double)tb(qt[m]) / minb;
+		int sp = base;
+		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
+			sp *= 2;
+		p[m] = sp;
+	}
+}
+
+template <typename A>
+__global__ void __launch_bounds__(256) g_rmsnorm(A *y, const A *x, const A *w, int N)
+{
+	k_rmsnorm<A, A, true>(y, x, w, N, 1e-5f);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_swiglu(A *y, const A *g, const A *u, long long n)
+{
+	k_swiglu<A>(y, g, u, n);
+}
+
+template <typename A> __global__ void __launch_bounds__(256) g_add(A *y, const A *a, const A *b, long long n)
+{
+	k_binary<A, A, 0>(y, a, b, n, n);
+}
+
+template <typename A, int QT, int WPR>
+static void q_launch(A *y, const A *x, const unsigned char *w, int K, int N, cudaStream_t s)
+{
+	g_qgemv<A, QT, WPR><<<(N + 16 / WPR - 1) / (16 / WPR), 256, 0, s>>>(y, x, w, 1, K, N);
+}
+
+/* One unfused linear as glmc emits it: k_qgemv with q_wpr's split, or k_linear_gemv for a float weight. */
+template <typename A> static void unfused_linear(int qt, A *y, const A *x, const unsigned char *w, int K, int N, cudaStream_t s)
+{
+	int wpr = q_wpr(N, K);
+#define QL(q)                                                                                                  \
+	(wpr == 1 ? q_launch<A, q, 1>(y, x, w, K, N, s) : wpr == 2 ? q_launch<A, q, 2>(y, x, w, K, N, s)              \
+	 : wpr == 4 ? q_launch<A, q, 4>(y, x, w, K, N, s) : q_launch<A, q, 8>(y, x, w, K, N, s))
+	switch (qt) {
+	case 12: QL(12); break;
+	case 14: QL(14); break;
+	case 30: g_gemv<A, bf16><<<(N + 7) / 8, 256, 0, s>>>(y, x, (const bf16 *)w, 1, K, N); break;
+	default: g_gemv<A, float><<<(N + 7) / 8, 256, 0, s>>>(y, x, (const float *)w, 1, K, N); break;
+	}
+#undef QL
+}
+
+/* Median µs per run of f(copy) (copy = which weight copy to read), 100 runs captured in one graph. */
+static double time_fn(const std::function<void(int, cudaStream_t)> &f, int copies)
+{
+	cudaStream_t s;
+	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+	f(0, s);
+	CK(cudaGetLastError());
+	CK(cudaStreamSynchronize(s));
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+	for (int i = 0; i < iters; i++)
+		f(i % copies, s);
+	CK(cudaStreamEndCapture(s, &g));
+	CK(cudaGraphInstantiate(&ge, g, 0));
+	CK(cudaGraphLaunch(ge, s));
+	CK(cudaStreamSynchronize(s));
+	cudaEvent_t a, b;
+	CK(cudaEventCreate(&a));
+	CK(cudaEventCreate(&b));
+	std::vector<double> t;
+	for (int r = 0; r < 7; r++) {
+		CK(cudaEventRecord(a, s));
+		CK(cudaGraphLaunch(ge, s));
+		CK(cudaEventRecord(b, s));
+		CK(cudaEventSynchronize(b));
+		float ms;
+		CK(cudaEventElapsedTime(&ms, a, b));
+		t.push_back(ms * 1000.0 / iters);
+	}
+	std::sort(t.begin(), t.end());
+	CK(cudaGraphExecDestroy(ge));
+	CK(cudaGraphDestroy(g));
+	CK(cudaEventDestroy(a));
+	CK(cudaEventDestroy(b));
+	CK(cudaStreamDestroy(s));
+	return t[3];
+}
+
+/*
+** One group: members (type, rows) over K, prologue PRO, residual EPI, fused with the splits emit_cuda.c
+** picks (q_wpr of the group's rows, more for wider rows; printed). Weights in enough copies to exceed
+** 4× L2.
+*/
+template <typename A, int Q0, int Q1, int Q2, int Q3, int PRO, int EPI>
+static void fused_group(const char *name, std::vector<long long> N, long long K, double bw)
+{
+	const int Q[4] = {Q0, Q1, Q2, Q3};
+	int M = (int)N.size();
+	N.resize(4, 0);
+	size_t wb[4] = {0, 0, 0, 0}, bytes = 0;
+	long long ntot = 0;
+	for (int m = 0; m < M; m++) {
+		wb[m] = Q[m] == 0 ? (size_t)(N[m] * K * 4) : weight_bytes(Q[m], N[m], K);
+		wb[m] = (wb[m] + 255) & ~(size_t)255;
+		bytes += wb[m], ntot += N[m];
+	}
+	int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
+	unsigned char *w;
+	CK(cudaMalloc(&w, bytes * (size_t)copies));
+	for (int c = 0; c < copies; c++) {
+		size_t at = (size_t)c * bytes;
+		for (int m = 0; m < M; m++) {
+			if (Q[m] == 0)
+				g_rand<float><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((float *)(w + at), N[m] * K, (int)K);
+			else if (Q[m] == 30)
+				g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)(w + at), N[m] * K, (int)K);
+			else
+				fill(Q[m], w + at, weight_bytes(Q[m], N[m], K), 1, N[m], K);
+			at += wb[m];
+		}
+	}
+	CK(cudaDeviceSynchronize());
+	A *x, *u, *h, *nw, *y[4], *r;
+	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&u, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&h, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&nw, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
+	CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(u, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(nw, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
+	for (int m = 0; m < 4; m++)
+		CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+	auto wp = [&](int c, int m) {
+		size_t at = (size_t)c * bytes;
+		for (int i = 0; i < m; i++)
+			at += wb[i];
+		return (const unsigned char *)(w + at);
+	};
+	auto unfused = [&](int c, cudaStream_t s) {
+		const A *in = x;
+		if (PRO == GEMV_PRO_RMSNORM)
+			g_rmsnorm<A><<<1, 256, 0, s>>>(h, x, nw, (int)K), in = h;
+		else if (PRO == GEMV_PRO_SWIGLU)
+			g_swiglu<A><<<(unsigned)((K + 255) / 256), 256, 0, s>>>(h, x, u, K), in = h;
+		for (int m = 0; m < M; m++)
+			unfused_linear<A>(Q[m], y[m], in, wp(c, m), (int)K, (int)N[m], s);
+		if (EPI & GEMV_EPI_RES)
+			g_add<A><<<(unsigned)((N[0] + 255) / 256), 256, 0, s>>>(y[0], r, y[0], N[0]);
+	};
+	int P[4] = {1, 1, 1, 1};
+	gemv_splits(Q, M, q_wpr(ntot, K), P);
+	unsigned nb = 0;
+	char splits[32] = "";
+	for (int m = 0; m < M; m++) {
+		nb += (unsigned)((N[m] + 16 / P[m] - 1) / (16 / P[m]));
+		snprintf(splits + strlen(splits), sizeof splits - strlen(splits), "%s%d", m ? "," : "", P[m]);
+	}
+	auto fused = [&](int c, cudaStream_t s) {
+		g_qfused<A, Q0, Q1, Q2, Q3, PRO, EPI><<<nb, 256, 0, s>>>(
+			y[0], y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr, M > 2 ? wp(c, 2) : nullptr,
+			M > 3 ? wp(c, 3) : nullptr, x, u, PRO == GEMV_PRO_RMSNORM ? nw : nullptr, r, (int)K, (int)N[0], (int)N[1],
+			(int)N[2], (int)N[3], P[0], P[1], P[2], P[3], PRO, EPI);
+	};
+	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
+	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
+	for (int m = 0; m < 4; m++)
+		CK(cudaFree(y[m]));
+	CK(cudaFree(w));
+	CK(cudaFree(x));
+	CK(cudaFree(u));
+	CK(cudaFree(h));
+	CK(cudaFree(nw));
+	CK(cudaFree(r));
+}
+
+template <typename A> static void run_fused(double bw)
+{
+	constexpr int RT = std::is_same<A, bf16>::value ? 30 : 0; /* the f32 router (bf16 under bf16 activations) */
+	printf("%-34s %6s %6s %8s %9s %9s %7s %7s\n", "GLM-5 group (tp 1)", "rows", "K", "splits", "unfused", "fused",
+	       "speedup", "%bw");
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_a+kv_a+idx_k+idx_w Q4_K", {2048, 576, 128, 32}, 6144, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_b+idx_q_b Q4_K", {16384, 4096}, 2048, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual Q4_K", {6144}, 16384, bw);
+	fused_group<A, RT, 12, 12, RT, GEMV_PRO_RMSNORM, 0>("norm+router+shexp gate/up", {256, 2048, 2048}, 6144, bw);
+	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+gate+up Q4_K (dense)", {12288, 12288}, 6144, bw);
+	fused_group<A, 14, 14, 14, 14, GEMV_PRO_SWIGLU, GEMV_EPI_RES>("swiglu+down+residual Q6_K", {6144}, 12288, bw);
+	fused_group<A, 14, 14, 14, 14, GEMV_PRO_RMSNORM, 0>("norm+lm_head Q6_K", {154880}, 6144, bw);
+}
+
 int main(int argc, char **argv)
 {
 	const char *act = "bf16", *only = NULL;
+	int fusedg = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--act") && i + 1 < argc)
 			act = argv[++i];
@@ -286,8 +504,10 @@ int main(int argc, char **argv)
 			only = argv[++i];
 		else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
 			iters = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--fused"))
+			fusedg = 1;
 		else {
-			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N]\n");
+			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]\n");
 			return 2;
 		}
 	}
@@ -298,7 +518,11 @@ int main(int argc, char **argv)
 	printf("# %s, %d SMs, L2 %.0f MiB; activations %s, batch 1\n", prop.name, prop.multiProcessorCount,
 	       l2_bytes / 1048576.0, act);
 	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
-	if (!strcmp(act, "f32"))
+	if (fusedg && !strcmp(act, "f32"))
+		run_fused<float>(bw);
+	else if (fusedg)
+		run_fused<bf16>(bw);
+	else if (!strcmp(act, "f32"))
 		run<float>(only, bw);
 	else
 		run<bf16>(only, bw);

@@ -343,10 +343,11 @@ static const char *bool_s(int b) { return b ? "true" : "false"; }
 **
 ** A DT_Q weight of a type with kernels (Q8_0, Q4_K, Q5_K, Q6_K) whose rows are whole blocks stays in its
 ** GGUF blocks on the GPU when every node reading it has a quantized kernel for it: a linear (as its
-** weight, computed by its own kernel), an embedding lookup (as its table), or a routed-experts FFN (as
-** gate, up or down, all three resident). Anything else (a matmul, a slice, a fused kernel of another
-** node) keeps the float conversion at upload. The choice is recorded per weight in the plan
-** (Cuda.wq); glmrun sizes and uploads the weight from it.
+** weight, by its own kernel or in a fused decode GEMV or MoE end, ops/qfused.cuh), an embedding lookup
+** (as its table), or a routed-experts FFN (as gate, up or down, all three resident). Anything else (a
+** matmul, a slice) keeps the float conversion at upload. This is the one place residency is decided:
+** fusion does not depend on it (the fused kernels take each weight's type as a template argument). The
+** choice is recorded per weight in the plan (Cuda.wq); glmrun sizes and uploads the weight from it.
 */
 
 /* The block size of a type the quant.cuh kernels read, or 0. */
@@ -356,13 +357,27 @@ int cuda_qblock(int qtype)
 }
 #define q_blck cuda_qblock
 
+/* Whether node c's kernels at every step size read its weights through quantized kernels: its own,
+** and the fused kernel computing it for small steps if any (a decode GEMV group or the MoE layer's end,
+** ops/qfused.cuh, read blocks; no other fused kernel computes a linear). */
+static int q_fused_ok(const Graph *g, int c)
+{
+	if (g->node[c].fused_into < 0)
+		return 1;
+	for (int k = 0; k < g->nfk; k++)
+		for (int i = 0; i < g->fk[k].ncover; i++)
+			if (g->fk[k].cover[i] == c && g->fk[k].kind != FK_GEMV && g->fk[k].kind != FK_MOE_DOWN)
+				return 0;
+	return 1;
+}
+
 /* Whether input k of node c may read weight w as blocks, given the candidate types cand[]. */
 static int q_use_ok(const Graph *g, int c, int k, const int *cand)
 {
 	const Node *n = &g->node[c];
 	int w = n->in[k];
 	switch (n->op) {
-	case OP_LINEAR: return k == 1 && g->node[w].ndim == 2 && n->fused_into < 0;
+	case OP_LINEAR: return k == 1 && g->node[w].ndim == 2 && q_fused_ok(g, c);
 	case OP_EMBEDDING: return k == 0 && g->node[w].ndim == 2;
 	case OP_MOE_FFN:
 		return k >= 3 && k <= 5 && g->node[w].ndim == 3 && cand[n->in[3]] >= 0 && cand[n->in[4]] >= 0 &&
@@ -575,6 +590,7 @@ static int emit_qmoe(Em *e, int id)
 	snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
 	w_finish(e, &w, t);
 	w_start(&w, id);
+	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
 	w_buf(&w, g, id, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
@@ -1060,66 +1076,163 @@ static void gemv_shape(int64_t K, int64_t Ntot, int wsize, int *block, int *rb)
 ** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
 */
 
-/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused. */
-static void emit_fk_gemv(Em *e, const FuseKernel *f)
+/* The type id ops/qfused.cuh reads weight node w as: its GGUF block type when it stays in blocks, else
+** its float type on the GPU (ggml's ids: 0 f32, 1 f16, 30 bf16). */
+static int wtype_id(const Em *e, int w)
+{
+	if (e->wq[w] >= 0)
+		return e->wq[w];
+	const char *t = ctype(e->g, w);
+	return !strcmp(t, "bf16") ? 30 : !strcmp(t, "f16") ? 1 : 0;
+}
+
+/* Whether an FK_GEMV group needs the kernel of per-member weight types (ops/qfused.cuh k_qgemv_fused): a
+** member's weight stays in blocks, or the members' float types differ. */
+static int gemv_mixed(const Em *e, const FuseKernel *f)
+{
+	const Graph *g = e->g;
+	int w0 = g->node[f->m[0]].in[1], q = 0;
+	for (int m = 0; m < f->nm; m++) {
+		int wm = g->node[f->m[m]].in[1];
+		q |= e->wq[wm] >= 0 || strcmp(ctype(g, wm), ctype(g, w0)) != 0;
+	}
+	return q;
+}
+
+/* Bytes of 256 values of a type id: how wide a member's rows are, to balance a fused group's blocks. */
+static int type_bytes256(int qt)
+{
+	switch (qt) {
+	case 0: return 1024;
+	case 1: case 30: return 512;
+	case 8: return 272;
+	case 12: return 144;
+	case 13: return 176;
+	default: return 210;
+	}
+}
+
+/* The K split of each member of a k_qgemv_fused launch (ops/qfused.cuh P_m): `base` for the members of
+** the narrowest rows, a power of two larger (up to 8, rounded in log scale) for members whose rows take
+** more bytes, so a block of an f32 router reads about what a block of Q4_K rows reads. */
+static void gemv_splits(const int *qt, int nm, int base, int *p)
+{
+	int minb = 1 << 30;
+	for (int m = 0; m < nm; m++)
+		minb = type_bytes256(qt[m]) < minb ? type_bytes256(qt[m]) : minb;
+	for (int m = 0; m < nm; m++) {
+		double ratio = (double)type_bytes256(qt[m]) / minb;
+		int sp = base;
+		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
+			sp *= 2;
+		p[m] = sp;
+	}
+}
+
+/* The launch arguments of an FK_GEMV group (k_gemv_fused's and k_qgemv_fused's, the same list): weights as
+** wtype (NULL: their own element type), then for k_qgemv_fused (split != NULL) each member's K split.
+** Returns the members' total rows; *epi gets the epilogue bits. */
+static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, const int *split, int *epi)
 {
 	Graph *g = e->g;
-	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1, epi = 0;
+	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1;
 	if (f->pro == GP_RMSNORM)
 		src = g->node[x].in[0], nw = g->node[x].nin > 1 ? g->node[x].in[1] : -1;
 	else if (f->pro == GP_SWIGLU)
 		src = g->node[x].in[0], up = g->node[x].in[1];
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
-	Wr w;
-	w_start(&w, f->host);
 	for (int m = 0; m < FK_MAXM; m++)
-		m < f->nm ? w_buf(&w, g, f->out[m], 1, NULL) : w_null(&w);
+		m < f->nm ? w_buf(w, g, f->out[m], 1, NULL) : w_null(w);
 	for (int m = 0; m < FK_MAXM; m++)
-		m < f->nm ? w_buf(&w, g, g->node[f->m[m]].in[1], 0, NULL) : w_null(&w);
+		m < f->nm ? w_buf(w, g, g->node[f->m[m]].in[1], 0, wtype) : w_null(w);
 	for (int m = 0; m < FK_MAXM; m++)
-		m < f->nm && g->node[f->m[m]].nin > 2 ? w_buf(&w, g, g->node[f->m[m]].in[2], 0, NULL) : w_null(&w);
-	w_buf(&w, g, src, 0, NULL);
-	up >= 0 ? w_buf(&w, g, up, 0, NULL) : w_null(&w);
-	nw >= 0 ? w_buf(&w, g, nw, 0, NULL) : w_null(&w);
-	f->store ? w_buf(&w, g, x, 1, NULL) : w_null(&w);
-	f->res >= 0 ? w_buf(&w, g, f->res, 0, NULL) : w_null(&w);
-	w_size(&w, sz_numel(g, src, K), 0), w_int(&w, K);
+		m < f->nm && g->node[f->m[m]].nin > 2 ? w_buf(w, g, g->node[f->m[m]].in[2], 0, NULL) : w_null(w);
+	w_buf(w, g, src, 0, NULL);
+	up >= 0 ? w_buf(w, g, up, 0, NULL) : w_null(w);
+	nw >= 0 ? w_buf(w, g, nw, 0, NULL) : w_null(w);
+	f->store ? w_buf(w, g, x, 1, NULL) : w_null(w);
+	f->res >= 0 ? w_buf(w, g, f->res, 0, NULL) : w_null(w);
+	w_size(w, sz_numel(g, src, K), 0), w_int(w, K);
 	for (int m = 0; m < FK_MAXM; m++) {
 		if (m < f->nm) {
 			int64_t N = g->node[g->node[f->m[m]].in[1]].dim[0];
-			w_int(&w, N);
+			w_int(w, N);
 			Ntot += N;
 		} else
-			w_lit(&w, "0");
+			w_lit(w, "0");
 	}
-	f->pro == GP_RMSNORM ? w_float(&w, g->node[x].fa[0]) : w_lit(&w, "0.0f");
-	for (int m = 0; m < FK_MAXM; m++) {
-		int s = m < f->nm && f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE ? f->out[m] : -1;
-		if (s >= 0) {
-			w_float(&w, g->node[s].fa[0]);
-			epi |= 1 << m;
-		} else
-			w_lit(&w, "1.0f");
+	*epi = f->res >= 0 ? 16 : 0;
+	for (int m = 0; m < f->nm; m++)
+		if (f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE)
+			*epi |= 1 << m;
+	if (split) { /* k_qgemv_fused: the splits, then the prologue and epilogue as run-time values */
+		for (int m = 0; m < FK_MAXM; m++)
+			m < f->nm ? w_int(w, split[m]) : w_lit(w, "1");
+		w_int(w, f->pro), w_int(w, *epi);
 	}
-	if (f->res >= 0)
-		epi |= 16;
-	/* one launch for the one-token step (TR 1, fewer registers) and one for 2..tmax tokens (TR 8) */
-	int rb;
-	gemv_shape(K, Ntot, dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
-	int64_t groups = (Ntot + rb - 1) / rb;
-	/* a prologue is formed once per block: about two blocks per SM, each looping over its groups */
-	w.L.grid[0] = sz_const(f->pro != GP_NONE && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
-	for (int tr = 1; tr <= 8; tr += 7) {
-		Wr v = w;
-		if (tr == 8 && f->tmax < 2)
-			break;
-		v.L.tmin = tr == 1 ? 1 : 2;
-		v.L.tmax = tr == 1 ? 1 : f->tmax;
-		char t[256];
-		snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-		         nw >= 0 ? ctype(g, nw) : A, f->pro, bool_s(nw >= 0), epi, rb, tr);
-		w_finish(e, &v, t);
+	f->pro == GP_RMSNORM ? w_float(w, g->node[x].fa[0]) : w_lit(w, "0.0f");
+	for (int m = 0; m < FK_MAXM; m++)
+		(*epi >> m) & 1 ? w_float(w, g->node[f->out[m]].fa[0]) : w_lit(w, "1.0f");
+	w->L.tmax = f->tmax;
+	return Ntot;
+}
+
+/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
+** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
+** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
+static void emit_fk_gemv(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1, epi;
+	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	char t[256];
+	Wr w;
+	if (!gemv_mixed(e, f)) {
+		/* one launch for the one-token step (TR 1, fewer registers) and one for 2..tmax tokens (TR 8) */
+		for (int tr = 1; tr <= 8; tr += 7) {
+			if (tr == 8 && f->tmax < 2)
+				break;
+			int rb;
+			w_start(&w, f->host);
+			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
+			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
+			gemv_shape(K, Ntot, dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
+			int64_t groups = (Ntot + rb - 1) / rb;
+			/* a prologue is formed once per block: about two blocks per SM, each looping over groups */
+			w.L.grid[0] = sz_const(f->pro != GP_NONE && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
+			w.L.tmin = tr == 1 ? 1 : 2;
+			w.L.tmax = tr == 1 ? 1 : f->tmax;
+			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
+			         NW, f->pro, bool_s(nw >= 0), epi, rb, tr);
+			w_finish(e, &w, t);
+		}
+		return;
+	}
+	int qt[FK_MAXM];
+	for (int m = 0; m < FK_MAXM; m++)
+		qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
+	for (int m = 0; m < f->nm; m++)
+		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
+	for (int tm = 1; tm <= 8; tm += 7) {
+		if (tm == 8 && f->tmax < 2)
+			continue;
+		int split[FK_MAXM];
+		int64_t nb = 0;
+		gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
+		for (int m = 0; m < f->nm; m++)
+			nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
+		w_start(&w, f->host);
+		gemv_args(e, &w, f, "unsigned char", split, &epi);
+		w.L.tmin = tm == 1 ? 1 : 2;
+		w.L.tmax = tm == 1 ? 1 : f->tmax;
+		w.L.grid[0] = sz_const(nb);
+		/* batch 1: the prologue and epilogue as template values (specialised code); larger steps: the
+		** run-time values (one out-of-line body per type tuple, see ops/qfused.cuh) */
+		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
+		         tm == 1 ? f->pro : -1, tm == 1 ? epi : -1, tm);
+		w_finish(e, &w, t);
 	}
 }
 
@@ -1345,8 +1458,9 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
-/* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused,
-** right after the moe_ffn's own k_moe_up (its scratch is the first region of both launches). */
+/* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
+** (k_qmoe_down_fused when either down projection stays in blocks), right after the moe_ffn's own k_moe_up
+** or k_qmoe_up (its scratch is the first region of both launches). */
 static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 {
 	Graph *g = e->g;
@@ -1356,23 +1470,29 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	int S = f->aux[1], sw = f->aux[2], r = f->aux[3];
 	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
+	const char *wty = q ? "unsigned char" : NULL;
 	Wr w;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->aux[0], 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
-	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, wty);
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
 	if (S >= 0) {
-		w_buf(&w, g, g->node[S].in[1], 0, NULL), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
+		w_buf(&w, g, sd, 0, wty), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
 		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, g->node[sw].dim[1]);
 	} else
 		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
 	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
-	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
 	w.L.tmax = f->tmax;
 	char t[256];
-	snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), S >= 0 ? ctype(g, g->node[S].in[1]) : A,
-	         bool_s(S >= 0), bool_s(r >= 0));
+	if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
+		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
+		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+	else
+		snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), sd >= 0 ? ctype(g, sd) : A,
+		         bool_s(S >= 0), bool_s(r >= 0));
 	w_finish(e, &w, t);
 }
 

@@ -22,6 +22,8 @@
 **   ROPE_KV    per-head RMSNorm (Qwen3) and rotary of q and k, and the attention's k/v cache writes, in
 **              one kernel of one block per token and head (any step).
 ** Never duplicated: a weight is read once per step; only the O(K) norm of a row is recomputed per block.
+** Weights that stay in GGUF blocks on the GPU fuse as float ones do: emit_cuda.c (which alone decides
+** residency) writes the kernels of ops/qfused.cuh for a GEMV group or MoE end that reads blocks.
 ** Every candidate that is refused gets its reason recorded; `glmc explain PLAN` prints them.
 */
 #include "glm.h"
@@ -184,37 +186,21 @@ static void fuse_add_norm(Fz *z)
 	}
 }
 
-/* The weight storage class a GEMV instantiation depends on (quantized weights are dequantized to float). */
+/* The weight storage class a GEMV instantiation depends on (quantized weights are dequantized to float
+** unless they stay in blocks, which emit_cuda.c decides). */
 static int wclass(const Graph *g, int lin)
 {
 	int dt = g->node[g->node[lin].in[1]].dtype;
 	return dt == DT_Q ? DT_F32 : dt;
 }
 
-/* Whether weight node w may stay in its GGUF blocks on the GPU: then its reader keeps its own quantized
-** kernel (ops/quant.cuh), since the fused kernels here read float rows, and reading 4-8x fewer bytes is
-** worth more than a launch. */
-static int may_stay_quantized(const Graph *g, int w)
-{
-	const Node *n = &g->node[w];
-	if (n->dtype != DT_Q || n->ndim < 2)
-		return 0;
-	for (int i = 0; i < g->nw; i++)
-		if (g->w[i].node == w) {
-			int b = cuda_qblock(g->w[i].qtype);
-			return b && n->dim[n->ndim - 1] % b == 0;
-		}
-	return 0;
-}
-
-/* Why linear l cannot run in a fused decode GEMV, or NULL. */
+/* Why linear l cannot run in a fused decode GEMV, or NULL. Its weight may stay in GGUF blocks on the GPU
+** (emit_cuda.c q_choose): the fused kernels then read it as blocks (ops/qfused.cuh). */
 static const char *gemv_unfit(const Graph *g, int l)
 {
 	const Node *x = &g->node[g->node[l].in[0]];
 	if (x->ndim != 2 || x->dim[0] != DIM_T)
 		return "its input is not [T, K] rows";
-	if (may_stay_quantized(g, g->node[l].in[1]))
-		return "its weight stays quantized on the GPU, read by its own quantized GEMV";
 	return NULL;
 }
 
@@ -236,7 +222,12 @@ static int group_linears(Fz *z, int *cand, int *ncand)
 			if (o <= l || g->node[o].op != OP_LINEAR || g->node[o].in[0] != x || z->gemv_of[o] >= 0 || z->taken[o])
 				continue;
 			const char *why = gemv_unfit(g, o);
-			if (!why && wclass(g, o) != wclass(g, l))
+			/* Float weights of one group share a type (k_gemv_fused's); a GGUF block member makes the
+			** launch emit_cuda's kernel of per-member types, which takes any mix. */
+			int q = g->node[g->node[o].in[1]].dtype == DT_Q;
+			for (int m = 0; m < f->nm; m++)
+				q |= g->node[g->node[f->m[m]].in[1]].dtype == DT_Q;
+			if (!why && !q && wclass(g, o) != wclass(g, l))
 				why = "its weights are stored as another type";
 			if (!why && f->nm == FK_MAXM)
 				why = "the launch already computes four linears";
@@ -746,8 +737,6 @@ static void fuse_moe_down(Fz *z, int E)
 	}
 	if (!why && r >= 0 && fuse_root(g, r) >= E)
 		why = "the residual is computed after the experts";
-	if (!why && (may_stay_quantized(g, En->in[5]) || (S >= 0 && may_stay_quantized(g, g->node[S].in[1]))))
-		why = "the experts' (or the shared expert's) down weights stay quantized on the GPU, read by their own kernels";
 	int cov[4] = {sw, S, a1, a2};
 	if (!why && (z->taken[sw >= 0 ? sw : a1] || (a2 >= 0 && z->taken[a2]) || (S >= 0 && z->gemv_of[S] >= 0 &&
 	                                                                           g->fk[z->gemv_of[S]].nm > 1)))

@@ -179,6 +179,43 @@ done
 wait
 for m in $FIXTURES; do cat "$tmp/$m.log"; done
 
+# Fused decode kernels over GGUF blocks (ops/qfused.cuh): a GLM-5 of the glm_moe_dsa fixture's layout
+# widened so every GEMV row is whole 256-value blocks (tests/data/glm5_q256.json), with random weights in
+# llama.cpp's Q4_K_M mix (Q4_K, Q5_K and Q6_K tensors, Q8_0 ones, the f32 router beside the shared
+# expert's Q4_K gate and up) and in each block type alone. A decode step launches as many kernels per
+# layer as with bf16 weights (10 dense, 12 MoE: the fused GEMVs and the MoE layer's end read the blocks);
+# the Q4_K_M plan's kernels compile for sm_90 within the launch limits, and on the CPU that fused,
+# memory-planned plan (liveness from its launch list) gives -O0's logits.
+G5Q="models/glm5.lua --config tests/data/glm5_q256.json"
+per_layer() { bin/glmc dump $G5Q --random-weights $1 --after emit 2>/dev/null | sed -n 's/^kernels (decode step of 1 token): [0-9]* per step; per layer: //p'; }
+want_k=$(per_layer bf16)
+for q in q4_k_m q4_k q5_k q6_k q8_0; do
+	k=$(per_layer $q)
+	[ -n "$k" ] && [ "$k" = "$want_k" ] && [ "$(echo $k | tr ' ' '\n' | sort -n | tail -1)" -le 12 ] &&
+		ok "GLM-5 (256-wide) ${q^^} blocks on the GPU: kernels per layer as bf16's ($k)" ||
+		bad "GLM-5 (256-wide) ${q^^}: kernels per layer as bf16's" "got '$k', bf16 '$want_k'"
+done
+if bin/glmc compile $G5Q --random-weights q4_k_m -o $tmp/g5q.plan 2>$tmp/err &&
+	bin/glmc compile $G5Q --random-weights q4_k_m -O0 -o $tmp/g5q0.plan 2>>$tmp/err; then
+	bin/glmc dump $G5Q --random-weights q4_k_m --after emit 2>/dev/null | grep -o 'k_q[a-z_]*fused<' | sort | uniq -c >$tmp/qk
+	[ "$(grep -c 'k_qgemv_fused\|k_qmoe_down_fused' $tmp/qk)" = 2 ] &&
+		ok "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and k_qmoe_down_fused ($(tr -s ' \n' ' ' <$tmp/qk))" ||
+		bad "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and k_qmoe_down_fused" "$(cat $tmp/qk)"
+	st=$(bin/glmc stats $tmp/g5q.plan | sed -n 's/^kernels_per_layer\.[0-9]*: //p' | tr '\n' ' ')
+	[ "$(echo $st | tr ' ' '\n' | sort -n | tail -1)" = 12 ] && [ "$(echo $st | cut -d' ' -f1)" -le 10 ] &&
+		ok "GLM-5 (256-wide) Q4_K_M plan: glmc stats counts at most 12 kernels per MoE layer, 10 dense ($st)" ||
+		bad "GLM-5 (256-wide) Q4_K_M plan: glmc stats kernels per layer" "'$st'"
+	c=$(build/tools/checkplan $tmp/g5q.plan --max-t 40 2>&1) && [ "$(bin/glmc explain $tmp/g5q.plan | grep -c 'refused:.*quantized')" = 0 ] &&
+		ok "GLM-5 (256-wide) Q4_K_M: fused kernels over blocks compiled for sm_90 ($c)" ||
+		bad "GLM-5 (256-wide) Q4_K_M: fused kernels over blocks compiled for sm_90" "$c"
+	bin/glmrun $tmp/g5q.plan --device cpu --tokens 3,1,4,1,5,9,2,6,5,3,5 -n 6 --dump-logits $tmp/g5q.f32 >/dev/null 2>&1 &&
+		bin/glmrun $tmp/g5q0.plan --device cpu --tokens 3,1,4,1,5,9,2,6,5,3,5 -n 6 --dump-logits $tmp/g5q0.f32 >/dev/null 2>&1 &&
+		r=$($CMP --pair $tmp/g5q.f32 $tmp/g5q0.f32 1e-6) && ok "GLM-5 (256-wide) Q4_K_M fused + planned equals -O0 on the CPU ($r)" ||
+		bad "GLM-5 (256-wide) Q4_K_M fused + planned equals -O0 on the CPU" "${r:-run failed}"
+else
+	bad "GLM-5 (256-wide) Q4_K_M compiles" "$(tail -1 $tmp/err)"
+fi
+
 # Tensor order: the stacked experts and the split kv_b bind by name, not by position.
 for m in deepseek_v3 glm_moe_dsa; do
 	for order in reverse shuffle; do

@@ -1,7 +1,7 @@
 /*
 ** tests/test_nvrtc.c — NVRTC as glmc uses it, no GPU needed: the embedded kernel templates compile for
-** every supported arch, every kernel of ops/quant.cuh instantiates and compiles for sm_90 for each block
-** type, and a compile error is reported in one line quoting the generated source line.
+** every supported arch, every kernel of ops/quant.cuh and ops/qfused.cuh instantiates and compiles for
+** sm_90 for each block type, and a compile error is reported in one line quoting the generated source line.
 */
 #include "check.h"
 #include "glm.h"
@@ -32,8 +32,9 @@ int main(void)
 		check(rc == 0 && cubin && n > 0, name, "%s", err);
 		free(cubin);
 	}
-	/* ops/quant.cuh instantiated as glmc's wrappers instantiate it: every kernel for every block type. */
-	size_t cap = strlen(glm_kernels_cuh) + 65536, at;
+	/* ops/quant.cuh and ops/qfused.cuh instantiated as glmc's wrappers instantiate them: every kernel for every
+	** block type. */
+	size_t cap = strlen(glm_kernels_cuh) + 131072, at;
 	char *src = malloc(cap);
 	at = (size_t)snprintf(src, cap, "%s\n", glm_kernels_cuh);
 	static const int qt[] = {8, 12, 13, 14};
@@ -57,8 +58,23 @@ int main(void)
 			"const unsigned char *d, int C, int F, int k) { k_qmoe_down<float, %d>(y, h, idx, w, d, C, F, k); }\n"
 			"extern \"C\" __global__ void __launch_bounds__(256) h%d(unsigned char *d, long long rows, int bpr, long long st, "
 			"unsigned long long seed, long long K, long long part, long long inner, int tp, int rank, int cp, int cr) "
-			"{ k_qrand<%d>(d, rows, bpr, st, seed, K, part, inner, tp, rank, cp, cr); }\n",
-			q, q, q, q, q, q, q, q, q, q, q, q, qt[(i + 1) % 4], q, q, q, q);
+			"{ k_qrand<%d>(d, rows, bpr, st, seed, K, part, inner, tp, rank, cp, cr); }\n"
+			/* ops/qfused.cuh: a group of block, bf16, f16 and f32 members; the MoE end with a float shared expert */
+			"extern \"C\" __global__ void __launch_bounds__(256) i%d(bf16 *y0, bf16 *y1, bf16 *y2, bf16 *y3, const unsigned "
+			"char *w0, const unsigned char *w1, const unsigned char *w2, const unsigned char *w3, const bf16 *b0, const bf16 "
+			"*b1, const bf16 *b2, const bf16 *b3, const bf16 *x, const bf16 *u, const bf16 *nw, bf16 *hs, const bf16 *r, int T, "
+			"int K, int N0, int N1, int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi, float eps, float s0, "
+			"float s1, float s2, float s3) { k_qgemv_fused<bf16, %d, 30, 1, 0, bf16, -1, -1, 8>(y0, y1, y2, y3, w0, w1, w2, w3, b0, "
+			"b1, b2, b3, x, u, nw, hs, r, T, K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) k%d(float *y0, float *y1, const unsigned char *w0, const "
+			"unsigned char *w1, const float *x, const float *u, const float *r, int T, int K, int N0, int N1) { "
+			"k_qgemv_fused<float, %d, %d, 0, 30, float, 2, 16, 1>(y0, y1, nullptr, nullptr, w0, w1, nullptr, nullptr, nullptr, "
+			"nullptr, nullptr, nullptr, x, u, (const float *)nullptr, nullptr, r, T, K, N0, N1, 0, 0, 1, 8, 1, 1, 2, 16, 0.0f, "
+			"1.0f, 1.0f, 1.0f, 1.0f); }\n"
+			"extern \"C\" __global__ void __launch_bounds__(256) j%d(float *y, const float *h, const int *idx, const float *w, "
+			"const unsigned char *d, int C, int F, int k, const unsigned char *sd, const float *g, const float *u, int Fs, "
+			"const float *r) { k_qmoe_down_fused<float, %d, 0, true, true>(y, h, idx, w, d, C, F, k, sd, g, u, Fs, r); }\n",
+			q, q, q, q, q, q, q, q, q, q, q, q, qt[(i + 1) % 4], q, q, q, q, q, q, q, q, qt[(i + 2) % 4], q, q);
 	}
 	snprintf(src + at, cap - at,
 	         "extern \"C\" __global__ void __launch_bounds__(256) r0(bf16 *d, long long n, unsigned long long seed, int cols, "
@@ -66,7 +82,7 @@ int main(void)
 	         "inner, tp, rank); }\n");
 	cubin = NULL;
 	rc = nvrtc_compile(src, "sm_90", &cubin, &n, err, sizeof err);
-	check(rc == 0 && cubin && n > 0, "quant.cuh kernels (Q8_0, Q4_K, Q5_K, Q6_K) instantiate and compile for sm_90",
+	check(rc == 0 && cubin && n > 0, "quant.cuh and qfused.cuh kernels (Q8_0, Q4_K, Q5_K, Q6_K) instantiate and compile for sm_90",
 	      "%s", err);
 	free(cubin);
 	free(src);

@@ -8,7 +8,11 @@
 #   3. --random-weights plans of the same shapes, every type, generated on the GPU and on the CPU: the
 #      two generators must agree for the logits to agree, and --verify checks every layer;
 #   4. longer prompts: 20 tokens run the prefill linears through k_qlinear_gemm, 40 through a
-#      dequantized copy of the weight and cuBLASLt (runtime/cuda.c lt_qweight, from 32 rows on).
+#      dequantized copy of the weight and cuBLASLt (runtime/cuda.c lt_qweight, from 32 rows on);
+#   5. GLM-5 (MLA, the DSA indexer, MoE with a shared expert) 256 wide (tests/data/glm5_q256.json), random
+#      weights in the Q4_K_M mix and in Q8_0/Q5_K/Q6_K: the decode step (and prompts of up to 8 tokens)
+#      run the fused kernels over blocks (ops/qfused.cuh k_qgemv_fused with an f32 router member,
+#      k_qmoe_down_fused); parts 1-3 run them too (every plan's GEMV groups and MoE ends read blocks).
 # Needs bin/ and build/ from `make gpu-bundle` (carry bin and build) and python3 with torch and
 # transformers for part 2. Prints a table and "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -124,6 +128,25 @@ for m in llama qwen3_moe; do
 		record "$m random Q4_K bf16 compile" FAIL "$(head -c 300 "$OUT/err")"
 	fi
 done
+
+# 5. GLM-5 256 wide, random weights: the fused decode kernels over blocks
+for q in q4_k_m q8_0 q5_k q6_k; do
+	plan=$OUT/glm5-rnd-$q.plan
+	if ! bin/glmc compile models/glm5.lua --config tests/data/glm5_q256.json --random-weights $q -o "$plan" 2>"$OUT/err"; then
+		record "glm5 random $q compile" FAIL "$(head -c 300 "$OUT/err")"
+		continue
+	fi
+	record "glm5 random ${q^^}: fused kernels over blocks in the plan" \
+		"$(bin/glmc dump models/glm5.lua --config tests/data/glm5_q256.json --random-weights $q --after emit 2>/dev/null |
+			grep -c 'k_qgemv_fused\|k_qmoe_down_fused' | awk '{ print ($1 > 0) ? "ok" : "FAIL" }')" ""
+	compare "glm5 256-wide random ${q^^}" "$plan" 1,5,9,200,33,7 1e-4
+done
+compare "glm5 256-wide random Q4_K_M 20-token prompt" "$OUT/glm5-rnd-q4_k_m.plan" "$mid" 1e-4
+if bin/glmc compile models/glm5.lua --config tests/data/glm5_q256.json --random-weights q4_k_m --dtype bf16 -o "$OUT/glm5-rnd-bf.plan" 2>"$OUT/err"; then
+	compare "glm5 random Q4_K_M, bf16 activations" "$OUT/glm5-rnd-bf.plan" 1,5,9,200,33,7 2e-2
+else
+	record "glm5 random Q4_K_M bf16 compile" FAIL "$(head -c 300 "$OUT/err")"
+fi
 
 echo
 printf '%-52s %-5s %s\n' CHECK RESULT DETAIL

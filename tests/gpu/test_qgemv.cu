@@ -1,7 +1,9 @@
 /*
-** tests/gpu/test_qgemv.cu — the kernels of ops/quant.cuh on the GPU against the CPU references: GGUF
-** blocks dequantized by ops/quant.c (bit-exact against ggml), then a float64 dot product. Runs on the
-** GPU machine only (`make gpu-bundle` builds build/gpu/test_qgemv; tests/gpu/run.sh runs it).
+** tests/gpu/test_qgemv.cu — the kernels of ops/quant.cuh and ops/qfused.cuh on the GPU against the CPU
+** references: GGUF blocks dequantized by ops/quant.c (bit-exact against ggml), then a float64 dot
+** product. The fused kernels (k_qgemv_fused, k_qmoe_down_fused) are compared with the unfused chain they
+** replace, every intermediate rounded to the activation type where the unfused kernels store it. Runs
+** on the GPU machine only (`make gpu-bundle` builds build/gpu/test_qgemv; tests/gpu/run.sh runs it).
 **
 ** Weights are random GGUF blocks made by the GPU generator (k_qrand), whose bytes must equal the CPU
 ** generator's (runtime/weights.c weights_random_byte), and blocks written by the test-checkpoint
@@ -21,6 +23,7 @@
 #include "../../ops/kernels.cuh"
 #include "../../ops/fused.cuh"
 #include "../../ops/quant.cuh"
+#include "../../ops/qfused.cuh"
 
 #include <cuda_runtime.h>
 
@@ -141,12 +144,19 @@ static void free_all(void)
 
 static float h_to_f(float v) { return v; }
 static float h_to_f(bf16 v) { return ref_bf16_to_f32(v.x); }
+static float h_to_f(f16 v) { return ref_f16_to_f32(v.x); }
 template <typename T> static T h_from_f(float v);
 template <> float h_from_f<float>(float v) { return v; }
 template <> bf16 h_from_f<bf16>(float v)
 {
 	bf16 b;
 	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+template <> f16 h_from_f<f16>(float v)
+{
+	f16 b;
+	b.x = ref_f32_to_f16(v);
 	return b;
 }
 template <typename T> static const char *tname();
@@ -191,6 +201,9 @@ template <typename A> static std::vector<A> narrow(const std::vector<float> &v)
 
 static const char *qname(int qt) { return quant_type_name(qt); }
 
+/* Values rounded through A and back: what an A tensor holding them contains. */
+template <typename A> static float thru(float v) { return h_to_f(h_from_f<A>(v)); }
+
 /* ---- wrappers, as glmc's emitter writes them ---- */
 
 template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
@@ -230,6 +243,25 @@ __global__ void __launch_bounds__(256) g_qmoe_down(A *y, const float *h, const i
                                                    const unsigned char *d, int C, int F, int k)
 {
 	k_qmoe_down<A, QD>(y, h, idx, w, d, C, F, k);
+}
+
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
+__global__ void __launch_bounds__(256)
+	g_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
+	              const unsigned char *w3, const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u,
+	              const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, int P0, int P1, int P2,
+	              int P3, int pro, int epi, float eps, float s0, float s1, float s2, float s3)
+{
+	k_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, PRO, EPI, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T,
+	                                                   K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+}
+
+template <typename A, int QD, int QS, bool SH, bool RES>
+__global__ void __launch_bounds__(256)
+	g_qmoe_down_fused(A *y, const float *hid, const int *idx, const A *w, const unsigned char *down, int C, int F, int k,
+	                  const unsigned char *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	k_qmoe_down_fused<A, QD, QS, SH, RES>(y, hid, idx, w, down, C, F, k, sdown, g, u, Fs, r);
 }
 
 template <int QT>
@@ -494,6 +526,277 @@ template <typename A, int QG, int QU, int QD> static void test_qmoe(int T, int C
 	free_all();
 }
 
+/* ---- fused kernels over blocks (ops/qfused.cuh) ---- */
+
+/* A type id's name: ggml's block types, or the float types a member of a group may keep. */
+static const char *qtn(int qt) { return qt == 0 ? "f32" : qt == 1 ? "f16" : qt == 30 ? "bf16" : qname(qt); }
+
+/* A float [rows, K] weight of type W (type id qt) as a member of a fused group: random values rounded to
+** W, its rows starting `off` elements past a 16-byte boundary (off > 0: the kernels' scalar path). */
+template <typename W> static QW qw_float(int qt, long long rows, long long K, int off)
+{
+	QW w;
+	w.qt = qt, w.rows = rows, w.K = K, w.stride = K * (long long)sizeof(W);
+	std::vector<float> f = rnd((size_t)(rows * K));
+	std::vector<W> h((size_t)(rows * K) + (size_t)off);
+	w.f.resize(f.size());
+	for (size_t i = 0; i < f.size(); i++) {
+		h[i + (size_t)off] = h_from_f<W>(f[i]);
+		w.f[i] = h_to_f(h[i + (size_t)off]);
+	}
+	w.dev = (unsigned char *)upload(h) + (size_t)off * sizeof(W);
+	return w;
+}
+
+/* A member's weight of any type id: blocks (random or from the quantizer) or float rows. */
+static QW qw_member(int qt, long long rows, long long K, bool random, int off)
+{
+	switch (qt) {
+	case 0: return qw_float<float>(0, rows, K, off);
+	case 1: return qw_float<f16>(1, rows, K, off);
+	case 30: return qw_float<bf16>(30, rows, K, off);
+	default: return qw_make(qt, rows, K, random, "blk.0.attn_q_a.weight");
+	}
+}
+
+/* One k_qgemv_fused case: the members' widths (their types are the template's Q0..) and K splits P (1, 2,
+** 4 or 8 warps per row group), which members have a bias, which has a scale, a residual on member 0 (in
+** place over r or not), a stored norm, float members' rows off their 16-byte alignment. */
+struct QfCase {
+	int T, K;
+	std::vector<int> N, P;
+	unsigned bias_mask;
+	int scaled;
+	bool res, res_inplace, store;
+	int misalign;
+};
+
+/*
+** k_qgemv_fused against the unfused chain: the input formed as the prologue's node stores it (rmsnorm,
+** swiglu, rounded to A), each member's linear in float64 on the dequantized weights rounded to A, then
+** its scale or residual add rounded to A. Relative error as test_qgemv's (‖s‖/sqrt(K) floor per output).
+*/
+template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3>
+static void run_qfused(const QfCase &c)
+{
+	const int Q[4] = {Q0, Q1, Q2, Q3};
+	const float eps = 1e-6f;
+	int T = c.T, K = c.K, M = (int)c.N.size();
+	std::vector<A> x = narrow<A>(rnd((size_t)T * K)), u = narrow<A>(rnd((size_t)T * K));
+	std::vector<float> nwr = rnd(K);
+	for (auto &v : nwr)
+		v = 1.0f + 0.5f * v;
+	std::vector<NW> nw = narrow<NW>(nwr);
+	std::vector<float> xf = widen(x), uf = widen(u), nwf = widen(nw), h((size_t)T * K);
+	if (PRO == GEMV_PRO_RMSNORM)
+		ref_rmsnorm(h.data(), xf.data(), HNW ? nwf.data() : NULL, T, K, eps);
+	else if (PRO == GEMV_PRO_SWIGLU)
+		for (size_t i = 0; i < h.size(); i++)
+			h[i] = xf[i] / (1.0f + expf(-xf[i])) * uf[i];
+	else
+		h = xf;
+	for (auto &v : h)
+		v = thru<A>(v);
+	A *dy[4] = {nullptr, nullptr, nullptr, nullptr}, *db[4] = {nullptr, nullptr, nullptr, nullptr}, *dr = nullptr;
+	const unsigned char *dw[4] = {nullptr, nullptr, nullptr, nullptr};
+	int N[4] = {0, 0, 0, 0}, P[4] = {1, 1, 1, 1}, nb = 0;
+	float s[4] = {1, 1, 1, 1};
+	std::vector<std::vector<double>> want(M), scale(M);
+	for (int m = 0; m < M; m++) {
+		N[m] = c.N[m], P[m] = c.P[m];
+		nb += (N[m] + 16 / P[m] - 1) / (16 / P[m]);
+		bool fl = Q[m] == 0 || Q[m] == 1 || Q[m] == 30, hb = (c.bias_mask >> m) & 1;
+		QW w = qw_member(Q[m], N[m], K, (m + T) % 2 == 0, fl ? c.misalign : 0);
+		std::vector<A> b = narrow<A>(rnd(N[m]));
+		std::vector<A> r = narrow<A>(rnd((size_t)T * N[m]));
+		if (m == c.scaled)
+			s[m] = 0.37f;
+		want[m].resize((size_t)T * N[m]), scale[m].resize((size_t)T * N[m]);
+		for (int t = 0; t < T; t++)
+			for (int n = 0; n < N[m]; n++) {
+				double d = 0, a = 0;
+				for (int k = 0; k < K; k++) {
+					d += (double)h[(size_t)t * K + k] * w.f[(size_t)n * K + k];
+					a += fabs((double)h[(size_t)t * K + k] * w.f[(size_t)n * K + k]);
+				}
+				float lin = thru<A>((float)(d + (hb ? h_to_f(b[n]) : 0.0)));
+				size_t at = (size_t)t * N[m] + n;
+				if (m == c.scaled)
+					lin = thru<A>(s[m] * lin);
+				else if (m == 0 && c.res)
+					lin = thru<A>(h_to_f(r[at]) + lin);
+				want[m][at] = lin;
+				scale[m][at] = a / sqrt((double)K) * (m == c.scaled ? s[m] : 1.0);
+			}
+		dy[m] = dalloc<A>((size_t)T * N[m], 0xff);
+		if (m == 0 && c.res) {
+			dr = upload(r);
+			if (c.res_inplace)
+				dy[0] = dr;
+		}
+		dw[m] = w.dev;
+		db[m] = hb ? upload(b) : nullptr;
+	}
+	A *dhs = c.store ? dalloc<A>((size_t)T * K, 0xff) : nullptr;
+	/* as glmc emits it: batch-1 launches specialise the prologue and epilogue, larger ones take them at run time */
+	g_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, TM == 1 ? PRO : -1, TM == 1 ? EPI : -1, TM><<<nb, 256>>>(
+		dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
+		PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
+		N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
+	CK_LAUNCH();
+	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
+	std::string nm = fmt("qgemv_fused A=%s [", tname<A>());
+	for (int m = 0; m < M; m++)
+		nm += fmt("%s%s/P%d", m ? " " : "", qtn(Q[m]), P[m]);
+	nm += fmt("] T=%d K=%d %s%s TM=%d", T, K, pro[PRO], PRO == GEMV_PRO_RMSNORM && !HNW ? " (no weight)" : "", TM);
+	if (c.bias_mask)
+		nm += fmt(" bias=0x%x", c.bias_mask);
+	if (c.scaled >= 0)
+		nm += fmt(" scale@%d", c.scaled);
+	if (c.res)
+		nm += c.res_inplace ? " residual(in place)" : " residual";
+	if (c.misalign)
+		nm += " misaligned-float-w";
+	for (int m = 0; m < M; m++) {
+		double e = rel_l2(widen(download(dy[m], want[m].size())), want[m], scale[m]);
+		check(e <= tol<A>(), nm + fmt(" member %d (N=%d)", m, N[m]), fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	}
+	if (c.store) {
+		std::vector<double> hd(h.begin(), h.end());
+		double e = rel_l2(widen(download(dhs, h.size())), hd);
+		check(e <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	}
+	free_all();
+}
+
+/*
+** k_qmoe_down_fused against the unfused chain: the routed experts' down projections weighted and summed
+** (float64) and stored as A, the shared expert's SwiGLU rounded to A, its down projection rounded to A,
+** their sum rounded to A, then the residual add rounded to A. hid is random (k_qmoe_up's scratch).
+*/
+template <typename A, int QD, int QS, bool SH, bool RES>
+static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k, bool inplace)
+{
+	QW d = qw_member(QD, (long long)E * C, F, T % 2 == 0, 0);
+	QW sd = SH ? qw_member(QS, C, Fs, T % 2 == 1, 0) : QW{};
+	std::vector<float> hid = rnd((size_t)T * k * F);
+	std::vector<A> wt = narrow<A>(rnd((size_t)T * k)), g = narrow<A>(rnd((size_t)T * Fs)), u = narrow<A>(rnd((size_t)T * Fs));
+	std::vector<A> r = narrow<A>(rnd((size_t)T * C));
+	std::vector<int> idx((size_t)T * k);
+	for (auto &i : idx)
+		i = (int)(rand64() % (uint64_t)E);
+	if (idx.size() > 1)
+		idx[1] = -1;
+	std::vector<double> want((size_t)T * C), scale((size_t)T * C);
+	std::vector<float> sw((size_t)Fs);
+	for (int t = 0; t < T; t++) {
+		for (int f = 0; f < Fs; f++) {
+			float gv = h_to_f(g[(size_t)t * Fs + f]);
+			sw[(size_t)f] = thru<A>(gv / (1.0f + expf(-gv)) * h_to_f(u[(size_t)t * Fs + f]));
+		}
+		for (int c = 0; c < C; c++) {
+			double routed = 0, a = 0;
+			for (int j = 0; j < k; j++) {
+				size_t slot = (size_t)t * k + j;
+				if (idx[slot] < 0)
+					continue;
+				double s = 0;
+				for (int f = 0; f < F; f++) {
+					double p = (double)d.f[((size_t)idx[slot] * C + c) * F + f] * hid[slot * F + f];
+					s += p;
+					a += fabs(p * h_to_f(wt[slot]));
+				}
+				routed += h_to_f(wt[slot]) * s;
+			}
+			float o = thru<A>((float)routed);
+			double sc = a / sqrt((double)F);
+			if (SH) {
+				double s = 0, b = 0;
+				for (int f = 0; f < Fs; f++) {
+					s += (double)sd.f[(size_t)c * Fs + f] * sw[(size_t)f];
+					b += fabs((double)sd.f[(size_t)c * Fs + f] * sw[(size_t)f]);
+				}
+				o = thru<A>(o + thru<A>((float)s));
+				sc += b / sqrt((double)Fs);
+			}
+			if (RES)
+				o = thru<A>(h_to_f(r[(size_t)t * C + c]) + o);
+			want[(size_t)t * C + c] = o, scale[(size_t)t * C + c] = sc;
+		}
+	}
+	A *dr = RES ? upload(r) : nullptr, *dy = RES && inplace ? dr : dalloc<A>((size_t)T * C, 0xff);
+	g_qmoe_down_fused<A, QD, QS, SH, RES><<<dim3(blocks(C, 16), T), 256>>>(
+		dy, upload(hid), upload(idx), upload(wt), d.dev, C, F, k, SH ? sd.dev : nullptr, SH ? upload(g) : nullptr,
+		SH ? upload(u) : nullptr, SH ? Fs : 0, dr);
+	CK_LAUNCH();
+	double e = rel_l2(widen(download(dy, (size_t)T * C)), want, scale);
+	check(e <= tol<A>(), fmt("qmoe_down_fused A=%s down %s%s%s%s T=%d C=%d F=%d Fs=%d E=%d k=%d", tname<A>(), qtn(QD),
+	                         SH ? fmt(" shared %s", qtn(QS)).c_str() : "", RES ? " residual" : "",
+	                         RES && inplace ? "(in place)" : "", T, C, F, Fs, E, k),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	free_all();
+}
+
+/* Every prologue and epilogue of the fused GEMV with QT members, T = 1..8 (TM = 1 with in-block split K
+** at T = 1, TM = 8 otherwise), K whole in one chunk or not; and the MoE layer's end with QT down weights. */
+template <int QT> static void qfused_suite(void)
+{
+	const int B = QGeo<QT>::BLCK;
+	for (int K : {B == 32 ? 96 : 256, 4608}) {
+		QfCase c = {1, K, {37, 64}, {1, 1}, 0, -1, false, false, false, 0};
+		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, QT, QT, QT, QT>(c);
+		c.P = {4, 2};
+		run_qfused<float, float, GEMV_PRO_NONE, false, 0, 1, QT, QT, QT, QT>(c);
+		for (c.T = 2; c.T <= 8; c.T++) {
+			c.P = c.T % 3 == 2 ? std::vector<int>{2, 8} : std::vector<int>{1, 1};
+			run_qfused<float, float, GEMV_PRO_NONE, false, 0, 8, QT, QT, QT, QT>(c);
+		}
+	}
+	/* GLM-5's router (f32, split 8 as emit_cuda.c splits it beside K-quants) with the shared expert's gate
+	** and up, the norm formed while staging: whole rows at T = 1 (4608), the norm's own pass otherwise
+	** (9216 is two chunks even at T = 1); the norm stored at T = 1 and 3 */
+	for (int K : {4608, 9216})
+		for (int T : {1, 2, 3, 8}) {
+			QfCase c = {T, K, {8, 40, 40}, {8, 1, 1}, 0, -1, false, false, T == 1 || T == 3, 0};
+			if (T == 1) {
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 0, QT, QT, 0>(c);
+				c.P = {8, 2, 2};
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, 0, QT, QT, 0>(c);
+			} else
+				run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 8, 0, QT, QT, 0>(c);
+		}
+	/* SwiGLU + down projection + residual add, in place over the residual for odd T */
+	for (int T = 1; T <= 8; T++) {
+		QfCase c = {T, 2048, {70}, {T == 1 ? 2 : 1}, 0, -1, true, T % 2 == 1, false, 0};
+		if (T == 1)
+			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, QT, QT, QT, QT>(c);
+		else
+			run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 8, QT, QT, QT, QT>(c);
+	}
+	/* four members of three types (a bf16 one, Q8_0 beside QT), biases, a scale on member 3, a norm
+	** without weight; a misaligned f16 member (scalar path) */
+	QfCase c4 = {1, 1024, {33, 16, 5, 24}, {1, 4, 2, 1}, 0x5, 3, false, false, false, 0};
+	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 1, QT, 30, 8, QT>(c4);
+	c4.T = 4;
+	run_qfused<float, float, GEMV_PRO_RMSNORM, false, 8, 8, QT, 30, 8, QT>(c4);
+	QfCase cm = {3, 512, {19, 30}, {4, 1}, 0x2, -1, false, false, false, 1};
+	run_qfused<float, float, GEMV_PRO_NONE, false, 0, 8, 1, QT, 1, 1>(cm);
+	/* bf16 activations (a bf16 norm weight and member) */
+	QfCase cb = {1, 3072, {64, 48}, {2, 2}, 0, -1, false, false, true, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, QT, 30, QT, QT>(cb);
+	cb.T = 7, cb.P = {4, 1};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 8, QT, 30, QT, QT>(cb);
+	QfCase cs = {2, 2048, {96}, {1}, 0, -1, true, true, false, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 8, QT, QT, QT, QT>(cs);
+	/* the MoE layer's end: both down projections in QT blocks, or one of them float */
+	for (int T : {1, 3, 8})
+		test_qmoe_down_fused<float, QT, QT, true, true>(T, 200, 512, 512, 6, 3, T == 3);
+	test_qmoe_down_fused<float, QT, 0, true, false>(2, 96, 256, 768, 4, 2, false);
+	test_qmoe_down_fused<float, 30, QT, true, true>(1, 64, 256, 512, 4, 2, false);
+	test_qmoe_down_fused<float, QT, QT, false, true>(5, 100, 9216, 0, 3, 2, true);
+	test_qmoe_down_fused<bf16, QT, 30, true, true>(4, 300, 512, 1024, 5, 2, false);
+}
+
 /* ---- generators: tensor-parallel parts and float weights ---- */
 
 /* Rank 1 of 2 of a [rows, K] random weight split by rows, and by columns (whole blocks), from the GPU
@@ -598,6 +901,10 @@ int main(void)
 	test_qmoe<float, 13, 13, 12>(1, 9216, 256, 3, 2);
 	test_qmoe<float, 12, 14, 13>(2, 1024, 256, 4, 2);
 	test_qmoe<bf16, 14, 14, 13>(2, 768, 512, 5, 2);
+	qfused_suite<8>();
+	qfused_suite<12>();
+	qfused_suite<13>();
+	qfused_suite<14>();
 	test_rand_split<8>();
 	test_rand_split<12>();
 	test_rand_split<13>();

@@ -1,0 +1,435 @@
+/*
+** ops/qfused.cuh — the fused decode kernels of ops/fused.cuh for groups whose weights stay GGUF blocks on
+** the GPU, appended after quant.cuh by glmc and built from its helpers: the blocks are read exactly as
+** k_qgemv reads them (q_chunk: 16-byte loads, R rows per warp against each staged x value, an in-block
+** split of K over WPR warps), so a fused launch reads every weight byte once, as the unfused ones do.
+**
+** A weight is named by its ggml type id: 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K (blocks, q_stride bytes a
+** row), or 0 f32, 1 f16, 30 bf16 (float rows: a member of a group that is not kept in blocks, such as
+** GLM-5's f32 router beside the shared expert's Q4_K gate and up). The members of one group may differ;
+** each block serves rows of one member only, so the type a block dispatches on never diverges.
+**
+** Numerics are the unfused chain's: every intermediate value is rounded to the activation type A where
+** the unfused kernels store it (the normalised or SwiGLU input, each linear's result, each add); only
+** the order of the float sums inside a dot product may differ from the unfused launches'.
+*/
+
+/* ---- weight types: float rows or blocks ---- */
+
+template <int QT> struct QFloat { enum { YES = 0 }; typedef unsigned char T; };
+template <> struct QFloat<0> { enum { YES = 1 }; typedef float T; };
+template <> struct QFloat<1> { enum { YES = 1 }; typedef f16 T; };
+template <> struct QFloat<30> { enum { YES = 1 }; typedef bf16 T; };
+
+/* Device bytes of one row of K values of type QT. */
+template <int QT> __device__ __forceinline__ long long qf_stride(long long K)
+{
+	if constexpr (QFloat<QT>::YES)
+		return K * (long long)sizeof(typename QFloat<QT>::T);
+	else
+		return q_stride<QT>(K);
+}
+
+/*
+** q_chunk's contract for float rows: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc) for t < tn, x staged
+** at xs[t·kcap + i]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk. With vec
+** (every row 16-byte aligned, K a multiple of the vector) each lane reads 16 bytes of each row per step,
+** else one value.
+*/
+template <int QT, int R, int TM>
+__device__ __forceinline__ void qf_fchunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                          const float *xs, int kcap, int tn, int u0, int ustep, bool vec)
+{
+	typedef typename QFloat<QT>::T W;
+	const int VEC = 16 / (int)sizeof(W);
+	int lane = threadIdx.x & 31, nu = (kc + 1023) >> 10;
+	for (int u = u0; u < nu; u += ustep) {
+		int ue = ((u + 1) << 10) < kc ? (u + 1) << 10 : kc;
+		if (vec) {
+			for (int k = (u << 10) + lane * VEC; k < ue; k += 32 * VEC) {
+				float wf[R][VEC];
+#pragma unroll
+				for (int r = 0; r < R; r++) {
+					union {
+						uint4 bits;
+						W e[VEC];
+					} wv;
+					wv.bits = __ldg((const uint4 *)((const W *)rows[r] + k0 + k));
+#pragma unroll
+					for (int j = 0; j < VEC; j++)
+						wf[r][j] = to_f(wv.e[j]);
+				}
+#pragma unroll
+				for (int t = 0; t < TM; t++) {
+					if (t < tn) {
+						const float4 *xp = (const float4 *)(xs + t * kcap + k);
+#pragma unroll
+						for (int p = 0; p < VEC / 4; p++) {
+							float4 xv = xp[p];
+#pragma unroll
+							for (int r = 0; r < R; r++)
+								acc[r][t] += xv.x * wf[r][4 * p] + xv.y * wf[r][4 * p + 1] + xv.z * wf[r][4 * p + 2] +
+								             xv.w * wf[r][4 * p + 3];
+						}
+					}
+				}
+			}
+		} else {
+			for (int k = (u << 10) + lane; k < ue; k += 32) {
+				float wf[R];
+#pragma unroll
+				for (int r = 0; r < R; r++)
+					wf[r] = to_f(((const W *)rows[r])[k0 + k]);
+#pragma unroll
+				for (int t = 0; t < TM; t++)
+					if (t < tn) {
+						float xv = xs[t * kcap + k];
+#pragma unroll
+						for (int r = 0; r < R; r++)
+							acc[r][t] += xv * wf[r];
+					}
+			}
+		}
+	}
+}
+
+/* The dot products of R rows of type QT with the staged chunk: q_chunk for blocks, qf_fchunk for floats. */
+template <int QT, int R, int TM>
+__device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                         const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep, bool vec)
+{
+	if constexpr (QFloat<QT>::YES)
+		qf_fchunk<QT, R, TM>(acc, rows, k0, kc, xs, kcap, tn, u0, ustep, vec);
+	else
+		q_chunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, u0, ustep);
+}
+
+/*
+** Stage rows t0..t0+tn of the GEMV input, values [k0, k0 + kc), as float into xs[t·kcap + i], each formed
+** by pro (fused.cuh's GEMV_PRO_*), then the 16-value sums into xsum as q_stage does:
+**   NONE     x as it is;
+**   SWIGLU   silu(x)·u rounded to A, as k_swiglu stores it;
+**   RMSNORM  x·inv·nw rounded to A, as k_rmsnorm stores it (nw nullptr: no weight). When a whole
+**            row is in the chunk (whole) the rows are staged raw and the inverse RMS taken from them in
+**            k_rmsnorm's order (each thread sums its elements i ≡ thread mod blockDim, then block_sum);
+**            otherwise inv[t] holds it (gemv_row_inv_rms, before the first chunk). Block 0 also stores
+**            the normalised rows into hs when hs is not nullptr.
+** Every thread of the block must call it (it synchronises).
+*/
+template <typename A, typename NW>
+__device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const A *x, const A *u, const NW *nw, A *hs,
+                                         const float *inv, float eps, long long t0, int tn, long long K, long long k0,
+                                         int kc, int kcap, bool whole)
+{
+	__syncthreads(); /* every warp is done with the previous chunk */
+	for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
+		float v[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = e0 + j * blockDim.x, t = e / kc;
+			long long kk = k0 + (e - t * kc), at = (t0 + t) * K + kk;
+			if (e >= tn * kc) {
+				v[j] = 0.0f;
+			} else if (pro == GEMV_PRO_SWIGLU) {
+				float g = to_f(x[at]);
+				v[j] = to_f(from_f<A>(g / (1.0f + expf(-g)) * to_f(u[at])));
+			} else if (pro == GEMV_PRO_RMSNORM && !whole) {
+				float h = to_f(x[at]) * inv[t];
+				if (nw)
+					h *= to_f(nw[kk]);
+				A a = from_f<A>(h);
+				if (hs && blockIdx.x == 0)
+					hs[at] = a;
+				v[j] = to_f(a);
+			} else {
+				v[j] = to_f(x[at]);
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			int e = e0 + j * blockDim.x, t = e / kc;
+			if (e < tn * kc)
+				xs[t * kcap + (e - t * kc)] = v[j];
+		}
+	}
+	__syncthreads();
+	if (pro == GEMV_PRO_RMSNORM && whole) {
+		/* the whole rows are staged raw: normalise them in place, as k_rmsnorm would */
+		for (int t = 0; t < tn; t++) {
+			float *xr = xs + t * kcap, ss = 0.0f;
+			for (int i = threadIdx.x; i < K; i += blockDim.x)
+				ss += xr[i] * xr[i];
+			float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+			for (int i = threadIdx.x; i < K; i += blockDim.x) {
+				float h = xr[i] * iv;
+				if (nw)
+					h *= to_f(nw[i]);
+				A a = from_f<A>(h);
+				if (hs && blockIdx.x == 0)
+					hs[(t0 + t) * K + i] = a;
+				xr[i] = to_f(a);
+			}
+		}
+		__syncthreads();
+	}
+	int n16 = kc >> 4, k16 = kcap >> 4;
+	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
+		int t = i / n16, r = i - t * n16;
+		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
+		float4 a = p[0], b = p[1], c = p[2], d = p[3];
+		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
+		                    ((d.x + d.y) + (d.z + d.w));
+	}
+	__syncthreads();
+}
+
+/*
+** The decode GEMV of a fused group (k_gemv_fused's contract) when some member's weight stays in blocks:
+** up to four linears reading the same input rows x[T, K], member m with weight w_m [N_m, K] of type Q_m,
+** optional bias b_m and output y_m [T, N_m] (absent members: N_m = 0, Q_m = Q0). Prologue and epilogue
+** bits as k_gemv_fused's PRO and EPI: template values when >= 0 (the batch-1 launch, TM = 1), else the
+** run-time pro and epi (TM > 1: one out-of-line body per type tuple; see qgemv_fused_call):
+** the input formed as x, rmsnorm(x)·nw (nw may be nullptr; stored to hs by block 0 when hs != nullptr)
+** or silu(x)·u; each result rounded to A as the linear stores it (bias added first), then y_m =
+** A(s_m · that) for epi bit m, or y_0 = A(r + that) with GEMV_EPI_RES. y_0 may equal r (one thread reads
+** r[t, n] and then writes y_0[t, n]); no output may overlap x, u or hs.
+**
+** As k_qgemv<A, Q, 2, P, TM>, with the split P_m chosen per member (P0..P3 in {1, 2, 4, 8}; emit_cuda.c
+** gives a member of wider rows, such as an f32 router beside Q4_K ones, a larger split, so every block
+** reads about as many weight bytes): member m's rows go to blocks of RPB_m = 2·8/P_m rows (member 0's
+** blocks first, then member 1's, ...); warp w serves 2 rows of its block and the units u ≡ w % P_m of
+** each chunk; x is staged TM rows at a time in chunks of (8192/rows) values rounded down to a multiple
+** of 1024 (K a multiple of every block member's block size; float members take any K).
+** grid (Σ_m ceil(N_m / RPB_m)), block 256.
+*/
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
+__device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0,
+                                                 const unsigned char *w1, const unsigned char *w2, const unsigned char *w3,
+                                                 const A *b0, const A *b1, const A *b2, const A *b3, const A *x,
+                                                 const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1,
+                                                 int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi,
+                                                 float eps, float s0, float s1, float s2, float s3)
+{
+	const int R = 2;
+	if (PRO >= 0)
+		pro = PRO;
+	if (EPI >= 0)
+		epi = EPI;
+	/* the distinct types among the members, so a repeated type is instantiated once */
+	constexpr bool d1 = Q1 != Q0, d2 = Q2 != Q0 && Q2 != Q1, d3 = Q3 != Q0 && Q3 != Q1 && Q3 != Q2;
+	__shared__ float4 xs4[2048]; /* 8192 floats */
+	__shared__ float xsum[512];
+	__shared__ float red[8][R][TM];
+	__shared__ float inv[8];
+	float *xs = (float *)xs4;
+	int r0 = 16 / P0, r1 = 16 / P1, r2 = 16 / P2; /* rows per block of members 0..2 */
+	int nb0 = (N0 + r0 - 1) / r0, nb1 = (N1 + r1 - 1) / r1, nb2 = (N2 + r2 - 1) / r2, b = blockIdx.x;
+	int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3; /* uniform per block */
+	int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
+	int P = m == 0 ? P0 : m == 1 ? P1 : m == 2 ? P2 : P3, rpb = 16 / P;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / P, kp = warp % P;
+	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+	int qt = m == 0 ? Q0 : m == 1 ? Q1 : m == 2 ? Q2 : Q3;
+	const unsigned char *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+	float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+	bool scaled = ((epi >> m) & 1) != 0, res = (epi & GEMV_EPI_RES) && m == 0;
+	long long stride = qt == Q0 ? qf_stride<Q0>(K) : qt == Q1 ? qf_stride<Q1>(K) : qt == Q2 ? qf_stride<Q2>(K)
+	                                                                                       : qf_stride<Q3>(K);
+	bool vec = (((unsigned long long)w | (unsigned long long)stride) & 15) == 0;
+	int n0 = bm * rpb + rg * R;
+	const unsigned char *rows[R];
+#pragma unroll
+	for (int i = 0; i < R; i++)
+		rows[i] = w + (long long)(n0 + i < Nm ? n0 + i : 0) * stride; /* rows past N_m read row 0, unused */
+	for (int t0 = 0; t0 < T; t0 += TM) {
+		int tn = T - t0 < TM ? T - t0 : TM;
+		int kcap = (8192 / tn) & ~1023;
+		bool whole = K <= kcap;
+		if (pro == GEMV_PRO_RMSNORM && !whole)
+			for (int t = 0; t < tn; t++) {
+				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
+				if (threadIdx.x == 0)
+					inv[t] = iv; /* read after qf_stage's first barrier */
+			}
+		float acc[R][TM];
+#pragma unroll
+		for (int i = 0; i < R; i++)
+#pragma unroll
+			for (int t = 0; t < TM; t++)
+				acc[i][t] = 0.0f;
+		for (int k0 = 0; k0 < K; k0 += kcap) {
+			int kc = K - k0 < kcap ? K - k0 : kcap;
+			qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
+			if (n0 >= Nm)
+				continue;
+			if (qt == Q0)
+				qf_chunk<Q0, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+			else if (d1 && qt == Q1)
+				qf_chunk<Q1, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+			else if (d2 && qt == Q2)
+				qf_chunk<Q2, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+			else if (d3 && qt == Q3)
+				qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+		}
+#pragma unroll
+		for (int i = 0; i < R; i++)
+#pragma unroll
+			for (int t = 0; t < TM; t++)
+				if (t < tn)
+					acc[i][t] = warp_sum(acc[i][t]);
+		/* row n, token t: the linear's result s rounded to A, then the member's epilogue */
+		auto store = [&](int n, int t, float s) {
+			if (bias)
+				s += to_f(bias[n]);
+			float lin = to_f(from_f<A>(s));
+			long long at = (long long)(t0 + t) * Nm + n;
+			if (scaled)
+				lin = sc * lin;
+			else if (res)
+				lin = to_f(r[at]) + lin;
+			y[at] = from_f<A>(lin);
+		};
+		if (P == 1) {
+			if (lane == 0)
+#pragma unroll
+				for (int i = 0; i < R; i++)
+#pragma unroll
+					for (int t = 0; t < TM; t++)
+						if (t < tn && n0 + i < Nm)
+							store(n0 + i, t, acc[i][t]);
+			continue;
+		}
+		if (lane == 0)
+#pragma unroll
+			for (int i = 0; i < R; i++)
+#pragma unroll
+				for (int t = 0; t < TM; t++)
+					red[warp][i][t] = acc[i][t];
+		__syncthreads();
+		/* thread j < rpb·tn finishes row j / tn of the block, token j % tn: the sum over its group's P warps */
+		int j = threadIdx.x;
+		if (j < rpb * tn) {
+			int row = j / tn, t = j - row * tn, gi = row / R, ri = row - gi * R, n = bm * rpb + row;
+			if (n < Nm) {
+				float s = 0.0f;
+				for (int q = 0; q < P; q++)
+					s += red[gi * P + q][ri][t];
+				store(n, t, s);
+			}
+		}
+		/* red is rewritten only after the next qf_stage's barriers */
+	}
+}
+
+/* The multi-row variant (TM > 1) with the prologue and epilogue as run-time values, compiled once per type
+** tuple and called by every wrapper (a plan's groups differ in their arguments, so each has its own
+** wrapper; inlining this body into each would multiply NVRTC's work). The batch-1 variant stays inlined
+** and specialised: out of line, or with run-time pro and epi, its registers spill. */
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int TM>
+__device__ __noinline__ void qgemv_fused_call(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                                              const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1,
+                                              const A *b2, const A *b3, const A *x, const A *u, const NW *nw, A *hs,
+                                              const A *r, int T, int K, int N0, int N1, int N2, int N3, int P0, int P1,
+                                              int P2, int P3, int pro, int epi, float eps, float s0, float s1, float s2,
+                                              float s3)
+{
+	qgemv_fused_body<A, Q0, Q1, Q2, Q3, NW, -1, -1, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T,
+	                                                    K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+}
+
+/* The kernel glmc's wrappers call (contract above qgemv_fused_body): out of line for TM > 1, inline for 1. */
+template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
+__device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                              const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
+                              const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0,
+                              int N1, int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi, float eps,
+                              float s0, float s1, float s2, float s3)
+{
+	if constexpr (TM > 1)
+		qgemv_fused_call<A, Q0, Q1, Q2, Q3, NW, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K,
+		                                            N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+	else
+		qgemv_fused_body<A, Q0, Q1, Q2, Q3, NW, PRO, EPI, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs,
+		                                                      r, T, K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0,
+		                                                      s1, s2, s3);
+}
+
+/*
+** The end of a MoE layer for the decode step (k_moe_down_fused's contract) with the routed experts' down
+** projections down [E, C, F] of type QD and the shared expert's sdown [C, Fs] of type QS (either may be
+** blocks or floats): for token t = blockIdx.y, rows c of blockIdx.x·16 + 2·warp + {0, 1},
+**   the routed sum Σ_j w[t·k + j]·(down[e_j, c]·hid[t·k + j]) over e_j = idx[t·k + j] >= 0, each expert's
+**   hid row (k_moe_up's scratch) staged in turn and its dot finished before it is weighted, stored as
+**   A (as k_qmoe_down);
+**   with SHARED + A(sdown[c]·A(silu(g[t])·u[t])) (the SwiGLU as k_swiglu stores it, the product as the
+**   linear stores it), the sum rounded to A as the add stores it;
+**   with RES the residual r[t, c] added last. y may equal r (the same thread reads r[t, c] first).
+** grid (ceil(C/16), T), block 256.
+*/
+template <typename A, int QD, int QS, bool SHARED, bool RES>
+__device__ void k_qmoe_down_fused(A *y, const float *hid, const int *idx, const A *w, const unsigned char *down, int C,
+                                  int F, int k, const unsigned char *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	__shared__ float4 xs4[2048];
+	__shared__ float xsum[512];
+	float *xs = (float *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.y;
+	int c0 = blockIdx.x * 16 + 2 * warp;
+	long long stride = qf_stride<QD>(F);
+	bool vec = (((unsigned long long)down | (unsigned long long)stride) & 15) == 0;
+	float out[2] = {0.0f, 0.0f};
+	for (int j = 0; j < k; j++) {
+		long long slot = (long long)t * k + j;
+		int ex = idx[slot];
+		if (ex < 0) /* uniform per block */
+			continue;
+		const unsigned char *rows[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			rows[i] = down + ((long long)ex * C + (c0 + i < C ? c0 + i : 0)) * stride;
+		float acc[2][1] = {{0.0f}, {0.0f}};
+		for (int k0 = 0; k0 < F; k0 += 8192) {
+			int kc = F - k0 < 8192 ? F - k0 : 8192;
+			q_stage<A, float, false>(xs, xsum, hid, (const float *)0, slot, 1, F, k0, kc, 8192);
+			if (c0 < C)
+				qf_chunk<QD, 2, 1>(acc, rows, k0, kc, xs, xsum, 8192, 1, 0, 1, vec);
+		}
+		float wj = to_f(w[slot]);
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			out[i] += wj * warp_sum(acc[i][0]);
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++)
+		out[i] = to_f(from_f<A>(out[i]));
+	if (SHARED) {
+		long long ss = qf_stride<QS>(Fs);
+		bool svec = (((unsigned long long)sdown | (unsigned long long)ss) & 15) == 0;
+		const unsigned char *rows[2];
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			rows[i] = sdown + (long long)(c0 + i < C ? c0 + i : 0) * ss;
+		float acc[2][1] = {{0.0f}, {0.0f}};
+		for (int k0 = 0; k0 < Fs; k0 += 8192) {
+			int kc = Fs - k0 < 8192 ? Fs - k0 : 8192;
+			q_stage<A, A, true>(xs, xsum, g, u, t, 1, Fs, k0, kc, 8192);
+			if (c0 < C)
+				qf_chunk<QS, 2, 1>(acc, rows, k0, kc, xs, xsum, 8192, 1, 0, 1, svec);
+		}
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			out[i] = to_f(from_f<A>(out[i] + to_f(from_f<A>(warp_sum(acc[i][0])))));
+	}
+	if (lane == 0)
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			if (c0 + i < C) {
+				long long at = (long long)t * C + c0 + i;
+				float v = out[i];
+				if (RES)
+					v = to_f(r[at]) + v;
+				y[at] = from_f<A>(v);
+			}
+}
