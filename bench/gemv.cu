@@ -345,8 +345,8 @@ template <typename A> static void unfused_linear(int qt, A *y, const A *x, const
 	switch (qt) {
 	case 12: QL(12); break;
 	case 14: QL(14); break;
-	case 30: g_gemv<A, bf16><<<(N + 7) / 8, 256, 0, s>>>(y, x, (const bf16 *)w, 1, K, N); break;
-	default: g_gemv<A, float><<<(N + 7) / 8, 256, 0, s>>>(y, x, (const float *)w, 1, K, N); break;
+	case 30: run_plain<A, bf16>(y, x, w, K, N, s); break;
+	default: run_plain<A, float>(y, x, w, K, N, s); break;
 	}
 #undef QL
 }
