@@ -843,6 +843,11 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MOE_ROUTE: {
 		int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
+		if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
+			seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
+			       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
+			return 1;
+		}
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
 		if (b >= 0)
 			w_buf(&w, g, b, 0, NULL);
@@ -858,6 +863,11 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	}
 	case OP_MOE_WEIGHTS: {
 		int l = n->in[0], ids = n->in[1];
+		if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
+			seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
+			       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
+			return 1;
+		}
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 		w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
 		w_float(&w, n->fa[0]);

@@ -460,14 +460,14 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 		}
 }
 
-/* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel: k_moe_route, then
-** k_moe_weights on the choice it just wrote (the same thread writes and reads it). grid (T), block 32. */
+/* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel, so the decode step
+** pays one launch and reads the logits once: k_moe_route's choice, then k_moe_weights' weights (with
+** their own function wsigmoid) on it, by the same warp (moe_route_warp). E <= 1024. grid (T), block 32. */
 template <typename A, typename B_>
 __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group,
                                     int topk_group, int sigmoid, int wsigmoid, int norm, float scale)
 {
-	k_moe_route<A, B_>(idx, logits, bias, E, k, n_group, topk_group, sigmoid);
-	k_moe_weights<A>(w, logits, idx, E, k, wsigmoid, norm, scale);
+	moe_route_warp<A, B_>(idx, w, logits, bias, E, k, n_group, topk_group, sigmoid, wsigmoid, norm, scale);
 }
 
 /*

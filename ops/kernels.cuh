@@ -2163,253 +2163,499 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 			out[j] = -1;
 }
 
-/* MoE scores of one row of logits, in float: softmax (max-subtracted) or sigmoid. */
-template <typename A>
-__device__ void moe_scores_f(float *s, const A *l, int E, int sigmoid)
+/*
+** ---- MoE routing: one warp per token ----
+**
+** The router's logits row of a token is small (E <= 1024 experts), so one warp does all of it: lane l
+** owns experts e = l, l + 32, l + 64, ... (their choices in shared memory, conflict-free), and every
+** step follows ops/ref.c in the same precision: the scores in double, rounded once to float as
+** ref_moe_route does, so the choices (and the ties among them) are the reference's; only the last bit
+** of a double exp may differ from glibc's, which changes a float score only when it lies within a
+** double ulp of a float rounding boundary. Loops over a lane's experts are unrolled by 8, so a lane
+** has its (up to) 8 logit and bias loads in flight at once (E <= 256 is one pass).
+*/
+
+/* A float as an unsigned key in the order of ranks_before (ref.c's `before`): larger keys rank first,
+** every NaN above everything, -0 equal to +0. No float has key 0, which marks a taken or absent expert. */
+__device__ __forceinline__ unsigned moe_key(float v)
 {
-	if (sigmoid) {
-		for (int e = 0; e < E; e++)
-			s[e] = 1.0f / (1.0f + expf(-to_f(l[e])));
-		return;
+	if (v != v)
+		return 0xffffffffu;
+	unsigned u = v == 0.0f ? 0u : __float_as_uint(v);
+	return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
+/* The warp's best (key, low) pair, larger key first, then larger low (low = ~index: the lower index);
+** every lane gets it. Two redux instructions on sm_80+, a shuffle butterfly before. */
+__device__ __forceinline__ void warp_best_key(unsigned &key, unsigned &low)
+{
+#if __CUDA_ARCH__ >= 800
+	unsigned m = __reduce_max_sync(0xffffffffu, key);
+	low = __reduce_max_sync(0xffffffffu, key == m ? low : 0u);
+	key = m;
+#else
+	for (int o = 16; o > 0; o >>= 1) {
+		unsigned ok = __shfl_xor_sync(0xffffffffu, key, o), ol = __shfl_xor_sync(0xffffffffu, low, o);
+		if (ok > key || (ok == key && ol > low)) {
+			key = ok;
+			low = ol;
+		}
 	}
-	float m = neg_inf(), z = 0.0f;
-	for (int e = 0; e < E; e++)
+#endif
+}
+
+/* Sum over the warp in double; a butterfly, so every lane gets the same bits (a + b == b + a). */
+__device__ __forceinline__ double warp_sum_d(double v)
+{
+	for (int o = 16; o > 0; o >>= 1)
+		v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+/* The row's max logit and softmax denominator, as ref.c's moe_scores: the max ignores NaN; the sum of
+** exp(l - m) is in double, summed as a tree (its last bit may differ from the reference's sequential
+** sum). With ex, each exp is kept there (ex[e]) for the scores. One warp; every lane gets m and z. */
+template <typename A>
+__device__ __forceinline__ void moe_softmax_mz(const A *l, int E, float &m, double &z, double *ex)
+{
+	int lane = threadIdx.x & 31;
+	m = neg_inf();
+#pragma unroll 8
+	for (int e = lane; e < E; e += 32)
 		m = fmaxf(m, to_f(l[e]));
-	for (int e = 0; e < E; e++) {
-		s[e] = expf(to_f(l[e]) - m);
-		z += s[e];
+	m = warp_max(m);
+	z = 0.0;
+#pragma unroll 8
+	for (int e = lane; e < E; e += 32) {
+		double v = exp((double)to_f(l[e]) - (double)m);
+		if (ex)
+			ex[e] = v;
+		z += v;
 	}
-	for (int e = 0; e < E; e++)
-		s[e] /= z;
+	z = warp_sum_d(z);
 }
 
 /*
-** MoE routing of row t = blockIdx.x, as ref_moe_route: scores = softmax(logits) or sigmoid(logits)
-** (sigmoid != 0); choice[e] = score[e] + bias[e] (bias may be nullptr); with n_group > 1 and topk_group
-** < n_group, group g (experts g*E/n_group ..) scores the sum of its two best choices (in double, as the
-** reference) and all but the topk_group best groups (ties to the lower group) are set to -inf; then
-** idx[t*k + j] = the k best experts by choice, best first, ties to the lower index (NaN first, as
-** ref_topk; -1 for slots past E). E <= 1024. grid (T), block 32; thread 0 does it all.
-** The scores are computed in float (expf) where the reference uses double and rounds once: a choice
-** may differ in its last bit, which can only swap experts whose choices are that close.
+** The chosen experts' weights of one token, as ref_moe_weights: w[j] = score(pick[j]) (sigmoid
+** 1/(1 + exp(-l)) or softmax exp(l - m)/z, in double), divided by (the sum over the k picks + 1e-20)
+** when norm, times scale, in double and rounded once. The scores go through sc (shared, k <= 1024) so
+** that every lane sums them in slot order, as the reference. A pick outside [0, E) scores 0.
+*/
+template <typename A>
+__device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k, int sigmoid, int norm, float scale,
+                                float m, double z, double *sc)
+{
+	int lane = threadIdx.x & 31;
+	for (int j = lane; j < k; j += 32) {
+		int e = pick[j];
+		double s = 0.0;
+		if (e >= 0 && e < E) {
+			double v = (double)to_f(l[e]);
+			s = sigmoid ? 1.0 / (1.0 + exp(-v)) : exp(v - (double)m) / z;
+		}
+		sc[j] = s;
+	}
+	__syncwarp();
+	double sum = 0.0;
+	if (norm)
+		for (int j = 0; j < k; j++)
+			sum += sc[j];
+	for (int j = lane; j < k; j += 32) {
+		double v = sc[j];
+		if (norm)
+			v /= sum + 1e-20;
+		w[j] = from_f<A>((float)(v * (double)scale));
+	}
+}
+
+/*
+** Routing of token t = blockIdx.x by one warp: idx[t*k + j] as ref_moe_route and, when w is not null,
+** w[t*k + j] as ref_moe_weights (with its own function wsigmoid) on that choice. E <= 1024, k <= E.
+**  1. scores: sigmoid, or softmax over the row; choice = (float)score + bias (a float add, as ref).
+**  2. groups (n_group > 1, topk_group < n_group): lane g scores group g as the sum in double of its two
+**     best choices (the top two of the group's multiset whatever the scan order, so each lane starts
+**     at a different bank), ranks it against the others (ties to the lower group), and the experts of
+**     the groups not kept choose -inf.
+**  3. each choice becomes a moe_key in place; each lane keeps its best (key, index).
+**  4. k rounds: the warp's best pair (ties to the lower index) is written to idx; the lane that owned
+**     it zeroes its key and rescans its own experts. A round that finds none (k > E) writes -1.
+** Cost at E = 256, k = 8: one round trip for the logits and bias, 8 double exps per lane, 8 rounds of
+** two redux instructions and a rescan of 8 shared values: about 2-3k cycles, 1-1.5 µs.
+*/
+template <typename A, typename B_>
+__device__ void moe_route_warp(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,
+                               int sigmoid, int wsigmoid, int norm, float scale)
+{
+	__shared__ union {
+		float f[1024];
+		unsigned u[1024];
+	} ch;
+	__shared__ double dsc[1024]; /* softmax exps, then group scores, then the weights' scores */
+	__shared__ unsigned char keep[1024];
+	__shared__ int pick[1024];
+	int lane = threadIdx.x & 31, t = blockIdx.x;
+	const A *l = logits + (long long)t * E;
+	float m = 0.0f;
+	double z = 1.0;
+	if (!sigmoid || (w && !wsigmoid))
+		moe_softmax_mz<A>(l, E, m, z, sigmoid ? nullptr : dsc);
+#pragma unroll 8
+	for (int e = lane; e < E; e += 32) {
+		double s = sigmoid ? 1.0 / (1.0 + exp(-(double)to_f(l[e]))) : dsc[e] / z;
+		ch.f[e] = (float)s + (bias ? to_f(bias[e]) : 0.0f);
+	}
+	bool grouped = n_group > 1 && topk_group < n_group;
+	int per = grouped ? E / n_group : E;
+	if (grouped) {
+		__syncwarp();
+		for (int g = lane; g < n_group; g += 32) {
+			const float *c = ch.f + g * per;
+			float b1 = neg_inf(), b2 = neg_inf();
+			int o = g % per;
+#pragma unroll 4
+			for (int q = 0; q < per; q++) {
+				float v = c[o];
+				o = o + 1 == per ? 0 : o + 1;
+				if (v > b1) {
+					b2 = b1;
+					b1 = v;
+				} else if (v > b2) {
+					b2 = v;
+				}
+			}
+			dsc[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
+		}
+		__syncwarp();
+		for (int g = lane; g < n_group; g += 32) {
+			double v = dsc[g];
+			int better = 0;
+			for (int h = 0; h < n_group; h++)
+				better += dsc[h] > v || (dsc[h] == v && h < g);
+			keep[g] = better < topk_group;
+		}
+		__syncwarp();
+	}
+	unsigned bk = 0u;
+	int be = 0;
+#pragma unroll 8
+	for (int e = lane; e < E; e += 32) {
+		unsigned kv = moe_key(grouped && !keep[e / per] ? neg_inf() : ch.f[e]);
+		ch.u[e] = kv;
+		if (kv > bk) {
+			bk = kv;
+			be = e;
+		}
+	}
+	int *out = idx + (long long)t * k;
+	for (int r = 0; r < k; r++) {
+		unsigned key = bk, low = bk ? ~(unsigned)be : 0u;
+		warp_best_key(key, low);
+		int e = key ? (int)~low : -1;
+		if (lane == 0) {
+			out[r] = e;
+			if (r < 1024)
+				pick[r] = e;
+		}
+		if (e >= 0 && (e & 31) == lane) {
+			ch.u[e] = 0u;
+			bk = 0u;
+			be = 0;
+#pragma unroll 8
+			for (int q = lane; q < E; q += 32) {
+				unsigned kv = ch.u[q];
+				if (kv > bk) {
+					bk = kv;
+					be = q;
+				}
+			}
+		}
+	}
+	if (!w)
+		return;
+	__syncwarp(); /* lane 0's picks; every lane is past its reads of the group scores */
+	moe_weights_row<A>(w + (long long)t * k, pick, l, E, k, wsigmoid, norm, scale, m, z, dsc);
+}
+
+/*
+** MoE routing of row t = blockIdx.x, exactly as ref_moe_route: scores = softmax(logits) or
+** sigmoid(logits) (sigmoid != 0); choice[e] = score[e] + bias[e] (bias may be nullptr); with n_group > 1
+** and topk_group < n_group, group g (experts g*E/n_group ..) scores the sum of its two best choices and
+** all but the topk_group best groups (ties to the lower group) are set to -inf; then idx[t*k + j] = the
+** k best experts by choice, best first, ties to the lower index (NaN first, as ref_topk; -1 for slots
+** past E). E <= 1024 (glmc refuses larger). grid (T), block 32: one warp per token (moe_route_warp).
 */
 template <typename A, typename B_>
 __device__ void k_moe_route(int *idx, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,
                             int sigmoid)
 {
-	__shared__ float ch[1024];
-	__shared__ double gs[1024];
-	if (threadIdx.x != 0)
-		return;
-	int t = blockIdx.x;
-	moe_scores_f(ch, logits + (long long)t * E, E, sigmoid);
-	for (int e = 0; e < E; e++)
-		ch[e] = ch[e] + (bias ? to_f(bias[e]) : 0.0f);
-	int per = n_group > 1 ? E / n_group : E;
-	if (n_group > 1 && topk_group < n_group) {
-		for (int g = 0; g < n_group; g++) {
-			float b1 = neg_inf(), b2 = neg_inf();
-			for (int e = g * per; e < (g + 1) * per; e++)
-				if (ch[e] > b1) {
-					b2 = b1;
-					b1 = ch[e];
-				} else if (ch[e] > b2) {
-					b2 = ch[e];
-				}
-			gs[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
-		}
-		for (int g = 0; g < n_group; g++) {
-			int better = 0;
-			for (int o = 0; o < n_group; o++)
-				better += gs[o] > gs[g] || (gs[o] == gs[g] && o < g);
-			if (better >= topk_group)
-				for (int e = g * per; e < (g + 1) * per; e++)
-					ch[e] = neg_inf();
-		}
-	}
-	/* k rounds; round r takes the best that ranks after round r-1's pick */
-	int *out = idx + (long long)t * k;
-	float pv = 0.0f;
-	int pi = -1;
-	for (int r = 0; r < k; r++) {
-		float bv = neg_inf();
-		int bi = 0x7fffffff;
-		for (int e = 0; e < E; e++)
-			if (pi < 0 || ranks_before(pv, pi, ch[e], e))
-				keep_best(bv, bi, ch[e], e);
-		out[r] = bi < E ? bi : -1;
-		pv = bv;
-		pi = bi;
-	}
+	moe_route_warp<A, B_>(idx, (A *)nullptr, logits, bias, E, k, n_group, topk_group, sigmoid, sigmoid, 0, 1.0f);
 }
 
 /*
 ** The chosen experts' weights, as ref_moe_weights: w[t*k + j] = score[idx[t*k + j]] (the unbiased
-** softmax or sigmoid score of row t = blockIdx.x), divided by (the sum over the k chosen + 1e-20) when
-** norm, times scale. Scores in float (the reference: double). An index < 0 gets weight 0 (and adds
-** nothing to the sum). grid (T), block 32; thread 0.
+** softmax or sigmoid score of row t = blockIdx.x, in double), divided by (the sum over the k chosen +
+** 1e-20) when norm, times scale, rounded once. An index outside [0, E) gets weight 0 (and adds nothing
+** to the sum). k <= 1024 (glmc refuses larger). grid (T), block 32: one warp per token.
 */
 template <typename A>
 __device__ void k_moe_weights(A *w, const A *logits, const int *idx, int E, int k, int sigmoid, int norm, float scale)
 {
-	if (threadIdx.x != 0)
-		return;
+	__shared__ double sc[1024];
 	int t = blockIdx.x;
 	const A *l = logits + (long long)t * E;
-	const int *id = idx + (long long)t * k;
-	float m = 0.0f, z = 1.0f;
-	if (!sigmoid) {
-		m = neg_inf();
-		z = 0.0f;
-		for (int e = 0; e < E; e++)
-			m = fmaxf(m, to_f(l[e]));
-		for (int e = 0; e < E; e++)
-			z += expf(to_f(l[e]) - m);
-	}
-	float sum = 0.0f;
-	for (int j = 0; j < k; j++) {
-		int e = id[j];
-		if (e >= 0 && e < E) {
-			float v = to_f(l[e]);
-			sum += sigmoid ? 1.0f / (1.0f + expf(-v)) : expf(v - m) / z;
+	float m = 0.0f;
+	double z = 1.0;
+	if (!sigmoid)
+		moe_softmax_mz<A>(l, E, m, z, nullptr);
+	moe_weights_row<A>(w + (long long)t * k, idx + (long long)t * k, l, E, k, sigmoid, norm, scale, m, z, sc);
+}
+
+/* N activations of type A from p in 16-byte loads (two for 32 bytes) or one 8-byte load, through the
+** read-only path; p is aligned to the load width. For vectorized GEMV rows that read x from L1/L2
+** instead of staging it in shared memory. */
+template <typename A, int N> struct ActVec {
+	union {
+		uint4 q[(N * (int)sizeof(A) + 15) / 16];
+		uint2 d[(N * (int)sizeof(A) + 7) / 8];
+		A e[N];
+	} v;
+	__device__ __forceinline__ void load(const A *p)
+	{
+		if (N * (int)sizeof(A) >= 16) {
+#pragma unroll
+			for (int i = 0; i < N * (int)sizeof(A) / 16; i++)
+				v.q[i] = __ldg((const uint4 *)p + i);
+		} else {
+			v.d[0] = __ldg((const uint2 *)p);
 		}
 	}
-	for (int j = 0; j < k; j++) {
-		int e = id[j];
-		float v = 0.0f;
-		if (e >= 0 && e < E) {
-			float lv = to_f(l[e]);
-			v = sigmoid ? 1.0f / (1.0f + expf(-lv)) : expf(lv - m) / z;
+	__device__ __forceinline__ void zero()
+	{
+#pragma unroll
+		for (int i = 0; i < (N * (int)sizeof(A) + 15) / 16; i++)
+			v.q[i] = make_uint4(0u, 0u, 0u, 0u);
+	}
+};
+
+/* ag += x·g and au += x·u over one 16-byte vector of each weight row (VEC elements), four products
+** summed before each add, as the float accumulation of the other GEMVs. */
+template <typename A, typename W, int VEC>
+__device__ __forceinline__ void dot2_vec(float &ag, float &au, const uint4 &gb, const uint4 &ub, const ActVec<A, VEC> &x)
+{
+	union {
+		uint4 bits;
+		W e[VEC];
+	} gv, uv;
+	gv.bits = gb;
+	uv.bits = ub;
+#pragma unroll
+	for (int c4 = 0; c4 < VEC / 4; c4++) {
+		float x0 = to_f(x.v.e[4 * c4]), x1 = to_f(x.v.e[4 * c4 + 1]), x2 = to_f(x.v.e[4 * c4 + 2]),
+		      x3 = to_f(x.v.e[4 * c4 + 3]);
+		ag += x0 * to_f(gv.e[4 * c4]) + x1 * to_f(gv.e[4 * c4 + 1]) + x2 * to_f(gv.e[4 * c4 + 2]) +
+		      x3 * to_f(gv.e[4 * c4 + 3]);
+		au += x0 * to_f(uv.e[4 * c4]) + x1 * to_f(uv.e[4 * c4 + 1]) + x2 * to_f(uv.e[4 * c4 + 2]) +
+		      x3 * to_f(uv.e[4 * c4 + 3]);
+	}
+}
+
+/* Batch v0 .. v0+U-1 of this lane's vectors of a gate/up row pair and of x (vector v of lane l covers
+** elements (l + 32v)*VEC ..), zeros past the lane's nl vectors. Each load sits in its own guarded
+** block: ptxas schedules within a basic block, and in one straight block it interleaves the loads with
+** the math that uses them (three loads in flight); kept apart, the whole batch is in flight at once. */
+template <typename A, typename W, int U>
+__device__ __forceinline__ void moe_up_batch(uint4 (&gb)[U], uint4 (&ub)[U], ActVec<A, 16 / (int)sizeof(W)> (&xv)[U],
+                                             const W *gr, const W *ur, const A *xt, int lane, int v0, int nl)
+{
+	const int VEC = 16 / (int)sizeof(W);
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int o = (lane + (v0 + u) * 32) * VEC;
+		if (v0 + u < nl) {
+			gb[u] = __ldg((const uint4 *)(gr + o));
+			ub[u] = __ldg((const uint4 *)(ur + o));
+			xv[u].load(xt + o);
+		} else {
+			gb[u] = ub[u] = make_uint4(0u, 0u, 0u, 0u);
+			xv[u].zero();
 		}
-		if (norm)
-			v /= sum + 1e-20f;
-		w[(long long)t * k + j] = from_f<A>(v * scale);
 	}
 }
 
 /*
 ** Routed experts, first half: hid[(t*k + j)*F + f] = silu(gate[e, f, :]·x[t]) · (up[e, f, :]·x[t]) with
-** e = idx[t*k + j] (hid = 0 where e < 0); gate and up are [E, F, C]. hid stays float.
+** e = idx[t*k + j] (hid = 0 where e < 0); gate and up are [E, F, C]. hid stays float; silu as
+** ref_moe_ffn: g / (1 + expf(-g)), on the float dot products.
 ** grid (ceil(F/8), k, T), block 256: one warp per f (f = blockIdx.x*8 + warp, j = blockIdx.y,
-** t = blockIdx.z), reading only the chosen expert's two rows.
-** x[t] is staged as float in shared memory, 4096 values at a time. The weight rows are read in
-** 16-byte vectors when gate and up are 16-byte aligned and C is a multiple of the vector width (as
-** k_linear_gemv), else one element per lane per step. silu as ref_moe_ffn: g / (1 + expf(-g)).
+** t = blockIdx.z), reading only the chosen expert's two rows; k·F/8 blocks per token (768 for
+** GLM-4.7-Flash), so every SM holds several.
+** A decode row pair is short (C = 2048: 8 KB of bf16 gate+up, 8 16-byte vectors per lane and row), so
+** a warp's life is a few memory round trips, and nothing may wait on a barrier or a staged copy of x:
+** each lane reads its own slice of x[t] straight from global memory (L1/L2 hits: the whole grid reads
+** the same row). With 16-byte aligned rows and x and C a multiple of the vector width, the lane's
+** vectors go in batches of U = 4 (8 weight loads and their x), the next batch loaded before the
+** current one's math (moe_up_batch); other shapes read one element per lane per step.
 */
 template <typename A, typename W>
 __device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, const W *up, int C, int F, int k)
 {
-	const int VEC = 16 / (int)sizeof(W), XC = 4096;
-	__shared__ float4 xs4[XC / 4];
-	float *xs = (float *)xs4;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * (blockDim.x >> 5) + warp;
+	const int VEC = 16 / (int)sizeof(W), U = 4;
+	int lane = threadIdx.x & 31;
+	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (f >= F) /* uniform per warp; no barrier below */
+		return;
 	long long slot = (long long)t * k + j;
 	int ex = idx[slot];
 	float *hr = hid + slot * F;
 	if (ex < 0) { /* uniform per block */
-		if (lane == 0 && f < F)
+		if (lane == 0)
 			hr[f] = 0.0f;
 		return;
 	}
-	bool active = f < F; /* uniform per warp: inactive warps only help stage x */
-	bool vec = (((unsigned long long)gate | (unsigned long long)up) & 15) == 0 && C % VEC == 0;
-	long long row = ((long long)ex * F + (active ? f : 0)) * C;
+	long long row = ((long long)ex * F + f) * C;
 	const W *gr = gate + row, *ur = up + row;
 	const A *xt = x + (long long)t * C;
 	float ag = 0.0f, au = 0.0f;
-	for (int k0 = 0; k0 < C; k0 += XC) {
-		int kc = C - k0 < XC ? C - k0 : XC;
-		__syncthreads(); /* every warp is done with the previous chunk */
-		for (int i = threadIdx.x; i < kc; i += blockDim.x)
-			xs[i] = to_f(xt[k0 + i]);
-		__syncthreads();
-		if (!active)
-			continue;
-		if (vec) {
-			/* kc is a multiple of VEC (k0 is a multiple of 4096), so vectors stay inside the chunk */
-#pragma unroll 2
-			for (int kb = lane * VEC; kb < kc; kb += 32 * VEC) {
-				union {
-					uint4 bits;
-					W e[VEC];
-				} gv, uv;
-				gv.bits = __ldg((const uint4 *)(gr + k0 + kb));
-				uv.bits = __ldg((const uint4 *)(ur + k0 + kb));
-				const float4 *xp = (const float4 *)(xs + kb);
+	if ((((unsigned long long)gate | (unsigned long long)up | (unsigned long long)x) & 15) == 0 && C % VEC == 0) {
+		int nv = C / VEC, nl = nv > lane ? (nv - lane + 31) >> 5 : 0;
+		uint4 gb[U], ub[U];
+		ActVec<A, VEC> xv[U];
+		moe_up_batch<A, W, U>(gb, ub, xv, gr, ur, xt, lane, 0, nl);
+		for (int b = 0; b < nl; b += U) {
+			uint4 gc[U], uc[U];
+			ActVec<A, VEC> xc[U];
 #pragma unroll
-				for (int c4 = 0; c4 < VEC / 4; c4++) {
-					float4 xv = xp[c4];
-					ag += xv.x * to_f(gv.e[4 * c4]) + xv.y * to_f(gv.e[4 * c4 + 1]) +
-					      xv.z * to_f(gv.e[4 * c4 + 2]) + xv.w * to_f(gv.e[4 * c4 + 3]);
-					au += xv.x * to_f(uv.e[4 * c4]) + xv.y * to_f(uv.e[4 * c4 + 1]) +
-					      xv.z * to_f(uv.e[4 * c4 + 2]) + xv.w * to_f(uv.e[4 * c4 + 3]);
-				}
+			for (int u = 0; u < U; u++) {
+				gc[u] = gb[u];
+				uc[u] = ub[u];
+				xc[u] = xv[u];
 			}
-		} else {
-			for (int i = lane; i < kc; i += 32) {
-				float xv = xs[i];
-				ag += xv * to_f(gr[k0 + i]);
-				au += xv * to_f(ur[k0 + i]);
-			}
+			if (b + U < nl)
+				moe_up_batch<A, W, U>(gb, ub, xv, gr, ur, xt, lane, b + U, nl);
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				dot2_vec<A, W, VEC>(ag, au, gc[u], uc[u], xc[u]);
+		}
+	} else {
+#pragma unroll 4
+		for (int i = lane; i < C; i += 32) {
+			float xv = to_f(xt[i]);
+			ag += xv * to_f(gr[i]);
+			au += xv * to_f(ur[i]);
 		}
 	}
-	if (!active)
-		return;
 	ag = warp_sum(ag);
 	au = warp_sum(au);
 	if (lane == 0)
 		hr[f] = ag / (1.0f + expf(-ag)) * au;
 }
 
+/* s += h·d over one 16-byte vector of a down row (VEC weights) and its VEC floats of hid, four products
+** summed before each add, as dot2_vec. */
+template <typename W, int VEC>
+__device__ __forceinline__ void dot1_vec(float &s, const uint4 &db, const ActVec<float, VEC> &h)
+{
+	union {
+		uint4 bits;
+		W e[VEC];
+	} dv;
+	dv.bits = db;
+#pragma unroll
+	for (int c4 = 0; c4 < VEC / 4; c4++)
+		s += h.v.e[4 * c4] * to_f(dv.e[4 * c4]) + h.v.e[4 * c4 + 1] * to_f(dv.e[4 * c4 + 1]) +
+		     h.v.e[4 * c4 + 2] * to_f(dv.e[4 * c4 + 2]) + h.v.e[4 * c4 + 3] * to_f(dv.e[4 * c4 + 3]);
+}
+
+/* Batch q of k_moe_down's vector path: expert slot j = q / nb, vectors (q % nb)*U .. +U-1 of this lane's
+** nl vectors of the down row and of hid (zeros past nl, and for a skipped slot). Each load in its own
+** guarded block, as moe_up_batch, so the batch is in flight at once. */
+template <typename W, int U>
+__device__ __forceinline__ void moe_down_batch(uint4 (&db)[U], ActVec<float, 16 / (int)sizeof(W)> (&hb)[U], const float *hid,
+                                               const int *idx, const W *down, int C, int F, int k, int c, int t,
+                                               int lane, int nl, int nb, int q)
+{
+	const int VEC = 16 / (int)sizeof(W);
+	int j = q / nb, v0 = (q - j * nb) * U;
+	long long slot = (long long)t * k + j;
+	int ex = idx[slot];
+	const W *dr = down + ((long long)(ex < 0 ? 0 : ex) * C + c) * F;
+	const float *hr = hid + slot * F;
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		int o = (lane + (v0 + u) * 32) * VEC;
+		if (ex >= 0 && v0 + u < nl) {
+			db[u] = __ldg((const uint4 *)(dr + o));
+			hb[u].load(hr + o);
+		} else {
+			db[u] = make_uint4(0u, 0u, 0u, 0u);
+			hb[u].zero();
+		}
+	}
+}
+
 /*
 ** Routed experts, second half: y[t, c] = sum_j w[t*k + j] · (down[e, c, :]·hid[(t*k + j)*F : +F]) with
 ** e = idx[t*k + j], skipping e < 0 (a row whose experts are all skipped is 0); down is [E, C, F].
 ** grid (ceil(C/8), T), block 256: one warp per c (c = blockIdx.x*8 + warp, t = blockIdx.y).
-** The down row is read in 16-byte vectors (with the matching float4s of hid) when down and hid are
-** 16-byte aligned and F is a multiple of the vector width, else element by element. Each expert's dot
-** product is finished (shuffle sum) before it is weighted, as ref_moe_ffn.
+** When down and hid are 16-byte aligned and F is a multiple of the vector width, the k rows are one
+** stream of batches of U = 4 16-byte vectors per lane (with the matching floats of hid; nb batches per
+** row, the last one padded with zeros), the next batch loaded (of the next expert at a row's end)
+** before the current one's math; else element by element. Each expert's dot product is finished
+** (shuffle sum) before it is weighted, as ref_moe_ffn.
 */
 template <typename A, typename W>
 __device__ void k_moe_down(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k)
 {
-	const int VEC = 16 / (int)sizeof(W);
+	const int VEC = 16 / (int)sizeof(W), U = 4;
 	int lane = threadIdx.x & 31, t = blockIdx.y;
 	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (c >= C) /* uniform per warp */
 		return;
-	bool vec = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0;
 	float acc = 0.0f;
-	for (int j = 0; j < k; j++) {
-		long long slot = (long long)t * k + j;
-		int ex = idx[slot];
-		if (ex < 0)
-			continue;
-		const W *dr = down + ((long long)ex * C + c) * F;
-		const float *hr = hid + slot * F;
+	if ((((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0) {
+		/* nb from lane 0's count (the largest), so every lane finishes a row at the same batch */
+		int nv = F / VEC, nl = nv > lane ? (nv - lane + 31) >> 5 : 0, nb = (((nv + 31) >> 5) + U - 1) / U;
+		int nq = k * nb;
+		uint4 db[U];
+		ActVec<float, VEC> hb[U];
 		float s = 0.0f;
-		if (vec) {
-#pragma unroll 2
-			for (int kb = lane * VEC; kb < F; kb += 32 * VEC) {
-				union {
-					uint4 bits;
-					W e[VEC];
-				} dv;
-				dv.bits = __ldg((const uint4 *)(dr + kb));
-				const float4 *hp = (const float4 *)(hr + kb);
+		if (nq > 0)
+			moe_down_batch<W, U>(db, hb, hid, idx, down, C, F, k, c, t, lane, nl, nb, 0);
+		for (int q = 0; q < nq; q++) {
+			uint4 dc[U];
+			ActVec<float, VEC> hc[U];
 #pragma unroll
-				for (int c4 = 0; c4 < VEC / 4; c4++) {
-					float4 hv = __ldg(hp + c4);
-					s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
-					     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
-				}
+			for (int u = 0; u < U; u++) {
+				dc[u] = db[u];
+				hc[u] = hb[u];
 			}
-		} else {
+			if (q + 1 < nq)
+				moe_down_batch<W, U>(db, hb, hid, idx, down, C, F, k, c, t, lane, nl, nb, q + 1);
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				dot1_vec<W, VEC>(s, dc[u], hc[u]);
+			if ((q + 1) % nb == 0) { /* the end of slot j's row (uniform per warp) */
+				long long slot = (long long)t * k + q / nb;
+				s = warp_sum(s);
+				if (idx[slot] >= 0)
+					acc += to_f(w[slot]) * s;
+				s = 0.0f;
+			}
+		}
+	} else {
+		for (int j = 0; j < k; j++) {
+			long long slot = (long long)t * k + j;
+			int ex = idx[slot];
+			if (ex < 0)
+				continue;
+			const W *dr = down + ((long long)ex * C + c) * F;
+			const float *hr = hid + slot * F;
+			float s = 0.0f;
 			for (int i = lane; i < F; i += 32)
 				s += to_f(dr[i]) * hr[i];
+			s = warp_sum(s);
+			acc += to_f(w[slot]) * s;
 		}
-		s = warp_sum(s);
-		acc += to_f(w[slot]) * s;
 	}
 	if (lane == 0)
 		y[(long long)t * C + c] = from_f<A>(acc);

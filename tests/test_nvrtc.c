@@ -85,6 +85,35 @@ int main(void)
 	check(rc == 0 && cubin && n > 0, "quant.cuh and qfused.cuh kernels (Q8_0, Q4_K, Q5_K, Q6_K) instantiate and compile for sm_90",
 	      "%s", err);
 	free(cubin);
+	/* The MoE decode kernels as glmc instantiates them (routing: the redux path on sm_80+, every weight type
+	** of the experts' GEMVs); tests/gpu runs them, this only proves NVRTC takes them. */
+	at = (size_t)snprintf(src, cap, "%s\n", glm_kernels_cuh);
+	snprintf(src + at, cap - at,
+	         "extern \"C\" __global__ void __launch_bounds__(32) m0(int *i, bf16 *w, const bf16 *l, const float *b, int E, "
+	         "int k, int ng, int tg, int s, int ws, int n, float sc) { k_moe_route_weights<bf16, float>(i, w, l, b, E, k, "
+	         "ng, tg, s, ws, n, sc); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(32) m1(int *i, const float *l, const bf16 *b, int E, int k, "
+	         "int ng, int tg, int s) { k_moe_route<float, bf16>(i, l, b, E, k, ng, tg, s); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(32) m2(float *w, const float *l, const int *i, int E, int k, "
+	         "int s, int n, float sc) { k_moe_weights<float>(w, l, i, E, k, s, n, sc); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(256) m3(float *h, const bf16 *x, const int *i, const bf16 *g, "
+	         "const bf16 *u, int C, int F, int k) { k_moe_up<bf16, bf16>(h, x, i, g, u, C, F, k); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(256) m4(float *h, const float *x, const int *i, const f16 *g, "
+	         "const f16 *u, int C, int F, int k) { k_moe_up<float, f16>(h, x, i, g, u, C, F, k); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(256) m5(float *h, const bf16 *x, const int *i, const float *g, "
+	         "const float *u, int C, int F, int k) { k_moe_up<bf16, float>(h, x, i, g, u, C, F, k); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(256) m6(bf16 *y, const float *h, const int *i, const bf16 *w, "
+	         "const bf16 *d, int C, int F, int k) { k_moe_down<bf16, bf16>(y, h, i, w, d, C, F, k); }\n"
+	         "extern \"C\" __global__ void __launch_bounds__(256) m7(float *y, const float *h, const int *i, const float *w, "
+	         "const float *d, int C, int F, int k) { k_moe_down<float, float>(y, h, i, w, d, C, F, k); }\n");
+	for (int i = 0; i < 2; i++) {
+		char name[96];
+		snprintf(name, sizeof name, "MoE routing and expert kernels instantiate and compile for %s", arch[i * 3]);
+		cubin = NULL;
+		rc = nvrtc_compile(src, arch[i * 3], &cubin, &n, err, sizeof err);
+		check(rc == 0 && cubin && n > 0, name, "%s", err);
+		free(cubin);
+	}
 	free(src);
 	return check_done();
 }

@@ -811,6 +811,87 @@ template <typename A> static void test_moe_route_weights(int T, int E, int k, in
 	free_all();
 }
 
+/*
+** Logits for the routing matrix, row t by kind (t + shift) % 4: random in [-3, 3], all equal, in equal
+** pairs, or drawn from {-1, 0, 1} (ties everywhere, inside groups and between them). With ties the bias
+** is drawn from {-0.1, 0, 0.1}, so choices still tie after it; else it is random in [-0.2, 0.2].
+*/
+static std::vector<float> route_logits(int T, int E, int shift)
+{
+	std::vector<float> l = rnd((size_t)T * E, -3.0f, 3.0f);
+	for (int t = 0; t < T; t++)
+		for (int e = 0; e < E; e++) {
+			float *r = &l[(size_t)t * E];
+			switch ((t + shift) % 4) {
+			case 1: r[e] = 0.5f; break;
+			case 2: r[e] = r[e & ~1]; break;
+			case 3: r[e] = (float)(rand64() % 3) - 1.0f; break;
+			}
+		}
+	return l;
+}
+
+static std::vector<float> route_bias(int E, bool ties)
+{
+	std::vector<float> b = rnd(E, -0.2f, 0.2f);
+	if (ties)
+		for (auto &v : b)
+			v = 0.1f * ((float)(rand64() % 3) - 1.0f);
+	return b;
+}
+
+/*
+** The fused routing over a matrix of cases: ids exactly as ref_moe_route, weights (their own function
+** wsig) within an ulp of A of ref_moe_weights (both in double, rounded once). k in {1, 2, 4, 8} (those
+** the groups allow), T = 1..8, bias on and off, norm on and off, rows of every tie kind. One check per
+** configuration naming the first case that differs.
+*/
+template <typename A> static void test_moe_route_weights_matrix(int E, int ng, int tg, int sig, int wsig)
+{
+	int mant = std::is_same<A, float>::value ? 23 : 7;
+	std::string bad;
+	int cases = 0;
+	for (int k : {1, 2, 4, 8}) {
+		if (k > tg * (E / ng))
+			continue;
+		for (int T = 1; T <= 8; T++)
+			for (int v = 0; v < 4; v++) {
+				int use_bias = v & 1, norm = v >> 1;
+				float scale = norm ? 2.5f : 1.8f;
+				std::vector<A> lg = to_type<A>(route_logits(T, E, k + T));
+				std::vector<float> lf = to_float(lg), bf = route_bias(E, (T + k) % 2 == 1);
+				std::vector<float> ww((size_t)T * k);
+				std::vector<int> want((size_t)T * k);
+				ref_moe_route(want.data(), lf.data(), use_bias ? bf.data() : NULL, T, E, k, ng, tg, sig);
+				ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, wsig, norm, scale);
+				int *di = poisoned<int>(want.size());
+				A *dw = poisoned<A>(ww.size());
+				g_moe_route_weights<A, float><<<T, 32>>>(di, dw, upload(lg), use_bias ? upload(bf) : nullptr, E, k,
+									 ng, tg, sig, wsig, norm, scale);
+				CK_LAUNCH();
+				std::string at = fmt("k=%d T=%d%s%s", k, T, use_bias ? " bias" : "", norm ? " norm" : "");
+				std::vector<int> got = download(di, want.size());
+				std::vector<float> gw = to_float(download(dw, ww.size()));
+				for (size_t i = 0; i < got.size() && bad.empty(); i++)
+					if (got[i] != want[i])
+						bad = fmt("%s: id %zu (token %zu) is %d, want %d", at.c_str(), i, i / k, got[i], want[i]);
+				for (size_t i = 0; i < ww.size() && bad.empty(); i++) {
+					float w = h_to_f(h_from_f<A>(ww[i]));
+					float ulp = w == 0.0f || !isfinite(w) ? 0.0f : ldexpf(1.0f, ilogbf(w) - mant);
+					if (!(fabsf(gw[i] - w) <= ulp))
+						bad = fmt("%s: weight %zu is %.9g, want %.9g", at.c_str(), i, gw[i], w);
+				}
+				cases++;
+				free_all();
+			}
+	}
+	check(bad.empty(),
+	      fmt("moe_route_weights A=%s E=%d groups %d/%d choice %s weights %s: %d cases (k 1-8, T 1-8, ties, bias "
+		  "on/off, norm on/off)", tname<A>(), E, ng, tg, sig ? "sigmoid" : "softmax", wsig ? "sigmoid" : "softmax",
+		  cases),
+	      bad);
+}
+
 /* The experts' down projections with the shared expert and the residual in one kernel, after k_moe_up:
 ** against ref_moe_ffn + ref_swiglu/ref_linear + the adds, each rounded to A where the nodes store it. */
 template <typename A, typename W, bool SH, bool RES> static void test_moe_down_fused(int T, int C, int F, int E, int k, int Fs)
@@ -895,6 +976,19 @@ template <typename A> static void mla_moe_suite()
 	}
 }
 
+/* The fused routing over E of Mixtral, GLM-4.7-Flash, GLM-4.5, GLM-5 / DeepSeek-V3 (8 groups keep 4), the
+** largest E (1024), and a choice by sigmoid with softmax weights (the two functions are separate). */
+template <typename A> static void route_suite()
+{
+	const int cfg[][3] = {{8, 1, 1}, {8, 4, 2}, {64, 1, 1}, {64, 8, 4}, {160, 1, 1}, {160, 8, 3}, {256, 1, 1},
+			      {256, 8, 4}, {1024, 32, 5}};
+	for (auto &c : cfg)
+		for (int sig = 0; sig < 2; sig++)
+			test_moe_route_weights_matrix<A>(c[0], c[1], c[2], sig, sig);
+	test_moe_route_weights_matrix<A>(256, 8, 4, 1, 0);
+	test_moe_route_weights_matrix<A>(64, 1, 1, 0, 1);
+}
+
 template <typename A> static void activation_suite()
 {
 	for (int T : {1, 3, 8, 17}) {
@@ -924,5 +1018,7 @@ int main(void)
 	activation_suite<bf16>();
 	mla_moe_suite<float>();
 	mla_moe_suite<bf16>();
+	route_suite<float>();
+	route_suite<bf16>();
 	return finish();
 }

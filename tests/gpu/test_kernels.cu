@@ -1781,9 +1781,131 @@ static void test_moe_route(int T, int E, int k, int ng, int tg, int sig, bool us
 	free_all();
 }
 
+/*
+** Logits for the routing matrix, row t by kind (t + shift) % 4: random in [-3, 3], all equal, in equal
+** pairs, or drawn from {-1, 0, 1} (ties everywhere, inside groups and between them). With ties, the
+** bias is drawn from {-0.1, 0, 0.1}, so choices still tie after it; else it is random in [-0.2, 0.2].
+*/
+static std::vector<float> route_logits(int T, int E, int shift)
+{
+	std::vector<float> l = rnd((size_t)T * E, -3.0f, 3.0f);
+	for (int t = 0; t < T; t++)
+		for (int e = 0; e < E; e++) {
+			float *r = &l[(size_t)t * E];
+			switch ((t + shift) % 4) {
+			case 1: r[e] = 0.5f; break;
+			case 2: r[e] = r[e & ~1]; break;
+			case 3: r[e] = (float)(rand64() % 3) - 1.0f; break;
+			}
+		}
+	return l;
+}
+
+static std::vector<float> route_bias(int E, bool ties)
+{
+	std::vector<float> b = rnd(E, -0.2f, 0.2f);
+	if (ties)
+		for (auto &v : b)
+			v = 0.1f * ((float)(rand64() % 3) - 1.0f);
+	return b;
+}
+
+/* Index of the first element of got that is not want rounded to A within one unit in A's last place
+** (the weights are computed in double and rounded once, as the reference: only an ulp of the double
+** exp may differ), or -1. */
+template <typename A> static long first_off_ulp(const std::vector<float> &got, const std::vector<float> &want)
+{
+	int mant = std::is_same<A, float>::value ? 23 : 7;
+	for (size_t i = 0; i < want.size(); i++) {
+		float w = h_to_f(h_from_f<A>(want[i])), g = got[i];
+		float ulp = w == 0.0f || !isfinite(w) ? 0.0f : ldexpf(1.0f, ilogbf(w) - mant);
+		if (!(fabsf(g - w) <= ulp))
+			return (long)i;
+	}
+	return -1;
+}
+
+/*
+** Routing over a matrix of cases against ref_moe_route (ids exactly) and ref_moe_weights (per element
+** within an ulp of A): k in {1, 2, 4, 8} (those the groups allow), T = 1..8 tokens, bias on and off,
+** the weights normalised (scale 2.5) and not (scale 1), rows of every tie kind of route_logits. One
+** check per (E, groups, function) naming the first case that differs.
+*/
+template <typename A, typename B_> static void test_moe_route_matrix(int E, int ng, int tg, int sig)
+{
+	std::string bad;
+	int cases = 0;
+	for (int k : {1, 2, 4, 8}) {
+		if (k > tg * (E / ng))
+			continue;
+		for (int T = 1; T <= 8; T++)
+			for (int use_bias = 0; use_bias < 2; use_bias++) {
+				std::vector<A> lg = to_type<A>(route_logits(T, E, k + T));
+				std::vector<B_> bias = to_type<B_>(route_bias(E, (T + k) % 2 == 1));
+				std::vector<float> lf = to_float(lg), bf = to_float(bias);
+				std::vector<int> want((size_t)T * k);
+				ref_moe_route(want.data(), lf.data(), use_bias ? bf.data() : NULL, T, E, k, ng, tg, sig);
+				A *dl = upload(lg);
+				int *didx = poisoned<int>(want.size());
+				g_moe_route<A, B_><<<T, 32>>>(didx, dl, use_bias ? upload(bias) : nullptr, E, k, ng, tg, sig);
+				CK_LAUNCH();
+				std::string at = fmt("k=%d T=%d%s", k, T, use_bias ? " bias" : "");
+				std::vector<int> got = download(didx, want.size());
+				for (size_t i = 0; i < got.size() && bad.empty(); i++)
+					if (got[i] != want[i])
+						bad = fmt("%s: id %zu (token %zu) is %d, want %d", at.c_str(), i, i / k, got[i], want[i]);
+				int *dwant = upload(want);
+				for (int norm = 1; norm >= 0; norm--) {
+					float scale = norm ? 2.5f : 1.0f;
+					std::vector<float> ww(want.size());
+					ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, sig, norm, scale);
+					A *dw = poisoned<A>(want.size());
+					g_moe_weights<A><<<T, 32>>>(dw, dl, dwant, E, k, sig, norm, scale);
+					CK_LAUNCH();
+					std::vector<float> gw = to_float(download(dw, want.size()));
+					long off = first_off_ulp<A>(gw, ww);
+					if (off >= 0 && bad.empty())
+						bad = fmt("%s norm %d: weight %ld is %.9g, want %.9g", at.c_str(), norm, off, gw[off],
+							  h_to_f(h_from_f<A>(ww[off])));
+				}
+				cases++;
+				free_all();
+			}
+	}
+	check(bad.empty(),
+	      fmt("moe_route+moe_weights A=%s bias %s E=%d groups %d/%d %s: %d cases (k 1-8, T 1-8, ties, bias on/off, "
+		  "norm on/off)", tname<A>(), tname<B_>(), E, ng, tg, sig ? "sigmoid" : "softmax", cases),
+	      bad);
+}
+
+/* NaN and infinite logits (ids only: the weights are then NaN in both): the order puts NaN first (lower
+** index first among them), softmax's max ignores NaN, as ref.c's. */
+template <typename A> static void test_moe_route_special(int E, int k, int ng, int tg, int sig)
+{
+	const int T = 4;
+	std::vector<float> lr = rnd((size_t)T * E, -3.0f, 3.0f);
+	lr[3] = NAN, lr[E - 1] = NAN, lr[1] = INFINITY;                    /* token 0: two NaN, +inf */
+	lr[E + 2] = -INFINITY, lr[E + 5] = INFINITY, lr[E + 6] = INFINITY; /* token 1: tied +inf */
+	for (int e = 0; e < E; e += 2)
+		lr[2 * E + e] = -INFINITY;                                    /* token 2: half -inf */
+	lr[3 * E + E / 2] = NAN;                                          /* token 3: one NaN */
+	std::vector<A> lg = to_type<A>(lr);
+	std::vector<float> lf = to_float(lg), bf = route_bias(E, false);
+	std::vector<int> want((size_t)T * k);
+	ref_moe_route(want.data(), lf.data(), bf.data(), T, E, k, ng, tg, sig);
+	int *didx = poisoned<int>(want.size());
+	g_moe_route<A, float><<<T, 32>>>(didx, upload(lg), upload(bf), E, k, ng, tg, sig);
+	CK_LAUNCH();
+	check_exact(fmt("moe_route A=%s E=%d k=%d groups %d/%d %s: NaN and inf logits", tname<A>(), E, k, ng, tg,
+			sig ? "sigmoid" : "softmax"),
+		    download(didx, want.size()), want);
+	free_all();
+}
+
 /* k_moe_up then k_moe_down against ref_moe_ffn. Each token picks k distinct experts; token 1 skips one
-** slot (-1) and, with T >= 3, the last token skips them all (its output row must be 0). */
-template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, int E, int k)
+** slot (-1) and, with T >= 3, the last token skips them all (its output row must be 0). With shift_x,
+** x starts one element past a 16-byte boundary (k_moe_up must take its element-wise path). */
+template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, int E, int k, bool shift_x = false)
 {
 	std::vector<A> x = to_type<A>(rnd((size_t)T * C)), w = to_type<A>(rnd((size_t)T * k, 0.1f, 1.0f));
 	std::vector<W> gate = to_type<W>(rnd((size_t)E * F * C)), up = to_type<W>(rnd((size_t)E * F * C)),
@@ -1803,12 +1925,16 @@ template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, 
 	int *didx = upload(idx);
 	float *dhid = poisoned<float>((size_t)T * k * F);
 	A *dy = poisoned<A>(want.size());
-	g_moe_up<A, W><<<dim3(blocks(F, 8), k, T), 256>>>(dhid, upload(x), didx, upload(gate), upload(up), C, F, k);
+	std::vector<A> xs = x;
+	if (shift_x)
+		xs.insert(xs.begin(), h_from_f<A>(0.0f));
+	const A *dx = upload(xs) + (shift_x ? 1 : 0);
+	g_moe_up<A, W><<<dim3(blocks(F, 8), k, T), 256>>>(dhid, dx, didx, upload(gate), upload(up), C, F, k);
 	CK_LAUNCH();
 	g_moe_down<A, W><<<dim3(blocks(C, 8), T), 256>>>(dy, dhid, didx, upload(w), upload(down), C, F, k);
 	CK_LAUNCH();
-	check_close(fmt("moe_up+moe_down A=%s W=%s T=%d C=%d F=%d E=%d k=%d (skipped slots)", tname<A>(), tname<W>(), T, C,
-			F, E, k),
+	check_close(fmt("moe_up+moe_down A=%s W=%s T=%d C=%d F=%d E=%d k=%d (skipped slots)%s", tname<A>(), tname<W>(), T,
+			C, F, E, k, shift_x ? " x unaligned" : ""),
 		    to_float(download(dy, want.size())), want, tol<A>());
 	free_all();
 }
@@ -1838,11 +1964,32 @@ template <typename A> static void mla_moe_suite()
 	test_moe_route<A, float>(5, 8, 2, 4, 2, 0, false); /* row 0: every group ties */
 	test_moe_route<A, float>(4, 256, 8, 8, 4, 1, true); /* DeepSeek-V3's routing */
 	test_moe_route<A, f16>(3, 64, 4, 1, 1, 1, true);
+	/* E of Mixtral, GLM-4.7-Flash, GLM-4.5, GLM-5 / DeepSeek-V3 (8 groups keep 4 there) */
+	const int route_cfg[][3] = {{8, 1, 1}, {8, 4, 2}, {64, 1, 1}, {64, 8, 4}, {160, 1, 1}, {160, 8, 3},
+				    {256, 1, 1}, {256, 8, 4}};
+	for (auto &c : route_cfg)
+		for (int sig = 0; sig < 2; sig++) {
+			test_moe_route_matrix<A, float>(c[0], c[1], c[2], sig);
+			if (c[0] == 256)
+				test_moe_route_matrix<A, bf16>(c[0], c[1], c[2], sig);
+		}
+	test_moe_route_matrix<A, float>(1000, 1, 1, 1); /* the largest E: 32 experts per lane */
+	test_moe_route_matrix<A, float>(1024, 32, 5, 0);
+	for (int sig = 0; sig < 2; sig++) {
+		test_moe_route_special<A>(64, 4, 1, 1, sig);
+		test_moe_route_special<A>(256, 8, 8, 4, sig);
+	}
 	test_moe_ffn<A, float>(3, 256, 96, 8, 2);
 	test_moe_ffn<A, bf16>(3, 256, 96, 8, 2);
 	test_moe_ffn<A, f16>(3, 256, 96, 8, 2);
 	test_moe_ffn<A, bf16>(4, 70, 50, 8, 2); /* unaligned rows: the scalar paths */
-	test_moe_ffn<A, float>(2, 4224, 40, 8, 2); /* x staged in two chunks */
+	test_moe_ffn<A, float>(2, 4224, 40, 8, 2);
+	test_moe_ffn<A, bf16>(8, 2048, 40, 16, 4);  /* GLM-4.7-Flash's C, a batch of 8: two batches of 4 vectors */
+	test_moe_ffn<A, bf16>(3, 2056, 24, 8, 2);   /* 257 vectors a row: lane 0 has one more */
+	test_moe_ffn<A, float>(3, 2056, 24, 8, 2);  /* 514 float vectors a row */
+	test_moe_ffn<A, f16>(1, 6144, 16, 16, 8);   /* GLM-5's C: 24 vectors a lane, k = 8 */
+	test_moe_ffn<A, bf16>(1, 520, 24, 8, 2);    /* 65 vectors: most lanes have 2, one has 3 */
+	test_moe_ffn<A, bf16>(3, 256, 24, 8, 2, true); /* x unaligned: the element-wise path */
 }
 
 /* ---- driver: every template with each relevant type combination ---- */

@@ -1,0 +1,177 @@
+/*
+** tests/simt/simt.h — a CPU stand-in for the CUDA device environment, so that the warp-level kernel
+** templates of ops/kernels.cuh and ops/fused.cuh can run against ops/ref.c on a machine without a GPU.
+**
+** Every CUDA thread of a block is a std::thread; the warp collectives (__shfl*_sync, __reduce_max_sync,
+** __syncwarp) meet at a per-warp rendezvous of all 32 lanes, __syncthreads at a block one. Blocks run
+** one after the other, so __shared__ (mapped to a function-local static) is one block's shared memory.
+** This checks a kernel's logic and order of operations (its index arithmetic, tie rules, guards,
+** collectives and rounding points, with glibc's exp where the GPU has its own); it cannot see timing,
+** alignment faults, or the hardware's float intrinsics. A collective reached by only part of a warp
+** (which the real kernels never do) deadlocks here.
+**
+** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
+** `asm` (the p2p allreduce's, which no emulated kernel calls).
+*/
+#pragma once
+#include <condition_variable>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <math.h>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+struct dim3 {
+	unsigned x = 1, y = 1, z = 1;
+};
+extern thread_local dim3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
+
+struct uint4 {
+	unsigned x, y, z, w;
+};
+struct uint2 {
+	unsigned x, y;
+};
+struct float4 {
+	float x, y, z, w;
+};
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d)
+{
+	return uint4{a, b, c, d};
+}
+
+/* A reusable barrier of n threads. */
+struct SimtBarrier {
+	std::mutex m;
+	std::condition_variable cv;
+	int n = 0, count = 0, gen = 0;
+	void init(int k)
+	{
+		n = k;
+		count = 0;
+	}
+	void wait()
+	{
+		std::unique_lock<std::mutex> l(m);
+		int g = gen;
+		if (++count == n) {
+			count = 0;
+			gen++;
+			cv.notify_all();
+		} else {
+			cv.wait(l, [&] { return g != gen; });
+		}
+	}
+};
+
+/* One warp's rendezvous and the 32 slots its lanes exchange values through. */
+struct SimtWarp {
+	SimtBarrier bar;
+	uint64_t slot[32];
+};
+extern std::vector<SimtWarp *> simt_warps;
+extern SimtBarrier simt_block;
+
+/* Each lane posts v, reads lane src(lane) once all have posted, and waits until all have read. */
+template <typename T, typename S> static T simt_exchange(T v, S src)
+{
+	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	int lane = threadIdx.x & 31;
+	uint64_t b = 0;
+	memcpy(&b, &v, sizeof v);
+	w.slot[lane] = b;
+	w.bar.wait();
+	uint64_t r = w.slot[src(lane) & 31];
+	w.bar.wait();
+	T o;
+	memcpy(&o, &r, sizeof o);
+	return o;
+}
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int o)
+{
+	return simt_exchange(v, [o](int l) { return l ^ o; });
+}
+template <typename T> static T __shfl_sync(unsigned, T v, int s)
+{
+	return simt_exchange(v, [s](int) { return s; });
+}
+template <typename T> static T __shfl_up_sync(unsigned, T v, int o)
+{
+	return simt_exchange(v, [o](int l) { return l >= o ? l - o : l; });
+}
+static inline unsigned __reduce_max_sync(unsigned, unsigned v)
+{
+	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	w.slot[threadIdx.x & 31] = v;
+	w.bar.wait();
+	unsigned m = 0;
+	for (int i = 0; i < 32; i++)
+		m = (unsigned)w.slot[i] > m ? (unsigned)w.slot[i] : m;
+	w.bar.wait();
+	return m;
+}
+static inline void __syncwarp(unsigned = 0xffffffffu)
+{
+	simt_warps[threadIdx.x / 32]->bar.wait();
+}
+static inline void __syncthreads()
+{
+	simt_block.wait();
+}
+static inline float __uint_as_float(unsigned u)
+{
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static inline unsigned __float_as_uint(float f)
+{
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+template <typename T> static T __ldg(const T *p)
+{
+	return *p;
+}
+template <typename T> static T __ldcg(const T *p)
+{
+	return *p;
+}
+static inline float __fmul_rn(float a, float b)
+{
+	return a * b;
+}
+static inline float __fadd_rn(float a, float b)
+{
+	return a + b;
+}
+static inline float __fsub_rn(float a, float b)
+{
+	return a - b;
+}
+static inline void __threadfence() {}
+static inline void __threadfence_system() {}
+template <typename T> static T atomicAdd(T *p, T v)
+{
+	T o = *p;
+	*p += v;
+	return o;
+}
+
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __global__
+#define asm(...) ((void)0)
+#define volatile
+#define __CUDA_ARCH__ 900
+
+/* Runs f as every thread of grid g with blocks of b.x threads (a multiple of 32), block by block. */
+void simt_launch(dim3 g, dim3 b, const std::function<void()> &f);

@@ -1,0 +1,248 @@
+/*
+** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
+** k_moe_up, k_moe_down) run on the CPU through simt.h against ops/ref.c: most cases of
+** tests/gpu/test_kernels.cu and test_fused.cu, checkable before a GPU is at hand (`make simt-test`;
+** minutes: every emulated thread is an OS thread, every collective a mutex rendezvous). Routing ids
+** must equal ref_moe_route's exactly, weights ref_moe_weights' within an ulp of A (here glibc's exp
+** on both sides: usually bit for bit), the experts' output ref_moe_ffn's within 1e-5 (float) or 2e-2
+** (bf16) relative L2.
+** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
+*/
+#include "simt.h"
+
+#include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
+
+#include <string>
+#include <type_traits>
+
+extern "C" {
+#include "../../ops/ref.h"
+}
+
+static int n_pass, n_fail;
+
+static void check(bool ok, const std::string &name, const std::string &detail)
+{
+	if (ok) {
+		printf("ok - %s\n", name.c_str());
+		n_pass++;
+	} else {
+		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
+		n_fail++;
+	}
+}
+
+static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static std::string fmt(const char *f, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, sizeof buf, f, ap);
+	va_end(ap);
+	return buf;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rand64(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rand64() >> 11) * (1.0 / 9007199254740992.0));
+}
+
+template <typename T> static T h_from_f(float v);
+template <> float h_from_f<float>(float v)
+{
+	return v;
+}
+template <> bf16 h_from_f<bf16>(float v)
+{
+	bf16 b;
+	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+template <> f16 h_from_f<f16>(float v)
+{
+	f16 h;
+	h.x = ref_f32_to_f16(v);
+	return h;
+}
+static float h_to_f(float v)
+{
+	return v;
+}
+static float h_to_f(bf16 v)
+{
+	return ref_bf16_to_f32(v.x);
+}
+static float h_to_f(f16 v)
+{
+	return ref_f16_to_f32(v.x);
+}
+template <typename T> static const char *tname()
+{
+	return std::is_same<T, float>::value ? "f32" : std::is_same<T, bf16>::value ? "bf16" : "f16";
+}
+
+template <typename T> static std::vector<T> rnd_as(size_t n, float lo, float hi)
+{
+	std::vector<T> v(n);
+	for (T &x : v)
+		x = h_from_f<T>(frand(lo, hi));
+	return v;
+}
+
+template <typename T> static std::vector<float> to_float(const std::vector<T> &v)
+{
+	std::vector<float> f(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		f[i] = h_to_f(v[i]);
+	return f;
+}
+
+/* Logits row t of kind (t + shift) % 5: random, all equal, equal pairs, from {-1, 0, 1}, or with NaN and
+** infinities (ids only). Bias from {-0.1, 0, 0.1} when ties, else random. As the GPU tests. */
+static std::vector<float> route_logits(int T, int E, int shift, bool special)
+{
+	std::vector<float> l((size_t)T * E);
+	for (float &v : l)
+		v = frand(-3.0f, 3.0f);
+	for (int t = 0; t < T; t++) {
+		float *r = &l[(size_t)t * E];
+		int kind = (t + shift) % (special ? 5 : 4);
+		for (int e = 0; e < E; e++)
+			if (kind == 1)
+				r[e] = 0.5f;
+			else if (kind == 2)
+				r[e] = r[e & ~1];
+			else if (kind == 3)
+				r[e] = (float)(rand64() % 3) - 1.0f;
+		if (kind == 4)
+			r[3 % E] = NAN, r[E - 1] = NAN, r[1] = INFINITY, r[E / 2] = -INFINITY;
+	}
+	return l;
+}
+
+/* Routing and weights, separate and fused, over k in {1, 2, 4, 8}, T in {1, 3, 8}, bias and norm on and
+** off (tests/gpu covers every T from 1 to 8; the emulation is slow). */
+template <typename A> static void test_route(int E, int ng, int tg, int sig, int wsig, bool special)
+{
+	int mant = std::is_same<A, float>::value ? 23 : 7;
+	std::string bad;
+	int cases = 0;
+	for (int k : {1, 2, 4, 8}) {
+		if (k > tg * (E / ng))
+			continue;
+		for (int T : {1, 3, 8})
+			for (int v = 0; v < 4; v++) {
+				int use_bias = v & 1, norm = v >> 1, fused = (T + k + v) % 2;
+				float scale = norm ? 2.5f : 1.8f;
+				std::vector<float> lr = route_logits(T, E, k + T, special);
+				std::vector<A> lg(lr.size());
+				for (size_t i = 0; i < lr.size(); i++)
+					lg[i] = h_from_f<A>(lr[i]);
+				std::vector<float> lf = to_float(lg), bf(E);
+				for (float &b : bf)
+					b = (T + k) % 2 ? 0.1f * ((float)(rand64() % 3) - 1.0f) : frand(-0.2f, 0.2f);
+				std::vector<int> want((size_t)T * k), got(want.size(), 0x55555555);
+				std::vector<float> ww(want.size());
+				ref_moe_route(want.data(), lf.data(), use_bias ? bf.data() : NULL, T, E, k, ng, tg, sig);
+				ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, wsig, norm, scale);
+				std::vector<A> gw(want.size(), h_from_f<A>(NAN));
+				const float *bp = use_bias ? bf.data() : nullptr;
+				dim3 g, b;
+				g.x = (unsigned)T, b.x = 32;
+				if (fused) {
+					simt_launch(g, b, [&] {
+						k_moe_route_weights<A, float>(got.data(), gw.data(), lg.data(), bp, E, k, ng, tg, sig,
+									      wsig, norm, scale);
+					});
+				} else {
+					simt_launch(g, b, [&] { k_moe_route<A, float>(got.data(), lg.data(), bp, E, k, ng, tg, sig); });
+					simt_launch(g, b, [&] {
+						k_moe_weights<A>(gw.data(), lg.data(), want.data(), E, k, wsig, norm, scale);
+					});
+				}
+				std::string at = fmt("k=%d T=%d%s%s%s", k, T, use_bias ? " bias" : "", norm ? " norm" : "",
+						     fused ? " fused" : "");
+				for (size_t i = 0; i < got.size() && bad.empty(); i++)
+					if (got[i] != want[i])
+						bad = fmt("%s: id %zu is %d, want %d", at.c_str(), i, got[i], want[i]);
+				for (size_t i = 0; i < ww.size() && bad.empty() && !special; i++) {
+					float w = h_to_f(h_from_f<A>(ww[i])), gv = h_to_f(gw[i]);
+					float ulp = w == 0.0f || !isfinite(w) ? 0.0f : ldexpf(1.0f, ilogbf(w) - mant);
+					if (!(fabsf(gv - w) <= ulp))
+						bad = fmt("%s: weight %zu is %.9g, want %.9g", at.c_str(), i, gv, w);
+				}
+				cases++;
+			}
+	}
+	check(bad.empty(),
+	      fmt("moe routing A=%s E=%d groups %d/%d choice %s weights %s%s: %d cases", tname<A>(), E, ng, tg,
+		  sig ? "sigmoid" : "softmax", wsig ? "sigmoid" : "softmax", special ? " NaN/inf rows" : "", cases),
+	      bad);
+}
+
+/* k_moe_up then k_moe_down against ref_moe_ffn; token 1 skips slot 1, with T >= 4 the last token skips
+** every slot (its row must be 0). */
+template <typename A, typename W> static void test_ffn(int T, int C, int F, int E, int k)
+{
+	std::vector<A> x = rnd_as<A>((size_t)T * C, -1, 1), w = rnd_as<A>((size_t)T * k, 0.1f, 1);
+	std::vector<W> gate = rnd_as<W>((size_t)E * F * C, -1, 1), up = rnd_as<W>((size_t)E * F * C, -1, 1),
+		       down = rnd_as<W>((size_t)E * C * F, -1, 1);
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++)
+			idx.push_back((t == 1 && j == 1) || (T >= 4 && t == T - 1) ? -1 : (t * 7 + j * 3) % E);
+	std::vector<float> xf = to_float(x), wf = to_float(w), gf = to_float(gate), uf = to_float(up),
+			   df = to_float(down), want((size_t)T * C);
+	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
+	std::vector<float> hid((size_t)T * k * F, NAN);
+	std::vector<A> y((size_t)T * C, h_from_f<A>(NAN));
+	dim3 g, b;
+	g.x = (unsigned)(F + 7) / 8, g.y = (unsigned)k, g.z = (unsigned)T, b.x = 256;
+	simt_launch(g, b, [&] { k_moe_up<A, W>(hid.data(), x.data(), idx.data(), gate.data(), up.data(), C, F, k); });
+	dim3 g2;
+	g2.x = (unsigned)(C + 7) / 8, g2.y = (unsigned)T;
+	simt_launch(g2, b, [&] { k_moe_down<A, W>(y.data(), hid.data(), idx.data(), w.data(), down.data(), C, F, k); });
+	double num = 0, den = 0;
+	for (size_t i = 0; i < want.size(); i++) {
+		double d = (double)h_to_f(y[i]) - want[i];
+		num += d * d;
+		den += (double)want[i] * want[i];
+	}
+	double e = den > 0 ? sqrt(num / den) : INFINITY, tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
+	check(e <= tol, fmt("moe_up+moe_down A=%s W=%s T=%d C=%d F=%d E=%d k=%d", tname<A>(), tname<W>(), T, C, F, E, k),
+	      fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
+int main(void)
+{
+	const int cfg[][3] = {{8, 1, 1}, {8, 4, 2}, {64, 1, 1}, {64, 8, 4}, {160, 8, 3}, {256, 8, 4}, {1024, 32, 5}};
+	for (auto &c : cfg)
+		for (int sig = 0; sig < 2; sig++) {
+			test_route<float>(c[0], c[1], c[2], sig, sig, false);
+			test_route<bf16>(c[0], c[1], c[2], sig, 1 - sig, false);
+		}
+	test_route<float>(256, 8, 4, 1, 1, true);
+	test_route<bf16>(64, 1, 1, 0, 0, true);
+	/* k_moe_down's cost here grows with C (a warp per column, a rendezvous per shuffle): large C only at T = 1 */
+	test_ffn<float, float>(3, 256, 24, 8, 2);
+	test_ffn<bf16, bf16>(1, 2048, 9, 8, 4);    /* GLM-4.7-Flash's C: two batches of 4 vectors */
+	test_ffn<float, bf16>(1, 2056, 9, 4, 2);   /* 257 vectors: lane 0 has one more */
+	test_ffn<bf16, float>(1, 1028, 9, 4, 2);
+	test_ffn<bf16, f16>(1, 6144, 5, 8, 2);     /* GLM-5's C */
+	test_ffn<bf16, bf16>(4, 64, 1544, 8, 3);   /* 193 down vectors a row; the last token skips all */
+	test_ffn<float, bf16>(3, 70, 40, 8, 2);    /* unaligned rows: the element-wise paths */
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
