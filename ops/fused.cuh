@@ -28,19 +28,6 @@ __device__ void k_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, 
 	}
 }
 
-/* The inverse RMS of row xr[0..K) exactly as k_rmsnorm forms it (each thread sums its elements in order,
-** then block_sum), so the normalised values match the unfused kernel's. Every thread gets it. */
-template <typename A>
-__device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
-{
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < K; i += blockDim.x) {
-		float v = to_f(xr[i]);
-		ss += v * v;
-	}
-	return 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
-}
-
 /*
 ** The decode GEMV of a fused group (fuse.c's FK_GEMV): gemv_core (kernels.cuh) with the group's
 ** prologue PRO (GEMV_PRO_*) and epilogue bits EPI, TR rows per pass. grid (ceil((N0+N1+N2+N3)/RB), or

@@ -333,6 +333,19 @@ __device__ __forceinline__ void gemv_ldx(const A *p, float *f, bool vec, bool gl
 	}
 }
 
+/* The inverse RMS of row xr[0..K) exactly as k_rmsnorm forms it (each thread sums its elements in order,
+** then block_sum), so the normalised values match the unfused kernel's. Every thread gets it. */
+template <typename A>
+__device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
+{
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < K; i += blockDim.x) {
+		float v = to_f(xr[i]);
+		ss += v * v;
+	}
+	return 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+}
+
 /*
 ** The decode GEMV, shared by k_linear_gemv and k_gemv_fused: up to four linears that read the same
 ** input rows x[T, K], over their concatenated output columns (member m: weight w_m[N_m, K], optional
@@ -426,12 +439,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 				/* normalise in place, the inverse RMS summed as k_rmsnorm sums */
 				for (int t = 0; t < tn; t++) {
 					A *xr = xs + t * K;
-					float ss = 0.0f;
-					for (int k = tid; k < K; k += BT) {
-						float v = to_f(xr[k]);
-						ss += v * v;
-					}
-					float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+					float iv = gemv_row_inv_rms(xr, K, eps);
 					for (int k = tid; k < K; k += BT) {
 						float v = to_f(xr[k]) * iv;
 						if (HAS_NW)
@@ -447,13 +455,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 		} else if (PRO == GEMV_PRO_RMSNORM) {
 			/* rows too long to stage: the inverse RMS first, the prologue per element below */
 			for (int t = 0; t < tn; t++) {
-				const A *xr = x + (long long)(t0 + t) * K;
-				float ss = 0.0f;
-				for (int k = tid; k < K; k += BT) {
-					float v = to_f(xr[k]);
-					ss += v * v;
-				}
-				float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
+				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
 				if (tid == 0)
 					inv[t] = iv;
 			}
