@@ -99,15 +99,20 @@ build/bench/mla: bench/mla.cu ops/kernels.cuh ops/fused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
-# The MoE decode kernels on the CPU (tests/simt: a SIMT stand-in for the device), for checking kernel
-# logic without a GPU; needs a C++17 compiler, takes minutes, not part of `make test`.
+# The MoE decode kernels and the decode GEMV on the CPU (tests/simt: a SIMT stand-in for the device), for
+# checking kernel logic without a GPU; needs a C++17 compiler, takes minutes, not part of `make test`.
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe
+build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh build/libglm.a
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv
 	build/simt/test_moe
+	build/simt/test_gemv
 
 clean:
 	rm -rf build bin

@@ -18,6 +18,8 @@
 ** reported: µs per group both ways and the fused launch's share of the bandwidth (weight bytes only).
 **
 **   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]
+** GEMV_RB=8 in the environment runs the float GEMV with eight columns a block where N >= 8·264 (an
+** experiment against the emitted shape, for bench/NOTES.md).
 */
 #include "../ops/kernels.cuh"
 #include "../ops/fused.cuh"
@@ -102,9 +104,11 @@ typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cuda
 
 template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
-	int bt, rb; /* the shape glmc emits */
+	int bt, rb; /* the shape glmc emits, or GEMV_RB=8 (eight columns a block: an experiment) */
 	gemv_shape_h(K, N, sizeof(W), &bt, &rb);
-	if (rb == 4)
+	if (getenv("GEMV_RB") && atoi(getenv("GEMV_RB")) == 8 && N >= 8 * 264)
+		g_gemv<A, W, 8><<<(N + 7) / 8, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
+	else if (rb == 4)
 		g_gemv<A, W, 4><<<(N + 3) / 4, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
 	else if (rb == 2)
 		g_gemv<A, W, 2><<<(N + 1) / 2, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);

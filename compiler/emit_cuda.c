@@ -747,9 +747,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			else
 				w_null(&w);
 			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-			/* the GEMV for one-token steps only: its 8-rows-per-pass variant (TR 8) gave NaN in plans on
-			** an H200 for 3- and 7-token steps although tests/gpu passes it; the tiled GEMM above */
-			int64_t tmax_gemv = has_t(&g->node[x]) ? (rpt <= 8 ? 1 : 0) : (rpt <= 8 ? 1 << 30 : 0);
+			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
 			if (variant < 2) {
 				int rb;
 				if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
@@ -986,16 +984,21 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			snprintf(t, sizeof t, "k_kv_write<%s>", A);
 			w_finish(e, &w, t);
 		}
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
-		w_buf(&w, g, pos, 0, NULL);
-		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
-		w_seq(&w, g, kc);
-		w.L.grid[0] = sz_const(H);
-		w.L.grid[1] = sz_numel(g, pos, 1);
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_attention<%s>", A);
-		w_finish(e, &w, t);
+		/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
+		for (int nw = 16; nw >= 4; nw -= 12) {
+			w_start(&w, id);
+			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+			w_buf(&w, g, pos, 0, NULL);
+			w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+			w_seq(&w, g, kc);
+			w.L.grid[0] = sz_const(H);
+			w.L.grid[1] = sz_numel(g, pos, 1);
+			w.L.block = 32 * nw;
+			w.L.tmin = nw == 16 ? 1 : 9;
+			w.L.tmax = nw == 16 ? 8 : 1 << 30;
+			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+			w_finish(e, &w, t);
+		}
 		return 0;
 	}
 	case OP_TOPK: case OP_ARGMAX: {
@@ -1206,7 +1209,6 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			if (tr == 8 && f->tmax < 2)
 				break;
 			int rb;
-			(void)tr;
 			w_start(&w, f->host);
 			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
@@ -1216,10 +1218,8 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w.L.grid[0] = sz_const(f->pro != GP_NONE && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
-			/* 2..tmax tokens also take TR 1 (a pass per row): the TR 8 variant gave NaN in plans on an
-			** H200 (3- and 7-token steps) although tests/gpu/test_fused passes it; not found yet */
 			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-			         NW, f->pro, bool_s(nw >= 0), epi, rb, 1);
+			         NW, f->pro, bool_s(nw >= 0), epi, rb, tr);
 			w_finish(e, &w, t);
 		}
 		return;

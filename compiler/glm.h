@@ -239,6 +239,8 @@ void graph_init(Graph *g, Arena *A);
 int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
 void graph_set_meta(Graph *g, const char *key, const char *val);
 const char *graph_meta(const Graph *g, const char *key);
+const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
+int cuda_prefill_gemm(const Graph *g, int launch);
 const char *dtype_name(int dt);
 int dtype_from_name(const char *s);
 size_t dtype_size(int dt);

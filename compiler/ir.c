@@ -55,6 +55,33 @@ const char *graph_meta(const Graph *g, const char *key)
 	return NULL;
 }
 
+/* The template a launch's wrapper instantiates ("k_qgemv<float, 12, ...>"), read back from the emitted
+** source: an emit dump says which kernel each launch runs, and glmrun knows which launches are a plain
+** prefill GEMM (those alone may go through cuBLASLt). A collective's own name otherwise. */
+const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len)
+{
+	char key[64];
+	snprintf(key, sizeof key, " %s(", kernel);
+	const char *s = g->cuda.source ? strstr(g->cuda.source, key) : NULL;
+	const char *b = s ? strstr(s, "{ ") : NULL, *e = b ? strchr(b, '(') : NULL;
+	if (!e || (size_t)(e - b - 2) >= len)
+		return kernel;
+	memcpy(buf, b + 2, (size_t)(e - b - 2));
+	buf[e - b - 2] = 0;
+	return buf;
+}
+
+/* Whether launch i is a linear's own prefill GEMM, which glmrun may run through cuBLASLt instead. Not
+** every launch from 2 tokens whose first output is its linear: a fused decode GEMV hosted at a linear is
+** one too, and cuBLASLt would compute that member alone, from a norm or SwiGLU no kernel stored. */
+int cuda_prefill_gemm(const Graph *g, int i)
+{
+	char buf[160];
+	const char *t = cuda_template(g, g->cuda.l[i].kernel, buf, sizeof buf);
+	return g->node[g->cuda.l[i].node].op == OP_LINEAR &&
+	       (!strncmp(t, "k_linear_gemm<", 14) || !strncmp(t, "k_qlinear_gemm<", 15));
+}
+
 static const char *dtype_names[DT_NTYPES] = {"f32", "f16", "bf16", "i32", "q"};
 static const size_t dtype_sizes[DT_NTYPES] = {4, 2, 2, 4, 0};
 static const char *kind_names[VK_NKINDS] = {"act", "weight", "cache", "input"};

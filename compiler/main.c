@@ -165,21 +165,6 @@ static int kernel_counts(const Graph *g, int **per_layer, int *nl)
 	return step;
 }
 
-/* The template a launch's wrapper instantiates ("k_qgemv<float, 12, ...>"), read back from the emitted
-** source, so an emit dump says which kernel each launch runs; a collective's own name otherwise. */
-static const char *kernel_template(const Graph *g, const char *kernel, char *buf, size_t len)
-{
-	char key[64];
-	snprintf(key, sizeof key, " %s(", kernel);
-	const char *s = g->cuda.source ? strstr(g->cuda.source, key) : NULL;
-	const char *b = s ? strstr(s, "{ ") : NULL, *e = b ? strchr(b, '(') : NULL;
-	if (!e || (size_t)(e - b - 2) >= len)
-		return kernel;
-	memcpy(buf, b + 2, (size_t)(e - b - 2));
-	buf[e - b - 2] = 0;
-	return buf;
-}
-
 /* The kernel counts as one line for dumps: the step's total and each layer's. */
 static void print_kernel_counts(const Graph *g, FILE *f)
 {
@@ -258,7 +243,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			char tmpl[160];
 			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
 			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
-			       kernel_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl));
+			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl));
 		}
 		print_kernel_counts(g, stdout);
 		goto done;

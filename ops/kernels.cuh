@@ -884,20 +884,21 @@ __device__ void k_kv_write(A *kcache, A *vcache, const A *k, const A *v, const i
 ** y[T, H*Dv]; q[T, H*Dk]; caches [slots*S, G*Dk] and [slots*S, G*Dv], token t reading the S rows of slot
 ** seq[t]. One block per (t, h) with an online
 ** (running max / sum) softmax so any context length works; Dk, Dv <= 256.
-** grid (H, T), block 128.
+** grid (H, T), block 32·NW: NW = 4 for prefills (many blocks), 16 for decode steps, where the H blocks
+** alone must cover the context (a warp's groups of keys run one after another: more warps, fewer each).
 **
-** Warp w takes keys in groups of four, 4w..4w+3, then 16 further on, and so on. Its lanes hold q and
+** Warp w takes keys in groups of four, 4w..4w+3, then 4·NW further on, and so on. Its lanes hold q and
 ** the output accumulator for dims lane + 32i (i < 8) in registers; a group's four k rows and four v
 ** rows are loaded together (eight rows in flight), four independent dot products end in shuffle sums,
 ** and the warp keeps its own running max m, sum l and accumulator, rescaled by exp(m_old - m_new)
-** whenever the max grows. The four warps' states are merged through shared memory at the end. Rows
-** past pos[t] are never read. Needs exactly 128 threads.
+** whenever the max grows. The warps' states are merged through shared memory at the end. Rows past
+** pos[t] are never read. Needs exactly 32·NW threads.
 */
-template <typename A>
+template <typename A, int NW>
 __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
                             int Dk, int Dv, float scale, const int *seq, int S)
 {
-	const int NW = 4, U = 4; /* warps per block, keys per warp per group */
+	const int U = 4; /* keys per warp per group */
 	__shared__ float wm[NW], wl[NW], wacc[NW][256];
 	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int g = h / (H / G), n = pos[t] + 1;

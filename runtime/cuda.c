@@ -93,6 +93,7 @@ struct Gpu {
 	CUstream st;
 	CUmodule mod;
 	CUfunction *fn;              /* per launch */
+	unsigned char *gemm;         /* per launch: 1 when it is a linear's prefill GEMM, which cuBLASLt may run */
 	CUfunction sample;
 	CUdeviceptr *ptr;            /* per node */
 	CUdeviceptr *rope;           /* per node: rope tables */
@@ -364,11 +365,13 @@ static int load_module(Gpu *x, char *err, size_t len)
 	if (r != CUDA_SUCCESS)
 		return cuerr(x, r, "cuModuleLoadData", err, len);
 	x->fn = calloc((size_t)c->nl + 1, sizeof *x->fn);
-	if (!x->fn)
+	x->gemm = calloc((size_t)c->nl + 1, 1);
+	if (!x->fn || !x->gemm)
 		return seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++) {
 		if (c->l[i].kernel[0] == '@')
 			continue; /* a collective: NCCL, not a kernel of the module */
+		x->gemm[i] = (unsigned char)cuda_prefill_gemm(x->g, i);
 		r = x->cu.mod_fn(&x->fn[i], x->mod, c->l[i].kernel);
 		if (r != CUDA_SUCCESS)
 			return seterr(err, len, "plan: kernel %s of node %%%d is missing from the module", c->l[i].kernel,
@@ -768,9 +771,8 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 				return -1;
 			continue;
 		}
-		/* A prefill GEMM of a linear (its own launch: the first argument is the linear's output) may go
-		** through cuBLASLt; a fused kernel hosted at a linear (e.g. the MLA latent preparation) never does. */
-		if (l->tmin > 1 && !x->capturing && l->narg > 0 && l->arg[0].kind == KA_BUF && l->arg[0].s.node == l->node) {
+		/* A linear's prefill GEMM may go through cuBLASLt (outside graph capture); no other launch does. */
+		if (x->gemm[i] && !x->capturing) {
 			int done = lt_linear(x, l->node, T, err, len);
 			if (done < 0)
 				return -1;
@@ -1058,7 +1060,7 @@ void gpu_close(Gpu *x)
 		dlclose(x->lt.so);
 	if (x->cu.so)
 		dlclose(x->cu.so);
-	free(x->fn), free(x->ptr), free(x->rope), free(x->wq);
+	free(x->fn), free(x->gemm), free(x->ptr), free(x->rope), free(x->wq);
 	free(x->graph), free(x->exec), free(x->captured_logits);
 	free(x);
 }

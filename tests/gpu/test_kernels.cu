@@ -342,11 +342,11 @@ __global__ void __launch_bounds__(256)
 	k_kv_write<A>(kc, vc, k, v, pos, KW, VW, g_zero_seq, 0);
 }
 
-template <typename A>
-__global__ void __launch_bounds__(128) g_attention(A *y, const A *q, const A *kc, const A *vc, const int *pos, int H,
-						   int G, int Dk, int Dv, float scale)
+template <typename A, int NW>
+__global__ void __launch_bounds__(32 * NW) g_attention(A *y, const A *q, const A *kc, const A *vc, const int *pos,
+						       int H, int G, int Dk, int Dv, float scale)
 {
-	k_attention<A>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
+	k_attention<A, NW>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
 }
 
 template <typename A> __global__ void __launch_bounds__(256) g_argmax(int *y, const A *x, int N)
@@ -891,7 +891,11 @@ template <typename A> static void test_attention(int H, int G, int Dk, int Dv, i
 		A *dy = poisoned<A>(want.size());
 		g_kv_write<A><<<T, 256>>>(kc, vc, upload(k), upload(v), dpos, (int)KW, (int)VW);
 		CK_LAUNCH();
-		g_attention<A><<<dim3(H, T), 128>>>(dy, upload(q), kc, vc, dpos, H, G, Dk, Dv, scale);
+		/* as glmc emits it: 16 warps for steps of up to 8 tokens, 4 above */
+		if (T <= 8)
+			g_attention<A, 16><<<dim3(H, T), 512>>>(dy, upload(q), kc, vc, dpos, H, G, Dk, Dv, scale);
+		else
+			g_attention<A, 4><<<dim3(H, T), 128>>>(dy, upload(q), kc, vc, dpos, H, G, Dk, Dv, scale);
 		CK_LAUNCH();
 		check_close(call == 0 ? fmt("attention %s prefill T=%d", cfg.c_str(), T)
 				      : fmt("attention %s step %d (pos %d)", cfg.c_str(), call, p0),

@@ -41,6 +41,10 @@ struct uint2 {
 struct float4 {
 	float x, y, z, w;
 };
+static inline float4 make_float4(float a, float b, float c, float d)
+{
+	return float4{a, b, c, d};
+}
 static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d)
 {
 	return uint4{a, b, c, d};
@@ -168,6 +172,7 @@ template <typename T> static T atomicAdd(T *p, T v)
 #define __device__
 #define __forceinline__ inline
 #define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
 #define __global__
 #define asm(...) ((void)0)
 #define volatile

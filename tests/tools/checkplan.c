@@ -3,7 +3,10 @@
 ** plan's arch, every launched kernel (and the sampler) is a function symbol in it, each launch's block
 ** equals the __launch_bounds__ its wrapper declares, and grid dims stay within the hardware limits for
 ** every step size from 1 to --max-t tokens. Collective launches (KERNEL_ALLREDUCE / KERNEL_ALLGATHER) are
-** no kernels: each must name a collective node and carry destination, source and count.
+** no kernels: each must name a collective node and carry destination, source and count. A launch glmrun
+** may hand to cuBLASLt (cuda_prefill_gemm) must be exactly its linear: it writes that node's output and
+** nothing else, and reads the linear's input and weight (so the memory plan's checker saw what cuBLASLt
+** reads); the summary counts them.
 **
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
 */
@@ -93,7 +96,7 @@ int main(int argc, char **argv)
 		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
 	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
 		fail("sampler %s missing from the cubin", c->sample_kernel);
-	int distinct = 0, ncoll = 0;
+	int distinct = 0, ncoll = 0, ngemm = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
 		if (l->kernel[0] == '@') {
@@ -113,6 +116,22 @@ int main(int argc, char **argv)
 		int lb = declared_bounds(c->source, l->kernel);
 		if (lb != l->block)
 			fail("kernel %s launches %d threads but declares __launch_bounds__(%d)", l->kernel, l->block, lb);
+		if (cuda_prefill_gemm(&g, i)) {
+			const Node *n = &g.node[l->node];
+			int writes = 0, reads_x = 0, reads_w = 0;
+			for (int k = 0; k < l->narg; k++) {
+				if (l->arg[k].kind != KA_BUF)
+					continue;
+				int v = l->arg[k].s.node;
+				if (l->arg[k].f == 1)
+					writes += v == l->node ? 1 : 100;
+				reads_x |= v == n->in[0], reads_w |= v == n->in[1];
+			}
+			if (writes != 1 || !reads_x || !reads_w)
+				fail("launch %s of linear %%%d is taken for cuBLASLt but is not that linear alone (%s)", l->kernel,
+				     l->node, writes != 1 ? "it writes other buffers" : "it does not read the linear's operands");
+			ngemm++;
+		}
 		int first = 1;
 		for (int k = 0; k < i && first; k++)
 			first = strcmp(c->l[k].kernel, l->kernel) != 0;
@@ -128,8 +147,8 @@ int main(int argc, char **argv)
 	for (int i = 0; i < c->nl; i++)
 		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
 			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
-	printf("%s: %s, %d launches of %d distinct kernels, %d collectives, cubin %zu bytes\n", argv[1], c->arch,
-	       c->nl - ncoll, distinct, ncoll, c->cubin_size);
+	printf("%s: %s, %d launches of %d distinct kernels, %d collectives, %d prefill GEMMs for cuBLASLt, cubin %zu "
+	       "bytes\n", argv[1], c->arch, c->nl - ncoll, distinct, ncoll, ngemm, c->cubin_size);
 	arena_free(&A);
 	return 0;
 }

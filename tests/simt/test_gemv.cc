@@ -1,0 +1,107 @@
+/*
+** tests/simt/test_gemv.cc — the decode GEMV (gemv_core through k_gemv_fused) run on the CPU through
+** simt.h against ops/ref.c, at the shapes and launch geometry glmc emits for the fixtures (block 32, one
+** column per block), with TR 1 and 8 at every step size 1..9: the multi-row passes are what a plan runs
+** for prompts of 2..8 tokens. float only (the emulator's cost grows with K; rounding is tests/gpu's).
+*/
+#include "simt.h"
+
+#include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
+
+#include <string>
+
+extern "C" {
+#include "../../ops/ref.h"
+}
+
+static int n_pass, n_fail;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static float frand(float lo, float hi)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
+}
+
+static std::vector<float> rnd(size_t n, float lo = -1, float hi = 1)
+{
+	std::vector<float> v(n);
+	for (auto &x : v)
+		x = frand(lo, hi);
+	return v;
+}
+
+/* One launch of k_gemv_fused<float, float, float, PRO, true, EPI, RB, TR> over members N (K columns each)
+** against ref_rmsnorm / ref_swiglu + ref_linear (+ ref_add for the residual, in place). */
+template <int PRO, int EPI, int RB, int TR> static void run(int T, int K, std::vector<int> N, int block, int grid)
+{
+	int M = (int)N.size();
+	std::vector<float> x = rnd((size_t)T * K, -2, 2), u = rnd((size_t)T * K), nw = rnd(K, 0.5f, 1.5f), h((size_t)T * K);
+	if (PRO == GEMV_PRO_RMSNORM)
+		ref_rmsnorm(h.data(), x.data(), nw.data(), T, K, 1e-5f);
+	else if (PRO == GEMV_PRO_SWIGLU)
+		ref_swiglu(h.data(), x.data(), u.data(), h.size());
+	else
+		h = x;
+	std::vector<std::vector<float>> w(4), y(4), want(4);
+	std::vector<float> r;
+	int n4[4] = {0, 0, 0, 0};
+	for (int m = 0; m < M; m++) {
+		n4[m] = N[m];
+		w[m] = rnd((size_t)N[m] * K);
+		want[m].resize((size_t)T * N[m]);
+		ref_linear(want[m].data(), h.data(), w[m].data(), NULL, T, K, N[m]);
+		y[m].assign((size_t)T * N[m], NAN);
+		if (m == 0 && (EPI & GEMV_EPI_RES)) {
+			r = rnd(y[0].size());
+			for (size_t i = 0; i < r.size(); i++)
+				want[0][i] += r[i];
+			y[0] = r; /* in place, as the plans run it */
+		}
+	}
+	auto p = [&](int m) { return m < M ? y[m].data() : nullptr; };
+	auto q = [&](int m) { return m < M ? (const float *)w[m].data() : nullptr; };
+	dim3 g, b;
+	g.x = (unsigned)grid, b.x = (unsigned)block;
+	simt_launch(g, b, [&] {
+		k_gemv_fused<float, float, float, PRO, true, EPI, RB, TR>(
+		    p(0), p(1), p(2), p(3), q(0), q(1), q(2), q(3), nullptr, nullptr, nullptr, nullptr, x.data(),
+		    PRO == GEMV_PRO_SWIGLU ? u.data() : nullptr, nw.data(), nullptr, (EPI & GEMV_EPI_RES) ? y[0].data() : nullptr,
+		    T, K, n4[0], n4[1], n4[2], n4[3], 1e-5f, 1, 1, 1, 1);
+	});
+	double num = 0, den = 0;
+	for (int m = 0; m < M; m++)
+		for (size_t i = 0; i < want[m].size(); i++) {
+			double d = (double)y[m][i] - want[m][i];
+			num += d * d, den += (double)want[m][i] * want[m][i];
+		}
+	double e = den > 0 ? sqrt(num / den) : INFINITY;
+	char name[160];
+	snprintf(name, sizeof name, "gemv_fused pro=%d epi=%d RB=%d TR=%d T=%d K=%d M=%d block=%d grid=%d", PRO, EPI, RB,
+	         TR, T, K, M, block, grid);
+	if (e <= 1e-5) {
+		printf("ok - %s\n", name);
+		n_pass++;
+	} else {
+		printf("FAIL - %s: rel-L2 %.3g\n", name, e);
+		n_fail++;
+	}
+}
+
+int main(void)
+{
+	for (int T = 1; T <= 9; T++) {
+		/* the llama fixture's QKV (64 + 32 + 32 of K 64), its SwiGLU-down with the residual, the o-projection */
+		run<GEMV_PRO_RMSNORM, 0, 1, 1>(T, 64, {64, 32, 32}, 32, 128);
+		run<GEMV_PRO_RMSNORM, 0, 1, 8>(T, 64, {64, 32, 32}, 32, 128);
+		run<GEMV_PRO_SWIGLU, GEMV_EPI_RES, 1, 1>(T, 128, {64}, 32, 64);
+		run<GEMV_PRO_SWIGLU, GEMV_EPI_RES, 1, 8>(T, 128, {64}, 32, 64);
+		run<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 1>(T, 64, {64}, 32, 64);
+		run<GEMV_PRO_NONE, GEMV_EPI_RES, 2, 8>(T, 64, {64}, 32, 32);
+		/* looping blocks, several warps */
+		run<GEMV_PRO_RMSNORM, 0, 4, 1>(T, 512, {200, 56}, 64, 5);
+	}
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
