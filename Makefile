@@ -89,7 +89,7 @@ gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv bui
 
 # The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
 bench-gemv: build/bench/gemv
-build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh
+build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 

@@ -9,6 +9,7 @@
 ** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
 */
 #include "glm.h"
+#include "gemv_shape.h"
 #include "quant.h"
 
 #include <stdlib.h>
@@ -103,7 +104,6 @@ static const char *etype(const Graph *g, int id)
 	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
 }
 
-static void gemv_shape(int64_t K, int64_t Ntot, int wsize, int *block, int *rb);
 
 static void w_start(Wr *w, int node)
 {
@@ -755,7 +755,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 				w.L.tmin = variant == 0 ? 1 : 2;
 				w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
 				           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				gemv_shape(K, N, dtype_size(g->node[wt].dtype), &w.L.block, &rb);
+				gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
 				w.L.grid[0] = sz_const((N + rb - 1) / rb);
 				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
 				         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
@@ -1072,21 +1072,6 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 }
 
 /*
-** The launch shape of ops/kernels.cuh's gemv_core for Ntot output columns of K weights of wsize bytes:
-** enough threads that each streams about two 16-byte vectors of every row (32 to 256), and RB = 4
-** columns per block (so each thread has 8 loads in flight), fewer when that would leave under two
-** blocks per SM of an H100/H200 (132 SMs). tests/gpu and bench/gemv.cu use the same rule (gemv_shape_h).
-*/
-#define GEMV_PRO_BLOCKS 264 /* blocks of a GEMV with a prologue: two per SM of an H100/H200 */
-
-static void gemv_shape(int64_t K, int64_t Ntot, int wsize, int *block, int *rb)
-{
-	int64_t nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32;
-	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
-	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
-}
-
-/*
 ** Fused kernels (compiler/fuse.c's g->fk): each launched where its host node's kernels are, for steps of
 ** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
 */
@@ -1212,10 +1197,8 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w_start(&w, f->host);
 			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-			gemv_shape(K, Ntot, dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
-			int64_t groups = (Ntot + rb - 1) / rb;
-			/* a prologue is formed once per block: about two blocks per SM, each looping over groups */
-			w.L.grid[0] = sz_const(f->pro != GP_NONE && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
+			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
+			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, f->pro != GP_NONE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
 			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),

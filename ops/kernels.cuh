@@ -603,27 +603,12 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 }
 
 #ifndef __CUDACC_RTC__
-/* Host side, for tests/gpu and bench/: compiler/emit_cuda.c's gemv_shape (the launch shape glmc emits
-** for gemv_core), repeated here because that file is C and this one is not included there. */
-static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *block, int *rb)
-{
-	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32;
-	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
-	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
-}
-
-/* The grid of a gemv_core launch with rb columns per block: one block per group, or at most 264
-** looping blocks when there is a prologue (emit_cuda.c's GEMV_PRO_BLOCKS). */
-static inline unsigned gemv_grid_h(long long Ntot, int rb, bool prologue)
-{
-	long long groups = (Ntot + rb - 1) / rb;
-	return (unsigned)(prologue && groups > 264 ? 264 : groups);
-}
+#include "gemv_shape.h" /* the launch shape glmc emits, for tests/gpu and bench/ */
 #endif
 
 /*
 ** Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8 is the intended use. gemv_core
-** with one member, TR rows per pass: grid (ceil(N/RB)), block a multiple of 32 (gemv_shape_h below).
+** with one member, TR rows per pass: grid (ceil(N/RB)), block a multiple of 32 (gemv_shape.h).
 ** bias may be nullptr when !HAS_BIAS.
 */
 template <typename A, typename W, bool HAS_BIAS, int RB, int TR>
