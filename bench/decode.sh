@@ -23,7 +23,8 @@ OUT=${OUT:-/tmp/glm-bench}
 WORK=${WORK:-/tmp/glm-bench-work}
 SHAPES=${SHAPES:-"llama3_8b:bf16 glm4_7_flash:bf16 glm4_7_flash:q8_0 glm5_slice:q4_k_m"}
 BATCHES=${BATCHES:-"1 4 16"}
-TP=${TP:-1} # plans for TP GPUs (issue 10: TP=2 BATCHES=1 PEER=0 on a 2-GPU machine); batch 1 only above 1
+TP=${TP:-1} # plans for TP GPUs (issue 10: TP=2 BATCHES=1 PEER=0 on a 2-GPU machine); batch 1 only above 1;
+# the profile's "allreduce" / "allgather" rows by operator are then the collectives' share of the step
 STEPS=${STEPS:-64}
 PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
@@ -137,7 +138,7 @@ for sd in $SHAPES; do
 			continue
 		fi
 		flags="--bench"
-		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && [ "$DEVICE" = cuda ] && [ "$TP" = 1 ] && flags="--profile --profile-top 25"
+		[ "$b" = 1 ] && [ "$PROFILE" = 1 ] && [ "$DEVICE" = cuda ] && flags="--profile --profile-top 25"
 		[ "$b" != 1 ] && flags="$flags --batch $b"
 		say "$tag batch $b: glmrun $flags (weights generated at open; limit ${budget}s)"
 		t=$(date +%s)

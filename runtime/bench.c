@@ -232,7 +232,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	qsort(row, (size_t)nr, sizeof *row, cmp_row);
 	fprintf(f, "profile: %d nodes and the sampler, %d kernels per step, times averaged over %ld steps (%s), context "
 	       "%.0f\n", nr - 1, nk, o->profile_steps,
-	       graph ? "a graph replay with an event node before and after every kernel"
+	       graph ? "a graph replay with an event node before and after every kernel and collective"
 	       : o->profile_eager ? "eager launches with events around each (--profile-eager)"
 	                          : "eager launches with events around each (the graph capture with event nodes failed)",
 	       ctx);
@@ -248,7 +248,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 			snprintf(where, sizeof where, "%s %%%d layer %d (%s:%d)", op_table[n->op].name, r->node, n->layer,
 			         n->src ? n->src : "?", n->line);
 		}
-		fprintf(f, "%4d %10.2f %6.2f %12.0f %12.0f %9.1f %7s  %-4d %-10s %s\n", i + 1, r->us, 100 * r->us / total, r->rd,
+		fprintf(f, "%4d %10.2f %6.2f %12.0f %12.0f %9.1f %7s  %-4d %-10s %s\n", i + 1, r->us, total > 0 ? 100 * r->us / total : 0.0, r->rd,
 		       r->wr, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1), r->launches, r->kernel, where);
 	}
 	if (top < nr)
@@ -268,7 +268,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 			continue;
 		double gbps = t > 0 ? by / (t * 1e3) : 0;
 		fprintf(f, "  %-14s %6d %10.2f %6.2f %14.0f %9.1f %7s\n", op < 0 ? "sampler" : op_table[op].name, cnt, t,
-		       100 * t / total, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
+		       total > 0 ? 100 * t / total : 0.0, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
 	}
 	/* By layer: the per-layer cost a multi-GPU plan is built from. */
 	int nlay = 0;
@@ -300,16 +300,18 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	return 0;
 }
 
-/* --profile: time the kernels (gpu_profile), then print the tables. */
-static int profile_report(const Graph *g, Gpu *gpu, const BenchOpts *o, const double *wb, double ctx, double step_ms,
-                          int64_t V)
+/* --profile: time the kernels and collectives (gpu_profile, or on every rank of a tp plan), then print the
+** tables (rank 0's times). */
+static int profile_report(const Graph *g, Gpu *gpu, Ranks *R, const BenchOpts *o, const double *wb, double ctx,
+                          double step_ms, int64_t V)
 {
 	char err[1024];
 	double *us = calloc((size_t)g->cuda.nl + 1, sizeof *us), sample_us = 0;
 	int graph = 0;
 	if (!us)
 		return fprintf(stderr, "glmrun: out of memory\n"), 1;
-	if (gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
+	if (R ? ranks_profile(R, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)
+	      : gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
 		fprintf(stderr, "glmrun: --profile: %s\n", err);
 		free(us);
 		return 1;
@@ -348,11 +350,11 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		fprintf(stderr, "glmrun: %s: tp %d in the plan is outside 1..8\n", plan, tp);
 		return 1;
 	}
-	/* A partitioned plan on the GPU runs on tp GPUs through the rank workers (NCCL): batch 1, no profile. */
+	/* A partitioned plan on the GPU runs on tp GPUs through the rank workers (NCCL): batch 1 (--profile
+	** times rank 0's kernels and collectives while every rank runs its step). */
 	int multi = tp > 1 && cuda;
-	if (multi && (B > 1 || o->profile)) {
-		fprintf(stderr, "glmrun: --bench on %d GPUs times batch 1 without --profile; drop %s\n", tp,
-		        B > 1 ? "--batch" : "--profile");
+	if (multi && B > 1) {
+		fprintf(stderr, "glmrun: --bench on %d GPUs times batch 1; drop --batch\n", tp);
 		return 1;
 	}
 	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? o->profile_steps + 1 : 0) + 1;
@@ -542,7 +544,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	}
 	fflush(stdout);
 	if (o->profile)
-		rc = profile_report(g, gpu, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
+		rc = profile_report(g, gpu, R, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
 	if (gpu)
 		gpu_close(gpu);
 	if (R)

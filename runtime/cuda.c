@@ -767,7 +767,12 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		if (T < l->tmin || T > l->tmax)
 			continue;
 		if (l->kernel[0] == '@') {
+			/* --profile times a collective as it does a kernel: its share of the step is issue 10's figure */
+			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
+				return -1;
 			if (coll_launch(x, l, T, err, len))
+				return -1;
+			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
 				return -1;
 			continue;
 		}
@@ -1261,7 +1266,7 @@ static int prof_step(Gpu *x, char *err, size_t len)
 }
 
 /*
-** --profile: `steps` decode steps with an event before and after every kernel, averaged. The step is
+** --profile: `steps` decode steps with an event before and after every kernel and collective, averaged. The step is
 ** captured into a graph whose event nodes sit between the kernels, so the times are those of a graph
 ** replay without the host's launch gaps; with `eager`, or when the capture fails (an old driver), the
 ** step runs eagerly and *graph says so. us[i] is launch i's time (0 when it is not launched at T = 1).

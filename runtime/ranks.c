@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, CMD_PREFILL, CMD_DECODE, CMD_OUTPUTS, CMD_CLOSE };
+enum { CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, CMD_PREFILL, CMD_DECODE, CMD_OUTPUTS, CMD_PROFILE, CMD_CLOSE };
 
 struct Ranks {
 	int tp;
@@ -42,6 +42,9 @@ struct Ranks {
 	int32_t pos0;
 	float *logits, **out;
 	long step;                   /* decode steps so far */
+	int prof_steps, prof_eager;  /* --profile: every rank times its own step (collectives need them all) */
+	double *prof_us[CREW_MAX], prof_sample[CREW_MAX];
+	int prof_graph[CREW_MAX];
 	char what[64];
 };
 
@@ -120,6 +123,10 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 	case CMD_OUTPUTS:
 		crew_note(R->crew, rank, "running the step eagerly and copying every node back");
 		return gpu_step_outputs(x, R->tokens, R->pos, R->T, rank == 0 ? R->out : R->none, err, len);
+	case CMD_PROFILE:
+		crew_note(R->crew, rank, "--profile: timing the decode step's kernels and collectives");
+		return gpu_profile(x, R->prof_steps, R->prof_eager, R->prof_us[rank], &R->prof_sample[rank], &R->prof_graph[rank],
+		                   err, len);
 	case CMD_CLOSE:
 		crew_note(R->crew, rank, "closing");
 		gpu_drop_graphs(x); /* first: a graph holding NCCL calls makes ncclCommDestroy wait forever */
@@ -180,7 +187,7 @@ int ranks_opts_from_env(RanksOpts *ro, int tp, char *err, size_t len)
 static int run(Ranks *R, int cmd, const char *what, char *err, size_t len)
 {
 	double t = R->ro.timeout;
-	if ((cmd < CMD_PREFILL || cmd == CMD_CLOSE) && t < 60)
+	if ((cmd < CMD_PREFILL || cmd == CMD_PROFILE || cmd == CMD_CLOSE) && t < 60)
 		t = 60;
 	return crew_run(R->crew, cmd, what, t, err, len);
 }
@@ -301,6 +308,23 @@ int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int6
 {
 	R->tokens = tokens, R->pos = pos, R->T = T, R->out = out;
 	return run(R, CMD_OUTPUTS, "a step for --verify", err, len);
+}
+
+/* --profile on every rank at once (each rank's step holds the collectives the others wait in); rank 0's
+** times are returned, as gpu_profile gives them. */
+int ranks_profile(Ranks *R, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len)
+{
+	int nl = R->g->cuda.nl, rc = 0;
+	R->prof_steps = steps, R->prof_eager = eager, R->prof_us[0] = us;
+	for (int r = 1; r < R->tp && !rc; r++)
+		if (!(R->prof_us[r] = calloc((size_t)nl + 1, sizeof(double))))
+			rc = seterr(err, len, "out of memory");
+	if (!rc)
+		rc = run(R, CMD_PROFILE, "--profile", err, len);
+	for (int r = 1; r < R->tp; r++)
+		free(R->prof_us[r]), R->prof_us[r] = NULL;
+	*sample_us = R->prof_sample[0], *graph = R->prof_graph[0];
+	return rc;
 }
 
 void ranks_stats(const Ranks *R, RanksStats *s)

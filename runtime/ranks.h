@@ -51,6 +51,8 @@ typedef struct {
 	long p2p_max;                /* allreduces up to this many bytes take the P2P kernel (0: none) */
 } RanksStats;
 void ranks_stats(const Ranks *R, RanksStats *s);
+/* --profile on a tp plan: every rank times its decode step (gpu_profile); rank 0's times come back. */
+int ranks_profile(Ranks *R, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len);
 
 /* After a failed call: 1 when a rank may still be blocked (in a collective, or stalled). Then the
 ** process must end with _exit: the blocked threads can neither be joined nor cleaned up after. */

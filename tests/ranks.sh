@@ -110,12 +110,20 @@ fake GLMRUN_TEST_STALL_RANK=1 GLMRUN_TEST_STALL_STEP=3 timeout 30 bin/glmrun $tm
 [ "$(wc -w <$tmp/out)" = 3 ] && ok "the tokens before the stall are printed (3 of 6)" || bad "tokens before the stall" "'$(cat $tmp/out)'"
 
 # --bench on a tp 2 plan drives the two ranks (the doubles run no kernels, so only the path and the
-# block are checked, not the times); --batch and --profile are refused there in one line.
+# block are checked, not the times); --profile times every rank's step, collectives included (a row per
+# allreduce, issue 10's share of the step); --batch is refused there in one line.
 if fake bin/glmrun $tmp/tp2.plan --device cuda --bench -n 4 --bench-prompt 8 >$tmp/bench 2>$tmp/err &&
 	grep -q "^tp: 2 GPUs" $tmp/bench && grep -q "^graph_launches_per_step: 1.00" $tmp/bench; then
 	ok "--bench on a tp 2 plan runs both ranks (tp line, 1.00 launches per step)"
 else
 	bad "--bench on a tp 2 plan" "$(head -c 300 $tmp/err) $(grep -E '^(tp|graph)' $tmp/bench)"
+fi
+if fake timeout 60 bin/glmrun $tmp/tp2.plan --device cuda --profile -n 4 --bench-prompt 8 >$tmp/prof 2>$tmp/err &&
+	[ "$(grep -c ' @allreduce allreduce %' $tmp/prof)" -ge 4 ] && grep -qE '^  allreduce +[0-9]+ ' $tmp/prof &&
+	! grep -q nan $tmp/prof; then
+	ok "--profile on a tp 2 plan times both ranks' steps, a row per allreduce"
+else
+	bad "--profile on a tp 2 plan" "$(head -c 300 $tmp/err) $(grep -E '^profile|allreduce' $tmp/prof | head -5)"
 fi
 fake bin/glmrun $tmp/tp2.plan --device cuda --bench --batch 2 >/dev/null 2>$tmp/err
 [ $? = 1 ] && [ "$(wc -l <$tmp/err)" = 1 ] && grep -q "drop --batch" $tmp/err && ok "--bench --batch on 2 GPUs refused in one line" ||
