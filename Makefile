@@ -89,13 +89,13 @@ gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv bui
 
 # The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
 bench-gemv: build/bench/gemv
-build/bench/gemv: bench/gemv.cu ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
+build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
 # The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
 bench-mla: build/bench/mla
-build/bench/mla: bench/mla.cu ops/kernels.cuh ops/fused.cuh
+build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/fused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 

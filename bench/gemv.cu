@@ -44,6 +44,7 @@ static void ck(cudaError_t e, const char *what, int line)
 	}
 }
 #define CK(x) ck((x), #x, __LINE__)
+#include "graph_time.cuh"
 
 /* ---- the bandwidth reference ---- */
 
@@ -129,40 +130,7 @@ static int iters = 100;
 /* Median µs per launch of f over `copies` weight buffers of `bytes` each (laid out one after another). */
 static double time_kernel(Launch f, void *y, const void *x, const unsigned char *w, size_t bytes, int copies, int K, int N)
 {
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	f(y, x, w, K, N, s); /* warm-up (and module load) outside the graph */
-	CK(cudaGetLastError());
-	CK(cudaStreamSynchronize(s));
-	cudaGraph_t g;
-	cudaGraphExec_t ge;
-	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-	for (int i = 0; i < iters; i++)
-		f(y, x, w + (size_t)(i % copies) * bytes, K, N, s);
-	CK(cudaStreamEndCapture(s, &g));
-	CK(cudaGraphInstantiate(&ge, g, 0));
-	CK(cudaGraphLaunch(ge, s));
-	CK(cudaStreamSynchronize(s));
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	std::vector<double> t;
-	for (int r = 0; r < 7; r++) {
-		CK(cudaEventRecord(a, s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(b, s));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		t.push_back(ms * 1000.0 / iters);
-	}
-	std::sort(t.begin(), t.end());
-	CK(cudaGraphExecDestroy(ge));
-	CK(cudaGraphDestroy(g));
-	CK(cudaEventDestroy(a));
-	CK(cudaEventDestroy(b));
-	CK(cudaStreamDestroy(s));
-	return t[3];
+	return graph_time_us([&](int i, cudaStream_t s) { f(y, x, w + (size_t)(i % copies) * bytes, K, N, s); }, iters);
 }
 
 /* GB/s of the plain read kernel over 4 GiB, best of 10. */
@@ -355,43 +323,10 @@ template <typename A> static void unfused_linear(int qt, A *y, const A *x, const
 #undef QL
 }
 
-/* Median µs per run of f(copy) (copy = which weight copy to read), 100 runs captured in one graph. */
+/* Median µs per run of f(copy) (copy = which weight copy to read), `iters` runs captured in one graph. */
 static double time_fn(const std::function<void(int, cudaStream_t)> &f, int copies)
 {
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	f(0, s);
-	CK(cudaGetLastError());
-	CK(cudaStreamSynchronize(s));
-	cudaGraph_t g;
-	cudaGraphExec_t ge;
-	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-	for (int i = 0; i < iters; i++)
-		f(i % copies, s);
-	CK(cudaStreamEndCapture(s, &g));
-	CK(cudaGraphInstantiate(&ge, g, 0));
-	CK(cudaGraphLaunch(ge, s));
-	CK(cudaStreamSynchronize(s));
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	std::vector<double> t;
-	for (int r = 0; r < 7; r++) {
-		CK(cudaEventRecord(a, s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(b, s));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		t.push_back(ms * 1000.0 / iters);
-	}
-	std::sort(t.begin(), t.end());
-	CK(cudaGraphExecDestroy(ge));
-	CK(cudaGraphDestroy(g));
-	CK(cudaEventDestroy(a));
-	CK(cudaEventDestroy(b));
-	CK(cudaStreamDestroy(s));
-	return t[3];
+	return graph_time_us([&](int i, cudaStream_t s) { f(i % copies, s); }, iters);
 }
 
 /*

@@ -37,6 +37,7 @@ static void ck(cudaError_t e, const char *what, int line)
 	}
 }
 #define CK(x) ck((x), #x, __LINE__)
+#include "graph_time.cuh"
 
 /* Sum of a buffer of uint4, grid-stride, four loads in flight per thread (as bench/gemv.cu's). */
 __global__ void __launch_bounds__(256) k_read(const uint4 *p, long long n, unsigned *out)
@@ -121,43 +122,10 @@ static int copies_for(size_t bytes)
 	return (int)(c < 2 ? 2 : c > 512 ? 512 : c);
 }
 
-/* Median µs per launch of f(i) (launch i of the graph) on stream s. */
+/* Median µs per launch of f(i) (launch i of the graph). */
 static double time_launches(const std::function<void(int, cudaStream_t)> &f)
 {
-	cudaStream_t s;
-	CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-	f(0, s);
-	CK(cudaGetLastError());
-	CK(cudaStreamSynchronize(s));
-	cudaGraph_t g;
-	cudaGraphExec_t ge;
-	CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-	for (int i = 0; i < iters; i++)
-		f(i, s);
-	CK(cudaStreamEndCapture(s, &g));
-	CK(cudaGraphInstantiate(&ge, g, 0));
-	CK(cudaGraphLaunch(ge, s));
-	CK(cudaStreamSynchronize(s));
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	std::vector<double> t;
-	for (int r = 0; r < 7; r++) {
-		CK(cudaEventRecord(a, s));
-		CK(cudaGraphLaunch(ge, s));
-		CK(cudaEventRecord(b, s));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		t.push_back(ms * 1000.0 / iters);
-	}
-	std::sort(t.begin(), t.end());
-	CK(cudaGraphExecDestroy(ge));
-	CK(cudaGraphDestroy(g));
-	CK(cudaEventDestroy(a));
-	CK(cudaEventDestroy(b));
-	CK(cudaStreamDestroy(s));
-	return t[3];
+	return graph_time_us(f, iters);
 }
 
 static double bandwidth(void)
