@@ -14,7 +14,7 @@
 #
 # Environment: OUT (results; default /tmp/glm-bench), TP (plans for TP GPUs; default 1), SHAPES (default all four rows, e.g.
 # SHAPES="llama3_8b:bf16"), BATCHES (default "1 4 16"), STEPS (decode steps measured, 64), PROMPT (128),
-# PEER (1/0), PROFILE (1/0), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
+# PEER (1/0), PROFILE (1/0), PDL (1/0: batch 1 again with --pdl), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
 # DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's config, checks this script without a
 # GPU: tests/bench.sh does that).
 set -u
@@ -29,6 +29,7 @@ STEPS=${STEPS:-64}
 PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
 PROFILE=${PROFILE:-1}
+PDL=${PDL:-1} # batch 1 also with glmrun --pdl (programmatic dependent launch, an experiment)
 BUDGET=${BUDGET:-470}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT" "$WORK"
@@ -106,7 +107,7 @@ BWARG=""
 # 2. glmrun, every shape and dtype; batch 1 carries the profile.
 HAVE_BATCH=0
 bin/glmrun --help | grep -q -- "--batch" && HAVE_BATCH=1
-declare -A RES
+declare -A RES PDLMS
 for sd in $SHAPES; do
 	s=${sd%%:*} d=${sd##*:}
 	tag=$s-$d
@@ -155,6 +156,13 @@ for sd in $SHAPES; do
 				sed -n '/^profile by operator/,/^profile_overhead_us/p' "$out"
 			fi
 			RES[$tag-b$b]=ok
+			# the same plan with programmatic dependent launch (glmrun --pdl, an experiment): what it is worth
+			if [ "$b" = 1 ] && [ "$PDL" = 1 ] && [ "$DEVICE" = cuda ] && [ "$(left)" -gt 30 ] &&
+				run_timed "$tag --pdl" "$(left)" sh -c "exec bin/glmrun '$plan' --device $DEVICE --bench --pdl \
+					--bench-prompt $PROMPT -n $STEPS $BWARG >'$out.pdl' 2>'$out.pdl.err'"; then
+				PDLMS[$tag]=$(value ms_per_step_median "$out.pdl")
+				say "$tag batch 1 --pdl: ${PDLMS[$tag]} ms/step (programmatic launch $(value programmatic_launch "$out.pdl"))"
+			fi
 		else
 			rc=$?
 			say "$tag batch $b: glmrun failed (status $rc): $(tail -2 "$out.err" | tr '\n' ' ')"
@@ -208,6 +216,7 @@ fi
 			note=""
 			[ "$d" != bf16 ] && note="peer in bf16 (no $d in transformers)"
 			[ "$b" != 1 ] && note="peer batch 1"
+			[ "$b" = 1 ] && [ -n "${PDLMS[$s-$d]:-}" ] && note="${note:+$note; }--pdl ${PDLMS[$s-$d]} ms"
 			if [ "$r" = ok ]; then
 				ms=$(value ms_per_step_median "$f")
 				gbs=$(value achieved_gb_s "$f")

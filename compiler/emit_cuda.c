@@ -89,8 +89,7 @@ static const char *ctype(const Graph *g, int id)
 		return "unsigned char";
 	/* Quantized weights are dequantized at upload (to float, or bf16 with wconv) until the quantized
 	** GEMV kernels exist. */
-	int dt = n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype == DT_Q ? DT_F32 : n->dtype)
-	                              : g->cuda.act;
+	int dt = n->kind == VK_WEIGHT ? cuda_wdtype(g, id) : g->cuda.act;
 	return dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : "float";
 }
 
@@ -98,9 +97,7 @@ static const char *ctype(const Graph *g, int id)
 static const char *etype(const Graph *g, int id)
 {
 	const Node *n = &g->node[id];
-	int dt = n->dtype == DT_I32 ? DT_I32
-	         : n->kind == VK_WEIGHT ? (g->cuda.wconv >= 0 ? g->cuda.wconv : n->dtype == DT_Q ? DT_F32 : n->dtype)
-	                                : g->cuda.act;
+	int dt = n->dtype == DT_I32 ? DT_I32 : n->kind == VK_WEIGHT ? cuda_wdtype(g, id) : g->cuda.act;
 	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
 }
 
@@ -245,8 +242,9 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 			GLM_ASSERT(e->keys);
 		}
 		e->keys[e->nkeys++] = strdup(key);
-		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { %s(%s); }\n", w->L.block, k,
-		        w->formal, tmpl, w->call);
+		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh) */
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { glm_pdl_wait(); %s(%s); }\n",
+		        w->L.block, k, w->formal, tmpl, w->call);
 	}
 	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
 	if (e->nl == e->lcap) {
@@ -1141,8 +1139,8 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 	else if (f->pro == GP_SWIGLU)
 		src = g->node[x].in[0], up = g->node[x].in[1];
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
-	for (int m = 0; m < FK_MAXM; m++)
-		m < f->nm ? w_buf(w, g, f->out[m], 1, NULL) : w_null(w);
+	for (int m = 0; m < FK_MAXM; m++) /* the GLU epilogue stores member 0's column pairs as one output */
+		m < f->nm && (f->glu < 0 || m == 0) ? w_buf(w, g, f->out[m], 1, NULL) : w_null(w);
 	for (int m = 0; m < FK_MAXM; m++)
 		m < f->nm ? w_buf(w, g, g->node[f->m[m]].in[1], 0, wtype) : w_null(w);
 	for (int m = 0; m < FK_MAXM; m++)
@@ -1161,7 +1159,7 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 		} else
 			w_lit(w, "0");
 	}
-	*epi = f->res >= 0 ? 16 : 0;
+	*epi = f->res >= 0 ? 16 : f->glu >= 0 ? 32 : 0; /* GEMV_EPI_RES, GEMV_EPI_GLU */
 	for (int m = 0; m < f->nm; m++)
 		if (f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE)
 			*epi |= 1 << m;
@@ -1198,6 +1196,8 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
 			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
+			if (f->glu >= 0 && rb < 2)
+				rb = 2; /* a block takes gate and up columns in pairs */
 			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, f->pro != GP_NONE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
@@ -1207,6 +1207,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		}
 		return;
 	}
+	GLM_ASSERT(f->glu < 0); /* fuse.c gives the GLU epilogue float weights only */
 	int qt[FK_MAXM];
 	for (int m = 0; m < FK_MAXM; m++)
 		qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);

@@ -18,7 +18,9 @@
 **                (every block normalises the rows itself; one block also stores them when other nodes
 **                read them), or silu(g)·u of the SwiGLU feeding a down projection;
 **              - an epilogue applied before a result is stored: the residual add that follows a lone
-**                linear (y = r + W·x, launched where the add is), or a constant scale.
+**                linear (y = r + W·x, launched where the add is), or a constant scale; or, for a group
+**                of exactly a SwiGLU's gate and up, silu(gate)·up stored alone (launched where the
+**                swiglu is), so the down projection's GEMV reads a plain input.
 **   ROPE_KV    per-head RMSNorm (Qwen3) and rotary of q and k, and the attention's k/v cache writes, in
 **              one kernel of one block per token and head (any step).
 ** Never duplicated: a weight is read once per step; only the O(K) norm of a row is recomputed per block.
@@ -133,7 +135,7 @@ static FuseKernel *fk_new(Graph *g, int kind, int host, int tmax)
 	FuseKernel *f = &g->fk[g->nfk++];
 	memset(f, 0, sizeof *f);
 	f->kind = kind, f->host = host, f->tmax = tmax;
-	f->res = f->pro_node = f->attn = -1;
+	f->res = f->pro_node = f->attn = f->glu = -1;
 	f->norm[0] = f->norm[1] = -1;
 	return f;
 }
@@ -278,6 +280,37 @@ static void gemv_epilogues(Fz *z, FuseKernel *f)
 	}
 }
 
+/* C'. The GLU epilogue: a group of exactly the gate and up linears of a SwiGLU (float weights, results
+** read by the swiglu alone) computes silu(gate)·up for each output column pair and stores only that,
+** launched where the swiglu is. The down projection after it then reads a plain input: its GEMV needs
+** no prologue, so it streams its weights with the full grid instead of forming silu·up in every block. */
+static void gemv_glu(Fz *z, FuseKernel *f)
+{
+	Graph *g = z->g;
+	if (f->nm != 2 || f->res >= 0 || f->out[0] != f->m[0] || f->out[1] != f->m[1])
+		return;
+	int s = only_reader(z, f->m[0]);
+	if (s < 0 || g->node[s].op != OP_SWIGLU || only_reader(z, f->m[1]) != s)
+		return;
+	int gate = g->node[s].in[0], up = g->node[s].in[1];
+	const char *why = NULL;
+	if (gate == up)
+		why = "the gate and up are one linear";
+	else if (z->taken[s])
+		why = "another fused kernel computes the swiglu";
+	else if (g->node[g->node[gate].in[1]].dtype == DT_Q || g->node[g->node[up].in[1]].dtype == DT_Q)
+		why = "a weight may stay in GGUF blocks (ops/qfused.cuh has no GLU epilogue)";
+	else if (!same_dims(&g->node[gate], &g->node[up]))
+		why = "the gate and up differ in shape";
+	if (why) {
+		REFUSE(z, "swiglu %%%d as the epilogue of linears %%%d, %%%d: %s", s, f->m[0], f->m[1], why);
+		return;
+	}
+	f->m[0] = f->out[0] = gate, f->m[1] = f->out[1] = up;
+	f->glu = s, f->out[0] = f->out[1] = s, f->host = s;
+	z->taken[s] = 1;
+}
+
 /* Whether node v is read only by the linears of GEMV kernels in cand whose input it is. */
 static int read_only_by_gemvs(const Fz *z, int v)
 {
@@ -298,6 +331,8 @@ static void gemv_prologue(Fz *z, FuseKernel *f, const int *norm_done)
 	int x = g->node[f->m[0]].in[0];
 	const Node *xn = &g->node[x];
 	if (xn->op == OP_SWIGLU) {
+		if (z->taken[x])
+			return; /* the GLU epilogue of the gate/up GEMV stores it: a plain input */
 		if (!read_only_by_gemvs(z, x) || z->nr[x] != f->nm) {
 			REFUSE(z, "swiglu %%%d into linear %%%d: its product has other readers", x, f->m[0]);
 			return;
@@ -782,7 +817,9 @@ static int gemv_commit(Fz *z, FuseKernel *f)
 		k += (size_t)snprintf(what + k, sizeof what - k, "swiglu %%%d + ", f->pro_node);
 	for (int m = 0; m < f->nm && k < sizeof what; m++) {
 		k += (size_t)snprintf(what + k, sizeof what - k, "%slinear %%%d", m ? ", " : "", f->m[m]);
-		if (f->out[m] != f->m[m] && k < sizeof what)
+		if (f->glu >= 0 && m == 1 && k < sizeof what)
+			k += (size_t)snprintf(what + k, sizeof what - k, " + swiglu %%%d (only it stored)", f->glu);
+		if (f->glu < 0 && f->out[m] != f->m[m] && k < sizeof what)
 			k += (size_t)snprintf(what + k, sizeof what - k, " + %s %%%d", g->node[f->out[m]].op == OP_ADD ? "residual add" :
 			                      "scale", f->out[m]);
 	}
@@ -840,6 +877,8 @@ int fuse(Graph *g, int enable)
 	for (int i = 0; i < n; i++)
 		if (g->node[i].op == OP_MOE_FFN)
 			fuse_moe_down(&z, i);
+	for (int c = 0; c < nc; c++) /* after the MoE ends, which take a shared expert's swiglu whole */
+		gemv_glu(&z, &g->fk[cand[c]]);
 	/* Prologues after every epilogue: a norm whose add became a GEMV epilogue has no pass of its own left. */
 	for (int c = 0; c < nc; c++) {
 		FuseKernel *f = &g->fk[cand[c]];

@@ -110,6 +110,8 @@ typedef struct {
 	int res;                     /* GEMV: the residual added to member 0's result (out[0] is that add), or -1 */
 	int pro, pro_node;           /* GEMV: GP_* and the rmsnorm or swiglu node it forms, or -1 */
 	int store;                   /* GEMV, GP_RMSNORM: the normalised rows are stored too (other nodes read them) */
+	int glu;                     /* GEMV: the swiglu computed from members 0 (gate) and 1 (up) and stored as out[0],
+	                             ** or -1 (the GLU epilogue: the pair's own results are not stored) */
 	int norm[2];                 /* ROPE_KV: the per-head rmsnorm before q and k rotary, or -1 */
 	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
 	/* The MLA and MoE kernels (see fuse.c), by slot:
@@ -241,6 +243,7 @@ void graph_set_meta(Graph *g, const char *key, const char *val);
 const char *graph_meta(const Graph *g, const char *key);
 const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
 int cuda_prefill_gemm(const Graph *g, int launch);
+int cuda_wdtype(const Graph *g, int weight);          /* a weight's element type on the GPU (DT_*) */
 const char *dtype_name(int dt);
 int dtype_from_name(const char *s);
 size_t dtype_size(int dt);
@@ -376,7 +379,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 4
+#define PLAN_VERSION 5 /* 5: every kernel waits for the one before (glm_pdl_wait), so glmrun may launch it early */
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

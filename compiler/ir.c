@@ -63,12 +63,30 @@ const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t 
 	char key[64];
 	snprintf(key, sizeof key, " %s(", kernel);
 	const char *s = g->cuda.source ? strstr(g->cuda.source, key) : NULL;
-	const char *b = s ? strstr(s, "{ ") : NULL, *e = b ? strchr(b, '(') : NULL;
+	const char *b = s ? strstr(s, "{ ") : NULL, *e;
+	if (b && !strncmp(b + 2, "glm_pdl_wait(); ", 16))
+		b += 16; /* every wrapper waits first (emit_cuda.c w_finish) */
+	e = b ? strchr(b, '(') : NULL;
 	if (!e || (size_t)(e - b - 2) >= len)
 		return kernel;
 	memcpy(buf, b + 2, (size_t)(e - b - 2));
 	buf[e - b - 2] = 0;
 	return buf;
+}
+
+/* The element type a weight has on the GPU: the plan's conversion type when it converts (bf16 plans
+** convert every float weight), the activation type for a linear's bias (the kernels add it as an A
+** value: a bf16 checkpoint's bias in an f32 plan is widened at upload), float for GGUF blocks expanded
+** at upload, else the stored type. Which blocks stay quantized is Cuda.wq's business, not this. */
+int cuda_wdtype(const Graph *g, int id)
+{
+	const Node *n = &g->node[id];
+	if (g->cuda.wconv >= 0)
+		return g->cuda.wconv;
+	for (int i = id + 1; i < g->n; i++)
+		if (g->node[i].op == OP_LINEAR && g->node[i].nin > 2 && g->node[i].in[2] == id)
+			return g->cuda.act;
+	return n->dtype == DT_Q ? DT_F32 : n->dtype;
 }
 
 /* Whether launch i is a linear's own prefill GEMM, which glmrun may run through cuBLASLt instead. Not

@@ -276,6 +276,21 @@ __device__ __forceinline__ void walk_row(const A *x, int n, F f)
 		f(i, to_f(x[i]));
 }
 
+/* ---- programmatic dependent launch (PDL) ----
+** glmrun launches a kernel that follows another of the plan's kernels with programmatic stream
+** serialization, so its blocks may be scheduled while the kernel before is still running. Every
+** emitted wrapper therefore calls glm_pdl_wait() before its template runs: it waits until the kernel
+** before has completed and its writes are visible, then lets the kernel after be scheduled (so at most
+** one kernel waits ahead). What that saves is the launch latency between two kernels. A no-op for a
+** kernel launched without the attribute. */
+__device__ __forceinline__ void glm_pdl_wait()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GLM_SIMT) /* the CPU emulator: no-ops */
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 /* ---- kernels ---- */
 
 /* embedding: y[T,C] = table[ids[t], :]. grid (ceil(C/256), T), block 256. */
@@ -305,8 +320,10 @@ __device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int 
 #define GEMV_PRO_RMSNORM 1
 #define GEMV_PRO_SWIGLU 2
 /* Epilogue bits of the decode GEMV: bit m (m < 4) scales member m's result; GEMV_EPI_RES adds r to
-** member 0's. */
+** member 0's; GEMV_EPI_GLU (members 0 and 1 a SwiGLU's gate and up, N0 = N1) stores only
+** silu(gate)·up, as y_0[T, N0]. */
 #define GEMV_EPI_RES 16
+#define GEMV_EPI_GLU 32
 
 /* N input values of type A at p into f (as float): one or two 16-byte loads when vec (p 16-byte
 ** aligned), through the read-only cache when global (p in global memory; else shared), else element
@@ -346,6 +363,26 @@ __device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
 	return 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
 }
 
+/* The weight row of column i of group grp of a GEMV's members (w_m[N_m, K]): concatenated column
+** grp·RB + i, or with GLU the pair layout (i < RB/2: gate row grp·RB/2 + i of w0, else the same row of
+** w1). Past the last column, the last row (a valid address whose result is never stored). */
+template <typename W, bool GLU, int RB>
+__device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W *w0, const W *w1, const W *w2,
+                                              const W *w3, int N0, int N1, int N2, int K)
+{
+	if (GLU) {
+		int n = grp * (RB / 2) + i % (RB / 2);
+		return (i < RB / 2 ? w0 : w1) + (long long)(n < N0 ? n : N0 - 1) * K;
+	}
+	int c = grp * RB + i;
+	if (c >= Ntot)
+		c = Ntot - 1;
+	int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
+	int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+	const W *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+	return w + (long long)n * K;
+}
+
 /*
 ** The decode GEMV, shared by k_linear_gemv and k_gemv_fused: up to four linears that read the same
 ** input rows x[T, K], over their concatenated output columns (member m: weight w_m[N_m, K], optional
@@ -367,7 +404,9 @@ __device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
 **   SWIGLU   A(silu(x)·u) (x is the gate), as k_swiglu.
 ** Rows that do not fit the 32 KB of shared memory (T·K·sizeof(A)) form the prologue per element
 ** instead (correct, slower). Each result is rounded to A as the linear stores it (bias first), then
-** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add).
+** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add);
+** GEMV_EPI_GLU: the columns go in pairs (a group of RB takes gate rows n.. and the same up rows, so
+** ΣN/RB groups still), and y_0[t, n] = A(silu(gate)·up) of the two rounded results (y_1 unused).
 ** In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
 ** overlap x, u or hs. Weights are read in 16-byte vectors when every member's w is 16-byte aligned
 ** and K a multiple of the vector width, else one element at a time; x, u the same way when aligned.
@@ -382,6 +421,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 {
 	const int VEC = 16 / (int)sizeof(W), U = 2; /* weights per 16-byte load; loads per row in flight */
 	const int XCAP = PRO == GEMV_PRO_NONE ? 1 : 32768 / (int)sizeof(A); /* staged prologue values */
+	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
+	static_assert(!GLU || (RB % 2 == 0 && (EPI & ~GEMV_EPI_GLU) == 0), "GLU: column pairs, no other epilogue");
 	__shared__ float red[32][RB * TR + 1];
 	__shared__ float inv[TR];
 	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
@@ -391,6 +432,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	bool kvec = K % VEC == 0;
 	bool xal = ((unsigned long long)x & 15) == 0 && (PRO != GEMV_PRO_SWIGLU || ((unsigned long long)u & 15) == 0);
 	bool nal = PRO != GEMV_PRO_RMSNORM || !HAS_NW || ((unsigned long long)nw & 15) == 0;
+
 
 	/* rows per pass: TR, or as many as xs holds when there is a prologue (at least one) */
 	int P = PRO == GEMV_PRO_NONE || TR * K <= XCAP ? TR : K <= XCAP ? XCAP / K : 1;
@@ -469,13 +511,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			bool vec = kvec;
 #pragma unroll
 			for (int i = 0; i < RB; i++) {
-				int c = grp * RB + i;
-				if (c >= Ntot)
-					c = Ntot - 1; /* a valid row, never stored */
-				int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
-				int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
-				const W *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
-				wr[i] = w + (long long)n * K;
+				wr[i] = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
 				vec = vec && ((unsigned long long)wr[i] & 15) == 0;
 			}
 			vec = vec && (staged || PRO == GEMV_PRO_NONE); /* a prologue per element: the scalar path */
@@ -573,7 +609,23 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 						red[warp][i * TR + t] = s;
 				}
 			__syncthreads();
-			if (tid < RB * TR) {
+			if (GLU) {
+				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
+				** then silu(gate)·up as k_swiglu stores it */
+				const int H = RB / 2;
+				int i = tid / TR, t = tid - i * TR, n = grp * H + i;
+				if (tid < H * TR && t < tn && n < N0) {
+					float sg = 0.0f, su = 0.0f;
+					for (int q = 0; q < nwarp; q++)
+						sg += red[q][i * TR + t], su += red[q][(i + H) * TR + t];
+					if (b0)
+						sg += to_f(b0[n]);
+					if (b1)
+						su += to_f(b1[n]);
+					float gv = to_f(from_f<A>(sg)), uv = to_f(from_f<A>(su));
+					y0[(long long)(t0 + t) * N0 + n] = from_f<A>(gv / (1.0f + expf(-gv)) * uv);
+				}
+			} else if (tid < RB * TR) {
 				int i = tid / TR, t = tid - i * TR, c = grp * RB + i;
 				if (t < tn && c < Ntot) {
 					float s = 0.0f;

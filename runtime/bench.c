@@ -539,6 +539,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		printf("graph_launches_per_step: %.2f\n",
 		       gs.decode_steps ? (double)gs.graph_launches / (double)gs.decode_steps : 0.0);
 		printf("kernels_per_step: %d\n", gs.kernels_per_step);
+		printf("programmatic_launch: %s\n", gs.pdl ? "on (--pdl)" : go->pdl ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
 	} else {
 		printf("graph_launches_per_step: 0 (cpu)\n");
 	}

@@ -45,6 +45,7 @@ typedef struct {
 	__typeof__(cuModuleGetFunction) *mod_fn;
 	__typeof__(cuFuncGetAttribute) *fn_attr;
 	__typeof__(cuLaunchKernel) *launch;
+	__typeof__(cuLaunchKernelEx) *launch_ex; /* optional: programmatic dependent launch */
 	__typeof__(cuStreamCreate) *stream_create;
 	__typeof__(cuStreamDestroy_v2) *stream_destroy;
 	__typeof__(cuStreamSynchronize) *stream_sync;
@@ -110,6 +111,7 @@ struct Gpu {
 	CUgraphExec *exec;
 	int *captured_logits;
 	int capturing;
+	int want_pdl;                /* GpuOpts.pdl */
 	int *wq;                     /* per node: block type of a weight kept quantized (Cuda.wq), or -1 */
 	CUdeviceptr qscr;            /* prefill: a quantized weight dequantized for cuBLASLt (lt_qweight) */
 	size_t qscr_size;
@@ -198,6 +200,7 @@ static int load_driver(Cu *cu, char *err, size_t len)
 	SYM(mod_fn, "cuModuleGetFunction");
 	SYM(fn_attr, "cuFuncGetAttribute");
 	SYM(launch, "cuLaunchKernel");
+	*(void **)&cu->launch_ex = dlsym(cu->so, "cuLaunchKernelEx"); /* absent: every launch waits in full */
 	SYM(stream_create, "cuStreamCreate");
 	SYM(stream_destroy, "cuStreamDestroy_v2");
 	SYM(stream_sync, "cuStreamSynchronize");
@@ -239,7 +242,7 @@ static size_t elsize(const Gpu *x, int id)
 	if (n->dtype == DT_I32)
 		return 4;
 	if (n->kind == VK_WEIGHT)
-		return c->wconv >= 0 ? dtype_size(c->wconv) : n->dtype == DT_Q ? 4 : dtype_size(n->dtype);
+		return dtype_size(cuda_wdtype(x->g, id));
 	return dtype_size(c->act);
 }
 
@@ -349,6 +352,8 @@ static int load_module(Gpu *x, char *err, size_t len)
 	CK(x->cu.dev_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, x->dev), "cuDeviceGetAttribute");
 	CK(x->cu.dev_attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, x->dev), "cuDeviceGetAttribute");
 	x->stats.cc_major = major, x->stats.cc_minor = minor;
+	/* kernels.cuh's griddepcontrol needs sm_90; the plan's wrappers wait (glm_pdl_wait) either way */
+	x->stats.pdl = major >= 9 && x->cu.launch_ex && x->want_pdl;
 	char arch[16];
 	snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
 	unsigned char *own = NULL;
@@ -501,7 +506,7 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		return seterr(err, len, "out of memory");
 	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
 	x->nslots = o->batch > 1 ? o->batch : 1;
-	x->device = o->device, x->rank = o->rank, x->tp = o->tp > 0 ? o->tp : 1;
+	x->device = o->device, x->rank = o->rank, x->tp = o->tp > 0 ? o->tp : 1, x->want_pdl = o->pdl;
 	*out = x;
 	if (x->nslots > maxT)
 		return seterr(err, len, "%d sequences need step buffers for %d tokens, sized for %lld", x->nslots, x->nslots,
@@ -762,6 +767,7 @@ static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
+	int after_kernel = 0; /* the last thing queued on the stream was one of the plan's kernels */
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
 		if (T < l->tmin || T > l->tmax)
@@ -772,6 +778,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 				return -1;
 			if (coll_launch(x, l, T, err, len))
 				return -1;
+			after_kernel = 0;
 			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
 				return -1;
 			continue;
@@ -781,8 +788,10 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			int done = lt_linear(x, l->node, T, err, len);
 			if (done < 0)
 				return -1;
-			if (done)
+			if (done) {
+				after_kernel = 0;
 				continue;
+			}
 		}
 		void *args[MAXKARG];
 		union {
@@ -812,7 +821,19 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			continue;
 		if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
 			return -1;
-		CUresult r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, 0, x->st, args, NULL);
+		CUresult r;
+		if (after_kernel && x->stats.pdl && !x->prof_ev) {
+			/* programmatic dependent launch: this kernel's blocks may start (and prefetch weights) while
+			** the kernel before finishes; its wrapper waits for it (kernels.cuh, glm_pdl_wait) */
+			CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+			at.value.programmaticStreamSerializationAllowed = 1;
+			CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = (unsigned)l->block,
+			                      .blockDimY = 1, .blockDimZ = 1, .hStream = x->st, .attrs = &at, .numAttrs = 1};
+			r = x->cu.launch_ex(&cfg, x->fn[i], args, NULL);
+		} else {
+			r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, 0, x->st, args, NULL);
+		}
+		after_kernel = 1;
 		if (r == CUDA_SUCCESS && x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
 			return -1;
 		if (r != CUDA_SUCCESS) {

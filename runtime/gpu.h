@@ -17,6 +17,7 @@ typedef struct {
 	int progress;                /* draw a progress bar for the weight upload */
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
+	int pdl;                     /* --pdl: let a kernel start while the one before finishes (see cuda.c) */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
 	** `device`, and loads only its rank's slices of split weights. */
 	int device, rank, tp;
@@ -66,6 +67,7 @@ void gpu_drop_graphs(Gpu *x);
 typedef struct {
 	long graph_launches, decode_steps, kernel_launches_eager;
 	int kernels_per_step;
+	int pdl;                     /* kernels may start while the one before finishes (programmatic launch) */
 	int collectives_per_step;    /* allreduces and allgathers in a decode step */
 	long nccl_calls, p2p_calls;
 	double upload_s;

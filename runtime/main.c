@@ -69,6 +69,9 @@ static const char *usage =
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
 	"                       report the largest relative error per layer; exit 1 above tolerance\n"
 	"  --stats              print device, memory, timing and graph-launch counts on stderr\n"
+	"  --pdl                programmatic dependent launch (sm_90+): a kernel's blocks may start while the\n"
+	"                       kernel before finishes (an experiment: slower on the H200 so far, see\n"
+	"                       bench/NOTES.md; --profile times kernels without it)\n"
 	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
@@ -215,6 +218,8 @@ static void parse(Args *a, int argc, char **argv)
 			a->bench = 1;
 		else if (!strcmp(s, "--profile"))
 			a->profile = 1;
+		else if (!strcmp(s, "--pdl"))
+			a->gpu.pdl = 1;
 		else if (!strcmp(s, "--profile-eager"))
 			a->profile = a->profile_eager = 1;
 		else if (!strcmp(s, "--bench-prompt") || !strcmp(s, "--bw") || !strcmp(s, "--profile-top")) {
@@ -836,9 +841,10 @@ int main(int argc, char **argv)
 			        (double)s.cache_bytes / (1 << 20), s.upload_s);
 			fprintf(stderr, "stats: prefill matmuls %s (%ld calls)\n",
 			        s.have_lt ? "through cuBLASLt" : "through glmc's GEMM kernel (cuBLASLt not found)", s.lt_matmuls);
-			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d\n",
-			        s.decode_steps, s.graph_launches,
-			        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step);
+			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d, "
+			        "programmatic launch %s\n", s.decode_steps, s.graph_launches,
+			        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step,
+			        s.pdl ? "on" : "off");
 		}
 	}
 	if (gpu)

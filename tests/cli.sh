@@ -196,6 +196,15 @@ if [ -x $MKHF ]; then
 			bin/glmc compile models/qwen3.lua --weights "$tmp/qwen3-$dt" -o "$tmp/$dt.plan" 2>/dev/null &&
 			bin/glmrun "$tmp/$dt.plan" --tokens "$($CMP --prompt $FIX/qwen3)" -n 12 --dump-logits "$tmp/$dt.f32" >/dev/null &&
 			r=$($CMP "$tmp/$dt.f32" $FIX/qwen3 $tol) && ok "qwen3 $dt weights ($r)" || bad "qwen3 $dt weights" "${r:-failed}"
+		# GLM-4.5's attention has biases: an f32 plan of a 16-bit checkpoint widens them to the activation
+		# type at upload (the kernels add a bias as an A value), and its GPU kernels compile
+		$MKHF $FIX/glm4_moe "$tmp/glm4_moe-$dt" --dtype $dt >/dev/null &&
+			bin/glmc compile models/glm4_moe.lua --weights "$tmp/glm4_moe-$dt" -o "$tmp/g$dt.plan" 2>"$tmp/err" &&
+			build/tools/checkplan "$tmp/g$dt.plan" >/dev/null 2>>"$tmp/err" &&
+			bin/glmrun "$tmp/g$dt.plan" --device cpu -n 1 --dump-logits "$tmp/g$dt.f32" \
+				--tokens "$($CMP --prompt $FIX/glm4_moe),$($CMP --greedy $FIX/glm4_moe | tr ' ' ',' | cut -d, -f1-11)" >/dev/null &&
+			r=$($CMP "$tmp/g$dt.f32" $FIX/glm4_moe $tol) && ok "glm4_moe $dt checkpoint (biases) in an f32 plan ($r)" ||
+			bad "glm4_moe $dt checkpoint (biases) in an f32 plan" "${r:-$(tail -c 300 "$tmp/err")}"
 	done
 else
 	bad "mkhf tool" "build/tools/mkhf is missing"

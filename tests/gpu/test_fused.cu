@@ -403,17 +403,28 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		dw[m] = upload(w) + off;
 		db[m] = hb ? upload(b) : nullptr;
 	}
+	if (EPI & GEMV_EPI_GLU) {
+		/* the SwiGLU of the gate and up results, as k_swiglu stores it: only y_0 is written */
+		std::vector<float> h2(want[0].size());
+		ref_swiglu(h2.data(), want[0].data(), want[1].data(), h2.size());
+		want[0] = through<A>(h2);
+		dy[1] = nullptr;
+		M = 1;
+	}
 	A *dhs = c.store ? poisoned<A>((size_t)T * K) : nullptr;
 	int ntot = N[0] + N[1] + N[2] + N[3];
 	int rb = c.rb, bt = c.bt;
 	if (!rb)
 		gemv_shape_h(K, ntot, sizeof(W), &bt, &rb);
+	if ((EPI & GEMV_EPI_GLU) && rb < 2)
+		rb = 2; /* as glmc emits it: column pairs */
 	/* one row per pass at T = 1, 8 otherwise, as glmc emits; T = 1 also runs the 8-row variant
 	** (c.tr8) */
 	bool tr1 = T == 1 && !c.tr8;
+	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1; /* GLU never runs one column a block (rb >= 2 above) */
 	auto kern = rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
 		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
-			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 1, 8>);
+			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 8>);
 	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, PRO != GEMV_PRO_NONE);
 	kern<<<grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 				       upload(x), PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr,
@@ -428,6 +439,8 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		nm += fmt(" scale@%d", c.scaled);
 	if (c.res)
 		nm += c.res_inplace ? " residual(in place)" : " residual";
+	if (EPI & GEMV_EPI_GLU)
+		nm += " glu";
 	if (c.misalign)
 		nm += " misaligned-w";
 	nm += fmt(" rb=%d bt=%d grid=%u tr=%d", rb, bt, grid, tr1 ? 1 : 8);
@@ -453,7 +466,21 @@ template <typename A, typename W> static void gemv_suite()
 			run_gemv<A, W, GEMV_PRO_NONE, false, 0>(plain);
 			GemvCase down = {T, K, {48}, GEMV_PRO_SWIGLU, false, false, 0, -1, true, T % 2 == 1, false};
 			run_gemv<A, W, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES>(down);
+			/* gate and up with the SwiGLU as their epilogue (N = 37: a partial last pair group) */
+			GemvCase glu = {T, K, {37, 37}, GEMV_PRO_RMSNORM, true, false, T % 2 ? 0x3u : 0u, -1, false, false, false};
+			run_gemv<A, W, GEMV_PRO_RMSNORM, true, GEMV_EPI_GLU>(glu);
 		}
+	for (int T : {1, 8}) {
+		/* the GLU epilogue at emitted shapes of 2 and 4 columns a block, blocks looping, one warp */
+		GemvCase glu2 = {T, 2048, {700, 700}, GEMV_PRO_RMSNORM, true, false, 0, -1, false, false, false};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, GEMV_EPI_GLU>(glu2);
+		GemvCase glu4 = {T, 512, {1500, 1500}, GEMV_PRO_NONE, false, false, 0, -1, false, false, false};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_GLU>(glu4);
+		GemvCase gluloop = {T, 1536, {301, 301}, GEMV_PRO_RMSNORM, true, false, 0x1, -1, false, false, false, 4, 128, 5};
+		run_gemv<A, W, GEMV_PRO_RMSNORM, true, GEMV_EPI_GLU>(gluloop);
+		GemvCase gluw = {T, 70, {9, 9}, GEMV_PRO_NONE, false, false, 0x2, -1, false, false, true, 2, 32};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_GLU>(gluw);
+	}
 	for (int T : {1, 8}) {
 		GemvCase store = {T, 4224, {20, 7}, GEMV_PRO_RMSNORM, false, true, 0, -1, false, false, false};
 		run_gemv<A, W, GEMV_PRO_RMSNORM, false, 0>(store);

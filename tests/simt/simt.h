@@ -177,6 +177,7 @@ template <typename T> static T atomicAdd(T *p, T v)
 #define asm(...) ((void)0)
 #define volatile
 #define __CUDA_ARCH__ 900
+#define GLM_SIMT 1 /* kernels.cuh: PTX-only statements become no-ops */
 
 /* Runs f as every thread of grid g with blocks of b.x threads (a multiple of 32), block by block. */
 void simt_launch(dim3 g, dim3 b, const std::function<void()> &f);

@@ -6,7 +6,8 @@
 ** no kernels: each must name a collective node and carry destination, source and count. A launch glmrun
 ** may hand to cuBLASLt (cuda_prefill_gemm) must be exactly its linear: it writes that node's output and
 ** nothing else, and reads the linear's input and weight (so the memory plan's checker saw what cuBLASLt
-** reads); the summary counts them.
+** reads); the summary counts them. Every launched wrapper calls glm_pdl_wait() first (glmrun launches
+** kernels programmatically dependent on the one before).
 **
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
 */
@@ -116,6 +117,12 @@ int main(int argc, char **argv)
 		int lb = declared_bounds(c->source, l->kernel);
 		if (lb != l->block)
 			fail("kernel %s launches %d threads but declares __launch_bounds__(%d)", l->kernel, l->block, lb);
+		/* glmrun may launch any kernel before the one before it has finished: its wrapper must wait first */
+		char key[80];
+		snprintf(key, sizeof key, " %s(", l->kernel);
+		const char *w = strstr(c->source, key), *body = w ? strchr(w, '{') : NULL;
+		if (!body || strncmp(body, "{ glm_pdl_wait(); ", 18))
+			fail("kernel %s (node %%%d) does not call glm_pdl_wait() before its template", l->kernel, l->node);
 		if (cuda_prefill_gemm(&g, i)) {
 			const Node *n = &g.node[l->node];
 			int writes = 0, reads_x = 0, reads_w = 0;
