@@ -506,6 +506,118 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 		/* where row t's (formed) input is read: global x, or xs */
 		const A *xin = staged ? xs : x + (long long)t0 * K;
 		bool xvec = kvec && (staged || xal);
+		/* the end of group grp: one shared-memory reduction over the warps, then thread i·TR + t
+		** finishes column i, row t (GLU: pair i) with the epilogue */
+		auto finish = [&](int grp, float (&acc)[RB][TR]) {
+#pragma unroll
+			for (int i = 0; i < RB; i++)
+#pragma unroll
+				for (int t = 0; t < TR; t++) {
+					if (t >= tn)
+						break;
+					float s = warp_sum(acc[i][t]);
+					if (lane == 0)
+						red[warp][i * TR + t] = s;
+				}
+			__syncthreads();
+			if (GLU) {
+				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
+				** then silu(gate)·up as k_swiglu stores it */
+				const int H = RB / 2;
+				int i = tid / TR, t = tid - i * TR, n = grp * H + i;
+				if (tid < H * TR && t < tn && n < N0) {
+					float sg = 0.0f, su = 0.0f;
+					for (int q = 0; q < nwarp; q++)
+						sg += red[q][i * TR + t], su += red[q][(i + H) * TR + t];
+					if (b0)
+						sg += to_f(b0[n]);
+					if (b1)
+						su += to_f(b1[n]);
+					float gv = to_f(from_f<A>(sg)), uv = to_f(from_f<A>(su));
+					y0[(long long)(t0 + t) * N0 + n] = from_f<A>(gv / (1.0f + expf(-gv)) * uv);
+				}
+			} else if (tid < RB * TR) {
+				int i = tid / TR, t = tid - i * TR, c = grp * RB + i;
+				if (t < tn && c < Ntot) {
+					float s = 0.0f;
+					for (int q = 0; q < nwarp; q++)
+						s += red[q][tid];
+					int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
+					int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+					int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+					const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+					A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+					if (bias)
+						s += to_f(bias[n]);
+					long long at = (long long)(t0 + t) * Nm + n;
+					if ((EPI >> m) & 1) {
+						float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+						s = sc * to_f(from_f<A>(s));
+					} else if ((EPI & GEMV_EPI_RES) && m == 0) {
+						s = to_f(r[at]) + to_f(from_f<A>(s));
+					}
+					y[at] = from_f<A>(s);
+				}
+			}
+			__syncthreads(); /* red is reused by the next group */
+		};
+		/* The batch-1 step of a prologue GEMV (its ~2 blocks per SM loop over the groups) when one step
+		** of the loop below covers a row (K·sizeof(W) <= BT·U·16: every thread's U vectors of each of the
+		** RB rows are the whole group) and every row is aligned: the next group's weights are loaded
+		** before this group's reduction, so the block keeps loads in flight across its groups (the loop
+		** below drains them at every group's reduction). */
+		bool wal = ((unsigned long long)w0 | (unsigned long long)(N1 ? w1 : w0) | (unsigned long long)(N2 ? w2 : w0) |
+		            (unsigned long long)(N3 ? w3 : w0)) % 16 == 0;
+		if constexpr (TR == 1 && PRO != GEMV_PRO_NONE) /* without a prologue a block has one group */
+		if (kvec && wal && staged && K / VEC <= BT * U) {
+			int nv = K / VEC;
+			uint4 raw[RB][U];
+			auto load = [&](int grp) {
+#pragma unroll
+				for (int i = 0; i < RB; i++) {
+					const W *w = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
+#pragma unroll
+					for (int j = 0; j < U; j++) {
+						int v = tid + j * BT < nv ? tid + j * BT : tid < nv ? tid : 0;
+						raw[i][j] = __ldg((const uint4 *)(w + (long long)v * VEC));
+					}
+				}
+			};
+			if ((int)blockIdx.x < ngroups)
+				load(blockIdx.x);
+			for (int grp = blockIdx.x; grp < ngroups; grp += gridDim.x) {
+				float acc[RB][TR];
+#pragma unroll
+				for (int i = 0; i < RB; i++)
+					acc[i][0] = 0.0f;
+#pragma unroll
+				for (int j = 0; j < U; j++) {
+					int v = tid + j * BT;
+					if (v >= nv)
+						break;
+					float xf[VEC];
+					gemv_ldx<A, VEC>(xin + (long long)v * VEC, xf, xvec, !staged);
+#pragma unroll
+					for (int i = 0; i < RB; i++) {
+						union {
+							uint4 bits;
+							W e[VEC];
+						} wv;
+						wv.bits = raw[i][j];
+						float a = acc[i][0];
+#pragma unroll
+						for (int q = 0; q < VEC; q++)
+							a += xf[q] * to_f(wv.e[q]);
+						acc[i][0] = a;
+					}
+				}
+				if (grp + (int)gridDim.x < ngroups)
+					load(grp + gridDim.x); /* in flight during the reduction below */
+				finish(grp, acc);
+			}
+			__syncthreads(); /* xs and inv are reused by the next rows */
+			continue;
+		}
 		for (int grp = blockIdx.x; grp < ngroups; grp += gridDim.x) {
 			const W *wr[RB];
 			bool vec = kvec;
@@ -597,58 +709,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 				}
 			}
 
-			/* one shared-memory reduction over the warps, then thread i·TR + t finishes column i, row t */
-#pragma unroll
-			for (int i = 0; i < RB; i++)
-#pragma unroll
-				for (int t = 0; t < TR; t++) {
-					if (t >= tn)
-						break;
-					float s = warp_sum(acc[i][t]);
-					if (lane == 0)
-						red[warp][i * TR + t] = s;
-				}
-			__syncthreads();
-			if (GLU) {
-				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
-				** then silu(gate)·up as k_swiglu stores it */
-				const int H = RB / 2;
-				int i = tid / TR, t = tid - i * TR, n = grp * H + i;
-				if (tid < H * TR && t < tn && n < N0) {
-					float sg = 0.0f, su = 0.0f;
-					for (int q = 0; q < nwarp; q++)
-						sg += red[q][i * TR + t], su += red[q][(i + H) * TR + t];
-					if (b0)
-						sg += to_f(b0[n]);
-					if (b1)
-						su += to_f(b1[n]);
-					float gv = to_f(from_f<A>(sg)), uv = to_f(from_f<A>(su));
-					y0[(long long)(t0 + t) * N0 + n] = from_f<A>(gv / (1.0f + expf(-gv)) * uv);
-				}
-			} else if (tid < RB * TR) {
-				int i = tid / TR, t = tid - i * TR, c = grp * RB + i;
-				if (t < tn && c < Ntot) {
-					float s = 0.0f;
-					for (int q = 0; q < nwarp; q++)
-						s += red[q][tid];
-					int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
-					int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
-					int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
-					const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
-					A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
-					if (bias)
-						s += to_f(bias[n]);
-					long long at = (long long)(t0 + t) * Nm + n;
-					if ((EPI >> m) & 1) {
-						float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-						s = sc * to_f(from_f<A>(s));
-					} else if ((EPI & GEMV_EPI_RES) && m == 0) {
-						s = to_f(r[at]) + to_f(from_f<A>(s));
-					}
-					y[at] = from_f<A>(s);
-				}
-			}
-			__syncthreads(); /* red is reused by the next group */
+			finish(grp, acc);
 		}
 		__syncthreads(); /* xs and inv are reused by the next 8 rows */
 	}

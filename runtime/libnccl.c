@@ -11,10 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Try one path; on success remember where it came from. */
+/* Try one path; on success remember where it came from. RTLD_NODELETE: NCCL keeps threads of its own
+** (ncclGetUniqueId starts the bootstrap root's listener, which waits for ranks that may never come), so
+** nccl_close must not unmap code they may still run (tests/test_ranks crashed at exit now and then). */
 static int try_open(Nccl *n, const char *path, char *tried, size_t tlen)
 {
-	n->so = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+	n->so = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
 	if (n->so) {
 		snprintf(n->path, sizeof n->path, "%s", path);
 		return 1;

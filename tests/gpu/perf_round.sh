@@ -2,14 +2,16 @@
 # tests/gpu/perf_round.sh — one device call for a kernel change (issue 8): the three kernel test binaries,
 # the GEMV micro-benchmark, then bench/decode.sh at batch 1 on three shapes (each also with --pdl) and
 # Llama-3-8B at batch 4 with the transformers peer. Prints a short digest; the raw outputs stay in
-# $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; "" skips the peer), KERNELS=0 skips the tests.
+# $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; "" skips the peer), KERNELS (the test binaries
+# to run; "" none).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/glm-perf}
 mkdir -p "$OUT/r"
 export NCCL_NVLS_ENABLE=0
-if [ "${KERNELS:-1}" = 1 ]; then
-	for t in test_fused test_kernels test_qgemv; do
+KERNELS=${KERNELS-test_fused test_kernels test_qgemv}
+if [ -n "$KERNELS" ]; then
+	for t in $KERNELS; do
 		s=$(date +%s)
 		build/gpu/$t >"$OUT/$t.log" 2>&1
 		echo "$t: status $? in $(($(date +%s) - s))s: $(tail -1 "$OUT/$t.log")"
