@@ -418,6 +418,111 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	CK(cudaFree(r));
 }
 
+template <typename A, int PRO, int EPI, int RB>
+__global__ void __launch_bounds__(256)
+	g_ffused(A *y0, A *y1, A *y2, A *y3, const bf16 *w0, const bf16 *w1, const bf16 *w2, const bf16 *w3, const A *x,
+	         const A *u, const A *nw, const A *r, int K, int N0, int N1, int N2, int N3)
+{
+	k_gemv_fused<A, bf16, A, PRO, true, EPI, RB, 1>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x,
+	                                             u, nw, nullptr, r, 1, K, N0, N1, N2, N3, 1e-5f, 1.0f, 1.0f, 1.0f, 1.0f);
+}
+
+/*
+** One bf16 group of Llama-3-8B's decode step as glmc emits it (k_gemv_fused at gemv_shape_h's shape, the
+** GLU epilogue's columns in pairs, prologue kernels on GEMV_PRO_BLOCKS looping blocks) against the
+** unfused chain (the norm or SwiGLU kernel, one k_linear_gemv per member, the swiglu or add after).
+** Weights in enough copies to exceed 4× L2.
+*/
+template <typename A, int PRO, int EPI>
+static void float_group(const char *name, std::vector<long long> N, long long K, double bw)
+{
+	int M = (int)N.size();
+	N.resize(4, 0);
+	size_t wb[4] = {0, 0, 0, 0}, bytes = 0;
+	long long ntot = 0;
+	for (int m = 0; m < M; m++) {
+		wb[m] = ((size_t)(N[m] * K * 2) + 255) & ~(size_t)255;
+		bytes += wb[m], ntot += N[m];
+	}
+	int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
+	unsigned char *w;
+	CK(cudaMalloc(&w, bytes * (size_t)copies));
+	for (int c = 0; c < copies; c++) {
+		size_t off = (size_t)c * bytes;
+		for (int m = 0; m < M; off += wb[m], m++)
+			g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)(w + off), N[m] * K, (int)K);
+	}
+	CK(cudaDeviceSynchronize());
+	A *x, *u, *h, *nw, *y[4], *r, *g2;
+	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&u, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&h, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&nw, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
+	CK(cudaMalloc(&g2, sizeof(A) * (size_t)N[0]));
+	CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(u, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(nw, 0x3c, sizeof(A) * (size_t)K));
+	CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
+	for (int m = 0; m < 4; m++)
+		CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+	auto wp = [&](int c, int m) {
+		size_t at = (size_t)c * bytes;
+		for (int i = 0; i < m; i++)
+			at += wb[i];
+		return (const bf16 *)(w + at);
+	};
+	auto unfused = [&](int c, cudaStream_t s) {
+		const A *in = x;
+		if (PRO == GEMV_PRO_RMSNORM)
+			g_rmsnorm<A><<<1, 256, 0, s>>>(h, x, nw, (int)K), in = h;
+		else if (PRO == GEMV_PRO_SWIGLU)
+			g_swiglu<A><<<(unsigned)((K + 255) / 256), 256, 0, s>>>(h, x, u, K), in = h;
+		for (int m = 0; m < M; m++)
+			unfused_linear<A>(30, y[m], in, (const unsigned char *)wp(c, m), (int)K, (int)N[m], s);
+		if (EPI & GEMV_EPI_GLU)
+			g_swiglu<A><<<(unsigned)((N[0] + 255) / 256), 256, 0, s>>>(g2, y[0], y[1], N[0]);
+		if (EPI & GEMV_EPI_RES)
+			g_add<A><<<(unsigned)((N[0] + 255) / 256), 256, 0, s>>>(y[0], r, y[0], N[0]);
+	};
+	int bt, rb;
+	gemv_shape_h(K, ntot, 2, &bt, &rb);
+	if ((EPI & GEMV_EPI_GLU) && rb < 2)
+		rb = 2;
+	unsigned grid = gemv_grid_h(ntot, rb, PRO != GEMV_PRO_NONE);
+	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1;
+	auto kern = rb == 4 ? g_ffused<A, PRO, EPI, 4> : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, R1>;
+	auto fused = [&](int c, cudaStream_t s) {
+		kern<<<grid, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr,
+		                         M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr, x, u, nw, r, (int)K, (int)N[0],
+		                         (int)N[1], (int)N[2], (int)N[3]);
+	};
+	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
+	char shape[32];
+	snprintf(shape, sizeof shape, "%dx%d g%u", rb, bt, grid);
+	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, shape, tu, tf, tu / tf, 100 * gbs / bw);
+	for (int m = 0; m < 4; m++)
+		CK(cudaFree(y[m]));
+	CK(cudaFree(w));
+	CK(cudaFree(x));
+	CK(cudaFree(u));
+	CK(cudaFree(h));
+	CK(cudaFree(nw));
+	CK(cudaFree(r));
+	CK(cudaFree(g2));
+}
+
+/* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */
+template <typename A> static void run_llama(double bw)
+{
+	printf("%-34s %6s %6s %8s %9s %9s %7s %7s\n", "Llama-3-8B group (bf16)", "rows", "K", "rb/bt/g", "unfused", "fused",
+	       "speedup", "%bw");
+	float_group<A, GEMV_PRO_RMSNORM, 0>("norm+q+k+v", {4096, 1024, 1024}, 4096, bw);
+	float_group<A, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual", {4096}, 4096, bw);
+	float_group<A, GEMV_PRO_RMSNORM, GEMV_EPI_GLU>("norm+gate+up, swiglu stored", {14336, 14336}, 4096, bw);
+	float_group<A, GEMV_PRO_NONE, GEMV_EPI_RES>("down+residual", {4096}, 14336, bw);
+}
+
 template <typename A> static void run_fused(double bw)
 {
 	constexpr int RT = std::is_same<A, bf16>::value ? 30 : 0; /* the f32 router (bf16 under bf16 activations) */
@@ -444,9 +549,11 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
 			iters = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--fused"))
-			fusedg = 1;
+			fusedg = fusedg ? fusedg : 1;
+		else if (!strcmp(argv[i], "--llama"))
+			fusedg = 2;
 		else {
-			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]\n");
+			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused] [--llama]\n");
 			return 2;
 		}
 	}
@@ -457,7 +564,9 @@ int main(int argc, char **argv)
 	printf("# %s, %d SMs, L2 %.0f MiB; activations %s, batch 1\n", prop.name, prop.multiProcessorCount,
 	       l2_bytes / 1048576.0, act);
 	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
-	if (fusedg && !strcmp(act, "f32"))
+	if (fusedg == 2)
+		run_llama<bf16>(bw);
+	else if (fusedg && !strcmp(act, "f32"))
 		run_fused<float>(bw);
 	else if (fusedg)
 		run_fused<bf16>(bw);

@@ -370,7 +370,7 @@ template <typename W, bool GLU, int RB>
 __device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W *w0, const W *w1, const W *w2,
                                               const W *w3, int N0, int N1, int N2, int K)
 {
-	if (GLU) {
+	if constexpr (GLU) {
 		int n = grp * (RB / 2) + i % (RB / 2);
 		return (i < RB / 2 ? w0 : w1) + (long long)(n < N0 ? n : N0 - 1) * K;
 	}

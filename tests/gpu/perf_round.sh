@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tests/gpu/perf_round.sh — one device call for a kernel change (issue 8): the three kernel test binaries,
-# the GEMV micro-benchmark, then bench/decode.sh at batch 1 on three shapes (each also with --pdl) and
-# Llama-3-8B at batch 4 with the transformers peer. Prints a short digest; the raw outputs stay in
-# $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; "" skips the peer), KERNELS (the test binaries
-# to run; "" none).
+# the GEMV micro-benchmarks (bf16 shapes, Llama-3-8B's fused groups), then bench/decode.sh at batch 1 on
+# three shapes (each also with --pdl) and Llama-3-8B at batch 4 with the transformers peer. Prints a
+# short digest; the raw outputs stay in $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; ""
+# skips the peer), KERNELS (the test binaries to run; "" none).
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/glm-perf}
@@ -19,6 +19,7 @@ if [ -n "$KERNELS" ]; then
 	done
 fi
 build/bench/gemv --only bf16 2>&1 | tail -8
+build/bench/gemv --llama 2>&1 | tail -5
 digest() { grep -E '^\[|^decode benchmark|^shape|^(llama3_8b|glm4_7_flash|glm5_slice) |^  [a-z_]+ +[0-9]+ +[0-9.]+ +[0-9.]+ ' "$1"; }
 OUT=$OUT/r SHAPES=${SHAPES:-"llama3_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"} BATCHES=1 PEER=0 BUDGET=300 \
 	bench/decode.sh >"$OUT/decode1.log" 2>&1
