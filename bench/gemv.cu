@@ -329,6 +329,30 @@ static double time_fn(const std::function<void(int, cudaStream_t)> &f, int copie
 	return graph_time_us([&](int i, cudaStream_t s) { f(i % copies, s); }, iters);
 }
 
+/* A group's activations: its input x, the SwiGLU's up u, the staged input h, the norm weight nw, the
+** residual r, the stored SwiGLU g2 and the members' outputs y, inputs filled with 0x3c bytes. */
+template <typename A> struct GroupBufs {
+	A *x, *u, *h, *nw, *r, *g2, *y[4];
+	GroupBufs(long long K, const std::vector<long long> &N)
+	{
+		A **in[] = {&x, &u, &h, &nw};
+		for (A **p : in) {
+			CK(cudaMalloc(p, sizeof(A) * (size_t)K));
+			CK(cudaMemset(*p, 0x3c, sizeof(A) * (size_t)K));
+		}
+		CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
+		CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
+		CK(cudaMalloc(&g2, sizeof(A) * (size_t)N[0]));
+		for (int m = 0; m < 4; m++)
+			CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+	}
+	~GroupBufs()
+	{
+		for (A *p : {x, u, h, nw, r, g2, y[0], y[1], y[2], y[3]})
+			CK(cudaFree(p));
+	}
+};
+
 /*
 ** One group: members (type, rows) over K, prologue PRO, residual EPI, fused with the splits emit_cuda.c
 ** picks (q_wpr of the group's rows, more for wider rows; printed). Weights in enough copies to exceed
@@ -363,18 +387,8 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 		}
 	}
 	CK(cudaDeviceSynchronize());
-	A *x, *u, *h, *nw, *y[4], *r;
-	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&u, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&h, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&nw, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
-	CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(u, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(nw, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
-	for (int m = 0; m < 4; m++)
-		CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+	GroupBufs<A> b(K, N);
+	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, **y = b.y;
 	auto wp = [&](int c, int m) {
 		size_t at = (size_t)c * bytes;
 		for (int i = 0; i < m; i++)
@@ -408,14 +422,7 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	};
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
 	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
-	for (int m = 0; m < 4; m++)
-		CK(cudaFree(y[m]));
 	CK(cudaFree(w));
-	CK(cudaFree(x));
-	CK(cudaFree(u));
-	CK(cudaFree(h));
-	CK(cudaFree(nw));
-	CK(cudaFree(r));
 }
 
 template <typename A, int PRO, int EPI, int RB>
@@ -453,19 +460,8 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 			g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)(w + off), N[m] * K, (int)K);
 	}
 	CK(cudaDeviceSynchronize());
-	A *x, *u, *h, *nw, *y[4], *r, *g2;
-	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&u, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&h, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&nw, sizeof(A) * (size_t)K));
-	CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
-	CK(cudaMalloc(&g2, sizeof(A) * (size_t)N[0]));
-	CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(u, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(nw, 0x3c, sizeof(A) * (size_t)K));
-	CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
-	for (int m = 0; m < 4; m++)
-		CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+	GroupBufs<A> b(K, N);
+	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, *g2 = b.g2, **y = b.y;
 	auto wp = [&](int c, int m) {
 		size_t at = (size_t)c * bytes;
 		for (int i = 0; i < m; i++)
@@ -501,15 +497,7 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	char shape[32];
 	snprintf(shape, sizeof shape, "%dx%d g%u", rb, bt, grid);
 	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, shape, tu, tf, tu / tf, 100 * gbs / bw);
-	for (int m = 0; m < 4; m++)
-		CK(cudaFree(y[m]));
 	CK(cudaFree(w));
-	CK(cudaFree(x));
-	CK(cudaFree(u));
-	CK(cudaFree(h));
-	CK(cudaFree(nw));
-	CK(cudaFree(r));
-	CK(cudaFree(g2));
 }
 
 /* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */
