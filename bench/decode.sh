@@ -14,7 +14,7 @@
 #
 # Environment: OUT (results; default /tmp/glm-bench), TP (plans for TP GPUs; default 1), SHAPES (default all four rows, e.g.
 # SHAPES="llama3_8b:bf16"), BATCHES (default "1 4 16"), STEPS (decode steps measured, 64), PROMPT (128),
-# PEER (1/0), PROFILE (1/0), PDL (1/0: batch 1 again with --pdl), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
+# PEER (1/0), PROFILE (1/0), PDL (0/1: batch 1 again with --pdl), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
 # DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's config, checks this script without a
 # GPU: tests/bench.sh does that).
 set -u
@@ -29,7 +29,7 @@ STEPS=${STEPS:-64}
 PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
 PROFILE=${PROFILE:-1}
-PDL=${PDL:-1} # batch 1 also with glmrun --pdl (programmatic dependent launch, an experiment)
+PDL=${PDL:-0} # 1: batch 1 also with glmrun --pdl (programmatic dependent launch, an experiment)
 BUDGET=${BUDGET:-470}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT" "$WORK"

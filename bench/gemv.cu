@@ -329,6 +329,45 @@ static double time_fn(const std::function<void(int, cudaStream_t)> &f, int copie
 	return graph_time_us([&](int i, cudaStream_t s) { f(i % copies, s); }, iters);
 }
 
+/* A group's weights: member m of type Q[m] (0 f32, 30 bf16, else GGUF blocks), N[m] rows of K, in
+** enough copies (each 256-byte aligned per member) to exceed 4× L2, filled with random values. */
+struct GroupWeights {
+	size_t wb[4] = {0, 0, 0, 0}, bytes = 0;
+	long long ntot = 0;
+	int copies = 1;
+	unsigned char *w = nullptr;
+	GroupWeights(const int *Q, int M, const std::vector<long long> &N, long long K)
+	{
+		for (int m = 0; m < M; m++) {
+			wb[m] = Q[m] == 0 ? (size_t)(N[m] * K * 4) : weight_bytes(Q[m], N[m], K);
+			wb[m] = (wb[m] + 255) & ~(size_t)255;
+			bytes += wb[m], ntot += N[m];
+		}
+		copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
+		CK(cudaMalloc(&w, bytes * (size_t)copies));
+		for (int c = 0; c < copies; c++)
+			for (int m = 0; m < M; m++) {
+				unsigned char *p = at(c, m);
+				if (Q[m] == 0)
+					g_rand<float><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((float *)p, N[m] * K, (int)K);
+				else if (Q[m] == 30)
+					g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)p, N[m] * K, (int)K);
+				else
+					fill(Q[m], p, weight_bytes(Q[m], N[m], K), 1, N[m], K);
+			}
+		CK(cudaDeviceSynchronize());
+	}
+	~GroupWeights() { CK(cudaFree(w)); }
+	/* member m of copy c */
+	unsigned char *at(int c, int m) const
+	{
+		size_t o = (size_t)c * bytes;
+		for (int i = 0; i < m; i++)
+			o += wb[i];
+		return w + o;
+	}
+};
+
 /* A group's activations: its input x, the SwiGLU's up u, the staged input h, the norm weight nw, the
 ** residual r, the stored SwiGLU g2 and the members' outputs y, inputs filled with 0x3c bytes. */
 template <typename A> struct GroupBufs {
@@ -364,37 +403,13 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	const int Q[4] = {Q0, Q1, Q2, Q3};
 	int M = (int)N.size();
 	N.resize(4, 0);
-	size_t wb[4] = {0, 0, 0, 0}, bytes = 0;
-	long long ntot = 0;
-	for (int m = 0; m < M; m++) {
-		wb[m] = Q[m] == 0 ? (size_t)(N[m] * K * 4) : weight_bytes(Q[m], N[m], K);
-		wb[m] = (wb[m] + 255) & ~(size_t)255;
-		bytes += wb[m], ntot += N[m];
-	}
-	int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
-	unsigned char *w;
-	CK(cudaMalloc(&w, bytes * (size_t)copies));
-	for (int c = 0; c < copies; c++) {
-		size_t at = (size_t)c * bytes;
-		for (int m = 0; m < M; m++) {
-			if (Q[m] == 0)
-				g_rand<float><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((float *)(w + at), N[m] * K, (int)K);
-			else if (Q[m] == 30)
-				g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)(w + at), N[m] * K, (int)K);
-			else
-				fill(Q[m], w + at, weight_bytes(Q[m], N[m], K), 1, N[m], K);
-			at += wb[m];
-		}
-	}
-	CK(cudaDeviceSynchronize());
+	GroupWeights gw(Q, M, N, K);
+	size_t bytes = gw.bytes;
+	long long ntot = gw.ntot;
+	int copies = gw.copies;
 	GroupBufs<A> b(K, N);
 	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, **y = b.y;
-	auto wp = [&](int c, int m) {
-		size_t at = (size_t)c * bytes;
-		for (int i = 0; i < m; i++)
-			at += wb[i];
-		return (const unsigned char *)(w + at);
-	};
+	auto wp = [&](int c, int m) { return (const unsigned char *)gw.at(c, m); };
 	auto unfused = [&](int c, cudaStream_t s) {
 		const A *in = x;
 		if (PRO == GEMV_PRO_RMSNORM)
@@ -422,7 +437,6 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	};
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
 	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
-	CK(cudaFree(w));
 }
 
 template <typename A, int PRO, int EPI, int RB>
@@ -445,29 +459,14 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 {
 	int M = (int)N.size();
 	N.resize(4, 0);
-	size_t wb[4] = {0, 0, 0, 0}, bytes = 0;
-	long long ntot = 0;
-	for (int m = 0; m < M; m++) {
-		wb[m] = ((size_t)(N[m] * K * 2) + 255) & ~(size_t)255;
-		bytes += wb[m], ntot += N[m];
-	}
-	int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
-	unsigned char *w;
-	CK(cudaMalloc(&w, bytes * (size_t)copies));
-	for (int c = 0; c < copies; c++) {
-		size_t off = (size_t)c * bytes;
-		for (int m = 0; m < M; off += wb[m], m++)
-			g_rand<bf16><<<(unsigned)(N[m] * K / 256 + 1), 256>>>((bf16 *)(w + off), N[m] * K, (int)K);
-	}
-	CK(cudaDeviceSynchronize());
+	const int Q[4] = {30, 30, 30, 30};
+	GroupWeights gw(Q, M, N, K);
+	size_t bytes = gw.bytes;
+	long long ntot = gw.ntot;
+	int copies = gw.copies;
 	GroupBufs<A> b(K, N);
 	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, *g2 = b.g2, **y = b.y;
-	auto wp = [&](int c, int m) {
-		size_t at = (size_t)c * bytes;
-		for (int i = 0; i < m; i++)
-			at += wb[i];
-		return (const bf16 *)(w + at);
-	};
+	auto wp = [&](int c, int m) { return (const bf16 *)gw.at(c, m); };
 	auto unfused = [&](int c, cudaStream_t s) {
 		const A *in = x;
 		if (PRO == GEMV_PRO_RMSNORM)
@@ -497,7 +496,6 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	char shape[32];
 	snprintf(shape, sizeof shape, "%dx%d g%u", rb, bt, grid);
 	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, shape, tu, tf, tu / tf, 100 * gbs / bw);
-	CK(cudaFree(w));
 }
 
 /* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/perf_round.sh — one device call for a kernel change (issue 8): the three kernel test binaries,
 # the GEMV micro-benchmarks (bf16 shapes, Llama-3-8B's fused groups), then bench/decode.sh at batch 1 on
-# three shapes (each also with --pdl) and Llama-3-8B at batch 4 with the transformers peer. Prints a
+# three shapes (PDL=1: each also with --pdl) and Llama-3-8B at batch 4 with the transformers peer. Prints a
 # short digest; the raw outputs stay in $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; ""
 # skips the peer), KERNELS (the test binaries to run; "" none).
 set -u
