@@ -160,16 +160,22 @@ static void w_size(Wr *w, Size s, int wide)
 
 static void w_int(Wr *w, int64_t v) { w_size(w, sz_const(v), 0); }
 
-/* The rank of the GPU that runs the launch, as an int. */
-static void w_rank(Wr *w)
+/* An int that glmrun fills in at launch (KA_RANK, KA_PDL). */
+static void w_runtime_int(Wr *w, int kind)
 {
 	GLM_ASSERT(w->L.narg < MAXKARG);
 	w_sep(w);
 	cat(w->formal, sizeof w->formal, "int a%d", w->L.narg);
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "a%d", w->L.narg);
-	w->L.arg[w->L.narg++] = (KArg){.kind = KA_RANK};
+	w->L.arg[w->L.narg++] = (KArg){.kind = (int8_t)kind};
 }
+
+/* The rank of the GPU that runs the launch, as an int. */
+static void w_rank(Wr *w) { w_runtime_int(w, KA_RANK); }
+
+/* 1 when glmrun launches this kernel programmatically (KA_PDL), as the kernel's last argument. */
+static void w_pdl(Wr *w) { w_runtime_int(w, KA_PDL); }
 
 static void w_float(Wr *w, double f)
 {
@@ -226,6 +232,12 @@ static void w_seq(Wr *w, const Graph *g, int cache)
 	w_size(w, sz_dims(cache, 0, 1, 1), 0);
 }
 
+/* Templates that call glm_pdl_wait themselves (gemv_core, kernels.cuh): their wrappers do not. */
+static int pdl_self_wait(const char *tmpl)
+{
+	return !strncmp(tmpl, "k_linear_gemv<", 14) || !strncmp(tmpl, "k_gemv_fused<", 13);
+}
+
 /* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
 static void w_finish(Em *e, Wr *w, const char *tmpl)
 {
@@ -242,9 +254,10 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 			GLM_ASSERT(e->keys);
 		}
 		e->keys[e->nkeys++] = strdup(key);
-		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh) */
-		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { glm_pdl_wait(); %s(%s); }\n",
-		        w->L.block, k, w->formal, tmpl, w->call);
+		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh);
+		** the decode GEMVs call it themselves, after asking L2 for their first weights */
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { %s%s(%s); }\n",
+		        w->L.block, k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ", tmpl, w->call);
 	}
 	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
 	if (e->nl == e->lcap) {
@@ -755,6 +768,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 				           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
 				gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
 				w.L.grid[0] = sz_const((N + rb - 1) / rb);
+				w_pdl(&w);
 				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
 				         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
 			} else {
@@ -994,7 +1008,12 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			w.L.block = 32 * nw;
 			w.L.tmin = nw == 16 ? 1 : 9;
 			w.L.tmax = nw == 16 ? 8 : 1 << 30;
-			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+			/* steps with rows of 128, 256 or 512 bytes: a 16-byte load per lane (k_attn_step) */
+			int64_t rowb = Dk * (int64_t)dtype_size(g->cuda.act);
+			if (nw == 16 && Dk == Dv && (rowb == 128 || rowb == 256 || rowb == 512))
+				snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, (int)rowb);
+			else
+				snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
 			w_finish(e, &w, t);
 		}
 		return 0;
@@ -1201,6 +1220,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, f->pro != GP_NONE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
+			w_pdl(&w);
 			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
 			         NW, f->pro, bool_s(nw >= 0), epi, rb, tr);
 			w_finish(e, &w, t);

@@ -175,8 +175,11 @@ typedef struct {
 ** KA_ZERO: a region of s × s2 × f bytes of a buffer that glmrun clears once, when it allocates it, and
 ** that every kernel taking one leaves zero again when it ends (k_mla_split's per-launch counters: a
 ** kernel can count its own finished blocks there without a launch to clear them first). Laid out like
-** KA_SCRATCH's regions, from the start, and shared by all launches. */
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO };
+** KA_SCRATCH's regions, from the start, and shared by all launches.
+** KA_PDL: an int, 1 when glmrun launches this kernel programmatically dependent on the one before
+** (glmrun --pdl; only launches with this argument are), else 0. The decode GEMVs take it: they ask L2
+** for their first weights before waiting only when that overlaps the kernel before (kernels.cuh). */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO, KA_PDL };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH, ZERO: s × s2 elements */
@@ -379,7 +382,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 5 /* 5: every kernel waits for the one before (glm_pdl_wait), so glmrun may launch it early */
+#define PLAN_VERSION 6 /* 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

@@ -65,7 +65,7 @@ const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t 
 	const char *s = g->cuda.source ? strstr(g->cuda.source, key) : NULL;
 	const char *b = s ? strstr(s, "{ ") : NULL, *e;
 	if (b && !strncmp(b + 2, "glm_pdl_wait(); ", 16))
-		b += 16; /* every wrapper waits first (emit_cuda.c w_finish) */
+		b += 16; /* most wrappers wait first (emit_cuda.c w_finish) */
 	e = b ? strchr(b, '(') : NULL;
 	if (!e || (size_t)(e - b - 2) >= len)
 		return kernel;

@@ -281,13 +281,38 @@ __device__ __forceinline__ void walk_row(const A *x, int n, F f)
 ** serialization, so its blocks may be scheduled while the kernel before is still running. Every
 ** emitted wrapper therefore calls glm_pdl_wait() before its template runs: it waits until the kernel
 ** before has completed and its writes are visible, then lets the kernel after be scheduled (so at most
-** one kernel waits ahead). What that saves is the launch latency between two kernels. A no-op for a
-** kernel launched without the attribute. */
+** one kernel waits ahead). The decode GEMVs (gemv_core) do the two halves themselves: launched so
+** (their pdl argument, KA_PDL), they ask L2 for their first weights before glm_pdl_wait_only (the
+** weights are constant, so those reads overlap the kernel before; launched plainly the same requests
+** only slow them, by 5-15% in build/bench/gemv), and they let the kernel after be scheduled
+** (glm_pdl_trigger) only once a block has loaded its last group, so that its blocks wait during this
+** one's tail, not all of it. emit_cuda.c leaves the call out of their wrappers. No-ops for a kernel
+** launched without the attribute, and in the CPU emulator. */
+__device__ __forceinline__ void glm_pdl_wait_only()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GLM_SIMT)
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void glm_pdl_trigger()
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GLM_SIMT)
+	asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
 __device__ __forceinline__ void glm_pdl_wait()
 {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GLM_SIMT) /* the CPU emulator: no-ops */
-	asm volatile("griddepcontrol.wait;" ::: "memory");
-	asm volatile("griddepcontrol.launch_dependents;" :::);
+	glm_pdl_wait_only();
+	glm_pdl_trigger();
+}
+
+/* Ask L2 for the line holding p (no register waits for it). A no-op in the CPU emulator. */
+__device__ __forceinline__ void glm_prefetch_l2(const void *p)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 #endif
 }
 
@@ -324,6 +349,47 @@ __device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int 
 ** silu(gate)·up, as y_0[T, N0]. */
 #define GEMV_EPI_RES 16
 #define GEMV_EPI_GLU 32
+#define GEMV_EPI_ROPE 64
+
+/* GEMV_EPI_ROPE: members 0, 1 and 2 are an attention's q [T, H·D], k [T, G·D] and v [T, G·Dv] linears;
+** q and k are stored rotated (as k_rope_qk_kv without norms rotates them: inverse frequencies qf, kf
+** [R/2], cos/sin multipliers qcs, kcs, pairs (i, i + R/2) or with il (2i, 2i + 1), dims >= R copied),
+** and k's rotated rows and v's rows also go to the caches kc [slots·S, G·D] and vc [slots·S, G·Dv] at row
+** pos[t] of slot seq[t]. */
+template <typename A> struct GemvRope {
+	A *kc, *vc;
+	const int *pos, *seq;
+	const float *qf, *kf;
+	float qcs, kcs;
+	int D, R, il, S;
+};
+
+/* Column pair p of a GEMV_EPI_ROPE GEMV (pairs run over q's heads, then k's, then v's columns two by
+** two): its member m, its two columns n0 and n1 in that member, and j, the rotary index of the pair
+** (-1 for a pair that is copied: v, and the dims >= R of a head). */
+template <typename A>
+__device__ __forceinline__ void gemv_rope_pair(int p, const GemvRope<A> &rp, int N0, int N1, int &m, int &n0, int &n1,
+                                               int &j)
+{
+	int pq = N0 / 2, pk = N1 / 2, half = rp.D / 2, r2 = rp.R / 2;
+	j = -1;
+	if (p < pq + pk) {
+		m = p < pq ? 0 : 1;
+		int pp = m ? p - pq : p, h = pp / half, i = pp - h * half, base = h * rp.D;
+		if (i < r2) {
+			j = i;
+			n0 = base + (rp.il ? 2 * i : i);
+			n1 = base + (rp.il ? 2 * i + 1 : i + r2);
+		} else {
+			n0 = base + rp.R + 2 * (i - r2);
+			n1 = n0 + 1;
+		}
+	} else {
+		m = 2;
+		n0 = 2 * (p - pq - pk);
+		n1 = n0 + 1;
+	}
+}
 
 /* N input values of type A at p into f (as float): one or two 16-byte loads when vec (p 16-byte
 ** aligned), through the read-only cache when global (p in global memory; else shared), else element
@@ -407,7 +473,8 @@ __device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W 
 ** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add);
 ** GEMV_EPI_GLU: the columns go in pairs (a group of RB takes gate rows n.. and the same up rows, so
 ** ΣN/RB groups still), and y_0[t, n] = A(silu(gate)·up) of the two rounded results (y_1 unused).
-** In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
+** GEMV_EPI_ROPE (rp): the columns go in the pairs gemv_rope_pair lists, q and k rotated, k and v also
+** written to the caches (see GemvRope). In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
 ** overlap x, u or hs. Weights are read in 16-byte vectors when every member's w is 16-byte aligned
 ** and K a multiple of the vector width, else one element at a time; x, u the same way when aligned.
 ** The rows go TR at a time (TR = 1 for the one-token step keeps the accumulators in few registers;
@@ -417,12 +484,14 @@ template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, in
 __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
                           const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
                           A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0, float s1,
-                          float s2, float s3)
+                          float s2, float s3, int pdl = 0, GemvRope<A> rp = GemvRope<A>())
 {
 	const int VEC = 16 / (int)sizeof(W), U = 2; /* weights per 16-byte load; loads per row in flight */
 	const int XCAP = PRO == GEMV_PRO_NONE ? 1 : 32768 / (int)sizeof(A); /* staged prologue values */
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
 	static_assert(!GLU || (RB % 2 == 0 && (EPI & ~GEMV_EPI_GLU) == 0), "GLU: column pairs, no other epilogue");
+	constexpr bool ROPE = (EPI & GEMV_EPI_ROPE) != 0;
+	static_assert(!ROPE || (RB % 2 == 0 && EPI == GEMV_EPI_ROPE), "ROPE: column pairs, no other epilogue");
 	__shared__ float red[32][RB * TR + 1];
 	__shared__ float inv[TR];
 	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
@@ -432,8 +501,38 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	bool kvec = K % VEC == 0;
 	bool xal = ((unsigned long long)x & 15) == 0 && (PRO != GEMV_PRO_SWIGLU || ((unsigned long long)u & 15) == 0);
 	bool nal = PRO != GEMV_PRO_RMSNORM || !HAS_NW || ((unsigned long long)nw & 15) == 0;
+	/* the weight row of column i of group grp: gemv_wrow, or with ROPE the pair layout (i < RB/2: the
+	** first column of pair grp·RB/2 + i, else the second; past the last pair, the last pair) */
+	auto wrow = [&](int grp, int i) -> const W * {
+		if constexpr (ROPE) {
+			int p = grp * (RB / 2) + i % (RB / 2), m, n0, n1, j;
+			if (p >= Ntot / 2)
+				p = Ntot / 2 - 1;
+			gemv_rope_pair(p, rp, N0, N1, m, n0, n1, j);
+			return (m == 0 ? w0 : m == 1 ? w1 : w2) + (long long)(i < RB / 2 ? n0 : n1) * K;
+		} else {
+			return gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
+		}
+	};
 
-
+	/* Launched programmatically (pdl), the block may start while the kernel before runs, and only x, u, r
+	** and the outputs are that kernel's business: its first step of weights (the U vectors of each of
+	** the first group's RB rows a thread streams first) go towards L2 before glm_pdl_wait. L2, not
+	** registers: holding them across the wait costs the plain GEMV 24 registers and half its blocks.
+	** The kernel after is let in (glm_pdl_trigger) when the block has its last group's weights. */
+	if (pdl && kvec && (int)blockIdx.x < ngroups) {
+#pragma unroll 1
+		for (int i = 0; i < RB; i++) {
+			const W *w = wrow(blockIdx.x, i);
+#pragma unroll
+			for (int j = 0; j < U; j++) {
+				long long v = tid + j * BT;
+				if (v < K / VEC)
+					glm_prefetch_l2(w + v * VEC);
+			}
+		}
+	}
+	glm_pdl_wait_only();
 	/* rows per pass: TR, or as many as xs holds when there is a prologue (at least one) */
 	int P = PRO == GEMV_PRO_NONE || TR * K <= XCAP ? TR : K <= XCAP ? XCAP / K : 1;
 	for (int t0 = 0; t0 < T; t0 += P) {
@@ -520,7 +619,40 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 						red[warp][i * TR + t] = s;
 				}
 			__syncthreads();
-			if (GLU) {
+			if constexpr (ROPE) {
+				/* thread i·TR + t finishes pair i, row t: both columns rounded as the linears store them,
+				** rotated as k_rope_qk_kv rotates (no FMA contracted), k and v also into the caches */
+				const int H2 = RB / 2;
+				int i = tid / TR, t = tid - i * TR, p = grp * H2 + i;
+				if (tid < H2 * TR && t < tn && p < Ntot / 2) {
+					float sa = 0.0f, sb = 0.0f;
+					for (int q = 0; q < nwarp; q++)
+						sa += red[q][i * TR + t], sb += red[q][(i + H2) * TR + t];
+					int m, n0, n1, j;
+					gemv_rope_pair(p, rp, N0, N1, m, n0, n1, j);
+					const A *bias = m == 0 ? b0 : m == 1 ? b1 : b2;
+					if (bias)
+						sa += to_f(bias[n0]), sb += to_f(bias[n1]);
+					float x0 = to_f(from_f<A>(sa)), x1 = to_f(from_f<A>(sb));
+					int tt = t0 + t, Nm = m == 0 ? N0 : m == 1 ? N1 : N2;
+					A o0 = from_f<A>(x0), o1 = from_f<A>(x1);
+					if (j >= 0) {
+						float a = __fmul_rn((float)rp.pos[tt], (m ? rp.kf : rp.qf)[j]), cs = m ? rp.kcs : rp.qcs;
+						float c = __fmul_rn(cosf(a), cs), sn = __fmul_rn(sinf(a), cs);
+						o0 = from_f<A>(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
+						o1 = from_f<A>(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
+					}
+					A *y = m == 0 ? y0 : m == 1 ? y1 : y2;
+					y[(long long)tt * Nm + n0] = o0;
+					y[(long long)tt * Nm + n1] = o1;
+					if (m > 0) {
+						long long cp = (long long)rp.seq[tt] * rp.S + rp.pos[tt];
+						A *cr = (m == 1 ? rp.kc : rp.vc) + cp * Nm;
+						cr[n0] = o0;
+						cr[n1] = o1;
+					}
+				}
+			} else if (GLU) {
 				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
 				** then silu(gate)·up as k_swiglu stores it */
 				const int H = RB / 2;
@@ -575,7 +707,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			auto load = [&](int grp) {
 #pragma unroll
 				for (int i = 0; i < RB; i++) {
-					const W *w = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
+					const W *w = wrow(grp, i);
 #pragma unroll
 					for (int j = 0; j < U; j++) {
 						int v = tid + j * BT < nv ? tid + j * BT : tid < nv ? tid : 0;
@@ -613,6 +745,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 				}
 				if (grp + (int)gridDim.x < ngroups)
 					load(grp + gridDim.x); /* in flight during the reduction below */
+				else if (t0 + P >= T)
+					glm_pdl_trigger();
 				finish(grp, acc);
 			}
 			__syncthreads(); /* xs and inv are reused by the next rows */
@@ -623,7 +757,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			bool vec = kvec;
 #pragma unroll
 			for (int i = 0; i < RB; i++) {
-				wr[i] = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
+				wr[i] = wrow(grp, i);
 				vec = vec && ((unsigned long long)wr[i] & 15) == 0;
 			}
 			vec = vec && (staged || PRO == GEMV_PRO_NONE); /* a prologue per element: the scalar path */
@@ -708,7 +842,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					}
 				}
 			}
-
+			if (grp + (int)gridDim.x >= ngroups && t0 + P >= T)
+				glm_pdl_trigger();
 			finish(grp, acc);
 		}
 		__syncthreads(); /* xs and inv are reused by the next 8 rows */
@@ -722,15 +857,15 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 /*
 ** Decode GEMV for few rows: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]); T <= 8 is the intended use. gemv_core
 ** with one member, TR rows per pass: grid (ceil(N/RB)), block a multiple of 32 (gemv_shape.h).
-** bias may be nullptr when !HAS_BIAS.
+** bias may be nullptr when !HAS_BIAS. pdl: launched programmatically (KA_PDL; see glm_pdl_wait).
 */
 template <typename A, typename W, bool HAS_BIAS, int RB, int TR>
-__device__ void k_linear_gemv(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
+__device__ void k_linear_gemv(A *y, const A *x, const W *w, const A *bias, int T, int K, int N, int pdl = 0)
 {
 	gemv_core<A, W, A, GEMV_PRO_NONE, false, 0, RB, TR>(y, nullptr, nullptr, nullptr, w, nullptr, nullptr, nullptr,
 	                                                HAS_BIAS ? bias : nullptr, nullptr, nullptr, nullptr, x, nullptr,
 	                                                nullptr, nullptr, nullptr, T, K, N, 0, 0, 0, 0.0f, 1.0f, 1.0f, 1.0f,
-	                                                1.0f);
+	                                                1.0f, pdl);
 }
 
 /* Prefill GEMM, any T: same contract as k_linear_gemv. 64x64 output tile per block, K in steps of 32
@@ -1091,6 +1226,120 @@ __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, 
 		for (int w = 0; w < NW; w++)
 			o += wacc[w][d] * wt[w];
 		yh[d] = from_f<A>(o / sum);
+	}
+}
+
+/*
+** Causal attention for steps of up to 8 tokens when a head's k and v rows are each ROWB = 128, 256 or
+** 512 bytes (Dk = Dv = ROWB / sizeof(A): 64 to 256 dims in bf16, 32 to 128 in f32; the emitter checks)
+** and the caches and q are 16-byte aligned (else it runs k_attention<A, 16>); same contract and
+** arguments as k_attention otherwise.
+** grid (H, T), block 512.
+**
+** Why: k_attention's lanes hold strided dims, so a warp spends 8 scalar loads on each row and walks its
+** keys four at a time; at a decode context of a few hundred keys its H blocks wait on four or more
+** dependent rounds of loads. Here a row is ROWB / 16 lanes with one 16-byte load each, so a warp holds
+** 32·16 / ROWB rows at once; each such segment of lanes is a worker with its own running max, sum and
+** accumulator that takes U keys a round (their k and v rows all loaded before the first use). With
+** bf16 128-dim heads the 32 workers cover 256 keys a round: one round of loads for a context of 256.
+** The workers' states are merged through shared memory at the end.
+*/
+template <typename A, int ROWB>
+__device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
+                            int Dk, int Dv, float scale, const int *seq, int S)
+{
+	constexpr int D = ROWB / (int)sizeof(A), VEC = 16 / (int)sizeof(A), RL = ROWB / 16, NWK = 16 * (32 / RL);
+	const int U = 8; /* keys per worker per round */
+	static_assert(RL == 8 || RL == 16 || RL == 32, "rows of 128, 256 or 512 bytes");
+	if (((unsigned long long)q | (unsigned long long)kcache | (unsigned long long)vcache) % 16) {
+		k_attention<A, 16>(y, q, kcache, vcache, pos, H, G, Dk, Dv, scale, seq, S); /* unaligned: correct, slower */
+		return;
+	}
+	__shared__ float wm[NWK], wl[NWK], wacc[NWK][D];
+	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
+	int sl = lane % RL, wk = threadIdx.x / RL; /* lane within the row; worker */
+	int g = h / (H / G), n = pos[t] + 1;
+	long long RW = (long long)G * D; /* cache row stride */
+	long long base = (long long)seq[t] * S;
+	const A *kg = kcache + base * RW + (long long)g * D + sl * VEC;
+	const A *vg = vcache + base * RW + (long long)g * D + sl * VEC;
+	float qr[VEC], acc[VEC];
+	gemv_ldx<A, VEC>(q + ((long long)t * H + h) * D + sl * VEC, qr, true, true);
+#pragma unroll
+	for (int i = 0; i < VEC; i++)
+		acc[i] = 0.0f;
+	float m = neg_inf(), l = 0.0f;
+	/* The rounds go by warp (j0 - seg·U, the warp's first key, is what the loop tests) so that all 32
+	** lanes take the shuffles below together; a worker past the context sees only masked keys. */
+	int seg = (threadIdx.x & 31) / RL;
+	for (int j0 = wk * U; j0 - seg * U < n; j0 += NWK * U) {
+		uint4 kr[U], vr[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) { /* keys past n re-read row n - 1; their p is 0 */
+			long long j = j0 + u < n ? j0 + u : n - 1;
+			kr[u] = __ldg((const uint4 *)(kg + j * RW));
+			vr[u] = __ldg((const uint4 *)(vg + j * RW));
+		}
+		float s[U], mn = m;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			union {
+				uint4 bits;
+				A e[VEC];
+			} kv;
+			kv.bits = kr[u];
+			float d = 0.0f;
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				d += qr[i] * to_f(kv.e[i]);
+#pragma unroll
+			for (int o = RL / 2; o > 0; o >>= 1) /* the row's lanes: an aligned group of RL */
+				d += __shfl_xor_sync(0xffffffffu, d, o);
+			s[u] = j0 + u < n ? d * scale : neg_inf();
+			mn = fmaxf(mn, s[u]);
+		}
+		/* c = 0 on a worker's first round with a key (m = -inf); mn = -inf: no key yet, nothing changes */
+		float c = mn == neg_inf() ? 1.0f : expf(m - mn);
+		l *= c;
+#pragma unroll
+		for (int i = 0; i < VEC; i++)
+			acc[i] *= c;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			float p = s[u] == neg_inf() ? 0.0f : expf(s[u] - mn);
+			union {
+				uint4 bits;
+				A e[VEC];
+			} vv;
+			vv.bits = vr[u];
+			l += p;
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				acc[i] += p * to_f(vv.e[i]);
+		}
+		m = mn;
+	}
+	if (sl == 0) {
+		wm[wk] = m;
+		wl[wk] = l;
+	}
+#pragma unroll
+	for (int i = 0; i < VEC; i++)
+		wacc[wk][sl * VEC + i] = acc[i];
+	__syncthreads();
+	/* a worker that saw no key has m = -inf, l = 0 and weight 0; key 0 always exists */
+	int d = threadIdx.x;
+	if (d < D) {
+		float mx = neg_inf();
+		for (int w = 0; w < NWK; w++)
+			mx = fmaxf(mx, wm[w]);
+		float o = 0.0f, sum = 0.0f;
+		for (int w = 0; w < NWK; w++) {
+			float wt = expf(wm[w] - mx);
+			sum += wl[w] * wt;
+			o += wacc[w][d] * wt;
+		}
+		y[((long long)t * H + h) * D + d] = from_f<A>(o / sum);
 	}
 }
 

@@ -793,6 +793,12 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 				continue;
 			}
 		}
+		/* programmatic dependent launch (--pdl): only the kernels that take KA_PDL (the decode GEMVs, which
+		** ask L2 for their first weights before they wait), after another kernel; never under --profile */
+		int prog = 0;
+		for (int k = 0; k < l->narg; k++)
+			prog |= l->arg[k].kind == KA_PDL;
+		prog = prog && after_kernel && x->stats.pdl && !x->prof_ev;
 		void *args[MAXKARG];
 		union {
 			CUdeviceptr p;
@@ -811,6 +817,7 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
 			case KA_RANK: v[k].i = x->rank; break;
 			case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
+			case KA_PDL: v[k].i = prog; break;
 			default: v[k].f = (float)a->f; break;
 			}
 			args[k] = &v[k];
@@ -822,9 +829,9 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
 			return -1;
 		CUresult r;
-		if (after_kernel && x->stats.pdl && !x->prof_ev) {
-			/* programmatic dependent launch: this kernel's blocks may start (and prefetch weights) while
-			** the kernel before finishes; its wrapper waits for it (kernels.cuh, glm_pdl_wait) */
+		if (prog) {
+			/* this kernel's blocks may start (and ask L2 for weights) while the kernel before finishes; it
+			** waits for it (kernels.cuh, glm_pdl_wait) */
 			CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
 			at.value.programmaticStreamSerializationAllowed = 1;
 			CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = (unsigned)l->block,

@@ -4,7 +4,8 @@
 # other tokens than the CPU, so its run stops after the prefill); every logits row must match the same
 # plan run by the CPU reference (f32 1e-4, bf16 2e-2, the GPU contract) and be finite.
 # Steps of up to 8 tokens run the fused decode GEMVs; 9 takes the prefill kernels. Plans come from
-# $OUT/<fixture>-<dtype>.plan when tests/gpu/run.sh made them, else are compiled here.
+# $OUT/<fixture>-<dtype>.plan when tests/gpu/run.sh made them, else are compiled here. Env: MODELS, DTYPES,
+# LENGTHS, GPUFLAGS (more glmrun flags for the GPU runs, e.g. --pdl: the same bounds must hold).
 set -u
 cd "$(dirname "$0")/../.."
 FIX=${FIX:-build/fixtures}
@@ -12,6 +13,7 @@ OUT=${OUT:-/tmp/glm-gpu}
 MODELS=${MODELS:-llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa}
 DTYPES=${DTYPES:-f32 bf16}
 LENGTHS=${LENGTHS:-1 2 3 5 8 9}
+GPUFLAGS=${GPUFLAGS:-} # more glmrun flags for the GPU runs (e.g. --pdl)
 CMP=build/tools/cmplogits
 mkdir -p "$OUT"
 pass=0
@@ -34,7 +36,7 @@ for m in $MODELS; do
 			toks=$($CMP --prompt $FIX/$m | cut -d, -f1-$np)
 			g=$OUT/steps-$m-$dt-$np-gpu.f32
 			c=$OUT/steps-$m-$dt-$np-cpu.f32
-			bin/glmrun $plan --device cuda --tokens "$toks" -n $n --dump-logits $g >/dev/null 2>"$OUT/err.g"
+			bin/glmrun $plan --device cuda $GPUFLAGS --tokens "$toks" -n $n --dump-logits $g >/dev/null 2>"$OUT/err.g"
 			rg=$?
 			bin/glmrun $plan --device cpu --tokens "$toks" -n $n --dump-logits $c >/dev/null 2>"$OUT/err.c"
 			r=$($CMP --pair $g $c $tol 2>&1)

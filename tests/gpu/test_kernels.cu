@@ -349,6 +349,13 @@ __global__ void __launch_bounds__(32 * NW) g_attention(A *y, const A *q, const A
 	k_attention<A, NW>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
 }
 
+template <typename A, int ROWB>
+__global__ void __launch_bounds__(512) g_attn_step(A *y, const A *q, const A *kc, const A *vc, const int *pos, int H,
+						   int G, int Dk, int Dv, float scale)
+{
+	k_attn_step<A, ROWB>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
+}
+
 template <typename A> __global__ void __launch_bounds__(256) g_argmax(int *y, const A *x, int N)
 {
 	k_argmax<A>(y, x, N);
@@ -900,6 +907,21 @@ template <typename A> static void test_attention(int H, int G, int Dk, int Dv, i
 		check_close(call == 0 ? fmt("attention %s prefill T=%d", cfg.c_str(), T)
 				      : fmt("attention %s step %d (pos %d)", cfg.c_str(), call, p0),
 			    to_float(download(dy, want.size())), want, tol<A>());
+		/* k_attn_step, which glmc emits instead for steps when a row is 128, 256 or 512 bytes; once
+		** more with q one element off 16-byte alignment (its k_attention fallback) */
+		int rowb = Dk * (int)sizeof(A);
+		if (T <= 8 && Dk == Dv && (rowb == 128 || rowb == 256 || rowb == 512)) {
+			for (int shift = 0; shift < 2; shift++) {
+				std::vector<A> qs((shift ? 1 : 0) + q.size());
+				std::copy(q.begin(), q.end(), qs.begin() + shift);
+				A *dq = upload(qs) + shift, *ds = poisoned<A>(want.size());
+				auto f = rowb == 128 ? g_attn_step<A, 128> : rowb == 256 ? g_attn_step<A, 256> : g_attn_step<A, 512>;
+				f<<<dim3(H, T), 512>>>(ds, dq, kc, vc, dpos, H, G, Dk, Dv, scale);
+				CK_LAUNCH();
+				check_close(fmt("attn_step %s%s step %d (pos %d)", cfg.c_str(), shift ? " unaligned q" : "", call, p0),
+					    to_float(download(ds, want.size())), want, tol<A>());
+			}
+		}
 		p0 += T;
 	}
 	/* rows 0..p0-1 as the reference wrote them; rows p0..S-1 untouched (0xFF bytes) */
@@ -2059,6 +2081,10 @@ template <typename A> static void activation_suite()
 	test_attention<A>(2, 2, 256, 256, 5, 3, 0.0625f);
 	test_attention<A>(6, 3, 72, 40, 5, 3, 0.11785113f);
 	test_attention<A>(2, 1, 64, 32, 200, 3, 1.0f); /* long context, large scores: the running max moves */
+	test_attention<A>(32, 8, 128, 128, 200, 2, 0.08838835f); /* Llama-3-8B's heads at a decode context */
+	test_attention<A>(4, 2, 128, 128, 600, 2, 1.0f); /* k_attn_step over several rounds, the max moving */
+	test_attention<A>(4, 1, 64, 64, 1100, 2, 1.0f);
+	test_attention<A>(2, 1, 32, 32, 300, 2, 0.5f);
 	test_argmax<A>(1000);
 	test_argmax<A>(37);
 	test_argmax<A>(5000);

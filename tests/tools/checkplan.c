@@ -6,7 +6,8 @@
 ** no kernels: each must name a collective node and carry destination, source and count. A launch glmrun
 ** may hand to cuBLASLt (cuda_prefill_gemm) must be exactly its linear: it writes that node's output and
 ** nothing else, and reads the linear's input and weight (so the memory plan's checker saw what cuBLASLt
-** reads); the summary counts them. Every launched wrapper calls glm_pdl_wait() first (glmrun launches
+** reads); the summary counts them. Every launched wrapper calls glm_pdl_wait() first, or runs a decode
+** GEMV template, which calls it after asking L2 for its first weights (glmrun launches
 ** kernels programmatically dependent on the one before).
 **
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
@@ -121,7 +122,8 @@ int main(int argc, char **argv)
 		char key[80];
 		snprintf(key, sizeof key, " %s(", l->kernel);
 		const char *w = strstr(c->source, key), *body = w ? strchr(w, '{') : NULL;
-		if (!body || strncmp(body, "{ glm_pdl_wait(); ", 18))
+		if (!body || (strncmp(body, "{ glm_pdl_wait(); ", 18) && strncmp(body, "{ k_linear_gemv<", 16) &&
+		              strncmp(body, "{ k_gemv_fused<", 15)))
 			fail("kernel %s (node %%%d) does not call glm_pdl_wait() before its template", l->kernel, l->node);
 		if (cuda_prefill_gemm(&g, i)) {
 			const Node *n = &g.node[l->node];
