@@ -44,23 +44,6 @@ __device__ void k_gemv_fused(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w
 }
 
 /*
-** The decode GEMV of an attention's q, k and v linears with their rotary and cache writes as its
-** epilogue (fuse.c: an FK_GEMV with rope): k_gemv_fused's arguments with y0, y1 the rotated q and k,
-** y2 the v rows, then the GemvRope fields (kernels.cuh). Same grid and block as k_gemv_fused with RB even.
-*/
-template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int RB, int TR>
-__device__ void k_gemv_rope(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
-                            const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
-                            A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0,
-                            float s1, float s2, float s3, int pdl, A *kc, A *vc, const int *pos, const float *qf,
-                            const float *kf, float qcs, float kcs, int D, int R, int il, const int *seq, int S)
-{
-	GemvRope<A> rp = {kc, vc, pos, seq, qf, kf, qcs, kcs, D, R, il, S};
-	gemv_core<A, W, NW, PRO, HAS_NW, GEMV_EPI_ROPE, RB, TR>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs,
-	                                                    r, T, K, N0, N1, N2, N3, eps, s0, s1, s2, s3, pdl, rp);
-}
-
-/*
 ** Rotary of q[T, H, D] and k[T, G, D] (after a per-head RMSNorm with weights qw, kw over D when NORM, as
 ** Qwen3; the weights may be nullptr when !HAS_NW), written to qo and ko, with k's rotated rows and v's
 ** rows [T, G, Dv] copied into the caches at row pos[t] (as k_kv_write). Blocks (h, t): h < H rotates q

@@ -349,47 +349,6 @@ __device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int 
 ** silu(gate)·up, as y_0[T, N0]. */
 #define GEMV_EPI_RES 16
 #define GEMV_EPI_GLU 32
-#define GEMV_EPI_ROPE 64
-
-/* GEMV_EPI_ROPE: members 0, 1 and 2 are an attention's q [T, H·D], k [T, G·D] and v [T, G·Dv] linears;
-** q and k are stored rotated (as k_rope_qk_kv without norms rotates them: inverse frequencies qf, kf
-** [R/2], cos/sin multipliers qcs, kcs, pairs (i, i + R/2) or with il (2i, 2i + 1), dims >= R copied),
-** and k's rotated rows and v's rows also go to the caches kc [slots·S, G·D] and vc [slots·S, G·Dv] at row
-** pos[t] of slot seq[t]. */
-template <typename A> struct GemvRope {
-	A *kc, *vc;
-	const int *pos, *seq;
-	const float *qf, *kf;
-	float qcs, kcs;
-	int D, R, il, S;
-};
-
-/* Column pair p of a GEMV_EPI_ROPE GEMV (pairs run over q's heads, then k's, then v's columns two by
-** two): its member m, its two columns n0 and n1 in that member, and j, the rotary index of the pair
-** (-1 for a pair that is copied: v, and the dims >= R of a head). */
-template <typename A>
-__device__ __forceinline__ void gemv_rope_pair(int p, const GemvRope<A> &rp, int N0, int N1, int &m, int &n0, int &n1,
-                                               int &j)
-{
-	int pq = N0 / 2, pk = N1 / 2, half = rp.D / 2, r2 = rp.R / 2;
-	j = -1;
-	if (p < pq + pk) {
-		m = p < pq ? 0 : 1;
-		int pp = m ? p - pq : p, h = pp / half, i = pp - h * half, base = h * rp.D;
-		if (i < r2) {
-			j = i;
-			n0 = base + (rp.il ? 2 * i : i);
-			n1 = base + (rp.il ? 2 * i + 1 : i + r2);
-		} else {
-			n0 = base + rp.R + 2 * (i - r2);
-			n1 = n0 + 1;
-		}
-	} else {
-		m = 2;
-		n0 = 2 * (p - pq - pk);
-		n1 = n0 + 1;
-	}
-}
 
 /* N input values of type A at p into f (as float): one or two 16-byte loads when vec (p 16-byte
 ** aligned), through the read-only cache when global (p in global memory; else shared), else element
@@ -473,8 +432,7 @@ __device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W 
 ** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add);
 ** GEMV_EPI_GLU: the columns go in pairs (a group of RB takes gate rows n.. and the same up rows, so
 ** ΣN/RB groups still), and y_0[t, n] = A(silu(gate)·up) of the two rounded results (y_1 unused).
-** GEMV_EPI_ROPE (rp): the columns go in the pairs gemv_rope_pair lists, q and k rotated, k and v also
-** written to the caches (see GemvRope). In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
+** In place: y_0 may equal r (the thread that writes y_0[t, n] read r[t, n] just before); no output may
 ** overlap x, u or hs. Weights are read in 16-byte vectors when every member's w is 16-byte aligned
 ** and K a multiple of the vector width, else one element at a time; x, u the same way when aligned.
 ** The rows go TR at a time (TR = 1 for the one-token step keeps the accumulators in few registers;
@@ -484,14 +442,12 @@ template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, in
 __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
                           const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
                           A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0, float s1,
-                          float s2, float s3, int pdl = 0, GemvRope<A> rp = GemvRope<A>())
+                          float s2, float s3, int pdl = 0)
 {
 	const int VEC = 16 / (int)sizeof(W), U = 2; /* weights per 16-byte load; loads per row in flight */
 	const int XCAP = PRO == GEMV_PRO_NONE ? 1 : 32768 / (int)sizeof(A); /* staged prologue values */
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
 	static_assert(!GLU || (RB % 2 == 0 && (EPI & ~GEMV_EPI_GLU) == 0), "GLU: column pairs, no other epilogue");
-	constexpr bool ROPE = (EPI & GEMV_EPI_ROPE) != 0;
-	static_assert(!ROPE || (RB % 2 == 0 && EPI == GEMV_EPI_ROPE), "ROPE: column pairs, no other epilogue");
 	__shared__ float red[32][RB * TR + 1];
 	__shared__ float inv[TR];
 	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
@@ -501,19 +457,6 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	bool kvec = K % VEC == 0;
 	bool xal = ((unsigned long long)x & 15) == 0 && (PRO != GEMV_PRO_SWIGLU || ((unsigned long long)u & 15) == 0);
 	bool nal = PRO != GEMV_PRO_RMSNORM || !HAS_NW || ((unsigned long long)nw & 15) == 0;
-	/* the weight row of column i of group grp: gemv_wrow, or with ROPE the pair layout (i < RB/2: the
-	** first column of pair grp·RB/2 + i, else the second; past the last pair, the last pair) */
-	auto wrow = [&](int grp, int i) -> const W * {
-		if constexpr (ROPE) {
-			int p = grp * (RB / 2) + i % (RB / 2), m, n0, n1, j;
-			if (p >= Ntot / 2)
-				p = Ntot / 2 - 1;
-			gemv_rope_pair(p, rp, N0, N1, m, n0, n1, j);
-			return (m == 0 ? w0 : m == 1 ? w1 : w2) + (long long)(i < RB / 2 ? n0 : n1) * K;
-		} else {
-			return gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
-		}
-	};
 
 	/* Launched programmatically (pdl), the block may start while the kernel before runs, and only x, u, r
 	** and the outputs are that kernel's business: its first step of weights (the U vectors of each of
@@ -523,7 +466,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	if (pdl && kvec && (int)blockIdx.x < ngroups) {
 #pragma unroll 1
 		for (int i = 0; i < RB; i++) {
-			const W *w = wrow(blockIdx.x, i);
+			const W *w = gemv_wrow<W, GLU, RB>(blockIdx.x, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
 #pragma unroll
 			for (int j = 0; j < U; j++) {
 				long long v = tid + j * BT;
@@ -619,40 +562,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 						red[warp][i * TR + t] = s;
 				}
 			__syncthreads();
-			if constexpr (ROPE) {
-				/* thread i·TR + t finishes pair i, row t: both columns rounded as the linears store them,
-				** rotated as k_rope_qk_kv rotates (no FMA contracted), k and v also into the caches */
-				const int H2 = RB / 2;
-				int i = tid / TR, t = tid - i * TR, p = grp * H2 + i;
-				if (tid < H2 * TR && t < tn && p < Ntot / 2) {
-					float sa = 0.0f, sb = 0.0f;
-					for (int q = 0; q < nwarp; q++)
-						sa += red[q][i * TR + t], sb += red[q][(i + H2) * TR + t];
-					int m, n0, n1, j;
-					gemv_rope_pair(p, rp, N0, N1, m, n0, n1, j);
-					const A *bias = m == 0 ? b0 : m == 1 ? b1 : b2;
-					if (bias)
-						sa += to_f(bias[n0]), sb += to_f(bias[n1]);
-					float x0 = to_f(from_f<A>(sa)), x1 = to_f(from_f<A>(sb));
-					int tt = t0 + t, Nm = m == 0 ? N0 : m == 1 ? N1 : N2;
-					A o0 = from_f<A>(x0), o1 = from_f<A>(x1);
-					if (j >= 0) {
-						float a = __fmul_rn((float)rp.pos[tt], (m ? rp.kf : rp.qf)[j]), cs = m ? rp.kcs : rp.qcs;
-						float c = __fmul_rn(cosf(a), cs), sn = __fmul_rn(sinf(a), cs);
-						o0 = from_f<A>(__fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, sn)));
-						o1 = from_f<A>(__fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, sn)));
-					}
-					A *y = m == 0 ? y0 : m == 1 ? y1 : y2;
-					y[(long long)tt * Nm + n0] = o0;
-					y[(long long)tt * Nm + n1] = o1;
-					if (m > 0) {
-						long long cp = (long long)rp.seq[tt] * rp.S + rp.pos[tt];
-						A *cr = (m == 1 ? rp.kc : rp.vc) + cp * Nm;
-						cr[n0] = o0;
-						cr[n1] = o1;
-					}
-				}
-			} else if (GLU) {
+			if (GLU) {
 				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
 				** then silu(gate)·up as k_swiglu stores it */
 				const int H = RB / 2;
@@ -707,7 +617,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			auto load = [&](int grp) {
 #pragma unroll
 				for (int i = 0; i < RB; i++) {
-					const W *w = wrow(grp, i);
+					const W *w = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
 #pragma unroll
 					for (int j = 0; j < U; j++) {
 						int v = tid + j * BT < nv ? tid + j * BT : tid < nv ? tid : 0;
@@ -757,7 +667,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			bool vec = kvec;
 #pragma unroll
 			for (int i = 0; i < RB; i++) {
-				wr[i] = wrow(grp, i);
+				wr[i] = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
 				vec = vec && ((unsigned long long)wr[i] & 15) == 0;
 			}
 			vec = vec && (staged || PRO == GEMV_PRO_NONE); /* a prologue per element: the scalar path */
