@@ -392,6 +392,20 @@ template <typename A> struct GroupBufs {
 	}
 };
 
+/* The unfused chain's prologue: the RMSNorm or SwiGLU kernel into b.h (PRO), or none; the GEMVs' input. */
+template <typename A, int PRO> static const A *unfused_prologue(const GroupBufs<A> &b, long long K, cudaStream_t s)
+{
+	if (PRO == GEMV_PRO_RMSNORM) {
+		g_rmsnorm<A><<<1, 256, 0, s>>>(b.h, b.x, b.nw, (int)K);
+		return b.h;
+	}
+	if (PRO == GEMV_PRO_SWIGLU) {
+		g_swiglu<A><<<(unsigned)((K + 255) / 256), 256, 0, s>>>(b.h, b.x, b.u, K);
+		return b.h;
+	}
+	return b.x;
+}
+
 /*
 ** One group: members (type, rows) over K, prologue PRO, residual EPI, fused with the splits emit_cuda.c
 ** picks (q_wpr of the group's rows, more for wider rows; printed). Weights in enough copies to exceed
@@ -408,14 +422,10 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	long long ntot = gw.ntot;
 	int copies = gw.copies;
 	GroupBufs<A> b(K, N);
-	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, **y = b.y;
+	A *x = b.x, *u = b.u, *nw = b.nw, *r = b.r, **y = b.y;
 	auto wp = [&](int c, int m) { return (const unsigned char *)gw.at(c, m); };
 	auto unfused = [&](int c, cudaStream_t s) {
-		const A *in = x;
-		if (PRO == GEMV_PRO_RMSNORM)
-			g_rmsnorm<A><<<1, 256, 0, s>>>(h, x, nw, (int)K), in = h;
-		else if (PRO == GEMV_PRO_SWIGLU)
-			g_swiglu<A><<<(unsigned)((K + 255) / 256), 256, 0, s>>>(h, x, u, K), in = h;
+		const A *in = unfused_prologue<A, PRO>(b, K, s);
 		for (int m = 0; m < M; m++)
 			unfused_linear<A>(Q[m], y[m], in, wp(c, m), (int)K, (int)N[m], s);
 		if (EPI & GEMV_EPI_RES)
@@ -465,14 +475,10 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	long long ntot = gw.ntot;
 	int copies = gw.copies;
 	GroupBufs<A> b(K, N);
-	A *x = b.x, *u = b.u, *h = b.h, *nw = b.nw, *r = b.r, *g2 = b.g2, **y = b.y;
+	A *x = b.x, *u = b.u, *nw = b.nw, *r = b.r, *g2 = b.g2, **y = b.y;
 	auto wp = [&](int c, int m) { return (const bf16 *)gw.at(c, m); };
 	auto unfused = [&](int c, cudaStream_t s) {
-		const A *in = x;
-		if (PRO == GEMV_PRO_RMSNORM)
-			g_rmsnorm<A><<<1, 256, 0, s>>>(h, x, nw, (int)K), in = h;
-		else if (PRO == GEMV_PRO_SWIGLU)
-			g_swiglu<A><<<(unsigned)((K + 255) / 256), 256, 0, s>>>(h, x, u, K), in = h;
+		const A *in = unfused_prologue<A, PRO>(b, K, s);
 		for (int m = 0; m < M; m++)
 			unfused_linear<A>(30, y[m], in, (const unsigned char *)wp(c, m), (int)K, (int)N[m], s);
 		if (EPI & GEMV_EPI_GLU)
