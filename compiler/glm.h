@@ -401,6 +401,7 @@ struct Exec {
 	int rank, tp;                /* this executor's rank of tp (tensor parallelism on the CPU) */
 	int nslots;                  /* sequences the caches hold (S rows each) */
 	const int32_t *seq;          /* the current step's slot per token (NULL: all slot 0) */
+	int round_act;               /* DT_BF16: values rounded as a bf16 plan stores them (exec_round_bf16), or DT_F32 */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 };
 
@@ -421,6 +422,9 @@ int exec_init_slots(Exec *x, const Graph *g, const char *weights, int64_t maxT, 
 /* exec_step_ranks for tokens of several sequences: token t belongs to cache slot seq[t] (NULL: slot 0). */
 int exec_step_seq(Exec *x, int tp, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int64_t T, char *err,
                   size_t len);
+/* Round as the GPU does for a plan with bf16 activations: the weights it narrows, now, and every float
+** node's output after it runs (round_act; off by default). After exec_init*; an error on other plans. */
+int exec_round_bf16(Exec *x, char *err, size_t len);
 void exec_free(Exec *x);
 /* Concrete extent of dim i of node id in the current step. */
 int64_t exec_dim(const Exec *x, int id, int i);

@@ -4,6 +4,7 @@
 ** is poisoned (NaN / -1) before its op runs, so an op that leaves an element unwritten is caught.
 */
 #include "glm.h"
+#include "ref.h"
 #include "weights.h"
 
 #include <limits.h>
@@ -34,6 +35,49 @@ static int load_weight(Exec *x, const Weights *d, const WeightRef *w, char *err,
 	}
 	x->wt[w->node] = f;
 	x->buf[w->node] = f;
+	return 0;
+}
+
+/* Float values rounded to bf16 in place (nearest even, NaN kept), as the GPU stores them in a bf16 plan. */
+static void round_bf16(float *f, int64_t n)
+{
+	for (int64_t k = 0; k < n; k++)
+		f[k] = ref_bf16_to_f32(ref_f32_to_bf16(f[k]));
+}
+
+/* Node i's output, when x mirrors a bf16 plan (exec_round_bf16) and the node holds float values. */
+static void round_node(Exec *x, int i)
+{
+	if (x->round_act == DT_BF16 && x->g->node[i].dtype == DT_F32)
+		round_bf16(x->buf[i], exec_numel(x, i));
+}
+
+/*
+** glmrun --round-bf16: the CPU reproduces a bf16 plan's GPU numerics, so its bf16 error can be predicted
+** and tested without a GPU. What the GPU keeps in bf16 there (read from runtime/cuda.c and the kernels
+** in ops/): every activation and cache buffer (cuda.c elsize: only i32 values keep 4 bytes; the logits
+** too, which k_sample and --dump-logits read as bf16); every value a fused kernel forms but never stores
+** (its members round as their own kernels would store them: ops/fused.cuh, ops/qfused.cuh); every float
+** weight not kept in GGUF blocks (cuda_wdtype, Cuda.wq: narrowed at upload). So this rounds those
+** weights now and each float node's output after it runs (exec_step_seq), a collective's included: the
+** sum is formed in float and rounded once, as the one-shot P2P allreduce does (NCCL's ring may round
+** partial sums on the way for tp > 2). Left in f32, as on the GPU: what lives only inside one kernel
+** (accumulators, softmax state, the routed experts' hidden rows, split attention's partials: float
+** scratch there), and weights kept in GGUF blocks (exact; the GPU's prefill from 32 tokens dequantizes
+** them to bf16 for cuBLASLt, which this does not mirror). The caches are written from rounded nodes.
+*/
+int exec_round_bf16(Exec *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	if (g->cuda.act != DT_BF16)
+		return seterr(err, len, "rounding to bf16 mirrors a plan compiled with --dtype bf16; this one's activations "
+		              "are %s", dtype_name(g->cuda.act));
+	for (int i = 0; x->round_act != DT_BF16 && i < g->nw; i++) {
+		int id = g->w[i].node;
+		if (x->wt[id] && (!g->cuda.wq || g->cuda.wq[i] < 0) && cuda_wdtype(g, id) == DT_BF16)
+			round_bf16(x->wt[id], node_numel(&g->node[id], 0, 0));
+	}
+	x->round_act = DT_BF16;
 	return 0;
 }
 
@@ -164,6 +208,8 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 		const Node *n = &g->node[i];
 		if (n->op == OP_ALLREDUCE || n->op == OP_ALLGATHER) {
 			collective(xs, tp, i);
+			for (int r = 0; r < tp; r++)
+				round_node(&xs[r], i);
 			continue;
 		}
 		for (int r = 0; r < tp; r++) {
@@ -187,6 +233,7 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 				return seterr(err, len, "%s:%d: %s%s: %s", n->src ? n->src : "?", n->line, op_table[n->op].name,
 				              rank, x->err);
 			}
+			round_node(x, i);
 		}
 	}
 	return 0;

@@ -68,6 +68,10 @@ static const char *usage =
 	"  --seed S             sampling seed (default 0); the same seed gives the same tokens\n"
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
 	"                       report the largest relative error per layer; exit 1 above tolerance\n"
+	"  --round-bf16         round the CPU reference's values as a bf16 plan stores them on the GPU (the\n"
+	"                       weights it narrows, every float activation after its node), which predicts\n"
+	"                       the GPU's bf16 error without one; a plan compiled with --dtype bf16, run with\n"
+	"                       --device cpu or --verify (its CPU side)\n"
 	"  --stats              print device, memory, timing and graph-launch counts on stderr\n"
 	"  --pdl                programmatic dependent launch (sm_90+) of the decode GEMVs: their blocks start\n"
 	"                       while the kernel before finishes and ask L2 for their first weights (see\n"
@@ -176,7 +180,7 @@ typedef struct {
 	int ignore_eos, chat, no_think;
 	long n, max_seq;
 	GpuOpts gpu;
-	int verify, stats;
+	int verify, stats, round_bf16;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	long bench_prompt;
 	double bw;
@@ -214,6 +218,8 @@ static void parse(Args *a, int argc, char **argv)
 		}
 		else if (!strcmp(s, "--stats"))
 			a->stats = 1;
+		else if (!strcmp(s, "--round-bf16"))
+			a->round_bf16 = 1;
 		else if (!strcmp(s, "--bench"))
 			a->bench = 1;
 		else if (!strcmp(s, "--profile"))
@@ -280,8 +286,8 @@ static void parse(Args *a, int argc, char **argv)
 	if (a->bench || a->profile) {
 		if (a->tokens || a->prompt || a->chat)
 			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
-		if (a->verify || a->dump)
-			fail("--bench and --profile do not combine with --verify or --dump-logits");
+		if (a->verify || a->dump || a->round_bf16)
+			fail("--bench and --profile do not combine with --verify, --dump-logits or --round-bf16");
 		if (!a->n)
 			a->n = 16;
 		return;
@@ -530,7 +536,8 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int
 			fail("%s", err);
 	} else
 		for (int r = 0; r < tp; r++)
-			if (exec_init_slots(&xr[r], g, weights, maxT, max_seq, n, r, tp, err, sizeof err))
+			if (exec_init_slots(&xr[r], g, weights, maxT, max_seq, n, r, tp, err, sizeof err) ||
+			    (a->round_bf16 && exec_round_bf16(&xr[r], err, sizeof err)))
 				fail("%s", err);
 	double t1 = now();
 	if (tk)
@@ -632,6 +639,11 @@ int main(int argc, char **argv)
 	} else
 		prompt = parse_tokens(a.tokens, &np);
 	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
+	if (a.round_bf16 && g.cuda.act != DT_BF16)
+		fail("%s: --round-bf16 mirrors a plan compiled with --dtype bf16; this one's activations are %s", a.plan,
+		     dtype_name(g.cuda.act));
+	if (a.round_bf16 && cuda && !a.verify)
+		fail("--round-bf16 rounds the CPU reference as the GPU does; run it with --device cpu (or --verify)");
 
 	int logits = -1;
 	for (int i = 0; i < g.nout; i++)
@@ -693,7 +705,8 @@ int main(int argc, char **argv)
 	Ranks *gpu = NULL;
 	int use_cpu = !cuda || a.verify;
 	for (int r = 0; use_cpu && r < tp; r++)
-		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err))
+		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err) ||
+		    (a.round_bf16 && exec_round_bf16(&xr[r], err, sizeof err)))
 			fail("%s", err);
 	if (cuda) {
 		a.gpu.progress = isatty(2);
