@@ -490,7 +490,7 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	gemv_shape_h(K, ntot, 2, &bt, &rb);
 	if ((EPI & GEMV_EPI_GLU) && rb < 2)
 		rb = 2;
-	unsigned grid = gemv_grid_h(ntot, rb, PRO != GEMV_PRO_NONE);
+	unsigned grid = gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
 	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1;
 	auto kern = rb == 4 ? g_ffused<A, PRO, EPI, 4> : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, R1>;
 	auto fused = [&](int c, cudaStream_t s) {

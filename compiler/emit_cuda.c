@@ -898,7 +898,9 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		w_scratch(&w, T, KF, "float", 4);
 		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
 		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-		w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
+		w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		w.L.block = 128;
 		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
 		w_finish(e, &w, t);
 		w_start(&w, id);
@@ -1217,7 +1219,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
 			if (f->glu >= 0 && rb < 2)
 				rb = 2; /* a block takes gate and up columns in pairs */
-			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, f->pro != GP_NONE));
+			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, f->pro != GP_NONE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
 			w_pdl(&w);

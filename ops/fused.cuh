@@ -457,6 +457,33 @@ __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *b
 	moe_route_warp<A, B_>(idx, w, logits, bias, E, k, n_group, topk_group, sigmoid, wsigmoid, norm, scale);
 }
 
+/* Batch q of k_moe_down_fused's pipelined path into raw (this lane's U 16-byte vectors, zeros past the
+** row or for a skipped expert): q < nq is vectors (q % nb)*U .. of expert slot q / nb's down row, after
+** that the shared expert's row (batches of U of its nls vectors). Each load in its own guarded block, as
+** k_moe_down's batches, so the whole batch is in flight at once. */
+template <typename W, typename WS, int U>
+__device__ __forceinline__ void moe_dfused_batch(uint4 (&raw)[U], const int *idx, const W *down, const WS *srow, int C,
+                                                 int F, int k, int c, int t, int lane, int nl, int nb, int nq, int nls,
+                                                 int q)
+{
+	const uint4 *p;
+	int n, v0;
+	if (q < nq) {
+		int j = q / nb, ex = idx[(long long)t * k + j];
+		p = (const uint4 *)(down + ((long long)(ex < 0 ? 0 : ex) * C + c) * F);
+		n = ex < 0 ? 0 : nl, v0 = (q - j * nb) * U;
+	} else {
+		p = (const uint4 *)srow, n = nls, v0 = (q - nq) * U;
+	}
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		if (v0 + u < n)
+			raw[u] = __ldg(p + lane + (v0 + u) * 32);
+		else
+			raw[u] = make_uint4(0u, 0u, 0u, 0u);
+	}
+}
+
 /*
 ** The end of a MoE layer for the decode step, for output column c (one warp, c = blockIdx.x*8 + warp) of
 ** token t = blockIdx.y: the routed experts' down projections summed with their weights exactly as
@@ -465,14 +492,110 @@ __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *b
 ** product as the linear stores it) added (rounded to A as the add stores it); with RES, the residual
 ** r[t, c] added last. y may equal r (the same thread reads r[t, c] before writing y[t, c]).
 ** grid (ceil(C/8), T), block 256.
+**
+** Why pipelined: a warp's rows (k experts and the shared one, 3 KB each on GLM-4.7-Flash) are short, so
+** a loop that waits for each load before the next leaves the memory system idle (29% of the bandwidth
+** on an H200). When every row is 16-byte aligned and whole vectors, the warp streams its rows as one
+** list of batches of U vectors per lane, the next batch in flight while this one is summed; the shared
+** SwiGLU is formed once per block into shared memory (when Fs <= MOE_SX), not once per column.
 */
+#define MOE_SX 4096
 template <typename A, typename W, typename WS, bool SHARED, bool RES>
 __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k,
                                  const WS *sdown, const A *g, const A *u, int Fs, const A *r)
 {
-	const int VEC = 16 / (int)sizeof(W);
+	const int VEC = 16 / (int)sizeof(W), VS = 16 / (int)sizeof(WS), U = 8;
+	__shared__ float sx[SHARED ? MOE_SX : 1];
 	int lane = threadIdx.x & 31, t = blockIdx.y;
 	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	bool piped = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0 &&
+	             (!SHARED || ((((unsigned long long)sdown & 15) == 0) && Fs % VS == 0 && Fs <= MOE_SX));
+	if (piped) {
+		if (SHARED) {
+			const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
+			for (int f = threadIdx.x; f < Fs; f += blockDim.x) {
+				float gv = to_f(gt[f]);
+				sx[f] = to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f])));
+			}
+			__syncthreads(); /* before any warp leaves: uniform per block */
+		}
+		if (c >= C) /* uniform per warp */
+			return;
+		/* nb, nbs from lane 0's counts (the largest), so every lane ends a row at the same batch */
+		int nv = F / VEC, nl = nv > lane ? (nv - lane + 31) >> 5 : 0, nb = (((nv + 31) >> 5) + U - 1) / U;
+		int nvs = SHARED ? Fs / VS : 0, nls = nvs > lane ? (nvs - lane + 31) >> 5 : 0;
+		int nbs = (((nvs + 31) >> 5) + U - 1) / U, nq = k * nb, nall = nq + nbs;
+		const WS *srow = SHARED ? sdown + (long long)c * Fs : nullptr;
+		uint4 raw[U];
+		float acc = 0.0f, s = 0.0f, sh = 0.0f;
+		if (nall > 0)
+			moe_dfused_batch<W, WS, U>(raw, idx, down, srow, C, F, k, c, t, lane, nl, nb, nq, nls, 0);
+		for (int q = 0; q < nall; q++) {
+			uint4 cur[U];
+#pragma unroll
+			for (int i = 0; i < U; i++)
+				cur[i] = raw[i];
+			if (q + 1 < nall)
+				moe_dfused_batch<W, WS, U>(raw, idx, down, srow, C, F, k, c, t, lane, nl, nb, nq, nls, q + 1);
+			if (q < nq) {
+				int j = q / nb, v0 = (q - j * nb) * U;
+				const float *hr = hid + ((long long)t * k + j) * F;
+#pragma unroll
+				for (int i = 0; i < U; i++) {
+					if (v0 + i >= nl)
+						break;
+					union {
+						uint4 bits;
+						W e[VEC];
+					} dv;
+					dv.bits = cur[i];
+					const float4 *hp = (const float4 *)(hr + (lane + (v0 + i) * 32) * VEC);
+#pragma unroll
+					for (int c4 = 0; c4 < VEC / 4; c4++) {
+						float4 hv = __ldg(hp + c4);
+						s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
+						     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
+					}
+				}
+				if ((q + 1) % nb == 0) { /* the end of slot j's row (uniform per warp) */
+					long long slot = (long long)t * k + j;
+					s = warp_sum(s);
+					if (idx[slot] >= 0)
+						acc += to_f(w[slot]) * s;
+					s = 0.0f;
+				}
+			} else {
+				int v0 = (q - nq) * U;
+#pragma unroll
+				for (int i = 0; i < U; i++) {
+					if (v0 + i >= nls)
+						break;
+					union {
+						uint4 bits;
+						WS e[VS];
+					} wv;
+					wv.bits = cur[i];
+					const float *xp = sx + (lane + (v0 + i) * 32) * VS;
+#pragma unroll
+					for (int e = 0; e < VS; e++)
+						sh += xp[e] * to_f(wv.e[e]);
+				}
+			}
+		}
+		float out = to_f(from_f<A>(acc));
+		if (SHARED) {
+			sh = warp_sum(sh);
+			out = to_f(from_f<A>(out + to_f(from_f<A>(sh))));
+		}
+		if (lane == 0) {
+			long long at = (long long)t * C + c;
+			if (RES)
+				out = to_f(r[at]) + out;
+			y[at] = from_f<A>(out);
+		}
+		return;
+	}
+	/* any other shape: one warp per column, each row element by element or 16 bytes a lane */
 	if (c >= C) /* uniform per warp */
 		return;
 	bool vec = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0;
@@ -510,7 +633,6 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 	}
 	float out = to_f(from_f<A>(acc));
 	if (SHARED) {
-		const int VS = 16 / (int)sizeof(WS);
 		const WS *sr = sdown + (long long)c * Fs;
 		const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
 		float s = 0.0f;

@@ -18,12 +18,15 @@ static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *blo
 	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
 }
 
-/* The grid: one block per group of rb columns, or at most GEMV_PRO_BLOCKS looping blocks when there is a
-** prologue (it is formed once per block). */
-static inline unsigned gemv_grid_h(long long Ntot, int rb, int prologue)
+/* The grid: one block per group of rb columns, or when there is a prologue (formed once per block) at most
+** as many looping blocks of `block` threads as make GEMV_PRO_BLOCKS blocks of 256: a short row gets small
+** blocks, and 264 of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV, K 768:
+** 64 threads, 15% of the bandwidth), while its prologue is cheap to repeat. At most 4x as many. */
+static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prologue)
 {
-	long long groups = (Ntot + rb - 1) / rb;
-	return (unsigned)(prologue && groups > GEMV_PRO_BLOCKS ? GEMV_PRO_BLOCKS : groups);
+	long long groups = (Ntot + rb - 1) / rb, mult = block >= 256 ? 1 : 256 / block, cap;
+	cap = GEMV_PRO_BLOCKS * (mult > 4 ? 4 : mult);
+	return (unsigned)(prologue && groups > cap ? cap : groups);
 }
 
 #endif

@@ -456,13 +456,14 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	int Ntot = N0 + N1 + N2 + N3, ngroups = (Ntot + RB - 1) / RB;
 	bool kvec = K % VEC == 0;
 	bool xal = ((unsigned long long)x & 15) == 0 && (PRO != GEMV_PRO_SWIGLU || ((unsigned long long)u & 15) == 0);
-	bool nal = PRO != GEMV_PRO_RMSNORM || !HAS_NW || ((unsigned long long)nw & 15) == 0;
 
 	/* Launched programmatically (pdl), the block may start while the kernel before runs, and only x, u, r
 	** and the outputs are that kernel's business: its first step of weights (the U vectors of each of
 	** the first group's RB rows a thread streams first) go towards L2 before glm_pdl_wait. L2, not
 	** registers: holding them across the wait costs the plain GEMV 24 registers and half its blocks.
-	** The kernel after is let in (glm_pdl_trigger) when the block has its last group's weights. */
+	** The kernel after is let in (glm_pdl_trigger) when the block has its last group's weights. Not in
+	** plain launches, not even ahead of a prologue: there it cost the fused QKV and gate/up GEMVs 5% and
+	** 2% (bench/NOTES.md entry 12). */
 	if (pdl && kvec && (int)blockIdx.x < ngroups) {
 #pragma unroll 1
 		for (int i = 0; i < RB; i++) {
@@ -2719,47 +2720,23 @@ __device__ __forceinline__ void dot2_vec(float &ag, float &au, const uint4 &gb, 
 	}
 }
 
-/* Batch v0 .. v0+U-1 of this lane's vectors of a gate/up row pair and of x (vector v of lane l covers
-** elements (l + 32v)*VEC ..), zeros past the lane's nl vectors. Each load sits in its own guarded
-** block: ptxas schedules within a basic block, and in one straight block it interleaves the loads with
-** the math that uses them (three loads in flight); kept apart, the whole batch is in flight at once. */
-template <typename A, typename W, int U>
-__device__ __forceinline__ void moe_up_batch(uint4 (&gb)[U], uint4 (&ub)[U], ActVec<A, 16 / (int)sizeof(W)> (&xv)[U],
-                                             const W *gr, const W *ur, const A *xt, int lane, int v0, int nl)
-{
-	const int VEC = 16 / (int)sizeof(W);
-#pragma unroll
-	for (int u = 0; u < U; u++) {
-		int o = (lane + (v0 + u) * 32) * VEC;
-		if (v0 + u < nl) {
-			gb[u] = __ldg((const uint4 *)(gr + o));
-			ub[u] = __ldg((const uint4 *)(ur + o));
-			xv[u].load(xt + o);
-		} else {
-			gb[u] = ub[u] = make_uint4(0u, 0u, 0u, 0u);
-			xv[u].zero();
-		}
-	}
-}
-
 /*
 ** Routed experts, first half: hid[(t*k + j)*F + f] = silu(gate[e, f, :]·x[t]) · (up[e, f, :]·x[t]) with
 ** e = idx[t*k + j] (hid = 0 where e < 0); gate and up are [E, F, C]. hid stays float; silu as
 ** ref_moe_ffn: g / (1 + expf(-g)), on the float dot products.
-** grid (ceil(F/8), k, T), block 256: one warp per f (f = blockIdx.x*8 + warp, j = blockIdx.y,
-** t = blockIdx.z), reading only the chosen expert's two rows; k·F/8 blocks per token (768 for
-** GLM-4.7-Flash), so every SM holds several.
+** grid (ceil(F/W), k, T), block 32·W (any W; glmc emits W = 4): one warp per f (f = blockIdx.x*W + warp,
+** j = blockIdx.y, t = blockIdx.z), reading only the chosen expert's two rows; k·F/W blocks per token
+** (1536 for GLM-4.7-Flash), so every SM holds several.
 ** A decode row pair is short (C = 2048: 8 KB of bf16 gate+up, 8 16-byte vectors per lane and row), so
 ** a warp's life is a few memory round trips, and nothing may wait on a barrier or a staged copy of x:
 ** each lane reads its own slice of x[t] straight from global memory (L1/L2 hits: the whole grid reads
 ** the same row). With 16-byte aligned rows and x and C a multiple of the vector width, the lane's
-** vectors go in batches of U = 4 (8 weight loads and their x), the next batch loaded before the
-** current one's math (moe_up_batch); other shapes read one element per lane per step.
+** vectors go in chunks of 8 (16 weight loads in flight); other shapes read one element per lane per step.
 */
 template <typename A, typename W>
 __device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, const W *up, int C, int F, int k)
 {
-	const int VEC = 16 / (int)sizeof(W), U = 4;
+	const int VEC = 16 / (int)sizeof(W);
 	int lane = threadIdx.x & 31;
 	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (f >= F) /* uniform per warp; no barrier below */
@@ -2777,24 +2754,26 @@ __device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, 
 	const A *xt = x + (long long)t * C;
 	float ag = 0.0f, au = 0.0f;
 	if ((((unsigned long long)gate | (unsigned long long)up | (unsigned long long)x) & 15) == 0 && C % VEC == 0) {
+		/* the lane's vectors (lane + 32v) in chunks of 8: a chunk's 16 loads all in flight together, x
+		** read at use (L1), so few registers and many warps per SM; one chunk covers GLM-4.7-Flash's
+		** 2048 bf16 */
 		int nv = C / VEC, nl = nv > lane ? (nv - lane + 31) >> 5 : 0;
-		uint4 gb[U], ub[U];
-		ActVec<A, VEC> xv[U];
-		moe_up_batch<A, W, U>(gb, ub, xv, gr, ur, xt, lane, 0, nl);
-		for (int b = 0; b < nl; b += U) {
-			uint4 gc[U], uc[U];
-			ActVec<A, VEC> xc[U];
+		for (int v0 = 0; v0 < nl; v0 += 8) {
+			const uint4 *gp = (const uint4 *)gr + lane + v0 * 32, *up4 = (const uint4 *)ur + lane + v0 * 32;
+			uint4 ga[8], ua[8];
 #pragma unroll
-			for (int u = 0; u < U; u++) {
-				gc[u] = gb[u];
-				uc[u] = ub[u];
-				xc[u] = xv[u];
-			}
-			if (b + U < nl)
-				moe_up_batch<A, W, U>(gb, ub, xv, gr, ur, xt, lane, b + U, nl);
+			for (int u = 0; u < 8; u++)
+				if (v0 + u < nl) {
+					ga[u] = __ldg(gp + u * 32);
+					ua[u] = __ldg(up4 + u * 32);
+				}
 #pragma unroll
-			for (int u = 0; u < U; u++)
-				dot2_vec<A, W, VEC>(ag, au, gc[u], uc[u], xc[u]);
+			for (int u = 0; u < 8; u++)
+				if (v0 + u < nl) {
+					ActVec<A, VEC> xa;
+					xa.load(xt + (lane + (v0 + u) * 32) * VEC);
+					dot2_vec<A, W, VEC>(ag, au, ga[u], ua[u], xa);
+				}
 		}
 	} else {
 #pragma unroll 4
@@ -2828,7 +2807,7 @@ __device__ __forceinline__ void dot1_vec(float &s, const uint4 &db, const ActVec
 
 /* Batch q of k_moe_down's vector path: expert slot j = q / nb, vectors (q % nb)*U .. +U-1 of this lane's
 ** nl vectors of the down row and of hid (zeros past nl, and for a skipped slot). Each load in its own
-** guarded block, as moe_up_batch, so the batch is in flight at once. */
+** guarded block (ptxas schedules within a basic block), so the batch is in flight at once. */
 template <typename W, int U>
 __device__ __forceinline__ void moe_down_batch(uint4 (&db)[U], ActVec<float, 16 / (int)sizeof(W)> (&hb)[U], const float *hid,
                                                const int *idx, const W *down, int C, int F, int k, int c, int t,

@@ -425,7 +425,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	auto kern = rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
 		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
 			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 8>);
-	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, PRO != GEMV_PRO_NONE);
+	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
 	kern<<<grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 				       upload(x), PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr,
 				       dhs, dr, T, K, N[0], N[1], N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);
@@ -1000,6 +1000,14 @@ template <typename A> static void mla_moe_suite()
 		test_moe_down_fused<A, bf16, true, true>(T, 256, 96, 8, 2, 128);
 		test_moe_down_fused<A, float, true, false>(T, 70, 50, 8, 2, 33);
 		test_moe_down_fused<A, f16, false, true>(T, 256, 96, 8, 2, 0);
+		if (T > 8)
+			continue;
+		/* the pipelined path's batch bounds: GLM-4.7-Flash's rows (one batch each), rows of two batches
+		** (bf16 F 4096, float F 1536), a shared row past the block's SwiGLU table (the fallback) */
+		test_moe_down_fused<A, bf16, true, true>(T, 136, 1536, 6, 4, 1536);
+		test_moe_down_fused<A, bf16, true, false>(T, 72, 4096, 4, 3, 2048);
+		test_moe_down_fused<A, float, true, true>(T, 40, 1536, 5, 2, 520);
+		test_moe_down_fused<A, float, true, true>(T, 24, 256, 3, 2, 4104);
 	}
 }
 
