@@ -18,11 +18,11 @@ ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64} FLAGS=${FLAGS:-}
 [ $# -gt 0 ] || set -- llama3_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m
 export NCCL_NVLS_ENABLE=0
 . bench/shapes.sh
+# the median of a list of figures ("fail" entries left out)
+med() { printf '%s\n' $1 | grep -v fail | sort -n | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]; else print "fail"}'; }
 for sd in "$@"; do
 	s=${sd%%:*} d=${sd##*:}
-	shape_vars "$s" || { echo "ab.sh: unknown shape $s"; continue; }
-	act=$d
-	case $d in q*) act=bf16 ;; esac
+	shape_vars "$s" "$d" || { echo "ab.sh: unknown shape $s"; continue; }
 	nb=${#BINS[@]}
 	for v in $(seq 0 $((nb - 1))); do
 		bin=${BINS[$v]}
@@ -38,7 +38,6 @@ for sd in "$@"; do
 			ms[$v]="${ms[$v]:-} ${m:-fail}"
 		done
 	done
-	med() { printf '%s\n' $1 | grep -v fail | sort -n | awk '{a[NR]=$1} END{if(NR) print a[int((NR+1)/2)]; else print "fail"}'; }
 	base=$(med "${ms[0]}")
 	for v in $(seq 0 $((nb - 1))); do
 		m=$(med "${ms[$v]}")

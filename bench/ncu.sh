@@ -21,11 +21,9 @@ sd=$1
 shift
 s=${sd%%:*} d=${sd##*:}
 . bench/shapes.sh
-shape_vars "$s" || { echo "ncu.sh: unknown shape $s (llama3_8b, glm4_7_flash, glm5_slice)"; exit 2; }
+shape_vars "$s" "$d" || { echo "ncu.sh: unknown shape $s (llama3_8b, glm4_7_flash, glm5_slice)"; exit 2; }
 command -v ncu >/dev/null || { echo "ncu.sh: no ncu on this machine"; exit 2; }
 plan=$OUT/$s-$d.plan
-act=$d
-case $d in q*) act=bf16 ;; esac
 # shellcheck disable=SC2086
 bin/glmc compile models/$model.lua --config $cfg --random-weights $d --dtype $act $extra -o "$plan" >"$OUT/compile.txt" 2>&1 ||
 	{ echo "ncu.sh: compile failed: $(tail -2 "$OUT/compile.txt")"; exit 1; }

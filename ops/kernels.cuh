@@ -34,7 +34,7 @@ __device__ __forceinline__ float to_f(bf16 v)
 /* IEEE half to float, bit for bit as ref_f16_to_f32: subnormals are m·2^-24 (exact in float), inf and
 ** NaN keep sign and payload. Finite values take the hardware's exact widening, one cvt: the integer
 ** form (a branch per exponent class) held f16 GEMVs at 40-55% of the bandwidth, and a rescaling multiply
-** of the moved bits at 52-75%; the cvt gives 57-84% (bench/NOTES.md entry 12). Inf and NaN are formed
+** of the moved bits at 52-75%; the cvt gives 57-86% (bench/NOTES.md entry 13). Inf and NaN are formed
 ** from the bits, so no payload depends on the hardware. */
 __device__ __forceinline__ float to_f(f16 v)
 {
