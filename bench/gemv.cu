@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(256) g_gemv(A *y, const A *x, const W *w, int 
 }
 
 template <typename A, int QT, int WPR>
-__global__ void __launch_bounds__(256) g_qgemv(A *y, const A *x, const unsigned char *w, int T, int K, int N)
+__global__ void __launch_bounds__(256, 3) g_qgemv(A *y, const A *x, const unsigned char *w, int T, int K, int N)
 {
 	k_qgemv<A, QT, 2, WPR, 1, false, false>(y, x, nullptr, w, nullptr, T, K, N);
 }

@@ -238,6 +238,14 @@ static int pdl_self_wait(const char *tmpl)
 	return !strncmp(tmpl, "k_linear_gemv<", 14) || !strncmp(tmpl, "k_gemv_fused<", 13);
 }
 
+/* The launch bounds' second figure for the quantized decode kernels (k_qgemv, k_qgemv_fused and the
+** MoE ones, 256 threads, 35 KB of static shared memory): three blocks an SM, which shared memory allows
+** and registers otherwise would not (up to 126 a thread gives two; ncu, bench/NOTES.md entry 14). */
+static const char *q_min_blocks(const char *tmpl, int block)
+{
+	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? ", 3" : "";
+}
+
 /* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
 static void w_finish(Em *e, Wr *w, const char *tmpl)
 {
@@ -256,8 +264,9 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 		e->keys[e->nkeys++] = strdup(key);
 		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh);
 		** the decode GEMVs call it themselves, after asking L2 for their first weights */
-		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d) glm_k%d(%s) { %s%s(%s); }\n",
-		        w->L.block, k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ", tmpl, w->call);
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d%s) glm_k%d(%s) { %s%s(%s); }\n",
+		        w->L.block, q_min_blocks(tmpl, w->L.block), k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ",
+		        tmpl, w->call);
 	}
 	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
 	if (e->nl == e->lcap) {

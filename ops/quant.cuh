@@ -130,23 +130,16 @@ __device__ __forceinline__ void q_rot4(unsigned (&v)[4], int r)
 	}
 }
 
-/* Byte i (0..15) of a 16-byte word, i chosen at run time. */
-__device__ __forceinline__ unsigned q_byte16(const uint4 &h, int i)
-{
-	unsigned w = i < 8 ? (i < 4 ? h.x : h.y) : (i < 12 ? h.z : h.w);
-	return (w >> (8 * (i & 3))) & 0xffu;
-}
-
-/* Scale and min of sub-block j of a Q4_K/Q5_K block whose first 16 bytes are h (scales at 4..15). */
+/* Scale and min of sub-block j of a Q4_K/Q5_K block whose first 16 bytes are h (scales at 4..15):
+** sub-blocks 0..3 keep 6 bits at bytes 4 + j and 8 + j; 4..7 take 4 bits from byte 8 + j and the top
+** two of bytes j - 4 and j. Without branches: the lanes of a warp hold different j, and a branch on
+** j < 4 would run both sides. */
 __device__ __forceinline__ void q_scale_min(const uint4 &h, int j, int &sc, int &m)
 {
-	if (j < 4) {
-		sc = (int)(q_byte16(h, 4 + j) & 63u);
-		m = (int)(q_byte16(h, 8 + j) & 63u);
-	} else {
-		sc = (int)((q_byte16(h, 8 + j) & 15u) | (q_byte16(h, j) >> 6) << 4);
-		m = (int)((q_byte16(h, 8 + j) >> 4) | (q_byte16(h, 4 + j) >> 6) << 4);
-	}
+	int s = 8 * (j & 3);
+	unsigned yb = (h.y >> s) & 0xffu, zb = (h.z >> s) & 0xffu, wb = (h.w >> s) & 0xffu;
+	sc = (int)(j < 4 ? yb & 63u : (wb & 15u) | (yb >> 6) << 4);
+	m = (int)(j < 4 ? zb & 63u : (wb >> 4) | (zb >> 6) << 4);
 }
 
 /* ---- one lane's share of a 1024-value unit: raw loads, then two runs of 16 values ---- */
@@ -364,9 +357,12 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 			for (int w = 0; w < 4; w++) {
 				float4 xv = *(const float4 *)(xr + t * kcap + 4 * ((w + rot) & 3));
 #pragma unroll
-				for (int r = 0; r < R; r++)
-					s[r] += xv.x * wf[r][4 * w] + xv.y * wf[r][4 * w + 1] + xv.z * wf[r][4 * w + 2] +
-					        xv.w * wf[r][4 * w + 3];
+				for (int r = 0; r < R; r++) { /* one FMA a value */
+					s[r] = fmaf(xv.x, wf[r][4 * w], s[r]);
+					s[r] = fmaf(xv.y, wf[r][4 * w + 1], s[r]);
+					s[r] = fmaf(xv.z, wf[r][4 * w + 2], s[r]);
+					s[r] = fmaf(xv.w, wf[r][4 * w + 3], s[r]);
+				}
 			}
 			float X = Q8 ? 0.0f : xsr[t * kcap16];
 #pragma unroll

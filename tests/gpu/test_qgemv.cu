@@ -368,8 +368,10 @@ static void launch_qgemv(A *y, const A *x, const A *u, const unsigned char *w, c
 
 /* y = x·wᵀ (+ bias), or swiglu(g, u)·wᵀ, through k_qgemv with (WPR, TM), against float64 on the CPU. */
 template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
-static void test_qgemv(int T, int K, int N, bool random)
+static void test_qgemv(int T, int K, int N, bool random, double tl = 0)
 {
+	if (tl == 0)
+		tl = tol<A>();
 	QW w = qw_make(QT, N, K, random, "blk.0.ffn_down.weight");
 	std::vector<A> x = narrow<A>(rnd((size_t)T * K)), u = narrow<A>(rnd((size_t)T * K)), b = narrow<A>(rnd(N));
 	std::vector<float> xf = widen(x), uf = widen(u), bf = widen(b);
@@ -392,9 +394,9 @@ static void test_qgemv(int T, int K, int N, bool random)
 	                                     N);
 	CK_LAUNCH();
 	double e = rel_l2(widen(download(dy, (size_t)T * N)), want, scale);
-	check(e <= tol<A>(), fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)", qname(QT), tname<A>(), T, K, N,
-	                         WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer"),
-	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	check(e <= tl, fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)", qname(QT), tname<A>(), T, K, N,
+	                   WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer"),
+	      fmt("rel-L2 %.3g > %.3g", e, tl));
 	free_all();
 }
 
@@ -423,6 +425,18 @@ template <int QT> static void qgemv_suite(void)
 	test_qgemv<bf16, QT, 2, 1, false, false>(1, 4096, 70, true);
 	test_qgemv<bf16, QT, 1, 8, false, true>(8, 3072, 50, false);
 	test_qgemv<float, QT, 2, 1, false, false>(1, 14336, 128, true); /* two x chunks at T = 1 (K > 8192) */
+	/* bf16 at T = 1, the decode step: every split, K of one
+	** block, not a multiple of 512 or 1024, two chunks; held to 4e-3, twice the bf16 rounding of the
+	** outputs (2^-9), so a wrong scale group shows even where 2e-2 would pass */
+	for (int K : {B == 32 ? 96 : 256, 5 * B * (B == 32 ? 9 : 1), 4096, 4608, 14336})
+		for (int N : {1, 37, 64}) {
+			bool rnd_w = (K + N) % 2 == 0;
+			test_qgemv<bf16, QT, 1, 1, false, false>(1, K, N, rnd_w, 4e-3);
+			test_qgemv<bf16, QT, 4, 1, false, false>(1, K, N, !rnd_w, 4e-3);
+			test_qgemv<bf16, QT, 8, 1, true, false>(1, K, N, rnd_w, 4e-3);
+		}
+	test_qgemv<bf16, QT, 2, 1, false, true>(1, 6144, 90, true, 4e-3);
+	test_qgemv<bf16, QT, 1, 1, false, true>(1, 2048, 33, false, 4e-3);
 }
 
 /* ---- prefill GEMM, embedding, dequantization ---- */
@@ -795,6 +809,13 @@ template <int QT> static void qfused_suite(void)
 	test_qmoe_down_fused<float, 30, QT, true, true>(1, 64, 256, 512, 4, 2, false);
 	test_qmoe_down_fused<float, QT, QT, false, true>(5, 100, 9216, 0, 3, 2, true);
 	test_qmoe_down_fused<bf16, QT, 30, true, true>(4, 300, 512, 1024, 5, 2, false);
+	/* bf16 decode steps: GLM-5's shapes in small */
+	test_qmoe_down_fused<bf16, QT, QT, true, true>(1, 96, 2048, 2048, 8, 4, true);
+	test_qmoe_down_fused<bf16, QT, QT, false, true>(1, 64, 9216, 0, 3, 2, false);
+	QfCase cd = {1, 6144, {40, 24, 8}, {2, 4, 8}, 0, -1, false, false, true, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, QT, QT, QT, QT>(cd);
+	QfCase cw = {1, 4096, {48}, {1}, 0, -1, true, true, false, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, QT, QT, QT, QT>(cw);
 }
 
 /* ---- generators: tensor-parallel parts and float weights ---- */
@@ -901,6 +922,8 @@ int main(void)
 	test_qmoe<float, 13, 13, 12>(1, 9216, 256, 3, 2);
 	test_qmoe<float, 12, 14, 13>(2, 1024, 256, 4, 2);
 	test_qmoe<bf16, 14, 14, 13>(2, 768, 512, 5, 2);
+	test_qmoe<bf16, 12, 12, 14>(1, 6144, 512, 8, 4);
+	test_qmoe<bf16, 14, 14, 12>(1, 2048, 256, 6, 2);
 	qfused_suite<8>();
 	qfused_suite<12>();
 	qfused_suite<13>();
