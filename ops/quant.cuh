@@ -434,7 +434,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 		float v[8];
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = e / kc;
+			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
 			long long at = (t0 + t) * K + k0 + (e - t * kc);
 			if (e >= tn * kc) {
 				v[j] = 0.0f;
@@ -447,7 +447,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 		}
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = e / kc;
+			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
 			if (e < tn * kc)
 				xs[t * kcap + (e - t * kc)] = v[j];
 		}
@@ -455,7 +455,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 	__syncthreads();
 	int n16 = kc >> 4, k16 = kcap >> 4;
 	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
-		int t = i / n16, r = i - t * n16;
+		int t = tn == 1 ? 0 : i / n16, r = i - t * n16;
 		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
 		float4 a = p[0], b = p[1], c = p[2], d = p[3];
 		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
