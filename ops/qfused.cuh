@@ -114,6 +114,7 @@ __device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned cha
 **            k_rmsnorm's order (each thread sums its elements i ≡ thread mod blockDim, then block_sum);
 **            otherwise inv[t] holds it (gemv_row_inv_rms, before the first chunk). Block 0 also stores
 **            the normalised rows into hs when hs is not nullptr.
+** A decode step (tn = 1) stages 16 values a thread with 16-byte loads (q_ld16v), without index division.
 ** Every thread of the block must call it (it synchronises).
 */
 template <typename A, typename NW>
@@ -122,11 +123,38 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
                                          int kc, int kcap, bool whole)
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
-	for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
+	for (int i = threadIdx.x; tn == 1 && i < (kc >> 4); i += blockDim.x) { /* a decode step: 16 at a time */
+		long long at = t0 * K + k0 + 16 * i;
+		float v[16];
+		q_ld16v(v, x + at);
+		if (pro == GEMV_PRO_SWIGLU) {
+			float w[16];
+			q_ld16v(w, u + at);
+#pragma unroll
+			for (int j = 0; j < 16; j++)
+				v[j] = to_f(from_f<A>(v[j] / (1.0f + expf(-v[j])) * w[j]));
+		} else if (pro == GEMV_PRO_RMSNORM && !whole) {
+			float w[16];
+			if (nw)
+				q_ld16v(w, nw + k0 + 16 * i);
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				float h = v[j] * inv[0];
+				if (nw)
+					h *= w[j];
+				A a = from_f<A>(h);
+				if (hs && blockIdx.x == 0)
+					hs[at + j] = a;
+				v[j] = to_f(a);
+			}
+		}
+		(void)q_put16(xs + 16 * i, v); /* the sums come after the whole-row norm below */
+	}
+	for (int e0 = threadIdx.x; tn > 1 && e0 < tn * kc; e0 += 8 * blockDim.x) {
 		float v[8];
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
+			int e = e0 + j * blockDim.x, t = e / kc;
 			long long kk = k0 + (e - t * kc), at = (t0 + t) * K + kk;
 			if (e >= tn * kc) {
 				v[j] = 0.0f;
@@ -147,7 +175,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 		}
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
+			int e = e0 + j * blockDim.x, t = e / kc;
 			if (e < tn * kc)
 				xs[t * kcap + (e - t * kc)] = v[j];
 		}

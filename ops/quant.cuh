@@ -420,21 +420,72 @@ __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char
 	}
 }
 
+/* 16 consecutive values at p as floats: 16-byte loads when p is 16-byte aligned (a decode step's rows
+** are), one element at a time otherwise. */
+template <typename X> __device__ __forceinline__ void q_ld16v(float (&v)[16], const X *p)
+{
+	if (((unsigned long long)p & 15) == 0) {
+		union {
+			uint4 q[sizeof(X)];
+			X e[16];
+		} b;
+#pragma unroll
+		for (int i = 0; i < (int)sizeof(X); i++)
+			b.q[i] = __ldg((const uint4 *)p + i);
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			v[i] = to_f(b.e[i]);
+	} else {
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			v[i] = to_f(p[i]);
+	}
+}
+
+/* 16 floats into xs at p (16-byte aligned), and their sum in q_stage's order. */
+__device__ __forceinline__ float q_put16(float *p, const float (&v)[16])
+{
+#pragma unroll
+	for (int q = 0; q < 4; q++)
+		((float4 *)p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+	return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])) + ((v[8] + v[9]) + (v[10] + v[11])) +
+	       ((v[12] + v[13]) + (v[14] + v[15]));
+}
+
 /*
 ** Stage rows t0..t0+tn of x (or swiglu(x, u) rounded to A, as the SwiGLU kernel would store it), values
 ** [k0, k0 + kc), as float into xs[t·kcap + i], then each 16-value sum into xsum[t·kcap/16 + i/16]. kc is
-** a multiple of 16. Every thread of the block must call it (it synchronises).
+** a multiple of 16. A decode step (tn = 1) takes its own path: each thread stages 16 values at a time
+** with 16-byte loads and sums them at once (one pass, one barrier, no index division). Every thread of
+** the block must call it (it synchronises).
 */
 template <typename A, typename X, bool SWIGLU>
 __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, const X *u, long long t0, int tn, long long K,
                                         long long k0, int kc, int kcap)
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
+	if (tn == 1) { /* a decode step: a thread stages 16 values at a time and sums them, one barrier */
+		for (int i = threadIdx.x; i < (kc >> 4); i += blockDim.x) {
+			long long at = t0 * K + k0 + 16 * i;
+			float v[16];
+			q_ld16v(v, x + at);
+			if (SWIGLU) {
+				float w[16];
+				q_ld16v(w, u + at);
+#pragma unroll
+				for (int j = 0; j < 16; j++)
+					v[j] = to_f(from_f<A>(v[j] / (1.0f + expf(-v[j])) * w[j]));
+			}
+			xsum[i] = q_put16(xs + 16 * i, v);
+		}
+		__syncthreads();
+		return;
+	}
 	for (int e0 = threadIdx.x; e0 < tn * kc; e0 += 8 * blockDim.x) {
 		float v[8];
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
+			int e = e0 + j * blockDim.x, t = e / kc;
 			long long at = (t0 + t) * K + k0 + (e - t * kc);
 			if (e >= tn * kc) {
 				v[j] = 0.0f;
@@ -447,7 +498,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 		}
 #pragma unroll
 		for (int j = 0; j < 8; j++) {
-			int e = e0 + j * blockDim.x, t = tn == 1 ? 0 : e / kc; /* no division for a decode step */
+			int e = e0 + j * blockDim.x, t = e / kc;
 			if (e < tn * kc)
 				xs[t * kcap + (e - t * kc)] = v[j];
 		}
@@ -455,7 +506,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 	__syncthreads();
 	int n16 = kc >> 4, k16 = kcap >> 4;
 	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
-		int t = tn == 1 ? 0 : i / n16, r = i - t * n16;
+		int t = i / n16, r = i - t * n16;
 		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
 		float4 a = p[0], b = p[1], c = p[2], d = p[3];
 		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
