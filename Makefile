@@ -61,7 +61,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all
+test: all build/simt/test_qgemv
 	@tests/run.sh
 
 demo: all
@@ -99,8 +99,9 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/fused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
-# The MoE decode kernels and the decode GEMV on the CPU (tests/simt: a SIMT stand-in for the device), for
-# checking kernel logic without a GPU; needs a C++17 compiler, takes minutes, not part of `make test`.
+# The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
+# stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. test_qgemv
+# (about 20 s) is part of `make test`; test_moe and test_gemv take minutes and are not.
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh build/libglm.a
 	@mkdir -p build/simt
@@ -110,9 +111,14 @@ build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv
 	build/simt/test_moe
 	build/simt/test_gemv
+	build/simt/test_qgemv
 
 clean:
 	rm -rf build bin

@@ -160,6 +160,37 @@ static inline float __fsub_rn(float a, float b)
 {
 	return a - b;
 }
+/* Byte permute: result byte i is byte (s >> 4i) & 7 of the pair (y:x) (x bytes 0-3), or with bit 3 of
+** that nibble set, that byte's sign bit replicated. */
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s)
+{
+	uint64_t v = (uint64_t)y << 32 | x;
+	unsigned r = 0;
+	for (int i = 0; i < 4; i++) {
+		unsigned n = (s >> (4 * i)) & 15u, b = (unsigned)(v >> (8 * (n & 7))) & 0xffu;
+		if (n & 8)
+			b = (b & 0x80u) ? 0xffu : 0u;
+		r |= b << (8 * i);
+	}
+	return r;
+}
+/* The low word of (hi:lo) >> (n & 31). */
+static inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned n)
+{
+	return (unsigned)((((uint64_t)hi << 32) | lo) >> (n & 31));
+}
+static inline int __clzll(long long v)
+{
+	return v ? __builtin_clzll((unsigned long long)v) : 64;
+}
+static inline float __fdiv_rn(float a, float b)
+{
+	return a / b;
+}
+static inline float __fsqrt_rn(float v)
+{
+	return sqrtf(v);
+}
 static inline void __threadfence() {}
 static inline void __threadfence_system() {}
 template <typename T> static T atomicAdd(T *p, T v)
@@ -171,6 +202,7 @@ template <typename T> static T atomicAdd(T *p, T v)
 
 #define __device__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __shared__ static
 #define __align__(n) __attribute__((aligned(n)))
 #define __global__

@@ -1,0 +1,350 @@
+/*
+** tests/simt/test_qgemv.cc — the decode kernels over GGUF blocks (ops/quant.cuh k_qgemv and k_qmoe_up,
+** ops/qfused.cuh k_qgemv_fused and k_qmoe_down_fused) run on the CPU through simt.h, so their block decoding, staging (the
+** one-token path and the general one), in-block K split and chunking are checked in CI, where no GPU is.
+** Weights are random GGUF blocks of every type (runtime/weights.c's generator, the bytes --random-weights
+** plans use), dequantized by ops/quant.c (exact, ggml's own); the reference is a float64 dot with the
+** input as the kernel stages it (rounded to A, the SwiGLU or RMSNorm formed first). Relative L2 over the
+** outputs, floored as tests/gpu/test_qgemv.cu's (‖x·w‖ terms / sqrt(K)): 1e-5 with float activations,
+** 4e-3 with bf16 (twice the bf16 rounding of the outputs). tests/gpu/test_qgemv.cu runs the same kernels,
+** and more shapes, on the GPU.
+** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
+*/
+#include "simt.h"
+
+#include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
+#include "../../ops/quant.cuh"
+#include "../../ops/qfused.cuh"
+
+#include <string>
+
+extern "C" {
+#include "../../ops/quant.h"
+#include "../../ops/ref.h"
+/* runtime/weights.h's random-block generator (that header's C-only includes stay out of C++) */
+uint64_t weights_random_seed(const char *name);
+uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g);
+}
+
+static int n_pass, n_fail;
+
+static void check(bool ok, const std::string &name, const std::string &detail)
+{
+	if (ok) {
+		printf("ok - %s\n", name.c_str());
+		n_pass++;
+	} else {
+		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
+		n_fail++;
+	}
+}
+
+static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static std::string fmt(const char *f, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, sizeof buf, f, ap);
+	va_end(ap);
+	return buf;
+}
+
+static uint64_t rng = 0x51ed2701a3c49f15ull;
+
+static float frand(float lo, float hi)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
+}
+
+/* v rounded to A and back, as a kernel stores it. */
+template <typename A> static float thru(float v)
+{
+	return to_f(from_f<A>(v));
+}
+
+template <typename A> static std::vector<A> rnd_a(size_t n, float lo = -1, float hi = 1)
+{
+	std::vector<A> v(n);
+	for (auto &x : v)
+		x = from_f<A>(frand(lo, hi));
+	return v;
+}
+
+template <typename A> static const char *aname();
+template <> const char *aname<float>() { return "f32"; }
+template <> const char *aname<bf16>() { return "bf16"; }
+template <typename A> static double tol() { return sizeof(A) == 4 ? 1e-5 : 4e-3; }
+
+/* rows × K random blocks of type qt at the device stride (zero padding), and their exact floats. */
+struct QRows {
+	std::vector<unsigned char> b;
+	std::vector<float> f;
+	long long stride;
+};
+
+static QRows qrows(int qt, long long rows, long long K, const char *name)
+{
+	QRows q;
+	size_t rb = quant_row_bytes(qt, K);
+	q.stride = (long long)quant_dev_row_bytes(qt, K);
+	q.b.assign((size_t)(rows * q.stride), 0);
+	q.f.resize((size_t)(rows * K));
+	uint64_t seed = weights_random_seed(name);
+	std::vector<unsigned char> row(rb);
+	for (long long r = 0; r < rows; r++) {
+		for (size_t i = 0; i < rb; i++)
+			row[i] = q.b[(size_t)(r * q.stride) + i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
+		quant_dequant(qt, row.data(), &q.f[(size_t)(r * K)], (size_t)K);
+	}
+	return q;
+}
+
+/* ‖got − want‖ / max(‖want‖, ‖scale‖); NaN gives +inf. */
+static double rel_l2(const std::vector<float> &got, const std::vector<double> &want, const std::vector<double> &scale)
+{
+	double num = 0, den = 0, sc = 0;
+	for (size_t i = 0; i < want.size(); i++) {
+		if (std::isnan(got[i]))
+			return INFINITY;
+		double d = got[i] - want[i];
+		num += d * d, den += want[i] * want[i], sc += scale[i] * scale[i];
+	}
+	den = den > sc ? den : sc;
+	return den == 0 ? (num == 0 ? 0 : INFINITY) : sqrt(num / den);
+}
+
+/* want[t·N + n] = h[t]·w[n] (+ bias) in float64, and the error floor ‖h[t]∘w[n]‖₁ / sqrt(K). */
+static void ref_dot(std::vector<double> &want, std::vector<double> &scale, const std::vector<float> &h,
+                    const std::vector<float> &w, const float *bias, int T, int K, int N)
+{
+	want.assign((size_t)T * N, 0), scale.assign((size_t)T * N, 0);
+	for (int t = 0; t < T; t++)
+		for (int n = 0; n < N; n++) {
+			double s = bias ? bias[n] : 0, a = 0;
+			for (int k = 0; k < K; k++) {
+				double p = (double)h[(size_t)t * K + k] * w[(size_t)n * K + k];
+				s += p, a += fabs(p);
+			}
+			want[(size_t)t * N + n] = s, scale[(size_t)t * N + n] = a / sqrt((double)K);
+		}
+}
+
+/* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256). */
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void test_qgemv(int T, int K, int N)
+{
+	QRows w = qrows(QT, N, K, "blk.0.ffn_down.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
+	std::vector<float> h((size_t)T * K), bf(N);
+	for (size_t i = 0; i < h.size(); i++) {
+		float g = to_f(x[i]);
+		h[i] = SW ? thru<A>(g / (1.0f + expf(-g)) * to_f(u[i])) : g;
+	}
+	for (int n = 0; n < N; n++)
+		bf[n] = to_f(b[n]);
+	std::vector<double> want, scale;
+	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
+	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
+	dim3 g, bl;
+	g.x = (unsigned)((N + 16 / WPR - 1) / (16 / WPR)), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
+		                                   HB ? b.data() : nullptr, T, K, N);
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, scale);
+	check(e <= tol<A>(),
+	      fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s", quant_type_name(QT), aname<A>(), T, K, N, WPR, TM,
+	          HB ? " bias" : "", SW ? " swiglu" : ""),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
+/* k_qmoe_up<A, QG, QU>: hid[slot] = silu(gate[e]·x[t])·(up[e]·x[t]) for the slots' experts (one -1). */
+template <typename A, int QG, int QU> static void test_qmoe_up(int T, int C, int F, int E, int k)
+{
+	QRows gw = qrows(QG, (long long)E * F, C, "blk.0.ffn_gate_exps.weight");
+	QRows uw = qrows(QU, (long long)E * F, C, "blk.0.ffn_up_exps.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * C);
+	std::vector<int> idx((size_t)T * k);
+	for (size_t i = 0; i < idx.size(); i++)
+		idx[i] = i == 1 ? -1 : (int)((i * 7 + 3) % (size_t)E);
+	std::vector<float> hid((size_t)T * k * F, NAN), xf((size_t)T * C);
+	for (size_t i = 0; i < xf.size(); i++)
+		xf[i] = to_f(x[i]);
+	std::vector<double> want((size_t)T * k * F), scale((size_t)T * k * F);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++)
+			for (int f = 0; f < F; f++) {
+				size_t at = ((size_t)t * k + j) * F + f;
+				int ex = idx[(size_t)t * k + j];
+				if (ex < 0)
+					continue;
+				double ag = 0, au = 0, sa = 0;
+				for (int c = 0; c < C; c++) {
+					double xv = xf[(size_t)t * C + c];
+					ag += xv * gw.f[((size_t)ex * F + f) * C + c];
+					au += xv * uw.f[((size_t)ex * F + f) * C + c];
+					sa += fabs(xv * uw.f[((size_t)ex * F + f) * C + c]);
+				}
+				want[at] = ag / (1.0 + exp(-ag)) * au;
+				scale[at] = fabs(ag / (1.0 + exp(-ag))) * sa / sqrt((double)C);
+			}
+	dim3 g, bl;
+	g.x = (unsigned)((F + 7) / 8), g.y = (unsigned)k, g.z = (unsigned)T, bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qmoe_up<A, QG, QU>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
+	});
+	double e = rel_l2(hid, want, scale);
+	check(e <= tol<A>(),
+	      fmt("qmoe_up %s/%s A=%s T=%d C=%d F=%d E=%d k=%d", quant_type_name(QG), quant_type_name(QU), aname<A>(), T, C, F,
+	          E, k),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
+/* k_qgemv_fused with the RMSNorm formed while staging, two QT members (splits P0, P1), the norm stored:
+** at T = 1 the one-token staging path, for K <= 8192 with whole rows, beyond it in chunks. */
+template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1)
+{
+	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
+	std::vector<float> xf((size_t)T * K), nwf(K), h((size_t)T * K);
+	for (size_t i = 0; i < xf.size(); i++)
+		xf[i] = to_f(x[i]);
+	for (int i = 0; i < K; i++)
+		nwf[i] = to_f(nw[i]);
+	ref_rmsnorm(h.data(), xf.data(), nwf.data(), T, K, 1e-5f);
+	for (auto &v : h)
+		v = thru<A>(v);
+	std::vector<double> want0, want1, sc0, sc1;
+	ref_dot(want0, sc0, h, w0.f, nullptr, T, K, N0);
+	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
+	std::vector<A> y0((size_t)T * N0, from_f<A>(NAN)), y1((size_t)T * N1, from_f<A>(NAN)), hs((size_t)T * K);
+	int nb = (N0 + 16 / P0 - 1) / (16 / P0) + (N1 + 16 / P1 - 1) / (16 / P1);
+	dim3 g, bl;
+	g.x = (unsigned)nb, bl.x = 256;
+	simt_launch(g, bl, [&] {
+		if (T == 1)
+			k_qgemv_fused<A, QT, QT, QT, QT, A, GEMV_PRO_RMSNORM, 0, 1>(
+			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
+			    nullptr, nullptr, x.data(), nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1, 1, 1,
+			    GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
+		else
+			k_qgemv_fused<A, QT, QT, QT, QT, A, -1, -1, 8>(
+			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
+			    nullptr, nullptr, x.data(), nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1, 1, 1,
+			    GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
+	});
+	std::vector<float> g0(y0.size()), g1(y1.size()), gh(hs.size());
+	for (size_t i = 0; i < y0.size(); i++)
+		g0[i] = to_f(y0[i]);
+	for (size_t i = 0; i < y1.size(); i++)
+		g1[i] = to_f(y1[i]);
+	for (size_t i = 0; i < hs.size(); i++)
+		gh[i] = to_f(hs[i]);
+	std::string nm = fmt("qgemv_fused rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d", quant_type_name(QT), aname<A>(), T, K,
+	                     N0, N1, P0, P1);
+	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
+	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
+	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
+	double eh = rel_l2(gh, hd, z);
+	check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
+}
+
+/* k_qmoe_down_fused<A, QD, QS, true, true>, the MoE layer's end: the routed experts' down projections
+** weighted and summed (float64) and rounded to A, plus the shared expert's (its SwiGLU rounded to A, the
+** product rounded to A), the sum rounded to A, the residual added last, in place over it. hid is random
+** (k_qmoe_up's float scratch). grid (ceil(C/16), T), block 256. */
+template <typename A, int QD, int QS> static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k)
+{
+	QRows d = qrows(QD, (long long)E * C, F, "blk.0.ffn_down_exps.weight");
+	QRows sd = qrows(QS, C, Fs, "blk.0.ffn_down_shexp.weight");
+	std::vector<float> hid((size_t)T * k * F);
+	for (auto &v : hid)
+		v = frand(-1, 1);
+	std::vector<A> wt = rnd_a<A>((size_t)T * k, 0, 1), g = rnd_a<A>((size_t)T * Fs), u = rnd_a<A>((size_t)T * Fs);
+	std::vector<A> y = rnd_a<A>((size_t)T * C); /* the residual, summed into in place */
+	std::vector<int> idx((size_t)T * k);
+	for (size_t i = 0; i < idx.size(); i++)
+		idx[i] = i == 1 ? -1 : (int)((i * 5 + 1) % (size_t)E);
+	std::vector<double> want((size_t)T * C), scale((size_t)T * C);
+	std::vector<float> sw((size_t)Fs);
+	for (int t = 0; t < T; t++) {
+		for (int f = 0; f < Fs; f++) {
+			float gv = to_f(g[(size_t)t * Fs + f]);
+			sw[(size_t)f] = thru<A>(gv / (1.0f + expf(-gv)) * to_f(u[(size_t)t * Fs + f]));
+		}
+		for (int c = 0; c < C; c++) {
+			double routed = 0, a = 0, s = 0, b = 0;
+			for (int j = 0; j < k; j++) {
+				size_t slot = (size_t)t * k + j;
+				if (idx[slot] < 0)
+					continue;
+				double dot = 0;
+				for (int f = 0; f < F; f++) {
+					double p = (double)d.f[((size_t)idx[slot] * C + c) * F + f] * hid[slot * F + f];
+					dot += p, a += fabs(p * to_f(wt[slot]));
+				}
+				routed += to_f(wt[slot]) * dot;
+			}
+			for (int f = 0; f < Fs; f++) {
+				double p = (double)sd.f[(size_t)c * Fs + f] * sw[(size_t)f];
+				s += p, b += fabs(p);
+			}
+			float o = thru<A>(thru<A>((float)routed) + thru<A>((float)s));
+			want[(size_t)t * C + c] = thru<A>(to_f(y[(size_t)t * C + c]) + o);
+			scale[(size_t)t * C + c] = a / sqrt((double)F) + b / sqrt((double)Fs);
+		}
+	}
+	dim3 gr, bl;
+	gr.x = (unsigned)((C + 15) / 16), gr.y = (unsigned)T, bl.x = 256;
+	simt_launch(gr, bl, [&] {
+		k_qmoe_down_fused<A, QD, QS, true, true>(y.data(), hid.data(), idx.data(), wt.data(), d.b.data(), C, F, k,
+		                                         sd.b.data(), g.data(), u.data(), Fs, y.data());
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, scale);
+	check(e <= tol<A>(),
+	      fmt("qmoe_down_fused %s/%s A=%s T=%d C=%d F=%d Fs=%d E=%d k=%d (in place)", quant_type_name(QD),
+	          quant_type_name(QS), aname<A>(), T, C, F, Fs, E, k),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
+/* Every type: one token (the staging fast path) and three (the general one), in-block splits, K of one
+** block, K over one 8192-value chunk; bias and SwiGLU; the routed experts' first half; the fused norm. */
+template <int QT> static void suite(void)
+{
+	const int B = QT == 8 ? 32 : 256;
+	for (int K : {B, 5 * B, 2048}) {
+		test_qgemv<float, QT, 1, 1, false, false>(1, K, 37);
+		test_qgemv<bf16, QT, 2, 1, true, false>(1, K, 20);
+		test_qgemv<float, QT, 1, 8, false, false>(3, K, 17);
+	}
+	test_qgemv<bf16, QT, 4, 1, false, true>(1, 4096, 24);
+	test_qgemv<float, QT, 8, 1, false, false>(1, 4096, 9);
+	test_qgemv<bf16, QT, 1, 8, false, true>(2, 1024, 16);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 6); /* two chunks */
+	test_qmoe_up<bf16, QT, QT>(1, 1024, 24, 4, 3);
+	test_qmoe_up<float, QT, QT>(2, 512, 16, 3, 2);
+	test_qfused_norm<bf16, QT>(1, 1024, 20, 8, 1, 4);
+	test_qfused_norm<float, QT>(1, 9216, 8, 4, 2, 2);
+	test_qfused_norm<bf16, QT>(3, 512, 16, 16, 1, 1);
+	test_qmoe_down_fused<bf16, QT, QT>(1, 40, 1024, 512, 5, 3);
+	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 1024, 4, 2);
+}
+
+int main(void)
+{
+	suite<8>();
+	suite<12>();
+	suite<13>();
+	suite<14>();
+	test_qmoe_up<bf16, 12, 14>(1, 512, 16, 3, 2);
+	printf("%d passed, %d failed\n", n_pass, n_fail);
+	return n_fail ? 1 : 0;
+}
