@@ -103,7 +103,7 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/fused.cuh
 # stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. test_qgemv
 # (about 20 s) is part of `make test`; test_moe and test_gemv take minutes and are not.
 CXX     ?= c++
-build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh build/libglm.a
+build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
@@ -111,7 +111,7 @@ build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
 

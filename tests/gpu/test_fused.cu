@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,19 +29,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../tap.h"
+
 extern "C" {
 #include "ref.h"
 }
 
-/* ---- checks and CUDA errors (as test_kernels.cu) ---- */
-
-static int n_pass, n_fail;
-
-static int finish(void)
-{
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
-}
+/* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
 static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
 {
@@ -58,27 +51,6 @@ static void cuda_check(cudaError_t e, const char *call, const char *file, int li
 		CK(cudaGetLastError());                                                                                \
 		CK(cudaDeviceSynchronize());                                                                           \
 	} while (0)
-
-static std::string fmt(const char *f, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, sizeof buf, f, ap);
-	va_end(ap);
-	return buf;
-}
-
-static void check(bool ok, const std::string &name, const std::string &detail = "")
-{
-	if (ok) {
-		printf("ok - %s\n", name.c_str());
-		n_pass++;
-	} else {
-		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
-		n_fail++;
-	}
-}
 
 /* ---- host-side types, random data, device buffers ---- */
 

@@ -29,7 +29,6 @@
 #include <algorithm>
 #include <math.h>
 #include <set>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,20 +38,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "../tap.h"
+
 extern "C" {
 #include "ref.h"
 }
 
-/* ---- checks and CUDA errors ---- */
-
-static int n_pass, n_fail;
-
-/* Prints the counts; the last line of every run. */
-static int finish(void)
-{
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
-}
+/* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
 /* Any CUDA error ends the run as a failed check that names the call, file and line. */
 static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
@@ -73,28 +65,6 @@ static void cuda_check(cudaError_t e, const char *call, const char *file, int li
 	} while (0)
 
 /* printf into a std::string, for check names. */
-static std::string fmt(const char *f, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, sizeof buf, f, ap);
-	va_end(ap);
-	return buf;
-}
-
-/* Records one check; detail explains a failure. */
-static void check(bool ok, const std::string &name, const std::string &detail = "")
-{
-	if (ok) {
-		n_pass++;
-		printf("ok - %s\n", name.c_str());
-	} else {
-		n_fail++;
-		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
-	}
-}
-
 /* ---- host-side types, random data, device buffers ---- */
 
 static float h_to_f(float v) { return v; }

@@ -28,13 +28,14 @@
 #include <cuda_runtime.h>
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <string>
 #include <vector>
+
+#include "../tap.h"
 
 #define _Noreturn __attribute__((noreturn)) /* glm.h is C11 */
 extern "C" {
@@ -44,15 +45,7 @@ extern "C" {
 #include "weights.h"
 }
 
-/* ---- checks and CUDA errors (as tests/gpu/test_kernels.cu) ---- */
-
-static int n_pass, n_fail;
-
-static int finish(void)
-{
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
-}
+/* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
 static void cuda_check(cudaError_t e, const char *call, const char *file, int line)
 {
@@ -68,27 +61,6 @@ static void cuda_check(cudaError_t e, const char *call, const char *file, int li
 		CK(cudaGetLastError());      \
 		CK(cudaDeviceSynchronize()); \
 	} while (0)
-
-static std::string fmt(const char *f, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, sizeof buf, f, ap);
-	va_end(ap);
-	return buf;
-}
-
-static void check(bool ok, const std::string &name, const std::string &detail = "")
-{
-	if (ok) {
-		n_pass++;
-		printf("ok - %s\n", name.c_str());
-	} else {
-		n_fail++;
-		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
-	}
-}
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 

@@ -16,32 +16,10 @@
 #include <string>
 #include <type_traits>
 
+#include "../tap.h"
+
 extern "C" {
 #include "../../ops/ref.h"
-}
-
-static int n_pass, n_fail;
-
-static void check(bool ok, const std::string &name, const std::string &detail)
-{
-	if (ok) {
-		printf("ok - %s\n", name.c_str());
-		n_pass++;
-	} else {
-		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
-		n_fail++;
-	}
-}
-
-static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static std::string fmt(const char *f, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, sizeof buf, f, ap);
-	va_end(ap);
-	return buf;
 }
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -243,6 +221,5 @@ int main(void)
 	test_ffn<bf16, f16>(1, 6144, 5, 8, 2);     /* GLM-5's C */
 	test_ffn<bf16, bf16>(4, 64, 1544, 8, 3);   /* 193 down vectors a row; the last token skips all */
 	test_ffn<float, bf16>(3, 70, 40, 8, 2);    /* unaligned rows: the element-wise paths */
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return finish();
 }

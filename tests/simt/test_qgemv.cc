@@ -19,36 +19,14 @@
 
 #include <string>
 
+#include "../tap.h"
+
 extern "C" {
 #include "../../ops/quant.h"
 #include "../../ops/ref.h"
 /* runtime/weights.h's random-block generator (that header's C-only includes stay out of C++) */
 uint64_t weights_random_seed(const char *name);
 uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g);
-}
-
-static int n_pass, n_fail;
-
-static void check(bool ok, const std::string &name, const std::string &detail)
-{
-	if (ok) {
-		printf("ok - %s\n", name.c_str());
-		n_pass++;
-	} else {
-		printf("FAIL - %s: %s\n", name.c_str(), detail.c_str());
-		n_fail++;
-	}
-}
-
-static std::string fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static std::string fmt(const char *f, ...)
-{
-	char buf[512];
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, sizeof buf, f, ap);
-	va_end(ap);
-	return buf;
 }
 
 static uint64_t rng = 0x51ed2701a3c49f15ull;
@@ -345,6 +323,5 @@ int main(void)
 	suite<13>();
 	suite<14>();
 	test_qmoe_up<bf16, 12, 14>(1, 512, 16, 3, 2);
-	printf("%d passed, %d failed\n", n_pass, n_fail);
-	return n_fail ? 1 : 0;
+	return finish();
 }
