@@ -120,8 +120,9 @@ template <typename A, typename W> static void run_plain(void *y, const void *x, 
 template <typename A, int QT, int WPR>
 static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
-	g_qgemv<A, QT, WPR><<<(N + 16 / WPR - 1) / (16 / WPR), 256, 0, s>>>((A *)y, (const A *)x, (const unsigned char *)w, 1,
-	                                                                       K, N);
+	int nrg = (N + 16 / WPR - 1) / (16 / WPR); /* capped as emit_cuda.c's Q_GRID_CAP */
+	g_qgemv<A, QT, WPR><<<K <= 8192 && nrg > 3 * 132 ? 3 * 132 : nrg, 256, 0, s>>>((A *)y, (const A *)x,
+	                                                                               (const unsigned char *)w, 1, K, N);
 }
 
 static size_t l2_bytes;

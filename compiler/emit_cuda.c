@@ -498,6 +498,11 @@ void emit_quant_explain(const Graph *g, FILE *f)
 	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
 }
 
+/* The grid of a one-token quantized GEMV whose x fits one staged chunk (K <= 8192): three blocks an SM
+** of an H200, each looping over row groups with x staged once (k_qgemv, k_qgemv_fused), instead of one
+** block a group that each stage all of x again. */
+#define Q_GRID_CAP (3 * 132)
+
 /* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): enough blocks to give each of
 ** the 132 SMs of an H200 two, as long as every warp keeps two 1024-value units of K. A first guess for
 ** bench/gemv to confirm. */
@@ -549,7 +554,8 @@ static int emit_qlinear(Em *e, int id)
 			w_null(&w);
 		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 		w.L.tmin = lo, w.L.tmax = hi;
-		w.L.grid[0] = sz_const((N + 16 / wpr - 1) / (16 / wpr));
+		int64_t nrg = (N + 16 / wpr - 1) / (16 / wpr);
+		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > Q_GRID_CAP ? Q_GRID_CAP : nrg);
 		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
 		         bool_s(swiglu));
 		w_finish(e, &w, t);
@@ -1257,7 +1263,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		gemv_args(e, &w, f, "unsigned char", split, &epi);
 		w.L.tmin = tm == 1 ? 1 : 2;
 		w.L.tmax = tm == 1 ? 1 : f->tmax;
-		w.L.grid[0] = sz_const(nb);
+		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
 		/* batch 1: the prologue and epilogue as template values (specialised code); larger steps: the
 		** run-time values (one out-of-line body per type tuple, see ops/qfused.cuh) */
 		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,

@@ -228,7 +228,8 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 ** blocks first, then member 1's, ...); warp w serves 2 rows of its block and the units u ≡ w % P_m of
 ** each chunk; x is staged TM rows at a time in chunks of (8192/rows) values rounded down to a multiple
 ** of 1024 (K a multiple of every block member's block size; float members take any K).
-** grid (Σ_m ceil(N_m / RPB_m)), block 256.
+** grid (up to Σ_m ceil(N_m / RPB_m)), block 256: block b serves the groups b, b + gridDim.x, ... (x
+** staged once a block when it fits one chunk; glmc caps a one-token grid at three blocks an SM).
 */
 template <typename A, int Q0, int Q1, int Q2, int Q3, typename NW, int PRO, int EPI, int TM>
 __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0,
@@ -251,103 +252,110 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 	__shared__ float inv[8];
 	float *xs = (float *)xs4;
 	int r0 = 16 / P0, r1 = 16 / P1, r2 = 16 / P2; /* rows per block of members 0..2 */
-	int nb0 = (N0 + r0 - 1) / r0, nb1 = (N1 + r1 - 1) / r1, nb2 = (N2 + r2 - 1) / r2, b = blockIdx.x;
-	int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3; /* uniform per block */
-	int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
-	int P = m == 0 ? P0 : m == 1 ? P1 : m == 2 ? P2 : P3, rpb = 16 / P;
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / P, kp = warp % P;
-	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
-	int qt = m == 0 ? Q0 : m == 1 ? Q1 : m == 2 ? Q2 : Q3;
-	const unsigned char *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
-	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
-	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
-	float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-	bool scaled = ((epi >> m) & 1) != 0, res = (epi & GEMV_EPI_RES) && m == 0;
-	long long stride = qt == Q0 ? qf_stride<Q0>(K) : qt == Q1 ? qf_stride<Q1>(K) : qt == Q2 ? qf_stride<Q2>(K)
-	                                                                                       : qf_stride<Q3>(K);
-	bool vec = (((unsigned long long)w | (unsigned long long)stride) & 15) == 0;
-	int n0 = bm * rpb + rg * R;
-	const unsigned char *rows[R];
-#pragma unroll
-	for (int i = 0; i < R; i++)
-		rows[i] = w + (long long)(n0 + i < Nm ? n0 + i : 0) * stride; /* rows past N_m read row 0, unused */
-	for (int t0 = 0; t0 < T; t0 += TM) {
-		int tn = T - t0 < TM ? T - t0 : TM;
-		int kcap = (8192 / tn) & ~1023;
-		bool whole = K <= kcap;
-		if (pro == GEMV_PRO_RMSNORM && !whole)
-			for (int t = 0; t < tn; t++) {
-				float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
-				if (threadIdx.x == 0)
-					inv[t] = iv; /* read after qf_stage's first barrier */
-			}
-		float acc[R][TM];
-#pragma unroll
+	int nb0 = (N0 + r0 - 1) / r0, nb1 = (N1 + r1 - 1) / r1, nb2 = (N2 + r2 - 1) / r2;
+	int nbt = nb0 + nb1 + nb2 + (N3 > 0 ? (N3 + 16 / P3 - 1) / (16 / P3) : 0);
+	/* all of x in one staged chunk: a block that serves several row groups stages it once */
+	bool single = T <= TM && K <= ((8192 / T) & ~1023), staged = false;
+	for (int b = blockIdx.x; b < nbt; b += gridDim.x) { /* uniform per block */
+		int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3; /* uniform per block */
+		int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
+		int P = m == 0 ? P0 : m == 1 ? P1 : m == 2 ? P2 : P3, rpb = 16 / P;
+		int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / P, kp = warp % P;
+		int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+		int qt = m == 0 ? Q0 : m == 1 ? Q1 : m == 2 ? Q2 : Q3;
+		const unsigned char *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+		const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+		A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+		float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+		bool scaled = ((epi >> m) & 1) != 0, res = (epi & GEMV_EPI_RES) && m == 0;
+		long long stride = qt == Q0 ? qf_stride<Q0>(K) : qt == Q1 ? qf_stride<Q1>(K) : qt == Q2 ? qf_stride<Q2>(K)
+		                                                                                       : qf_stride<Q3>(K);
+		bool vec = (((unsigned long long)w | (unsigned long long)stride) & 15) == 0;
+		int n0 = bm * rpb + rg * R;
+		const unsigned char *rows[R];
+	#pragma unroll
 		for (int i = 0; i < R; i++)
-#pragma unroll
-			for (int t = 0; t < TM; t++)
-				acc[i][t] = 0.0f;
-		for (int k0 = 0; k0 < K; k0 += kcap) {
-			int kc = K - k0 < kcap ? K - k0 : kcap;
-			qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
-			if (n0 >= Nm)
-				continue;
-			if (qt == Q0)
-				qf_chunk<Q0, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
-			else if (d1 && qt == Q1)
-				qf_chunk<Q1, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
-			else if (d2 && qt == Q2)
-				qf_chunk<Q2, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
-			else if (d3 && qt == Q3)
-				qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
-		}
-#pragma unroll
-		for (int i = 0; i < R; i++)
-#pragma unroll
-			for (int t = 0; t < TM; t++)
-				if (t < tn)
-					acc[i][t] = warp_sum(acc[i][t]);
-		/* row n, token t: the linear's result s rounded to A, then the member's epilogue */
-		auto store = [&](int n, int t, float s) {
-			if (bias)
-				s += to_f(bias[n]);
-			float lin = to_f(from_f<A>(s));
-			long long at = (long long)(t0 + t) * Nm + n;
-			if (scaled)
-				lin = sc * lin;
-			else if (res)
-				lin = to_f(r[at]) + lin;
-			y[at] = from_f<A>(lin);
-		};
-		if (P == 1) {
-			if (lane == 0)
-#pragma unroll
-				for (int i = 0; i < R; i++)
-#pragma unroll
-					for (int t = 0; t < TM; t++)
-						if (t < tn && n0 + i < Nm)
-							store(n0 + i, t, acc[i][t]);
-			continue;
-		}
-		if (lane == 0)
-#pragma unroll
+			rows[i] = w + (long long)(n0 + i < Nm ? n0 + i : 0) * stride; /* rows past N_m read row 0, unused */
+		for (int t0 = 0; t0 < T; t0 += TM) {
+			int tn = T - t0 < TM ? T - t0 : TM;
+			int kcap = (8192 / tn) & ~1023;
+			bool whole = K <= kcap;
+			if (pro == GEMV_PRO_RMSNORM && !whole)
+				for (int t = 0; t < tn; t++) {
+					float iv = gemv_row_inv_rms(x + (long long)(t0 + t) * K, K, eps);
+					if (threadIdx.x == 0)
+						inv[t] = iv; /* read after qf_stage's first barrier */
+				}
+			float acc[R][TM];
+	#pragma unroll
 			for (int i = 0; i < R; i++)
-#pragma unroll
+	#pragma unroll
 				for (int t = 0; t < TM; t++)
-					red[warp][i][t] = acc[i][t];
-		__syncthreads();
-		/* thread j < rpb·tn finishes row j / tn of the block, token j % tn: the sum over its group's P warps */
-		int j = threadIdx.x;
-		if (j < rpb * tn) {
-			int row = j / tn, t = j - row * tn, gi = row / R, ri = row - gi * R, n = bm * rpb + row;
-			if (n < Nm) {
-				float s = 0.0f;
-				for (int q = 0; q < P; q++)
-					s += red[gi * P + q][ri][t];
-				store(n, t, s);
+					acc[i][t] = 0.0f;
+			for (int k0 = 0; k0 < K; k0 += kcap) {
+				int kc = K - k0 < kcap ? K - k0 : kcap;
+				if (!(single && staged))
+					qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
+				staged = true;
+				if (n0 >= Nm)
+					continue;
+				if (qt == Q0)
+					qf_chunk<Q0, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+				else if (d1 && qt == Q1)
+					qf_chunk<Q1, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+				else if (d2 && qt == Q2)
+					qf_chunk<Q2, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
+				else if (d3 && qt == Q3)
+					qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			}
+	#pragma unroll
+			for (int i = 0; i < R; i++)
+	#pragma unroll
+				for (int t = 0; t < TM; t++)
+					if (t < tn)
+						acc[i][t] = warp_sum(acc[i][t]);
+			/* row n, token t: the linear's result s rounded to A, then the member's epilogue */
+			auto store = [&](int n, int t, float s) {
+				if (bias)
+					s += to_f(bias[n]);
+				float lin = to_f(from_f<A>(s));
+				long long at = (long long)(t0 + t) * Nm + n;
+				if (scaled)
+					lin = sc * lin;
+				else if (res)
+					lin = to_f(r[at]) + lin;
+				y[at] = from_f<A>(lin);
+			};
+			if (P == 1) {
+				if (lane == 0)
+	#pragma unroll
+					for (int i = 0; i < R; i++)
+	#pragma unroll
+						for (int t = 0; t < TM; t++)
+							if (t < tn && n0 + i < Nm)
+								store(n0 + i, t, acc[i][t]);
+				continue;
+			}
+			if (lane == 0)
+	#pragma unroll
+				for (int i = 0; i < R; i++)
+	#pragma unroll
+					for (int t = 0; t < TM; t++)
+						red[warp][i][t] = acc[i][t];
+			__syncthreads();
+			/* thread j < rpb·tn finishes row j / tn of the block, token j % tn: the sum over its group's P warps */
+			int j = threadIdx.x;
+			if (j < rpb * tn) {
+				int row = j / tn, t = j - row * tn, gi = row / R, ri = row - gi * R, n = bm * rpb + row;
+				if (n < Nm) {
+					float s = 0.0f;
+					for (int q = 0; q < P; q++)
+						s += red[gi * P + q][ri][t];
+					store(n, t, s);
+				}
+			}
+			__syncthreads(); /* red is rewritten by the next pass, which may not stage x again */
 		}
-		/* red is rewritten only after the next qf_stage's barriers */
 	}
 }
 

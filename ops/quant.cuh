@@ -520,10 +520,12 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 /*
 ** Decode GEMV over quantized weights: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]), T small; with SWIGLU the
 ** input is swiglu(x, u) formed while staging (pattern B). K is a multiple of the block size.
-** grid (ceil(N / (8/WPR·R))), block 256: warp w serves rows (blockIdx.x·(8/WPR) + w/WPR)·R + [0, R) and
-** the units u ≡ w % WPR of each chunk. x is staged TM rows at a time (TM = 1 for the batch-1 step,
-** whose kernel then keeps one accumulator per row; 8 otherwise) in chunks of (8192/rows) values
-** rounded down to a multiple of 1024.
+** grid (up to ceil(N / (8/WPR·R))), block 256: block b serves the row groups b, b + gridDim.x, ...; in
+** group g warp w serves rows (g·(8/WPR) + w/WPR)·R + [0, R) and the units u ≡ w % WPR of each chunk.
+** x is staged TM rows at a time (TM = 1 for the batch-1 step, whose kernel then keeps one accumulator
+** per row; 8 otherwise) in chunks of (8192/rows) values rounded down to a multiple of 1024. When all of
+** x fits one chunk a block stages it once for all its groups, so a grid smaller than the groups (glmc
+** caps it at three blocks an SM) saves the repeated staging.
 */
 template <typename A, int QT, int R, int WPR, int TM, bool HAS_BIAS, bool SWIGLU>
 __device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
@@ -534,68 +536,75 @@ __device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, co
 	float *xs = (float *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / WPR, kp = warp % WPR;
 	const int RPB = 8 / WPR * R; /* rows per block */
-	int n0 = blockIdx.x * RPB + rg * R;
+	int nrg = (N + RPB - 1) / RPB;
 	long long stride = q_stride<QT>(K);
-	const unsigned char *rows[R];
-#pragma unroll
-	for (int r = 0; r < R; r++)
-		rows[r] = w + (long long)(n0 + r < N ? n0 + r : 0) * stride; /* rows past N read row 0, unused */
-	for (int t0 = 0; t0 < T; t0 += TM) {
-		int tn = T - t0 < TM ? T - t0 : TM;
-		int kcap = (8192 / tn) & ~1023;
-		float acc[R][TM];
+	/* all of x in one staged chunk: a block that serves several row groups stages it once */
+	bool single = T <= TM && K <= ((8192 / T) & ~1023), staged = false;
+	for (int bx = blockIdx.x; bx < nrg; bx += gridDim.x) { /* uniform per block */
+		int n0 = bx * RPB + rg * R;
+		const unsigned char *rows[R];
 #pragma unroll
 		for (int r = 0; r < R; r++)
+			rows[r] = w + (long long)(n0 + r < N ? n0 + r : 0) * stride; /* rows past N read row 0, unused */
+		for (int t0 = 0; t0 < T; t0 += TM) {
+			int tn = T - t0 < TM ? T - t0 : TM;
+			int kcap = (8192 / tn) & ~1023;
+			float acc[R][TM];
 #pragma unroll
-			for (int t = 0; t < TM; t++)
-				acc[r][t] = 0.0f;
-		for (int k0 = 0; k0 < K; k0 += kcap) {
-			int kc = K - k0 < kcap ? K - k0 : kcap;
-			q_stage<A, A, SWIGLU>(xs, xsum, x, u, t0, tn, K, k0, kc, kcap);
-			if (n0 < N)
-				q_chunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR);
-		}
+			for (int r = 0; r < R; r++)
 #pragma unroll
-		for (int r = 0; r < R; r++)
+				for (int t = 0; t < TM; t++)
+					acc[r][t] = 0.0f;
+			for (int k0 = 0; k0 < K; k0 += kcap) {
+				int kc = K - k0 < kcap ? K - k0 : kcap;
+				if (!(single && staged))
+					q_stage<A, A, SWIGLU>(xs, xsum, x, u, t0, tn, K, k0, kc, kcap);
+				staged = true;
+				if (n0 < N)
+					q_chunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, WPR);
+			}
 #pragma unroll
-			for (int t = 0; t < TM; t++)
-				if (t < tn)
-					acc[r][t] = warp_sum(acc[r][t]);
-		if (WPR == 1) {
+			for (int r = 0; r < R; r++)
+#pragma unroll
+				for (int t = 0; t < TM; t++)
+					if (t < tn)
+						acc[r][t] = warp_sum(acc[r][t]);
+			if (WPR == 1) {
+				if (lane == 0)
+#pragma unroll
+					for (int r = 0; r < R; r++)
+#pragma unroll
+						for (int t = 0; t < TM; t++)
+							if (t < tn && n0 + r < N) {
+								float s = acc[r][t];
+								if (HAS_BIAS)
+									s += to_f(bias[n0 + r]);
+								y[(long long)(t0 + t) * N + n0 + r] = from_f<A>(s);
+							}
+				continue;
+			}
 			if (lane == 0)
 #pragma unroll
 				for (int r = 0; r < R; r++)
 #pragma unroll
 					for (int t = 0; t < TM; t++)
-						if (t < tn && n0 + r < N) {
-							float s = acc[r][t];
-							if (HAS_BIAS)
-								s += to_f(bias[n0 + r]);
-							y[(long long)(t0 + t) * N + n0 + r] = from_f<A>(s);
-						}
-			continue;
-		}
-		if (lane == 0)
-#pragma unroll
-			for (int r = 0; r < R; r++)
-#pragma unroll
-				for (int t = 0; t < TM; t++)
-					red[warp][r][t] = acc[r][t];
-		__syncthreads();
-		/* thread i < RPB·tn finishes row i / tn, token i % tn: the sum over the WPR warps of its group */
-		int i = threadIdx.x;
-		if (i < RPB * tn) {
-			int row = i / tn, t = i - row * tn, g = row / R, r = row - g * R, n = blockIdx.x * RPB + row;
-			if (n < N) {
-				float s = 0.0f;
-				for (int k = 0; k < WPR; k++)
-					s += red[g * WPR + k][r][t];
-				if (HAS_BIAS)
-					s += to_f(bias[n]);
-				y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+						red[warp][r][t] = acc[r][t];
+			__syncthreads();
+			/* thread i < RPB·tn finishes row i / tn, token i % tn: the sum over the WPR warps of its group */
+			int i = threadIdx.x;
+			if (i < RPB * tn) {
+				int row = i / tn, t = i - row * tn, g = row / R, r = row - g * R, n = bx * RPB + row;
+				if (n < N) {
+					float s = 0.0f;
+					for (int k = 0; k < WPR; k++)
+						s += red[g * WPR + k][r][t];
+					if (HAS_BIAS)
+						s += to_f(bias[n]);
+					y[(long long)(t0 + t) * N + n] = from_f<A>(s);
+				}
 			}
+			__syncthreads(); /* red is rewritten by the next pass (which may not stage x again) */
 		}
-		/* red is rewritten only after the next q_stage's barriers */
 	}
 }
 

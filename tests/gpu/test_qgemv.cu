@@ -332,15 +332,15 @@ static QW qw_make(int qt, long long rows, long long K, bool random, const char *
 /* ---- GEMV ---- */
 
 template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
-static void launch_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *b, int T, int K, int N)
+static void launch_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *b, int T, int K, int N, int grid)
 {
 	const int RPB = 8 / WPR * 2;
-	g_qgemv<A, QT, WPR, TM, HB, SW><<<blocks(N, RPB), 256>>>(y, x, u, w, b, T, K, N);
+	g_qgemv<A, QT, WPR, TM, HB, SW><<<grid ? grid : blocks(N, RPB), 256>>>(y, x, u, w, b, T, K, N);
 }
 
 /* y = x·wᵀ (+ bias), or swiglu(g, u)·wᵀ, through k_qgemv with (WPR, TM), against float64 on the CPU. */
 template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
-static void test_qgemv(int T, int K, int N, bool random, double tl = 0)
+static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid = 0)
 {
 	if (tl == 0)
 		tl = tol<A>();
@@ -363,11 +363,12 @@ static void test_qgemv(int T, int K, int N, bool random, double tl = 0)
 		}
 	A *dy = dalloc<A>((size_t)T * N, 0xff);
 	launch_qgemv<A, QT, WPR, TM, HB, SW>(dy, upload(x), SW ? upload(u) : nullptr, w.dev, HB ? upload(b) : nullptr, T, K,
-	                                     N);
+	                                     N, grid);
 	CK_LAUNCH();
 	double e = rel_l2(widen(download(dy, (size_t)T * N)), want, scale);
-	check(e <= tl, fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)", qname(QT), tname<A>(), T, K, N,
-	                   WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer"),
+	check(e <= tl, fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)%s", qname(QT), tname<A>(), T, K, N,
+	                   WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer",
+	                   grid ? fmt(" grid %d", grid).c_str() : ""),
 	      fmt("rel-L2 %.3g > %.3g", e, tl));
 	free_all();
 }
@@ -409,6 +410,10 @@ template <int QT> static void qgemv_suite(void)
 		}
 	test_qgemv<bf16, QT, 2, 1, false, true>(1, 6144, 90, true, 4e-3);
 	test_qgemv<bf16, QT, 1, 1, false, true>(1, 2048, 33, false, 4e-3);
+	/* blocks looping over row groups, as glmc caps the grid (x staged once a block; two chunks) */
+	test_qgemv<bf16, QT, 1, 1, true, false>(1, 4096, 1000, true, 4e-3, 7);
+	test_qgemv<bf16, QT, 4, 1, false, true>(1, 2048, 333, false, 4e-3, 5);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 14336, 90, true, 0, 3);
 }
 
 /* ---- prefill GEMM, embedding, dequantization ---- */

@@ -111,7 +111,7 @@ static void ref_dot(std::vector<double> &want, std::vector<double> &scale, const
 }
 
 /* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256). */
-template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void test_qgemv(int T, int K, int N)
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void test_qgemv(int T, int K, int N, int grid = 0)
 {
 	QRows w = qrows(QT, N, K, "blk.0.ffn_down.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
@@ -126,7 +126,7 @@ template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void tes
 	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
 	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
 	dim3 g, bl;
-	g.x = (unsigned)((N + 16 / WPR - 1) / (16 / WPR)), bl.x = 256;
+	g.x = (unsigned)(grid ? grid : (N + 16 / WPR - 1) / (16 / WPR)), bl.x = 256;
 	simt_launch(g, bl, [&] {
 		k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
 		                                   HB ? b.data() : nullptr, T, K, N);
@@ -136,8 +136,8 @@ template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void tes
 		got[i] = to_f(y[i]);
 	double e = rel_l2(got, want, scale);
 	check(e <= tol<A>(),
-	      fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s", quant_type_name(QT), aname<A>(), T, K, N, WPR, TM,
-	          HB ? " bias" : "", SW ? " swiglu" : ""),
+	      fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s grid=%u", quant_type_name(QT), aname<A>(), T, K, N, WPR,
+	          TM, HB ? " bias" : "", SW ? " swiglu" : "", g.x),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
@@ -185,7 +185,7 @@ template <typename A, int QG, int QU> static void test_qmoe_up(int T, int C, int
 
 /* k_qgemv_fused with the RMSNorm formed while staging, two QT members (splits P0, P1), the norm stored:
 ** at T = 1 the one-token staging path, for K <= 8192 with whole rows, beyond it in chunks. */
-template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1)
+template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
 {
 	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
@@ -203,7 +203,7 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 	std::vector<A> y0((size_t)T * N0, from_f<A>(NAN)), y1((size_t)T * N1, from_f<A>(NAN)), hs((size_t)T * K);
 	int nb = (N0 + 16 / P0 - 1) / (16 / P0) + (N1 + 16 / P1 - 1) / (16 / P1);
 	dim3 g, bl;
-	g.x = (unsigned)nb, bl.x = 256;
+	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
 	simt_launch(g, bl, [&] {
 		if (T == 1)
 			k_qgemv_fused<A, QT, QT, QT, QT, A, GEMV_PRO_RMSNORM, 0, 1>(
@@ -223,8 +223,8 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 		g1[i] = to_f(y1[i]);
 	for (size_t i = 0; i < hs.size(); i++)
 		gh[i] = to_f(hs[i]);
-	std::string nm = fmt("qgemv_fused rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d", quant_type_name(QT), aname<A>(), T, K,
-	                     N0, N1, P0, P1);
+	std::string nm = fmt("qgemv_fused rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", quant_type_name(QT),
+	                     aname<A>(), T, K, N0, N1, P0, P1, g.x);
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
 	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
 	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
@@ -307,11 +307,19 @@ template <int QT> static void suite(void)
 	test_qgemv<float, QT, 8, 1, false, false>(1, 4096, 9);
 	test_qgemv<bf16, QT, 1, 8, false, true>(2, 1024, 16);
 	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 6); /* two chunks */
+	/* blocks looping over row groups (x staged once; with WPR > 1 the shared sums reused), and with
+	** x in two chunks (staged again for each group) */
+	test_qgemv<bf16, QT, 1, 1, true, false>(1, 2048, 70, 2);
+	test_qgemv<float, QT, 4, 1, false, true>(1, 1024, 45, 4);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 20, 1);
+	test_qgemv<float, QT, 1, 8, false, false>(3, 1024, 40, 2);
 	test_qmoe_up<bf16, QT, QT>(1, 1024, 24, 4, 3);
 	test_qmoe_up<float, QT, QT>(2, 512, 16, 3, 2);
 	test_qfused_norm<bf16, QT>(1, 1024, 20, 8, 1, 4);
 	test_qfused_norm<float, QT>(1, 9216, 8, 4, 2, 2);
 	test_qfused_norm<bf16, QT>(3, 512, 16, 16, 1, 1);
+	test_qfused_norm<bf16, QT>(1, 1024, 40, 24, 1, 4, 3); /* blocks looping over both members' groups */
+	test_qfused_norm<float, QT>(1, 9216, 20, 8, 2, 1, 2);
 	test_qmoe_down_fused<bf16, QT, QT>(1, 40, 1024, 512, 5, 3);
 	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 1024, 4, 2);
 }
