@@ -32,7 +32,7 @@ template <int QT> __device__ __forceinline__ long long qf_stride(long long K)
 
 /*
 ** q_chunk's contract for float rows: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc) for t < tn, x staged
-** at xs[t·kcap + i]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk. With vec
+** at xs[t·kcap + q_xsw(i)]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk. With vec
 ** (every row 16-byte aligned, K a multiple of the vector) each lane reads 16 bytes of each row per step,
 ** else one value.
 */
@@ -62,10 +62,9 @@ __device__ __forceinline__ void qf_fchunk(float (&acc)[R][TM], const unsigned ch
 #pragma unroll
 				for (int t = 0; t < TM; t++) {
 					if (t < tn) {
-						const float4 *xp = (const float4 *)(xs + t * kcap + k);
 #pragma unroll
 						for (int p = 0; p < VEC / 4; p++) {
-							float4 xv = xp[p];
+							float4 xv = *(const float4 *)(xs + t * kcap + q_xsw(k + 4 * p));
 #pragma unroll
 							for (int r = 0; r < R; r++)
 								acc[r][t] += xv.x * wf[r][4 * p] + xv.y * wf[r][4 * p + 1] + xv.z * wf[r][4 * p + 2] +
@@ -83,7 +82,7 @@ __device__ __forceinline__ void qf_fchunk(float (&acc)[R][TM], const unsigned ch
 #pragma unroll
 				for (int t = 0; t < TM; t++)
 					if (t < tn) {
-						float xv = xs[t * kcap + k];
+						float xv = xs[t * kcap + q_xsw(k)];
 #pragma unroll
 						for (int r = 0; r < R; r++)
 							acc[r][t] += xv * wf[r];
@@ -105,7 +104,7 @@ __device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned cha
 }
 
 /*
-** Stage rows t0..t0+tn of the GEMV input, values [k0, k0 + kc), as float into xs[t·kcap + i], each formed
+** Stage rows t0..t0+tn of the GEMV input, values [k0, k0 + kc), as float into xs[t·kcap + q_xsw(i)], each formed
 ** by pro (fused.cuh's GEMV_PRO_*), then the 16-value sums into xsum as q_stage does:
 **   NONE     x as it is;
 **   SWIGLU   silu(x)·u rounded to A, as k_swiglu stores it;
@@ -148,7 +147,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 				v[j] = to_f(a);
 			}
 		}
-		(void)q_put16(xs + 16 * i, v); /* the sums come after the whole-row norm below */
+		(void)q_put16(xs, 16 * i, v); /* the sums come after the whole-row norm below */
 	}
 	for (int e0 = threadIdx.x; tn > 1 && e0 < tn * kc; e0 += 8 * blockDim.x) {
 		float v[8];
@@ -177,7 +176,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 		for (int j = 0; j < 8; j++) {
 			int e = e0 + j * blockDim.x, t = e / kc;
 			if (e < tn * kc)
-				xs[t * kcap + (e - t * kc)] = v[j];
+				xs[t * kcap + q_xsw(e - t * kc)] = v[j];
 		}
 	}
 	__syncthreads();
@@ -186,28 +185,21 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 		for (int t = 0; t < tn; t++) {
 			float *xr = xs + t * kcap, ss = 0.0f;
 			for (int i = threadIdx.x; i < K; i += blockDim.x)
-				ss += xr[i] * xr[i];
+				ss += xr[q_xsw(i)] * xr[q_xsw(i)];
 			float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
 			for (int i = threadIdx.x; i < K; i += blockDim.x) {
-				float h = xr[i] * iv;
+				float h = xr[q_xsw(i)] * iv;
 				if (nw)
 					h *= to_f(nw[i]);
 				A a = from_f<A>(h);
 				if (hs && blockIdx.x == 0)
 					hs[(t0 + t) * K + i] = a;
-				xr[i] = to_f(a);
+				xr[q_xsw(i)] = to_f(a);
 			}
 		}
 		__syncthreads();
 	}
-	int n16 = kc >> 4, k16 = kcap >> 4;
-	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
-		int t = tn == 1 ? 0 : i / n16, r = i - t * n16;
-		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
-		float4 a = p[0], b = p[1], c = p[2], d = p[3];
-		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
-		                    ((d.x + d.y) + (d.z + d.w));
-	}
+	q_sums(xsum, xs, tn, kc, kcap);
 	__syncthreads();
 }
 

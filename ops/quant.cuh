@@ -12,11 +12,10 @@
 ** Decode GEMV (k_qgemv): the K axis is processed in units of 1024 values. In a unit each lane of a warp
 ** owns 32 values of one block (Q8_0: a whole block; K-quants: 8 lanes per block) as two runs of 16. A
 ** run's 16 quants are turned into floats with one byte permute each, by building the float's bits
-** directly: for the K-quants 1 + q/2^b (b = 4, 5, 6 bits), whose dot with x is 2^b·(S − X) with X the
-** run's sum of x (computed once per block while x is staged); for Q8_0 2^23 + (q + 128), less the
-** constant. So no int-to-float conversion (a quarter-rate instruction) is needed. x is staged as float
-** in shared memory (k_linear_gemv's layout); each lane reads its runs with float4 loads in an order
-** rotated per lane, so the 8 lanes of each quarter-warp hit 8 distinct bank quads.
+** directly: for the K-quants 1 + q/128, whose dot with x is 128·(S − X) with X the run's sum of x
+** (computed once per block while x is staged); for Q8_0 2^23 + (q + 128), less the constant. So no
+** int-to-float conversion (a quarter-rate instruction) is needed. x is staged as float in shared
+** memory, swizzled (q_xsw) so that each quarter-warp's float4 loads hit 8 distinct bank quads.
 **
 ** Every lane keeps R rows (R weight rows read against the same x values, so each x load serves R rows)
 ** and the block splits K between WPR warps (an in-block split-K for short, wide matrices), summed in
@@ -43,12 +42,20 @@ template <int QT> __device__ __forceinline__ long long q_stride(long long K)
 	return (K / QGeo<QT>::BLCK * QGeo<QT>::BYTES + 15) & ~15LL;
 }
 
-/* IEEE half bits to float, exactly (kernels.cuh's to_f). */
+/* IEEE half bits (a block's scale) to float: the hardware's exact widening, one cvt (to_f's special
+** forming of inf and NaN payloads is not needed for a scale: any inf or NaN scale gives a NaN or inf
+** result either way). */
 __device__ __forceinline__ float q_h2f(unsigned bits)
 {
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	float f;
+	asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)(bits & 0xffffu)));
+	return f;
+#else
 	f16 h;
 	h.x = (unsigned short)(bits & 0xffffu);
 	return to_f(h);
+#endif
 }
 
 /* ---- loads ---- */
@@ -117,17 +124,23 @@ __device__ __forceinline__ void q_words16(const QU16 &u, const unsigned char *p,
 	q_align<8, 4>(t, (int)((unsigned long long)p & 15), out);
 }
 
-/* Rotate 4 words left by r (0..3): out[w] = in[(w + r) & 3], with static indices. */
-__device__ __forceinline__ void q_rot4(unsigned (&v)[4], int r)
+/*
+** The staged x layout. Value k of a staged row lives at q_xsw(k): bits 2..4 of k (its float4 within a
+** 32-value group) are XORed with a key taken from bits 5..7 (q_xkey). Every reader's quarter-warp then
+** hits 8 distinct bank quads with float4 loads: the K-quant lanes (runs at 64p + 32i + 16(c%2), Q6_K at
+** 128h + 32k + 16(c%2)), Q8_0's (a block each, runs at 32c + 16i) and the float members' (consecutive
+** float4s), without rotating any lane's weights. The key depends only on bits the XOR leaves alone, so
+** q_xsw is its own inverse and keeps every float4 whole.
+*/
+__device__ __forceinline__ int q_xkey(int k)
 {
-	if (r & 2) {
-		unsigned a = v[0], b = v[1];
-		v[0] = v[2], v[1] = v[3], v[2] = a, v[3] = b;
-	}
-	if (r & 1) {
-		unsigned a = v[0];
-		v[0] = v[1], v[1] = v[2], v[2] = v[3], v[3] = a;
-	}
+	int t = k >> 5;
+	return ((t ^ t >> 1) & 1) | ((t ^ t >> 2) & 1) << 1 | (t >> 2 & 1) << 2;
+}
+
+__device__ __forceinline__ int q_xsw(int k)
+{
+	return k ^ q_xkey(k) << 2;
 }
 
 /* Scale and min of sub-block j of a Q4_K/Q5_K block whose first 16 bytes are h (scales at 4..15):
@@ -217,88 +230,78 @@ __device__ __forceinline__ void q_load(QRaw<14> &r, const unsigned char *row, lo
 
 /*
 ** Decode the lane's two runs. Each run gets its words prepared so that __byte_perm can make float j of
-** word w in one instruction (q_run), rotated by the lane's rot; off[i] is the run's first value within
-** the block. The Q8_0 runs are swapped on lanes with bit 2 set (rot = lane % 4 alone would give only
-** 4 distinct bank quads for the 8 lanes of a quarter-warp, all runs starting at a multiple of 32).
+** word w in one instruction (q_run): the K-quants put the quant's byte 0x80 | q (q < 128) in the float's
+** third byte under 0x3F, the float 1 + q/128, so one LOP3 (Q4_K's low nibbles) or a shift and a LOP3
+** prepares 4 values. Run i's first value within the block is q_off.
 */
 __device__ __forceinline__ void q_decode(const QRaw<8> &r, const unsigned char *row, long long bi, int lane,
-                                         QRun (&run)[2], int (&off)[2], int &rot)
+                                         QRun (&run)[2])
 {
+	(void)lane;
 	const unsigned char *blk = row + bi * 34;
 	unsigned t[12] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w, r.c.x, r.c.y, r.c.z, r.c.w};
 	unsigned q[8];
 	q_align<12, 8>(t, (int)((unsigned long long)(blk + 2) & 15), q);
 	float d = q_h2f(q_whalf(r.dw, blk));
-	int sw = (lane >> 2) & 1;
-	rot = lane & 3;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 #pragma unroll
 		for (int w = 0; w < 4; w++)
-			run[i].v[w] = (sw ? q[4 * (1 - i) + w] : q[4 * i + w]) ^ 0x80808080u;
-		q_rot4(run[i].v, rot);
+			run[i].v[w] = q[4 * i + w] ^ 0x80808080u;
 		run[i].a = d;
 		run[i].b = 0.0f;
-		off[i] = 16 * (sw ? 1 - i : i);
 	}
 }
 
 /* Q4_K: lane c = lane & 7 holds qs bytes 16c..16c+15, i.e. l in [l0, l0 + 16) (l0 = 16(c%2)) of
-** sub-blocks j0 = 2p (low nibbles) and j1 = 2p + 1 (high nibbles), p = c/2. A prepared byte is
-** 0x80 | q << 3: with 0x3F above it, the float 1 + q/16. */
+** sub-blocks j0 = 2p (low nibbles) and j1 = 2p + 1 (high nibbles), p = c/2. */
 __device__ __forceinline__ void q_decode(const QRaw<12> &r, const unsigned char *row, long long bi, int lane,
-                                         QRun (&run)[2], int (&off)[2], int &rot)
+                                         QRun (&run)[2])
 {
 	(void)row, (void)bi;
-	int c = lane & 7, p = c >> 1, l0 = 16 * (c & 1);
+	int p = (lane & 7) >> 1;
 	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
 	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
-	rot = p;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		int sc, m;
 		q_scale_min(r.h, 2 * p + i, sc, m);
 #pragma unroll
 		for (int w = 0; w < 4; w++)
-			run[i].v[w] = (i ? (q[w] >> 1) & 0x78787878u : (q[w] & 0x0F0F0F0Fu) << 3) | 0x80808080u;
-		q_rot4(run[i].v, rot);
-		float a = 16.0f * (d * (float)sc);
+			run[i].v[w] = ((i ? q[w] >> 4 : q[w]) & 0x0F0F0F0Fu) | 0x80808080u;
+		float a = 128.0f * (d * (float)sc);
 		run[i].a = a;
 		run[i].b = -(a + dmin * (float)m);
-		off[i] = 64 * p + 32 * i + l0;
 	}
 }
 
-/* Q5_K: as Q4_K with the fifth bit j of qh[l]; prepared byte 0x80 | q << 2 (float 1 + q/32). */
+/* Q5_K: as Q4_K with the fifth bit j of qh[l] (qh bytes 16(c%2)..+15, the lane's l). */
 __device__ __forceinline__ void q_decode(const QRaw<13> &r, const unsigned char *row, long long bi, int lane,
-                                         QRun (&run)[2], int (&off)[2], int &rot)
+                                         QRun (&run)[2])
 {
 	(void)row, (void)bi;
-	int c = lane & 7, p = c >> 1, l0 = 16 * (c & 1);
+	int p = (lane & 7) >> 1;
 	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
 	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
-	rot = p;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		int j = 2 * p + i, sc, m;
 		q_scale_min(r.h, j, sc, m);
 #pragma unroll
 		for (int w = 0; w < 4; w++) {
-			unsigned lo = i ? (q[w] >> 2) & 0x3C3C3C3Cu : (q[w] & 0x0F0F0F0Fu) << 2;
-			run[i].v[w] = lo | ((qh[w] >> j) & 0x01010101u) << 6 | 0x80808080u;
+			unsigned lo = (i ? q[w] >> 4 : q[w]) & 0x0F0F0F0Fu;
+			run[i].v[w] = lo | ((qh[w] >> j) & 0x01010101u) << 4 | 0x80808080u;
 		}
-		q_rot4(run[i].v, rot);
-		float a = 32.0f * (d * (float)sc);
+		float a = 128.0f * (d * (float)sc);
 		run[i].a = a;
 		run[i].b = -(a + dmin * (float)m);
-		off[i] = 64 * p + 32 * i + l0;
 	}
 }
 
-/* Q6_K: q = ql nibble | qh bits << 4 (0..63), value d·sc·(q − 32); prepared byte 0x80 | q << 1 (float
-** 1 + q/64), so the run's dot is d·sc·(64(S − X) − 32X). */
+/* Q6_K: q = ql nibble | qh bits << 4 (0..63), value d·sc·(q − 32); with the float 1 + q/128 the run's
+** dot is d·sc·(128(S − X) − 32X). */
 __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char *row, long long bi, int lane,
-                                         QRun (&run)[2], int (&off)[2], int &rot)
+                                         QRun (&run)[2])
 {
 	const unsigned char *blk = row + bi * 210;
 	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
@@ -308,31 +311,39 @@ __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char 
 	q_words16(r.qh, pl, qh); /* same alignment: the two offsets differ by a multiple of 16 */
 	float d = q_h2f(q_whalf(r.dw, blk + 208));
 	int s[2] = {(int)(signed char)q_wbyte(r.s0, sc), (int)(signed char)q_wbyte(r.s1, sc + 4)};
-	rot = c >> 1;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		int k = kq + 2 * i;
 #pragma unroll
 		for (int w = 0; w < 4; w++) {
-			unsigned lo = i ? (ql[w] >> 3) & 0x1E1E1E1Eu : (ql[w] & 0x0F0F0F0Fu) << 1;
-			run[i].v[w] = lo | ((qh[w] >> (2 * k)) & 0x03030303u) << 5 | 0x80808080u;
+			unsigned lo = (i ? ql[w] >> 4 : ql[w]) & 0x0F0F0F0Fu;
+			run[i].v[w] = lo | ((qh[w] >> (2 * k)) & 0x03030303u) << 4 | 0x80808080u;
 		}
-		q_rot4(run[i].v, rot);
 		float ds = d * (float)s[i];
-		run[i].a = 64.0f * ds;
-		run[i].b = -96.0f * ds;
-		off[i] = 128 * h + 32 * k + l0;
+		run[i].a = 128.0f * ds;
+		run[i].b = -160.0f * ds;
 	}
 }
 
+/* The first value of the lane's run i within its block (Q8_0: its own block; K-quants: see q_decode). */
+template <int QT> __device__ __forceinline__ int q_off(int lane, int i)
+{
+	int c = lane & 7;
+	if (QT == 8)
+		return 16 * i;
+	if (QT == 14)
+		return 128 * (c >> 2) + 32 * (((c >> 1) & 1) + 2 * i) + 16 * (c & 1);
+	return 64 * (c >> 1) + 32 * i + 16 * (c & 1);
+}
+
 /*
-** acc[r][t] += run r's 16 weights · x for t < tn. x values of the run start at xr (row stride kcap
-** floats); X (the run's x sum) at xsr (row stride kcap/16). Word w of a rotated run holds x's float4
-** (w + rot) % 4. Q8 prepared bytes make 2^23 + q + 128; the others 1 + q/2^b (see q_decode).
+** acc[r][t] += run r's 16 weights · x for t < tn. The run's x values are at xr (row stride kcap floats),
+** its float4 w at xr + 4·(w ^ sw) (q_xsw's swizzle); X (the run's x sum) at xsr (row stride kcap/16).
+** Q8 prepared bytes make 2^23 + q + 128; the others 1 + q/128 (see q_decode).
 */
 template <bool Q8, int R, int TM>
 __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&run)[R], const float *xr,
-                                      const float *xsr, int kcap, int tn, int rot)
+                                      const float *xsr, int kcap, int tn, int sw)
 {
 	float wf[R][16];
 #pragma unroll
@@ -355,7 +366,7 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 				s[r] = 0.0f;
 #pragma unroll
 			for (int w = 0; w < 4; w++) {
-				float4 xv = *(const float4 *)(xr + t * kcap + 4 * ((w + rot) & 3));
+				float4 xv = *(const float4 *)(xr + t * kcap + 4 * (w ^ sw));
 #pragma unroll
 				for (int r = 0; r < R; r++) { /* one FMA a value */
 					s[r] = fmaf(xv.x, wf[r][4 * w], s[r]);
@@ -374,8 +385,9 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 
 /*
 ** The dot products of R rows with the staged x chunk: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc)
-** for t < tn. x is staged as xs[t·kcap + i], its 16-value sums as xsum[t·kcap/16 + i/16]. This warp
-** takes units u0, u0 + ustep, ... of the chunk, UN at a time with all their loads issued first.
+** for t < tn. x is staged swizzled (q_xsw) in xs[t·kcap + ...], its 16-value sums as xsum[t·kcap/16 +
+** i/16]. This warp takes units u0, u0 + ustep, ... of the chunk, UN at a time with all their loads
+** issued first.
 */
 template <int QT, int R, int TM>
 __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
@@ -384,6 +396,16 @@ __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char
 	const int BL = QGeo<QT>::BLCK, UN = QGeo<QT>::UN;
 	int lane = threadIdx.x & 31, lb = q_lb<QT>(lane);
 	int nu = (kc + 1023) >> 10;
+	/* run i of this lane: logical offset off[i] in its block, swizzled base bo[i] and float4 key sw[i] */
+	int off[2], bo[2], sw[2];
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		off[i] = q_off<QT>(lane, i);
+		int s = q_xkey(lb * BL + off[i]);
+		bo[i] = off[i] ^ (s & 4) << 2;
+		sw[i] = s & 3;
+	}
+	unsigned kb0 = (unsigned)k0 / BL; /* the chunk's first block */
 	for (int u = u0; u < nu; u += UN * ustep) {
 		QRaw<QT> raw[UN][R];
 		int e[UN];
@@ -395,7 +417,7 @@ __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char
 			if (ok[h]) {
 #pragma unroll
 				for (int r = 0; r < R; r++)
-					q_load(raw[h][r], rows[r], (k0 + e[h]) / BL, lane);
+					q_load(raw[h][r], rows[r], kb0 + (unsigned)e[h] / BL, lane);
 			}
 		}
 #pragma unroll
@@ -403,18 +425,16 @@ __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char
 			if (!ok[h])
 				continue;
 			QRun run[R][2];
-			int off[2], rot = 0;
 #pragma unroll
 			for (int r = 0; r < R; r++)
-				q_decode(raw[h][r], rows[r], (k0 + e[h]) / BL, lane, run[r], off, rot);
+				q_decode(raw[h][r], rows[r], kb0 + (unsigned)e[h] / BL, lane, run[r]);
 #pragma unroll
 			for (int i = 0; i < 2; i++) {
 				const QRun *rp[R];
 #pragma unroll
 				for (int r = 0; r < R; r++)
 					rp[r] = &run[r][i];
-				int o = e[h] + off[i];
-				q_run<QT == 8, R, TM>(acc, rp, xs + o, xsum + (o >> 4), kcap, tn, rot);
+				q_run<QT == 8, R, TM>(acc, rp, xs + e[h] + bo[i], xsum + ((e[h] + off[i]) >> 4), kcap, tn, sw[i]);
 			}
 		}
 	}
@@ -442,19 +462,35 @@ template <typename X> __device__ __forceinline__ void q_ld16v(float (&v)[16], co
 	}
 }
 
-/* 16 floats into xs at p (16-byte aligned), and their sum in q_stage's order. */
-__device__ __forceinline__ float q_put16(float *p, const float (&v)[16])
+/* The 16 values k..k+15 (k a multiple of 16) into a staged row xr, swizzled (q_xsw), and their sum in
+** q_stage's order. */
+__device__ __forceinline__ float q_put16(float *xr, int k, const float (&v)[16])
 {
 #pragma unroll
 	for (int q = 0; q < 4; q++)
-		((float4 *)p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+		*(float4 *)(xr + q_xsw(k + 4 * q)) = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
 	return ((v[0] + v[1]) + (v[2] + v[3])) + ((v[4] + v[5]) + (v[6] + v[7])) + ((v[8] + v[9]) + (v[10] + v[11])) +
 	       ((v[12] + v[13]) + (v[14] + v[15]));
 }
 
+/* The 16-value sums of the staged rows (tn rows of kc values, swizzled) into xsum[t·kcap/16 + i/16], each
+** in q_put16's order. */
+__device__ __forceinline__ void q_sums(float *xsum, const float *xs, int tn, int kc, int kcap)
+{
+	int n16 = kc >> 4, k16 = kcap >> 4;
+	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
+		int t = tn == 1 ? 0 : i / n16, r = i - t * n16;
+		const float *xr = xs + t * kcap;
+		float4 a = *(const float4 *)(xr + q_xsw(16 * r)), b = *(const float4 *)(xr + q_xsw(16 * r + 4)),
+		       c = *(const float4 *)(xr + q_xsw(16 * r + 8)), d = *(const float4 *)(xr + q_xsw(16 * r + 12));
+		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
+		                    ((d.x + d.y) + (d.z + d.w));
+	}
+}
+
 /*
 ** Stage rows t0..t0+tn of x (or swiglu(x, u) rounded to A, as the SwiGLU kernel would store it), values
-** [k0, k0 + kc), as float into xs[t·kcap + i], then each 16-value sum into xsum[t·kcap/16 + i/16]. kc is
+** [k0, k0 + kc), as float into xs[t·kcap + q_xsw(i)], then each 16-value sum into xsum[t·kcap/16 + i/16]. kc is
 ** a multiple of 16. A decode step (tn = 1) takes its own path: each thread stages 16 values at a time
 ** with 16-byte loads and sums them at once (one pass, one barrier, no index division). Every thread of
 ** the block must call it (it synchronises).
@@ -476,7 +512,7 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 				for (int j = 0; j < 16; j++)
 					v[j] = to_f(from_f<A>(v[j] / (1.0f + expf(-v[j])) * w[j]));
 			}
-			xsum[i] = q_put16(xs + 16 * i, v);
+			xsum[i] = q_put16(xs, 16 * i, v);
 		}
 		__syncthreads();
 		return;
@@ -500,18 +536,11 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 		for (int j = 0; j < 8; j++) {
 			int e = e0 + j * blockDim.x, t = e / kc;
 			if (e < tn * kc)
-				xs[t * kcap + (e - t * kc)] = v[j];
+				xs[t * kcap + q_xsw(e - t * kc)] = v[j];
 		}
 	}
 	__syncthreads();
-	int n16 = kc >> 4, k16 = kcap >> 4;
-	for (int i = threadIdx.x; i < tn * n16; i += blockDim.x) {
-		int t = i / n16, r = i - t * n16;
-		const float4 *p = (const float4 *)(xs + t * kcap + 16 * r);
-		float4 a = p[0], b = p[1], c = p[2], d = p[3];
-		xsum[t * k16 + r] = ((a.x + a.y) + (a.z + a.w)) + ((b.x + b.y) + (b.z + b.w)) + ((c.x + c.y) + (c.z + c.w)) +
-		                    ((d.x + d.y) + (d.z + d.w));
-	}
+	q_sums(xsum, xs, tn, kc, kcap);
 	__syncthreads();
 }
 
