@@ -143,16 +143,33 @@ __device__ __forceinline__ int q_xsw(int k)
 	return k ^ q_xkey(k) << 2;
 }
 
-/* Scale and min of sub-block j of a Q4_K/Q5_K block whose first 16 bytes are h (scales at 4..15):
-** sub-blocks 0..3 keep 6 bits at bytes 4 + j and 8 + j; 4..7 take 4 bits from byte 8 + j and the top
-** two of bytes j - 4 and j. Without branches: the lanes of a warp hold different j, and a branch on
-** j < 4 would run both sides. */
-__device__ __forceinline__ void q_scale_min(const uint4 &h, int j, int &sc, int &m)
+/* (a & b) | c in one LOP3: with two constant operands the compiler emits two. */
+__device__ __forceinline__ unsigned q_andor(unsigned a, unsigned b, unsigned c)
 {
-	int s = 8 * (j & 3);
-	unsigned yb = (h.y >> s) & 0xffu, zb = (h.z >> s) & 0xffu, wb = (h.w >> s) & 0xffu;
-	sc = (int)(j < 4 ? yb & 63u : (wb & 15u) | (yb >> 6) << 4);
-	m = (int)(j < 4 ? zb & 63u : (wb >> 4) | (zb >> 6) << 4);
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+#else
+	return (a & b) | c;
+#endif
+}
+
+/*
+** Scales and mins of the sub-block pair 2p, 2p + 1 of a Q4_K/Q5_K block whose first 16 bytes are h
+** (scales at 4..15), as bytes: byte 0 for 2p, byte 1 for 2p + 1. Sub-blocks
+** 0..3 keep 6 bits at bytes 4 + j and 8 + j; 4..7 take 4 bits from byte 8 + j and the top two of bytes
+** j - 4 and j. Both forms are made and one selected (no branch: a warp's lanes hold both halves).
+*/
+__device__ __forceinline__ void q_scale_min2(const uint4 &h, int p, unsigned &sc, unsigned &m)
+{
+	int s = 16 * (p & 1);
+	unsigned y = h.y >> s, z = h.z >> s, w = h.w >> s;
+	unsigned sc6 = y & 0x3F3Fu, m6 = z & 0x3F3Fu;
+	unsigned sc4 = q_andor(w, 0x0F0Fu, (y >> 2) & 0x3030u);
+	unsigned m4 = q_andor(w >> 4, 0x0F0Fu, (z >> 2) & 0x3030u);
+	sc = p < 2 ? sc6 : sc4;
+	m = p < 2 ? m6 : m4;
 }
 
 /* ---- one lane's share of a 1024-value unit: raw loads, then two runs of 16 values ---- */
@@ -260,18 +277,18 @@ __device__ __forceinline__ void q_decode(const QRaw<12> &r, const unsigned char 
 {
 	(void)row, (void)bi;
 	int p = (lane & 7) >> 1;
-	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
-	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+	float d = 128.0f * q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
+	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, sc, m;
+	q_scale_min2(r.h, p, sc, m);
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		int sc, m;
-		q_scale_min(r.h, 2 * p + i, sc, m);
 #pragma unroll
 		for (int w = 0; w < 4; w++)
-			run[i].v[w] = ((i ? q[w] >> 4 : q[w]) & 0x0F0F0F0Fu) | 0x80808080u;
-		float a = 128.0f * (d * (float)sc);
+			run[i].v[w] = q_andor(i ? q[w] >> 4 : q[w], 0x0F0F0F0Fu, 0x80808080u);
+		/* 128·d·sc and dmin·m from the floats 1 + v/128, each rounded once as a product would be */
+		float a = d * (float)(sc >> 8 * i & 0xffu);
 		run[i].a = a;
-		run[i].b = -(a + dmin * (float)m);
+		run[i].b = -(a + dmin * (float)(m >> 8 * i & 0xffu));
 	}
 }
 
@@ -281,20 +298,22 @@ __device__ __forceinline__ void q_decode(const QRaw<13> &r, const unsigned char 
 {
 	(void)row, (void)bi;
 	int p = (lane & 7) >> 1;
-	float d = q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
-	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
+	float d = 128.0f * q_h2f(r.h.x), dmin = q_h2f(r.h.x >> 16);
+	unsigned q[4] = {r.q.x, r.q.y, r.q.z, r.q.w}, qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w}, sc, m;
+	q_scale_min2(r.h, p, sc, m);
+#pragma unroll
+	for (int w = 0; w < 4; w++)
+		qh[w] >>= 2 * p; /* bit i of each byte: the fifth bit of sub-block 2p + i */
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
-		int j = 2 * p + i, sc, m;
-		q_scale_min(r.h, j, sc, m);
 #pragma unroll
 		for (int w = 0; w < 4; w++) {
-			unsigned lo = (i ? q[w] >> 4 : q[w]) & 0x0F0F0F0Fu;
-			run[i].v[w] = lo | ((qh[w] >> j) & 0x01010101u) << 4 | 0x80808080u;
+			unsigned b5 = q_andor(qh[w] << (4 - i), 0x10101010u, 0x80808080u);
+			run[i].v[w] = q_andor(i ? q[w] >> 4 : q[w], 0x0F0F0F0Fu, b5);
 		}
-		float a = 128.0f * (d * (float)sc);
+		float a = d * (float)(sc >> 8 * i & 0xffu);
 		run[i].a = a;
-		run[i].b = -(a + dmin * (float)m);
+		run[i].b = -(a + dmin * (float)(m >> 8 * i & 0xffu));
 	}
 }
 
@@ -312,12 +331,14 @@ __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char 
 	float d = q_h2f(q_whalf(r.dw, blk + 208));
 	int s[2] = {(int)(signed char)q_wbyte(r.s0, sc), (int)(signed char)q_wbyte(r.s1, sc + 4)};
 #pragma unroll
+	for (int w = 0; w < 4; w++)
+		qh[w] >>= 2 * kq; /* bits 4i, 4i + 1 of each byte: the top two of k = kq + 2i */
+#pragma unroll
 	for (int i = 0; i < 2; i++) {
-		int k = kq + 2 * i;
 #pragma unroll
 		for (int w = 0; w < 4; w++) {
-			unsigned lo = (i ? ql[w] >> 4 : ql[w]) & 0x0F0F0F0Fu;
-			run[i].v[w] = lo | ((qh[w] >> (2 * k)) & 0x03030303u) << 4 | 0x80808080u;
+			unsigned top = q_andor(i ? qh[w] : qh[w] << 4, 0x30303030u, 0x80808080u);
+			run[i].v[w] = q_andor(i ? ql[w] >> 4 : ql[w], 0x0F0F0F0Fu, top);
 		}
 		float ds = d * (float)s[i];
 		run[i].a = 128.0f * ds;
