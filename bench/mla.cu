@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(256) g_split(bf16 *y, float *pacc, float *pml,
                                                const bf16 *cache, const int *pos, const int *sel, int nsel, int H,
                                                int Dk, int Dv, float scale, const int *seq, int S)
 {
-	k_mla_split<bf16, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, scale, seq, S);
+	/* the selection lists its visible rows first, as glmc tells the kernel for an indexer's */
+	k_mla_split<bf16, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, 1, H, Dk, Dv, scale, seq, S);
 }
 
 template <bool TB>
@@ -205,7 +206,7 @@ static void attention(const char *name, int H, int ctx, int nsel, double bw)
 		else
 			g_split<1><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, 0.0625f, sq, S);
 	});
-	int nr = std::min(NS, std::max(1, ((nsel ? nsel : ctx) + 15) / 16));
+	int nr = std::min(NS, std::max(1, (n + 15) / 16));
 	snprintf(what, sizeof what, "%s k_mla_split (%d of %d blocks)", name, nr * HG, NS * HG);
 	row(what, us, bytes, bw);
 	CK(cudaFree(cache)), CK(cudaFree(q)), CK(cudaFree(y)), CK(cudaFree(pacc)), CK(cudaFree(pml)), CK(cudaFree(done));

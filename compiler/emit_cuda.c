@@ -687,10 +687,12 @@ static void emit_mla_split(Em *e, int id)
 	w_scratch(&w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(&w, T, sz_const(NS * H * 2), "float", 4);
 	w_zero(&w, T, sz_const(HG), "int", 4);
 	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	/* an indexer's selection lists its visible rows first (k_indexer_select), so the kernel deals out
+	** only those; any other selection is taken in any order */
 	if (sel >= 0)
-		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]), w_int(&w, g->node[sel].op == OP_INDEXER);
 	else
-		w_null(&w), w_int(&w, 0);
+		w_null(&w), w_int(&w, 0), w_int(&w, 0);
 	w_int(&w, H), w_int(&w, n->ia[1]), w_int(&w, Dv), w_float(&w, n->fa[0]);
 	w_seq(&w, g, cache);
 	w.L.grid[0] = sz_const(NS), w.L.grid[1] = sz_const(HG), w.L.grid[2] = T;

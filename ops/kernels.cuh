@@ -1946,6 +1946,10 @@ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 ** Why: k_mla runs one block per (head, token), H/tp blocks on a decode step, each walking the whole
 ** context; here a step has up to NS·ceil(H/HB) blocks, and each cache row read serves HB heads. The
 ** merge rides in the same launch (the last block of each group does it), so splitting costs no launch.
+** With vfirst a selection row holds its visible entries first (as k_indexer_select writes it), so only
+** the first min(nsel, pos[t] + 1) are dealt out: a 200-row context with a 2048-entry selection then
+** takes 13 ranges of 16 rather than every range with 128 mostly invisible entries (bench/mla: 14.5 µs
+** at GLM-5's shape; the decode step's mla node 41 -> 37 µs with its absorb, NOTES entry 15).
 ** Dealing candidates out round-robin rather than in contiguous ranges spreads a DSA selection's visible
 ** entries, which come first (a short context lists rows 0..pos, then -1s), over every range.
 ** The block's q rows are staged in shared memory as float. Candidates go in passes of 32: warp w scores
@@ -1960,7 +1964,8 @@ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 */
 template <typename A, int HB>
 __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos,
-                            const int *sel, int nsel, int H, int Dk, int Dv, float scale, const int *seq, int S)
+                            const int *sel, int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq,
+                            int S)
 {
 	const int RP = 4, CH = 32, NV = RP * HB; /* rows per warp and per pass; dot products per warp */
 	__shared__ __align__(16) float qs[HB * 1024];
@@ -1969,7 +1974,9 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	__shared__ int rows[CH];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
 	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, t = blockIdx.z;
-	int p = pos[t], n = sel ? nsel : p + 1, nr = mla_split_ranges(n, NS);
+	/* vfirst: the selection lists its visible rows first (k_indexer_select's: rows 0..pos then -1s, or
+	** nsel rows all <= pos), so only the first min(nsel, pos + 1) entries can be visible */
+	int p = pos[t], n = sel ? (vfirst && nsel > p + 1 ? p + 1 : nsel) : p + 1, nr = mla_split_ranges(n, NS);
 	if (x >= nr) /* uniform per block: this range does not exist for this token */
 		return;
 	int cnt = n > x ? (n - x + nr - 1) / nr : 0; /* this range's candidates */
@@ -2181,10 +2188,12 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 ** s <= pos[t], else -inf. total is the score rows' length: the key cache's capacity S, or the number
 ** of rows the step ends with, pos[T-1] + 1 (k_indexer_select ranks only those, as ref_indexer, either
 ** way). Token t reads the S key rows of slot seq[t]. grid (ceil(total/8), T), block 256.
-** One warp per score: the lanes hold the key row (D <= 256 in registers; longer rows re-read the
-** rest), and each head's dot product ends in a shuffle sum. Accumulation is in float in the
-** reference's order (dot, · scale, relu, · w, summed over h), where the reference uses double and
-** rounds the sum once: a score may differ from ref_indexer's in its last bits. Exact zeros (every head's
+** One warp per score: lane l takes heads l, l + 32, ... whole (each dot product in index order, the
+** key row read by all lanes at once), and one shuffle sum ends the score. (A warp summing each head's
+** dot product across its lanes took 32 dependent shuffle sums a score: ~33 µs a GLM-5 decode layer at
+** a 200-row context, with the selection.) Accumulation is in float in the reference's order (dot,
+** · scale, relu, · w, summed over h), where the reference uses double and rounds the sum once: a
+** score may differ from ref_indexer's in its last bits. Exact zeros (every head's
 ** relu 0) and exactly representable cases agree bit for bit.
 */
 template <typename A>
@@ -2202,29 +2211,34 @@ __device__ void k_indexer_scores(float *score, const A *q, const A *w, const A *
 		return;
 	}
 	const A *kr = kcache + ((long long)seq[t] * S + s) * D;
-	float kv[8];
-#pragma unroll
-	for (int r = 0; r < 8; r++) {
-		int i = lane + 32 * r;
-		kv[r] = i < D ? to_f(kr[i]) : 0.0f;
-	}
 	const A *qt = q + (long long)t * H * D;
 	const A *wt = w + (long long)t * H;
+	const int VEC = 16 / (int)sizeof(A);
+	bool vec = D % VEC == 0 && (((unsigned long long)q | (unsigned long long)kcache) & 15) == 0;
 	float acc = 0.0f;
-	for (int h = 0; h < H; h++) {
+	for (int h = lane; h < H; h += 32) { /* lane h: head h's whole dot product (the key row is broadcast) */
 		const A *qh = qt + (long long)h * D;
 		float d = 0.0f;
+		if (vec) {
+			for (int i = 0; i < D; i += VEC) {
+				union {
+					uint4 u;
+					A e[VEC];
+				} a, b;
+				a.u = *(const uint4 *)(qh + i);
+				b.u = *(const uint4 *)(kr + i);
 #pragma unroll
-		for (int r = 0; r < 8; r++) {
-			int i = lane + 32 * r;
-			if (i < D)
-				d += to_f(qh[i]) * kv[r];
+				for (int j = 0; j < VEC; j++)
+					d += to_f(a.e[j]) * to_f(b.e[j]);
+			}
+		} else {
+			for (int i = 0; i < D; i++)
+				d += to_f(qh[i]) * to_f(kr[i]);
 		}
-		for (int i = lane + 256; i < D; i += 32)
-			d += to_f(qh[i]) * to_f(kr[i]);
-		d = warp_sum(d) * scale;
+		d *= scale;
 		acc += to_f(wt[h]) * (d > 0.0f ? d : 0.0f);
 	}
+	acc = warp_sum(acc);
 	if (lane == 0)
 		*out = acc;
 }
@@ -2390,7 +2404,8 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 ** written in the order the selection leaves them, any index > pos[t] mapped to -1.
 ** scratch holds 2*total ints per query: the pairs as two arrays, the values' bits in the first total
 ** and the indices in the second (comparisons then read one array only). A is unused (kept so the
-** emitter instantiates every template alike). grid (T), block 32; only thread 0 works.
+** emitter instantiates every template alike). grid (T), block 32; only thread 0 selects (all write an
+** every-row list).
 **
 ** Cost: sequential on one thread. The introselect visits about 2-3·m slots (one dependent global
 ** load each, mostly L1 hits), so on the order of 0.1 µs per key row: ~0.5 ms at 4k keys, tens of ms
@@ -2400,17 +2415,17 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 template <typename A>
 __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk)
 {
-	if (threadIdx.x != 0)
-		return;
 	int t = blockIdx.x, n = pos[t] + 1, m = pos[gridDim.x - 1] + 1;
 	m = m > n ? m : n; /* positions are increasing; never rank fewer rows than are visible */
 	m = m < total ? m : total;
 	int *out = sel + (long long)t * topk;
-	if (n <= topk) {
-		for (int j = 0; j < topk; j++)
+	if (n <= topk) { /* every row: the block's threads write the list */
+		for (int j = threadIdx.x; j < topk; j += blockDim.x)
 			out[j] = j < n ? j : -1;
 		return;
 	}
+	if (threadIdx.x != 0)
+		return;
 	const float *x = score + (long long)t * total;
 	TkPairs q;
 	q.v = (float *)(scratch + (long long)t * 2 * total);

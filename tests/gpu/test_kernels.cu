@@ -1290,9 +1290,9 @@ __global__ void __launch_bounds__(128) g_mla(A *y, const A *q, const A *cache, c
 template <typename A, int HB>
 __global__ void __launch_bounds__(256)
 	g_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos, const int *sel,
-		    int nsel, int H, int Dk, int Dv, float scale, const int *seq, int S)
+		    int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S)
 {
-	k_mla_split<A, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, scale, seq, S);
+	k_mla_split<A, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S);
 }
 
 template <typename A>
@@ -1442,13 +1442,16 @@ template <typename T> static T *filled(size_t n, int b)
 ** fails. With nsel > 0 each token lists nsel entries: distinct rows up to pos + 2, two far out of range
 ** (S + 5 and 2^30), -1 for the rest, at least one visible, in random order; token `blind` (if >= 0)
 ** lists only invisible entries and must come out all NaN (the output then starts finite: 0x7F bytes).
+** With vfirst the rows are listed as k_indexer_select lists them (rows 0..pos then -1s when nsel > pos,
+** else nsel distinct rows <= pos in random order) and the kernel is told so (it deals out only the first
+** min(nsel, pos + 1) entries); `blind` is not used with it.
 ** NS, HB = 0 take glmc's geometry; NS > 0 forces that many ranges (1: one block walks the whole context
 ** in passes of 32 rows), HB > 0 that many heads per block. The kernel runs twice on the same done
 ** counters, which must start and end at zero: the second run must give the same result.
 */
 template <typename A>
 static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vector<int> pos, int nsel, float scale,
-			   int NS = 0, int HB = 0, int blind = -1)
+			   int NS = 0, int HB = 0, int blind = -1, int vfirst = 0)
 {
 	int T = (int)seq.size(), hb0, ns0, slots = 0, S = 0;
 	mla_split_geometry(H, hb0, ns0);
@@ -1467,7 +1470,17 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 		std::copy(r.begin(), r.end(), cf.begin() + (size_t)sl * S * Dk);
 	}
 	std::vector<int> sel;
-	for (int t = 0; t < T && nsel > 0; t++) {
+	for (int t = 0; t < T && nsel > 0 && vfirst; t++) {
+		std::vector<int> row(nsel, -1), cand;
+		for (int s = 0; s <= pos[t]; s++)
+			cand.push_back(s);
+		if (pos[t] + 1 > nsel)
+			shuffle(cand);
+		for (int i = 0; i < nsel && i <= pos[t]; i++)
+			row[i] = cand[i];
+		sel.insert(sel.end(), row.begin(), row.end());
+	}
+	for (int t = 0; t < T && nsel > 0 && !vfirst; t++) {
 		std::vector<int> cand, row(nsel, -1);
 		for (int s = 0; s <= pos[t] + 2; s++)
 			cand.push_back(s);
@@ -1497,6 +1510,8 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 	A *dq = upload(q), *dc = upload(to_type<A>(cf));
 	std::string cfg = fmt("A=%s H=%d (%d per block, %d ranges) Dk=%d Dv=%d scale=%g T=%d", tname<A>(), H, HB, NS, Dk,
 			      Dv, scale, T);
+	if (vfirst)
+		cfg += ", visible first";
 	for (int t = 0; t < T; t++)
 		cfg += fmt("%s slot %d pos %d", t ? "," : ":", seq[t], pos[t]);
 	if (nsel)
@@ -1507,16 +1522,20 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 		dim3 grid(NS, HG, T);
 		switch (HB) {
 		case 1:
-			g_mla_split<A, 1><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			g_mla_split<A, 1><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
+			                                   scale, dseq, S);
 			break;
 		case 2:
-			g_mla_split<A, 2><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			g_mla_split<A, 2><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
+			                                   scale, dseq, S);
 			break;
 		case 4:
-			g_mla_split<A, 4><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			g_mla_split<A, 4><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
+			                                   scale, dseq, S);
 			break;
 		default:
-			g_mla_split<A, 8><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, H, Dk, Dv, scale, dseq, S);
+			g_mla_split<A, 8><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
+			                                   scale, dseq, S);
 			break;
 		}
 		CK_LAUNCH();
@@ -1558,6 +1577,11 @@ template <typename A> static void mla_split_suite()
 	test_mla_split<A>(8, 576, 512, {0}, {199}, 2048, 0.0625f);
 	test_mla_split<A>(8, 576, 512, {1, 0, 2}, {6, 199, 2999}, 40, 0.0625f);
 	test_mla_split<A>(5, 576, 512, {0, 1}, {30, 3}, 12, 0.0625f);
+	/* the indexer's selections (visible rows first): GLM-5 at contexts 200 and 3000, mixed steps */
+	test_mla_split<A>(64, 576, 512, {0}, {199}, 2048, 0.0625f, 0, 0, -1, 1);
+	test_mla_split<A>(64, 576, 512, {0}, {2999}, 2048, 0.0625f, 0, 0, -1, 1);
+	test_mla_split<A>(8, 576, 512, {1, 0, 2}, {6, 199, 2999}, 40, 0.0625f, 0, 0, -1, 1);
+	test_mla_split<A>(5, 576, 512, {0, 1}, {0, 3}, 12, 0.0625f, 0, 0, -1, 1);
 	/* heads 1..64 with glmc's choice, partial last groups */
 	for (int H : {1, 2, 3, 4, 5, 7, 11, 12, 13, 33, 63})
 		test_mla_split<A>(H, 576, 512, {0}, {150}, 0, 0.0625f);
