@@ -96,7 +96,7 @@ template <typename W> __global__ void __launch_bounds__(256) g_rand(W *d, long l
 static int q_wpr(long long N, long long K)
 {
 	int wpr = 1;
-	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 264 && (K + 1023) / 1024 >= 2 * wpr)
+	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 192 && (K + 1023) / 1024 >= 2 * wpr)
 		wpr *= 2;
 	return wpr;
 }

@@ -503,13 +503,14 @@ void emit_quant_explain(const Graph *g, FILE *f)
 ** block a group that each stage all of x again. */
 #define Q_GRID_CAP (3 * 132)
 
-/* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): enough blocks to give each of
-** the 132 SMs of an H200 two, as long as every warp keeps two 1024-value units of K. A first guess for
-** bench/gemv to confirm. */
+/* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about
+** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K. bench/gemv (NOTES entry
+** 15): with 256 blocks at WPR 1 (N = 4096) WPR 1 is faster than 2 (Q4_K 28.9% against 26.2% of the
+** bandwidth); with 128 (N = 2048) WPR 2 is. */
 static int q_wpr(int64_t N, int64_t K)
 {
 	int wpr = 1;
-	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 264 && (K + 1023) / 1024 >= 2 * wpr)
+	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 192 && (K + 1023) / 1024 >= 2 * wpr)
 		wpr *= 2;
 	return wpr;
 }
