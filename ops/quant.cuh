@@ -157,9 +157,10 @@ __device__ __forceinline__ unsigned q_andor(unsigned a, unsigned b, unsigned c)
 
 /*
 ** Scales and mins of the sub-block pair 2p, 2p + 1 of a Q4_K/Q5_K block whose first 16 bytes are h
-** (scales at 4..15), as bytes: byte 0 for 2p, byte 1 for 2p + 1. Sub-blocks
-** 0..3 keep 6 bits at bytes 4 + j and 8 + j; 4..7 take 4 bits from byte 8 + j and the top two of bytes
-** j - 4 and j. Both forms are made and one selected (no branch: a warp's lanes hold both halves).
+** (scales at 4..15), as bytes: byte 0 for 2p, byte 1 for 2p + 1. Sub-blocks 0..3 keep 6 bits at bytes
+** 4 + j and 8 + j; 4..7 take 4 bits from byte 8 + j and the top two of bytes j - 4 and j. Both forms are
+** made and one selected (no branch: a warp's lanes hold both halves). Why pairs: a lane's two runs are
+** sub-blocks 2p and 2p + 1, whose bytes are neighbours, so one shift serves both.
 */
 __device__ __forceinline__ void q_scale_min2(const uint4 &h, int p, unsigned &sc, unsigned &m)
 {
@@ -285,7 +286,7 @@ __device__ __forceinline__ void q_decode(const QRaw<12> &r, const unsigned char 
 #pragma unroll
 		for (int w = 0; w < 4; w++)
 			run[i].v[w] = q_andor(i ? q[w] >> 4 : q[w], 0x0F0F0F0Fu, 0x80808080u);
-		/* 128·d·sc and dmin·m from the floats 1 + v/128, each rounded once as a product would be */
+		/* 128·d·sc (d carries the 128: the same rounding as 128·(d·sc)) and dmin·m */
 		float a = d * (float)(sc >> 8 * i & 0xffu);
 		run[i].a = a;
 		run[i].b = -(a + dmin * (float)(m >> 8 * i & 0xffu));
