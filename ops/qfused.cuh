@@ -265,7 +265,7 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 		bool vec = (((unsigned long long)w | (unsigned long long)stride) & 15) == 0;
 		int n0 = bm * rpb + rg * R;
 		const unsigned char *rows[R];
-	#pragma unroll
+#pragma unroll
 		for (int i = 0; i < R; i++)
 			rows[i] = w + (long long)(n0 + i < Nm ? n0 + i : 0) * stride; /* rows past N_m read row 0, unused */
 		for (int t0 = 0; t0 < T; t0 += TM) {
@@ -279,9 +279,9 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 						inv[t] = iv; /* read after qf_stage's first barrier */
 				}
 			float acc[R][TM];
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < R; i++)
-	#pragma unroll
+#pragma unroll
 				for (int t = 0; t < TM; t++)
 					acc[i][t] = 0.0f;
 			for (int k0 = 0; k0 < K; k0 += kcap) {
@@ -300,9 +300,9 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 				else if (d3 && qt == Q3)
 					qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			}
-	#pragma unroll
+#pragma unroll
 			for (int i = 0; i < R; i++)
-	#pragma unroll
+#pragma unroll
 				for (int t = 0; t < TM; t++)
 					if (t < tn)
 						acc[i][t] = warp_sum(acc[i][t]);
@@ -320,18 +320,18 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 			};
 			if (P == 1) {
 				if (lane == 0)
-	#pragma unroll
+#pragma unroll
 					for (int i = 0; i < R; i++)
-	#pragma unroll
+#pragma unroll
 						for (int t = 0; t < TM; t++)
 							if (t < tn && n0 + i < Nm)
 								store(n0 + i, t, acc[i][t]);
 				continue;
 			}
 			if (lane == 0)
-	#pragma unroll
+#pragma unroll
 				for (int i = 0; i < R; i++)
-	#pragma unroll
+#pragma unroll
 					for (int t = 0; t < TM; t++)
 						red[warp][i][t] = acc[i][t];
 			__syncthreads();
