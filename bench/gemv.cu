@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <functional>
 #include <type_traits>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,12 @@ __global__ void __launch_bounds__(256, 3) g_qgemv(A *y, const A *x, const unsign
 	k_qgemv<A, QT, 2, WPR, 1, false, false>(y, x, nullptr, w, nullptr, T, K, N);
 }
 
+template <typename A, int WPR, int D, int MINB>
+__global__ void __launch_bounds__(256, MINB) g_qmma(A *y, const A *x, const unsigned char *w, int K, int N)
+{
+	k_qgemv_mma<A, WPR, D, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
+}
+
 template <int QT>
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st, long long K)
 {
@@ -123,6 +130,15 @@ static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStrea
 	int nrg = (N + 16 / WPR - 1) / (16 / WPR); /* capped as emit_cuda.c's Q_GRID_CAP */
 	g_qgemv<A, QT, WPR><<<K <= 8192 && nrg > 3 * 132 ? 3 * 132 : nrg, 256, 0, s>>>((A *)y, (const A *)x,
 	                                                                               (const unsigned char *)w, 1, K, N);
+}
+
+/* The tensor-core Q4_K path (k_qgemv_mma): 16 rows a warp, 8/WPR row groups a block, capped as run_q. */
+template <typename A, int WPR, int D = 2, int MINB = 3>
+static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
+{
+	int nrg = (N + 128 / WPR - 1) / (128 / WPR);
+	g_qmma<A, WPR, D, MINB><<<K <= 8192 && nrg > MINB * 132 ? MINB * 132 : nrg, 256, 0, s>>>(
+		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
 static size_t l2_bytes;
@@ -179,6 +195,10 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"f16", 1, run_plain<A, f16>, {}},
 		{"Q8_0", 8, nullptr, {run_q<A, 8, 1>, run_q<A, 8, 2>, run_q<A, 8, 4>, run_q<A, 8, 8>}},
 		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
+		{"Q4mma", 12, nullptr, {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>}},
+		{"Q4m3", 12, nullptr, {run_qm<A, 1, 3>, run_qm<A, 2, 3>, run_qm<A, 4, 3>, run_qm<A, 8, 3>}},
+		{"Q4m3b2", 12, nullptr, {run_qm<A, 1, 3, 2>, run_qm<A, 2, 3, 2>, run_qm<A, 4, 3, 2>, run_qm<A, 8, 3, 2>}},
+		{"Q4m4b2", 12, nullptr, {run_qm<A, 1, 4, 2>, run_qm<A, 2, 4, 2>, run_qm<A, 4, 4, 2>, run_qm<A, 8, 4, 2>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
 	};
@@ -214,6 +234,47 @@ static void fill(int qt, unsigned char *w, size_t bytes, int copies, long long N
 	CK(cudaDeviceSynchronize());
 }
 
+/* rel-L2 of the tensor-core Q4_K path against k_qgemv (q_wpr's split) on random x, each WPR. */
+template <typename A> static void check_mma(const unsigned char *w, long long N, long long K)
+{
+	A *x, *y;
+	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
+	CK(cudaMalloc(&y, sizeof(A) * (size_t)N * 5));
+	g_rand<A><<<(unsigned)(K / 256 + 1), 256>>>(x, K, 64);
+	Launch ref[4] = {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>};
+	Launch mm[4] = {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>};
+	int pick = q_wpr(N, K), pi = pick == 1 ? 0 : pick == 2 ? 1 : pick == 4 ? 2 : 3;
+	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)N * 5)); /* poison: NaN in every type */
+	ref[pi](y, x, w, (int)K, (int)N, 0);
+	for (int i = 0; i < 4; i++)
+		mm[i](y + (size_t)N * (i + 1), x, w, (int)K, (int)N, 0);
+	CK(cudaDeviceSynchronize());
+	std::vector<A> h((size_t)N * 5);
+	CK(cudaMemcpy(h.data(), y, sizeof(A) * h.size(), cudaMemcpyDeviceToHost));
+	auto hf = [&](size_t i) {
+		float f;
+		if (sizeof(A) == 4)
+			memcpy(&f, &h[i], 4);
+		else {
+			unsigned u = (unsigned)((unsigned short *)h.data())[i] << 16;
+			memcpy(&f, &u, 4);
+		}
+		return (double)f;
+	};
+	printf("check %6lldx%-6lld rel-L2 vs k_qgemv:", N, K);
+	for (int i = 0; i < 4; i++) {
+		double e = 0, r = 0;
+		for (long long n = 0; n < N; n++) {
+			double a = hf((size_t)N * (i + 1) + n), b = hf(n);
+			e += (a - b) * (a - b), r += b * b;
+		}
+		printf(" WPR%d %.2e", 1 << i, r > 0 ? sqrt(e / r) : -1.0);
+	}
+	printf("\n");
+	CK(cudaFree(x));
+	CK(cudaFree(y));
+}
+
 template <typename A> static void run(const char *only, double bw)
 {
 	static const long long shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {6144, 2048},
@@ -241,6 +302,8 @@ template <typename A> static void run(const char *only, double bw)
 			CK(cudaMalloc(&y, sizeof(A) * (size_t)N));
 			CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
 			fill(k.qt, w, bytes, copies, N, K);
+			if (!strcmp(k.name, "Q4mma"))
+				check_mma<A>(w, N, K);
 			int pick = q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
 				double us = time_kernel(k.plain ? k.plain : k.q[i], y, x, w, bytes, copies, (int)K, (int)N);

@@ -243,6 +243,9 @@ static int pdl_self_wait(const char *tmpl)
 ** and registers otherwise would not (up to 126 a thread gives two; ncu, bench/NOTES.md entry 14). */
 static const char *q_min_blocks(const char *tmpl, int block)
 {
+	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
+	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14)))
+		return ", 2"; /* its three blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
 	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? ", 3" : "";
 }
 
@@ -515,6 +518,19 @@ static int q_wpr(int64_t N, int64_t K)
 	return wpr;
 }
 
+/* The tensor-core Q4_K GEMV's grid cap (k_qgemv_mma, two blocks an SM) and its K split: warps per row
+** group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp keeps two
+** 256-value blocks of K (bench/gemv, NOTES entry 16). */
+#define QM_GRID_CAP (2 * 132)
+
+static int qm_wpr(int64_t N, int64_t K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 128 / wpr - 1) / (128 / wpr) < 192 && K / 256 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
+}
+
 /* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
 ** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
 ** float linear in emit_node. */
@@ -555,6 +571,15 @@ static int emit_qlinear(Em *e, int id)
 			w_null(&w);
 		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 		w.L.tmin = lo, w.L.tmax = hi;
+		if (tm == 1 && qt == QT_Q4_K) { /* one token over Q4_K: the tensor-core kernel */
+			wpr = qm_wpr(N, K);
+			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
+			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
+			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, 3, %s, %s>", A, wpr, bool_s(bias >= 0 && !swiglu),
+			         bool_s(swiglu));
+			w_finish(e, &w, t);
+			continue;
+		}
 		int64_t nrg = (N + 16 / wpr - 1) / (16 / wpr);
 		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > Q_GRID_CAP ? Q_GRID_CAP : nrg);
 		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
@@ -613,8 +638,13 @@ static int emit_qmoe(Em *e, int id)
 	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 	w_buf(&w, g, ga, 0, "unsigned char"), w_buf(&w, g, up, 0, "unsigned char");
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-	w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
-	snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
+	if (e->wq[ga] == QT_Q4_K && e->wq[up] == QT_Q4_K) { /* the tensor-core kernel: 64 f a block */
+		w.L.grid[0] = sz_const((Fd + 63) / 64), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
+	} else {
+		w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
+	}
 	w_finish(e, &w, t);
 	w_start(&w, id);
 	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
@@ -1254,11 +1284,28 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
 	for (int m = 0; m < f->nm; m++)
 		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
+	int allq4 = 1;
+	for (int m = 0; m < f->nm; m++)
+		allq4 &= qt[m] == QT_Q4_K;
 	for (int tm = 1; tm <= 8; tm += 7) {
 		if (tm == 8 && f->tmax < 2)
 			continue;
 		int split[FK_MAXM];
 		int64_t nb = 0;
+		if (tm == 1 && allq4) { /* one token, every member Q4_K: the tensor-core kernel */
+			int wpr = qm_wpr(Ntot, K);
+			for (int m = 0; m < FK_MAXM; m++)
+				split[m] = wpr;
+			for (int m = 0; m < f->nm; m++)
+				nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 128 / wpr - 1) / (128 / wpr);
+			w_start(&w, f->host);
+			gemv_args(e, &w, f, "unsigned char", split, &epi);
+			w.L.tmin = w.L.tmax = 1;
+			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
+			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %s, %d, %d>", A, NW, f->pro, epi);
+			w_finish(e, &w, t);
+			continue;
+		}
 		gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
 		for (int m = 0; m < f->nm; m++)
 			nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);

@@ -385,6 +385,120 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 }
 
 /*
+** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
+** group whose members are all Q4_K, on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
+** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
+** hi/lo units (qm_restage). Member m's rows go to blocks of 128/P_m rows (member 0's blocks first); warp
+** w serves 16 rows and the blocks b ≡ w % P_m of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
+** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
+*/
+template <typename A, typename NW, int PRO, int EPI>
+__device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                                  const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
+                                  const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K,
+                                  int N0, int N1, int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi,
+                                  float eps, float s0, float s1, float s2, float s3)
+{
+	const int D = 2;
+	pro = PRO, epi = EPI;
+	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
+	__shared__ __align__(128) uint4 zu[24];
+	__shared__ float xsum[512];
+	__shared__ float red[8][16];
+	__shared__ float inv[8];
+	float *xs = (float *)xs4;
+	const uint4 *xu = (const uint4 *)xs4;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+	if (threadIdx.x < 24)
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+	bool act = (g >> 1) == c;
+	int boff = qm_boff(lane);
+	int nb0 = (N0 + 128 / P0 - 1) / (128 / P0), nb1 = (N1 + 128 / P1 - 1) / (128 / P1);
+	int nb2 = (N2 + 128 / P2 - 1) / (128 / P2), nb3 = (N3 + 128 / P3 - 1) / (128 / P3);
+	int nbt = nb0 + nb1 + nb2 + nb3;
+	long long stride = q_stride<12>(K);
+	bool single = T == 1 && K <= 8192, staged = false, whole = K <= 8192;
+	for (int b = blockIdx.x; b < nbt; b += gridDim.x) { /* uniform per block */
+		int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3;
+		int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
+		int P = m == 0 ? P0 : m == 1 ? P1 : m == 2 ? P2 : P3, rpb = 128 / P, rg = warp / P, kp = warp % P;
+		int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+		const unsigned char *w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+		const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+		A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+		float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+		bool scaled = ((epi >> m) & 1) != 0, res = (epi & GEMV_EPI_RES) && m == 0;
+		int n0 = bm * rpb + rg * 16;
+		bool on = n0 < Nm; /* uniform per warp */
+		const unsigned char *row0 = w + (long long)(n0 + g < Nm ? n0 + g : 0) * stride;
+		const unsigned char *row1 = w + (long long)(n0 + g + 8 < Nm ? n0 + g + 8 : 0) * stride;
+		for (int t = 0; t < T; t++) {
+			if (pro == GEMV_PRO_RMSNORM && !whole) {
+				float iv = gemv_row_inv_rms(x + (long long)t * K, K, eps);
+				if (threadIdx.x == 0)
+					inv[0] = iv; /* read after qf_stage's first barrier */
+			}
+			float acc[2] = {0.0f, 0.0f};
+			for (int k0 = 0; k0 < K; k0 += 8192) {
+				int kc = K - k0 < 8192 ? K - k0 : 8192, nbk = kc >> 8;
+				unsigned kb0 = (unsigned)k0 >> 8;
+				if (!(single && staged)) {
+					qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
+					qm_restage(xs, xsum, kc);
+				}
+				staged = true;
+				/* the ring's first loads after the staging: live across the prologue they make it spill */
+				QmRaw12 rr[D];
+				qm_preload12<D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
+				if (on)
+					qm_run12<D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
+			}
+#pragma unroll
+			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */
+				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+			}
+			/* row n: the linear's result s rounded to A, then the member's epilogue */
+			auto store = [&](int n, float s) {
+				if (bias)
+					s += to_f(bias[n]);
+				float lin = to_f(from_f<A>(s));
+				long long at = (long long)t * Nm + n;
+				if (scaled)
+					lin = sc * lin;
+				else if (res)
+					lin = to_f(r[at]) + lin;
+				y[at] = from_f<A>(lin);
+			};
+			if (P == 1) { /* uniform per block */
+				if (c == 0)
+#pragma unroll
+					for (int i = 0; i < 2; i++)
+						if (n0 + g + 8 * i < Nm)
+							store(n0 + g + 8 * i, acc[i]);
+				continue;
+			}
+			if (c == 0)
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					red[warp][g + 8 * i] = acc[i];
+			__syncthreads();
+			int j = threadIdx.x; /* thread j < rpb finishes row j of the block: the sum over its group's P warps */
+			if (j < rpb) {
+				int grp = j >> 4, n = bm * rpb + j;
+				if (n < Nm) {
+					float s = 0.0f;
+					for (int q = 0; q < P; q++)
+						s += red[grp * P + q][j & 15];
+					store(n, s);
+				}
+			}
+			__syncthreads(); /* red is rewritten by the next pass, which may not stage x again */
+		}
+	}
+}
+
+/*
 ** The end of a MoE layer for the decode step (k_moe_down_fused's contract) with the routed experts' down
 ** projections down [E, C, F] of type QD and the shared expert's sdown [C, Fs] of type QS (either may be
 ** blocks or floats): for token t = blockIdx.y, rows c of blockIdx.x·16 + 2·warp + {0, 1},

@@ -659,6 +659,338 @@ __device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, co
 	}
 }
 
+/*
+** ---- The one-token Q4_K GEMV on the tensor cores (k_qgemv_mma) ----
+**
+** Why: the FMA path (q_run) spends a byte permute and an FMA on every value, plus its scale and x
+** bookkeeping: ~4.7 instructions a value, past what the schedulers issue at the memory's rate. Here one
+** mma.sync m16n8k16 (bf16 in, f32 accumulate) does 8 of a lane's products, and a quant word's 8 nibbles
+** become bf16 operands in 8 instructions (qm_nib: each q as the bf16 (16 + q)/2, exact).
+**
+** Lane geometry (the mma's): lane = 4g + c. A warp serves 16 rows; lane (g, c) reads rows g and g + 8
+** (A's rows) and, of every block, the quant bytes 32c..32c+31, i.e. pair c: sub-blocks 2c (low
+** nibbles) and 2c + 1 (high). B is block-diagonal: column 2c + piece holds x's piece (hi or lo) at lane
+** c's positions only, so C[row][2c + piece] is the dot of lane (row, c)'s own values: each lane's
+** partial sums stay its own and one scale applies to each (an mma mixes no lanes' sub-blocks).
+** x as hi + lo (hi = bf16(x), lo = bf16(x − hi)) carries 16 significant bits; the products are exact
+** and accumulate in f32. The offset: Σ(16 + q)/2·x = (Σq·x + 16·X)/2, X the sub-block's sum of the staged
+** (hi + lo) values (f32).
+*/
+
+/* Staged x for the mma path: 4 values a 16-byte unit [hi0 hi2 hi1 hi3 | lo0 lo2 lo1 lo3] (the pairs
+** B's registers take), unit q at qm_unit(q): two padding units every 16, so the four lanes c of an mma
+** (units 16c apart) read different banks. A 256-value block takes 72 units (1152 bytes). */
+__device__ __forceinline__ int qm_unit(int q)
+{
+	return q + 2 * (q >> 4);
+}
+
+/* Two floats as a bf16 pair (a in the low half), each rounded to nearest even (one cvt on the device). */
+__device__ __forceinline__ unsigned qm_bf2(float a, float b)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(b), "f"(a));
+	return d;
+#else
+	return (unsigned)from_f<bf16>(a).x | (unsigned)from_f<bf16>(b).x << 16;
+#endif
+}
+
+/* The 32 values of group i (values 32i..32i+31 of the chunk) as hi/lo units into xu, and the sum of the
+** staged values (hi + lo, exact in f32) into xs32[i]: the offset's share of the products then cancels
+** exactly against it, and only q·(x − hi − lo) is lost. */
+__device__ __forceinline__ void qm_put32(uint4 *xu, float *xs32, int i, const float (&v)[32])
+{
+	float s = 0.0f;
+#pragma unroll
+	for (int q = 0; q < 8; q++) {
+		float a = v[4 * q], b = v[4 * q + 1], c = v[4 * q + 2], d = v[4 * q + 3];
+		unsigned h02 = qm_bf2(a, c), h13 = qm_bf2(b, d); /* hi; lo = the rest, rounded */
+		float ha = __uint_as_float(h02 << 16), hc = __uint_as_float(h02 & 0xffff0000u);
+		float hb = __uint_as_float(h13 << 16), hd = __uint_as_float(h13 & 0xffff0000u);
+		unsigned l02 = qm_bf2(a - ha, c - hc), l13 = qm_bf2(b - hb, d - hd);
+		s += ((ha + __uint_as_float(l02 << 16)) + (hb + __uint_as_float(l13 << 16))) +
+		     ((hc + __uint_as_float(l02 & 0xffff0000u)) + (hd + __uint_as_float(l13 & 0xffff0000u)));
+		xu[qm_unit(8 * i + q)] = make_uint4(h02, h13, l02, l13);
+	}
+	xs32[i] = s;
+}
+
+/*
+** Stage values [k0, k0 + kc) of x (or swiglu(x, u) rounded to A) as hi/lo units into xu and each
+** 32-value sum into xs32 (kc a multiple of 256). A thread takes 32 values at a time. Every thread of the
+** block must call it (it synchronises).
+*/
+template <typename A, typename X, bool SWIGLU>
+__device__ __forceinline__ void qm_stage(uint4 *xu, float *xs32, const X *x, const X *u, long long k0, int kc)
+{
+	__syncthreads(); /* every warp is done with the previous chunk */
+	for (int i = threadIdx.x; i < (kc >> 5); i += blockDim.x) {
+		float v[32];
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float t[16];
+			q_ld16v(t, x + k0 + 32 * i + 16 * h);
+			if (SWIGLU) {
+				float m[16];
+				q_ld16v(m, u + k0 + 32 * i + 16 * h);
+#pragma unroll
+				for (int j = 0; j < 16; j++)
+					t[j] = to_f(from_f<A>(t[j] / (1.0f + expf(-t[j])) * m[j]));
+			}
+#pragma unroll
+			for (int j = 0; j < 16; j++)
+				v[16 * h + j] = t[j];
+		}
+		qm_put32(xu, xs32, i, v);
+	}
+	__syncthreads();
+}
+
+/* A chunk of kc <= 32·blockDim.x values staged as floats (q_stage's swizzled layout, ops/qfused.cuh's
+** qf_stage with its prologues) restaged in place as hi/lo units, its 32-value sums into xs32: every
+** thread reads its group, then all write (xs must hold the units' 1152 bytes a 256-value block). Every
+** thread of the block must call it. */
+__device__ __forceinline__ void qm_restage(float *xs, float *xs32, int kc)
+{
+	int i = threadIdx.x;
+	float v[32];
+	if (i < (kc >> 5))
+#pragma unroll
+		for (int q = 0; q < 8; q++) {
+			float4 f = *(const float4 *)(xs + q_xsw(32 * i + 4 * q));
+			v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+		}
+	__syncthreads();
+	if (i < (kc >> 5))
+		qm_put32((uint4 *)xs, xs32, i, v);
+	__syncthreads();
+}
+
+/* c += A·B for one m16n8k16 bf16 fragment set (the PTX register layout); the CPU stand-in gathers
+** the fragments with shuffles and sums in f32. */
+__device__ __forceinline__ void qm_mma(float (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                       unsigned b1)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+	    "{%0,%1,%2,%3};"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+	int lane = threadIdx.x & 31, g = lane >> 2, cc = lane & 3;
+	float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	for (int q = 0; q < 4; q++) { /* the lanes (g, q) and (n, q) hold A's and B's k = 2q.., 2q + 8.. */
+		unsigned ra[4] = {__shfl_sync(0xffffffffu, a0, 4 * g + q), __shfl_sync(0xffffffffu, a1, 4 * g + q),
+		                  __shfl_sync(0xffffffffu, a2, 4 * g + q), __shfl_sync(0xffffffffu, a3, 4 * g + q)};
+		unsigned rb[2][2];
+		for (int n = 0; n < 2; n++) {
+			rb[n][0] = __shfl_sync(0xffffffffu, b0, 4 * (2 * cc + n) + q);
+			rb[n][1] = __shfl_sync(0xffffffffu, b1, 4 * (2 * cc + n) + q);
+		}
+		for (int n = 0; n < 2; n++)
+			for (int r = 0; r < 2; r++) /* row g: a0a1 (k 2q, 2q+1), a4a5 = ra[2]; row g + 8: ra[1], ra[3] */
+				for (int h = 0; h < 2; h++) {
+					unsigned aw = ra[r + 2 * h], bw = rb[n][h];
+					for (int e = 0; e < 2; e++) {
+						bf16 av = {(unsigned short)(aw >> 16 * e)}, bv = {(unsigned short)(bw >> 16 * e)};
+						s[2 * r + n] += to_f(av) * to_f(bv);
+					}
+				}
+	}
+	for (int i = 0; i < 4; i++)
+		c[i] += s[i];
+#endif
+}
+
+/*
+** 4 bf16 pairs from a Q4_K quant word's nibbles (bytes 0, 2 and 1, 3; low then high nibbles): each q as
+** mantissa bits 3..6 under the exponent of 8, the bf16 8 + q/2 = (16 + q)/2, exact. Why not 128 + q
+** (mantissa bits 0..3, one instruction less): the tensor core's f32 sums are then dominated by the
+** offset, and the error of Σq·x grows with it (2.3e-5 against the FMA kernel instead of a few 1e-6).
+*/
+__device__ __forceinline__ void qm_nib(unsigned w, unsigned (&o)[4])
+{
+	o[0] = q_andor(w << 3, 0x00780078u, 0x41004100u);
+	o[1] = q_andor(w >> 5, 0x00780078u, 0x41004100u);
+	o[2] = q_andor(w >> 1, 0x00780078u, 0x41004100u);
+	o[3] = q_andor(w >> 9, 0x00780078u, 0x41004100u);
+}
+
+/* What a lane loads of one Q4_K block of its two rows: the heads (d, dmin, scales) and its 32 quant bytes. */
+struct QmRaw12 {
+	uint4 h[2], q[2][2];
+};
+
+__device__ __forceinline__ void qm_load12(QmRaw12 &r, const unsigned char *row0, const unsigned char *row1,
+                                          unsigned blk, int c)
+{
+	const unsigned char *p[2] = {row0 + blk * 144ull, row1 + blk * 144ull};
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		r.h[i] = q_ld16(p[i]);
+		r.q[i][0] = q_ld16(p[i] + 16 + 32 * c);
+		r.q[i][1] = q_ld16(p[i] + 32 + 32 * c);
+	}
+}
+
+/* acc[i] += lane (g, c)'s part of row i (g, g + 8) · x for one block: xp is the lane's staged units of
+** the block (or the zero units, for a lane that holds no B column), X its two sub-block sums. */
+__device__ __forceinline__ void qm_block12(float (&acc)[2], const QmRaw12 &r, const char *xp, float2 X, int c)
+{
+	float cl[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ch[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const uint4 &u0 = r.q[0][j >> 2], &u1 = r.q[1][j >> 2];
+		unsigned w0 = (j & 3) == 0 ? u0.x : (j & 3) == 1 ? u0.y : (j & 3) == 2 ? u0.z : u0.w;
+		unsigned w1 = (j & 3) == 0 ? u1.x : (j & 3) == 1 ? u1.y : (j & 3) == 2 ? u1.z : u1.w;
+		unsigned o0[4], o1[4];
+		qm_nib(w0, o0);
+		qm_nib(w1, o1);
+		uint2 bl = *(const uint2 *)(xp + 16 * j), bh = *(const uint2 *)(xp + 128 + 16 * j);
+		qm_mma(cl, o0[0], o1[0], o0[1], o1[1], bl.x, bl.y);
+		qm_mma(ch, o0[2], o1[2], o0[3], o1[3], bh.x, bh.y);
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		unsigned sc, m;
+		q_scale_min2(r.h[i], c, sc, m);
+		float d = q_h2f(r.h[i].x), dmin = q_h2f(r.h[i].x >> 16);
+		/* Σq·x = 2C − 16X: a = 2·d·sc multiplies C, b = 8a + dmin·m the sub-block's x sum */
+		float al = 2.0f * d * (float)(sc & 0xffu), ah = 2.0f * d * (float)(sc >> 8 & 0xffu);
+		float bl = 8.0f * al + dmin * (float)(m & 0xffu), bh = 8.0f * ah + dmin * (float)(m >> 8 & 0xffu);
+		acc[i] += al * (cl[2 * i] + cl[2 * i + 1]) + ah * (ch[2 * i] + ch[2 * i + 1]) - (bl * X.x + bh * X.y);
+	}
+}
+
+/* The first D − 1 loads of the ring (blocks kp, kp + kstep, ... of the chunk) of a warp that has rows. */
+template <int D>
+__device__ __forceinline__ void qm_preload12(QmRaw12 (&r)[D], bool on, const unsigned char *row0,
+                                             const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep, int c)
+{
+#pragma unroll
+	for (int i = 0; i + 1 < D; i++)
+		if (on && kp + i * kstep < nb)
+			qm_load12(r[i], row0, row1, kb0 + kp + i * kstep, c);
+}
+
+/* acc += the lane's part of rows g, g + 8 · x over blocks kp, kp + kstep, ... < nb of the staged chunk
+** (first block kb0 of the rows), D blocks' loads in flight (the ring preloaded by qm_preload12). The lane
+** reads its B pieces at boff in the block's units (xu), or at boff in the zero units (zu) when it holds
+** no B column (act false). */
+template <int D>
+__device__ __forceinline__ void qm_run12(float (&acc)[2], QmRaw12 (&r)[D], const unsigned char *row0,
+                                         const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep,
+                                         const uint4 *xu, const float *xs32, const uint4 *zu, int boff, bool act, int c)
+{
+	for (int b = kp; b < nb; b += D * kstep) {
+#pragma unroll
+		for (int i = 0; i < D; i++) {
+			int bi = b + i * kstep, bl = bi + (D - 1) * kstep;
+			if (bi >= nb)
+				break;
+			if (bl < nb)
+				qm_load12(r[(i + D - 1) % D], row0, row1, kb0 + bl, c);
+			const char *xp = act ? (const char *)xu + 1152 * bi + boff : (const char *)zu + boff;
+			qm_block12(acc, r[i], xp, *(const float2 *)(xs32 + 8 * bi + 2 * c), c);
+		}
+	}
+}
+
+/* Lane (g, c)'s B offset: column g holds the pieces of lane g/2's positions (unit 18c of a block, the hi
+** or lo half), or reads zeros (16 bytes into the zero units: banks no active lane of the mma uses). */
+__device__ __forceinline__ int qm_boff(int lane)
+{
+	int g = lane >> 2, c = lane & 3;
+	return (g >> 1) == c ? 16 * 18 * c + 8 * (g & 1) : 16 + 8 * (g & 1);
+}
+
+/*
+** Decode GEMV over Q4_K weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
+** it for T = 1; more rows are served one after another), K a multiple of 256. block 256: the block's
+** row groups are 16 rows (one warp's) × 8/WPR; warp w serves group w / WPR and the blocks b ≡ w % WPR of
+** each staged chunk (8192 values), with D blocks' loads in flight (the first D − 1 issued before x is
+** staged). Blocks loop over row groups as k_qgemv's do, staging x once when T = 1 and K fits one chunk.
+** SWIGLU stages swiglu(x, u) rounded to A.
+*/
+template <typename A, int WPR, int D, bool HAS_BIAS, bool SWIGLU>
+__device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
+{
+	__shared__ __align__(128) uint4 xu[32 * 72];
+	__shared__ __align__(128) uint4 zu[24];
+	__shared__ float xs32[256];
+	__shared__ float red[8][16];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, rg = warp / WPR,
+	    kp = warp % WPR;
+	const int RPB = 16 * (8 / WPR);
+	int nrg = (N + RPB - 1) / RPB;
+	long long stride = q_stride<12>(K);
+	if (threadIdx.x < 24)
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+	bool act = (g >> 1) == c; /* lane (g, c) holds B column g: lane g/2's pieces, or zeros */
+	int boff = qm_boff(lane);
+	bool single = T == 1 && K <= 8192, staged = false;
+	for (int bx = blockIdx.x; bx < nrg; bx += gridDim.x) { /* uniform per block */
+		int n0 = bx * RPB + rg * 16;
+		bool on = n0 < N; /* uniform per warp */
+		const unsigned char *row0 = w + (long long)(n0 + g < N ? n0 + g : 0) * stride;
+		const unsigned char *row1 = w + (long long)(n0 + g + 8 < N ? n0 + g + 8 : 0) * stride;
+		for (int t = 0; t < T; t++) {
+			float acc[2] = {0.0f, 0.0f};
+			for (int k0 = 0; k0 < K; k0 += 8192) {
+				int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
+				unsigned kb0 = (unsigned)k0 >> 8;
+				QmRaw12 r[D]; /* a ring of D blocks' loads, the first issued before x is staged */
+				qm_preload12<D>(r, on, row0, row1, kb0, nb, kp, WPR, c);
+				if (!(single && staged))
+					qm_stage<A, A, SWIGLU>(xu, xs32, x + (long long)t * K, SWIGLU ? u + (long long)t * K : u, k0, kc);
+				staged = true;
+				if (on)
+					qm_run12<D>(acc, r, row0, row1, kb0, nb, kp, WPR, xu, xs32, zu, boff, act, c);
+			}
+#pragma unroll
+			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */
+				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+			}
+			A *yt = y + (long long)t * N;
+			if (WPR == 1) {
+				if (c == 0)
+#pragma unroll
+					for (int i = 0; i < 2; i++) {
+						int n = n0 + g + 8 * i;
+						if (n < N) {
+							float s = acc[i];
+							if (HAS_BIAS)
+								s += to_f(bias[n]);
+							yt[n] = from_f<A>(s);
+						}
+					}
+				continue;
+			}
+			if (c == 0)
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					red[warp][g + 8 * i] = acc[i];
+			__syncthreads();
+			int i = threadIdx.x; /* thread i < RPB finishes row i: the sum over its group's WPR warps */
+			if (i < RPB) {
+				int grp = i >> 4, n = bx * RPB + i;
+				if (n < N) {
+					float s = 0.0f;
+					for (int k = 0; k < WPR; k++)
+						s += red[grp * WPR + k][i & 15];
+					if (HAS_BIAS)
+						s += to_f(bias[n]);
+					yt[n] = from_f<A>(s);
+				}
+			}
+			__syncthreads(); /* red is rewritten by the next pass (which may not stage x again) */
+		}
+	}
+}
+
 /* Exact dequantization of value k of a row (bit for bit ops/quant.c): each float operation rounded
 ** explicitly, in ggml's order. */
 template <int QT> __device__ __forceinline__ float q_elem(const unsigned char *row, long long k);
@@ -847,6 +1179,55 @@ __device__ void k_qmoe_up(float *hid, const A *x, const int *idx, const unsigned
 	au = warp_sum(au);
 	if (lane == 0)
 		hr[f] = ag / (1.0f + expf(-ag)) * au;
+}
+
+/*
+** k_qmoe_up's contract for Q4_K gate and up on the tensor cores (k_qgemv_mma's lane geometry): grid
+** (ceil(F/64), k, T), block 256; warp w serves f = blockIdx.x·64 + 8w + g for g < 8, A's rows g the
+** chosen expert's gate rows and g + 8 its up rows, so lane (g, 0) ends with both dots of its f. Each
+** warp reads whole rows (K = C), three blocks' loads in flight.
+*/
+template <typename A>
+__device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
+                              int C, int F, int k)
+{
+	const int D = 3;
+	__shared__ __align__(128) uint4 xu[32 * 72];
+	__shared__ __align__(128) uint4 zu[24];
+	__shared__ float xs32[256];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+	int j = blockIdx.y, t = blockIdx.z, f0 = blockIdx.x * 64 + 8 * warp, f = f0 + g;
+	long long slot = (long long)t * k + j;
+	int ex = idx[slot];
+	float *hr = hid + slot * F;
+	if (ex < 0) { /* uniform per block */
+		if (c == 0 && f < F)
+			hr[f] = 0.0f;
+		return;
+	}
+	if (threadIdx.x < 24)
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+	bool act = (g >> 1) == c, on = f0 < F; /* on: uniform per warp */
+	int boff = qm_boff(lane);
+	long long stride = q_stride<12>(C), row = (long long)ex * F + (f < F ? f : 0);
+	const unsigned char *row0 = gate + row * stride, *row1 = up + row * stride;
+	float acc[2] = {0.0f, 0.0f};
+	for (int k0 = 0; k0 < C; k0 += 8192) {
+		int kc = C - k0 < 8192 ? C - k0 : 8192, nb = kc >> 8;
+		unsigned kb0 = (unsigned)k0 >> 8;
+		QmRaw12 r[D];
+		qm_preload12<D>(r, on, row0, row1, kb0, nb, 0, 1, c);
+		qm_stage<A, A, false>(xu, xs32, x + (long long)t * C, (const A *)0, k0, kc);
+		if (on)
+			qm_run12<D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs32, zu, boff, act, c);
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+	}
+	if (c == 0 && f < F)
+		hr[f] = acc[0] / (1.0f + expf(-acc[0])) * acc[1];
 }
 
 /*

@@ -185,6 +185,13 @@ __global__ void __launch_bounds__(256) g_qgemv(A *y, const A *x, const A *u, con
 	k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y, x, u, w, b, T, K, N);
 }
 
+template <typename A, int WPR, bool HB, bool SW>
+__global__ void __launch_bounds__(256, 2) g_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *b,
+                                                      int T, int K, int N)
+{
+	k_qgemv_mma<A, WPR, 3, HB, SW>(y, x, u, w, b, T, K, N);
+}
+
 template <typename A, int QT, bool HB>
 __global__ void __launch_bounds__(256) g_qgemm(A *y, const A *x, const unsigned char *w, const A *b, int T, int K, int N)
 {
@@ -210,6 +217,13 @@ __global__ void __launch_bounds__(256) g_qmoe_up(float *h, const A *x, const int
 	k_qmoe_up<A, QG, QU>(h, x, idx, g, u, C, F, k);
 }
 
+template <typename A>
+__global__ void __launch_bounds__(256, 2) g_qmoe_up_mma(float *h, const A *x, const int *idx, const unsigned char *g,
+                                                        const unsigned char *u, int C, int F, int k)
+{
+	k_qmoe_up_mma<A>(h, x, idx, g, u, C, F, k);
+}
+
 template <typename A, int QD>
 __global__ void __launch_bounds__(256) g_qmoe_down(A *y, const float *h, const int *idx, const A *w,
                                                    const unsigned char *d, int C, int F, int k)
@@ -226,6 +240,18 @@ __global__ void __launch_bounds__(256)
 {
 	k_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, PRO, EPI, TM>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T,
 	                                                   K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
+}
+
+template <typename A, typename NW, int PRO, int EPI>
+__global__ void __launch_bounds__(256, 2)
+	g_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+	                  const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2, const A *b3,
+	                  const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0, int N1, int N2,
+	                  int N3, int P0, int P1, int P2, int P3, int pro, int epi, float eps, float s0, float s1, float s2,
+	                  float s3)
+{
+	k_qgemv_fused_mma<A, NW, PRO, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K, N0, N1, N2,
+	                                   N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
 }
 
 template <typename A, int QD, int QS, bool SH, bool RES>
@@ -338,9 +364,9 @@ static void launch_qgemv(A *y, const A *x, const A *u, const unsigned char *w, c
 	g_qgemv<A, QT, WPR, TM, HB, SW><<<grid ? grid : blocks(N, RPB), 256>>>(y, x, u, w, b, T, K, N);
 }
 
-/* y = x·wᵀ (+ bias), or swiglu(g, u)·wᵀ, through k_qgemv with (WPR, TM), against float64 on the CPU. */
-template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
-static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid = 0)
+/* y = x·wᵀ (+ bias), or swiglu(g, u)·wᵀ, by launch(y, x, u, w, bias) against float64 on the CPU. */
+template <typename A, int QT, bool HB, bool SW, typename L>
+static void qgemv_case(const std::string &name, L launch, int T, int K, int N, bool random, double tl)
 {
 	if (tl == 0)
 		tl = tol<A>();
@@ -362,15 +388,59 @@ static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid
 			scale[(size_t)t * N + n] = a / sqrt((double)K);
 		}
 	A *dy = dalloc<A>((size_t)T * N, 0xff);
-	launch_qgemv<A, QT, WPR, TM, HB, SW>(dy, upload(x), SW ? upload(u) : nullptr, w.dev, HB ? upload(b) : nullptr, T, K,
-	                                     N, grid);
+	launch(dy, upload(x), SW ? upload(u) : nullptr, w.dev, HB ? upload(b) : nullptr);
 	CK_LAUNCH();
 	double e = rel_l2(widen(download(dy, (size_t)T * N)), want, scale);
-	check(e <= tl, fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s (%s blocks)%s", qname(QT), tname<A>(), T, K, N,
-	                   WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", random ? "random" : "quantizer",
-	                   grid ? fmt(" grid %d", grid).c_str() : ""),
-	      fmt("rel-L2 %.3g > %.3g", e, tl));
+	check(e <= tl, name + fmt(" (%s blocks)", random ? "random" : "quantizer"), fmt("rel-L2 %.3g > %.3g", e, tl));
 	free_all();
+}
+
+/* k_qgemv with (WPR, TM). */
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW>
+static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid = 0)
+{
+	qgemv_case<A, QT, HB, SW>(
+	    fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s%s", qname(QT), tname<A>(), T, K, N, WPR, TM, HB ? " bias" : "",
+	        SW ? " swiglu" : "", grid ? fmt(" grid %d", grid).c_str() : ""),
+	    [&](A *y, const A *x, const A *u, const unsigned char *w, const A *b) {
+		    launch_qgemv<A, QT, WPR, TM, HB, SW>(y, x, u, w, b, T, K, N, grid);
+	    },
+	    T, K, N, random, tl);
+}
+
+/* k_qgemv_mma (Q4_K on the tensor cores) with WPR, D = 3 as glmc emits it (grid ceil(N / (128/WPR))
+** unless given). */
+template <typename A, int WPR, bool HB, bool SW>
+static void test_qgemv_mma(int T, int K, int N, bool random, double tl = 0, int grid = 0)
+{
+	qgemv_case<A, 12, HB, SW>(
+	    fmt("qgemv_mma Q4_K A=%s T=%d K=%d N=%d WPR=%d%s%s%s", tname<A>(), T, K, N, WPR, HB ? " bias" : "",
+	        SW ? " swiglu" : "", grid ? fmt(" grid %d", grid).c_str() : ""),
+	    [&](A *y, const A *x, const A *u, const unsigned char *w, const A *b) {
+		    g_qgemv_mma<A, WPR, HB, SW><<<grid ? grid : blocks(N, 128 / WPR), 256>>>(y, x, u, w, b, T, K, N);
+	    },
+	    T, K, N, random, tl);
+}
+
+/* The tensor-core path at every split: K of one block, not a multiple of 1024, two chunks; N = 1, odd,
+** partial row groups; bias, SwiGLU, blocks looping over row groups; f32 at 1e-5, bf16 at 4e-3. */
+static void qgemv_mma_suite(void)
+{
+	for (int K : {256, 1280, 4096, 4608, 14336})
+		for (int N : {1, 37, 64, 300}) {
+			bool rnd_w = (K / 256 + N) % 2 == 0;
+			test_qgemv_mma<float, 1, false, false>(1, K, N, rnd_w);
+			test_qgemv_mma<float, 2, true, false>(1, K, N, !rnd_w);
+			test_qgemv_mma<float, 4, false, true>(1, K, N, rnd_w);
+			test_qgemv_mma<float, 8, false, false>(1, K, N, !rnd_w);
+			test_qgemv_mma<bf16, 1, false, false>(1, K, N, rnd_w, 4e-3);
+			test_qgemv_mma<bf16, 8, true, true>(1, K, N, !rnd_w, 4e-3);
+		}
+	test_qgemv_mma<bf16, 1, true, false>(1, 4096, 3000, true, 4e-3, 7);
+	test_qgemv_mma<bf16, 4, false, true>(1, 2048, 1333, false, 4e-3, 5);
+	test_qgemv_mma<float, 2, false, false>(1, 14336, 900, true, 0, 3);
+	test_qgemv_mma<float, 8, true, true>(3, 1024, 100, true);
+	test_qgemv_mma<float, 1, false, false>(1, 6144, 154880 / 64, true);
 }
 
 /* Every T and shape for one type: K not a multiple of 1024, N = 1, odd N, rows that split K in-block. */
@@ -470,7 +540,7 @@ template <int QT> static void test_exact(void)
 
 /* k_qmoe_up then k_qmoe_down against ref_moe_ffn's definition in float64: E experts of [F, C] gate/up
 ** and [C, F] down, k per token, one slot skipped (-1). */
-template <typename A, int QG, int QU, int QD> static void test_qmoe(int T, int C, int F, int E, int k)
+template <typename A, int QG, int QU, int QD, bool MMA = false> static void test_qmoe(int T, int C, int F, int E, int k)
 {
 	QW g = qw_make(QG, (long long)E * F, C, true, "blk.1.ffn_gate_exps.weight");
 	QW u = qw_make(QU, (long long)E * F, C, false, "");
@@ -506,12 +576,16 @@ template <typename A, int QG, int QU, int QD> static void test_qmoe(int T, int C
 	float *hid = dalloc<float>((size_t)T * k * F, 0xff);
 	A *dy = dalloc<A>((size_t)T * C, 0xff);
 	int *didx = upload(idx);
-	g_qmoe_up<A, QG, QU><<<dim3(blocks(F, 8), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
+	static_assert(!MMA || (QG == 12 && QU == 12), "the mma up kernel reads Q4_K");
+	if (MMA)
+		g_qmoe_up_mma<A><<<dim3(blocks(F, 64), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
+	else
+		g_qmoe_up<A, QG, QU><<<dim3(blocks(F, 8), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
 	CK_LAUNCH();
 	g_qmoe_down<A, QD><<<dim3(blocks(C, 16), T), 256>>>(dy, hid, didx, upload(wt), d.dev, C, F, k);
 	CK_LAUNCH();
 	double e = rel_l2(widen(download(dy, (size_t)T * C)), want);
-	check(e <= tol<A>(), fmt("qmoe gate %s up %s down %s A=%s T=%d C=%d F=%d E=%d k=%d", qname(QG), qname(QU), qname(QD),
+	check(e <= tol<A>(), fmt("qmoe%s gate %s up %s down %s A=%s T=%d C=%d F=%d E=%d k=%d", MMA ? " (mma up)" : "", qname(QG), qname(QU), qname(QD),
 	                         tname<A>(), T, C, F, E, k),
 	      fmt("rel-L2 %.3g", e));
 	free_all();
@@ -567,9 +641,10 @@ struct QfCase {
 ** swiglu, rounded to A), each member's linear in float64 on the dequantized weights rounded to A, then
 ** its scale or residual add rounded to A. Relative error as test_qgemv's (‖s‖/sqrt(K) floor per output).
 */
-template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3>
+template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3, bool MMA = false>
 static void run_qfused(const QfCase &c)
 {
+	static_assert(!MMA || (Q0 == 12 && Q1 == 12 && Q2 == 12 && Q3 == 12 && TM == 1), "the mma kernel: Q4_K, TM 1");
 	const int Q[4] = {Q0, Q1, Q2, Q3};
 	const float eps = 1e-6f;
 	int T = c.T, K = c.K, M = (int)c.N.size();
@@ -595,7 +670,7 @@ static void run_qfused(const QfCase &c)
 	std::vector<std::vector<double>> want(M), scale(M);
 	for (int m = 0; m < M; m++) {
 		N[m] = c.N[m], P[m] = c.P[m];
-		nb += (N[m] + 16 / P[m] - 1) / (16 / P[m]);
+		nb += MMA ? (N[m] + 128 / P[m] - 1) / (128 / P[m]) : (N[m] + 16 / P[m] - 1) / (16 / P[m]);
 		bool fl = Q[m] == 0 || Q[m] == 1 || Q[m] == 30, hb = (c.bias_mask >> m) & 1;
 		QW w = qw_member(Q[m], N[m], K, (m + T) % 2 == 0, fl ? c.misalign : 0);
 		std::vector<A> b = narrow<A>(rnd(N[m]));
@@ -630,13 +705,19 @@ static void run_qfused(const QfCase &c)
 	}
 	A *dhs = c.store ? dalloc<A>((size_t)T * K, 0xff) : nullptr;
 	/* as glmc emits it: batch-1 launches specialise the prologue and epilogue, larger ones take them at run time */
-	g_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, TM == 1 ? PRO : -1, TM == 1 ? EPI : -1, TM><<<nb, 256>>>(
-		dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
-		PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
-		N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
+	if (MMA)
+		g_qgemv_fused_mma<A, NW, PRO, EPI><<<nb, 256>>>(
+			dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
+			PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
+			N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
+	else
+		g_qgemv_fused<A, Q0, Q1, Q2, Q3, NW, TM == 1 ? PRO : -1, TM == 1 ? EPI : -1, TM><<<nb, 256>>>(
+			dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
+			PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
+			N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
 	CK_LAUNCH();
 	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
-	std::string nm = fmt("qgemv_fused A=%s [", tname<A>());
+	std::string nm = fmt("qgemv_fused%s A=%s [", MMA ? "_mma" : "", tname<A>());
 	for (int m = 0; m < M; m++)
 		nm += fmt("%s%s/P%d", m ? " " : "", qtn(Q[m]), P[m]);
 	nm += fmt("] T=%d K=%d %s%s TM=%d", T, K, pro[PRO], PRO == GEMV_PRO_RMSNORM && !HNW ? " (no weight)" : "", TM);
@@ -795,6 +876,28 @@ template <int QT> static void qfused_suite(void)
 	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, QT, QT, QT, QT>(cw);
 }
 
+/* k_qgemv_fused_mma (every member Q4_K, one token at a time): each prologue, the residual (in place) and
+** scale epilogues, biases, splits 1..8, norms over whole rows and over two chunks (K 9216), the norm
+** stored, T = 2 served one row after the other, bf16 activations. */
+static void qfused_mma_suite(void)
+{
+	const int Q = 12;
+	for (int K : {256, 4608, 9216}) {
+		QfCase c = {1, K, {37, 64, 130}, {1, 2, 8}, 0x5, 1, false, false, false, 0};
+		run_qfused<float, float, GEMV_PRO_NONE, false, 2, 1, Q, Q, Q, Q, true>(c);
+		QfCase n = {1, K, {8, 40, 40}, {4, 1, 2}, 0, -1, false, false, true, 0};
+		run_qfused<float, float, GEMV_PRO_RMSNORM, true, 0, 1, Q, Q, Q, Q, true>(n);
+		n.T = 2;
+		run_qfused<float, float, GEMV_PRO_RMSNORM, false, 0, 1, Q, Q, Q, Q, true>(n);
+		QfCase w = {1, K, {70}, {2}, 0x1, -1, true, K == 4608, false, 0};
+		run_qfused<float, float, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, Q, Q, Q, Q, true>(w);
+	}
+	QfCase cd = {1, 6144, {400, 240, 80}, {2, 4, 8}, 0, -1, false, false, true, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, Q, Q, Q, Q, true>(cd);
+	QfCase cw = {1, 4096, {300}, {1}, 0, -1, true, true, false, 0};
+	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, Q, Q, Q, Q, true>(cw);
+}
+
 /* ---- generators: tensor-parallel parts and float weights ---- */
 
 /* Rank 1 of 2 of a [rows, K] random weight split by rows, and by columns (whole blocks), from the GPU
@@ -883,6 +986,7 @@ int main(void)
 	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
 	qgemv_suite<8>();
 	qgemv_suite<12>();
+	qgemv_mma_suite();
 	qgemv_suite<13>();
 	qgemv_suite<14>();
 	test_qgemm<float, 8, true>(9, 800, 70);
@@ -901,8 +1005,15 @@ int main(void)
 	test_qmoe<bf16, 14, 14, 13>(2, 768, 512, 5, 2);
 	test_qmoe<bf16, 12, 12, 14>(1, 6144, 512, 8, 4);
 	test_qmoe<bf16, 14, 14, 12>(1, 2048, 256, 6, 2);
+	/* Q4_K gate and up on the tensor cores: F not a multiple of 64 (a Q8_0 down takes it), two chunks of
+	** C, several tokens */
+	test_qmoe<float, 12, 12, 14, true>(3, 512, 256, 8, 2);
+	test_qmoe<float, 12, 12, 8, true>(1, 9216, 96, 3, 2);
+	test_qmoe<bf16, 12, 12, 14, true>(1, 6144, 512, 8, 4);
+	test_qmoe<float, 12, 12, 8, true>(2, 1024, 288, 4, 3);
 	qfused_suite<8>();
 	qfused_suite<12>();
+	qfused_mma_suite();
 	qfused_suite<13>();
 	qfused_suite<14>();
 	test_rand_split<8>();

@@ -38,6 +38,9 @@ struct uint4 {
 struct uint2 {
 	unsigned x, y;
 };
+struct float2 {
+	float x, y;
+};
 struct float4 {
 	float x, y, z, w;
 };

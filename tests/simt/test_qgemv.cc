@@ -141,8 +141,40 @@ template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void tes
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
+/* k_qgemv_mma<A, WPR, D, HB, SW> (Q4_K on the tensor cores, the mma emulated by shuffles): grid
+** ceil(N / (128/WPR)) unless given (smaller: blocks loop over row groups). */
+template <typename A, int WPR, int D, bool HB, bool SW> static void test_qgemv_mma(int T, int K, int N, int grid = 0)
+{
+	QRows w = qrows(12, N, K, "blk.0.ffn_up.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
+	std::vector<float> h((size_t)T * K), bf(N);
+	for (size_t i = 0; i < h.size(); i++) {
+		float g = to_f(x[i]);
+		h[i] = SW ? thru<A>(g / (1.0f + expf(-g)) * to_f(u[i])) : g;
+	}
+	for (int n = 0; n < N; n++)
+		bf[n] = to_f(b[n]);
+	std::vector<double> want, scale;
+	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
+	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
+	dim3 g, bl;
+	g.x = (unsigned)(grid ? grid : (N + 128 / WPR - 1) / (128 / WPR)), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qgemv_mma<A, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(), HB ? b.data() : nullptr,
+		                               T, K, N);
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, scale);
+	check(e <= tol<A>(),
+	      fmt("qgemv_mma Q4_K A=%s T=%d K=%d N=%d WPR=%d D=%d%s%s grid=%u", aname<A>(), T, K, N, WPR, D,
+	          HB ? " bias" : "", SW ? " swiglu" : "", g.x),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
 /* k_qmoe_up<A, QG, QU>: hid[slot] = silu(gate[e]·x[t])·(up[e]·x[t]) for the slots' experts (one -1). */
-template <typename A, int QG, int QU> static void test_qmoe_up(int T, int C, int F, int E, int k)
+template <typename A, int QG, int QU, bool MMA = false> static void test_qmoe_up(int T, int C, int F, int E, int k)
 {
 	QRows gw = qrows(QG, (long long)E * F, C, "blk.0.ffn_gate_exps.weight");
 	QRows uw = qrows(QU, (long long)E * F, C, "blk.0.ffn_up_exps.weight");
@@ -172,14 +204,17 @@ template <typename A, int QG, int QU> static void test_qmoe_up(int T, int C, int
 				scale[at] = fabs(ag / (1.0 + exp(-ag))) * sa / sqrt((double)C);
 			}
 	dim3 g, bl;
-	g.x = (unsigned)((F + 7) / 8), g.y = (unsigned)k, g.z = (unsigned)T, bl.x = 256;
+	g.x = (unsigned)(MMA ? (F + 63) / 64 : (F + 7) / 8), g.y = (unsigned)k, g.z = (unsigned)T, bl.x = 256;
 	simt_launch(g, bl, [&] {
-		k_qmoe_up<A, QG, QU>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
+		if constexpr (MMA)
+			k_qmoe_up_mma<A>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
+		else
+			k_qmoe_up<A, QG, QU>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
 	});
 	double e = rel_l2(hid, want, scale);
 	check(e <= tol<A>(),
-	      fmt("qmoe_up %s/%s A=%s T=%d C=%d F=%d E=%d k=%d", quant_type_name(QG), quant_type_name(QU), aname<A>(), T, C, F,
-	          E, k),
+	      fmt("qmoe_up%s %s/%s A=%s T=%d C=%d F=%d E=%d k=%d", MMA ? "_mma" : "", quant_type_name(QG), quant_type_name(QU),
+	          aname<A>(), T, C, F, E, k),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
@@ -225,6 +260,49 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 		gh[i] = to_f(hs[i]);
 	std::string nm = fmt("qgemv_fused rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", quant_type_name(QT),
 	                     aname<A>(), T, K, N0, N1, P0, P1, g.x);
+	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
+	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
+	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
+	double eh = rel_l2(gh, hd, z);
+	check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
+}
+
+/* k_qgemv_fused_mma (Q4_K members on the tensor cores, the mma emulated) with the RMSNorm formed while
+** staging and restaged as units, two members (splits P0, P1), the norm stored; one token, or two in turn. */
+template <typename A> static void test_qfused_mma_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
+{
+	QRows w0 = qrows(12, N0, K, "blk.0.attn_q.weight"), w1 = qrows(12, N1, K, "blk.0.attn_k.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
+	std::vector<float> xf((size_t)T * K), nwf(K), h((size_t)T * K);
+	for (size_t i = 0; i < xf.size(); i++)
+		xf[i] = to_f(x[i]);
+	for (int i = 0; i < K; i++)
+		nwf[i] = to_f(nw[i]);
+	ref_rmsnorm(h.data(), xf.data(), nwf.data(), T, K, 1e-5f);
+	for (auto &v : h)
+		v = thru<A>(v);
+	std::vector<double> want0, want1, sc0, sc1;
+	ref_dot(want0, sc0, h, w0.f, nullptr, T, K, N0);
+	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
+	std::vector<A> y0((size_t)T * N0, from_f<A>(NAN)), y1((size_t)T * N1, from_f<A>(NAN)), hs((size_t)T * K);
+	int nb = (N0 + 128 / P0 - 1) / (128 / P0) + (N1 + 128 / P1 - 1) / (128 / P1);
+	dim3 g, bl;
+	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qgemv_fused_mma<A, A, GEMV_PRO_RMSNORM, 0>(y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(),
+		                                             nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, x.data(),
+		                                             nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1,
+		                                             1, 1, GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
+	});
+	std::vector<float> g0(y0.size()), g1(y1.size()), gh(hs.size());
+	for (size_t i = 0; i < y0.size(); i++)
+		g0[i] = to_f(y0[i]);
+	for (size_t i = 0; i < y1.size(); i++)
+		g1[i] = to_f(y1[i]);
+	for (size_t i = 0; i < hs.size(); i++)
+		gh[i] = to_f(hs[i]);
+	std::string nm = fmt("qgemv_fused_mma rmsnorm Q4_K A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", aname<A>(), T, K, N0,
+	                     N1, P0, P1, g.x);
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
 	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
 	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
@@ -331,5 +409,21 @@ int main(void)
 	suite<13>();
 	suite<14>();
 	test_qmoe_up<bf16, 12, 14>(1, 512, 16, 3, 2);
+	/* the tensor-core Q4_K path: one block a row, splits, partial row groups, two chunks, looping
+	** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens */
+	test_qgemv_mma<float, 1, 3, false, false>(1, 256, 16);
+	test_qgemv_mma<float, 1, 3, false, false>(1, 2048, 37);
+	test_qgemv_mma<bf16, 2, 3, true, false>(1, 1280, 40);
+	test_qgemv_mma<float, 8, 3, false, true>(1, 4096, 24);
+	test_qgemv_mma<float, 4, 2, true, false>(1, 9216, 20);
+	test_qgemv_mma<bf16, 1, 3, false, false>(1, 2048, 70, 1);
+	test_qgemv_mma<float, 2, 3, false, false>(1, 9216, 70, 1);
+	test_qgemv_mma<float, 8, 3, true, true>(2, 1024, 30, 1);
+	test_qfused_mma_norm<float>(1, 1024, 20, 40, 1, 4);
+	test_qfused_mma_norm<bf16>(1, 2048, 16, 70, 2, 1, 1);   /* one block over both members' groups */
+	test_qfused_mma_norm<float>(1, 9216, 24, 8, 2, 8);      /* the norm's own pass, two chunks */
+	test_qfused_mma_norm<float>(2, 512, 16, 16, 1, 1);
+	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
+	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
 	return finish();
 }
