@@ -82,10 +82,10 @@ __global__ void __launch_bounds__(256, 3) g_qgemv(A *y, const A *x, const unsign
 	k_qgemv<A, QT, 2, WPR, 1, false, false>(y, x, nullptr, w, nullptr, T, K, N);
 }
 
-template <typename A, int WPR, int D, int MINB>
+template <typename A, int QT, int WPR, int D, int MINB>
 __global__ void __launch_bounds__(256, MINB) g_qmma(A *y, const A *x, const unsigned char *w, int K, int N)
 {
-	k_qgemv_mma<A, WPR, D, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
+	k_qgemv_mma<A, QT, WPR, D, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
 }
 
 template <int QT>
@@ -133,11 +133,11 @@ static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStrea
 }
 
 /* The tensor-core Q4_K path (k_qgemv_mma): 16 rows a warp, 8/WPR row groups a block, capped as run_q. */
-template <typename A, int WPR, int D = 2, int MINB = 3>
+template <typename A, int WPR, int D = 3, int MINB = 2, int QT = 12>
 static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
 	int nrg = (N + 128 / WPR - 1) / (128 / WPR);
-	g_qmma<A, WPR, D, MINB><<<K <= 8192 && nrg > MINB * 132 ? MINB * 132 : nrg, 256, 0, s>>>(
+	g_qmma<A, QT, WPR, D, MINB><<<K <= 8192 && nrg > MINB * 132 ? MINB * 132 : nrg, 256, 0, s>>>(
 		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
@@ -196,9 +196,8 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"Q8_0", 8, nullptr, {run_q<A, 8, 1>, run_q<A, 8, 2>, run_q<A, 8, 4>, run_q<A, 8, 8>}},
 		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
 		{"Q4mma", 12, nullptr, {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>}},
-		{"Q4m3", 12, nullptr, {run_qm<A, 1, 3>, run_qm<A, 2, 3>, run_qm<A, 4, 3>, run_qm<A, 8, 3>}},
-		{"Q4m3b2", 12, nullptr, {run_qm<A, 1, 3, 2>, run_qm<A, 2, 3, 2>, run_qm<A, 4, 3, 2>, run_qm<A, 8, 3, 2>}},
-		{"Q4m4b2", 12, nullptr, {run_qm<A, 1, 4, 2>, run_qm<A, 2, 4, 2>, run_qm<A, 4, 4, 2>, run_qm<A, 8, 4, 2>}},
+		{"Q6mma", 14, nullptr, {run_qm<A, 1, 2, 2, 14>, run_qm<A, 2, 2, 2, 14>, run_qm<A, 4, 2, 2, 14>, run_qm<A, 8, 2, 2, 14>}},
+		{"Q6m3", 14, nullptr, {run_qm<A, 1, 3, 2, 14>, run_qm<A, 2, 3, 2, 14>, run_qm<A, 4, 3, 2, 14>, run_qm<A, 8, 3, 2, 14>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
 	};
@@ -209,7 +208,7 @@ static size_t weight_bytes(int qt, long long N, long long K)
 {
 	if (qt == 30 || qt == 1)
 		return (size_t)(N * K * 2);
-	long long blck = qt == 8 ? 32 : 256, bb = qt == 8 ? 34 : qt == 12 ? 144 : qt == 13 ? 176 : 210;
+	long long blck = qt == 8 ? 32 : 256, bb = qt == 8 ? 34 : qt == 12 ? 144 : qt == 13 ? 176 : 224; /* Q6_K: slots */
 	return (size_t)(N * ((K / blck * bb + 15) & ~15LL));
 }
 
@@ -235,14 +234,14 @@ static void fill(int qt, unsigned char *w, size_t bytes, int copies, long long N
 }
 
 /* rel-L2 of the tensor-core Q4_K path against k_qgemv (q_wpr's split) on random x, each WPR. */
-template <typename A> static void check_mma(const unsigned char *w, long long N, long long K)
+template <typename A, int QT> static void check_mma(const unsigned char *w, long long N, long long K)
 {
 	A *x, *y;
 	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
 	CK(cudaMalloc(&y, sizeof(A) * (size_t)N * 5));
 	g_rand<A><<<(unsigned)(K / 256 + 1), 256>>>(x, K, 64);
-	Launch ref[4] = {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>};
-	Launch mm[4] = {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>};
+	Launch ref[4] = {run_q<A, QT, 1>, run_q<A, QT, 2>, run_q<A, QT, 4>, run_q<A, QT, 8>};
+	Launch mm[4] = {run_qm<A, 1, 2, 2, QT>, run_qm<A, 2, 2, 2, QT>, run_qm<A, 4, 2, 2, QT>, run_qm<A, 8, 2, 2, QT>};
 	int pick = q_wpr(N, K), pi = pick == 1 ? 0 : pick == 2 ? 1 : pick == 4 ? 2 : 3;
 	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)N * 5)); /* poison: NaN in every type */
 	ref[pi](y, x, w, (int)K, (int)N, 0);
@@ -303,7 +302,9 @@ template <typename A> static void run(const char *only, double bw)
 			CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
 			fill(k.qt, w, bytes, copies, N, K);
 			if (!strcmp(k.name, "Q4mma"))
-				check_mma<A>(w, N, K);
+				check_mma<A, 12>(w, N, K);
+			if (!strcmp(k.name, "Q6mma"))
+				check_mma<A, 14>(w, N, K);
 			int pick = q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
 				double us = time_kernel(k.plain ? k.plain : k.q[i], y, x, w, bytes, copies, (int)K, (int)N);

@@ -571,12 +571,13 @@ static int emit_qlinear(Em *e, int id)
 			w_null(&w);
 		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 		w.L.tmin = lo, w.L.tmax = hi;
-		if (tm == 1 && qt == QT_Q4_K) { /* one token over Q4_K: the tensor-core kernel */
+		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) { /* one token: the tensor-core kernel */
 			wpr = qm_wpr(N, K);
 			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
 			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
-			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, 3, %s, %s>", A, wpr, bool_s(bias >= 0 && !swiglu),
-			         bool_s(swiglu));
+			/* three blocks' loads in flight for Q4_K; Q6_K's loads take more registers: two */
+			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %d, %s, %s>", A, qt, wpr, qt == QT_Q4_K ? 3 : 2,
+			         bool_s(bias >= 0 && !swiglu), bool_s(swiglu));
 			w_finish(e, &w, t);
 			continue;
 		}
@@ -1284,15 +1285,15 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
 	for (int m = 0; m < f->nm; m++)
 		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	int allq4 = 1;
+	int allq = qt[0] == QT_Q4_K || qt[0] == QT_Q6_K; /* every member Q4_K, or every member Q6_K */
 	for (int m = 0; m < f->nm; m++)
-		allq4 &= qt[m] == QT_Q4_K;
+		allq &= qt[m] == qt[0];
 	for (int tm = 1; tm <= 8; tm += 7) {
 		if (tm == 8 && f->tmax < 2)
 			continue;
 		int split[FK_MAXM];
 		int64_t nb = 0;
-		if (tm == 1 && allq4) { /* one token, every member Q4_K: the tensor-core kernel */
+		if (tm == 1 && allq) { /* one token, the members of one type: the tensor-core kernel */
 			int wpr = qm_wpr(Ntot, K);
 			for (int m = 0; m < FK_MAXM; m++)
 				split[m] = wpr;
@@ -1302,7 +1303,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_args(e, &w, f, "unsigned char", split, &epi);
 			w.L.tmin = w.L.tmax = 1;
 			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %s, %d, %d>", A, NW, f->pro, epi);
+			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, f->pro, epi);
 			w_finish(e, &w, t);
 			continue;
 		}

@@ -386,13 +386,13 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 
 /*
 ** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
-** group whose members are all Q4_K, on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
+** group whose members are all Q4_K or all Q6_K (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
 ** hi/lo units (qm_restage). Member m's rows go to blocks of 128/P_m rows (member 0's blocks first); warp
 ** w serves 16 rows and the blocks b ≡ w % P_m of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
 ** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
 */
-template <typename A, typename NW, int PRO, int EPI>
+template <typename A, int QT, typename NW, int PRO, int EPI>
 __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
                                   const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
                                   const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K,
@@ -402,21 +402,21 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	const int D = 2;
 	pro = PRO, epi = EPI;
 	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
-	__shared__ __align__(128) uint4 zu[24];
+	__shared__ __align__(128) uint4 zu[32];
 	__shared__ float xsum[512];
 	__shared__ float red[8][16];
 	__shared__ float inv[8];
 	float *xs = (float *)xs4;
 	const uint4 *xu = (const uint4 *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
-	if (threadIdx.x < 24)
+	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
 	bool act = (g >> 1) == c;
-	int boff = qm_boff(lane);
+	int boff = qm_boff<QT>(lane);
 	int nb0 = (N0 + 128 / P0 - 1) / (128 / P0), nb1 = (N1 + 128 / P1 - 1) / (128 / P1);
 	int nb2 = (N2 + 128 / P2 - 1) / (128 / P2), nb3 = (N3 + 128 / P3 - 1) / (128 / P3);
 	int nbt = nb0 + nb1 + nb2 + nb3;
-	long long stride = q_stride<12>(K);
+	long long stride = q_stride<QT>(K);
 	bool single = T == 1 && K <= 8192, staged = false, whole = K <= 8192;
 	for (int b = blockIdx.x; b < nbt; b += gridDim.x) { /* uniform per block */
 		int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3;
@@ -448,10 +448,10 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 				}
 				staged = true;
 				/* the ring's first loads after the staging: live across the prologue they make it spill */
-				QmRaw12 rr[D];
-				qm_preload12<D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
+				QmRaw<QT> rr[D];
+				qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
 				if (on)
-					qm_run12<D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
+					qm_run<QT, D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
 			}
 #pragma unroll
 			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */

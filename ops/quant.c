@@ -98,10 +98,31 @@ size_t quant_row_bytes(int type, int64_t n)
 	return (size_t)(blocks * (uint64_t)t->bytes);
 }
 
+size_t quant_dev_block_bytes(int type)
+{
+	return type == QT_Q6_K ? 224 : quant_block_bytes(type);
+}
+
 size_t quant_dev_row_bytes(int type, int64_t n)
 {
 	size_t b = quant_row_bytes(type, n);
+	if (b && quant_dev_block_bytes(type) != quant_block_bytes(type))
+		b = b / quant_block_bytes(type) * quant_dev_block_bytes(type);
 	return b ? (b + 15) & ~(size_t)15 : 0;
+}
+
+/* Blocks move back to front: block j's device slot starts at or after its source, so a block is never
+** overwritten before it has moved. */
+void quant_dev_spread(int type, uint8_t *row, int64_t n)
+{
+	size_t bb = quant_block_bytes(type), db = quant_dev_block_bytes(type);
+	int64_t nb = quant_row_bytes(type, n) / (bb ? bb : 1);
+	if (db == bb)
+		return;
+	for (int64_t j = nb - 1; j >= 0; j--) {
+		memmove(row + (size_t)j * db, row + (size_t)j * bb, bb);
+		memset(row + (size_t)j * db + bb, 0, db - bb);
+	}
 }
 
 int quant_supported(int type)

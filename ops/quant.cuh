@@ -30,16 +30,18 @@
 
 /* UN: units a warp loads before it computes (so each lane has 8-14 16-byte loads in flight at R = 2). */
 template <int QT> struct QGeo;
-template <> struct QGeo<8> { enum { BLCK = 32, BYTES = 34, LPB = 1, UN = 1 }; };
-template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, LPB = 8, UN = 2 }; };
-template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, LPB = 8, UN = 2 }; };
-template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, LPB = 8, UN = 1 }; };
+/* DEV: bytes of a block's slot on the device (Q6_K's 210 bytes in 224, so its blocks start 16-byte
+** aligned; ops/quant.c quant_dev_block_bytes). */
+template <> struct QGeo<8> { enum { BLCK = 32, BYTES = 34, DEV = 34, LPB = 1, UN = 1 }; };
+template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, DEV = 144, LPB = 8, UN = 2 }; };
+template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, DEV = 176, LPB = 8, UN = 2 }; };
+template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, DEV = 224, LPB = 8, UN = 1 }; };
 
-/* Device bytes of one row of K values: whole blocks, padded to 16 bytes (ops/quant.c
+/* Device bytes of one row of K values: whole block slots, padded to 16 bytes (ops/quant.c
 ** quant_dev_row_bytes computes the same on the host). */
 template <int QT> __device__ __forceinline__ long long q_stride(long long K)
 {
-	return (K / QGeo<QT>::BLCK * QGeo<QT>::BYTES + 15) & ~15LL;
+	return (K / QGeo<QT>::BLCK * QGeo<QT>::DEV + 15) & ~15LL;
 }
 
 /* IEEE half bits (a block's scale) to float: the hardware's exact widening, one cvt (to_f's special
@@ -236,7 +238,7 @@ __device__ __forceinline__ void q_load(QRaw<13> &r, const unsigned char *row, lo
 ** [l0, l0 + 16): ql bytes 64h + 32kq + l0.., qh bytes 128 + 32h + l0.., two scales, d. */
 __device__ __forceinline__ void q_load(QRaw<14> &r, const unsigned char *row, long long bi, int lane)
 {
-	const unsigned char *blk = row + bi * 210;
+	const unsigned char *blk = row + bi * 224;
 	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
 	q_ld16u(r.ql, blk + 64 * h + 32 * kq + l0);
 	q_ld16u(r.qh, blk + 128 + 32 * h + l0);
@@ -323,7 +325,7 @@ __device__ __forceinline__ void q_decode(const QRaw<13> &r, const unsigned char 
 __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char *row, long long bi, int lane,
                                          QRun (&run)[2])
 {
-	const unsigned char *blk = row + bi * 210;
+	const unsigned char *blk = row + bi * 224;
 	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
 	const unsigned char *pl = blk + 64 * h + 32 * kq + l0, *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
 	unsigned ql[4], qh[4];
@@ -697,10 +699,10 @@ __device__ __forceinline__ unsigned qm_bf2(float a, float b)
 #endif
 }
 
-/* The 32 values of group i (values 32i..32i+31 of the chunk) as hi/lo units into xu, and the sum of the
-** staged values (hi + lo, exact in f32) into xs32[i]: the offset's share of the products then cancels
-** exactly against it, and only q·(x − hi − lo) is lost. */
-__device__ __forceinline__ void qm_put32(uint4 *xu, float *xs32, int i, const float (&v)[32])
+/* The 32 values of group i (values 32i..32i+31 of the chunk) as hi/lo units into xu, and the sums of
+** the staged values (hi + lo, exact in f32) of each 16 into xs16[2i], xs16[2i + 1]: the offset's share of
+** the products then cancels exactly against them, and only q·(x − hi − lo) is lost. */
+__device__ __forceinline__ void qm_put32(uint4 *xu, float *xs16, int i, const float (&v)[32])
 {
 	float s = 0.0f;
 #pragma unroll
@@ -713,17 +715,19 @@ __device__ __forceinline__ void qm_put32(uint4 *xu, float *xs32, int i, const fl
 		s += ((ha + __uint_as_float(l02 << 16)) + (hb + __uint_as_float(l13 << 16))) +
 		     ((hc + __uint_as_float(l02 & 0xffff0000u)) + (hd + __uint_as_float(l13 & 0xffff0000u)));
 		xu[qm_unit(8 * i + q)] = make_uint4(h02, h13, l02, l13);
+		if (q == 3)
+			xs16[2 * i] = s, s = 0.0f;
 	}
-	xs32[i] = s;
+	xs16[2 * i + 1] = s;
 }
 
 /*
 ** Stage values [k0, k0 + kc) of x (or swiglu(x, u) rounded to A) as hi/lo units into xu and each
-** 32-value sum into xs32 (kc a multiple of 256). A thread takes 32 values at a time. Every thread of the
+** 16-value sum into xs16 (kc a multiple of 256). A thread takes 32 values at a time. Every thread of the
 ** block must call it (it synchronises).
 */
 template <typename A, typename X, bool SWIGLU>
-__device__ __forceinline__ void qm_stage(uint4 *xu, float *xs32, const X *x, const X *u, long long k0, int kc)
+__device__ __forceinline__ void qm_stage(uint4 *xu, float *xs16, const X *x, const X *u, long long k0, int kc)
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
 	for (int i = threadIdx.x; i < (kc >> 5); i += blockDim.x) {
@@ -743,16 +747,16 @@ __device__ __forceinline__ void qm_stage(uint4 *xu, float *xs32, const X *x, con
 			for (int j = 0; j < 16; j++)
 				v[16 * h + j] = t[j];
 		}
-		qm_put32(xu, xs32, i, v);
+		qm_put32(xu, xs16, i, v);
 	}
 	__syncthreads();
 }
 
 /* A chunk of kc <= 32·blockDim.x values staged as floats (q_stage's swizzled layout, ops/qfused.cuh's
-** qf_stage with its prologues) restaged in place as hi/lo units, its 32-value sums into xs32: every
+** qf_stage with its prologues) restaged in place as hi/lo units, its 16-value sums into xs16: every
 ** thread reads its group, then all write (xs must hold the units' 1152 bytes a 256-value block). Every
 ** thread of the block must call it. */
-__device__ __forceinline__ void qm_restage(float *xs, float *xs32, int kc)
+__device__ __forceinline__ void qm_restage(float *xs, float *xs16, int kc)
 {
 	int i = threadIdx.x;
 	float v[32];
@@ -764,7 +768,7 @@ __device__ __forceinline__ void qm_restage(float *xs, float *xs32, int kc)
 		}
 	__syncthreads();
 	if (i < (kc >> 5))
-		qm_put32((uint4 *)xs, xs32, i, v);
+		qm_put32((uint4 *)xs, xs16, i, v);
 	__syncthreads();
 }
 
@@ -818,13 +822,22 @@ __device__ __forceinline__ void qm_nib(unsigned w, unsigned (&o)[4])
 	o[3] = q_andor(w >> 9, 0x00780078u, 0x41004100u);
 }
 
-/* What a lane loads of one Q4_K block of its two rows: the heads (d, dmin, scales) and its 32 quant bytes. */
-struct QmRaw12 {
+/* What a lane loads of one block of its two rows (per type). Q4_K: the heads (d, dmin, scales) and its
+** 32 quant bytes. Q6_K (224-byte slots, 16-byte aligned): lane c = 2h + kp holds ql bytes 32c..32c+31
+** (l = 0..31 of k = kp, low nibbles, and k = kp + 2, high), the qh bytes 32h.. of the same l, the 8
+** scales of its half and d. */
+template <int QT> struct QmRaw;
+template <> struct QmRaw<12> {
 	uint4 h[2], q[2][2];
 };
+template <> struct QmRaw<14> {
+	uint4 ql[2][2], qh[2][2];
+	uint2 sc[2]; /* the scales 8h..8h+7 of the lane's half */
+	unsigned dw[2];
+};
 
-__device__ __forceinline__ void qm_load12(QmRaw12 &r, const unsigned char *row0, const unsigned char *row1,
-                                          unsigned blk, int c)
+__device__ __forceinline__ void qm_load(QmRaw<12> &r, const unsigned char *row0, const unsigned char *row1, unsigned blk,
+                                        int c)
 {
 	const unsigned char *p[2] = {row0 + blk * 144ull, row1 + blk * 144ull};
 #pragma unroll
@@ -835,23 +848,56 @@ __device__ __forceinline__ void qm_load12(QmRaw12 &r, const unsigned char *row0,
 	}
 }
 
-/* acc[i] += lane (g, c)'s part of row i (g, g + 8) · x for one block: xp is the lane's staged units of
-** the block (or the zero units, for a lane that holds no B column), X its two sub-block sums. */
-__device__ __forceinline__ void qm_block12(float (&acc)[2], const QmRaw12 &r, const char *xp, float2 X, int c)
+__device__ __forceinline__ void qm_load(QmRaw<14> &r, const unsigned char *row0, const unsigned char *row1, unsigned blk,
+                                        int c)
+{
+	const unsigned char *p[2] = {row0 + blk * 224ull, row1 + blk * 224ull};
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		r.ql[i][0] = q_ld16(p[i] + 32 * c);
+		r.ql[i][1] = q_ld16(p[i] + 32 * c + 16);
+		r.qh[i][0] = q_ld16(p[i] + 128 + 32 * (c >> 1));
+		r.qh[i][1] = q_ld16(p[i] + 144 + 32 * (c >> 1));
+		r.sc[i] = __ldg((const uint2 *)(p[i] + 192 + 8 * (c >> 1)));
+		r.dw[i] = __ldg((const unsigned *)(p[i] + 208));
+	}
+}
+
+/* Word j (0..7) of two 16-byte loads. */
+__device__ __forceinline__ unsigned qm_word(const uint4 (&u)[2], int j)
+{
+	const uint4 &v = u[j >> 2];
+	return (j & 3) == 0 ? v.x : (j & 3) == 1 ? v.y : (j & 3) == 2 ? v.z : v.w;
+}
+
+/* (a & m) | (b & ~m) in one LOP3. */
+__device__ __forceinline__ unsigned q_sel(unsigned a, unsigned b, unsigned m)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(d) : "r"(a), "r"(b), "r"(m));
+	return d;
+#else
+	return (a & m) | (b & ~m);
+#endif
+}
+
+/* acc[i] += lane (g, c)'s part of row i (g, g + 8) · x for one Q4_K block: xp is the lane's staged units
+** of the block (or the zero units, for a lane that holds no B column), xs the block's 16-value sums. */
+__device__ __forceinline__ void qm_block(float (&acc)[2], const QmRaw<12> &r, const char *xp, const float *xs, int c)
 {
 	float cl[4] = {0.0f, 0.0f, 0.0f, 0.0f}, ch[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
 	for (int j = 0; j < 8; j++) {
-		const uint4 &u0 = r.q[0][j >> 2], &u1 = r.q[1][j >> 2];
-		unsigned w0 = (j & 3) == 0 ? u0.x : (j & 3) == 1 ? u0.y : (j & 3) == 2 ? u0.z : u0.w;
-		unsigned w1 = (j & 3) == 0 ? u1.x : (j & 3) == 1 ? u1.y : (j & 3) == 2 ? u1.z : u1.w;
 		unsigned o0[4], o1[4];
-		qm_nib(w0, o0);
-		qm_nib(w1, o1);
+		qm_nib(qm_word(r.q[0], j), o0);
+		qm_nib(qm_word(r.q[1], j), o1);
 		uint2 bl = *(const uint2 *)(xp + 16 * j), bh = *(const uint2 *)(xp + 128 + 16 * j);
 		qm_mma(cl, o0[0], o1[0], o0[1], o1[1], bl.x, bl.y);
 		qm_mma(ch, o0[2], o1[2], o0[3], o1[3], bh.x, bh.y);
 	}
+	float4 x4 = *(const float4 *)(xs + 4 * c); /* sub-block 2c: the 16-sums 4c, 4c + 1; 2c + 1: the next two */
+	float Xl = x4.x + x4.y, Xh = x4.z + x4.w;
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 		unsigned sc, m;
@@ -860,29 +906,73 @@ __device__ __forceinline__ void qm_block12(float (&acc)[2], const QmRaw12 &r, co
 		/* Σq·x = 2C − 16X: a = 2·d·sc multiplies C, b = 8a + dmin·m the sub-block's x sum */
 		float al = 2.0f * d * (float)(sc & 0xffu), ah = 2.0f * d * (float)(sc >> 8 & 0xffu);
 		float bl = 8.0f * al + dmin * (float)(m & 0xffu), bh = 8.0f * ah + dmin * (float)(m >> 8 & 0xffu);
-		acc[i] += al * (cl[2 * i] + cl[2 * i + 1]) + ah * (ch[2 * i] + ch[2 * i + 1]) - (bl * X.x + bh * X.y);
+		acc[i] += al * (cl[2 * i] + cl[2 * i + 1]) + ah * (ch[2 * i] + ch[2 * i + 1]) - (bl * Xl + bh * Xh);
+	}
+}
+
+/*
+** The same for one Q6_K block: q = ql nibble | qh bits << 4 (6 bits) is formed for 4 values at a time
+** by one bit select (the two qh bits shifted to bits 4..5 of each byte; bits 6..7 hold other values'
+** bits, masked when the bf16 pairs are made), then each q as the bf16 128 + q (exact); a value is
+** d·sc·(q − 32), so its dot is d·sc·(C − 160·X) for each 16 values of one scale. The lane's four
+** groups: k = kp (low nibbles) and kp + 2 (high), each l 0..15 and 16..31.
+*/
+__device__ __forceinline__ void qm_block(float (&acc)[2], const QmRaw<14> &r, const char *xp, const float *xs, int c)
+{
+	int h = c >> 1, kp = c & 1;
+	float ca[2][4] = {}, cb[2][4] = {}; /* [l half][C fragment]: k = kp, then k = kp + 2 */
+	unsigned sl = 4 - 2 * kp, sh = 2 * kp;
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		unsigned pa[2][2], pb[2][2]; /* [row][bytes 0,2 | 1,3] */
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			unsigned w = qm_word(r.ql[i], j), hw = qm_word(r.qh[i], j);
+			unsigned qa = q_sel(w, hw << sl, 0x0F0F0F0Fu), qb = q_sel(w >> 4, hw >> sh, 0x0F0F0F0Fu);
+			pa[i][0] = q_andor(qa, 0x003F003Fu, 0x43004300u);
+			pa[i][1] = q_andor(qa >> 8, 0x003F003Fu, 0x43004300u);
+			pb[i][0] = q_andor(qb, 0x003F003Fu, 0x43004300u);
+			pb[i][1] = q_andor(qb >> 8, 0x003F003Fu, 0x43004300u);
+		}
+		uint2 ba = *(const uint2 *)(xp + 16 * j), bb = *(const uint2 *)(xp + 288 + 16 * j);
+		qm_mma(ca[j >> 2], pa[0][0], pa[1][0], pa[0][1], pa[1][1], ba.x, ba.y);
+		qm_mma(cb[j >> 2], pb[0][0], pb[1][0], pb[0][1], pb[1][1], bb.x, bb.y);
+	}
+	/* the 16-sums of k = kp (8h + 2kp, + 1) and k = kp + 2 (4 further) */
+	float2 xa = *(const float2 *)(xs + 8 * h + 2 * kp), xb = *(const float2 *)(xs + 8 * h + 2 * kp + 4);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		unsigned wa = r.sc[i].x >> 16 * kp, wb = r.sc[i].y >> 16 * kp; /* scales 8h + 2k + l/16 */
+		float sa0 = (float)(signed char)(wa & 0xffu), sa1 = (float)(signed char)(wa >> 8 & 0xffu);
+		float sb0 = (float)(signed char)(wb & 0xffu), sb1 = (float)(signed char)(wb >> 8 & 0xffu);
+		float d = q_h2f(r.dw[i]);
+		float s = sa0 * ((ca[0][2 * i] + ca[0][2 * i + 1]) - 160.0f * xa.x) +
+		          sa1 * ((ca[1][2 * i] + ca[1][2 * i + 1]) - 160.0f * xa.y) +
+		          sb0 * ((cb[0][2 * i] + cb[0][2 * i + 1]) - 160.0f * xb.x) +
+		          sb1 * ((cb[1][2 * i] + cb[1][2 * i + 1]) - 160.0f * xb.y);
+		acc[i] += d * s;
 	}
 }
 
 /* The first D − 1 loads of the ring (blocks kp, kp + kstep, ... of the chunk) of a warp that has rows. */
-template <int D>
-__device__ __forceinline__ void qm_preload12(QmRaw12 (&r)[D], bool on, const unsigned char *row0,
-                                             const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep, int c)
+template <int QT, int D>
+__device__ __forceinline__ void qm_preload(QmRaw<QT> (&r)[D], bool on, const unsigned char *row0,
+                                           const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep, int c)
 {
 #pragma unroll
 	for (int i = 0; i + 1 < D; i++)
 		if (on && kp + i * kstep < nb)
-			qm_load12(r[i], row0, row1, kb0 + kp + i * kstep, c);
+			qm_load(r[i], row0, row1, kb0 + kp + i * kstep, c);
 }
 
 /* acc += the lane's part of rows g, g + 8 · x over blocks kp, kp + kstep, ... < nb of the staged chunk
-** (first block kb0 of the rows), D blocks' loads in flight (the ring preloaded by qm_preload12). The lane
+** (first block kb0 of the rows), D blocks' loads in flight (the ring preloaded by qm_preload). The lane
 ** reads its B pieces at boff in the block's units (xu), or at boff in the zero units (zu) when it holds
 ** no B column (act false). */
-template <int D>
-__device__ __forceinline__ void qm_run12(float (&acc)[2], QmRaw12 (&r)[D], const unsigned char *row0,
-                                         const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep,
-                                         const uint4 *xu, const float *xs32, const uint4 *zu, int boff, bool act, int c)
+template <int QT, int D>
+__device__ __forceinline__ void qm_run(float (&acc)[2], QmRaw<QT> (&r)[D], const unsigned char *row0,
+                                       const unsigned char *row1, unsigned kb0, int nb, int kp, int kstep, const uint4 *xu,
+                                       const float *xs16, const uint4 *zu, int boff, bool act, int c)
 {
 	for (int b = kp; b < nb; b += D * kstep) {
 #pragma unroll
@@ -891,45 +981,48 @@ __device__ __forceinline__ void qm_run12(float (&acc)[2], QmRaw12 (&r)[D], const
 			if (bi >= nb)
 				break;
 			if (bl < nb)
-				qm_load12(r[(i + D - 1) % D], row0, row1, kb0 + bl, c);
+				qm_load(r[(i + D - 1) % D], row0, row1, kb0 + bl, c);
 			const char *xp = act ? (const char *)xu + 1152 * bi + boff : (const char *)zu + boff;
-			qm_block12(acc, r[i], xp, *(const float2 *)(xs32 + 8 * bi + 2 * c), c);
+			qm_block(acc, r[i], xp, xs16 + 16 * bi, c);
 		}
 	}
 }
 
-/* Lane (g, c)'s B offset: column g holds the pieces of lane g/2's positions (unit 18c of a block, the hi
-** or lo half), or reads zeros (16 bytes into the zero units: banks no active lane of the mma uses). */
-__device__ __forceinline__ int qm_boff(int lane)
+/* Lane (g, c)'s B offset: column g holds the pieces of lane g/2's positions (Q4_K: unit 18c of a block,
+** pair c's; Q6_K: units 36h + 8kp, lane c = 2h + kp), the hi or lo half; or zeros, 16 bytes into the
+** zero units (banks no active lane of the mma uses). */
+template <int QT> __device__ __forceinline__ int qm_boff(int lane)
 {
 	int g = lane >> 2, c = lane & 3;
-	return (g >> 1) == c ? 16 * 18 * c + 8 * (g & 1) : 16 + 8 * (g & 1);
+	if ((g >> 1) != c)
+		return 16 + 8 * (g & 1);
+	return (QT == 14 ? 16 * (36 * (c >> 1) + 8 * (c & 1)) : 16 * 18 * c) + 8 * (g & 1);
 }
 
 /*
-** Decode GEMV over Q4_K weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
+** Decode GEMV over Q4_K or Q6_K (QT) weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
 ** it for T = 1; more rows are served one after another), K a multiple of 256. block 256: the block's
 ** row groups are 16 rows (one warp's) × 8/WPR; warp w serves group w / WPR and the blocks b ≡ w % WPR of
 ** each staged chunk (8192 values), with D blocks' loads in flight (the first D − 1 issued before x is
 ** staged). Blocks loop over row groups as k_qgemv's do, staging x once when T = 1 and K fits one chunk.
 ** SWIGLU stages swiglu(x, u) rounded to A.
 */
-template <typename A, int WPR, int D, bool HAS_BIAS, bool SWIGLU>
+template <typename A, int QT, int WPR, int D, bool HAS_BIAS, bool SWIGLU>
 __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
 {
 	__shared__ __align__(128) uint4 xu[32 * 72];
-	__shared__ __align__(128) uint4 zu[24];
-	__shared__ float xs32[256];
+	__shared__ __align__(128) uint4 zu[32];
+	__shared__ float xs16[512];
 	__shared__ float red[8][16];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, rg = warp / WPR,
 	    kp = warp % WPR;
 	const int RPB = 16 * (8 / WPR);
 	int nrg = (N + RPB - 1) / RPB;
-	long long stride = q_stride<12>(K);
-	if (threadIdx.x < 24)
+	long long stride = q_stride<QT>(K);
+	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
 	bool act = (g >> 1) == c; /* lane (g, c) holds B column g: lane g/2's pieces, or zeros */
-	int boff = qm_boff(lane);
+	int boff = qm_boff<QT>(lane);
 	bool single = T == 1 && K <= 8192, staged = false;
 	for (int bx = blockIdx.x; bx < nrg; bx += gridDim.x) { /* uniform per block */
 		int n0 = bx * RPB + rg * 16;
@@ -941,13 +1034,13 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 			for (int k0 = 0; k0 < K; k0 += 8192) {
 				int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
 				unsigned kb0 = (unsigned)k0 >> 8;
-				QmRaw12 r[D]; /* a ring of D blocks' loads, the first issued before x is staged */
-				qm_preload12<D>(r, on, row0, row1, kb0, nb, kp, WPR, c);
+				QmRaw<QT> r[D]; /* a ring of D blocks' loads, the first issued before x is staged */
+				qm_preload<QT, D>(r, on, row0, row1, kb0, nb, kp, WPR, c);
 				if (!(single && staged))
-					qm_stage<A, A, SWIGLU>(xu, xs32, x + (long long)t * K, SWIGLU ? u + (long long)t * K : u, k0, kc);
+					qm_stage<A, A, SWIGLU>(xu, xs16, x + (long long)t * K, SWIGLU ? u + (long long)t * K : u, k0, kc);
 				staged = true;
 				if (on)
-					qm_run12<D>(acc, r, row0, row1, kb0, nb, kp, WPR, xu, xs32, zu, boff, act, c);
+					qm_run<QT, D>(acc, r, row0, row1, kb0, nb, kp, WPR, xu, xs16, zu, boff, act, c);
 			}
 #pragma unroll
 			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */
@@ -1034,7 +1127,7 @@ template <> __device__ __forceinline__ float q_elem<13>(const unsigned char *row
 
 template <> __device__ __forceinline__ float q_elem<14>(const unsigned char *row, long long k)
 {
-	const unsigned char *b = row + k / 256 * 210;
+	const unsigned char *b = row + k / 256 * 224;
 	int i = (int)(k % 256), h = i / 128, kk = (i % 128) / 32, l = i % 32;
 	int lo = (b[64 * h + l + 32 * (kk % 2)] >> (4 * (kk / 2))) & 0xf;
 	int q = (lo | ((b[128 + 32 * h + l] >> (2 * kk)) & 3) << 4) - 32;
@@ -1193,8 +1286,8 @@ __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsi
 {
 	const int D = 3;
 	__shared__ __align__(128) uint4 xu[32 * 72];
-	__shared__ __align__(128) uint4 zu[24];
-	__shared__ float xs32[256];
+	__shared__ __align__(128) uint4 zu[32];
+	__shared__ float xs16[512];
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
 	int j = blockIdx.y, t = blockIdx.z, f0 = blockIdx.x * 64 + 8 * warp, f = f0 + g;
 	long long slot = (long long)t * k + j;
@@ -1205,21 +1298,21 @@ __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsi
 			hr[f] = 0.0f;
 		return;
 	}
-	if (threadIdx.x < 24)
+	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
 	bool act = (g >> 1) == c, on = f0 < F; /* on: uniform per warp */
-	int boff = qm_boff(lane);
+	int boff = qm_boff<12>(lane);
 	long long stride = q_stride<12>(C), row = (long long)ex * F + (f < F ? f : 0);
 	const unsigned char *row0 = gate + row * stride, *row1 = up + row * stride;
 	float acc[2] = {0.0f, 0.0f};
 	for (int k0 = 0; k0 < C; k0 += 8192) {
 		int kc = C - k0 < 8192 ? C - k0 : 8192, nb = kc >> 8;
 		unsigned kb0 = (unsigned)k0 >> 8;
-		QmRaw12 r[D];
-		qm_preload12<D>(r, on, row0, row1, kb0, nb, 0, 1, c);
-		qm_stage<A, A, false>(xu, xs32, x + (long long)t * C, (const A *)0, k0, kc);
+		QmRaw<12> r[D];
+		qm_preload<12, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
+		qm_stage<A, A, false>(xu, xs16, x + (long long)t * C, (const A *)0, k0, kc);
 		if (on)
-			qm_run12<D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs32, zu, boff, act, c);
+			qm_run<12, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
 	}
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
@@ -1336,11 +1429,11 @@ __device__ void k_qrand(unsigned char *dst, long long rows, int bpr, long long s
 	if (i >= rows * stride)
 		return;
 	long long row = i / stride, o = i - row * stride;
-	if (o >= (long long)bpr * QGeo<QT>::BYTES) {
+	long long j = o / QGeo<QT>::DEV, ob = o - j * QGeo<QT>::DEV; /* block j's slot, byte ob */
+	if (j >= bpr || ob >= QGeo<QT>::BYTES) {
 		dst[i] = 0;
 		return;
 	}
-	long long j = o / QGeo<QT>::BYTES, ob = o - j * QGeo<QT>::BYTES;
 	long long gb = q_gmap(row, part, inner, tp, rank) * bpr * cparts + (long long)crank * bpr + j;
 	dst[i] = (unsigned char)q_rand_byte<QT>(seed, K, (unsigned long long)gb * QGeo<QT>::BYTES + ob);
 }

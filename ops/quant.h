@@ -48,9 +48,17 @@ size_t quant_block_bytes(int type);
 ** block size or the size would overflow. */
 size_t quant_row_bytes(int type, int64_t n);
 
+/* Bytes of one block as the GPU keeps it: the GGUF block, except Q6_K's 210 bytes in a 224-byte slot
+** (zero padded), so every block starts 16-byte aligned (ops/quant.cuh QGeo::DEV). */
+size_t quant_dev_block_bytes(int type);
+
 /* Bytes of one row of n elements as the GPU keeps a block-quantized weight (ops/quant.cuh q_stride):
-** quant_row_bytes rounded up to a multiple of 16; 0 when quant_row_bytes is. */
+** its blocks in device slots, rounded up to a multiple of 16; 0 when quant_row_bytes is. */
 size_t quant_dev_row_bytes(int type, int64_t n);
+
+/* A row of n elements whose GGUF bytes start at row (a buffer of quant_dev_row_bytes) moved into the
+** device layout in place: each block to its slot, the slot's tail zeroed. Nothing for most types. */
+void quant_dev_spread(int type, uint8_t *row, int64_t n);
 
 /* 1 when quant_dequant supports the type. */
 int quant_supported(int type);

@@ -1218,6 +1218,8 @@ static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, u
 		int64_t nr = rows - r0 < per ? rows - r0 : per;
 		if (weights_load_raw(d, g, w, rank, tp, r0, nr, stage, stride, err, len))
 			return -1;
+		for (int64_t r = 0; r < nr; r++) /* the GGUF blocks into their device slots (Q6_K) */
+			quant_dev_spread(x->wq[w->node], stage + (size_t)r * stride, K);
 		CK(x->cu.htod(x->ptr[w->node] + (CUdeviceptr)((size_t)r0 * stride), stage, (size_t)nr * stride),
 		   "cuMemcpyHtoD (quantized weights)");
 	}

@@ -114,6 +114,29 @@ static void check_table(void)
 	check(quant_row_bytes(QT_Q8_0, 4096) == 4096 / 32 * 34, "Q8_0 row bytes", "%zu", quant_row_bytes(QT_Q8_0, 4096));
 	check(quant_row_bytes(QT_Q8_0, 33) == 0, "row not a whole number of blocks -> 0", "");
 	check(quant_row_bytes(QT_F32, INT64_MAX) == 0, "row size overflow -> 0", "");
+	/* the device layout: Q6_K blocks in 224-byte slots, the others as GGUF keeps them, rows to 16 bytes */
+	check(quant_dev_row_bytes(QT_Q6_K, 768) == 3 * 224 && quant_dev_row_bytes(QT_Q4_K, 768) == 3 * 144 &&
+	          quant_dev_row_bytes(QT_Q8_0, 64) == 80 && quant_dev_row_bytes(QT_Q6_K, 100) == 0,
+	      "device row bytes (Q6_K slots of 224)", "%zu %zu", quant_dev_row_bytes(QT_Q6_K, 768),
+	      quant_dev_row_bytes(QT_Q8_0, 64));
+	{
+		static uint8_t row[3 * 224], src[3 * 210];
+		for (size_t i = 0; i < sizeof src; i++)
+			src[i] = (uint8_t)(i * 7 + 1);
+		memset(row, 0xee, sizeof row);
+		memcpy(row, src, sizeof src);
+		quant_dev_spread(QT_Q6_K, row, 768);
+		int ok = 1;
+		for (int j = 0; j < 3; j++)
+			for (int i = 0; i < 224; i++)
+				ok &= row[j * 224 + i] == (i < 210 ? src[j * 210 + i] : 0);
+		uint8_t q4[144], q4b[144];
+		for (int i = 0; i < 144; i++)
+			q4[i] = q4b[i] = (uint8_t)i;
+		quant_dev_spread(QT_Q4_K, q4b, 256);
+		check(ok && !memcmp(q4, q4b, sizeof q4), "quant_dev_spread: Q6_K blocks to their slots, tails zero; Q4_K as is",
+		      "");
+	}
 	check(!strcmp(quant_type_name(QT_IQ2_XXS), "IQ2_XXS") && !strcmp(quant_type_name(4), "Q4_2") &&
 	          !strcmp(quant_type_name(999), "unknown") && !strcmp(quant_type_name(-1), "unknown"),
 	      "type names (known, removed, unknown)", "");

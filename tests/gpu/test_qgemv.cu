@@ -185,11 +185,11 @@ __global__ void __launch_bounds__(256) g_qgemv(A *y, const A *x, const A *u, con
 	k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y, x, u, w, b, T, K, N);
 }
 
-template <typename A, int WPR, bool HB, bool SW>
+template <typename A, int QT, int WPR, bool HB, bool SW>
 __global__ void __launch_bounds__(256, 2) g_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *b,
                                                       int T, int K, int N)
 {
-	k_qgemv_mma<A, WPR, 3, HB, SW>(y, x, u, w, b, T, K, N);
+	k_qgemv_mma<A, QT, WPR, QT == 12 ? 3 : 2, HB, SW>(y, x, u, w, b, T, K, N); /* D as glmc emits it */
 }
 
 template <typename A, int QT, bool HB>
@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(256)
 	                                                   K, N0, N1, N2, N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
 }
 
-template <typename A, typename NW, int PRO, int EPI>
+template <typename A, int QT, typename NW, int PRO, int EPI>
 __global__ void __launch_bounds__(256, 2)
 	g_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
 	                  const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2, const A *b3,
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(256, 2)
 	                  int N3, int P0, int P1, int P2, int P3, int pro, int epi, float eps, float s0, float s1, float s2,
 	                  float s3)
 {
-	k_qgemv_fused_mma<A, NW, PRO, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K, N0, N1, N2,
+	k_qgemv_fused_mma<A, QT, NW, PRO, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, u, nw, hs, r, T, K, N0, N1, N2,
 	                                   N3, P0, P1, P2, P3, pro, epi, eps, s0, s1, s2, s3);
 }
 
@@ -279,6 +279,15 @@ __global__ void __launch_bounds__(256) g_rand(W *d, long long n, unsigned long l
 
 static unsigned blocks(long long n, int per) { return (unsigned)((n + per - 1) / per); }
 
+/* A row of K values' GGUF bytes at src as the GPU keeps it (ops/quant.c quant_dev_spread). */
+static std::vector<unsigned char> dev_row(int qt, const unsigned char *src, long long K)
+{
+	std::vector<unsigned char> r(quant_dev_row_bytes(qt, K), 0);
+	memcpy(r.data(), src, quant_row_bytes(qt, K));
+	quant_dev_spread(qt, r.data(), K);
+	return r;
+}
+
 /* ---- quantized weights on both sides ---- */
 
 /* A [rows, K] weight: its blocks at the device stride on the GPU and dequantized on the host. */
@@ -304,13 +313,12 @@ template <int QT> static QW qw_random(long long rows, long long K, const char *n
 	w.f.resize((size_t)(rows * K));
 	size_t bad = 0, first = 0;
 	for (long long r = 0; r < rows; r++) {
-		for (size_t b = 0; b < rb; b++) {
+		for (size_t b = 0; b < rb; b++)
 			row[b] = weights_random_byte(QT, seed, K, (uint64_t)r * rb + b);
-			if (got[(size_t)(r * w.stride) + b] != row[b] && !bad++)
-				first = (size_t)r * rb + b;
-		}
-		for (long long b = (long long)rb; b < w.stride; b++)
-			bad += got[(size_t)(r * w.stride + b)] != 0;
+		std::vector<unsigned char> dr = dev_row(QT, row.data(), K); /* the blocks in their slots, zero padding */
+		for (long long b = 0; b < w.stride; b++)
+			if (got[(size_t)(r * w.stride + b)] != dr[(size_t)b] && !bad++)
+				first = (size_t)(r * w.stride + b);
 		quant_dequant(QT, row.data(), &w.f[(size_t)(r * K)], (size_t)K);
 	}
 	check(!bad, fmt("random %s blocks [%lld, %lld]: GPU bytes equal the CPU generator's", qname(QT), rows, K),
@@ -335,8 +343,10 @@ static QW qw_quantized(int qt, long long rows, long long K)
 	                           : quant_q6_k(x.data(), q.data(), x.size());
 	if (n != q.size())
 		check(false, fmt("quantize %s", qname(qt)), "size");
-	for (long long r = 0; r < rows; r++)
+	for (long long r = 0; r < rows; r++) {
 		memcpy(&pad[(size_t)(r * w.stride)], &q[(size_t)r * rb], rb);
+		quant_dev_spread(qt, &pad[(size_t)(r * w.stride)], K);
+	}
 	w.dev = upload(pad);
 	w.f.resize(x.size());
 	quant_dequant(qt, q.data(), w.f.data(), x.size());
@@ -408,39 +418,39 @@ static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid
 	    T, K, N, random, tl);
 }
 
-/* k_qgemv_mma (Q4_K on the tensor cores) with WPR, D = 3 as glmc emits it (grid ceil(N / (128/WPR))
+/* k_qgemv_mma (Q4_K or Q6_K on the tensor cores) with WPR, D as glmc emits it (grid ceil(N / (128/WPR))
 ** unless given). */
-template <typename A, int WPR, bool HB, bool SW>
+template <typename A, int QT, int WPR, bool HB, bool SW>
 static void test_qgemv_mma(int T, int K, int N, bool random, double tl = 0, int grid = 0)
 {
-	qgemv_case<A, 12, HB, SW>(
-	    fmt("qgemv_mma Q4_K A=%s T=%d K=%d N=%d WPR=%d%s%s%s", tname<A>(), T, K, N, WPR, HB ? " bias" : "",
+	qgemv_case<A, QT, HB, SW>(
+	    fmt("qgemv_mma %s A=%s T=%d K=%d N=%d WPR=%d%s%s%s", qname(QT), tname<A>(), T, K, N, WPR, HB ? " bias" : "",
 	        SW ? " swiglu" : "", grid ? fmt(" grid %d", grid).c_str() : ""),
 	    [&](A *y, const A *x, const A *u, const unsigned char *w, const A *b) {
-		    g_qgemv_mma<A, WPR, HB, SW><<<grid ? grid : blocks(N, 128 / WPR), 256>>>(y, x, u, w, b, T, K, N);
+		    g_qgemv_mma<A, QT, WPR, HB, SW><<<grid ? grid : blocks(N, 128 / WPR), 256>>>(y, x, u, w, b, T, K, N);
 	    },
 	    T, K, N, random, tl);
 }
 
 /* The tensor-core path at every split: K of one block, not a multiple of 1024, two chunks; N = 1, odd,
 ** partial row groups; bias, SwiGLU, blocks looping over row groups; f32 at 1e-5, bf16 at 4e-3. */
-static void qgemv_mma_suite(void)
+template <int QT> static void qgemv_mma_suite(void)
 {
 	for (int K : {256, 1280, 4096, 4608, 14336})
 		for (int N : {1, 37, 64, 300}) {
 			bool rnd_w = (K / 256 + N) % 2 == 0;
-			test_qgemv_mma<float, 1, false, false>(1, K, N, rnd_w);
-			test_qgemv_mma<float, 2, true, false>(1, K, N, !rnd_w);
-			test_qgemv_mma<float, 4, false, true>(1, K, N, rnd_w);
-			test_qgemv_mma<float, 8, false, false>(1, K, N, !rnd_w);
-			test_qgemv_mma<bf16, 1, false, false>(1, K, N, rnd_w, 4e-3);
-			test_qgemv_mma<bf16, 8, true, true>(1, K, N, !rnd_w, 4e-3);
+			test_qgemv_mma<float, QT, 1, false, false>(1, K, N, rnd_w);
+			test_qgemv_mma<float, QT, 2, true, false>(1, K, N, !rnd_w);
+			test_qgemv_mma<float, QT, 4, false, true>(1, K, N, rnd_w);
+			test_qgemv_mma<float, QT, 8, false, false>(1, K, N, !rnd_w);
+			test_qgemv_mma<bf16, QT, 1, false, false>(1, K, N, rnd_w, 4e-3);
+			test_qgemv_mma<bf16, QT, 8, true, true>(1, K, N, !rnd_w, 4e-3);
 		}
-	test_qgemv_mma<bf16, 1, true, false>(1, 4096, 3000, true, 4e-3, 7);
-	test_qgemv_mma<bf16, 4, false, true>(1, 2048, 1333, false, 4e-3, 5);
-	test_qgemv_mma<float, 2, false, false>(1, 14336, 900, true, 0, 3);
-	test_qgemv_mma<float, 8, true, true>(3, 1024, 100, true);
-	test_qgemv_mma<float, 1, false, false>(1, 6144, 154880 / 64, true);
+	test_qgemv_mma<bf16, QT, 1, true, false>(1, 4096, 3000, true, 4e-3, 7);
+	test_qgemv_mma<bf16, QT, 4, false, true>(1, 2048, 1333, false, 4e-3, 5);
+	test_qgemv_mma<float, QT, 2, false, false>(1, 14336, 900, true, 0, 3);
+	test_qgemv_mma<float, QT, 8, true, true>(3, 1024, 100, true);
+	test_qgemv_mma<float, QT, 1, false, false>(1, 6144, 154880 / 64, true);
 }
 
 /* Every T and shape for one type: K not a multiple of 1024, N = 1, odd N, rows that split K in-block. */
@@ -577,7 +587,7 @@ template <typename A, int QG, int QU, int QD, bool MMA = false> static void test
 	A *dy = dalloc<A>((size_t)T * C, 0xff);
 	int *didx = upload(idx);
 	static_assert(!MMA || (QG == 12 && QU == 12), "the mma up kernel reads Q4_K");
-	if (MMA)
+	if constexpr (MMA)
 		g_qmoe_up_mma<A><<<dim3(blocks(F, 64), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
 	else
 		g_qmoe_up<A, QG, QU><<<dim3(blocks(F, 8), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
@@ -644,7 +654,8 @@ struct QfCase {
 template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3, bool MMA = false>
 static void run_qfused(const QfCase &c)
 {
-	static_assert(!MMA || (Q0 == 12 && Q1 == 12 && Q2 == 12 && Q3 == 12 && TM == 1), "the mma kernel: Q4_K, TM 1");
+	static_assert(!MMA || ((Q0 == 12 || Q0 == 14) && Q1 == Q0 && Q2 == Q0 && Q3 == Q0 && TM == 1),
+	              "the mma kernel: one type, Q4_K or Q6_K, TM 1");
 	const int Q[4] = {Q0, Q1, Q2, Q3};
 	const float eps = 1e-6f;
 	int T = c.T, K = c.K, M = (int)c.N.size();
@@ -705,8 +716,8 @@ static void run_qfused(const QfCase &c)
 	}
 	A *dhs = c.store ? dalloc<A>((size_t)T * K, 0xff) : nullptr;
 	/* as glmc emits it: batch-1 launches specialise the prologue and epilogue, larger ones take them at run time */
-	if (MMA)
-		g_qgemv_fused_mma<A, NW, PRO, EPI><<<nb, 256>>>(
+	if constexpr (MMA)
+		g_qgemv_fused_mma<A, Q0, NW, PRO, EPI><<<nb, 256>>>(
 			dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3], upload(x),
 			PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
 			N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
@@ -879,9 +890,8 @@ template <int QT> static void qfused_suite(void)
 /* k_qgemv_fused_mma (every member Q4_K, one token at a time): each prologue, the residual (in place) and
 ** scale epilogues, biases, splits 1..8, norms over whole rows and over two chunks (K 9216), the norm
 ** stored, T = 2 served one row after the other, bf16 activations. */
-static void qfused_mma_suite(void)
+template <int Q> static void qfused_mma_suite(void)
 {
-	const int Q = 12;
 	for (int K : {256, 4608, 9216}) {
 		QfCase c = {1, K, {37, 64, 130}, {1, 2, 8}, 0x5, 1, false, false, false, 0};
 		run_qfused<float, float, GEMV_PRO_NONE, false, 2, 1, Q, Q, Q, Q, true>(c);
@@ -917,7 +927,7 @@ template <int QT> static void test_rand_split(void)
 	std::vector<unsigned char> got = download(d, (size_t)(rows / 2 * st));
 	bool ok = true;
 	for (long long r = 0; r < rows / 2; r++)
-		ok &= !memcmp(&got[(size_t)(r * st)], &whole[(size_t)(rows / 2 + r) * rb], rb);
+		ok &= !memcmp(&got[(size_t)(r * st)], dev_row(QT, &whole[(size_t)(rows / 2 + r) * rb], K).data(), (size_t)st);
 	check(ok, fmt("random %s rank 1 of 2 by rows equals the whole tensor's rows", qname(QT)));
 	long long st2 = (long long)quant_dev_row_bytes(QT, K / 2);
 	unsigned char *d2 = dalloc<unsigned char>((size_t)(rows * st2), 0xff);
@@ -926,7 +936,7 @@ template <int QT> static void test_rand_split(void)
 	got = download(d2, (size_t)(rows * st2));
 	ok = true;
 	for (long long r = 0; r < rows; r++)
-		ok &= !memcmp(&got[(size_t)(r * st2)], &whole[(size_t)r * rb + rb / 2], rb / 2);
+		ok &= !memcmp(&got[(size_t)(r * st2)], dev_row(QT, &whole[(size_t)r * rb + rb / 2], K / 2).data(), (size_t)st2);
 	check(ok, fmt("random %s rank 1 of 2 by columns equals the whole tensor's blocks", qname(QT)));
 	free_all();
 }
@@ -986,7 +996,8 @@ int main(void)
 	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
 	qgemv_suite<8>();
 	qgemv_suite<12>();
-	qgemv_mma_suite();
+	qgemv_mma_suite<12>();
+	qgemv_mma_suite<14>();
 	qgemv_suite<13>();
 	qgemv_suite<14>();
 	test_qgemm<float, 8, true>(9, 800, 70);
@@ -1013,7 +1024,8 @@ int main(void)
 	test_qmoe<float, 12, 12, 8, true>(2, 1024, 288, 4, 3);
 	qfused_suite<8>();
 	qfused_suite<12>();
-	qfused_mma_suite();
+	qfused_mma_suite<12>();
+	qfused_mma_suite<14>();
 	qfused_suite<13>();
 	qfused_suite<14>();
 	test_rand_split<8>();

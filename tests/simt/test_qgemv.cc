@@ -75,6 +75,7 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	for (long long r = 0; r < rows; r++) {
 		for (size_t i = 0; i < rb; i++)
 			row[i] = q.b[(size_t)(r * q.stride) + i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
+		quant_dev_spread(qt, &q.b[(size_t)(r * q.stride)], K); /* the device layout (Q6_K's slots) */
 		quant_dequant(qt, row.data(), &q.f[(size_t)(r * K)], (size_t)K);
 	}
 	return q;
@@ -141,11 +142,12 @@ template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void tes
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
-/* k_qgemv_mma<A, WPR, D, HB, SW> (Q4_K on the tensor cores, the mma emulated by shuffles): grid
-** ceil(N / (128/WPR)) unless given (smaller: blocks loop over row groups). */
-template <typename A, int WPR, int D, bool HB, bool SW> static void test_qgemv_mma(int T, int K, int N, int grid = 0)
+/* k_qgemv_mma<A, QT, WPR, D, HB, SW> (Q4_K or Q6_K on the tensor cores, the mma emulated by shuffles):
+** grid ceil(N / (128/WPR)) unless given (smaller: blocks loop over row groups). */
+template <typename A, int QT, int WPR, int D, bool HB, bool SW>
+static void test_qgemv_mma(int T, int K, int N, int grid = 0)
 {
-	QRows w = qrows(12, N, K, "blk.0.ffn_up.weight");
+	QRows w = qrows(QT, N, K, "blk.0.ffn_up.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
 	std::vector<float> h((size_t)T * K), bf(N);
 	for (size_t i = 0; i < h.size(); i++) {
@@ -160,7 +162,7 @@ template <typename A, int WPR, int D, bool HB, bool SW> static void test_qgemv_m
 	dim3 g, bl;
 	g.x = (unsigned)(grid ? grid : (N + 128 / WPR - 1) / (128 / WPR)), bl.x = 256;
 	simt_launch(g, bl, [&] {
-		k_qgemv_mma<A, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(), HB ? b.data() : nullptr,
+		k_qgemv_mma<A, QT, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(), HB ? b.data() : nullptr,
 		                               T, K, N);
 	});
 	std::vector<float> got(y.size());
@@ -168,7 +170,7 @@ template <typename A, int WPR, int D, bool HB, bool SW> static void test_qgemv_m
 		got[i] = to_f(y[i]);
 	double e = rel_l2(got, want, scale);
 	check(e <= tol<A>(),
-	      fmt("qgemv_mma Q4_K A=%s T=%d K=%d N=%d WPR=%d D=%d%s%s grid=%u", aname<A>(), T, K, N, WPR, D,
+	      fmt("qgemv_mma %s A=%s T=%d K=%d N=%d WPR=%d D=%d%s%s grid=%u", quant_type_name(QT), aname<A>(), T, K, N, WPR, D,
 	          HB ? " bias" : "", SW ? " swiglu" : "", g.x),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
@@ -269,9 +271,10 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 
 /* k_qgemv_fused_mma (Q4_K members on the tensor cores, the mma emulated) with the RMSNorm formed while
 ** staging and restaged as units, two members (splits P0, P1), the norm stored; one token, or two in turn. */
-template <typename A> static void test_qfused_mma_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
+template <typename A, int QT>
+static void test_qfused_mma_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
 {
-	QRows w0 = qrows(12, N0, K, "blk.0.attn_q.weight"), w1 = qrows(12, N1, K, "blk.0.attn_k.weight");
+	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
 	std::vector<float> xf((size_t)T * K), nwf(K), h((size_t)T * K);
 	for (size_t i = 0; i < xf.size(); i++)
@@ -289,7 +292,7 @@ template <typename A> static void test_qfused_mma_norm(int T, int K, int N0, int
 	dim3 g, bl;
 	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
 	simt_launch(g, bl, [&] {
-		k_qgemv_fused_mma<A, A, GEMV_PRO_RMSNORM, 0>(y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(),
+		k_qgemv_fused_mma<A, QT, A, GEMV_PRO_RMSNORM, 0>(y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(),
 		                                             nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, x.data(),
 		                                             nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1,
 		                                             1, 1, GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
@@ -301,8 +304,8 @@ template <typename A> static void test_qfused_mma_norm(int T, int K, int N0, int
 		g1[i] = to_f(y1[i]);
 	for (size_t i = 0; i < hs.size(); i++)
 		gh[i] = to_f(hs[i]);
-	std::string nm = fmt("qgemv_fused_mma rmsnorm Q4_K A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", aname<A>(), T, K, N0,
-	                     N1, P0, P1, g.x);
+	std::string nm = fmt("qgemv_fused_mma rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", quant_type_name(QT),
+	                     aname<A>(), T, K, N0, N1, P0, P1, g.x);
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
 	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
 	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
@@ -402,6 +405,24 @@ template <int QT> static void suite(void)
 	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 1024, 4, 2);
 }
 
+/* The tensor-core paths of type QT: one block a row, splits, partial row groups, two chunks, looping
+** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens; the fused norm. */
+template <int QT> static void mma_suite(void)
+{
+	test_qgemv_mma<float, QT, 1, 3, false, false>(1, 256, 16);
+	test_qgemv_mma<float, QT, 1, 2, false, false>(1, 2048, 37);
+	test_qgemv_mma<bf16, QT, 2, 3, true, false>(1, 1280, 40);
+	test_qgemv_mma<float, QT, 8, 2, false, true>(1, 4096, 24);
+	test_qgemv_mma<float, QT, 4, 2, true, false>(1, 9216, 20);
+	test_qgemv_mma<bf16, QT, 1, 3, false, false>(1, 2048, 70, 1);
+	test_qgemv_mma<float, QT, 2, 3, false, false>(1, 9216, 70, 1);
+	test_qgemv_mma<float, QT, 8, 2, true, true>(2, 1024, 30, 1);
+	test_qfused_mma_norm<float, QT>(1, 1024, 20, 40, 1, 4);
+	test_qfused_mma_norm<bf16, QT>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
+	test_qfused_mma_norm<float, QT>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
+	test_qfused_mma_norm<float, QT>(2, 512, 16, 16, 1, 1);
+}
+
 int main(void)
 {
 	suite<8>();
@@ -411,18 +432,8 @@ int main(void)
 	test_qmoe_up<bf16, 12, 14>(1, 512, 16, 3, 2);
 	/* the tensor-core Q4_K path: one block a row, splits, partial row groups, two chunks, looping
 	** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens */
-	test_qgemv_mma<float, 1, 3, false, false>(1, 256, 16);
-	test_qgemv_mma<float, 1, 3, false, false>(1, 2048, 37);
-	test_qgemv_mma<bf16, 2, 3, true, false>(1, 1280, 40);
-	test_qgemv_mma<float, 8, 3, false, true>(1, 4096, 24);
-	test_qgemv_mma<float, 4, 2, true, false>(1, 9216, 20);
-	test_qgemv_mma<bf16, 1, 3, false, false>(1, 2048, 70, 1);
-	test_qgemv_mma<float, 2, 3, false, false>(1, 9216, 70, 1);
-	test_qgemv_mma<float, 8, 3, true, true>(2, 1024, 30, 1);
-	test_qfused_mma_norm<float>(1, 1024, 20, 40, 1, 4);
-	test_qfused_mma_norm<bf16>(1, 2048, 16, 70, 2, 1, 1);   /* one block over both members' groups */
-	test_qfused_mma_norm<float>(1, 9216, 24, 8, 2, 8);      /* the norm's own pass, two chunks */
-	test_qfused_mma_norm<float>(2, 512, 16, 16, 1, 1);
+	mma_suite<12>();
+	mma_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
 	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
 	return finish();
