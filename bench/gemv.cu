@@ -6,8 +6,10 @@
 ** First the bandwidth: a plain read-only kernel streaming a 4 GiB buffer (16-byte loads, several in
 ** flight, a grid-stride loop), the best of 10. Then, for each weight type and shape N×K (rows × values
 ** per row): the existing k_linear_gemv for bf16 and f16, and k_qgemv (ops/quant.cuh) for Q8_0, Q4_K,
-** Q5_K and Q6_K with every split-K choice WPR in {1, 2, 4, 8} (R = 2 rows per warp, TM = 1, the batch-1
-** kernel glmc emits); the WPR emit_cuda.c's q_wpr picks is marked '*'. Each kernel is timed over a CUDA
+** Q5_K and Q6_K with every split-K choice WPR in {1, 2, 4, 8} (R = 2 rows per warp, TM = 1), and the
+** tensor-core kernel glmc emits for one token over Q4_K and Q6_K (k_qgemv_mma as "Q4mma" and "Q6mma": 16
+** rows a warp, 128/WPR a block, two blocks an SM), first checked against k_qgemv on random x (rel-L2 per
+** WPR); the WPR emit_cuda.c picks (q_wpr, qm_wpr) is marked '*'. Each kernel is timed over a CUDA
 ** graph of 100 launches cycling through copies of the weight that together exceed 4× the L2 cache, so
 ** every launch reads its weight from HBM; the figure is the median of 7 graph replays. Reported: µs per
 ** launch, GB/s of weight bytes, and % of the measured bandwidth.
@@ -108,6 +110,15 @@ static int q_wpr(long long N, long long K)
 	return wpr;
 }
 
+/* emit_cuda.c qm_wpr (the tensor-core kernel's split), repeated. */
+static int qm_wpr(long long N, long long K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 128 / wpr - 1) / (128 / wpr) < 192 && K / 256 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
+}
+
 typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cudaStream_t s);
 
 template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
@@ -132,7 +143,8 @@ static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStrea
 	                                                                               (const unsigned char *)w, 1, K, N);
 }
 
-/* The tensor-core Q4_K path (k_qgemv_mma): 16 rows a warp, 8/WPR row groups a block, capped as run_q. */
+/* The tensor-core path (k_qgemv_mma over QT): 16 rows a warp, 128/WPR a block, the grid capped as
+** emit_cuda.c's QM_GRID_CAP. */
 template <typename A, int WPR, int D = 3, int MINB = 2, int QT = 12>
 static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
@@ -197,7 +209,6 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
 		{"Q4mma", 12, nullptr, {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>}},
 		{"Q6mma", 14, nullptr, {run_qm<A, 1, 2, 2, 14>, run_qm<A, 2, 2, 2, 14>, run_qm<A, 4, 2, 2, 14>, run_qm<A, 8, 2, 2, 14>}},
-		{"Q6m3", 14, nullptr, {run_qm<A, 1, 3, 2, 14>, run_qm<A, 2, 3, 2, 14>, run_qm<A, 4, 3, 2, 14>, run_qm<A, 8, 3, 2, 14>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
 	};
@@ -241,7 +252,8 @@ template <typename A, int QT> static void check_mma(const unsigned char *w, long
 	CK(cudaMalloc(&y, sizeof(A) * (size_t)N * 5));
 	g_rand<A><<<(unsigned)(K / 256 + 1), 256>>>(x, K, 64);
 	Launch ref[4] = {run_q<A, QT, 1>, run_q<A, QT, 2>, run_q<A, QT, 4>, run_q<A, QT, 8>};
-	Launch mm[4] = {run_qm<A, 1, 2, 2, QT>, run_qm<A, 2, 2, 2, QT>, run_qm<A, 4, 2, 2, QT>, run_qm<A, 8, 2, 2, QT>};
+	const int D = QT == 12 ? 3 : 2; /* as glmc emits it */
+	Launch mm[4] = {run_qm<A, 1, D, 2, QT>, run_qm<A, 2, D, 2, QT>, run_qm<A, 4, D, 2, QT>, run_qm<A, 8, D, 2, QT>};
 	int pick = q_wpr(N, K), pi = pick == 1 ? 0 : pick == 2 ? 1 : pick == 4 ? 2 : 3;
 	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)N * 5)); /* poison: NaN in every type */
 	ref[pi](y, x, w, (int)K, (int)N, 0);
@@ -305,7 +317,7 @@ template <typename A> static void run(const char *only, double bw)
 				check_mma<A, 12>(w, N, K);
 			if (!strcmp(k.name, "Q6mma"))
 				check_mma<A, 14>(w, N, K);
-			int pick = q_wpr(N, K);
+			int pick = strstr(k.name, "mma") ? qm_wpr(N, K) : q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
 				double us = time_kernel(k.plain ? k.plain : k.q[i], y, x, w, bytes, copies, (int)K, (int)N);
 				double gbs = bytes / (us * 1e-6) / 1e9;

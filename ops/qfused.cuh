@@ -453,11 +453,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 				if (on)
 					qm_run<QT, D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
 			}
-#pragma unroll
-			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */
-				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
-				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
-			}
+			qm_lanesum(acc);
 			/* row n: the linear's result s rounded to A, then the member's epilogue */
 			auto store = [&](int n, float s) {
 				if (bias)
@@ -478,22 +474,10 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 							store(n0 + g + 8 * i, acc[i]);
 				continue;
 			}
-			if (c == 0)
-#pragma unroll
-				for (int i = 0; i < 2; i++)
-					red[warp][g + 8 * i] = acc[i];
-			__syncthreads();
-			int j = threadIdx.x; /* thread j < rpb finishes row j of the block: the sum over its group's P warps */
-			if (j < rpb) {
-				int grp = j >> 4, n = bm * rpb + j;
-				if (n < Nm) {
-					float s = 0.0f;
-					for (int q = 0; q < P; q++)
-						s += red[grp * P + q][j & 15];
-					store(n, s);
-				}
-			}
-			__syncthreads(); /* red is rewritten by the next pass, which may not stage x again */
+			float s = qm_rowsum(red, acc, P);
+			int n = bm * rpb + threadIdx.x; /* thread j < rpb finishes row j of the block */
+			if (threadIdx.x < rpb && n < Nm)
+				store(n, s);
 		}
 	}
 }

@@ -3,11 +3,16 @@
 ** stored, appended to kernels.cuh and fused.cuh by glmc and built from their helpers. The template
 ** parameter QT is the ggml type id (8, 12, 13, 14).
 **
-** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte; only each row is
-** padded with zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and
-** the aligned K-quants (Q4_K 144 bytes, Q5_K 176) can be read with plain 16-byte loads. Q8_0 (34-byte
-** blocks) and Q6_K (210) are read with 16-byte loads too: the aligned 16-byte words covering the bytes
-** are loaded and the bytes realigned in registers (q_ld16u, q_align).
+** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte, each row padded with
+** zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and the aligned
+** K-quants (Q4_K 144 bytes, Q5_K 176) can be read with plain 16-byte loads. Q6_K's 210-byte blocks sit in
+** 224-byte slots (QGeo::DEV; the 14 bytes after each are zero; glmrun moves them there at upload,
+** ops/quant.c quant_dev_spread), so they start aligned too: 6.7% more bytes for Q6_K weights, against
+** realigning every load in registers. Q8_0 (34-byte blocks) is read with 16-byte loads: the aligned
+** 16-byte words covering the bytes are loaded and the bytes realigned in registers (q_ld16u, q_align).
+**
+** One-token GEMVs over Q4_K and Q6_K run on the tensor cores (k_qgemv_mma and the kernels after it, see
+** the comment there); the FMA path below serves Q8_0, Q5_K, steps of several tokens and mixed groups.
 **
 ** Decode GEMV (k_qgemv): the K axis is processed in units of 1024 values. In a unit each lane of a warp
 ** owns 32 values of one block (Q8_0: a whole block; K-quants: 8 lanes per block) as two runs of 16. A
@@ -999,6 +1004,33 @@ template <int QT> __device__ __forceinline__ int qm_boff(int lane)
 	return (QT == 14 ? 16 * (36 * (c >> 1) + 8 * (c & 1)) : 16 * 18 * c) + 8 * (g & 1);
 }
 
+/* The sum of each row's partials over its four lanes c: lane (g, 0) ends with rows g, g + 8. */
+__device__ __forceinline__ void qm_lanesum(float (&acc)[2])
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
+		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
+	}
+}
+
+/* Row j of a block's 128/P rows summed over its group's P warps (warp w serves group w / P; lane (g, 0)
+** holds rows g, g + 8 after qm_lanesum), through red: thread j < 128/P gets its row's total, the others
+** 0. Every thread of the block must call it. */
+__device__ __forceinline__ float qm_rowsum(float (&red)[8][16], const float (&acc)[2], int P)
+{
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j = threadIdx.x;
+	if ((lane & 3) == 0)
+		red[warp][lane >> 2] = acc[0], red[warp][(lane >> 2) + 8] = acc[1];
+	__syncthreads();
+	float s = 0.0f;
+	if (j < 128 / P)
+		for (int q = 0; q < P; q++)
+			s += red[(j >> 4) * P + q][j & 15];
+	__syncthreads(); /* red is rewritten by the next pass, which may not stage x again */
+	return s;
+}
+
 /*
 ** Decode GEMV over Q4_K or Q6_K (QT) weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
 ** it for T = 1; more rows are served one after another), K a multiple of 256. block 256: the block's
@@ -1042,11 +1074,7 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 				if (on)
 					qm_run<QT, D>(acc, r, row0, row1, kb0, nb, kp, WPR, xu, xs16, zu, boff, act, c);
 			}
-#pragma unroll
-			for (int i = 0; i < 2; i++) { /* the row's sum over its four lanes c */
-				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
-				acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
-			}
+			qm_lanesum(acc);
 			A *yt = y + (long long)t * N;
 			if (WPR == 1) {
 				if (c == 0)
@@ -1062,24 +1090,13 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 					}
 				continue;
 			}
-			if (c == 0)
-#pragma unroll
-				for (int i = 0; i < 2; i++)
-					red[warp][g + 8 * i] = acc[i];
-			__syncthreads();
-			int i = threadIdx.x; /* thread i < RPB finishes row i: the sum over its group's WPR warps */
-			if (i < RPB) {
-				int grp = i >> 4, n = bx * RPB + i;
-				if (n < N) {
-					float s = 0.0f;
-					for (int k = 0; k < WPR; k++)
-						s += red[grp * WPR + k][i & 15];
-					if (HAS_BIAS)
-						s += to_f(bias[n]);
-					yt[n] = from_f<A>(s);
-				}
+			float s = qm_rowsum(red, acc, WPR);
+			int n = bx * RPB + threadIdx.x; /* thread i < RPB finishes row i */
+			if (threadIdx.x < RPB && n < N) {
+				if (HAS_BIAS)
+					s += to_f(bias[n]);
+				yt[n] = from_f<A>(s);
 			}
-			__syncthreads(); /* red is rewritten by the next pass (which may not stage x again) */
 		}
 	}
 }
@@ -1314,11 +1331,7 @@ __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsi
 		if (on)
 			qm_run<12, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
 	}
-#pragma unroll
-	for (int i = 0; i < 2; i++) {
-		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 1);
-		acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 2);
-	}
+	qm_lanesum(acc);
 	if (c == 0 && f < F)
 		hr[f] = acc[0] / (1.0f + expf(-acc[0])) * acc[1];
 }

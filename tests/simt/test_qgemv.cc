@@ -111,8 +111,11 @@ static void ref_dot(std::vector<double> &want, std::vector<double> &scale, const
 		}
 }
 
-/* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256). */
-template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void test_qgemv(int T, int K, int N, int grid = 0)
+/* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256); with D
+** > 0 k_qgemv_mma<A, QT, WPR, D, HB, SW> instead (Q4_K or Q6_K on the tensor cores, the mma emulated by
+** shuffles; grid ceil(N / (128/WPR))). A smaller grid makes blocks loop over row groups. */
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW, int D = 0>
+static void test_qgemv(int T, int K, int N, int grid = 0)
 {
 	QRows w = qrows(QT, N, K, "blk.0.ffn_down.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
@@ -127,51 +130,23 @@ template <typename A, int QT, int WPR, int TM, bool HB, bool SW> static void tes
 	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
 	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
 	dim3 g, bl;
-	g.x = (unsigned)(grid ? grid : (N + 16 / WPR - 1) / (16 / WPR)), bl.x = 256;
+	int rpb = (D ? 128 : 16) / WPR;
+	g.x = (unsigned)(grid ? grid : (N + rpb - 1) / rpb), bl.x = 256;
 	simt_launch(g, bl, [&] {
-		k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
-		                                   HB ? b.data() : nullptr, T, K, N);
+		if constexpr (D > 0)
+			k_qgemv_mma<A, QT, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
+			                                   HB ? b.data() : nullptr, T, K, N);
+		else
+			k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
+			                                   HB ? b.data() : nullptr, T, K, N);
 	});
 	std::vector<float> got(y.size());
 	for (size_t i = 0; i < y.size(); i++)
 		got[i] = to_f(y[i]);
 	double e = rel_l2(got, want, scale);
 	check(e <= tol<A>(),
-	      fmt("qgemv %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s grid=%u", quant_type_name(QT), aname<A>(), T, K, N, WPR,
-	          TM, HB ? " bias" : "", SW ? " swiglu" : "", g.x),
-	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
-}
-
-/* k_qgemv_mma<A, QT, WPR, D, HB, SW> (Q4_K or Q6_K on the tensor cores, the mma emulated by shuffles):
-** grid ceil(N / (128/WPR)) unless given (smaller: blocks loop over row groups). */
-template <typename A, int QT, int WPR, int D, bool HB, bool SW>
-static void test_qgemv_mma(int T, int K, int N, int grid = 0)
-{
-	QRows w = qrows(QT, N, K, "blk.0.ffn_up.weight");
-	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), b = rnd_a<A>(N);
-	std::vector<float> h((size_t)T * K), bf(N);
-	for (size_t i = 0; i < h.size(); i++) {
-		float g = to_f(x[i]);
-		h[i] = SW ? thru<A>(g / (1.0f + expf(-g)) * to_f(u[i])) : g;
-	}
-	for (int n = 0; n < N; n++)
-		bf[n] = to_f(b[n]);
-	std::vector<double> want, scale;
-	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
-	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
-	dim3 g, bl;
-	g.x = (unsigned)(grid ? grid : (N + 128 / WPR - 1) / (128 / WPR)), bl.x = 256;
-	simt_launch(g, bl, [&] {
-		k_qgemv_mma<A, QT, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(), HB ? b.data() : nullptr,
-		                               T, K, N);
-	});
-	std::vector<float> got(y.size());
-	for (size_t i = 0; i < y.size(); i++)
-		got[i] = to_f(y[i]);
-	double e = rel_l2(got, want, scale);
-	check(e <= tol<A>(),
-	      fmt("qgemv_mma %s A=%s T=%d K=%d N=%d WPR=%d D=%d%s%s grid=%u", quant_type_name(QT), aname<A>(), T, K, N, WPR, D,
-	          HB ? " bias" : "", SW ? " swiglu" : "", g.x),
+	      fmt("qgemv%s %s A=%s T=%d K=%d N=%d WPR=%d %s=%d%s%s grid=%u", D ? "_mma" : "", quant_type_name(QT), aname<A>(),
+	          T, K, N, WPR, D ? "D" : "TM", D ? D : TM, HB ? " bias" : "", SW ? " swiglu" : "", g.x),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
@@ -221,8 +196,11 @@ template <typename A, int QG, int QU, bool MMA = false> static void test_qmoe_up
 }
 
 /* k_qgemv_fused with the RMSNorm formed while staging, two QT members (splits P0, P1), the norm stored:
-** at T = 1 the one-token staging path, for K <= 8192 with whole rows, beyond it in chunks. */
-template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
+** at T = 1 the one-token staging path, for K <= 8192 with whole rows, beyond it in chunks. MMA: the
+** tensor-core kernel (k_qgemv_fused_mma, Q4_K or Q6_K, the mma emulated; 128/P rows a block, one token
+** after another). */
+template <typename A, int QT, bool MMA = false>
+static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
 {
 	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
@@ -238,11 +216,16 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 	ref_dot(want0, sc0, h, w0.f, nullptr, T, K, N0);
 	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
 	std::vector<A> y0((size_t)T * N0, from_f<A>(NAN)), y1((size_t)T * N1, from_f<A>(NAN)), hs((size_t)T * K);
-	int nb = (N0 + 16 / P0 - 1) / (16 / P0) + (N1 + 16 / P1 - 1) / (16 / P1);
+	int rpb = MMA ? 128 : 16, nb = (N0 + rpb / P0 - 1) / (rpb / P0) + (N1 + rpb / P1 - 1) / (rpb / P1);
 	dim3 g, bl;
 	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
 	simt_launch(g, bl, [&] {
-		if (T == 1)
+		if constexpr (MMA)
+			k_qgemv_fused_mma<A, QT, A, GEMV_PRO_RMSNORM, 0>(
+			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
+			    nullptr, nullptr, x.data(), nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1, 1, 1,
+			    GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
+		else if (T == 1)
 			k_qgemv_fused<A, QT, QT, QT, QT, A, GEMV_PRO_RMSNORM, 0, 1>(
 			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
 			    nullptr, nullptr, x.data(), nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1, 1, 1,
@@ -260,52 +243,8 @@ template <typename A, int QT> static void test_qfused_norm(int T, int K, int N0,
 		g1[i] = to_f(y1[i]);
 	for (size_t i = 0; i < hs.size(); i++)
 		gh[i] = to_f(hs[i]);
-	std::string nm = fmt("qgemv_fused rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", quant_type_name(QT),
-	                     aname<A>(), T, K, N0, N1, P0, P1, g.x);
-	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
-	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
-	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
-	double eh = rel_l2(gh, hd, z);
-	check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
-}
-
-/* k_qgemv_fused_mma (Q4_K members on the tensor cores, the mma emulated) with the RMSNorm formed while
-** staging and restaged as units, two members (splits P0, P1), the norm stored; one token, or two in turn. */
-template <typename A, int QT>
-static void test_qfused_mma_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
-{
-	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
-	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
-	std::vector<float> xf((size_t)T * K), nwf(K), h((size_t)T * K);
-	for (size_t i = 0; i < xf.size(); i++)
-		xf[i] = to_f(x[i]);
-	for (int i = 0; i < K; i++)
-		nwf[i] = to_f(nw[i]);
-	ref_rmsnorm(h.data(), xf.data(), nwf.data(), T, K, 1e-5f);
-	for (auto &v : h)
-		v = thru<A>(v);
-	std::vector<double> want0, want1, sc0, sc1;
-	ref_dot(want0, sc0, h, w0.f, nullptr, T, K, N0);
-	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
-	std::vector<A> y0((size_t)T * N0, from_f<A>(NAN)), y1((size_t)T * N1, from_f<A>(NAN)), hs((size_t)T * K);
-	int nb = (N0 + 128 / P0 - 1) / (128 / P0) + (N1 + 128 / P1 - 1) / (128 / P1);
-	dim3 g, bl;
-	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
-	simt_launch(g, bl, [&] {
-		k_qgemv_fused_mma<A, QT, A, GEMV_PRO_RMSNORM, 0>(y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(),
-		                                             nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, x.data(),
-		                                             nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1,
-		                                             1, 1, GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
-	});
-	std::vector<float> g0(y0.size()), g1(y1.size()), gh(hs.size());
-	for (size_t i = 0; i < y0.size(); i++)
-		g0[i] = to_f(y0[i]);
-	for (size_t i = 0; i < y1.size(); i++)
-		g1[i] = to_f(y1[i]);
-	for (size_t i = 0; i < hs.size(); i++)
-		gh[i] = to_f(hs[i]);
-	std::string nm = fmt("qgemv_fused_mma rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", quant_type_name(QT),
-	                     aname<A>(), T, K, N0, N1, P0, P1, g.x);
+	std::string nm = fmt("qgemv_fused%s rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", MMA ? "_mma" : "",
+	                     quant_type_name(QT), aname<A>(), T, K, N0, N1, P0, P1, g.x);
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
 	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
 	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
@@ -409,18 +348,18 @@ template <int QT> static void suite(void)
 ** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens; the fused norm. */
 template <int QT> static void mma_suite(void)
 {
-	test_qgemv_mma<float, QT, 1, 3, false, false>(1, 256, 16);
-	test_qgemv_mma<float, QT, 1, 2, false, false>(1, 2048, 37);
-	test_qgemv_mma<bf16, QT, 2, 3, true, false>(1, 1280, 40);
-	test_qgemv_mma<float, QT, 8, 2, false, true>(1, 4096, 24);
-	test_qgemv_mma<float, QT, 4, 2, true, false>(1, 9216, 20);
-	test_qgemv_mma<bf16, QT, 1, 3, false, false>(1, 2048, 70, 1);
-	test_qgemv_mma<float, QT, 2, 3, false, false>(1, 9216, 70, 1);
-	test_qgemv_mma<float, QT, 8, 2, true, true>(2, 1024, 30, 1);
-	test_qfused_mma_norm<float, QT>(1, 1024, 20, 40, 1, 4);
-	test_qfused_mma_norm<bf16, QT>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
-	test_qfused_mma_norm<float, QT>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
-	test_qfused_mma_norm<float, QT>(2, 512, 16, 16, 1, 1);
+	test_qgemv<float, QT, 1, 1, false, false, 3>(1, 256, 16);
+	test_qgemv<float, QT, 1, 1, false, false, 2>(1, 2048, 37);
+	test_qgemv<bf16, QT, 2, 1, true, false, 3>(1, 1280, 40);
+	test_qgemv<float, QT, 8, 1, false, true, 2>(1, 4096, 24);
+	test_qgemv<float, QT, 4, 1, true, false, 2>(1, 9216, 20);
+	test_qgemv<bf16, QT, 1, 1, false, false, 3>(1, 2048, 70, 1);
+	test_qgemv<float, QT, 2, 1, false, false, 3>(1, 9216, 70, 1);
+	test_qgemv<float, QT, 8, 1, true, true, 2>(2, 1024, 30, 1);
+	test_qfused_norm<float, QT, true>(1, 1024, 20, 40, 1, 4);
+	test_qfused_norm<bf16, QT, true>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
+	test_qfused_norm<float, QT, true>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
+	test_qfused_norm<float, QT, true>(2, 512, 16, 16, 1, 1);
 }
 
 int main(void)
