@@ -667,26 +667,28 @@ __device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, co
 }
 
 /*
-** ---- The one-token Q4_K GEMV on the tensor cores (k_qgemv_mma) ----
+** ---- One-token Q4_K and Q6_K GEMVs on the tensor cores (k_qgemv_mma and the kernels after it) ----
 **
 ** Why: the FMA path (q_run) spends a byte permute and an FMA on every value, plus its scale and x
-** bookkeeping: ~4.7 instructions a value, past what the schedulers issue at the memory's rate. Here one
-** mma.sync m16n8k16 (bf16 in, f32 accumulate) does 8 of a lane's products, and a quant word's 8 nibbles
-** become bf16 operands in 8 instructions (qm_nib: each q as the bf16 (16 + q)/2, exact).
+** bookkeeping: ~4.7 instructions a value for Q4_K (7.4 for Q6_K), past what the schedulers issue at the
+** memory's rate. Here one mma.sync m16n8k16 (bf16 in, f32 accumulate) does 8 of a lane's products, and
+** a quant word's 8 nibbles become bf16 operands in 8 instructions (qm_nib: each q as the bf16
+** (16 + q)/2, exact; Q6_K's q as 128 + q, see its qm_block).
 **
 ** Lane geometry (the mma's): lane = 4g + c. A warp serves 16 rows; lane (g, c) reads rows g and g + 8
-** (A's rows) and, of every block, the quant bytes 32c..32c+31, i.e. pair c: sub-blocks 2c (low
-** nibbles) and 2c + 1 (high). B is block-diagonal: column 2c + piece holds x's piece (hi or lo) at lane
-** c's positions only, so C[row][2c + piece] is the dot of lane (row, c)'s own values: each lane's
-** partial sums stay its own and one scale applies to each (an mma mixes no lanes' sub-blocks).
-** x as hi + lo (hi = bf16(x), lo = bf16(x − hi)) carries 16 significant bits; the products are exact
-** and accumulate in f32. The offset: Σ(16 + q)/2·x = (Σq·x + 16·X)/2, X the sub-block's sum of the staged
-** (hi + lo) values (f32).
+** (A's rows) and a quarter of every block (Q4_K: the quant bytes 32c..32c+31, i.e. pair c: sub-blocks
+** 2c (low nibbles) and 2c + 1 (high); Q6_K: see QmRaw<14>). B is block-diagonal: column 2c + piece holds
+** x's piece (hi or lo) at lane c's positions only, so C[row][2c + piece] is the dot of lane (row, c)'s
+** own values: each lane's partial sums stay its own and one scale applies to each (an mma mixes no
+** lanes' scale groups). x as hi + lo (hi = bf16(x), lo = bf16(x − hi)) carries 16 significant bits;
+** the products are exact and accumulate in f32. The offset: Σ(16 + q)/2·x = (Σq·x + 16·X)/2, X the
+** scale group's sum of the staged (hi + lo) values (f32), so it cancels exactly.
 */
 
 /* Staged x for the mma path: 4 values a 16-byte unit [hi0 hi2 hi1 hi3 | lo0 lo2 lo1 lo3] (the pairs
-** B's registers take), unit q at qm_unit(q): two padding units every 16, so the four lanes c of an mma
-** (units 16c apart) read different banks. A 256-value block takes 72 units (1152 bytes). */
+** B's registers take), unit q at qm_unit(q): two padding units every 16, so the four Q4_K lanes c of an
+** mma (units 16c apart) read different banks (Q6_K's, 8 and 32 units apart, pair up: two-way
+** conflicts). A 256-value block takes 72 units (1152 bytes). */
 __device__ __forceinline__ int qm_unit(int q)
 {
 	return q + 2 * (q >> 4);
