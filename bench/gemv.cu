@@ -84,10 +84,10 @@ __global__ void __launch_bounds__(256, 3) g_qgemv(A *y, const A *x, const unsign
 	k_qgemv<A, QT, 2, WPR, 1, false, false>(y, x, nullptr, w, nullptr, T, K, N);
 }
 
-template <typename A, int QT, int WPR, int D, int MINB>
-__global__ void __launch_bounds__(256, MINB) g_qmma(A *y, const A *x, const unsigned char *w, int K, int N)
+template <typename A, int QT, int WPR>
+__global__ void __launch_bounds__(256, 2) g_qmma(A *y, const A *x, const unsigned char *w, int K, int N)
 {
-	k_qgemv_mma<A, QT, WPR, D, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
+	k_qgemv_mma<A, QT, WPR, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
 }
 
 template <int QT>
@@ -145,11 +145,11 @@ static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStrea
 
 /* The tensor-core path (k_qgemv_mma over QT): 16 rows a warp, 128/WPR a block, the grid capped as
 ** emit_cuda.c's QM_GRID_CAP. */
-template <typename A, int WPR, int D = 3, int MINB = 2, int QT = 12>
+template <typename A, int QT, int WPR>
 static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
 	int nrg = (N + 128 / WPR - 1) / (128 / WPR);
-	g_qmma<A, QT, WPR, D, MINB><<<K <= 8192 && nrg > MINB * 132 ? MINB * 132 : nrg, 256, 0, s>>>(
+	g_qmma<A, QT, WPR><<<K <= 8192 && nrg > 2 * 132 ? 2 * 132 : nrg, 256, 0, s>>>(
 		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
@@ -207,8 +207,8 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"f16", 1, run_plain<A, f16>, {}},
 		{"Q8_0", 8, nullptr, {run_q<A, 8, 1>, run_q<A, 8, 2>, run_q<A, 8, 4>, run_q<A, 8, 8>}},
 		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
-		{"Q4mma", 12, nullptr, {run_qm<A, 1>, run_qm<A, 2>, run_qm<A, 4>, run_qm<A, 8>}},
-		{"Q6mma", 14, nullptr, {run_qm<A, 1, 2, 2, 14>, run_qm<A, 2, 2, 2, 14>, run_qm<A, 4, 2, 2, 14>, run_qm<A, 8, 2, 2, 14>}},
+		{"Q4mma", 12, nullptr, {run_qm<A, 12, 1>, run_qm<A, 12, 2>, run_qm<A, 12, 4>, run_qm<A, 12, 8>}},
+		{"Q6mma", 14, nullptr, {run_qm<A, 14, 1>, run_qm<A, 14, 2>, run_qm<A, 14, 4>, run_qm<A, 14, 8>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
 	};
@@ -252,8 +252,7 @@ template <typename A, int QT> static void check_mma(const unsigned char *w, long
 	CK(cudaMalloc(&y, sizeof(A) * (size_t)N * 5));
 	g_rand<A><<<(unsigned)(K / 256 + 1), 256>>>(x, K, 64);
 	Launch ref[4] = {run_q<A, QT, 1>, run_q<A, QT, 2>, run_q<A, QT, 4>, run_q<A, QT, 8>};
-	const int D = QT == 12 ? 3 : 2; /* as glmc emits it */
-	Launch mm[4] = {run_qm<A, 1, D, 2, QT>, run_qm<A, 2, D, 2, QT>, run_qm<A, 4, D, 2, QT>, run_qm<A, 8, D, 2, QT>};
+	Launch mm[4] = {run_qm<A, QT, 1>, run_qm<A, QT, 2>, run_qm<A, QT, 4>, run_qm<A, QT, 8>};
 	int pick = q_wpr(N, K), pi = pick == 1 ? 0 : pick == 2 ? 1 : pick == 4 ? 2 : 3;
 	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)N * 5)); /* poison: NaN in every type */
 	ref[pi](y, x, w, (int)K, (int)N, 0);

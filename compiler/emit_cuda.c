@@ -245,7 +245,7 @@ static const char *q_min_blocks(const char *tmpl, int block)
 {
 	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
 	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14)))
-		return ", 2"; /* its three blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
+		return ", 2"; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
 	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? ", 3" : "";
 }
 
@@ -518,9 +518,9 @@ static int q_wpr(int64_t N, int64_t K)
 	return wpr;
 }
 
-/* The tensor-core Q4_K GEMV's grid cap (k_qgemv_mma, two blocks an SM) and its K split: warps per row
-** group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp keeps two
-** 256-value blocks of K (bench/gemv, NOTES entry 16). */
+/* The tensor-core GEMVs' grid cap (k_qgemv_mma over Q4_K or Q6_K, two blocks an SM) and their K split:
+** warps per row group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp
+** keeps two 256-value blocks of K (bench/gemv, NOTES entry 16; 64, 128, 264 and 384 measured no better). */
 #define QM_GRID_CAP (2 * 132)
 
 static int qm_wpr(int64_t N, int64_t K)
@@ -575,9 +575,8 @@ static int emit_qlinear(Em *e, int id)
 			wpr = qm_wpr(N, K);
 			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
 			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
-			/* three blocks' loads in flight for Q4_K; Q6_K's loads take more registers: two */
-			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %d, %s, %s>", A, qt, wpr, qt == QT_Q4_K ? 3 : 2,
-			         bool_s(bias >= 0 && !swiglu), bool_s(swiglu));
+			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, qt, wpr, bool_s(bias >= 0 && !swiglu),
+			         bool_s(swiglu));
 			w_finish(e, &w, t);
 			continue;
 		}

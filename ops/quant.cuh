@@ -9,7 +9,7 @@
 ** 224-byte slots (QGeo::DEV; the 14 bytes after each are zero; glmrun moves them there at upload,
 ** ops/quant.c quant_dev_spread), so they start aligned too: 6.7% more bytes for Q6_K weights, against
 ** realigning every load in registers. Q8_0 (34-byte blocks) is read with 16-byte loads: the aligned
-** 16-byte words covering the bytes are loaded and the bytes realigned in registers (q_ld16u, q_align).
+** 16-byte words covering the bytes are loaded and the bytes realigned in registers (q_align).
 **
 ** One-token GEMVs over Q4_K and Q6_K run on the tensor cores (k_qgemv_mma and the kernels after it, see
 ** the comment there); the FMA path below serves Q8_0, Q5_K, steps of several tokens and mixed groups.
@@ -90,19 +90,6 @@ __device__ __forceinline__ unsigned q_whalf(unsigned w, const unsigned char *p)
 	return ((unsigned long long)p & 2) ? w >> 16 : w & 0xffffu;
 }
 
-/* The aligned 16-byte words covering the 16 bytes at p (any address): the second only when p is not
-** aligned, so nothing past the last 16-byte word holding a byte of [p, p+16) is read. */
-struct QU16 {
-	uint4 a, b;
-};
-
-__device__ __forceinline__ void q_ld16u(QU16 &u, const unsigned char *p)
-{
-	const unsigned char *base = (const unsigned char *)((unsigned long long)p & ~15ull);
-	u.a = q_ld16(base);
-	u.b = ((unsigned long long)p & 15) ? q_ld16(base + 16) : u.a;
-}
-
 /* Bytes [s, s + 4·NO) of the words t[0..NI) (s < 16, NO + 4 <= NI) into out[NO]: the words are moved
 ** down by s/4 in two conditional steps (static register indices only) and joined by funnel shifts. */
 template <int NI, int NO>
@@ -124,12 +111,6 @@ __device__ __forceinline__ void q_align(unsigned (&t)[NI], int s, unsigned (&out
 		out[j] = __funnelshift_r(t[j], t[j + 1], sh);
 }
 
-/* The 16 bytes at p (loaded by q_ld16u) as 4 words. */
-__device__ __forceinline__ void q_words16(const QU16 &u, const unsigned char *p, unsigned (&out)[4])
-{
-	unsigned t[8] = {u.a.x, u.a.y, u.a.z, u.a.w, u.b.x, u.b.y, u.b.z, u.b.w};
-	q_align<8, 4>(t, (int)((unsigned long long)p & 15), out);
-}
 
 /*
 ** The staged x layout. Value k of a staged row lives at q_xsw(k): bits 2..4 of k (its float4 within a
@@ -195,7 +176,7 @@ template <> struct QRaw<13> {
 	uint4 h, qh, q;
 };
 template <> struct QRaw<14> {
-	QU16 ql, qh;
+	uint4 ql, qh;
 	unsigned s0, s1, dw;
 };
 
@@ -245,8 +226,8 @@ __device__ __forceinline__ void q_load(QRaw<14> &r, const unsigned char *row, lo
 {
 	const unsigned char *blk = row + bi * 224;
 	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
-	q_ld16u(r.ql, blk + 64 * h + 32 * kq + l0);
-	q_ld16u(r.qh, blk + 128 + 32 * h + l0);
+	r.ql = q_ld16(blk + 64 * h + 32 * kq + l0); /* the 224-byte slots keep these aligned */
+	r.qh = q_ld16(blk + 128 + 32 * h + l0);
 	const unsigned char *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
 	r.s0 = q_ldw(sc);
 	r.s1 = q_ldw(sc + 4);
@@ -331,11 +312,9 @@ __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char 
                                          QRun (&run)[2])
 {
 	const unsigned char *blk = row + bi * 224;
-	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1, l0 = 16 * (c & 1);
-	const unsigned char *pl = blk + 64 * h + 32 * kq + l0, *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
-	unsigned ql[4], qh[4];
-	q_words16(r.ql, pl, ql);
-	q_words16(r.qh, pl, qh); /* same alignment: the two offsets differ by a multiple of 16 */
+	int c = lane & 7, h = c >> 2, kq = (c >> 1) & 1;
+	const unsigned char *sc = blk + 192 + 8 * h + 2 * kq + (c & 1);
+	unsigned ql[4] = {r.ql.x, r.ql.y, r.ql.z, r.ql.w}, qh[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
 	float d = q_h2f(q_whalf(r.dw, blk + 208));
 	int s[2] = {(int)(signed char)q_wbyte(r.s0, sc), (int)(signed char)q_wbyte(r.s1, sc + 4)};
 #pragma unroll
@@ -1041,9 +1020,10 @@ __device__ __forceinline__ float qm_rowsum(float (&red)[8][16], const float (&ac
 ** staged). Blocks loop over row groups as k_qgemv's do, staging x once when T = 1 and K fits one chunk.
 ** SWIGLU stages swiglu(x, u) rounded to A.
 */
-template <typename A, int QT, int WPR, int D, bool HAS_BIAS, bool SWIGLU>
+template <typename A, int QT, int WPR, bool HAS_BIAS, bool SWIGLU>
 __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
 {
+	const int D = QT == 12 ? 3 : 2; /* blocks in flight: Q6_K's take more registers (bench/NOTES.md 16) */
 	__shared__ __align__(128) uint4 xu[32 * 72];
 	__shared__ __align__(128) uint4 zu[32];
 	__shared__ float xs16[512];

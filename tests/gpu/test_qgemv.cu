@@ -189,7 +189,7 @@ template <typename A, int QT, int WPR, bool HB, bool SW>
 __global__ void __launch_bounds__(256, 2) g_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *b,
                                                       int T, int K, int N)
 {
-	k_qgemv_mma<A, QT, WPR, QT == 12 ? 3 : 2, HB, SW>(y, x, u, w, b, T, K, N); /* D as glmc emits it */
+	k_qgemv_mma<A, QT, WPR, HB, SW>(y, x, u, w, b, T, K, N);
 }
 
 template <typename A, int QT, bool HB>
@@ -418,7 +418,7 @@ static void test_qgemv(int T, int K, int N, bool random, double tl = 0, int grid
 	    T, K, N, random, tl);
 }
 
-/* k_qgemv_mma (Q4_K or Q6_K on the tensor cores) with WPR, D as glmc emits it (grid ceil(N / (128/WPR))
+/* k_qgemv_mma (Q4_K or Q6_K on the tensor cores) with WPR (grid ceil(N / (128/WPR))
 ** unless given). */
 template <typename A, int QT, int WPR, bool HB, bool SW>
 static void test_qgemv_mma(int T, int K, int N, bool random, double tl = 0, int grid = 0)

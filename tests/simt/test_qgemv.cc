@@ -111,10 +111,10 @@ static void ref_dot(std::vector<double> &want, std::vector<double> &scale, const
 		}
 }
 
-/* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256); with D
-** > 0 k_qgemv_mma<A, QT, WPR, D, HB, SW> instead (Q4_K or Q6_K on the tensor cores, the mma emulated by
+/* k_qgemv<A, QT, 2, WPR, TM, HB, SW> at the launch glmc emits (grid ceil(N / (16/WPR)), block 256); with
+** MMA k_qgemv_mma<A, QT, WPR, HB, SW> instead (Q4_K or Q6_K on the tensor cores, the mma emulated by
 ** shuffles; grid ceil(N / (128/WPR))). A smaller grid makes blocks loop over row groups. */
-template <typename A, int QT, int WPR, int TM, bool HB, bool SW, int D = 0>
+template <typename A, int QT, int WPR, int TM, bool HB, bool SW, bool MMA = false>
 static void test_qgemv(int T, int K, int N, int grid = 0)
 {
 	QRows w = qrows(QT, N, K, "blk.0.ffn_down.weight");
@@ -130,11 +130,11 @@ static void test_qgemv(int T, int K, int N, int grid = 0)
 	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
 	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
 	dim3 g, bl;
-	int rpb = (D ? 128 : 16) / WPR;
+	int rpb = (MMA ? 128 : 16) / WPR;
 	g.x = (unsigned)(grid ? grid : (N + rpb - 1) / rpb), bl.x = 256;
 	simt_launch(g, bl, [&] {
-		if constexpr (D > 0)
-			k_qgemv_mma<A, QT, WPR, D, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
+		if constexpr (MMA)
+			k_qgemv_mma<A, QT, WPR, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
 			                                   HB ? b.data() : nullptr, T, K, N);
 		else
 			k_qgemv<A, QT, 2, WPR, TM, HB, SW>(y.data(), x.data(), SW ? u.data() : nullptr, w.b.data(),
@@ -145,8 +145,8 @@ static void test_qgemv(int T, int K, int N, int grid = 0)
 		got[i] = to_f(y[i]);
 	double e = rel_l2(got, want, scale);
 	check(e <= tol<A>(),
-	      fmt("qgemv%s %s A=%s T=%d K=%d N=%d WPR=%d %s=%d%s%s grid=%u", D ? "_mma" : "", quant_type_name(QT), aname<A>(),
-	          T, K, N, WPR, D ? "D" : "TM", D ? D : TM, HB ? " bias" : "", SW ? " swiglu" : "", g.x),
+	      fmt("qgemv%s %s A=%s T=%d K=%d N=%d WPR=%d TM=%d%s%s grid=%u", MMA ? "_mma" : "", quant_type_name(QT),
+	          aname<A>(), T, K, N, WPR, TM, HB ? " bias" : "", SW ? " swiglu" : "", g.x),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
@@ -348,14 +348,14 @@ template <int QT> static void suite(void)
 ** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens; the fused norm. */
 template <int QT> static void mma_suite(void)
 {
-	test_qgemv<float, QT, 1, 1, false, false, 3>(1, 256, 16);
-	test_qgemv<float, QT, 1, 1, false, false, 2>(1, 2048, 37);
-	test_qgemv<bf16, QT, 2, 1, true, false, 3>(1, 1280, 40);
-	test_qgemv<float, QT, 8, 1, false, true, 2>(1, 4096, 24);
-	test_qgemv<float, QT, 4, 1, true, false, 2>(1, 9216, 20);
-	test_qgemv<bf16, QT, 1, 1, false, false, 3>(1, 2048, 70, 1);
-	test_qgemv<float, QT, 2, 1, false, false, 3>(1, 9216, 70, 1);
-	test_qgemv<float, QT, 8, 1, true, true, 2>(2, 1024, 30, 1);
+	test_qgemv<float, QT, 1, 1, false, false, true>(1, 256, 16);
+	test_qgemv<float, QT, 1, 1, false, false, true>(1, 2048, 37);
+	test_qgemv<bf16, QT, 2, 1, true, false, true>(1, 1280, 40);
+	test_qgemv<float, QT, 8, 1, false, true, true>(1, 4096, 24);
+	test_qgemv<float, QT, 4, 1, true, false, true>(1, 9216, 20);
+	test_qgemv<bf16, QT, 1, 1, false, false, true>(1, 2048, 70, 1);
+	test_qgemv<float, QT, 2, 1, false, false, true>(1, 9216, 70, 1);
+	test_qgemv<float, QT, 8, 1, true, true, true>(2, 1024, 30, 1);
 	test_qfused_norm<float, QT, true>(1, 1024, 20, 40, 1, 4);
 	test_qfused_norm<bf16, QT, true>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
 	test_qfused_norm<float, QT, true>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
