@@ -29,9 +29,9 @@ build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@

@@ -9,7 +9,7 @@
 **     200, 2048 and 8192, and GLM-5's DSA selection of 2048 rows (64 heads at tp 1, 8 at tp 8) at
 **     contexts 200 and 4096; the split geometry is emit_cuda.c's;
 **   - the query absorb k_mla_qprep (W_UK [H, 192, 512], HF and GGUF layouts) and the value absorb
-**     k_mla_vabsorb (W_UV [H, 256, 512]) at GLM-4.7-Flash's 20 heads.
+**     k_mla_vabsorb (W_UV [H, 256, 512]) at GLM-4.7-Flash's 20 heads and GLM-5's 64.
 ** Each kernel is timed over a CUDA graph of 100 launches cycling through copies of its weight (or cache)
 ** that together exceed 4x the L2, so every launch reads from HBM as a decode step does; the figure is the
 ** median of 7 replays. Reported: µs per launch, the bytes a launch must read, and GB/s of those bytes.
@@ -240,36 +240,42 @@ int main(int argc, char **argv)
 	attention("GLM-5 tp8 sel 2048 ctx 200", 8, 200, 2048, bw);
 	attention("GLM-5 tp8 sel 2048 ctx 4096", 8, 4096, 2048, bw);
 
-	/* the absorbs at GLM-4.7-Flash's 20 heads: W_UK [20, 192, 512] (or [20, 512, 192]), W_UV [20, 256, 512] */
-	const int H = 20, Dn = 192, Dr = 64, L = 512, Do = 256;
-	size_t kb = (size_t)H * Dn * L * sizeof(bf16), vb = (size_t)H * Do * L * sizeof(bf16);
-	int kc = copies_for(kb), vc = copies_for(vb);
-	bf16 *wk = random_bf16((size_t)H * Dn * L * kc), *wv = random_bf16((size_t)H * Do * L * vc);
-	bf16 *q = random_bf16((size_t)H * (Dn + Dr)), *o = random_bf16((size_t)H * L), *qabs, *out;
-	CK(cudaMalloc(&qabs, (size_t)H * (L + Dr) * sizeof(bf16)));
-	CK(cudaMalloc(&out, (size_t)H * Do * sizeof(bf16)));
-	std::vector<float> fr(Dr / 2);
-	for (int i = 0; i < Dr / 2; i++)
-		fr[i] = 1.0f / powf(10000.0f, 2.0f * i / Dr);
-	float *dfr = upload(fr);
-	int *dpos = upload(std::vector<int>{199});
-	int nb = H * ((L + 63) / 64);
-	double us = time_launches([&](int i, cudaStream_t s) {
-		g_qprep<false><<<nb, 256, 0, s>>>(qabs, q, wk + (size_t)(i % kc) * H * Dn * L, dpos, dfr, H, Dn, Dr, L);
-	});
-	char what[128];
-	snprintf(what, sizeof what, "k_mla_qprep W_UK [20,192,512] (%d blocks)", nb);
-	row(what, us, (double)kb, bw);
-	nb = H * ((L + 7) / 8);
-	us = time_launches([&](int i, cudaStream_t s) {
-		g_qprep<true><<<nb, 256, 0, s>>>(qabs, q, wk + (size_t)(i % kc) * H * Dn * L, dpos, dfr, H, Dn, Dr, L);
-	});
-	snprintf(what, sizeof what, "k_mla_qprep W_UK [20,512,192] (GGUF; %d blocks)", nb);
-	row(what, us, (double)kb, bw);
-	us = time_launches([&](int i, cudaStream_t s) {
-		g_vabsorb<<<dim3((Do + 7) / 8, 1, H), 256, 0, s>>>(out, o, wv + (size_t)(i % vc) * H * Do * L, H, L, Do);
-	});
-	snprintf(what, sizeof what, "k_mla_vabsorb W_UV [20,256,512] (%d blocks)", (Do + 7) / 8 * H);
-	row(what, us, (double)vb, bw);
+	/* the absorbs at GLM-4.7-Flash's 20 heads and GLM-5's 64 (tp 1): W_UK [H, 192, 512] (or [H, 512, 192]),
+	** W_UV [H, 256, 512] */
+	for (int H : {20, 64}) {
+		const int Dn = 192, Dr = 64, L = 512, Do = 256;
+		size_t kb = (size_t)H * Dn * L * sizeof(bf16), vb = (size_t)H * Do * L * sizeof(bf16);
+		int kc = copies_for(kb), vc = copies_for(vb);
+		bf16 *wk = random_bf16((size_t)H * Dn * L * kc), *wv = random_bf16((size_t)H * Do * L * vc);
+		bf16 *q = random_bf16((size_t)H * (Dn + Dr)), *o = random_bf16((size_t)H * L), *qabs, *out;
+		CK(cudaMalloc(&qabs, (size_t)H * (L + Dr) * sizeof(bf16)));
+		CK(cudaMalloc(&out, (size_t)H * Do * sizeof(bf16)));
+		std::vector<float> fr(Dr / 2);
+		for (int i = 0; i < Dr / 2; i++)
+			fr[i] = 1.0f / powf(10000.0f, 2.0f * i / Dr);
+		float *dfr = upload(fr);
+		int *dpos = upload(std::vector<int>{199});
+		int nb = H * ((L + 63) / 64);
+		double us = time_launches([&](int i, cudaStream_t s) {
+			g_qprep<false><<<nb, 256, 0, s>>>(qabs, q, wk + (size_t)(i % kc) * H * Dn * L, dpos, dfr, H, Dn, Dr, L);
+		});
+		char what[128];
+		snprintf(what, sizeof what, "k_mla_qprep W_UK [%d,192,512] (%d blocks)", H, nb);
+		row(what, us, (double)kb, bw);
+		nb = H * ((L + 7) / 8);
+		us = time_launches([&](int i, cudaStream_t s) {
+			g_qprep<true><<<nb, 256, 0, s>>>(qabs, q, wk + (size_t)(i % kc) * H * Dn * L, dpos, dfr, H, Dn, Dr, L);
+		});
+		snprintf(what, sizeof what, "k_mla_qprep W_UK [%d,512,192] (GGUF; %d blocks)", H, nb);
+		row(what, us, (double)kb, bw);
+		int vx = (Do + 8 * MLA_VR - 1) / (8 * MLA_VR); /* emit_cuda.c's grid */
+		us = time_launches([&](int i, cudaStream_t s) {
+			g_vabsorb<<<dim3(vx, 1, H), 256, 0, s>>>(out, o, wv + (size_t)(i % vc) * H * Do * L, H, L, Do);
+		});
+		snprintf(what, sizeof what, "k_mla_vabsorb W_UV [%d,256,512] (%d blocks)", H, vx * H);
+		row(what, us, (double)vb, bw);
+		CK(cudaFree(wk));
+		CK(cudaFree(wv));
+	}
 	return 0;
 }

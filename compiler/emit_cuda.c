@@ -1513,7 +1513,7 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	w_start(&w, f->host);
 	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, f->m[0], 0, NULL), w_buf(&w, g, wv, 0, NULL);
 	w_size(&w, sz_numel(g, n->in[3], 1), 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
-	w.L.grid[0] = sz_const((Do + 7) / 8);
+	w.L.grid[0] = sz_const((Do + 8 * MLA_VR - 1) / (8 * MLA_VR));
 	w.L.grid[1] = sz_numel(g, n->in[3], 8);
 	w.L.grid[2] = sz_const(H);
 	w.L.tmax = f->tmax;
@@ -1537,7 +1537,7 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_int(&w, R->ia[2] ? R->ia[2] : (R->ia[1] ? R->ia[1] : 1)), w_int(&w, R->ia[3]);
 	w_int(&w, W->ia[0]), w_int(&w, W->ia[1]), w_float(&w, W->fa[0]);
 	w.L.grid[0] = sz_dims(l, 0, 1, 1);
-	w.L.block = 32;
+	w.L.block = 256; /* a thread an expert (E <= 1024: a thread takes up to four) */
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_moe_route_weights<%s, %s>", A, b >= 0 ? ctype(g, b) : A);

@@ -391,70 +391,196 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
 /*
 ** The MLA value absorb, any step: out[t, h, j] = o[t, h, :Dv] · wv[h, j, :Dv] (wv [H, Do, Dv], a linear-
 ** layout weight), reading the attention's [T, H, Dv] rows and writing [T, H, Do] directly, so the two
-** permutes around the matmul are never stored. Block (x, y, h) computes outputs j = 8x + warp of head
-** h = blockIdx.z for the tokens 8y .. 8y + 7 (< T). grid (ceil(Do/8), ceil(T/8), H), block 256, Dv <= 1024.
-** Why this shape: it is a GEMV per head over a weight read once per step, so each warp reads its W_UV
-** row once for up to 8 tokens (in 4-element vectors when Dv % 4 == 0 and wv is aligned), against the
-** tokens' rows staged as float in shared memory; a shuffle sum per token finishes each dot product.
+** permutes around the matmul are never stored. Warp w of block (x, y, h) computes the MLA_VR outputs
+** j = (8x + w)·MLA_VR + r of head h = blockIdx.z for the tokens 8y .. 8y + 7 (< T).
+** grid (ceil(Do / (8·MLA_VR)), ceil(T/8), H), block 256.
+** Why this shape: it is a GEMV per head over a weight read once per step (16.8 MB at GLM-5's 64 heads), so
+** a warp asks for all of its MLA_VR rows at once in 16-byte vectors (8 loads in flight per lane at Dv 512
+** bf16) and holds them while it serves each token; the token's o row (64 KB for all heads, in L2) is
+** read at use, so no block stages anything and there is no barrier. Rows whose width or alignment does
+** not allow the vectors take the scalar loop (any Dv).
 */
 template <typename A, typename W>
 __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do)
 {
-	__shared__ __align__(16) float xs[8 * 1024];
-	int lane = threadIdx.x & 31, j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	const int VR = MLA_VR, VE = 16 / (int)sizeof(W), CV = 2; /* rows a warp, elements a vector, vectors a chunk */
+	int lane = threadIdx.x & 31, j0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * VR;
 	int t0 = blockIdx.y * 8, tn = T - t0 < 8 ? T - t0 : 8;
 	long long h = blockIdx.z;
-	for (int e = threadIdx.x; e < tn * Dv; e += blockDim.x) {
-		int t = e / Dv, i = e - t * Dv;
-		xs[t * Dv + i] = to_f(o[((long long)(t0 + t) * H + h) * Dv + i]);
-	}
-	__syncthreads();
-	if (j >= Do) /* uniform per warp, after the block's only barrier */
+	if (j0 >= Do)
 		return;
-	const W *wr = wv + (h * Do + j) * Dv;
-	float acc[8];
+	const W *wr = wv + (h * Do + j0) * Dv;
+	const A *orow = o + ((long long)t0 * H + h) * Dv; /* token t0's row; token t0 + t is t·H·Dv further */
+	long long ostep = (long long)H * Dv;
+	bool vec = Dv % (32 * VE) == 0 && ((unsigned long long)wr & 15) == 0 &&
+	           ((unsigned long long)orow & (VE * sizeof(A) >= 16 ? 15 : VE * sizeof(A) - 1)) == 0;
+	/* token t's sums of the rows against o, stored: one accumulator a row, so a step of one token
+	** holds no more than its rows' vectors */
+	auto store = [&](int t, float (&acc)[VR]) {
 #pragma unroll
-	for (int t = 0; t < 8; t++)
-		acc[t] = 0.0f;
-	if (Dv % 4 == 0 && ((unsigned long long)wr & (4 * sizeof(W) - 1)) == 0) {
-#pragma unroll 4
-		for (int i = 4 * lane; i < Dv; i += 128) {
-			float w4[4];
-			ld4(wr + i, w4);
-#pragma unroll
-			for (int t = 0; t < 8; t++)
-				if (t < tn) {
-					float4 xv = *(const float4 *)(xs + t * Dv + i);
-					acc[t] += xv.x * w4[0] + xv.y * w4[1] + xv.z * w4[2] + xv.w * w4[3];
-				}
+		for (int r = 0; r < VR; r++) {
+			float s = warp_sum(acc[r]);
+			if (lane == 0 && j0 + r < Do)
+				out[((long long)(t0 + t) * H + h) * Do + j0 + r] = from_f<A>(s);
 		}
-	} else {
-#pragma unroll 4
-		for (int i = lane; i < Dv; i += 32) {
-			float w1 = to_f(wr[i]);
+	};
+	if (!vec) {
+		for (int t = 0; t < tn; t++) {
+			float acc[VR] = {};
+			for (int i = lane; i < Dv; i += 32)
 #pragma unroll
-			for (int t = 0; t < 8; t++)
-				if (t < tn)
-					acc[t] += xs[t * Dv + i] * w1;
+				for (int r = 0; r < VR; r++)
+					acc[r] += to_f(orow[t * ostep + i]) * (j0 + r < Do ? to_f(wr[(long long)r * Dv + i]) : 0.0f);
+			store(t, acc);
 		}
+		return;
 	}
+	typedef union {
+		uint4 q;
+		W e[VE];
+	} WVec;
+	int nv = Dv / (32 * VE); /* vectors a lane takes from each row */
+	/* the chunk of CV vectors from v0 of each row, zeros past the rows or the vectors */
+	auto load = [&](WVec (&wb)[VR][CV], int v0) {
 #pragma unroll
-	for (int t = 0; t < 8; t++)
-		if (t < tn) {
-			float s = warp_sum(acc[t]);
-			if (lane == 0)
-				out[((long long)(t0 + t) * H + h) * Do + j] = from_f<A>(s);
+		for (int r = 0; r < VR; r++)
+#pragma unroll
+			for (int q = 0; q < CV; q++)
+				wb[r][q].q = j0 + r < Do && v0 + q < nv
+				                 ? __ldg((const uint4 *)(wr + (long long)r * Dv + ((v0 + q) * 32 + lane) * VE))
+				                 : make_uint4(0u, 0u, 0u, 0u);
+	};
+	/* acc[r] += token t's o against the chunk */
+	auto dot = [&](float (&acc)[VR], const WVec (&wb)[VR][CV], int t, int v0) {
+#pragma unroll
+		for (int q = 0; q < CV; q++) {
+			if (v0 + q >= nv)
+				break;
+			ActVec<A, VE> xv;
+			xv.load(orow + t * ostep + ((v0 + q) * 32 + lane) * VE);
+#pragma unroll
+			for (int r = 0; r < VR; r++)
+#pragma unroll
+				for (int c4 = 0; c4 < VE / 4; c4++)
+					acc[r] += to_f(xv.v.e[4 * c4]) * to_f(wb[r][q].e[4 * c4]) +
+					          to_f(xv.v.e[4 * c4 + 1]) * to_f(wb[r][q].e[4 * c4 + 1]) +
+					          to_f(xv.v.e[4 * c4 + 2]) * to_f(wb[r][q].e[4 * c4 + 2]) +
+					          to_f(xv.v.e[4 * c4 + 3]) * to_f(wb[r][q].e[4 * c4 + 3]);
 		}
+	};
+	WVec wb[VR][CV];
+	if (nv <= CV) { /* the rows in one chunk (GLM's Dv 512 in bf16): loaded once for all tokens */
+		load(wb, 0);
+		for (int t = 0; t < tn; t++) {
+			float acc[VR] = {};
+			dot(acc, wb, t, 0);
+			store(t, acc);
+		}
+		return;
+	}
+	for (int t = 0; t < tn; t++) { /* longer rows: chunk by chunk, again for each token (from L2) */
+		float acc[VR] = {};
+		for (int v0 = 0; v0 < nv; v0 += CV) {
+			load(wb, v0);
+			dot(acc, wb, t, v0);
+		}
+		store(t, acc);
+	}
 }
 
-/* MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel, so the decode step
-** pays one launch and reads the logits once: k_moe_route's choice, then k_moe_weights' weights (with
-** their own function wsigmoid) on it, by the same warp (moe_route_warp). E <= 1024. grid (T), block 32. */
+/*
+** MoE routing and the chosen experts' weights of row t = blockIdx.x in one kernel, so the decode step
+** pays one launch and reads the logits once: k_moe_route's choice and k_moe_weights' weights (with their
+** own function wsigmoid), bit for bit. grid (T), block a multiple of 32 (glmc emits 256); E <= 1024.
+** Why not moe_route_warp: one warp picks the k experts in k dependent rounds after 8 double exps a lane
+** and then forms the weights, ~22k cycles at GLM-5's E 256 (11 µs in ncu, 12 µs a MoE layer in the
+** step). Here thread e scores expert e, every expert's rank comes from one pass over the keys (rank =
+** the experts ahead of it: a larger key, or an equal key and a lower index, the order of the rounds'
+** picks), and the expert of rank r < k is slot r; slots past E get -1, as a round that finds none.
+** The groups (n_group > 1, topk_group < n_group) and the softmax (warp 0) are moe_route_warp's steps.
+*/
 template <typename A, typename B_>
 __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group,
                                     int topk_group, int sigmoid, int wsigmoid, int norm, float scale)
 {
-	moe_route_warp<A, B_>(idx, w, logits, bias, E, k, n_group, topk_group, sigmoid, wsigmoid, norm, scale);
+	__shared__ float ch[1024];
+	__shared__ __align__(16) unsigned key[1024];
+	__shared__ double ex[1024]; /* softmax exps, then the picks' scores */
+	__shared__ double gsc[1024];
+	__shared__ unsigned char keep[1024];
+	__shared__ int pick[1024];
+	__shared__ float mz_m;
+	__shared__ double mz_z;
+	int tid = threadIdx.x, nt = blockDim.x, t = blockIdx.x;
+	const A *l = logits + (long long)t * E;
+	if (tid < 32 && (!sigmoid || (w && !wsigmoid))) {
+		float m;
+		double z;
+		moe_softmax_mz<A>(l, E, m, z, sigmoid ? nullptr : ex);
+		if (tid == 0)
+			mz_m = m, mz_z = z;
+	}
+	__syncthreads();
+	float m = mz_m;
+	double z = mz_z;
+	for (int e = tid; e < E; e += nt) {
+		double s = sigmoid ? 1.0 / (1.0 + exp(-(double)to_f(l[e]))) : ex[e] / z;
+		ch[e] = (float)s + (bias ? to_f(bias[e]) : 0.0f);
+	}
+	bool grouped = n_group > 1 && topk_group < n_group;
+	int per = grouped ? E / n_group : E;
+	if (grouped) {
+		__syncthreads();
+		for (int g = tid; g < n_group; g += nt) {
+			const float *c = ch + g * per;
+			float b1 = neg_inf(), b2 = neg_inf();
+			for (int q = 0; q < per; q++) {
+				float v = c[q];
+				if (v > b1) {
+					b2 = b1;
+					b1 = v;
+				} else if (v > b2) {
+					b2 = v;
+				}
+			}
+			gsc[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
+		}
+		__syncthreads();
+		for (int g = tid; g < n_group; g += nt) {
+			double v = gsc[g];
+			int better = 0;
+			for (int h = 0; h < n_group; h++)
+				better += gsc[h] > v || (gsc[h] == v && h < g);
+			keep[g] = better < topk_group;
+		}
+	}
+	__syncthreads();
+	int n4 = (E + 3) >> 2; /* keys in 16-byte vectors, padded with 0 (no expert's key, ranked after all) */
+	for (int e = tid; e < 4 * n4; e += nt)
+		key[e] = e >= E ? 0u : moe_key(grouped && !keep[e / per] ? neg_inf() : ch[e]);
+	__syncthreads();
+	int *out = idx + (long long)t * k;
+	for (int e = tid; e < E; e += nt) {
+		unsigned ke = key[e];
+		int r = 0;
+#pragma unroll 8
+		for (int j4 = 0; j4 < n4; j4++) { /* independent broadcast loads: no chain of E shared reads */
+			uint4 q = ((const uint4 *)key)[j4];
+			int j = 4 * j4;
+			r += (q.x > ke || (q.x == ke && j < e)) + (q.y > ke || (q.y == ke && j + 1 < e)) +
+			     (q.z > ke || (q.z == ke && j + 2 < e)) + (q.w > ke || (q.w == ke && j + 3 < e));
+		}
+		if (r < k) {
+			out[r] = e;
+			pick[r] = e;
+		}
+	}
+	for (int r = E + tid; r < k; r += nt)
+		out[r] = -1, pick[r] = -1;
+	if (!w)
+		return;
+	__syncthreads(); /* the picks; every thread is past its reads of ex */
+	moe_weights_row<A>(w + (long long)t * k, pick, l, E, k, wsigmoid, norm, scale, m, z, ex);
 }
 
 /* Batch q of k_moe_down_fused's pipelined path into raw (this lane's U 16-byte vectors, zeros past the

@@ -29,4 +29,8 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 	return (unsigned)(prologue && groups > cap ? cap : groups);
 }
 
+/* k_mla_vabsorb (ops/fused.cuh): rows of W_UV per warp; a block of 8 warps serves 8·MLA_VR of a head's
+** Do outputs, so its grid is (ceil(Do / (8·MLA_VR)), ceil(T/8), H). */
+#define MLA_VR 4
+
 #endif

@@ -286,6 +286,46 @@ __device__ __forceinline__ void walk_row(const A *x, int n, F f)
 		f(i, to_f(x[i]));
 }
 
+/* Calls f(i, float(x[i])) for every i < n once, in an order of its choosing: in 16-byte vectors (four in
+** flight a thread) when x is 16-byte aligned, else as walk_row. For reductions whose result does not
+** depend on the order (an argmax under ranks_before). Why: the greedy sampler's one block walked GLM-5's
+** 154880 logits in 2-byte loads, 38 dependent rounds of four a thread (29 µs a step in --profile). */
+template <typename A, typename F>
+__device__ __forceinline__ void walk_row_vec(const A *x, int n, F f)
+{
+	const int VE = 16 / (int)sizeof(A);
+	if (((unsigned long long)x & 15) != 0) {
+		walk_row(x, n, f);
+		return;
+	}
+	typedef union {
+		uint4 q;
+		A e[VE];
+	} V;
+	int nv = n / VE, j = threadIdx.x, st = blockDim.x;
+	const uint4 *xv = (const uint4 *)x;
+	for (; j + 3 * st < nv; j += 4 * st) {
+		V v[4];
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+			v[u].q = xv[j + u * st];
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+#pragma unroll
+			for (int e = 0; e < VE; e++)
+				f((j + u * st) * VE + e, to_f(v[u].e[e]));
+	}
+	for (; j < nv; j += st) {
+		V v;
+		v.q = xv[j];
+#pragma unroll
+		for (int e = 0; e < VE; e++)
+			f(j * VE + e, to_f(v.e[e]));
+	}
+	for (int i = nv * VE + threadIdx.x; i < n; i += st) /* the tail past the last whole vector */
+		f(i, to_f(x[i]));
+}
+
 /* ---- programmatic dependent launch (PDL) ----
 ** glmrun launches a kernel that follows another of the plan's kernels with programmatic stream
 ** serialization, so its blocks may be scheduled while the kernel before is still running. Every
@@ -772,7 +812,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 }
 
 #ifndef __CUDACC_RTC__
-#include "gemv_shape.h" /* the launch shape glmc emits, for tests/gpu and bench/ */
+#include "gemv_shape.h" /* the launch shapes glmc emits (NVRTC's source has it first: see the Makefile) */
 #endif
 
 /*
@@ -1271,7 +1311,7 @@ __device__ int block_argmax(const A *xr, int N)
 {
 	float bv = neg_inf();
 	int bi = 0x7fffffff;
-	walk_row(xr, N, [&](int i, float v) { keep_best(bv, bi, v, i); });
+	walk_row_vec(xr, N, [&](int i, float v) { keep_best(bv, bi, v, i); });
 	block_best(bv, bi);
 	return bi;
 }
@@ -2525,14 +2565,16 @@ __device__ __forceinline__ void moe_softmax_mz(const A *l, int E, float &m, doub
 ** The chosen experts' weights of one token, as ref_moe_weights: w[j] = score(pick[j]) (sigmoid
 ** 1/(1 + exp(-l)) or softmax exp(l - m)/z, in double), divided by (the sum over the k picks + 1e-20)
 ** when norm, times scale, in double and rounded once. The scores go through sc (shared, k <= 1024) so
-** that every lane sums them in slot order, as the reference. A pick outside [0, E) scores 0.
+** that every thread sums them in slot order, as the reference. A pick outside [0, E) scores 0. The
+** block's threads share the k picks (one warp in k_moe_weights, 256 in k_moe_route_weights); every
+** thread must call it (a barrier).
 */
 template <typename A>
 __device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k, int sigmoid, int norm, float scale,
                                 float m, double z, double *sc)
 {
-	int lane = threadIdx.x & 31;
-	for (int j = lane; j < k; j += 32) {
+	int tid = threadIdx.x, nt = blockDim.x;
+	for (int j = tid; j < k; j += nt) {
 		int e = pick[j];
 		double s = 0.0;
 		if (e >= 0 && e < E) {
@@ -2541,12 +2583,12 @@ __device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k,
 		}
 		sc[j] = s;
 	}
-	__syncwarp();
+	__syncthreads();
 	double sum = 0.0;
 	if (norm)
 		for (int j = 0; j < k; j++)
 			sum += sc[j];
-	for (int j = lane; j < k; j += 32) {
+	for (int j = tid; j < k; j += nt) {
 		double v = sc[j];
 		if (norm)
 			v /= sum + 1e-20;
@@ -2565,8 +2607,9 @@ __device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k,
 **  3. each choice becomes a moe_key in place; each lane keeps its best (key, index).
 **  4. k rounds: the warp's best pair (ties to the lower index) is written to idx; the lane that owned
 **     it zeroes its key and rescans its own experts. A round that finds none (k > E) writes -1.
-** Cost at E = 256, k = 8: one round trip for the logits and bias, 8 double exps per lane, 8 rounds of
-** two redux instructions and a rescan of 8 shared values: about 2-3k cycles, 1-1.5 µs.
+** Cost at E = 256, k = 8: 22k cycles, 11 µs in ncu (estimated 1-1.5 µs before it was measured): the
+** prefill's k_moe_route keeps it; the decode step's k_moe_route_weights (ops/fused.cuh) ranks with a
+** thread an expert.
 */
 template <typename A, typename B_>
 __device__ void moe_route_warp(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,

@@ -267,7 +267,7 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename A, typename B_>
-__global__ void __launch_bounds__(32) g_moe_route_weights(int *idx, A *w, const A *l, const B_ *b, int E, int k, int ng,
+__global__ void __launch_bounds__(256) g_moe_route_weights(int *idx, A *w, const A *l, const B_ *b, int E, int k, int ng,
 							   int tg, int sig, int wsig, int norm, float scale)
 {
 	k_moe_route_weights<A, B_>(idx, w, l, b, E, k, ng, tg, sig, wsig, norm, scale);
@@ -783,7 +783,7 @@ template <typename A, typename W> static void test_mla_vabsorb(int T, int H, int
 	}
 	out = through<A>(out);
 	A *dout = poisoned<A>(out.size());
-	g_mla_vabsorb<A, W><<<dim3(blocks(Do, 8), blocks(T, 8), H), 256>>>(dout, upload(o), upload(wv), T, H, Dv, Do);
+	g_mla_vabsorb<A, W><<<dim3(blocks(Do, 8 * MLA_VR), blocks(T, 8), H), 256>>>(dout, upload(o), upload(wv), T, H, Dv, Do);
 	CK_LAUNCH();
 	check_close(fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dv=%d Do=%d", tname<A>(), tname<W>(), T, H, Dv, Do),
 		    to_float(download(dout, out.size())), out, tol<A>());
@@ -800,7 +800,7 @@ template <typename A> static void test_moe_route_weights(int T, int E, int k, in
 	ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, sig, norm, 2.5f);
 	int *di = poisoned<int>(want.size());
 	A *dw = poisoned<A>(ww.size());
-	g_moe_route_weights<A, float><<<T, 32>>>(di, dw, upload(lg), upload(bf), E, k, ng, tg, sig, sig, norm, 2.5f);
+	g_moe_route_weights<A, float><<<T, 256>>>(di, dw, upload(lg), upload(bf), E, k, ng, tg, sig, sig, norm, 2.5f);
 	CK_LAUNCH();
 	std::string nm = fmt("moe_route_weights A=%s T=%d E=%d k=%d groups %d/%d %s%s", tname<A>(), T, E, k, ng, tg,
 			     sig ? "sigmoid" : "softmax", norm ? " norm" : "");
@@ -865,7 +865,7 @@ template <typename A> static void test_moe_route_weights_matrix(int E, int ng, i
 				ref_moe_weights(ww.data(), lf.data(), want.data(), T, E, k, wsig, norm, scale);
 				int *di = poisoned<int>(want.size());
 				A *dw = poisoned<A>(ww.size());
-				g_moe_route_weights<A, float><<<T, 32>>>(di, dw, upload(lg), use_bias ? upload(bf) : nullptr, E, k,
+				g_moe_route_weights<A, float><<<T, 256>>>(di, dw, upload(lg), use_bias ? upload(bf) : nullptr, E, k,
 									 ng, tg, sig, wsig, norm, scale);
 				CK_LAUNCH();
 				std::string at = fmt("k=%d T=%d%s%s", k, T, use_bias ? " bias" : "", norm ? " norm" : "");

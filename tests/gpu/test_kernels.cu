@@ -2082,6 +2082,8 @@ template <typename A> static void activation_suite()
 	test_argmax<A>(1000);
 	test_argmax<A>(37);
 	test_argmax<A>(5000);
+	test_argmax<A>(5003);   /* row 0 in 16-byte vectors with a tail */
+	test_argmax<A>(154880); /* GLM-5's vocabulary: the greedy sampler's row */
 	test_topk<A>(1000, 1);
 	test_topk<A>(1000, 5);
 	test_topk<A>(1000, 64);

@@ -96,8 +96,35 @@ template <int PRO, int EPI, int RB, int TR> static void run(int T, int K, std::v
 	}
 }
 
+/* k_argmax (block_argmax: 16-byte vectors on an aligned row, else element by element) against ref_argmax,
+** with ties to the lower index and NaN (which ranks first), rows of N: 4099 leaves row 0 a tail past its
+** vectors and rows 1.. unaligned; 4096 is all vectors. */
+static void test_argmax(int N)
+{
+	int R = 3;
+	std::vector<float> x = rnd((size_t)R * N);
+	x[5] = x[N - 1] = 1.5f;               /* row 0: a tie, the lower index wins */
+	x[N + 17] = NAN, x[N + 900] = 2.0f;   /* row 1: NaN ranks first */
+	x[2 * (size_t)N + N - 1] = 3.0f;      /* row 2: the max in the last element */
+	std::vector<int> want(R), got(R, -7);
+	ref_argmax(want.data(), x.data(), R, N);
+	dim3 g, b;
+	g.x = (unsigned)R, b.x = 256;
+	simt_launch(g, b, [&] {
+		int i = block_argmax(x.data() + (size_t)blockIdx.x * N, N);
+		if (threadIdx.x == 0)
+			got[blockIdx.x] = i;
+	});
+	bool ok = got == want;
+	n_pass += ok, n_fail += !ok;
+	printf("%s - argmax N=%d rows %d: got %d %d %d, want %d %d %d\n", ok ? "ok" : "FAIL", N, R, got[0], got[1], got[2],
+	       want[0], want[1], want[2]);
+}
+
 int main(void)
 {
+	test_argmax(4099);
+	test_argmax(4096);
 	for (int T = 1; T <= 9; T++) {
 		/* the llama fixture's QKV (64 + 32 + 32 of K 64), its SwiGLU-down with the residual, the o-projection */
 		run<GEMV_PRO_RMSNORM, 0, 1, 1>(T, 64, {64, 32, 32}, 32, 128);

@@ -1,6 +1,6 @@
 /*
 ** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
-** k_moe_up, k_moe_down) run on the CPU through simt.h against ops/ref.c: most cases of
+** k_moe_up, k_moe_down) and the MLA value absorb (k_mla_vabsorb) run on the CPU through simt.h against ops/ref.c: most cases of
 ** tests/gpu/test_kernels.cu and test_fused.cu, checkable before a GPU is at hand (`make simt-test`;
 ** minutes: every emulated thread is an OS thread, every collective a mutex rendezvous). Routing ids
 ** must equal ref_moe_route's exactly, weights ref_moe_weights' within an ulp of A (here glibc's exp
@@ -140,6 +140,7 @@ template <typename A> static void test_route(int E, int ng, int tg, int sig, int
 				dim3 g, b;
 				g.x = (unsigned)T, b.x = 32;
 				if (fused) {
+					b.x = (T + k) % 3 ? 256 : 32; /* glmc's block, and one warp: any multiple of 32 */
 					simt_launch(g, b, [&] {
 						k_moe_route_weights<A, float>(got.data(), gw.data(), lg.data(), bp, E, k, ng, tg, sig,
 									      wsig, norm, scale);
@@ -203,8 +204,37 @@ template <typename A, typename W> static void test_ffn(int T, int C, int F, int 
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
+/* The MLA value absorb (k_mla_vabsorb, glmc's grid) against a double loop: out[t, h, j] = o[t, h] · wv[h, j]
+** over Dv. Dv 512 of bf16 is GLM's (one chunk of vectors), of float two chunks, 40 the scalar path;
+** Do 44 leaves a warp with rows past the end, T 9 a second block of tokens. */
+template <typename A, typename W> static void test_vabsorb(int T, int H, int Dv, int Do)
+{
+	std::vector<A> o = rnd_as<A>((size_t)T * H * Dv, -1, 1), out((size_t)T * H * Do, h_from_f<A>(NAN));
+	std::vector<W> wv = rnd_as<W>((size_t)H * Do * Dv, -1, 1);
+	dim3 g, b;
+	g.x = (unsigned)((Do + 8 * MLA_VR - 1) / (8 * MLA_VR)), g.y = (unsigned)(T + 7) / 8, g.z = (unsigned)H, b.x = 256;
+	simt_launch(g, b, [&] { k_mla_vabsorb<A, W>(out.data(), o.data(), wv.data(), T, H, Dv, Do); });
+	double num = 0, den = 0;
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++)
+			for (int j = 0; j < Do; j++) {
+				double s = 0;
+				for (int i = 0; i < Dv; i++)
+					s += (double)h_to_f(o[((size_t)t * H + h) * Dv + i]) * h_to_f(wv[((size_t)h * Do + j) * Dv + i]);
+				double d = (double)h_to_f(out[((size_t)t * H + h) * Do + j]) - s;
+				num += d * d, den += s * s;
+			}
+	double e = den > 0 ? sqrt(num / den) : INFINITY, tol = std::is_same<A, float>::value ? 1e-5 : 4e-3;
+	check(e <= tol, fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dv=%d Do=%d", tname<A>(), tname<W>(), T, H, Dv, Do),
+	      fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
 int main(void)
 {
+	test_vabsorb<float, bf16>(1, 2, 512, 64);
+	test_vabsorb<bf16, bf16>(9, 1, 512, 44);
+	test_vabsorb<float, float>(2, 2, 512, 40);
+	test_vabsorb<bf16, f16>(3, 2, 40, 24);
 	const int cfg[][3] = {{8, 1, 1}, {8, 4, 2}, {64, 1, 1}, {64, 8, 4}, {160, 8, 3}, {256, 8, 4}, {1024, 32, 5}};
 	for (auto &c : cfg)
 		for (int sig = 0; sig < 2; sig++) {
