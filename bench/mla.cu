@@ -206,7 +206,7 @@ static void attention(const char *name, int H, int ctx, int nsel, double bw)
 		else
 			g_split<1><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, 0.0625f, sq, S);
 	});
-	int nr = std::min(NS, std::max(1, (n + 15) / 16));
+	int nr = mla_split_ranges(n, NS); /* the kernel's own rule */
 	snprintf(what, sizeof what, "%s k_mla_split (%d of %d blocks)", name, nr * HG, NS * HG);
 	row(what, us, bytes, bw);
 	CK(cudaFree(cache)), CK(cudaFree(q)), CK(cudaFree(y)), CK(cudaFree(pacc)), CK(cudaFree(pml)), CK(cudaFree(done));

@@ -1960,8 +1960,9 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 
 /* The number of ranges the split MLA kernels cut n candidates into: at most ns (the launch's), and at
 ** least 16 candidates per range, so a short context is not spread over blocks that each do too little
-** to pay for its partial result, whose merge costs the last block of a group more time per range. */
-__device__ __forceinline__ int mla_split_ranges(int n, int ns)
+** to pay for its partial result, whose merge costs the last block of a group more time per range.
+** (32, one full pass of k_mla_split a range, was 1% slower a step: bench/NOTES.md entry 17.) */
+__host__ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 {
 	int r = (n + 15) / 16;
 	return r < 1 ? 1 : r > ns ? ns : r;

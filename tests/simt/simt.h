@@ -204,6 +204,7 @@ template <typename T> static T atomicAdd(T *p, T v)
 }
 
 #define __device__
+#define __host__
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __shared__ static
