@@ -17,7 +17,9 @@
 ** With --fused, GLM-5's decode groups at tp 1 instead (Q4_K, down projections Q6_K as in the Q4_K_M mix):
 ** each fused launch of ops/qfused.cuh against the chain of unfused launches it replaces (the norm or
 ** SwiGLU kernel, one k_qgemv per member with q_wpr's split, the residual add), timed the same way;
-** reported: µs per group both ways and the fused launch's share of the bandwidth (weight bytes only).
+** reported: µs per group both ways and the fused launch's share of the bandwidth (weight bytes only); for
+** groups of one Q4_K/Q6_K type also the tensor-core launch glmc emits (k_qgemv_fused_mma) and the same
+** launch without its prologue ("mma -pro": x as it is; what the norm or SwiGLU staging costs).
 **
 **   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]
 ** GEMV_RB=8 in the environment runs the float GEMV with eight columns a block where N >= 8·264 (an
@@ -101,24 +103,6 @@ template <typename W> __global__ void __launch_bounds__(256) g_rand(W *d, long l
 	k_rand_float<W>(d, n, 0x7654321ull, cols, 0, n, 1, 1, 0);
 }
 
-/* emit_cuda.c q_wpr, repeated here so the table can mark the choice glmc makes. */
-static int q_wpr(long long N, long long K)
-{
-	int wpr = 1;
-	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 192 && (K + 1023) / 1024 >= 2 * wpr)
-		wpr *= 2;
-	return wpr;
-}
-
-/* emit_cuda.c qm_wpr (the tensor-core kernel's split), repeated. */
-static int qm_wpr(long long N, long long K)
-{
-	int wpr = 1;
-	while (wpr < 8 && (N + 128 / wpr - 1) / (128 / wpr) < 192 && K / 256 >= 2 * wpr)
-		wpr *= 2;
-	return wpr;
-}
-
 typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cudaStream_t s);
 
 template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
@@ -149,7 +133,7 @@ template <typename A, int QT, int WPR>
 static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
 	int nrg = (N + 128 / WPR - 1) / (128 / WPR);
-	g_qmma<A, QT, WPR><<<K <= 8192 && nrg > 2 * 132 ? 2 * 132 : nrg, 256, 0, s>>>(
+	g_qmma<A, QT, WPR><<<K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg, 256, 0, s>>>(
 		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
@@ -345,6 +329,18 @@ __global__ void __launch_bounds__(256)
 	                                       1.0f, 1.0f);
 }
 
+/* The tensor-core kernel glmc emits for a one-token group whose members are all Q4_K or all Q6_K. */
+template <typename A, int QT, int PRO, int EPI>
+__global__ void __launch_bounds__(256, 2)
+	g_qfused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
+	             const unsigned char *w3, const A *x, const A *u, const A *nw, const A *r, int K, int N0, int N1, int N2,
+	             int N3, int P)
+{
+	k_qgemv_fused_mma<A, QT, A, PRO, EPI>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x, u, nw,
+	                                      nullptr, r, 1, K, N0, N1, N2, N3, P, P, P, P, PRO, EPI, 1e-5f, 1.0f, 1.0f,
+	                                      1.0f, 1.0f);
+}
+
 /* emit_cuda.c gemv_splits, repeated: each member's K split from the group's q_wpr and its row width. */
 static void gemv_splits(const int *qt, int nm, int base, int *p)
 {
@@ -522,7 +518,29 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 			(int)N[2], (int)N[3], P[0], P[1], P[2], P[3], PRO, EPI);
 	};
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
-	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
+	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
+	/* members of one Q4_K or Q6_K type: the tensor-core kernel glmc emits (qm_wpr's split, QM_GRID_CAP), and
+	** the same launch without its prologue (x taken as it is), which shows what the prologue costs */
+	constexpr bool ONE = (Q0 == 12 || Q0 == 14) && Q1 == Q0 && Q2 == Q0 && Q3 == Q0; /* run_fused pads with Q0 */
+	if constexpr (ONE) {
+		int wpr = qm_wpr(ntot, K);
+		unsigned nbm = 0;
+		for (int m = 0; m < M; m++)
+			nbm += (unsigned)((N[m] + 128 / wpr - 1) / (128 / wpr));
+		unsigned grid = K <= 8192 && nbm > QM_GRID_CAP ? QM_GRID_CAP : nbm;
+		auto mma = [&](bool pro) {
+			return [&, pro](int c, cudaStream_t s) {
+				auto k = pro ? g_qfused_mma<A, Q0, PRO, EPI> : g_qfused_mma<A, Q0, GEMV_PRO_NONE, EPI>;
+				k<<<grid, 256, 0, s>>>(y[0], y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr,
+				                       M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr, x, u,
+				                       PRO == GEMV_PRO_RMSNORM ? nw : nullptr, r, (int)K, (int)N[0], (int)N[1],
+				                       (int)N[2], (int)N[3], wpr);
+			};
+		};
+		double tm = time_fn(mma(true), copies), tn = PRO == GEMV_PRO_NONE ? tm : time_fn(mma(false), copies);
+		printf(" %9.2f %6.1f%% %9.2f  (wpr %d, %u blocks)", tm, 100 * bytes / (tm * 1e-6) / 1e9 / bw, tn, wpr, grid);
+	}
+	printf("\n");
 }
 
 template <typename A, int PRO, int EPI, int RB>
@@ -594,8 +612,8 @@ template <typename A> static void run_llama(double bw)
 template <typename A> static void run_fused(double bw)
 {
 	constexpr int RT = std::is_same<A, bf16>::value ? 30 : 0; /* the f32 router (bf16 under bf16 activations) */
-	printf("%-34s %6s %6s %8s %9s %9s %7s %7s\n", "GLM-5 group (tp 1)", "rows", "K", "splits", "unfused", "fused",
-	       "speedup", "%bw");
+	printf("%-34s %6s %6s %8s %9s %9s %7s %7s %9s %7s %9s\n", "GLM-5 group (tp 1)", "rows", "K", "splits", "unfused",
+	       "fused", "speedup", "%bw", "mma", "%bw", "mma -pro");
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_a+kv_a+idx_k+idx_w Q4_K", {2048, 576, 128, 32}, 6144, bw);
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_b+idx_q_b Q4_K", {16384, 4096}, 2048, bw);
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual Q4_K", {6144}, 16384, bw);

@@ -501,36 +501,6 @@ void emit_quant_explain(const Graph *g, FILE *f)
 	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
 }
 
-/* The grid of a one-token quantized GEMV whose x fits one staged chunk (K <= 8192): three blocks an SM
-** of an H200, each looping over row groups with x staged once (k_qgemv, k_qgemv_fused), instead of one
-** block a group that each stage all of x again. */
-#define Q_GRID_CAP (3 * 132)
-
-/* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about
-** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K. bench/gemv (NOTES entry
-** 15): with 256 blocks at WPR 1 (N = 4096) WPR 1 is faster than 2 (Q4_K 28.9% against 26.2% of the
-** bandwidth); with 128 (N = 2048) WPR 2 is. */
-static int q_wpr(int64_t N, int64_t K)
-{
-	int wpr = 1;
-	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 192 && (K + 1023) / 1024 >= 2 * wpr)
-		wpr *= 2;
-	return wpr;
-}
-
-/* The tensor-core GEMVs' grid cap (k_qgemv_mma over Q4_K or Q6_K, two blocks an SM) and their K split:
-** warps per row group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp
-** keeps two 256-value blocks of K (bench/gemv, NOTES entry 16; 64, 128, 264 and 384 measured no better). */
-#define QM_GRID_CAP (2 * 132)
-
-static int qm_wpr(int64_t N, int64_t K)
-{
-	int wpr = 1;
-	while (wpr < 8 && (N + 128 / wpr - 1) / (128 / wpr) < 192 && K / 256 >= 2 * wpr)
-		wpr *= 2;
-	return wpr;
-}
-
 /* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
 ** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
 ** float linear in emit_node. */

@@ -1,5 +1,6 @@
 /*
-** ops/gemv_shape.h — the launch shape of ops/kernels.cuh's gemv_core, in one place for the C side
+** ops/gemv_shape.h — the launch shapes of ops/kernels.cuh's gemv_core, the quantized GEMVs' splits and
+** k_mla_vabsorb, in one place for the C side
 ** (compiler/emit_cuda.c, which emits it) and the C++ host side (tests/gpu, bench/gemv.cu, which must
 ** launch what glmc emits). Plain C, no CUDA.
 */
@@ -27,6 +28,36 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 	long long groups = (Ntot + rb - 1) / rb, mult = block >= 256 ? 1 : 256 / block, cap;
 	cap = GEMV_PRO_BLOCKS * (mult > 4 ? 4 : mult);
 	return (unsigned)(prologue && groups > cap ? cap : groups);
+}
+
+/* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV whose x fits one staged chunk (K <= 8192): three blocks an SM
+** of an H200, each looping over row groups with x staged once (k_qgemv, k_qgemv_fused), instead of one
+** block a group that each stage all of x again. */
+#define Q_GRID_CAP (3 * 132)
+
+/* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about
+** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K. bench/gemv (NOTES entry
+** 15): with 256 blocks at WPR 1 (N = 4096) WPR 1 is faster than 2 (Q4_K 28.9% against 26.2% of the
+** bandwidth); with 128 (N = 2048) WPR 2 is. */
+static inline int q_wpr(long long N, long long K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 16 / wpr - 1) / (16 / wpr) < 192 && (K + 1023) / 1024 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
+}
+
+/* The tensor-core GEMVs' grid cap (k_qgemv_mma over Q4_K or Q6_K, two blocks an SM) and their K split:
+** warps per row group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp
+** keeps two 256-value blocks of K (bench/gemv, NOTES entry 16; 64, 128, 264 and 384 measured no better). */
+#define QM_GRID_CAP (2 * 132)
+
+static inline int qm_wpr(long long N, long long K)
+{
+	int wpr = 1;
+	while (wpr < 8 && (N + 128 / wpr - 1) / (128 / wpr) < 192 && K / 256 >= 2 * wpr)
+		wpr *= 2;
+	return wpr;
 }
 
 /* k_mla_vabsorb (ops/fused.cuh): rows of W_UV per warp; a block of 8 warps serves 8·MLA_VR of a head's

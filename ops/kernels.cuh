@@ -2609,8 +2609,8 @@ __device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k,
 **  4. k rounds: the warp's best pair (ties to the lower index) is written to idx; the lane that owned
 **     it zeroes its key and rescans its own experts. A round that finds none (k > E) writes -1.
 ** Cost at E = 256, k = 8: 22k cycles, 11 µs in ncu (estimated 1-1.5 µs before it was measured): the
-** prefill's k_moe_route keeps it; the decode step's k_moe_route_weights (ops/fused.cuh) ranks with a
-** thread an expert.
+** unfused k_moe_route keeps it; k_moe_route_weights (ops/fused.cuh), what plans run whenever routing and
+** weights fuse, ranks with a thread an expert.
 */
 template <typename A, typename B_>
 __device__ void moe_route_warp(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,

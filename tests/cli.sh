@@ -133,6 +133,17 @@ expect_fail "--timeout must be positive" "--timeout must be a number in" bin/glm
 expect_fail "stall hook outside the plan's ranks refused" "GLMRUN_TEST_STALL_RANK=9: not a rank of this plan (0..3)" \
 	env GLMRUN_TEST_STALL_RANK=9 bin/glmrun $tmp/tp.plan --device cuda --tokens 1,2
 
+# More experts than the routing kernels keep on chip (1024): the plan falls back to the CPU, and says
+# which node and why, rather than launching a kernel that would overrun its shared arrays.
+sed 's/"num_local_experts": 8/"num_local_experts": 2048/' $FIX/qwen3_moe/config.json >$tmp/e2048.json
+if bin/glmc compile models/qwen3_moe.lua --config $tmp/e2048.json --random-weights bf16 -o $tmp/e2048.plan 2>$tmp/err &&
+	grep -q "moe_route (%[0-9]*, models/qwen3_moe.lua:[0-9]*) over 2048 experts has no CUDA kernel (at most 1024)" $tmp/err &&
+	bin/glmc stats $tmp/e2048.plan | grep -qx "device: cpu"; then
+	ok "2048 experts: a CPU plan, with the reason"
+else
+	bad "2048 experts: a CPU plan, with the reason" "$(head -c 300 $tmp/err)"
+fi
+
 # Plans without weights: the full GLM-5 configuration (78 layers, 256 experts, 64 heads, vocab 154880)
 # from its hyperparameters with random Q4_K weights, partitioned for tp 8: two allreduces per layer
 # (attention out, MLP/MoE out), one allgather (the vocab-parallel logits), and the sharded weights split
