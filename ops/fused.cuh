@@ -513,10 +513,11 @@ __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *b
 	__shared__ double mz_z;
 	int tid = threadIdx.x, nt = blockDim.x, t = blockIdx.x;
 	const A *l = logits + (long long)t * E;
-	if (tid < 32 && (!sigmoid || (w && !wsigmoid))) {
-		float m;
-		double z;
-		moe_softmax_mz<A>(l, E, m, z, sigmoid ? nullptr : ex);
+	if (tid < 32) { /* the softmax's max and denominator (warp 0), when a score or weight needs them */
+		float m = 0.0f;
+		double z = 1.0;
+		if (!sigmoid || (w && !wsigmoid))
+			moe_softmax_mz<A>(l, E, m, z, sigmoid ? nullptr : ex);
 		if (tid == 0)
 			mz_m = m, mz_z = z;
 	}
@@ -531,28 +532,9 @@ __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *b
 	int per = grouped ? E / n_group : E;
 	if (grouped) {
 		__syncthreads();
-		for (int g = tid; g < n_group; g += nt) {
-			const float *c = ch + g * per;
-			float b1 = neg_inf(), b2 = neg_inf();
-			for (int q = 0; q < per; q++) {
-				float v = c[q];
-				if (v > b1) {
-					b2 = b1;
-					b1 = v;
-				} else if (v > b2) {
-					b2 = v;
-				}
-			}
-			gsc[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
-		}
+		moe_group_scores(gsc, ch, n_group, per, tid, nt);
 		__syncthreads();
-		for (int g = tid; g < n_group; g += nt) {
-			double v = gsc[g];
-			int better = 0;
-			for (int h = 0; h < n_group; h++)
-				better += gsc[h] > v || (gsc[h] == v && h < g);
-			keep[g] = better < topk_group;
-		}
+		moe_group_keep(keep, gsc, n_group, topk_group, tid, nt);
 	}
 	__syncthreads();
 	int n4 = (E + 3) >> 2; /* keys in 16-byte vectors, padded with 0 (no expert's key, ranked after all) */

@@ -2597,6 +2597,44 @@ __device__ void moe_weights_row(A *w, const int *pick, const A *l, int E, int k,
 	}
 }
 
+/* Group-limited routing, step 1: group g (experts g·per ..) scores the sum in double of its two best
+** choices (the top two of the group's multiset whatever the scan order, so each thread starts at a
+** different bank). Thread tid of nt scores groups tid, tid + nt, ... */
+__device__ __forceinline__ void moe_group_scores(double *gsc, const float *ch, int n_group, int per, int tid, int nt)
+{
+	for (int g = tid; g < n_group; g += nt) {
+		const float *c = ch + g * per;
+		float b1 = neg_inf(), b2 = neg_inf();
+		int o = g % per;
+#pragma unroll 4
+		for (int q = 0; q < per; q++) {
+			float v = c[o];
+			o = o + 1 == per ? 0 : o + 1;
+			if (v > b1) {
+				b2 = b1;
+				b1 = v;
+			} else if (v > b2) {
+				b2 = v;
+			}
+		}
+		gsc[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
+	}
+}
+
+/* Step 2, after every score is written: keep[g] when fewer than topk_group groups rank before g (a
+** higher score, or an equal one and a lower index). */
+__device__ __forceinline__ void moe_group_keep(unsigned char *keep, const double *gsc, int n_group, int topk_group,
+                                               int tid, int nt)
+{
+	for (int g = tid; g < n_group; g += nt) {
+		double v = gsc[g];
+		int better = 0;
+		for (int h = 0; h < n_group; h++)
+			better += gsc[h] > v || (gsc[h] == v && h < g);
+		keep[g] = better < topk_group;
+	}
+}
+
 /*
 ** Routing of token t = blockIdx.x by one warp: idx[t*k + j] as ref_moe_route and, when w is not null,
 ** w[t*k + j] as ref_moe_weights (with its own function wsigmoid) on that choice. E <= 1024, k <= E.
@@ -2638,31 +2676,9 @@ __device__ void moe_route_warp(int *idx, A *w, const A *logits, const B_ *bias, 
 	int per = grouped ? E / n_group : E;
 	if (grouped) {
 		__syncwarp();
-		for (int g = lane; g < n_group; g += 32) {
-			const float *c = ch.f + g * per;
-			float b1 = neg_inf(), b2 = neg_inf();
-			int o = g % per;
-#pragma unroll 4
-			for (int q = 0; q < per; q++) {
-				float v = c[o];
-				o = o + 1 == per ? 0 : o + 1;
-				if (v > b1) {
-					b2 = b1;
-					b1 = v;
-				} else if (v > b2) {
-					b2 = v;
-				}
-			}
-			dsc[g] = (double)b1 + (per > 1 ? (double)b2 : 0.0);
-		}
+		moe_group_scores(dsc, ch.f, n_group, per, lane, 32);
 		__syncwarp();
-		for (int g = lane; g < n_group; g += 32) {
-			double v = dsc[g];
-			int better = 0;
-			for (int h = 0; h < n_group; h++)
-				better += dsc[h] > v || (dsc[h] == v && h < g);
-			keep[g] = better < topk_group;
-		}
+		moe_group_keep(keep, dsc, n_group, topk_group, lane, 32);
 		__syncwarp();
 	}
 	unsigned bk = 0u;
