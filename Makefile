@@ -81,7 +81,7 @@ build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h buil
 	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
 
 # Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
-gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv build/bench/mla
+gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv build/bench/mla build/bench/moe
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
@@ -93,9 +93,15 @@ build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_sh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
+# The routed-expert FFN micro-benchmark (GLM-5's MoE up and down kernels; run build/bench/moe on the GPU machine).
+bench-moe: build/bench/moe
+build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/moe.cu -o $@
+
 # The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
 bench-mla: build/bench/mla
-build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/fused.cuh
+build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
@@ -123,4 +129,4 @@ simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle bench bench-gemv bench-mla simt-test
+.PHONY: all test demo clean gpu-bundle bench bench-gemv bench-mla bench-moe simt-test

@@ -21,7 +21,8 @@
 ** groups of one Q4_K/Q6_K type also the tensor-core launch glmc emits (k_qgemv_fused_mma) and the same
 ** launch without its prologue ("mma -pro": x as it is; what the norm or SwiGLU staging costs).
 **
-**   build/bench/gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused]
+**   build/bench/gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused]
+** --shape times one weight shape (N rows × K values) instead of the default six.
 ** GEMV_RB=8 in the environment runs the float GEMV with eight columns a block where N >= 8·264 (an
 ** experiment against the emitted shape, for bench/NOTES.md).
 */
@@ -33,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <functional>
 #include <type_traits>
 #include <math.h>
@@ -51,26 +53,6 @@ static void ck(cudaError_t e, const char *what, int line)
 #define CK(x) ck((x), #x, __LINE__)
 #include "graph_time.cuh"
 
-/* ---- the bandwidth reference ---- */
-
-/* Sum of a buffer of uint4, grid-stride, four loads in flight per thread; one word per block out so the
-** loads cannot be dropped. */
-__global__ void __launch_bounds__(256) k_read(const uint4 *p, long long n, unsigned *out)
-{
-	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, st = (long long)gridDim.x * blockDim.x;
-	unsigned acc = 0;
-	for (; i + 3 * st < n; i += 4 * st) {
-		uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
-		acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-	}
-	for (; i < n; i += st) {
-		uint4 a = __ldg(p + i);
-		acc ^= a.x ^ a.y ^ a.z ^ a.w;
-	}
-	acc = __reduce_xor_sync(0xffffffffu, acc);
-	if ((threadIdx.x & 31) == 0 && acc == 0x12345678u)
-		out[blockIdx.x] = acc;
-}
 
 /* ---- the kernels, wrapped as glmc wraps them ---- */
 
@@ -147,35 +129,6 @@ static double time_kernel(Launch f, void *y, const void *x, const unsigned char 
 }
 
 /* GB/s of the plain read kernel over 4 GiB, best of 10. */
-static double bandwidth(void)
-{
-	size_t bytes = (size_t)4 << 30;
-	uint4 *p;
-	unsigned *out;
-	CK(cudaMalloc(&p, bytes));
-	CK(cudaMemset(p, 1, bytes));
-	int sms;
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	int grid = sms * 8;
-	CK(cudaMalloc(&out, sizeof(unsigned) * (size_t)grid));
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	double best = 0;
-	for (int r = 0; r < 11; r++) {
-		CK(cudaEventRecord(a));
-		k_read<<<grid, 256>>>(p, (long long)(bytes / 16), out);
-		CK(cudaEventRecord(b));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		if (r)
-			best = std::max(best, bytes / (ms * 1e-3) / 1e9);
-	}
-	CK(cudaFree(p));
-	CK(cudaFree(out));
-	return best;
-}
 
 struct Kind {
 	const char *name;
@@ -269,10 +222,13 @@ template <typename A, int QT> static void check_mma(const unsigned char *w, long
 	CK(cudaFree(y));
 }
 
-template <typename A> static void run(const char *only, double bw)
+template <typename A> static void run(const char *only, const char *shape, double bw)
 {
-	static const long long shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048}, {6144, 2048},
-	                                      {154880, 6144}};
+	std::vector<std::array<long long, 2>> shapes = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {2048, 2048},
+	                                                {6144, 2048}, {154880, 6144}};
+	long long sn, sk;
+	if (shape && sscanf(shape, "%lldx%lld", &sn, &sk) == 2)
+		shapes = {{sn, sk}};
 	printf("%-5s %-13s %4s %10s %9s %7s\n", "type", "N x K", "WPR", "us", "GB/s", "%bw");
 	for (const Kind &k : kinds<A>()) {
 		if (only && strcasecmp(only, k.name))
@@ -625,13 +581,15 @@ template <typename A> static void run_fused(double bw)
 
 int main(int argc, char **argv)
 {
-	const char *act = "bf16", *only = NULL;
+	const char *act = "bf16", *only = NULL, *shape = NULL;
 	int fusedg = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--act") && i + 1 < argc)
 			act = argv[++i];
 		else if (!strcmp(argv[i], "--only") && i + 1 < argc)
 			only = argv[++i];
+		else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+			shape = argv[++i];
 		else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
 			iters = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--fused"))
@@ -639,14 +597,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--llama"))
 			fusedg = 2;
 		else {
-			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--iters N] [--fused] [--llama]\n");
+			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused] [--llama]\n");
 			return 2;
 		}
 	}
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	l2_bytes = (size_t)prop.l2CacheSize;
-	double bw = bandwidth();
+	double bw = read_bandwidth();
 	printf("# %s, %d SMs, L2 %.0f MiB; activations %s, batch 1\n", prop.name, prop.multiProcessorCount,
 	       l2_bytes / 1048576.0, act);
 	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
@@ -657,8 +615,8 @@ int main(int argc, char **argv)
 	else if (fusedg)
 		run_fused<bf16>(bw);
 	else if (!strcmp(act, "f32"))
-		run<float>(only, bw);
+		run<float>(only, shape, bw);
 	else
-		run<bf16>(only, bw);
+		run<bf16>(only, shape, bw);
 	return 0;
 }

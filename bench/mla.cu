@@ -39,23 +39,6 @@ static void ck(cudaError_t e, const char *what, int line)
 #define CK(x) ck((x), #x, __LINE__)
 #include "graph_time.cuh"
 
-/* Sum of a buffer of uint4, grid-stride, four loads in flight per thread (as bench/gemv.cu's). */
-__global__ void __launch_bounds__(256) k_read(const uint4 *p, long long n, unsigned *out)
-{
-	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x, st = (long long)gridDim.x * blockDim.x;
-	unsigned acc = 0;
-	for (; i + 3 * st < n; i += 4 * st) {
-		uint4 a = __ldg(p + i), b = __ldg(p + i + st), c = __ldg(p + i + 2 * st), d = __ldg(p + i + 3 * st);
-		acc ^= a.x ^ a.y ^ a.z ^ a.w ^ b.x ^ b.y ^ b.z ^ b.w ^ c.x ^ c.y ^ c.z ^ c.w ^ d.x ^ d.y ^ d.z ^ d.w;
-	}
-	for (; i < n; i += st) {
-		uint4 a = __ldg(p + i);
-		acc ^= a.x ^ a.y ^ a.z ^ a.w;
-	}
-	acc = __reduce_xor_sync(0xffffffffu, acc);
-	if ((threadIdx.x & 31) == 0 && acc == 0x12345678u)
-		out[blockIdx.x] = acc;
-}
 
 /* ---- the kernels, wrapped as glmc wraps them ---- */
 
@@ -129,34 +112,6 @@ static double time_launches(const std::function<void(int, cudaStream_t)> &f)
 	return graph_time_us(f, iters);
 }
 
-static double bandwidth(void)
-{
-	size_t bytes = (size_t)4 << 30;
-	uint4 *p;
-	unsigned *out;
-	CK(cudaMalloc(&p, bytes));
-	CK(cudaMemset(p, 1, bytes));
-	int sms;
-	CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-	CK(cudaMalloc(&out, sizeof(unsigned) * (size_t)sms * 8));
-	cudaEvent_t a, b;
-	CK(cudaEventCreate(&a));
-	CK(cudaEventCreate(&b));
-	double best = 0;
-	for (int r = 0; r < 11; r++) {
-		CK(cudaEventRecord(a));
-		k_read<<<sms * 8, 256>>>(p, (long long)(bytes / 16), out);
-		CK(cudaEventRecord(b));
-		CK(cudaEventSynchronize(b));
-		float ms;
-		CK(cudaEventElapsedTime(&ms, a, b));
-		if (r)
-			best = std::max(best, bytes / (ms * 1e-3) / 1e9);
-	}
-	CK(cudaFree(p));
-	CK(cudaFree(out));
-	return best;
-}
 
 static void row(const char *what, double us, double bytes, double bw)
 {
@@ -228,7 +183,7 @@ int main(int argc, char **argv)
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	l2_bytes = (size_t)prop.l2CacheSize;
-	double bw = bandwidth();
+	double bw = read_bandwidth();
 	printf("# %s, %d SMs, L2 %zu MiB; read bandwidth %.1f GB/s\n", prop.name, prop.multiProcessorCount, l2_bytes >> 20, bw);
 	printf("%-58s %12s %13s %13s %6s\n", "kernel", "time", "bytes", "rate", "% bw");
 

@@ -244,7 +244,7 @@ static int pdl_self_wait(const char *tmpl)
 static const char *q_min_blocks(const char *tmpl, int block)
 {
 	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
-	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14)))
+	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14) || !strncmp(tmpl, "k_qmoe_down_mma<", 16)))
 		return ", 2"; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
 	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? ", 3" : "";
 }
@@ -1514,9 +1514,17 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
+/* Whether a down projection may take the tensor-core kernels: Q4_K or Q6_K (or absent, w < 0). */
+static int mma_type(const Em *e, int w)
+{
+	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K;
+}
+
 /* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
-** (k_qmoe_down_fused when either down projection stays in blocks), right after the moe_ffn's own k_moe_up
-** or k_qmoe_up (its scratch is the first region of both launches). */
+** (k_qmoe_down_fused when either down projection stays in blocks; k_qmoe_down_mma, split over the
+** experts with a second scratch region for their dots and a count a row block, when both are Q4_K or
+** Q6_K), right after the moe_ffn's own k_moe_up or k_qmoe_up (its scratch is the first region of both
+** launches). */
 static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 {
 	Graph *g = e->g;
@@ -1528,12 +1536,19 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
 	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
 	const char *wty = q ? "unsigned char" : NULL;
+	int64_t Fs = S >= 0 ? g->node[sw].dim[1] : 0;
+	int mma = q && mma_type(e, dn) && mma_type(e, sd) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
+	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
 	Wr w;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->aux[0], 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
+	if (mma)
+		w_scratch(&w, T, sz_const(nj * C), "float", 4), w_zero(&w, T, sz_const((C + 127) / 128), "int", 4);
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, wty);
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	if (mma)
+		w_int(&w, G);
 	if (S >= 0) {
 		w_buf(&w, g, sd, 0, wty), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
 		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, g->node[sw].dim[1]);
@@ -1541,9 +1556,14 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
 	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
 	w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
+	if (mma)
+		w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = sz_const((K + G - 1) / G + (S >= 0)), w.L.grid[2] = T;
 	w.L.tmax = f->tmax;
 	char t[256];
-	if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
+	if (mma) /* ops/qfused.cuh */
+		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
+		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+	else if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
 		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
 		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
 	else

@@ -571,11 +571,29 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			}
 			__syncthreads();
 			if (PRO == GEMV_PRO_RMSNORM) {
-				/* normalise in place, the inverse RMS summed as k_rmsnorm sums */
+				/* normalise in place, the inverse RMS summed as k_rmsnorm sums; a thread's first eight
+				** norm weights are asked for at once, before the sums (one round trip, not one each) */
+				float nwv[8];
+#pragma unroll
+				for (int q = 0; q < 8; q++)
+					nwv[q] = HAS_NW && tid + q * BT < K ? to_f(nw[tid + q * BT]) : 1.0f;
 				for (int t = 0; t < tn; t++) {
 					A *xr = xs + t * K;
 					float iv = gemv_row_inv_rms(xr, K, eps);
-					for (int k = tid; k < K; k += BT) {
+#pragma unroll
+					for (int q = 0; q < 8; q++) {
+						int k = tid + q * BT;
+						if (k >= K)
+							break;
+						float v = to_f(xr[k]) * iv;
+						if (HAS_NW)
+							v *= nwv[q];
+						A h = from_f<A>(v);
+						xr[k] = h;
+						if (hs && blockIdx.x == 0)
+							hs[(long long)(t0 + t) * K + k] = h;
+					}
+					for (int k = tid + 8 * BT; k < K; k += BT) {
 						float v = to_f(xr[k]) * iv;
 						if (HAS_NW)
 							v *= to_f(nw[k]);

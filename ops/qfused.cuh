@@ -116,7 +116,7 @@ __device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned cha
 ** A decode step (tn = 1) stages 16 values a thread with 16-byte loads (q_ld16v), without index division.
 ** Every thread of the block must call it (it synchronises).
 */
-template <typename A, typename NW>
+template <typename A, typename NW, bool VNORM = true>
 __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const A *x, const A *u, const NW *nw, A *hs,
                                          const float *inv, float eps, long long t0, int tn, long long K, long long k0,
                                          int kc, int kcap, bool whole)
@@ -181,13 +181,46 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 	}
 	__syncthreads();
 	if (pro == GEMV_PRO_RMSNORM && whole) {
-		/* the whole rows are staged raw: normalise them in place, as k_rmsnorm would */
+		/* the whole rows are staged raw: normalise them in place, as k_rmsnorm would (its sum order).
+		** With VNORM, when K is in 16s and fits two of them a thread, each thread asks for its norm weights
+		** in 16-byte vectors before the sums, so they arrive during them (one round trip, not one a value;
+		** the 32 registers they take cost Q6_K's tensor-core loop more than they save: see its caller). */
+		int n16 = K >> 4;
+		bool vec = VNORM && (K & 15) == 0 && n16 <= 2 * (int)blockDim.x;
+		int i0 = threadIdx.x, i1 = threadIdx.x + blockDim.x;
+		float w[2][16];
+#pragma unroll
+		for (int j = 0; j < 16; j++)
+			w[0][j] = w[1][j] = 1.0f;
+		if (vec && nw && i0 < n16)
+			q_ld16v(w[0], nw + 16 * i0);
+		if (vec && nw && i1 < n16)
+			q_ld16v(w[1], nw + 16 * i1);
 		for (int t = 0; t < tn; t++) {
 			float *xr = xs + t * kcap, ss = 0.0f;
 			for (int i = threadIdx.x; i < K; i += blockDim.x)
 				ss += xr[q_xsw(i)] * xr[q_xsw(i)];
 			float iv = 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
-			for (int i = threadIdx.x; i < K; i += blockDim.x) {
+			for (int c = 0; vec && c < 2; c++) {
+				int i = c ? i1 : i0;
+				if (i >= n16)
+					break;
+				float v[16];
+#pragma unroll
+				for (int q = 0; q < 4; q++) {
+					float4 f = *(const float4 *)(xr + q_xsw(16 * i + 4 * q));
+					v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+				}
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					A a = from_f<A>(v[j] * iv * (c ? w[1][j] : w[0][j]));
+					if (hs && blockIdx.x == 0)
+						hs[(t0 + t) * K + 16 * i + j] = a;
+					v[j] = to_f(a);
+				}
+				(void)q_put16(xr, 16 * i, v);
+			}
+			for (int i = threadIdx.x; !vec && i < K; i += blockDim.x) {
 				float h = xr[q_xsw(i)] * iv;
 				if (nw)
 					h *= to_f(nw[i]);
@@ -388,7 +421,7 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 ** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
 ** group whose members are all Q4_K or all Q6_K (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
-** hi/lo units (qm_restage). Member m's rows go to blocks of 128/P_m rows (member 0's blocks first); warp
+** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage). Member m's rows go to blocks of 128/P_m rows (member 0's blocks first); warp
 ** w serves 16 rows and the blocks b ≡ w % P_m of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
 ** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
 */
@@ -399,7 +432,11 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
                                   int N0, int N1, int N2, int N3, int P0, int P1, int P2, int P3, int pro, int epi,
                                   float eps, float s0, float s1, float s2, float s3)
 {
-	const int D = 2;
+	/* Without a norm the input is staged as units in one pass (qm_stage, SwiGLU included) after the ring's
+	** first loads, as k_qgemv_mma does, and without a prologue Q4_K keeps three blocks in flight; the norm's whole-row
+	** staging would hold the ring across it and spill, so there the loads start after it, two in flight. */
+	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM;
+	constexpr int D = PRO == GEMV_PRO_NONE && QT == 12 ? 3 : 2;
 	pro = PRO, epi = EPI;
 	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
 	__shared__ __align__(128) uint4 zu[32];
@@ -442,14 +479,21 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 			for (int k0 = 0; k0 < K; k0 += 8192) {
 				int kc = K - k0 < 8192 ? K - k0 : 8192, nbk = kc >> 8;
 				unsigned kb0 = (unsigned)k0 >> 8;
-				if (!(single && staged)) {
-					qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
+				QmRaw<QT> rr[D];
+				if (EARLY)
+					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
+				if (!(single && staged) && EARLY) {
+					qm_stage<A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
+					                                       PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0, kc);
+				} else if (!(single && staged)) {
+					/* Q6_K's loop already spills at 128 registers; the vector norm pushed more of it out
+					** (bench/gemv --fused: the LM head 262 -> 276-312 µs), so Q6_K keeps the scalar one */
+					qf_stage<A, NW, QT == 12>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
 					qm_restage(xs, xsum, kc);
 				}
 				staged = true;
-				/* the ring's first loads after the staging: live across the prologue they make it spill */
-				QmRaw<QT> rr[D];
-				qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
+				if (!EARLY) /* after the staging: live across the norm the ring's loads make it spill */
+					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
 				if (on)
 					qm_run<QT, D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
 			}
@@ -558,4 +602,151 @@ __device__ void k_qmoe_down_fused(A *y, const float *hid, const int *idx, const 
 					v = to_f(r[at]) + v;
 				y[at] = from_f<A>(v);
 			}
+}
+
+/* Lane (g, c)'s part of rows g, g + 8 of a warp's 16 rows (row0, row1) of type QT (Q4_K or Q6_K) · the
+** staged x (or swiglu(x, u) rounded to A) over K values, summed over the lanes c (lane (g, 0) ends with
+** both): the whole row, a chunk of 8192 values at a time, D blocks' loads in flight, the first D − 1
+** asked for before the chunk is staged. on: the warp has rows (uniform per warp). Every thread of the
+** block must call it (it stages). */
+template <typename A, int QT, typename X, bool SWIGLU>
+__device__ __forceinline__ void qmd_rows(float (&acc)[2], bool on, const unsigned char *row0, const unsigned char *row1,
+                                         const X *x, const X *u, int K, uint4 *xu, float *xs16, const uint4 *zu)
+{
+	const int D = QT == 12 ? 3 : 2; /* as k_qgemv_mma */
+	int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+	bool act = (g >> 1) == c;
+	int boff = qm_boff<QT>(lane);
+	acc[0] = acc[1] = 0.0f;
+	for (int k0 = 0; k0 < K; k0 += 8192) {
+		int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
+		unsigned kb0 = (unsigned)k0 >> 8;
+		QmRaw<QT> r[D];
+		qm_preload<QT, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
+		qm_stage<A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
+		if (on)
+			qm_run<QT, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
+	}
+	qm_lanesum(acc);
+}
+
+/*
+** k_qmoe_down_fused's contract on the tensor cores, for routed (QD) and shared (QS) down projections of
+** Q4_K or Q6_K with F, Fs <= 8192, split over groups of G routed experts (G·F <= 8192, G <= 8) so that a
+** warp streams several experts' rows with one ring of loads in flight:
+** grid (ceil(C/128), ceil(k/G) + SHARED, T), block 256. Block (bx, j, t) for j < ceil(k/G) stages the hid
+** rows of slots jG .. jG + G − 1 (contiguous in k_qmoe_up's scratch) as one chunk, and warp w takes rows
+** c = bx·128 + 16w + {g, g + 8} of each of those experts with idx >= 0 in turn, whole (D blocks' loads in
+** flight across the experts' boundaries); block j = ceil(k/G) takes the shared expert's rows over
+** swiglu(g[t], u[t]) rounded to A. Each expert's dots go to part[(t·(k + SHARED) + slot)·C + c] (f32; the
+** shared expert's at slot k). Then the block counts itself in cnt[t·gridDim.x + bx] (a KA_ZERO region), and
+** the last of the row block's blocks sums their parts as k_qmoe_down_fused does (Σ_j w[t·k + j]·dot_j in
+** slot order over idx >= 0, rounded to A; + the shared dot rounded to A, the sum rounded to A; + r[t, c]
+** with RES) and clears the count (the threadFenceReduction pattern, as k_mla_split). y may equal r (the
+** thread that writes y[t, c] read r[t, c] just before).
+*/
+template <typename A, int QD, int QS, bool SHARED, bool RES>
+__device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, const int *idx, const A *w,
+                                const unsigned char *down, int C, int F, int k, int G, const unsigned char *sdown,
+                                const A *g, const A *u, int Fs, const A *r)
+{
+	__shared__ __align__(128) uint4 xu[32 * 72];
+	__shared__ __align__(128) uint4 zu[32];
+	__shared__ float xs16[512];
+	__shared__ int sid[8], spos[8], nact, last;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, c = lane & 3;
+	int ng = (k + G - 1) / G, nj = k + (SHARED ? 1 : 0), t = blockIdx.z, n0 = blockIdx.x * 128 + 16 * warp;
+	bool on = n0 < C; /* uniform per warp */
+	int ra = n0 + gq < C ? n0 + gq : 0, rb = n0 + gq + 8 < C ? n0 + gq + 8 : 0;
+	float *pt = part + (long long)t * nj * C;
+	if (threadIdx.x < 32)
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+	if ((int)blockIdx.y < ng) {
+		const int D = QD == 12 ? 3 : 2; /* as k_qgemv_mma */
+		int j0 = blockIdx.y * G, ge = k - j0 < G ? k - j0 : G, nbe = F >> 8;
+		if (threadIdx.x == 0) { /* the group's experts with an id, in slot order */
+			int m = 0;
+			for (int e = 0; e < ge; e++) {
+				int ex = idx[(long long)t * k + j0 + e];
+				if (ex >= 0)
+					sid[m] = ex, spos[m++] = e;
+			}
+			nact = m;
+		}
+		__syncthreads();
+		int na = nact, ns = na * nbe;
+		long long st = q_stride<QD>(F);
+		auto rowp = [&](int a, int row) { return down + ((long long)sid[a] * C + row) * st; };
+		bool act = (gq >> 1) == c;
+		int boff = qm_boff<QD>(lane);
+		QmRaw<QD> rr[D];
+#pragma unroll
+		for (int i = 0; i + 1 < D; i++)
+			if (on && i < ns)
+				qm_load(rr[i], rowp(i / nbe, ra), rowp(i / nbe, rb), (unsigned)(i % nbe), c);
+		if (na > 0)
+			qm_stage<A, float, false>(xu, xs16, hid + ((long long)t * k + j0) * F, (const float *)0, 0, ge * F);
+		float acc[2] = {0.0f, 0.0f};
+		for (int s0 = 0; on && s0 < ns; s0 += D) {
+#pragma unroll
+			for (int i = 0; i < D; i++) {
+				int s = s0 + i, sl = s + D - 1;
+				if (s >= ns)
+					break;
+				if (sl < ns) {
+					int al = sl / nbe;
+					qm_load(rr[(i + D - 1) % D], rowp(al, ra), rowp(al, rb), (unsigned)(sl - al * nbe), c);
+				}
+				int a = s / nbe, bi = s - a * nbe, ui = spos[a] * nbe + bi;
+				const char *xp = act ? (const char *)xu + 1152 * ui + boff : (const char *)zu + boff;
+				qm_block(acc, rr[i], xp, xs16 + 16 * ui, c);
+				if (bi == nbe - 1) { /* this expert's rows are done: their dots to part */
+					qm_lanesum(acc);
+					float *pr = pt + (long long)(j0 + spos[a]) * C;
+					if (c == 0)
+#pragma unroll
+						for (int q = 0; q < 2; q++)
+							if (n0 + gq + 8 * q < C)
+								pr[n0 + gq + 8 * q] = acc[q];
+					acc[0] = acc[1] = 0.0f;
+				}
+			}
+		}
+	} else {
+		float acc[2];
+		long long st = q_stride<QS>(Fs);
+		qmd_rows<A, QS, A, true>(acc, on, sdown + ra * st, sdown + rb * st, g + (long long)t * Fs, u + (long long)t * Fs,
+		                         Fs, xu, xs16, zu);
+		if (on && c == 0)
+#pragma unroll
+			for (int q = 0; q < 2; q++)
+				if (n0 + gq + 8 * q < C)
+					pt[(long long)k * C + n0 + gq + 8 * q] = acc[q];
+	}
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int *cp = cnt + (long long)t * gridDim.x + blockIdx.x;
+		last = atomicAdd(cp, 1) == ng + (SHARED ? 1 : 0) - 1;
+		if (last)
+			*cp = 0; /* every block of the row block has counted: clear it for the next launch */
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	int n = blockIdx.x * 128 + threadIdx.x;
+	if (threadIdx.x >= 128 || n >= C)
+		return;
+	float out = 0.0f;
+	for (int j = 0; j < k; j++)
+		if (idx[(long long)t * k + j] >= 0)
+			out += to_f(w[(long long)t * k + j]) * __ldcg(pt + (long long)j * C + n);
+	out = to_f(from_f<A>(out));
+	if (SHARED)
+		out = to_f(from_f<A>(out + to_f(from_f<A>(__ldcg(pt + (long long)k * C + n)))));
+	long long at = (long long)t * C + n;
+	if (RES)
+		out = to_f(r[at]) + out;
+	y[at] = from_f<A>(out);
 }

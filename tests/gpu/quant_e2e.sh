@@ -12,7 +12,8 @@
 #   5. GLM-5 (MLA, the DSA indexer, MoE with a shared expert) 256 wide (tests/data/glm5_q256.json), random
 #      weights in the Q4_K_M mix and in Q8_0/Q5_K/Q6_K: the decode step (and prompts of up to 8 tokens)
 #      run the fused kernels over blocks (ops/qfused.cuh k_qgemv_fused with an f32 router member,
-#      k_qmoe_down_fused); parts 1-3 run them too (every plan's GEMV groups and MoE ends read blocks).
+#      k_qmoe_down_fused, or k_qmoe_down_mma where both down projections are Q4_K/Q6_K); parts 1-3 run
+#      them too (every plan's GEMV groups and MoE ends read blocks).
 # Needs bin/ and build/ from `make gpu-bundle` (carry bin and build) and python3 with torch and
 # transformers for part 2. PARTS="1 5" runs only those parts (default: all). Prints a table and
 # "N passed, N failed"; exits non-zero on any failure.

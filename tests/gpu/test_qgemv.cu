@@ -262,6 +262,14 @@ __global__ void __launch_bounds__(256)
 	k_qmoe_down_fused<A, QD, QS, SH, RES>(y, hid, idx, w, down, C, F, k, sdown, g, u, Fs, r);
 }
 
+template <typename A, int QD, int QS, bool SH, bool RES>
+__global__ void __launch_bounds__(256, 2)
+	g_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, const int *idx, const A *w, const unsigned char *down,
+	                int C, int F, int k, int G, const unsigned char *sdown, const A *g, const A *u, int Fs, const A *r)
+{
+	k_qmoe_down_mma<A, QD, QS, SH, RES>(y, hid, part, cnt, idx, w, down, C, F, k, G, sdown, g, u, Fs, r);
+}
+
 template <int QT>
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st,
                                                unsigned long long seed, long long K, long long part, long long inner,
@@ -756,8 +764,10 @@ static void run_qfused(const QfCase &c)
 ** k_qmoe_down_fused against the unfused chain: the routed experts' down projections weighted and summed
 ** (float64) and stored as A, the shared expert's SwiGLU rounded to A, its down projection rounded to A,
 ** their sum rounded to A, then the residual add rounded to A. hid is random (k_qmoe_up's scratch).
+** With G > 0, k_qmoe_down_mma instead (Q4_K/Q6_K, groups of G experts a block, its dots in a poisoned
+** scratch), and its counts must be left zero for the next launch.
 */
-template <typename A, int QD, int QS, bool SH, bool RES>
+template <typename A, int QD, int QS, bool SH, bool RES, int G = 0>
 static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k, bool inplace)
 {
 	QW d = qw_member(QD, (long long)E * C, F, T % 2 == 0, 0);
@@ -808,14 +818,31 @@ static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k, bool
 		}
 	}
 	A *dr = RES ? upload(r) : nullptr, *dy = RES && inplace ? dr : dalloc<A>((size_t)T * C, 0xff);
-	g_qmoe_down_fused<A, QD, QS, SH, RES><<<dim3(blocks(C, 16), T), 256>>>(
-		dy, upload(hid), upload(idx), upload(wt), d.dev, C, F, k, SH ? sd.dev : nullptr, SH ? upload(g) : nullptr,
-		SH ? upload(u) : nullptr, SH ? Fs : 0, dr);
-	CK_LAUNCH();
+	std::string nm;
+	if constexpr (G > 0) {
+		int nb = (int)blocks(C, 128), ng = (k + G - 1) / G;
+		int *cnt = dalloc<int>((size_t)T * nb, 0);
+		g_qmoe_down_mma<A, QD, QS, SH, RES><<<dim3(nb, ng + (SH ? 1 : 0), T), 256>>>(
+			dy, upload(hid), dalloc<float>((size_t)T * (k + (SH ? 1 : 0)) * C, 0xff), cnt, upload(idx), upload(wt),
+			d.dev, C, F, k, G, SH ? sd.dev : nullptr, SH ? upload(g) : nullptr, SH ? upload(u) : nullptr, SH ? Fs : 0, dr);
+		CK_LAUNCH();
+		std::vector<int> left = download(cnt, (size_t)T * nb);
+		int nz = 0;
+		for (int v : left)
+			nz += v != 0;
+		nm = fmt("qmoe_down_mma G=%d", G);
+		check(nz == 0, nm + fmt(" counts left zero T=%d C=%d k=%d", T, C, k), fmt("%d of %d not zero", nz, T * nb));
+	} else {
+		g_qmoe_down_fused<A, QD, QS, SH, RES><<<dim3(blocks(C, 16), T), 256>>>(
+			dy, upload(hid), upload(idx), upload(wt), d.dev, C, F, k, SH ? sd.dev : nullptr, SH ? upload(g) : nullptr,
+			SH ? upload(u) : nullptr, SH ? Fs : 0, dr);
+		CK_LAUNCH();
+		nm = "qmoe_down_fused";
+	}
 	double e = rel_l2(widen(download(dy, (size_t)T * C)), want, scale);
-	check(e <= tol<A>(), fmt("qmoe_down_fused A=%s down %s%s%s%s T=%d C=%d F=%d Fs=%d E=%d k=%d", tname<A>(), qtn(QD),
-	                         SH ? fmt(" shared %s", qtn(QS)).c_str() : "", RES ? " residual" : "",
-	                         RES && inplace ? "(in place)" : "", T, C, F, Fs, E, k),
+	check(e <= tol<A>(), nm + fmt(" A=%s down %s%s%s%s T=%d C=%d F=%d Fs=%d E=%d k=%d", tname<A>(), qtn(QD),
+	                              SH ? fmt(" shared %s", qtn(QS)).c_str() : "", RES ? " residual" : "",
+	                              RES && inplace ? "(in place)" : "", T, C, F, Fs, E, k),
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 	free_all();
 }
@@ -906,6 +933,14 @@ template <int Q> static void qfused_mma_suite(void)
 	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, Q, Q, Q, Q, true>(cd);
 	QfCase cw = {1, 4096, {300}, {1}, 0, -1, true, true, false, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, Q, Q, Q, Q, true>(cw);
+	/* the MoE layer's end on the tensor cores: groups of 1..4 experts (one partial, empty slots), the
+	** shared expert of the other type or none, several tokens, rows past the last row block, in place */
+	const int O = Q == 12 ? 14 : 12;
+	test_qmoe_down_fused<float, Q, Q, true, true, 1>(1, 200, 512, 512, 6, 3, false);
+	test_qmoe_down_fused<float, Q, O, true, true, 2>(3, 200, 512, 768, 6, 3, true);
+	test_qmoe_down_fused<bf16, Q, Q, true, true, 2>(1, 300, 2048, 2048, 9, 8, true);
+	test_qmoe_down_fused<bf16, Q, Q, false, true, 4>(2, 128, 1024, 0, 7, 5, false);
+	test_qmoe_down_fused<float, Q, Q, true, false, 3>(8, 64, 256, 256, 5, 4, false);
 }
 
 /* ---- generators: tensor-parallel parts and float weights ---- */

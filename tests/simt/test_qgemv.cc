@@ -255,8 +255,9 @@ static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int g
 /* k_qmoe_down_fused<A, QD, QS, true, true>, the MoE layer's end: the routed experts' down projections
 ** weighted and summed (float64) and rounded to A, plus the shared expert's (its SwiGLU rounded to A, the
 ** product rounded to A), the sum rounded to A, the residual added last, in place over it. hid is random
-** (k_qmoe_up's float scratch). grid (ceil(C/16), T), block 256. */
-template <typename A, int QD, int QS> static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k)
+** (k_qmoe_up's float scratch). grid (ceil(C/16), T), block 256. With G > 0, k_qmoe_down_mma instead
+** (groups of G experts, grid (ceil(C/128), ceil(k/G) + 1, T), the mma emulated), its counts left zero. */
+template <typename A, int QD, int QS, int G = 0> static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k)
 {
 	QRows d = qrows(QD, (long long)E * C, F, "blk.0.ffn_down_exps.weight");
 	QRows sd = qrows(QS, C, Fs, "blk.0.ffn_down_shexp.weight");
@@ -298,19 +299,35 @@ template <typename A, int QD, int QS> static void test_qmoe_down_fused(int T, in
 		}
 	}
 	dim3 gr, bl;
-	gr.x = (unsigned)((C + 15) / 16), gr.y = (unsigned)T, bl.x = 256;
-	simt_launch(gr, bl, [&] {
-		k_qmoe_down_fused<A, QD, QS, true, true>(y.data(), hid.data(), idx.data(), wt.data(), d.b.data(), C, F, k,
-		                                         sd.b.data(), g.data(), u.data(), Fs, y.data());
-	});
+	bl.x = 256;
+	int nz = 0;
+	if constexpr (G > 0) {
+		int nb = (C + 127) / 128;
+		std::vector<float> part((size_t)T * (k + 1) * C, nanf(""));
+		std::vector<int> cnt((size_t)T * nb, 0);
+		gr.x = (unsigned)nb, gr.y = (unsigned)((k + G - 1) / G + 1), gr.z = (unsigned)T;
+		simt_launch(gr, bl, [&] {
+			k_qmoe_down_mma<A, QD, QS, true, true>(y.data(), hid.data(), part.data(), cnt.data(), idx.data(), wt.data(),
+			                                       d.b.data(), C, F, k, G, sd.b.data(), g.data(), u.data(), Fs, y.data());
+		});
+		for (int v : cnt)
+			nz += v != 0;
+	} else {
+		gr.x = (unsigned)((C + 15) / 16), gr.y = (unsigned)T;
+		simt_launch(gr, bl, [&] {
+			k_qmoe_down_fused<A, QD, QS, true, true>(y.data(), hid.data(), idx.data(), wt.data(), d.b.data(), C, F, k,
+			                                         sd.b.data(), g.data(), u.data(), Fs, y.data());
+		});
+	}
 	std::vector<float> got(y.size());
 	for (size_t i = 0; i < y.size(); i++)
 		got[i] = to_f(y[i]);
 	double e = rel_l2(got, want, scale);
-	check(e <= tol<A>(),
-	      fmt("qmoe_down_fused %s/%s A=%s T=%d C=%d F=%d Fs=%d E=%d k=%d (in place)", quant_type_name(QD),
-	          quant_type_name(QS), aname<A>(), T, C, F, Fs, E, k),
-	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+	std::string nm = G ? fmt("qmoe_down_mma G=%d", G) : std::string("qmoe_down_fused");
+	check(e <= tol<A>() && nz == 0,
+	      nm + fmt(" %s/%s A=%s T=%d C=%d F=%d Fs=%d E=%d k=%d (in place)", quant_type_name(QD), quant_type_name(QS),
+	               aname<A>(), T, C, F, Fs, E, k),
+	      fmt("rel-L2 %.3g > %.3g or %d counts not zero", e, tol<A>(), nz));
 }
 
 /* Every type: one token (the staging fast path) and three (the general one), in-block splits, K of one
@@ -360,6 +377,11 @@ template <int QT> static void mma_suite(void)
 	test_qfused_norm<bf16, QT, true>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
 	test_qfused_norm<float, QT, true>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
 	test_qfused_norm<float, QT, true>(2, 512, 16, 16, 1, 1);
+	/* the MoE layer's end: groups of 1, 2 (the last partial) and 3 experts, an empty slot, rows past
+	** the last row block, two tokens */
+	test_qmoe_down_fused<bf16, QT, QT, 1>(1, 40, 512, 256, 5, 3);
+	test_qmoe_down_fused<float, QT, 26 - QT, 2>(2, 136, 256, 512, 4, 3);
+	test_qmoe_down_fused<bf16, QT, QT, 3>(1, 24, 512, 512, 6, 4);
 }
 
 int main(void)
