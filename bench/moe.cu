@@ -5,10 +5,10 @@
 ** The shape is GLM-5's (C 6144, F 2048, E 256, k 8; gate/up Q4_K, down Q6_K in 224-byte slots, the shared
 ** expert's down Q6_K), the kernels are glmc's as it emits them for the slice: k_qmoe_up_mma (grid
 ** (F/64, k), block 256) and k_qmoe_down_fused<bf16, 14, 14, SHARED, RES> (grid C/16, block 256). Each of
-** the graph's 100 launches picks its own 8 distinct experts at random, so the weights (6.4 GB in all)
-** come from HBM, not L2; the figure is the median of 7 graph replays. Reported: µs per launch, the bytes
-** the launch must read (the chosen experts' rows, plus the shared expert's for the down), GB/s and % of
-** the measured bandwidth. The down is also timed at k = 1, 2, 4, 8 without the shared expert: the slope
+** the graph's 100 launches picks its own 8 distinct experts at random and its own copy of the shared
+** expert's down (24 copies), so the weights (6.7 GB in all) come from HBM, not L2; the figure is the
+** median of 7 graph replays. Reported: µs per launch, the bytes the launch must read (the chosen
+** experts' rows, plus the shared expert's for the down), GB/s and % of the measured bandwidth. The down is also timed at k = 1, 2, 4, 8 without the shared expert: the slope
 ** is the cost of one more expert in the kernel's sequence, against its bytes at the bandwidth. Then the
 ** tensor-core down (k_qmoe_down_mma) at each group size G (glmc's pick, qm_moe_group, marked '*'), its
 ** bf16 outputs first compared with k_qmoe_down_fused's on one launch (rel-L2; the output poisoned first).
@@ -129,7 +129,11 @@ int main(int argc, char **argv)
 	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
 	long long sg, sd;
 	unsigned char *gate = qtensor(12, (long long)E * F, C, &sg), *up = qtensor(12, (long long)E * F, C, &sg);
-	unsigned char *down = qtensor(14, (long long)E * C, F, &sd), *sdown = qtensor(14, C, F, &sd);
+	/* the shared expert's down in SC copies (one a launch, cycled), so that it too comes from HBM, as in a
+	** decode step where every layer has its own */
+	const int SC = 24;
+	unsigned char *down = qtensor(14, (long long)E * C, F, &sd), *sdown = qtensor(14, (long long)SC * C, F, &sd);
+	auto sdn = [&](int i) { return sdown + (size_t)(i % SC) * C * sd; };
 	bf16 *x = ftensor<bf16>(C, 64), *g = ftensor<bf16>(F, 64), *u = ftensor<bf16>(F, 64), *r = ftensor<bf16>(C, 64);
 	bf16 *w = ftensor<bf16>((long long)iters * KX, 64), *y;
 	float *hid = ftensor<float>((long long)KX * F, 64);
@@ -174,7 +178,7 @@ int main(int argc, char **argv)
 	}
 	double td = graph_time_us(
 		[&](int i, cudaStream_t s) {
-			g_down<true><<<C / 16, 256, 0, s>>>(y, hid, idx + (size_t)i * KX, w + (size_t)i * KX, down, KX, sdown,
+			g_down<true><<<C / 16, 256, 0, s>>>(y, hid, idx + (size_t)i * KX, w + (size_t)i * KX, down, KX, sdn(i),
 			                                     g, u, r);
 		},
 		iters);
@@ -218,7 +222,7 @@ int main(int argc, char **argv)
 		double t = graph_time_us(
 			[&](int i, cudaStream_t s) {
 				g_down_mma<true><<<dim3(C / 128, ng + 1), 256, 0, s>>>(y2, hid, part, cnt, idx + (size_t)i * KX,
-				                                                       w + (size_t)i * KX, down, KX, G, sdown, g, u, r);
+				                                                       w + (size_t)i * KX, down, KX, G, sdn(i), g, u, r);
 			},
 			iters);
 		char name[64];

@@ -197,10 +197,14 @@ for q in q4_k_m q4_k q5_k q6_k q8_0; do
 done
 if bin/glmc compile $G5Q --random-weights q4_k_m -o $tmp/g5q.plan 2>$tmp/err &&
 	bin/glmc compile $G5Q --random-weights q4_k_m -O0 -o $tmp/g5q0.plan 2>>$tmp/err; then
-	bin/glmc dump $G5Q --random-weights q4_k_m --after emit 2>/dev/null | grep -o 'k_q[a-z_]*fused<' | sort | uniq -c >$tmp/qk
-	[ "$(grep -c 'k_qgemv_fused\|k_qmoe_down_fused' $tmp/qk)" = 2 ] &&
-		ok "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and k_qmoe_down_fused ($(tr -s ' \n' ' ' <$tmp/qk))" ||
-		bad "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and k_qmoe_down_fused" "$(cat $tmp/qk)"
+	bin/glmc dump $G5Q --random-weights q4_k_m --after emit 2>/dev/null | grep -o 'k_q[a-z_]*fused<\|k_qmoe_down_mma<' | sort | uniq -c >$tmp/qk
+	[ "$(grep -c 'k_qgemv_fused<\|k_qmoe_down_mma<' $tmp/qk)" = 2 ] && ! grep -q 'k_qmoe_down_fused<' $tmp/qk &&
+		ok "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and, its down projections Q4_K/Q6_K, k_qmoe_down_mma ($(tr -s ' \n' ' ' <$tmp/qk))" ||
+		bad "GLM-5 (256-wide) Q4_K_M: decode steps run k_qgemv_fused and k_qmoe_down_mma" "$(cat $tmp/qk)"
+	bin/glmc dump $G5Q --random-weights q8_0 --after emit 2>/dev/null | grep -o 'k_qmoe_down_[a-z]*<' | sort -u >$tmp/qk8
+	[ "$(cat $tmp/qk8)" = "k_qmoe_down_fused<" ] &&
+		ok "GLM-5 (256-wide) Q8_0: the MoE layer's end is k_qmoe_down_fused (Q8_0 is not on the tensor cores)" ||
+		bad "GLM-5 (256-wide) Q8_0: the MoE layer's end is k_qmoe_down_fused" "$(cat $tmp/qk8)"
 	st=$(bin/glmc stats $tmp/g5q.plan | sed -n 's/^kernels_per_layer\.[0-9]*: //p' | tr '\n' ' ')
 	[ "$(echo $st | tr ' ' '\n' | sort -n | tail -1)" = 12 ] && [ "$(echo $st | cut -d' ' -f1)" -le 10 ] &&
 		ok "GLM-5 (256-wide) Q4_K_M plan: glmc stats counts at most 12 kernels per MoE layer, 10 dense ($st)" ||

@@ -252,6 +252,42 @@ static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int g
 	check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
 }
 
+/* k_qgemv_fused_mma without a norm (the path that stages x as units after the ring's first loads): one
+** QT member over x as it is (PRO NONE, three blocks in flight for Q4_K) or over swiglu(x, u) rounded to
+** A, with the residual added in place (y_0 = A(r + A(w·x))). grid ceil(N / (128/P)) or smaller (blocks
+** looping over row groups, x staged once when it fits one chunk). */
+template <typename A, int QT, int PRO>
+static void test_qfused_mma_res(int T, int K, int N, int P, int grid = 0)
+{
+	QRows w = qrows(QT, N, K, "blk.0.attn_output.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), u = rnd_a<A>((size_t)T * K), y = rnd_a<A>((size_t)T * N);
+	std::vector<float> h((size_t)T * K);
+	for (size_t i = 0; i < h.size(); i++) {
+		float g = to_f(x[i]);
+		h[i] = PRO == GEMV_PRO_SWIGLU ? thru<A>(g / (1.0f + expf(-g)) * to_f(u[i])) : g;
+	}
+	std::vector<double> want, sc;
+	ref_dot(want, sc, h, w.f, nullptr, T, K, N);
+	for (size_t i = 0; i < want.size(); i++)
+		want[i] = thru<A>(to_f(y[i]) + thru<A>((float)want[i]));
+	dim3 g, bl;
+	g.x = (unsigned)(grid ? grid : (N + 128 / P - 1) / (128 / P)), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qgemv_fused_mma<A, QT, A, PRO, GEMV_EPI_RES>(
+		    y.data(), nullptr, nullptr, nullptr, w.b.data(), nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+		    nullptr, x.data(), PRO == GEMV_PRO_SWIGLU ? u.data() : nullptr, (const A *)nullptr, nullptr, y.data(), T, K,
+		    N, 0, 0, 0, P, 1, 1, 1, PRO, GEMV_EPI_RES, 1e-5f, 1, 1, 1, 1);
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, sc);
+	check(e <= tol<A>(),
+	      fmt("qgemv_fused_mma %s + residual (in place) %s A=%s T=%d K=%d N=%d P=%d grid=%u",
+	          PRO == GEMV_PRO_SWIGLU ? "swiglu" : "plain", quant_type_name(QT), aname<A>(), T, K, N, P, g.x),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
 /* k_qmoe_down_fused<A, QD, QS, true, true>, the MoE layer's end: the routed experts' down projections
 ** weighted and summed (float64) and rounded to A, plus the shared expert's (its SwiGLU rounded to A, the
 ** product rounded to A), the sum rounded to A, the residual added last, in place over it. hid is random
@@ -377,6 +413,12 @@ template <int QT> static void mma_suite(void)
 	test_qfused_norm<bf16, QT, true>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
 	test_qfused_norm<float, QT, true>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
 	test_qfused_norm<float, QT, true>(2, 512, 16, 16, 1, 1);
+	/* without a norm: x as it is or its SwiGLU, the residual in place; one chunk (looping blocks, x
+	** staged once) and two chunks; two tokens */
+	test_qfused_mma_res<bf16, QT, GEMV_PRO_NONE>(1, 2048, 200, 4, 1);
+	test_qfused_mma_res<float, QT, GEMV_PRO_NONE>(1, 9216, 40, 2);
+	test_qfused_mma_res<float, QT, GEMV_PRO_SWIGLU>(2, 1024, 48, 8);
+	test_qfused_mma_res<bf16, QT, GEMV_PRO_SWIGLU>(1, 9216, 24, 1, 1);
 	/* the MoE layer's end: groups of 1, 2 (the last partial) and 3 experts, an empty slot, rows past
 	** the last row block, two tokens */
 	test_qmoe_down_fused<bf16, QT, QT, 1>(1, 40, 512, 256, 5, 3);
