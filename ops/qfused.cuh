@@ -421,8 +421,9 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 ** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
 ** group whose members are all Q4_K or all Q6_K (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
-** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage). Member m's rows go to blocks of 128/P_m rows (member 0's blocks first); warp
-** w serves 16 rows and the blocks b ≡ w % P_m of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
+** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage). Member m's rows go
+** to blocks of 128/P_m rows (member 0's blocks first); warp w serves 16 rows and the blocks b ≡ w % P_m
+** of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
 ** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
 */
 template <typename A, int QT, typename NW, int PRO, int EPI>
@@ -433,8 +434,9 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
                                   float eps, float s0, float s1, float s2, float s3)
 {
 	/* Without a norm the input is staged as units in one pass (qm_stage, SwiGLU included) after the ring's
-	** first loads, as k_qgemv_mma does, and without a prologue Q4_K keeps three blocks in flight; the norm's whole-row
-	** staging would hold the ring across it and spill, so there the loads start after it, two in flight. */
+	** first loads, as k_qgemv_mma does, and without any prologue Q4_K keeps three blocks in flight; the
+	** norm's whole-row staging would hold the ring across it and spill, so there the loads start after
+	** it, two in flight. */
 	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM;
 	constexpr int D = PRO == GEMV_PRO_NONE && QT == 12 ? 3 : 2;
 	pro = PRO, epi = EPI;
