@@ -1555,9 +1555,10 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	} else
 		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
 	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
-	w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
 	if (mma)
 		w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = sz_const((K + G - 1) / G + (S >= 0)), w.L.grid[2] = T;
+	else
+		w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
 	w.L.tmax = f->tmax;
 	char t[256];
 	if (mma) /* ops/qfused.cuh */

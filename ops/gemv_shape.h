@@ -30,9 +30,10 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 	return (unsigned)(prologue && groups > cap ? cap : groups);
 }
 
-/* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV whose x fits one staged chunk (K <= 8192): three blocks an SM
-** of an H200, each looping over row groups with x staged once (k_qgemv, k_qgemv_fused), instead of one
-** block a group that each stage all of x again. */
+/* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV
+** whose x fits one staged chunk (K <= 8192): three blocks an SM of an H200, each looping over row groups
+** with x staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x
+** again. */
 #define Q_GRID_CAP (3 * 132)
 
 /* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about

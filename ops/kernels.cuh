@@ -580,28 +580,20 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 				for (int t = 0; t < tn; t++) {
 					A *xr = xs + t * K;
 					float iv = gemv_row_inv_rms(xr, K, eps);
+					auto norm_at = [&](int k, float w) { /* value k normalised (times w with HAS_NW) */
+						float v = to_f(xr[k]) * iv;
+						if (HAS_NW)
+							v *= w;
+						A h = from_f<A>(v);
+						xr[k] = h;
+						if (hs && blockIdx.x == 0)
+							hs[(long long)(t0 + t) * K + k] = h;
+					};
 #pragma unroll
-					for (int q = 0; q < 8; q++) {
-						int k = tid + q * BT;
-						if (k >= K)
-							break;
-						float v = to_f(xr[k]) * iv;
-						if (HAS_NW)
-							v *= nwv[q];
-						A h = from_f<A>(v);
-						xr[k] = h;
-						if (hs && blockIdx.x == 0)
-							hs[(long long)(t0 + t) * K + k] = h;
-					}
-					for (int k = tid + 8 * BT; k < K; k += BT) {
-						float v = to_f(xr[k]) * iv;
-						if (HAS_NW)
-							v *= to_f(nw[k]);
-						A h = from_f<A>(v);
-						xr[k] = h;
-						if (hs && blockIdx.x == 0)
-							hs[(long long)(t0 + t) * K + k] = h;
-					}
+					for (int q = 0; q < 8 && tid + q * BT < K; q++)
+						norm_at(tid + q * BT, nwv[q]);
+					for (int k = tid + 8 * BT; k < K; k += BT)
+						norm_at(k, HAS_NW ? to_f(nw[k]) : 1.0f);
 				}
 				__syncthreads();
 			}

@@ -484,10 +484,10 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 				QmRaw<QT> rr[D];
 				if (EARLY)
 					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
-				if (!(single && staged) && EARLY) {
+				if (!(single && staged) && EARLY)
 					qm_stage<A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
 					                                       PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0, kc);
-				} else if (!(single && staged)) {
+				if (!(single && staged) && !EARLY) {
 					/* Q6_K's loop already spills at 128 registers; the vector norm pushed more of it out
 					** (bench/gemv --fused: the LM head 262 -> 276-312 µs), so Q6_K keeps the scalar one */
 					qf_stage<A, NW, QT == 12>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
@@ -606,32 +606,6 @@ __device__ void k_qmoe_down_fused(A *y, const float *hid, const int *idx, const 
 			}
 }
 
-/* Lane (g, c)'s part of rows g, g + 8 of a warp's 16 rows (row0, row1) of type QT (Q4_K or Q6_K) · the
-** staged x (or swiglu(x, u) rounded to A) over K values, summed over the lanes c (lane (g, 0) ends with
-** both): the whole row, a chunk of 8192 values at a time, D blocks' loads in flight, the first D − 1
-** asked for before the chunk is staged. on: the warp has rows (uniform per warp). Every thread of the
-** block must call it (it stages). */
-template <typename A, int QT, typename X, bool SWIGLU>
-__device__ __forceinline__ void qmd_rows(float (&acc)[2], bool on, const unsigned char *row0, const unsigned char *row1,
-                                         const X *x, const X *u, int K, uint4 *xu, float *xs16, const uint4 *zu)
-{
-	const int D = QT == 12 ? 3 : 2; /* as k_qgemv_mma */
-	int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-	bool act = (g >> 1) == c;
-	int boff = qm_boff<QT>(lane);
-	acc[0] = acc[1] = 0.0f;
-	for (int k0 = 0; k0 < K; k0 += 8192) {
-		int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
-		unsigned kb0 = (unsigned)k0 >> 8;
-		QmRaw<QT> r[D];
-		qm_preload<QT, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
-		qm_stage<A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
-		if (on)
-			qm_run<QT, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
-	}
-	qm_lanesum(acc);
-}
-
 /*
 ** k_qmoe_down_fused's contract on the tensor cores, for routed (QD) and shared (QS) down projections of
 ** Q4_K or Q6_K with F, Fs <= 8192, split over groups of G routed experts (G·F <= 8192, G <= 8) so that a
@@ -717,8 +691,8 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 	} else {
 		float acc[2];
 		long long st = q_stride<QS>(Fs);
-		qmd_rows<A, QS, A, true>(acc, on, sdown + ra * st, sdown + rb * st, g + (long long)t * Fs, u + (long long)t * Fs,
-		                         Fs, xu, xs16, zu);
+		qm_rows<A, QS, A, true>(acc, on, sdown + ra * st, sdown + rb * st, g + (long long)t * Fs, u + (long long)t * Fs,
+		                        Fs, xu, xs16, zu);
 		if (on && c == 0)
 #pragma unroll
 			for (int q = 0; q < 2; q++)

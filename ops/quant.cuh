@@ -1273,6 +1273,32 @@ __device__ void k_qmoe_up(float *hid, const A *x, const int *idx, const unsigned
 		hr[f] = ag / (1.0f + expf(-ag)) * au;
 }
 
+/* Lane (g, c)'s part of rows g, g + 8 of a warp's 16 rows (row0, row1) of type QT (Q4_K or Q6_K) · the
+** staged x (or swiglu(x, u) rounded to A) over K values, summed over the lanes c (lane (g, 0) ends with
+** both): the whole row, a chunk of 8192 values at a time, D blocks' loads in flight, the first D − 1
+** asked for before the chunk is staged. on: the warp has rows (uniform per warp). Every thread of the
+** block must call it (it stages). */
+template <typename A, int QT, typename X, bool SWIGLU>
+__device__ __forceinline__ void qm_rows(float (&acc)[2], bool on, const unsigned char *row0, const unsigned char *row1,
+                                        const X *x, const X *u, int K, uint4 *xu, float *xs16, const uint4 *zu)
+{
+	const int D = QT == 12 ? 3 : 2; /* as k_qgemv_mma */
+	int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
+	bool act = (g >> 1) == c;
+	int boff = qm_boff<QT>(lane);
+	acc[0] = acc[1] = 0.0f;
+	for (int k0 = 0; k0 < K; k0 += 8192) {
+		int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
+		unsigned kb0 = (unsigned)k0 >> 8;
+		QmRaw<QT> r[D];
+		qm_preload<QT, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
+		qm_stage<A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
+		if (on)
+			qm_run<QT, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
+	}
+	qm_lanesum(acc);
+}
+
 /*
 ** k_qmoe_up's contract for Q4_K gate and up on the tensor cores (k_qgemv_mma's lane geometry): grid
 ** (ceil(F/64), k, T), block 256; warp w serves f = blockIdx.x·64 + 8w + g for g < 8, A's rows g the
@@ -1283,7 +1309,6 @@ template <typename A>
 __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
                               int C, int F, int k)
 {
-	const int D = 3;
 	__shared__ __align__(128) uint4 xu[32 * 72];
 	__shared__ __align__(128) uint4 zu[32];
 	__shared__ float xs16[512];
@@ -1299,21 +1324,11 @@ __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsi
 	}
 	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
-	bool act = (g >> 1) == c, on = f0 < F; /* on: uniform per warp */
-	int boff = qm_boff<12>(lane);
+	bool on = f0 < F; /* uniform per warp */
 	long long stride = q_stride<12>(C), row = (long long)ex * F + (f < F ? f : 0);
-	const unsigned char *row0 = gate + row * stride, *row1 = up + row * stride;
-	float acc[2] = {0.0f, 0.0f};
-	for (int k0 = 0; k0 < C; k0 += 8192) {
-		int kc = C - k0 < 8192 ? C - k0 : 8192, nb = kc >> 8;
-		unsigned kb0 = (unsigned)k0 >> 8;
-		QmRaw<12> r[D];
-		qm_preload<12, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
-		qm_stage<A, A, false>(xu, xs16, x + (long long)t * C, (const A *)0, k0, kc);
-		if (on)
-			qm_run<12, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
-	}
-	qm_lanesum(acc);
+	float acc[2];
+	qm_rows<A, 12, A, false>(acc, on, gate + row * stride, up + row * stride, x + (long long)t * C, (const A *)0, C, xu,
+	                         xs16, zu);
 	if (c == 0 && f < F)
 		hr[f] = acc[0] / (1.0f + expf(-acc[0])) * acc[1];
 }
