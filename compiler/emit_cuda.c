@@ -160,22 +160,23 @@ static void w_size(Wr *w, Size s, int wide)
 
 static void w_int(Wr *w, int64_t v) { w_size(w, sz_const(v), 0); }
 
-/* An int that glmrun fills in at launch (KA_RANK, KA_PDL). */
-static void w_runtime_int(Wr *w, int kind)
+/* An argument that glmrun fills in at launch (KA_RANK, KA_PDL: an int; KA_P2P: the one-shot allreduce's
+** control block when glmrun lets this kernel do the allreduce launched before it, else nullptr). */
+static void w_runtime(Wr *w, int kind, const char *type)
 {
 	GLM_ASSERT(w->L.narg < MAXKARG);
 	w_sep(w);
-	cat(w->formal, sizeof w->formal, "int a%d", w->L.narg);
+	cat(w->formal, sizeof w->formal, "%s a%d", type, w->L.narg);
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "a%d", w->L.narg);
 	w->L.arg[w->L.narg++] = (KArg){.kind = (int8_t)kind};
 }
 
 /* The rank of the GPU that runs the launch, as an int. */
-static void w_rank(Wr *w) { w_runtime_int(w, KA_RANK); }
+static void w_rank(Wr *w) { w_runtime(w, KA_RANK, "int"); }
 
 /* 1 when glmrun launches this kernel programmatically (KA_PDL), as the kernel's last argument. */
-static void w_pdl(Wr *w) { w_runtime_int(w, KA_PDL); }
+static void w_pdl(Wr *w) { w_runtime(w, KA_PDL, "int"); }
 
 static void w_float(Wr *w, double f)
 {
@@ -701,6 +702,28 @@ static void emit_mla_split(Em *e, int id)
 	w_finish(e, &w, t);
 }
 
+/* The allreduce whose output add id (Pattern A) may form itself (k_add_rmsnorm_ar: glmrun then skips the
+** allreduce's launch and runs the one-shot exchange inside the add's kernel), or -1. It must be the launch
+** just before, for every step size, of an operand of the same shape, with rows the kernel keeps in
+** registers in 16-byte units (N <= RN_REG · 256 = 8192, ops/fused.cuh). */
+static int ar_fusable(const Em *e, int id)
+{
+	const Graph *g = e->g;
+	const Node *n = &g->node[id];
+	if (!e->nl || e->own_tmin[id] > 1 || n->nin != 2)
+		return -1;
+	const Launch *l = &e->l[e->nl - 1];
+	int ar = l->node;
+	if (strcmp(l->kernel, KERNEL_ALLREDUCE) || l->narg != 3 || l->tmin != 1 || l->tmax != 1 << 30)
+		return -1;
+	if ((n->in[0] == ar) == (n->in[1] == ar) || g->node[ar].dtype == DT_I32)
+		return -1;
+	int64_t N = n->dim[n->ndim - 1], es = (int64_t)dtype_size(g->cuda.act);
+	if (node_numel(&g->node[ar], 1, 1) != node_numel(n, 1, 1) || (N * es) % 16 || N > 8192)
+		return -1;
+	return ar;
+}
+
 /* The launches of one node's own kernels. */
 static int emit_own(Em *e, int id, char *err, size_t len)
 {
@@ -726,6 +749,25 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		w.L.grid[0] = sz_rows(g, id);
 		w.L.tmax = tm - 1;
 		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+		w_finish(e, &w, t);
+		return 0;
+	}
+	if (n->op == OP_ADD && e->norm_of[id] >= 0 && ar_fusable(e, id) >= 0) {
+		/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
+		const Node *nm = &g->node[e->norm_of[id]];
+		int hw = nm->nin > 1, ar = ar_fusable(e, id), other = n->in[0] == ar ? n->in[1] : n->in[0];
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
+		w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
+		if (hw)
+			w_buf(&w, g, nm->in[1], 0, NULL);
+		else
+			w_null(&w);
+		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
+		w.L.grid[0] = sz_rows(g, id);
+		Launch *cl = &e->l[e->nl - 1]; /* the allreduce: a flag that this launch may do it */
+		GLM_ASSERT(cl->narg < MAXKARG);
+		cl->arg[cl->narg++] = (KArg){.kind = KA_INT, .s = sz_const(1)};
+		snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
 		w_finish(e, &w, t);
 		return 0;
 	}

@@ -178,8 +178,11 @@ typedef struct {
 ** KA_SCRATCH's regions, from the start, and shared by all launches.
 ** KA_PDL: an int, 1 when glmrun launches this kernel programmatically dependent on the one before
 ** (glmrun --pdl; only launches with this argument are), else 0. The decode GEMVs take it: they ask L2
-** for their first weights before waiting only when that overlaps the kernel before (kernels.cuh). */
-enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO, KA_PDL };
+** for their first weights before waiting only when that overlaps the kernel before (kernels.cuh).
+** KA_P2P: a pointer, the one-shot allreduce's control block (P2pCtl, ops/kernels.cuh) when glmrun skipped
+** the allreduce launched just before (marked by a fourth argument, KA_INT 1) so that this kernel does it,
+** else nullptr (k_add_rmsnorm_ar). */
+enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO, KA_PDL, KA_P2P };
 typedef struct {
 	int8_t kind;                 /* KA_*: BUF and ROPE use s.node (the rope table of that node) */
 	Size s, s2;                  /* INT, LONG: s; SCRATCH, ZERO: s × s2 elements */
@@ -188,7 +191,8 @@ typedef struct {
 
 /* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
 ** one-shot P2P kernel). Arguments: destination (KA_BUF, or KA_SCRATCH when a kernel reorders the
-** gathered parts next), source (KA_BUF), source elements (KA_LONG). */
+** gathered parts next), source (KA_BUF), source elements (KA_LONG); an allreduce may have a fourth, KA_INT
+** 1: the next launch takes KA_P2P and may do this allreduce itself (glmrun skips this launch then). */
 #define KERNEL_ALLREDUCE "@allreduce"
 #define KERNEL_ALLGATHER "@allgather"
 /* The one-shot P2P allreduce (ops/kernels.cuh k_p2p_allreduce) that glmrun may run instead of NCCL for
@@ -382,7 +386,7 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 6 /* 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
+#define PLAN_VERSION 7 /* 7: KA_P2P, an allreduce done inside the next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

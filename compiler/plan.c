@@ -274,7 +274,7 @@ static void get_cuda(Graph *g, Rd *r)
 			a->s = get_size(g, r, sized);
 			a->s2 = get_size(g, r, region);
 			a->f = get_f64(r);
-			if (!r->fail && (a->kind > KA_PDL || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
+			if (!r->fail && (a->kind > KA_P2P || ((a->kind == KA_BUF || a->kind == KA_ROPE) && a->s.node < 0) ||
 			                 (region && !(a->f >= 1 && a->f <= 64))))
 				r->fail = "bad kernel argument";
 		}

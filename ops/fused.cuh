@@ -8,23 +8,143 @@
 */
 
 /* Pattern A: sum = a + b, then y = rmsnorm(sum) (optional weight), one row per block. sum may equal a
-** (in place): each element is read before it is written, by the same thread. grid (rows), block 256. */
+** (in place): each element is read before it is written, by the same thread. grid (rows), block 256.
+** Rows of up to RN_REG values a thread are read in one round into registers and not read back: the
+** loop form's store to sum may alias a later load, so each of its rounds waited for the last (at tp 2,
+** GLM-5's 6144-wide row after each allreduce took 26 us in --profile, for 36 KB). */
+#define RN_REG 32
 template <typename A, typename W, bool HAS_W>
 __device__ void k_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, int N, float eps)
 {
 	long long row = (long long)blockIdx.x * N;
+	int t = threadIdx.x, st = blockDim.x;
 	float ss = 0.0f;
-	for (int i = threadIdx.x; i < N; i += blockDim.x) {
+	if (N <= RN_REG * st) {
+		float v[RN_REG], wv[RN_REG];
+#pragma unroll
+		for (int j = 0; j < RN_REG; j++) {
+			int i = t + j * st;
+			v[j] = i < N ? to_f(from_f<A>(to_f(a[row + i]) + to_f(b[row + i]))) : 0.0f;
+			wv[j] = HAS_W && i < N ? to_f(w[i]) : 1.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < RN_REG; j++) {
+			if (t + j * st < N)
+				sum[row + t + j * st] = from_f<A>(v[j]);
+			ss += v[j] * v[j];
+		}
+		float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
+#pragma unroll
+		for (int j = 0; j < RN_REG; j++)
+			if (t + j * st < N)
+				y[row + t + j * st] = from_f<A>(HAS_W ? v[j] * inv * wv[j] : v[j] * inv);
+		return;
+	}
+	for (int i = t; i < N; i += st) {
 		float v = to_f(from_f<A>(to_f(a[row + i]) + to_f(b[row + i])));
 		sum[row + i] = from_f<A>(v);
 		ss += v * v;
 	}
 	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
-	for (int i = threadIdx.x; i < N; i += blockDim.x) {
+	for (int i = t; i < N; i += st) {
 		float v = to_f(sum[row + i]) * inv;
 		if (HAS_W)
 			v *= to_f(w[i]);
 		y[row + i] = from_f<A>(v);
+	}
+}
+
+/*
+** Pattern A after a tensor-parallel allreduce: b = the sum over the tp ranks of part, then sum = a + b
+** and y = rmsnorm(sum) as k_add_rmsnorm (b is also stored: the unfused allreduce's output). c nullptr: b
+** already holds the sum (glmrun ran the allreduce through NCCL) and this is k_add_rmsnorm. Otherwise
+** glmrun skipped the allreduce launch and this kernel is the one-shot exchange itself: block t pushes row
+** t of part into every rank's mailbox as block t of k_p2p_allreduce does (same slots, flags, epoch and
+** seq, so both kernels can follow each other on a stream), waits for the tp senders, sums the parts in
+** rank order, adds a and normalises, the row held in registers. Why: at tp 2 the allreduce, then the
+** add and norm, were two launches on the critical path of every layer's two residual sums. glmrun passes
+** c only when T <= P2P_NBMAX and T·N·sizeof(A) <= cap; glmc fuses only when N·sizeof(A) is a multiple of
+** 16 and N <= RN_REG·256. sum may equal a or b (in place). grid (T), block 256.
+*/
+template <typename A, typename W, bool HAS_W>
+__device__ void k_add_rmsnorm_ar(A *sum, A *y, A *b, const A *a, const A *part, const W *w, int N, float eps,
+                                 const P2pCtl *c)
+{
+	if (!c) {
+		k_add_rmsnorm<A, W, HAS_W>(sum, y, a, b, w, N, eps);
+		return;
+	}
+	const int VE = 16 / (int)sizeof(A), RV = RN_REG / VE; /* values and 16-byte units a thread */
+	const unsigned e = *(volatile const unsigned *)c->seq + 1;
+	const int slot = (int)(e & 1u), tp = c->tp, me = c->rank, blk = blockIdx.x, t = threadIdx.x, st = blockDim.x;
+	const int nv = N / VE;
+	const long long row = (long long)blk * N, off = row * (long long)sizeof(A);
+	if (N % VE || nv > RV * st)
+		__trap();
+	const uint4 *pv = (const uint4 *)(part + row);
+	for (int q = 0; q < tp; q++) {
+		uint4 *to = (uint4 *)(c->mbox[q] + P2P_FLAGS_BYTES + ((long long)slot * tp + me) * c->cap + off);
+		for (int i = t; i < nv; i += st)
+			to[i] = pv[i];
+	}
+	__syncthreads();
+	if (t == 0) {
+		__threadfence_system();
+		for (int q = 0; q < tp; q++)
+			p2p_put_flag((unsigned *)c->mbox[q] + (slot * P2P_MAXRANK + me) * P2P_NBMAX + blk, e);
+	}
+	if (t < tp) {
+		const unsigned *f = (const unsigned *)c->mbox[me] + (slot * P2P_MAXRANK + t) * P2P_NBMAX + blk;
+		while (p2p_get_flag(f) != e)
+			;
+	}
+	__syncthreads();
+	const char *parts = c->mbox[me] + P2P_FLAGS_BYTES + (long long)slot * tp * c->cap + off;
+	uint4 *bv = (uint4 *)(b + row), *sv = (uint4 *)(sum + row), *yv = (uint4 *)(y + row);
+	const uint4 *av = (const uint4 *)(a + row);
+	float v[RN_REG], ss = 0.0f;
+#pragma unroll
+	for (int j = 0; j < RV; j++) {
+		int i = t + j * st;
+		uint4 s4 = make_uint4(0, 0, 0, 0), a4 = s4;
+		if (i < nv)
+			s4 = p2p_sum16<A>(parts, c->cap, tp, (long long)i * 16), a4 = av[i];
+		const A *se = (const A *)&s4, *ae = (const A *)&a4;
+#pragma unroll
+		for (int k = 0; k < VE; k++) {
+			v[j * VE + k] = to_f(from_f<A>(to_f(ae[k]) + to_f(se[k])));
+			ss += v[j * VE + k] * v[j * VE + k];
+		}
+		if (i < nv)
+			bv[i] = s4;
+	}
+	auto put = [&](uint4 *dst, float scale, bool weighted) { /* the row times scale (and w) into dst */
+#pragma unroll
+		for (int j = 0; j < RV; j++) {
+			int i = t + j * st;
+			if (i >= nv)
+				continue;
+			uint4 o;
+			A *oe = (A *)&o;
+#pragma unroll
+			for (int k = 0; k < VE; k++) {
+				float x = v[j * VE + k] * scale;
+				oe[k] = from_f<A>(weighted ? x * to_f(w[i * VE + k]) : x);
+			}
+			dst[i] = o;
+		}
+	};
+	put(sv, 1.0f, false);
+	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
+	put(yv, inv, HAS_W);
+	__syncthreads();
+	if (t == 0) {
+		__threadfence();
+		if (atomicAdd(c->arrive, 1u) == gridDim.x - 1) {
+			*c->arrive = 0;
+			*(volatile unsigned *)c->seq = e;
+			__threadfence();
+		}
 	}
 }
 

@@ -1,12 +1,16 @@
 /*
 ** runtime/crew.c — worker threads in lockstep under a watchdog (see crew.h). One mutex guards the
 ** command number, each worker's result and its last note; workers sleep on `go`, the caller on `done`
-** with a deadline that moves forward whenever an unfinished worker makes progress.
+** with a deadline that moves forward whenever an unfinished worker makes progress. Before either sleeps
+** it polls for CREW_SPIN_S: a decode step's command comes back within that, and a futex wake-up costs
+** tens of microseconds, a different amount for each rank, which the step's first collective then waits
+** for.
 */
 #include "crew.h"
 #include "glm.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +27,10 @@ typedef struct {
 	char err[1024];
 	const char *doing;
 	struct timespec beat;        /* its last note (progress) */
+	atomic_long adone;           /* done, for polling without the lock */
 } Hand;
+
+#define CREW_SPIN_S 2e-3
 
 struct Crew {
 	int n;
@@ -32,6 +39,7 @@ struct Crew {
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
 	long seq;                    /* the current command number */
+	atomic_long aseq;            /* seq, for polling without the lock */
 	int cmd, quit;
 	long nfail;
 	Hand h[CREW_MAX];
@@ -49,6 +57,15 @@ static struct timespec now_mono(void)
 	return t;
 }
 
+/* Polls until *v differs from old or CREW_SPIN_S pass. */
+static void spin_while_equal(atomic_long *v, long old)
+{
+	double end = secs(now_mono()) + CREW_SPIN_S;
+	for (unsigned i = 1; atomic_load_explicit(v, memory_order_acquire) == old; i++)
+		if (i % 64 == 0 && secs(now_mono()) > end)
+			return;
+}
+
 /* A worker: wait for a new command number, run it outside the lock, publish the result. */
 static void *hand_main(void *arg)
 {
@@ -56,6 +73,12 @@ static void *hand_main(void *arg)
 	Crew *c = h->c;
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
+		if (!c->quit && h->done == c->seq) {
+			long old = h->done;
+			pthread_mutex_unlock(&c->mu);
+			spin_while_equal(&c->aseq, old);
+			pthread_mutex_lock(&c->mu);
+		}
 		while (!c->quit && h->done == c->seq)
 			pthread_cond_wait(&c->go, &c->mu);
 		if (c->quit)
@@ -75,6 +98,7 @@ static void *hand_main(void *arg)
 		}
 		h->doing = "finished";
 		h->done = seq;
+		atomic_store_explicit(&h->adone, seq, memory_order_release);
 		pthread_cond_broadcast(&c->done);
 	}
 	pthread_mutex_unlock(&c->mu);
@@ -90,6 +114,9 @@ int crew_start(Crew **out, int n, CrewFn fn, void *ctx, char *err, size_t len)
 	if (!c)
 		return seterr(err, len, "out of memory");
 	c->n = n, c->fn = fn, c->ctx = ctx;
+	atomic_init(&c->aseq, 0);
+	for (int r = 0; r < n; r++)
+		atomic_init(&c->h[r].adone, 0);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -147,7 +174,16 @@ int crew_run(Crew *c, int cmd, const char *what, double timeout, char *err, size
 	struct timespec start = now_mono();
 	for (int r = 0; r < c->n; r++)
 		c->h[r].beat = start, c->h[r].rc = 0, c->h[r].fail_order = 0, c->h[r].doing = "not started";
+	atomic_store_explicit(&c->aseq, c->seq, memory_order_release);
 	pthread_cond_broadcast(&c->go);
+	long seq = c->seq;
+	pthread_mutex_unlock(&c->mu);
+	double end = secs(start) + CREW_SPIN_S;
+	for (int r = 0; r < c->n; r++) /* every started worker's done, polled (the loop below re-reads it) */
+		for (unsigned i = 1; c->h[r].started && atomic_load_explicit(&c->h[r].adone, memory_order_acquire) != seq; i++)
+			if (i % 64 == 0 && secs(now_mono()) > end)
+				break;
+	pthread_mutex_lock(&c->mu);
 	int rc = 0;
 	for (;;) {
 		int left = 0, first = -1;

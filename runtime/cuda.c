@@ -128,6 +128,7 @@ struct Gpu {
 	CUfunction p2p;
 	CUdeviceptr p2p_mbox, p2p_ctl;
 	size_t p2p_cap, p2p_max;
+	int p2p_next;                /* the allreduce just skipped: the next launch's KA_P2P does it */
 };
 
 /* The host image of ops/kernels.cuh's P2pCtl (same layout). */
@@ -711,11 +712,17 @@ static int prof_record(Gpu *x, CUevent ev, char *err, size_t len)
 	return 0;
 }
 
+/* Whether the one-shot P2P allreduce is started and a message of `bytes` from `from` to `to` fits it. */
+static int p2p_fits(const Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t bytes)
+{
+	return x->p2p_max && bytes <= x->p2p_max && bytes % 16 == 0 && to % 16 == 0 && from % 16 == 0;
+}
+
 /* The one-shot P2P allreduce, when started and the message fits it: 1 launched, 0 not taken. */
 static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size_t es, char *err, size_t len)
 {
 	size_t bytes = cnt * es, nv = bytes / 16;
-	if (!x->p2p_max || bytes > x->p2p_max || bytes % 16 || to % 16 || from % 16)
+	if (!p2p_fits(x, to, from, bytes))
 		return 0;
 	unsigned nb = (unsigned)((nv + 511) / 512);
 	nb = nb < 1 ? 1 : nb > P2P_NBMAX ? P2P_NBMAX : nb;
@@ -724,6 +731,28 @@ static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size
 	CK(x->cu.launch(x->p2p, nb, 1, 1, 512, 1, 1, 0, x->st, args, NULL), "launching the P2P allreduce");
 	x->stats.p2p_calls++;
 	return 1;
+}
+
+/*
+** Whether allreduce launch i (marked by glmc: a fourth argument) is left to launch i + 1, which takes
+** KA_P2P (k_add_rmsnorm_ar): the one-shot path is started, the message fits it, the step has at most
+** P2P_NBMAX rows (one block each) and every buffer of the next kernel is 16-byte aligned.
+*/
+static int p2p_fused_next(const Gpu *x, int i, int64_t T)
+{
+	const Cuda *c = &x->g->cuda;
+	const Launch *l = &c->l[i], *n = i + 1 < c->nl ? &c->l[i + 1] : NULL;
+	if (l->narg != 4 || l->arg[3].kind != KA_INT || size_val(x, l->arg[3].s, T) != 1 || !n || T < n->tmin ||
+	    T > n->tmax || T > P2P_NBMAX)
+		return 0;
+	int p2p = 0;
+	for (int k = 0; k < n->narg; k++) {
+		p2p |= n->arg[k].kind == KA_P2P;
+		if (n->arg[k].kind == KA_BUF && x->ptr[n->arg[k].s.node] % 16)
+			return 0;
+	}
+	size_t bytes = (size_t)size_val(x, l->arg[2].s, T) * elsize(x, l->arg[1].s.node);
+	return p2p && p2p_fits(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], bytes);
 }
 
 /*
@@ -776,7 +805,9 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			/* --profile times a collective as it does a kernel: its share of the step is issue 10's figure */
 			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
 				return -1;
-			if (coll_launch(x, l, T, err, len))
+			if (!strcmp(l->kernel, KERNEL_ALLREDUCE) && p2p_fused_next(x, i, T))
+				x->p2p_next = 1, x->stats.p2p_calls++;
+			else if (coll_launch(x, l, T, err, len))
 				return -1;
 			after_kernel = 0;
 			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
@@ -818,10 +849,12 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			case KA_RANK: v[k].i = x->rank; break;
 			case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
 			case KA_PDL: v[k].i = prog; break;
+			case KA_P2P: v[k].p = x->p2p_next ? x->p2p_ctl : 0; break;
 			default: v[k].f = (float)a->f; break;
 			}
 			args[k] = &v[k];
 		}
+		x->p2p_next = 0;
 		unsigned gx = (unsigned)size_val(x, l->grid[0], T), gy = (unsigned)size_val(x, l->grid[1], T),
 		         gz = (unsigned)size_val(x, l->grid[2], T);
 		if (!gx || !gy || !gz)

@@ -96,7 +96,8 @@ static const char *usage =
 	"A plan compiled with --tp N runs on the first N visible GPUs (one worker thread each, NCCL between\n"
 	"them; GLMRUN_NCCL=PATH names libnccl.so.2 when the usual places lack it) or, with --device cpu, as N\n"
 	"ranks in one process. Allreduces up to GLMRUN_P2P_MAX bytes (default 262144; 0: none) take a\n"
-	"one-shot kernel over peer memory instead of NCCL.\n"
+	"one-shot kernel over peer memory instead of NCCL; one followed by a residual sum and its RMSNorm is\n"
+	"done inside that sum's kernel.\n"
 	"Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R for ever before decode\n"
 	"step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
 

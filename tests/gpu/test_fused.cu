@@ -1003,6 +1003,13 @@ template <typename A> static void activation_suite()
 		test_add_rmsnorm<A, bf16, true>(T, 70, true);
 		test_add_rmsnorm<A, float, false>(T, 256, true);
 	}
+	/* rows held in registers up to 32 values a thread (GLM-5's 6144, the limit 8192), then the loop */
+	for (int T : {1, 2}) {
+		test_add_rmsnorm<A, float, true>(T, 6144, true);
+		test_add_rmsnorm<A, bf16, true>(T, 8192, false);
+		test_add_rmsnorm<A, float, true>(T, 8193, true);
+		test_add_rmsnorm<A, bf16, false>(T, 12288, false);
+	}
 	gemv_suite<A, float>();
 	gemv_suite<A, bf16>();
 	gemv_suite<A, f16>();

@@ -23,6 +23,7 @@
 ** failure.
 */
 #include "../../ops/kernels.cuh"
+#include "../../ops/fused.cuh"
 
 #include <cuda_runtime.h>
 
@@ -536,21 +537,11 @@ template <typename A> static std::vector<A> rank_sum(const std::vector<std::vect
 	return y;
 }
 
-/*
-** tp simulated ranks on one GPU, each with its own stream, mailbox and control block, run the one-shot
-** allreduce concurrently (peer access is not needed when the mailboxes share a device, the protocol is
-** the same): three eager calls with fresh inputs (both slots, reused), then a CUDA graph per rank of
-** three chained calls, replayed three times with the intermediate buffers poisoned in between. Every
-** rank must get exactly the rank-ordered sum.
-*/
-template <typename A> static void test_p2p_allreduce(int tp, long long n)
+/* tp simulated ranks on this GPU: a stream each, a mailbox each (cap bytes a sender and slot, cleared),
+** and each rank's control block addressing all the mailboxes. */
+static void p2p_ranks(int tp, long long cap, std::vector<cudaStream_t> &st, std::vector<P2pCtl *> &ctl)
 {
-	std::string name = fmt("P2P allreduce %s tp %d, %lld bytes", tname<A>(), tp, n * (long long)sizeof(A));
-	long long bytes = n * (long long)sizeof(A), cap = (bytes + 255) / 256 * 256, nv = bytes / 16;
-	unsigned nb = (unsigned)std::min<long long>(P2P_NBMAX, std::max<long long>(1, (nv + 511) / 512));
-	std::vector<cudaStream_t> st(tp);
 	std::vector<char *> mbox(tp);
-	std::vector<P2pCtl *> ctl(tp);
 	for (int r = 0; r < tp; r++) {
 		CK(cudaStreamCreateWithFlags(&st[r], cudaStreamNonBlocking));
 		CK(cudaMalloc(&mbox[r], P2P_FLAGS_BYTES + 2 * (size_t)tp * cap));
@@ -565,6 +556,23 @@ template <typename A> static void test_p2p_allreduce(int tp, long long n)
 		c.seq = counters, c.arrive = counters + 1, c.rank = r, c.tp = tp, c.cap = cap;
 		ctl[r] = upload(std::vector<P2pCtl>(1, c));
 	}
+}
+
+/*
+** tp simulated ranks on one GPU, each with its own stream, mailbox and control block, run the one-shot
+** allreduce concurrently (peer access is not needed when the mailboxes share a device, the protocol is
+** the same): three eager calls with fresh inputs (both slots, reused), then a CUDA graph per rank of
+** three chained calls, replayed three times with the intermediate buffers poisoned in between. Every
+** rank must get exactly the rank-ordered sum.
+*/
+template <typename A> static void test_p2p_allreduce(int tp, long long n)
+{
+	std::string name = fmt("P2P allreduce %s tp %d, %lld bytes", tname<A>(), tp, n * (long long)sizeof(A));
+	long long bytes = n * (long long)sizeof(A), cap = (bytes + 255) / 256 * 256, nv = bytes / 16;
+	unsigned nb = (unsigned)std::min<long long>(P2P_NBMAX, std::max<long long>(1, (nv + 511) / 512));
+	std::vector<cudaStream_t> st(tp);
+	std::vector<P2pCtl *> ctl(tp);
+	p2p_ranks(tp, cap, st, ctl);
 	bool ok = true;
 	std::string why;
 	std::vector<A *> dx(tp), dy(tp), dz(tp), dw(tp);
@@ -640,6 +648,122 @@ template <typename A> static void test_p2p_allreduce(int tp, long long n)
 	free_all();
 }
 
+template <typename A, typename W, bool HW>
+__global__ void __launch_bounds__(256) g_add_rmsnorm_ar(A *sum, A *y, A *b, const A *a, const A *part, const W *w, int N,
+							float eps, const P2pCtl *c)
+{
+	k_add_rmsnorm_ar<A, W, HW>(sum, y, b, a, part, w, N, eps, c);
+}
+
+/*
+** k_add_rmsnorm_ar (ops/fused.cuh) on tp simulated ranks of one GPU, as test_p2p_allreduce: each rank's
+** graph is the fused kernel doing the allreduce of its part (T rows of N) into b, then sum = a + b (in
+** place over a, or not) and y = rmsnorm(sum); then a plain one-shot allreduce (the epoch it shares); then
+** the fused kernel again on fresh parts. Replayed twice with every output poisoned. b must be the
+** rank-ordered sum exactly, sum exactly a + b rounded to A, y within tol of the float64 norm, on every
+** rank. Then the same kernel without a control block (b holds the sum: glmrun ran NCCL) on rank 0.
+*/
+template <typename A, typename W, bool HW> static void test_add_rmsnorm_ar(int tp, int T, int N, bool inplace)
+{
+	std::string name = fmt("add_rmsnorm_ar %s W=%s%s tp %d T=%d N=%d%s", tname<A>(), tname<W>(), HW ? "" : " no-weight", tp,
+			       T, N, inplace ? " in place" : "");
+	size_t n = (size_t)T * N;
+	long long cap = ((long long)n * (long long)sizeof(A) + 255) / 256 * 256;
+	std::vector<cudaStream_t> st(tp);
+	std::vector<P2pCtl *> ctl(tp);
+	p2p_ranks(tp, cap, st, ctl);
+	/* two fused calls (parts p1, then p2 on the first's sum) around a plain allreduce of q */
+	std::vector<std::vector<A>> p1(tp), p2(tp), q(tp);
+	std::vector<A> a = to_type<A>(rnd(n));
+	std::vector<W> w = to_type<W>(rnd((size_t)N, 0.5f, 1.5f));
+	std::vector<A *> da(tp), db1(tp), ds1(tp), dy1(tp), dq(tp), dqs(tp), db2(tp), ds2(tp), dy2(tp), dp1(tp), dp2(tp);
+	W *dw = HW ? upload(w) : nullptr;
+	A *da0 = upload(a);
+	for (int r = 0; r < tp; r++) {
+		p1[r] = to_type<A>(rnd(n)), p2[r] = to_type<A>(rnd(n)), q[r] = to_type<A>(rnd(n));
+		dp1[r] = upload(p1[r]), dp2[r] = upload(p2[r]), dq[r] = upload(q[r]), da[r] = upload(a);
+		db1[r] = poisoned<A>(n), dy1[r] = poisoned<A>(n), dqs[r] = poisoned<A>(n), db2[r] = poisoned<A>(n);
+		dy2[r] = poisoned<A>(n);
+		ds1[r] = inplace ? da[r] : poisoned<A>(n);
+		ds2[r] = inplace ? ds1[r] : poisoned<A>(n);
+	}
+	/* the references: b exact, sum exact, y in float64 from the rounded sum */
+	auto refs = [&](const std::vector<A> &x, const std::vector<std::vector<A>> &p, std::vector<A> &b, std::vector<A> &sm,
+			std::vector<float> &y) {
+		b = rank_sum(p);
+		sm.resize(n);
+		for (size_t i = 0; i < n; i++)
+			sm[i] = h_from_f<A>(h_to_f(x[i]) + h_to_f(b[i]));
+		y.resize(n);
+		std::vector<float> sf = to_float(sm), wf = to_float(w);
+		ref_rmsnorm(y.data(), sf.data(), HW ? wf.data() : NULL, T, N, 1e-5f);
+	};
+	std::vector<A> b1, s1, b2, s2, qs = rank_sum(q);
+	std::vector<float> y1, y2;
+	refs(a, p1, b1, s1, y1);
+	refs(s1, p2, b2, s2, y2);
+	std::vector<cudaGraphExec_t> exec(tp);
+	for (int r = 0; r < tp; r++) {
+		cudaGraph_t gr;
+		CK(cudaStreamBeginCapture(st[r], cudaStreamCaptureModeThreadLocal));
+		if (inplace) /* the graph replays: put a back first */
+			CK(cudaMemcpyAsync(da[r], da0, n * sizeof(A), cudaMemcpyDeviceToDevice, st[r]));
+		g_add_rmsnorm_ar<A, W, HW><<<T, 256, 0, st[r]>>>(ds1[r], dy1[r], db1[r], da[r], dp1[r], dw, N, 1e-5f, ctl[r]);
+		g_p2p_allreduce<A><<<1, 512, 0, st[r]>>>(dqs[r], dq[r], (long long)n, ctl[r]);
+		g_add_rmsnorm_ar<A, W, HW><<<T, 256, 0, st[r]>>>(ds2[r], dy2[r], db2[r], ds1[r], dp2[r], dw, N, 1e-5f, ctl[r]);
+		CK(cudaStreamEndCapture(st[r], &gr));
+		CK(cudaGraphInstantiate(&exec[r], gr, 0));
+		CK(cudaGraphDestroy(gr));
+	}
+	bool ok = true;
+	std::string why;
+	auto same = [&](const char *what, int rep, int r, const std::vector<A> &got, const std::vector<A> &want) {
+		for (size_t i = 0; i < n && ok; i++)
+			if (memcmp(&got[i], &want[i], sizeof(A)))
+				ok = false, why = fmt("replay %d, rank %d, %s element %zu: %g, want %g", rep, r, what, i, h_to_f(got[i]),
+						     h_to_f(want[i]));
+	};
+	for (int rep = 1; rep <= 2 && ok; rep++) {
+		for (int r = 0; r < tp; r++) {
+			for (A *p : {db1[r], dy1[r], dqs[r], db2[r], dy2[r]})
+				CK(cudaMemsetAsync(p, 0xFF, n * sizeof(A), st[r]));
+			if (!inplace)
+				for (A *p : {ds1[r], ds2[r]})
+					CK(cudaMemsetAsync(p, 0xFF, n * sizeof(A), st[r]));
+			CK(cudaGraphLaunch(exec[r], st[r]));
+		}
+		if (!wait_streams(st)) {
+			check(false, name, fmt("graph replay %d did not finish within 20 s", rep));
+			exit(finish());
+		}
+		for (int r = 0; r < tp && ok; r++) {
+			same("b", rep, r, download(db1[r], n), b1);
+			if (!inplace) /* in place, the second call overwrote it (its sum checks it) */
+				same("sum", rep, r, download(ds1[r], n), s1);
+			same("plain allreduce", rep, r, download(dqs[r], n), qs);
+			same("second b", rep, r, download(db2[r], n), b2);
+			same("second sum", rep, r, download(ds2[r], n), s2);
+			double e1 = rel_l2(to_float(download(dy1[r], n)), y1), e2 = rel_l2(to_float(download(dy2[r], n)), y2);
+			if (ok && !(e1 <= tol<A>() && e2 <= tol<A>()))
+				ok = false, why = fmt("replay %d, rank %d: norm rel-L2 %.3g and %.3g (tol %g)", rep, r, e1, e2, tol<A>());
+		}
+	}
+	for (int r = 0; r < tp; r++) {
+		CK(cudaGraphExecDestroy(exec[r]));
+		CK(cudaStreamDestroy(st[r]));
+	}
+	check(ok, name + " (graph of fused, plain, fused x2)", why);
+	/* without a control block: b already holds the sum */
+	A *db = upload(b1), *dx = upload(a), *ds = inplace ? dx : poisoned<A>(n), *dy = poisoned<A>(n);
+	g_add_rmsnorm_ar<A, W, HW><<<T, 256>>>(ds, dy, db, dx, db1[0], dw, N, 1e-5f, nullptr);
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	std::vector<A> got = download(ds, n);
+	check(!memcmp(got.data(), s1.data(), n * sizeof(A)), name + " without a control block: sum", "differs");
+	check_close(name + " without a control block: norm", to_float(download(dy, n)), y1, tol<A>());
+	free_all();
+}
+
 template <typename A> static void tp_suite()
 {
 	test_embedding_vp<A, float>();
@@ -648,6 +772,11 @@ template <typename A> static void tp_suite()
 	test_p2p_allreduce<A>(3, 3108 * 4 / sizeof(A));
 	test_p2p_allreduce<A>(4, 65536 / sizeof(A));
 	test_p2p_allreduce<A>(8, 262144 / sizeof(A));
+	test_add_rmsnorm_ar<A, float, true>(2, 1, 6144, true);
+	test_add_rmsnorm_ar<A, bf16, true>(2, 3, 2048, false);
+	test_add_rmsnorm_ar<A, float, false>(4, 1, 8192, false);
+	test_add_rmsnorm_ar<A, bf16, true>(8, 17, 4096, true);
+	test_add_rmsnorm_ar<A, float, true>(3, 2, 64, false);
 }
 
 /* k_linear_gemv with RB columns per block and bt threads (0, 0: the shape glmc emits), one row per

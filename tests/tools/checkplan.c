@@ -98,7 +98,7 @@ int main(int argc, char **argv)
 		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
 	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
 		fail("sampler %s missing from the cubin", c->sample_kernel);
-	int distinct = 0, ncoll = 0, ngemm = 0;
+	int distinct = 0, ncoll = 0, ngemm = 0, nfused = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
 		if (l->kernel[0] == '@') {
@@ -106,7 +106,17 @@ int main(int argc, char **argv)
 			int want = !strcmp(l->kernel, KERNEL_ALLREDUCE) ? OP_ALLREDUCE : !strcmp(l->kernel, KERNEL_ALLGATHER) ? OP_ALLGATHER : -1;
 			if (want < 0 || op != want)
 				fail("collective launch %s names %s node %%%d", l->kernel, op_table[op].name, l->node);
-			if (l->narg != 3 || (l->arg[0].kind != KA_BUF && l->arg[0].kind != KA_SCRATCH) || l->arg[1].kind != KA_BUF ||
+			int fused = l->narg == 4 && want == OP_ALLREDUCE && l->arg[3].kind == KA_INT && l->arg[3].s.node < 0 &&
+			            l->arg[3].s.div == 1;
+			if (fused) { /* the next launch may do this allreduce: it must take the control block */
+				int p2p = 0;
+				for (int k = 0; i + 1 < c->nl && k < c->l[i + 1].narg; k++)
+					p2p |= c->l[i + 1].arg[k].kind == KA_P2P;
+				if (!p2p)
+					fail("allreduce of node %%%d is marked as done by the next launch, which takes no KA_P2P", l->node);
+				nfused++;
+			}
+			if ((l->narg != 3 && !fused) || (l->arg[0].kind != KA_BUF && l->arg[0].kind != KA_SCRATCH) || l->arg[1].kind != KA_BUF ||
 			    l->arg[2].kind != KA_LONG || (l->arg[0].kind == KA_BUF && l->arg[0].s.node != l->node) ||
 			    l->arg[1].s.node != g.node[l->node].in[0])
 				fail("collective launch %s of node %%%d has malformed arguments", l->kernel, l->node);
@@ -156,8 +166,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < c->nl; i++)
 		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
 			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
-	printf("%s: %s, %d launches of %d distinct kernels, %d collectives, %d prefill GEMMs for cuBLASLt, cubin %zu "
-	       "bytes\n", argv[1], c->arch, c->nl - ncoll, distinct, ncoll, ngemm, c->cubin_size);
+	printf("%s: %s, %d launches of %d distinct kernels, %d collectives (%d allreduces the next kernel may do), %d "
+	       "prefill GEMMs for cuBLASLt, cubin %zu bytes\n", argv[1], c->arch, c->nl - ncoll, distinct, ncoll, nfused, ngemm,
+	       c->cubin_size);
 	arena_free(&A);
 	return 0;
 }
