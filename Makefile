@@ -99,6 +99,11 @@ build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/moe.cu -o $@
 
+# Whether a GEMV gains from its weights asked of L2 while a latency-bound kernel runs (bench/NOTES.md 20).
+build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/prefetch.cu -o $@
+
 # The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
 bench-mla: build/bench/mla
 build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh

@@ -12,6 +12,8 @@
 ** is the cost of one more expert in the kernel's sequence, against its bytes at the bandwidth. Then the
 ** tensor-core down (k_qmoe_down_mma) at each group size G (glmc's pick, qm_moe_group, marked '*'), its
 ** bf16 outputs first compared with k_qmoe_down_fused's on one launch (rel-L2; the output poisoned first).
+** Last, GLM-4.7-Flash's bf16 experts (C 2048, F 1536, E 64, k 4 and the shared expert): k_moe_up and
+** k_moe_down_fused as glmc emits them, the same way.
 **
 **   build/bench/moe [--iters N]
 */
@@ -65,6 +67,25 @@ __global__ void __launch_bounds__(256, 2) g_down_mma(bf16 *y, const float *hid, 
 	k_qmoe_down_mma<bf16, 14, 14, SHARED, true>(y, hid, part, cnt, idx, w, down, C, F, k, G, sdown, g, u, F, r);
 }
 
+/* GLM-4.7-Flash's bf16 experts (FC 2048, FF 1536, FE 64, FK 4, the shared expert FF wide): k_moe_up and
+** k_moe_down_fused as glmc emits them. The shape goes in as launch arguments, as in a plan (constants
+** let nvcc specialise the loops: k_moe_up then needs 38 registers instead of the plan's 92). */
+enum { FC = 2048, FF = 1536, FE = 64, FK = 4 };
+
+__global__ void __launch_bounds__(128) g_fup(float *hid, const bf16 *x, const int *idx, const bf16 *gate, const bf16 *up,
+                                             int c, int f, int k)
+{
+	k_moe_up<bf16, bf16>(hid, x, idx, gate, up, c, f, k);
+}
+
+__global__ void __launch_bounds__(256) g_fdown(bf16 *y, const float *hid, const int *idx, const bf16 *w, const bf16 *down,
+                                               const bf16 *sdown, const bf16 *g, const bf16 *u, const bf16 *r, int c,
+                                               int f, int k)
+{
+	k_moe_down_fused<bf16, bf16, bf16, true, true>(y, hid, idx, w, down, c, f, k, sdown, g, u, f, r);
+}
+
+
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st, int qt)
 {
 	if (qt == 12)
@@ -108,6 +129,48 @@ static double bf16_host(bf16 v)
 	float f;
 	memcpy(&f, &b, 4);
 	return f;
+}
+
+/* GLM-4.7-Flash's bf16 routed experts: the up kernel, then the down, each launch its own 4 of 64 experts
+** and its own copy of the shared expert's down. */
+template <typename Row> static void flash(int iters, Row row)
+{
+	printf("# GLM-4.7-Flash routed experts, bf16 (C %d, F %d, E %d, k %d, shared F %d)\n", FC, FF, FE, FK, FF);
+	const int SC = 24;
+	bf16 *gate = ftensor<bf16>((long long)FE * FF * FC, FC), *up = ftensor<bf16>((long long)FE * FF * FC, FC);
+	bf16 *down = ftensor<bf16>((long long)FE * FC * FF, FF), *sdown = ftensor<bf16>((long long)SC * FC * FF, FF);
+	bf16 *x = ftensor<bf16>(FC, 64), *g = ftensor<bf16>(FF, 64), *u = ftensor<bf16>(FF, 64), *r = ftensor<bf16>(FC, 64);
+	bf16 *w = ftensor<bf16>((long long)iters * FK, 64), *y;
+	float *hid = ftensor<float>((long long)FK * FF, 64);
+	CK(cudaMalloc(&y, sizeof(bf16) * FC));
+	std::mt19937 rng(777);
+	std::vector<int> hidx((size_t)iters * FK);
+	for (int i = 0; i < iters; i++) {
+		std::vector<int> e(FE);
+		for (int j = 0; j < FE; j++)
+			e[j] = j;
+		std::shuffle(e.begin(), e.end(), rng);
+		std::copy(e.begin(), e.begin() + FK, hidx.begin() + (size_t)i * FK);
+	}
+	int *idx;
+	CK(cudaMalloc(&idx, sizeof(int) * hidx.size()));
+	CK(cudaMemcpy(idx, hidx.data(), sizeof(int) * hidx.size(), cudaMemcpyHostToDevice));
+	CK(cudaDeviceSynchronize());
+	double tu = graph_time_us(
+		[&](int i, cudaStream_t s) {
+			g_fup<<<dim3(FF / 4, FK), 128, 0, s>>>(hid, x, idx + (size_t)i * FK, gate, up, FC, FF, FK);
+		},
+		iters);
+	row("k_moe_up bf16 (gate+up, 4 experts)", tu, 2.0 * FK * FF * FC * 2);
+	double dbytes = (FK + 1.0) * FC * FF * 2;
+	double td = graph_time_us(
+		[&](int i, cudaStream_t s) {
+			g_fdown<<<FC / 8, 256, 0, s>>>(y, hid, idx + (size_t)i * FK, w + (size_t)i * FK, down,
+			                               sdown + (size_t)(i % SC) * FC * FF, g, u, r, FC, FF, FK);
+		},
+		iters);
+	row("k_moe_down_fused bf16 (4 + shared)", td, dbytes);
+	row("the FFN (up + down)", tu + td, 2.0 * FK * FF * FC * 2 + dbytes);
 }
 
 int main(int argc, char **argv)
@@ -232,5 +295,6 @@ int main(int argc, char **argv)
 	}
 	row("the FFN (up + down_fused)", tu + td, upb + (double)(KX + 1) * C * sd);
 	row("the FFN (up + down_mma, its best G)", tu + tm, upb + (double)(KX + 1) * C * sd);
+	flash(iters, row);
 	return 0;
 }
