@@ -270,6 +270,13 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 		fprintf(f, "  %-14s %6d %10.2f %6.2f %14.0f %9.1f %7s\n", op < 0 ? "sampler" : op_table[op].name, cnt, t,
 		       total > 0 ? 100 * t / total : 0.0, by, gbps, pct(gbps, o->bw_gbps, b1, sizeof b1));
 	}
+	int fused = 0; /* allreduces glmc marked for the residual sum's kernel (k_add_rmsnorm_ar) */
+	for (int i = 0; i < c->nl; i++)
+		fused += !strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && c->l[i].narg == 4 && c->l[i].tmin <= 1;
+	if (fused)
+		fprintf(f, "  (%d allreduces are done inside the next kernel, the residual sum's, whenever the one-shot P2P "
+		        "path takes them (GLMRUN_P2P_MAX): their exchange and the wait for the other ranks are then timed "
+		        "in that kernel's row, op add, and their own rows time an empty slot)\n", fused);
 	/* By layer: the per-layer cost a multi-GPU plan is built from. */
 	int nlay = 0;
 	for (int i = 0; i < g->n; i++)
