@@ -61,7 +61,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv
+test: all build/simt/test_qgemv build/simt/test_gemv
 	@tests/run.sh
 
 demo: all

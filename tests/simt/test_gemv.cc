@@ -9,6 +9,7 @@
 #include "../../ops/kernels.cuh"
 #include "../../ops/fused.cuh"
 
+#include <cstring>
 #include <string>
 
 extern "C" {
@@ -121,8 +122,49 @@ static void test_argmax(int N)
 	       want[0], want[1], want[2]);
 }
 
+/* The residual sum and its RMSNorm (ops/fused.cuh, block 256 a row): k_add_rmsnorm's rows in registers
+** (N <= 32 · 256) and its loop past them, in place over a or not, with and without a weight; through
+** k_add_rmsnorm_ar's entry without a control block (b already the allreduce's sum) as glmrun runs it
+** when NCCL took the allreduce. Against ref_add + ref_rmsnorm; sum exactly. */
+template <bool HW> static void test_add_rmsnorm(int T, int N, bool inplace, bool ar)
+{
+	std::vector<float> a = rnd((size_t)T * N), b = rnd((size_t)T * N), w = rnd(N, 0.5f, 1.5f), sum(a.size()),
+			   want(a.size()), y(a.size(), NAN), got(a.size(), NAN);
+	ref_add(sum.data(), a.data(), b.data(), sum.size(), sum.size());
+	ref_rmsnorm(want.data(), sum.data(), HW ? w.data() : NULL, T, N, 1e-5f);
+	float *ps = inplace ? a.data() : got.data();
+	dim3 g, bl;
+	g.x = (unsigned)T, bl.x = 256;
+	simt_launch(g, bl, [&] {
+		if (ar)
+			k_add_rmsnorm_ar<float, float, HW>(ps, y.data(), b.data(), a.data(), nullptr, HW ? w.data() : nullptr, N,
+			                                  1e-5f, nullptr);
+		else
+			k_add_rmsnorm<float, float, HW>(ps, y.data(), a.data(), b.data(), HW ? w.data() : nullptr, N, 1e-5f);
+	});
+	bool same = !memcmp(ps, sum.data(), sum.size() * sizeof(float));
+	double num = 0, den = 0;
+	for (size_t i = 0; i < want.size(); i++) {
+		double d = (double)y[i] - want[i];
+		num += d * d, den += (double)want[i] * want[i];
+	}
+	double e = den > 0 ? sqrt(num / den) : INFINITY;
+	bool ok = same && e <= 1e-5;
+	n_pass += ok, n_fail += !ok;
+	printf("%s - %s T=%d N=%d%s%s: sum %s, norm rel-L2 %.3g\n", ok ? "ok" : "FAIL",
+	       ar ? "add_rmsnorm_ar (no control block)" : "add_rmsnorm", T, N, HW ? "" : " no-weight",
+	       inplace ? " in place" : "", same ? "exact" : "DIFFERS", e);
+}
+
 int main(void)
 {
+	for (int T : {1, 3}) {
+		test_add_rmsnorm<true>(T, 64, true, false);
+		test_add_rmsnorm<true>(T, 6144, false, false);
+		test_add_rmsnorm<false>(T, 8192, true, false);
+		test_add_rmsnorm<true>(T, 8193, true, false); /* past the registers: the loop */
+		test_add_rmsnorm<true>(T, 6144, true, true);
+	}
 	test_argmax(4099);
 	test_argmax(4096);
 	for (int T = 1; T <= 9; T++) {
