@@ -124,6 +124,15 @@ if DEVICE=cpu SHAPES=tiny:bf16 BATCHES="1 4" PEER=0 PROMPT=8 STEPS=4 BUDGET=120 
 else
 	bad "bench/decode.sh on the CPU" "$(tail -5 $tmp/dec.log)"
 fi
+# bench/tp_scaling.sh on the CPU (tp 1 and 2 of the tiny shape, ranks in one process): a row for each tp
+# with its ms/step and the scaling against tp 1.
+if DEVICE=cpu TPS="1 2" SHAPES=tiny:bf16 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/tps bench/tp_scaling.sh >$tmp/tps.log 2>&1 &&
+	grep -E '^tiny +bf16 +1 ' $tmp/tps/table.txt | awk '{ exit !($4 > 0 && $6 == "1.00x") }' &&
+	grep -E '^tiny +bf16 +2 ' $tmp/tps/table.txt | awk '{ exit !($4 > 0 && $6 + 0 > 0) }'; then
+	ok "bench/tp_scaling.sh on the CPU prints tp 1 and 2 with the scaling ($(grep -E '^tiny +bf16 +2 ' $tmp/tps/table.txt | tr -s ' '))"
+else
+	bad "bench/tp_scaling.sh on the CPU" "$(tail -6 $tmp/tps.log)"
+fi
 bin/glmc --help | grep -q "q4_k_m is llama.cpp's Q4_K_M mix" && ok "glmc --help documents q4_k_m" || bad "glmc --help documents q4_k_m" "missing"
 bin/glmrun --help | grep -q -- "--bench " && bin/glmrun --help | grep -q -- "--profile " && ok "glmrun --help documents --bench and --profile" ||
 	bad "glmrun --help documents --bench and --profile" "missing"
