@@ -1438,14 +1438,22 @@ struct P2pCtl {
 /* A flag write that publishes everything the block wrote before it, to every GPU. */
 __device__ __forceinline__ void p2p_put_flag(unsigned *p, unsigned v)
 {
+#ifdef GLM_SIMT /* the CPU emulator: a release store between its threads */
+	__atomic_store_n(p, v, __ATOMIC_RELEASE);
+#else
 	asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+#endif
 }
 
 __device__ __forceinline__ unsigned p2p_get_flag(const unsigned *p)
 {
+#ifdef GLM_SIMT
+	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+#else
 	unsigned v;
 	asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
+#endif
 }
 
 /* 16 bytes of A summed over the tp parts at base + q·stride + off, in rank order (so every rank gets

@@ -11,7 +11,7 @@
 ** (which the real kernels never do) deadlocks here.
 **
 ** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
-** `asm` (the p2p allreduce's, which no emulated kernel calls).
+** `asm` (under GLM_SIMT the one-shot allreduce's flags are __atomic builtins instead).
 */
 #pragma once
 #include <condition_variable>

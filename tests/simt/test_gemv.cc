@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <unistd.h>
 
 extern "C" {
 #include "../../ops/ref.h"
@@ -156,8 +157,60 @@ template <bool HW> static void test_add_rmsnorm(int T, int N, bool inplace, bool
 	       inplace ? " in place" : "", same ? "exact" : "DIFFERS", e);
 }
 
+/* k_add_rmsnorm_ar doing its allreduce on one rank (tp 1: the exchange through its own mailbox, the
+** protocol's flags, epochs and counters all exercised; several ranks need a GPU, tests/gpu/test_kernels):
+** three fused calls on fresh parts with a plain one-shot allreduce between the first two, so the slots
+** alternate and the two kernels share the epochs. b must be the part, the sum exactly a + part, the norm
+** the reference's; after the four calls the call counter is 4 and the arrival count 0. */
+static void test_add_rmsnorm_ar_p2p(int T, int N)
+{
+	long long cap = ((long long)T * N * 4 + 255) / 256 * 256;
+	std::vector<char> mbox(P2P_FLAGS_BYTES + 2 * cap, 0);
+	unsigned cnt[2] = {0, 0};
+	P2pCtl c = {};
+	c.mbox[0] = mbox.data(), c.seq = cnt, c.arrive = cnt + 1, c.rank = 0, c.tp = 1, c.cap = cap;
+	std::vector<float> a = rnd((size_t)T * N), w = rnd(N, 0.5f, 1.5f);
+	bool ok = true;
+	std::string why;
+	for (int call = 0; call < 3 && ok; call++) {
+		std::vector<float> part = rnd(a.size()), b(a.size(), NAN), y(a.size(), NAN), sum(a.size()), want(a.size());
+		ref_add(sum.data(), a.data(), part.data(), sum.size(), sum.size());
+		ref_rmsnorm(want.data(), sum.data(), w.data(), T, N, 1e-5f);
+		dim3 g, bl;
+		g.x = (unsigned)T, bl.x = 256;
+		simt_launch(g, bl, [&] {
+			k_add_rmsnorm_ar<float, float, true>(a.data(), y.data(), b.data(), a.data(), part.data(), w.data(), N, 1e-5f,
+			                                    &c);
+		});
+		double num = 0, den = 0;
+		for (size_t i = 0; i < want.size(); i++) {
+			double d = (double)y[i] - want[i];
+			num += d * d, den += (double)want[i] * want[i];
+		}
+		if (memcmp(b.data(), part.data(), b.size() * 4) || memcmp(a.data(), sum.data(), a.size() * 4) ||
+		    !(sqrt(num / den) <= 1e-5))
+			ok = false, why = "call " + std::to_string(call + 1) + ": b, sum or norm wrong";
+		if (call == 0) { /* a plain one-shot allreduce between: the next epoch, the other slot */
+			std::vector<float> x = rnd(a.size()), z(a.size(), NAN);
+			dim3 g1, b1;
+			g1.x = 1, b1.x = 512;
+			simt_launch(g1, b1, [&] { k_p2p_allreduce<float>(z.data(), x.data(), (long long)x.size(), &c); });
+			if (memcmp(z.data(), x.data(), z.size() * 4))
+				ok = false, why = "the plain allreduce between";
+		}
+	}
+	if (ok && (cnt[0] != 4 || cnt[1] != 0))
+		ok = false, why = "counters " + std::to_string(cnt[0]) + " and " + std::to_string(cnt[1]) + ", want 4 and 0";
+	n_pass += ok, n_fail += !ok;
+	printf("%s - add_rmsnorm_ar doing its allreduce, tp 1, T=%d N=%d (3 fused calls, a plain one between)%s%s\n",
+	       ok ? "ok" : "FAIL", T, N, ok ? "" : ": ", why.c_str());
+}
+
 int main(void)
 {
+	alarm(1200); /* a kernel spinning on a flag that never comes ends the run instead of the CI's time */
+	test_add_rmsnorm_ar_p2p(1, 6144);
+	test_add_rmsnorm_ar_p2p(3, 64);
 	for (int T : {1, 3}) {
 		test_add_rmsnorm<true>(T, 64, true, false);
 		test_add_rmsnorm<true>(T, 6144, false, false);
