@@ -131,6 +131,23 @@ static double bf16_host(bf16 v)
 	return f;
 }
 
+/* For each of `iters` launches its own k distinct experts of ne, drawn with seed: int[iters·k] on the device. */
+static int *random_experts(int iters, int ne, int k, unsigned seed)
+{
+	std::mt19937 rng(seed);
+	std::vector<int> h((size_t)iters * k), e(ne);
+	for (int i = 0; i < iters; i++) {
+		for (int j = 0; j < ne; j++)
+			e[j] = j;
+		std::shuffle(e.begin(), e.end(), rng);
+		std::copy(e.begin(), e.begin() + k, h.begin() + (size_t)i * k);
+	}
+	int *d;
+	CK(cudaMalloc(&d, sizeof(int) * h.size()));
+	CK(cudaMemcpy(d, h.data(), sizeof(int) * h.size(), cudaMemcpyHostToDevice));
+	return d;
+}
+
 /* GLM-4.7-Flash's bf16 routed experts: the up kernel, then the down, each launch its own 4 of 64 experts
 ** and its own copy of the shared expert's down. */
 template <typename Row> static void flash(int iters, Row row)
@@ -143,18 +160,7 @@ template <typename Row> static void flash(int iters, Row row)
 	bf16 *w = ftensor<bf16>((long long)iters * FK, 64), *y;
 	float *hid = ftensor<float>((long long)FK * FF, 64);
 	CK(cudaMalloc(&y, sizeof(bf16) * FC));
-	std::mt19937 rng(777);
-	std::vector<int> hidx((size_t)iters * FK);
-	for (int i = 0; i < iters; i++) {
-		std::vector<int> e(FE);
-		for (int j = 0; j < FE; j++)
-			e[j] = j;
-		std::shuffle(e.begin(), e.end(), rng);
-		std::copy(e.begin(), e.begin() + FK, hidx.begin() + (size_t)i * FK);
-	}
-	int *idx;
-	CK(cudaMalloc(&idx, sizeof(int) * hidx.size()));
-	CK(cudaMemcpy(idx, hidx.data(), sizeof(int) * hidx.size(), cudaMemcpyHostToDevice));
+	int *idx = random_experts(iters, FE, FK, 777);
 	CK(cudaDeviceSynchronize());
 	double tu = graph_time_us(
 		[&](int i, cudaStream_t s) {
@@ -202,18 +208,7 @@ int main(int argc, char **argv)
 	float *hid = ftensor<float>((long long)KX * F, 64);
 	CK(cudaMalloc(&y, sizeof(bf16) * C));
 	/* each launch its own 8 distinct experts */
-	std::mt19937 rng(12345);
-	std::vector<int> hidx((size_t)iters * KX);
-	for (int i = 0; i < iters; i++) {
-		std::vector<int> e(E);
-		for (int j = 0; j < E; j++)
-			e[j] = j;
-		std::shuffle(e.begin(), e.end(), rng);
-		std::copy(e.begin(), e.begin() + KX, hidx.begin() + (size_t)i * KX);
-	}
-	int *idx;
-	CK(cudaMalloc(&idx, sizeof(int) * hidx.size()));
-	CK(cudaMemcpy(idx, hidx.data(), sizeof(int) * hidx.size(), cudaMemcpyHostToDevice));
+	int *idx = random_experts(iters, E, KX, 12345);
 	CK(cudaDeviceSynchronize());
 
 	printf("%-40s %9s %9s %8s %7s\n", "kernel", "µs", "MB", "GB/s", "%bw");

@@ -752,10 +752,11 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		w_finish(e, &w, t);
 		return 0;
 	}
-	if (n->op == OP_ADD && e->norm_of[id] >= 0 && ar_fusable(e, id) >= 0) {
+	int ar = n->op == OP_ADD && e->norm_of[id] >= 0 ? ar_fusable(e, id) : -1;
+	if (ar >= 0) {
 		/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
 		const Node *nm = &g->node[e->norm_of[id]];
-		int hw = nm->nin > 1, ar = ar_fusable(e, id), other = n->in[0] == ar ? n->in[1] : n->in[0];
+		int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
 		w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
 		if (hw)
