@@ -551,18 +551,42 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
 	char shape[32];
 	snprintf(shape, sizeof shape, "%dx%d g%u", rb, bt, grid);
-	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%\n", name, ntot, K, shape, tu, tf, tu / tf, 100 * gbs / bw);
+	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%", name, ntot, K, shape, tu, tf, tu / tf, 100 * gbs / bw);
+	/* a norm group also as GEMV_PRO_RMSLATE (the scale after the dots, one group a block) and with no
+	** prologue at all (x as it is: the floor for what the norm may cost) */
+	if constexpr (PRO == GEMV_PRO_RMSNORM) {
+		unsigned g1 = gemv_grid_h(ntot, rb, bt, 0);
+		auto other = [&](auto k) {
+			return [&, k](int c, cudaStream_t s) {
+				k<<<g1, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0),
+				                    M > 1 ? wp(c, 1) : nullptr, M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr,
+				                    x, u, nw, r, (int)K, (int)N[0], (int)N[1], (int)N[2], (int)N[3]);
+			};
+		};
+		auto late = rb == 4 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 4> : rb == 2 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 2>
+		                                                                    : g_ffused<A, GEMV_PRO_RMSLATE, EPI, R1>;
+		auto none = rb == 4 ? g_ffused<A, GEMV_PRO_NONE, EPI, 4> : rb == 2 ? g_ffused<A, GEMV_PRO_NONE, EPI, 2>
+		                                                                 : g_ffused<A, GEMV_PRO_NONE, EPI, R1>;
+		double tl = time_fn(other(late), copies), tn = time_fn(other(none), copies);
+		printf(" %9.2f %6.1f%% %9.2f", tl, 100 * bytes / (tl * 1e-6) / 1e9 / bw, tn);
+	}
+	printf("\n");
 }
 
 /* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */
 template <typename A> static void run_llama(double bw)
 {
-	printf("%-34s %6s %6s %8s %9s %9s %7s %7s\n", "Llama-3-8B group (bf16)", "rows", "K", "rb/bt/g", "unfused", "fused",
-	       "speedup", "%bw");
+	printf("%-34s %6s %6s %8s %9s %9s %7s %7s %9s %7s %9s\n", "Llama-3-8B group (bf16)", "rows", "K", "rb/bt/g", "unfused",
+	       "fused", "speedup", "%bw", "late", "%bw", "-pro");
 	float_group<A, GEMV_PRO_RMSNORM, 0>("norm+q+k+v", {4096, 1024, 1024}, 4096, bw);
 	float_group<A, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual", {4096}, 4096, bw);
 	float_group<A, GEMV_PRO_RMSNORM, GEMV_EPI_GLU>("norm+gate+up, swiglu stored", {14336, 14336}, 4096, bw);
 	float_group<A, GEMV_PRO_NONE, GEMV_EPI_RES>("down+residual", {4096}, 14336, bw);
+	printf("%-34s\n", "GLM-4.7-Flash group (bf16)");
+	float_group<A, GEMV_PRO_RMSNORM, 0>("norm+q_a+kv_a", {768, 576}, 2048, bw);
+	float_group<A, GEMV_PRO_RMSNORM, 0>("q_a norm+q_b", {5120}, 768, bw);
+	float_group<A, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual", {2048}, 5120, bw);
+	float_group<A, GEMV_PRO_RMSNORM, 0>("norm+router+shexp gate/up", {64, 1536, 1536}, 2048, bw);
 }
 
 template <typename A> static void run_fused(double bw)

@@ -1280,12 +1280,16 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
 			if (f->glu >= 0 && rb < 2)
 				rb = 2; /* a block takes gate and up columns in pairs */
-			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, f->pro != GP_NONE));
+			/* the one-token launch of a norm no other node reads: the norm's scale after the dots
+			** (GP_RMSLATE), so its blocks start on their weights at once instead of after staging x;
+			** one group a block, as a GEMV without a prologue */
+			int pro = tr == 1 && f->pro == GP_RMSNORM && !f->store ? GP_RMSLATE : f->pro;
+			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
 			w_pdl(&w);
 			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-			         NW, f->pro, bool_s(nw >= 0), epi, rb, tr);
+			         NW, pro, bool_s(nw >= 0), epi, rb, tr);
 			w_finish(e, &w, t);
 		}
 		return;

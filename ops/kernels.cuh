@@ -394,6 +394,10 @@ __device__ void k_embedding_vp(A *y, const W *table, const int *ids, int T, int 
 #define GEMV_PRO_NONE 0
 #define GEMV_PRO_RMSNORM 1
 #define GEMV_PRO_SWIGLU 2
+/* RMSNORM with the norm's scale applied after the dot products: y = inv·(W·(x ⊙ nw)), x and nw read at
+** use and the sum of squares riding along in each group's reduction, so nothing stands between the
+** kernel's start and its first weight loads (see gemv_core). */
+#define GEMV_PRO_RMSLATE 3
 /* Epilogue bits of the decode GEMV: bit m (m < 4) scales member m's result; GEMV_EPI_RES adds r to
 ** member 0's; GEMV_EPI_GLU (members 0 and 1 a SwiGLU's gate and up, N0 = N1) stores only
 ** silu(gate)·up, as y_0[T, N0]. */
@@ -477,6 +481,11 @@ __device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W 
 **            k_rmsnorm sums (thread i takes i, i + blockDim.x, ...; then block_sum). With hs !=
 **            nullptr block 0 also stores those rows.
 **   SWIGLU   A(silu(x)·u) (x is the gate), as k_swiglu.
+**   RMSLATE  no prologue: x·nw[k] at use (as NONE reads x), and each group's reduction also sums the
+**            squares of x[t] that its threads read, so y = inv·(Σ w·x·nw) (+ bias). The same value as
+**            RMSNORM but for one rounding: the normalised input is not rounded to A (exact for A =
+**            float up to the order of the sums). For the one-token launch: its groups read x from L1.
+**            A block that loops reads the row again for each group. hs must be nullptr.
 ** Rows that do not fit the 32 KB of shared memory (T·K·sizeof(A)) form the prologue per element
 ** instead (correct, slower). Each result is rounded to A as the linear stores it (bias first), then
 ** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add);
@@ -495,10 +504,11 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
                           float s2, float s3, int pdl = 0)
 {
 	const int VEC = 16 / (int)sizeof(W), U = 2; /* weights per 16-byte load; loads per row in flight */
-	const int XCAP = PRO == GEMV_PRO_NONE ? 1 : 32768 / (int)sizeof(A); /* staged prologue values */
+	constexpr bool LATE = PRO == GEMV_PRO_RMSLATE, STAGE = PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_SWIGLU;
+	const int XCAP = STAGE ? 32768 / (int)sizeof(A) : 1; /* staged prologue values */
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
 	static_assert(!GLU || (RB % 2 == 0 && (EPI & ~GEMV_EPI_GLU) == 0), "GLU: column pairs, no other epilogue");
-	__shared__ float red[32][RB * TR + 1];
+	__shared__ float red[32][RB * TR + (LATE ? TR : 0) + 1]; /* LATE: each row's sum of squares after the dots */
 	__shared__ float inv[TR];
 	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
 	A *xs = (A *)xs4;
@@ -528,10 +538,10 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	}
 	glm_pdl_wait_only();
 	/* rows per pass: TR, or as many as xs holds when there is a prologue (at least one) */
-	int P = PRO == GEMV_PRO_NONE || TR * K <= XCAP ? TR : K <= XCAP ? XCAP / K : 1;
+	int P = !STAGE || TR * K <= XCAP ? TR : K <= XCAP ? XCAP / K : 1;
 	for (int t0 = 0; t0 < T; t0 += P) {
 		int tn = T - t0 < P ? T - t0 : P;
-		bool staged = PRO != GEMV_PRO_NONE && tn * K <= XCAP;
+		bool staged = STAGE && tn * K <= XCAP;
 		if (staged) {
 			/* the prologue, once per block, into xs[t·K + k]: the inputs are read 8 values a load, four
 			** loads in flight per thread (one value a load when unaligned or K % 8 != 0) */
@@ -611,7 +621,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 		bool xvec = kvec && (staged || xal);
 		/* the end of group grp: one shared-memory reduction over the warps, then thread i·TR + t
 		** finishes column i, row t (GLU: pair i) with the epilogue */
-		auto finish = [&](int grp, float (&acc)[RB][TR]) {
+		auto finish = [&](int grp, float (&acc)[RB][TR], float (&ss)[TR]) {
 #pragma unroll
 			for (int i = 0; i < RB; i++)
 #pragma unroll
@@ -622,7 +632,24 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					if (lane == 0)
 						red[warp][i * TR + t] = s;
 				}
+			if constexpr (LATE) {
+#pragma unroll
+				for (int t = 0; t < TR; t++) {
+					if (t >= tn)
+						break;
+					float s = warp_sum(ss[t]);
+					if (lane == 0)
+						red[warp][RB * TR + t] = s;
+				}
+			}
 			__syncthreads();
+			/* LATE: row t's inverse RMS from the warps' sums of squares (every finishing thread) */
+			auto late_inv = [&](int t) {
+				float q = 0.0f;
+				for (int w = 0; w < nwarp; w++)
+					q += red[w][RB * TR + t];
+				return 1.0f / sqrtf(q / (float)K + eps);
+			};
 			if (GLU) {
 				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
 				** then silu(gate)·up as k_swiglu stores it */
@@ -632,6 +659,10 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					float sg = 0.0f, su = 0.0f;
 					for (int q = 0; q < nwarp; q++)
 						sg += red[q][i * TR + t], su += red[q][(i + H) * TR + t];
+					if constexpr (LATE) {
+						float iv = late_inv(t);
+						sg *= iv, su *= iv;
+					}
 					if (b0)
 						sg += to_f(b0[n]);
 					if (b1)
@@ -645,6 +676,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					float s = 0.0f;
 					for (int q = 0; q < nwarp; q++)
 						s += red[q][tid];
+					if constexpr (LATE)
+						s *= late_inv(t);
 					int m = c < N0 ? 0 : c < N0 + N1 ? 1 : c < N0 + N1 + N2 ? 2 : 3;
 					int n = c - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
 					int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
@@ -671,7 +704,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 		** below drains them at every group's reduction). */
 		bool wal = ((unsigned long long)w0 | (unsigned long long)(N1 ? w1 : w0) | (unsigned long long)(N2 ? w2 : w0) |
 		            (unsigned long long)(N3 ? w3 : w0)) % 16 == 0;
-		if constexpr (TR == 1 && PRO != GEMV_PRO_NONE) /* without a prologue a block has one group */
+		if constexpr (TR == 1 && STAGE) /* without staging (NONE, RMSLATE) a block has one group */
 		if (kvec && wal && staged && K / VEC <= BT * U) {
 			int nv = K / VEC;
 			uint4 raw[RB][U];
@@ -718,7 +751,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					load(grp + gridDim.x); /* in flight during the reduction below */
 				else if (t0 + P >= T)
 					glm_pdl_trigger();
-				finish(grp, acc);
+				float ss0[TR] = {}; /* no LATE here (it stages nothing) */
+				finish(grp, acc, ss0);
 			}
 			__syncthreads(); /* xs and inv are reused by the next rows */
 			continue;
@@ -731,14 +765,15 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 				wr[i] = gemv_wrow<W, GLU, RB>(grp, i, Ntot, w0, w1, w2, w3, N0, N1, N2, K);
 				vec = vec && ((unsigned long long)wr[i] & 15) == 0;
 			}
-			vec = vec && (staged || PRO == GEMV_PRO_NONE); /* a prologue per element: the scalar path */
+			vec = vec && (staged || !STAGE); /* a prologue per element: the scalar path */
 			int nv = vec ? K / VEC : K; /* a thread's steps: vectors, or elements */
-			float acc[RB][TR];
+			float acc[RB][TR], ss[TR] = {}; /* ss: LATE's sums of squares of this thread's x */
 #pragma unroll
 			for (int i = 0; i < RB; i++)
 #pragma unroll
 				for (int t = 0; t < TR; t++)
 					acc[i][t] = 0.0f;
+			bool nwvec = ((unsigned long long)nw & 15) == 0;
 			for (int v0 = tid; v0 < nv; v0 += BT * U) {
 				if (vec) {
 					/* every weight load of this step first, so RB·U are in flight */
@@ -755,12 +790,23 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 						int v = v0 + j * BT;
 						if (v >= nv)
 							break;
+						float gw[VEC]; /* LATE: the norm weights of these VEC values */
+						if constexpr (LATE && HAS_NW)
+							gemv_ldx<NW, VEC>(nw + (long long)v * VEC, gw, nwvec, true);
 #pragma unroll
 						for (int t = 0; t < TR; t++) {
 							if (t >= tn)
 								break;
 							float xf[VEC];
 							gemv_ldx<A, VEC>(xin + (long long)t * K + (long long)v * VEC, xf, xvec, !staged);
+							if constexpr (LATE) {
+#pragma unroll
+								for (int q = 0; q < VEC; q++) {
+									ss[t] += xf[q] * xf[q];
+									if (HAS_NW)
+										xf[q] *= gw[q];
+								}
+							}
 #pragma unroll
 							for (int i = 0; i < RB; i++) { /* weights widened here, per row: fewer registers */
 								union {
@@ -795,7 +841,11 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 								break;
 							long long at = (long long)t * K + k;
 							float xf = to_f(xin[at]);
-							if (!staged && PRO == GEMV_PRO_SWIGLU) {
+							if (LATE) {
+								ss[t] += xf * xf;
+								if (HAS_NW)
+									xf *= to_f(nw[k]);
+							} else if (!staged && PRO == GEMV_PRO_SWIGLU) {
 								xf = to_f(from_f<A>(xf / (1.0f + expf(-xf)) * to_f(u[(long long)t0 * K + at])));
 							} else if (!staged && PRO == GEMV_PRO_RMSNORM) {
 								float h = xf * inv[t];
@@ -815,7 +865,7 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			}
 			if (grp + (int)gridDim.x >= ngroups && t0 + P >= T)
 				glm_pdl_trigger();
-			finish(grp, acc);
+			finish(grp, acc, ss);
 		}
 		__syncthreads(); /* xs and inv are reused by the next 8 rows */
 	}

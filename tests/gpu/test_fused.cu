@@ -333,14 +333,19 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	std::vector<A> x = to_type<A>(rnd((size_t)T * K, -2.0f, 2.0f)), u = to_type<A>(rnd((size_t)T * K));
 	std::vector<W> nw = to_type<W>(rnd(K, 0.5f, 1.5f));
 	std::vector<float> xf = to_float(x), uf = to_float(u), nwf = to_float(nw), h((size_t)T * K);
-	/* the staged input, as the unfused nodes store it */
-	if (PRO == GEMV_PRO_RMSNORM)
+	/* the staged input, as the unfused nodes store it (RMSLATE: not rounded to A, its only difference) */
+	if (PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_RMSLATE)
 		ref_rmsnorm(h.data(), xf.data(), HAS_NW ? nwf.data() : NULL, T, K, 1e-6f);
 	else if (PRO == GEMV_PRO_SWIGLU)
 		ref_swiglu(h.data(), xf.data(), uf.data(), h.size());
 	else
 		h = xf;
-	h = through<A>(h);
+	if (PRO != GEMV_PRO_RMSLATE)
+		h = through<A>(h);
+	if (PRO == GEMV_PRO_RMSLATE && c.store) {
+		fprintf(stderr, "test_fused: an RMSLATE case may not store the norm\n");
+		exit(2);
+	}
 	A *dy[4] = {nullptr, nullptr, nullptr, nullptr}, *db[4] = {nullptr, nullptr, nullptr, nullptr};
 	W *dw[4] = {nullptr, nullptr, nullptr, nullptr};
 	int N[4] = {0, 0, 0, 0};
@@ -397,14 +402,14 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	auto kern = rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
 		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
 			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 8>);
-	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
+	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, bt, PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_SWIGLU);
 	kern<<<grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 				       upload(x), PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr,
 				       dhs, dr, T, K, N[0], N[1], N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);
 	CK_LAUNCH();
-	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
+	static const char *pro[] = {"plain", "rmsnorm", "swiglu", "rmsnorm-late"};
 	std::string nm = fmt("gemv_fused A=%s W=%s T=%d K=%d %s%s M=%d", tname<A>(), tname<W>(), T, K, pro[PRO],
-			     PRO == GEMV_PRO_RMSNORM && !HAS_NW ? " (no weight)" : "", M);
+			     PRO != GEMV_PRO_NONE && PRO != GEMV_PRO_SWIGLU && !HAS_NW ? " (no weight)" : "", M);
 	if (c.bias_mask)
 		nm += fmt(" bias=0x%x", c.bias_mask);
 	if (c.scaled >= 0)
@@ -441,6 +446,10 @@ template <typename A, typename W> static void gemv_suite()
 			/* gate and up with the SwiGLU as their epilogue (N = 37: a partial last pair group) */
 			GemvCase glu = {T, K, {37, 37}, GEMV_PRO_RMSNORM, true, false, T % 2 ? 0x3u : 0u, -1, false, false, false};
 			run_gemv<A, W, GEMV_PRO_RMSNORM, true, GEMV_EPI_GLU>(glu);
+			/* the norm's scale after the dots (the one-token launch glmc emits for a norm group) */
+			qkv.pro = glu.pro = GEMV_PRO_RMSLATE;
+			run_gemv<A, W, GEMV_PRO_RMSLATE, true, 0>(qkv);
+			run_gemv<A, W, GEMV_PRO_RMSLATE, true, GEMV_EPI_GLU>(glu);
 		}
 	for (int T : {1, 8}) {
 		/* the GLU epilogue at emitted shapes of 2 and 4 columns a block, blocks looping, one warp */
@@ -486,6 +495,28 @@ template <typename A, typename W> static void gemv_suite()
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(big2);
 		GemvCase one8 = {T, 1024, {40, 7}, GEMV_PRO_RMSNORM, true, true, 0x1, -1, false, false, false, 2, 64, 4, true};
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(one8);
+		/* RMSLATE at emitted shapes (Llama's QKV widths scaled down, a GLU at 2 columns a block), with a
+		** bias, a scale, no norm weight, misaligned weights, blocks wider than the row, and few blocks
+		** looping (each group sums the squares again) */
+		const int L = GEMV_PRO_RMSLATE;
+		GemvCase lqkv = {T, 4096, {512, 128, 128}, L, true, false, 0x2, -1, false, false, false};
+		run_gemv<A, W, L, true, 0>(lqkv);
+		GemvCase lglu = {T, 2048, {700, 700}, L, true, false, 0x1, -1, false, false, false};
+		run_gemv<A, W, L, true, GEMV_EPI_GLU>(lglu);
+		GemvCase lqb = {T, 768, {640}, L, true, false, 0, -1, false, false, false};
+		run_gemv<A, W, L, true, 0>(lqb);
+		GemvCase lscaled = {T, 192, {64, 12, 32, 8}, L, true, false, 0, 3, false, false, false};
+		run_gemv<A, W, L, true, 8>(lscaled);
+		GemvCase lnow = {T, 4224, {20, 7}, L, false, false, 0, -1, false, false, false};
+		run_gemv<A, W, L, false, 0>(lnow);
+		GemvCase lmis = {T, 72, {40, 24}, L, true, false, 0x3, -1, false, false, true};
+		run_gemv<A, W, L, true, 0>(lmis);
+		GemvCase lodd = {T, 136, {5, 7, 3}, L, true, false, 0x1, 2, false, false, false, 4, 256};
+		run_gemv<A, W, L, true, 4>(lodd);
+		GemvCase lloop = {T, 1536, {300, 44}, L, true, false, 0x1, 1, false, false, false, 4, 128, 5};
+		run_gemv<A, W, L, true, 2>(lloop);
+		GemvCase lone8 = {T, 1024, {40, 7}, L, true, false, 0x1, -1, false, false, false, 2, 64, 4, true};
+		run_gemv<A, W, L, true, 0>(lone8);
 	}
 }
 

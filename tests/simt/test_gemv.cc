@@ -40,7 +40,7 @@ template <int PRO, int EPI, int RB, int TR> static void run(int T, int K, std::v
 {
 	int M = (int)N.size();
 	std::vector<float> x = rnd((size_t)T * K, -2, 2), u = rnd((size_t)T * K), nw = rnd(K, 0.5f, 1.5f), h((size_t)T * K);
-	if (PRO == GEMV_PRO_RMSNORM)
+	if (PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_RMSLATE)
 		ref_rmsnorm(h.data(), x.data(), nw.data(), T, K, 1e-5f);
 	else if (PRO == GEMV_PRO_SWIGLU)
 		ref_swiglu(h.data(), x.data(), u.data(), h.size());
@@ -233,6 +233,14 @@ int main(void)
 		/* the llama fixture's gate and up (128 of K 64) with the SwiGLU as their epilogue, column pairs */
 		run<GEMV_PRO_RMSNORM, GEMV_EPI_GLU, 2, 1>(T, 64, {128, 128}, 32, 128);
 		run<GEMV_PRO_RMSNORM, GEMV_EPI_GLU, 4, 8>(T, 64, {50, 50}, 32, 7);
+		/* the norm's scale after the dots (the one-token launch glmc emits): one group a block as glmc
+		** emits, looping blocks (each group sums the squares again), a GLU, a row that is not whole
+		** vectors (the scalar path) */
+		run<GEMV_PRO_RMSLATE, 0, 1, 1>(T, 64, {64, 32, 32}, 32, 128);
+		run<GEMV_PRO_RMSLATE, 0, 4, 1>(T, 512, {200, 56}, 64, 5);
+		run<GEMV_PRO_RMSLATE, 0, 4, 8>(T, 512, {200, 56}, 64, 64);
+		run<GEMV_PRO_RMSLATE, GEMV_EPI_GLU, 2, 1>(T, 64, {128, 128}, 32, 128);
+		run<GEMV_PRO_RMSLATE, 0, 2, 1>(T, 70, {9, 4}, 64, 3);
 	}
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
