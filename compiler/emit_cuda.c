@@ -1319,7 +1319,11 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_args(e, &w, f, "unsigned char", split, &epi);
 			w.L.tmin = w.L.tmax = 1;
 			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, f->pro, epi);
+			/* a norm no other node reads, over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged
+			** at once. Not Q6_K: its ring, asked for before the staging, spills (bench/gemv --fused: the
+			** GLM-5 LM head 264 -> 291 µs; bench/NOTES.md entry 21) */
+			int pro = f->pro == GP_RMSNORM && !f->store && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
+			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
 			w_finish(e, &w, t);
 			continue;
 		}

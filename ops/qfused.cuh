@@ -421,7 +421,9 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 ** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
 ** group whose members are all Q4_K or all Q6_K (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
-** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage). Member m's rows go
+** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage); with GEMV_PRO_RMSLATE
+** x·nw is staged so (qm_stage_late, no row sum first) and each row's result is scaled by the inverse RMS
+** before its bias and epilogue (K <= 8192 keeps x staged across the block's groups). Member m's rows go
 ** to blocks of 128/P_m rows (member 0's blocks first); warp w serves 16 rows and the blocks b ≡ w % P_m
 ** of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
 ** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
@@ -437,7 +439,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	** first loads, as k_qgemv_mma does, and without any prologue Q4_K keeps three blocks in flight; the
 	** norm's whole-row staging would hold the ring across it and spill, so there the loads start after
 	** it, two in flight. */
-	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM;
+	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM, LATE = PRO == GEMV_PRO_RMSLATE;
 	constexpr int D = PRO == GEMV_PRO_NONE && QT == 12 ? 3 : 2;
 	pro = PRO, epi = EPI;
 	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
@@ -445,6 +447,8 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	__shared__ float xsum[512];
 	__shared__ float red[8][16];
 	__shared__ float inv[8];
+	__shared__ float lss[8]; /* LATE: the warps' sums of squares */
+	float ssq = 0.0f;        /* LATE: the staged row's sum of squares (kept while x stays staged) */
 	float *xs = (float *)xs4;
 	const uint4 *xu = (const uint4 *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
@@ -484,7 +488,10 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 				QmRaw<QT> rr[D];
 				if (EARLY)
 					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
-				if (!(single && staged) && EARLY)
+				if (!(single && staged) && LATE)
+					ssq = (k0 ? ssq : 0.0f) + qm_stage_late<A, NW>((uint4 *)xs4, xsum, x + (long long)t * K,
+					                                               nw, k0, kc, lss);
+				else if (!(single && staged) && EARLY)
 					qm_stage<A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
 					                                       PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0, kc);
 				if (!(single && staged) && !EARLY) {
@@ -500,8 +507,12 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 					qm_run<QT, D>(acc, rr, row0, row1, kb0, nbk, kp, P, xu, xsum, zu, boff, act, c);
 			}
 			qm_lanesum(acc);
-			/* row n: the linear's result s rounded to A, then the member's epilogue */
+			float late_inv = LATE ? 1.0f / sqrtf(ssq / (float)K + eps) : 1.0f;
+			/* row n: the linear's result s (LATE: times the norm's scale) rounded to A, then the member's
+			** epilogue */
 			auto store = [&](int n, float s) {
+				if (LATE)
+					s *= late_inv;
 				if (bias)
 					s += to_f(bias[n]);
 				float lin = to_f(from_f<A>(s));

@@ -738,6 +738,44 @@ __device__ __forceinline__ void qm_stage(uint4 *xu, float *xs16, const X *x, con
 	__syncthreads();
 }
 
+/*
+** qm_stage for GEMV_PRO_RMSLATE: values [k0, k0 + kc) of x·nw (nw nullptr: x) as hi/lo units into xu,
+** their 16-value sums into xs16, and the sum of squares of x over the chunk returned to every thread
+** (lss: blockDim.x/32 floats of shared scratch). The norm's scale is applied after the dots, so the
+** staged values need no row sum first. Every thread of the block must call it (it synchronises).
+*/
+template <typename X, typename NW>
+__device__ __forceinline__ float qm_stage_late(uint4 *xu, float *xs16, const X *x, const NW *nw, long long k0, int kc,
+                                               float *lss)
+{
+	__syncthreads(); /* every warp is done with the previous chunk */
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < (kc >> 5); i += blockDim.x) {
+		float v[32];
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float t[16], m[16];
+			q_ld16v(t, x + k0 + 32 * i + 16 * h);
+			if (nw)
+				q_ld16v(m, nw + k0 + 32 * i + 16 * h);
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				ss += t[j] * t[j];
+				v[16 * h + j] = nw ? t[j] * m[j] : t[j];
+			}
+		}
+		qm_put32(xu, xs16, i, v);
+	}
+	ss = warp_sum(ss);
+	if ((threadIdx.x & 31) == 0)
+		lss[threadIdx.x >> 5] = ss;
+	__syncthreads();
+	float tot = 0.0f;
+	for (int w = 0; w < (int)(blockDim.x >> 5); w++)
+		tot += lss[w];
+	return tot;
+}
+
 /* A chunk of kc <= 32·blockDim.x values staged as floats (q_stage's swizzled layout, ops/qfused.cuh's
 ** qf_stage with its prologues) restaged in place as hi/lo units, its 16-value sums into xs16: every
 ** thread reads its group, then all write (xs must hold the units' 1152 bytes a 256-value block). Every

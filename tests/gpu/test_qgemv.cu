@@ -673,15 +673,15 @@ static void run_qfused(const QfCase &c)
 		v = 1.0f + 0.5f * v;
 	std::vector<NW> nw = narrow<NW>(nwr);
 	std::vector<float> xf = widen(x), uf = widen(u), nwf = widen(nw), h((size_t)T * K);
-	if (PRO == GEMV_PRO_RMSNORM)
+	if (PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_RMSLATE)
 		ref_rmsnorm(h.data(), xf.data(), HNW ? nwf.data() : NULL, T, K, eps);
 	else if (PRO == GEMV_PRO_SWIGLU)
 		for (size_t i = 0; i < h.size(); i++)
 			h[i] = xf[i] / (1.0f + expf(-xf[i])) * uf[i];
 	else
 		h = xf;
-	for (auto &v : h)
-		v = thru<A>(v);
+	for (auto &v : h) /* RMSLATE: the normalised input is not rounded to A (its only difference) */
+		v = PRO == GEMV_PRO_RMSLATE ? v : thru<A>(v);
 	A *dy[4] = {nullptr, nullptr, nullptr, nullptr}, *db[4] = {nullptr, nullptr, nullptr, nullptr}, *dr = nullptr;
 	const unsigned char *dw[4] = {nullptr, nullptr, nullptr, nullptr};
 	int N[4] = {0, 0, 0, 0}, P[4] = {1, 1, 1, 1}, nb = 0;
@@ -735,7 +735,7 @@ static void run_qfused(const QfCase &c)
 			PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HNW ? upload(nw) : nullptr, dhs, dr, T, K, N[0], N[1], N[2],
 			N[3], P[0], P[1], P[2], P[3], PRO, EPI, eps, s[0], s[1], s[2], s[3]);
 	CK_LAUNCH();
-	static const char *pro[] = {"plain", "rmsnorm", "swiglu"};
+	static const char *pro[] = {"plain", "rmsnorm", "swiglu", "rmsnorm-late"};
 	std::string nm = fmt("qgemv_fused%s A=%s [", MMA ? "_mma" : "", tname<A>());
 	for (int m = 0; m < M; m++)
 		nm += fmt("%s%s/P%d", m ? " " : "", qtn(Q[m]), P[m]);
@@ -931,6 +931,19 @@ template <int Q> static void qfused_mma_suite(void)
 	}
 	QfCase cd = {1, 6144, {400, 240, 80}, {2, 4, 8}, 0, -1, false, false, true, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, Q, Q, Q, Q, true>(cd);
+	/* the norm's scale after the dots (what glmc emits when nothing else reads the norm): GLM-5's
+	** q_a/kv_a/indexer widths in small, a bias and a scale, no weight, two chunks (K 9216), T = 2 */
+	const int L = GEMV_PRO_RMSLATE;
+	for (int K : {256, 4608, 9216}) {
+		QfCase n = {1, K, {8, 40, 40}, {4, 1, 2}, 0x2, 0, false, false, false, 0};
+		run_qfused<float, float, L, true, 1, 1, Q, Q, Q, Q, true>(n);
+		n.T = 2;
+		run_qfused<float, float, L, false, 1, 1, Q, Q, Q, Q, true>(n);
+	}
+	QfCase ld = {1, 6144, {400, 240, 80, 33}, {2, 4, 8, 1}, 0x1, -1, false, false, false, 0};
+	run_qfused<bf16, bf16, L, true, 0, 1, Q, Q, Q, Q, true>(ld);
+	QfCase lq = {1, 2048, {1000}, {1}, 0, -1, false, false, false, 0};
+	run_qfused<bf16, float, L, true, 0, 1, Q, Q, Q, Q, true>(lq);
 	QfCase cw = {1, 4096, {300}, {1}, 0, -1, true, true, false, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, Q, Q, Q, Q, true>(cw);
 	/* the MoE layer's end on the tensor cores: groups of 1..4 experts (one partial, empty slots), the

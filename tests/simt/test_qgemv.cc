@@ -199,9 +199,11 @@ template <typename A, int QG, int QU, bool MMA = false> static void test_qmoe_up
 ** at T = 1 the one-token staging path, for K <= 8192 with whole rows, beyond it in chunks. MMA: the
 ** tensor-core kernel (k_qgemv_fused_mma, Q4_K or Q6_K, the mma emulated; 128/P rows a block, one token
 ** after another). */
-template <typename A, int QT, bool MMA = false>
+template <typename A, int QT, bool MMA = false, bool LATE = false>
 static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int grid = 0)
 {
+	static_assert(!LATE || MMA, "RMSLATE: the tensor-core kernel");
+	const int PRO = LATE ? GEMV_PRO_RMSLATE : GEMV_PRO_RMSNORM;
 	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
 	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), nw = rnd_a<A>(K, 0.5f, 1.5f);
 	std::vector<float> xf((size_t)T * K), nwf(K), h((size_t)T * K);
@@ -210,8 +212,8 @@ static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int g
 	for (int i = 0; i < K; i++)
 		nwf[i] = to_f(nw[i]);
 	ref_rmsnorm(h.data(), xf.data(), nwf.data(), T, K, 1e-5f);
-	for (auto &v : h)
-		v = thru<A>(v);
+	for (auto &v : h) /* RMSLATE: the normalised input is not rounded to A (its only difference) */
+		v = LATE ? v : thru<A>(v);
 	std::vector<double> want0, want1, sc0, sc1;
 	ref_dot(want0, sc0, h, w0.f, nullptr, T, K, N0);
 	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
@@ -221,10 +223,10 @@ static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int g
 	g.x = (unsigned)(grid ? grid : nb), bl.x = 256;
 	simt_launch(g, bl, [&] {
 		if constexpr (MMA)
-			k_qgemv_fused_mma<A, QT, A, GEMV_PRO_RMSNORM, 0>(
+			k_qgemv_fused_mma<A, QT, A, PRO, 0>(
 			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
-			    nullptr, nullptr, x.data(), nullptr, nw.data(), hs.data(), nullptr, T, K, N0, N1, 0, 0, P0, P1, 1, 1,
-			    GEMV_PRO_RMSNORM, 0, 1e-5f, 1, 1, 1, 1);
+			    nullptr, nullptr, x.data(), nullptr, nw.data(), LATE ? nullptr : hs.data(), nullptr, T, K, N0, N1, 0, 0,
+			    P0, P1, 1, 1, PRO, 0, 1e-5f, 1, 1, 1, 1);
 		else if (T == 1)
 			k_qgemv_fused<A, QT, QT, QT, QT, A, GEMV_PRO_RMSNORM, 0, 1>(
 			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, nullptr, nullptr,
@@ -243,10 +245,12 @@ static void test_qfused_norm(int T, int K, int N0, int N1, int P0, int P1, int g
 		g1[i] = to_f(y1[i]);
 	for (size_t i = 0; i < hs.size(); i++)
 		gh[i] = to_f(hs[i]);
-	std::string nm = fmt("qgemv_fused%s rmsnorm %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", MMA ? "_mma" : "",
-	                     quant_type_name(QT), aname<A>(), T, K, N0, N1, P0, P1, g.x);
+	std::string nm = fmt("qgemv_fused%s rmsnorm%s %s A=%s T=%d K=%d N=%d/%d P=%d/%d grid=%u", MMA ? "_mma" : "",
+	                     LATE ? "-late" : "", quant_type_name(QT), aname<A>(), T, K, N0, N1, P0, P1, g.x);
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
 	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
+	if (LATE)
+		return; /* it stores no norm */
 	std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
 	double eh = rel_l2(gh, hd, z);
 	check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
@@ -413,6 +417,11 @@ template <int QT> static void mma_suite(void)
 	test_qfused_norm<bf16, QT, true>(1, 2048, 16, 70, 2, 1, 1); /* one block over both members' groups */
 	test_qfused_norm<float, QT, true>(1, 9216, 24, 8, 2, 8);    /* the norm's own pass, two chunks */
 	test_qfused_norm<float, QT, true>(2, 512, 16, 16, 1, 1);
+	/* the norm's scale after the dots: blocks looping (x staged once), two chunks, T = 2 */
+	test_qfused_norm<float, QT, true, true>(1, 1024, 20, 40, 1, 4);
+	test_qfused_norm<bf16, QT, true, true>(1, 2048, 16, 70, 2, 1, 1);
+	test_qfused_norm<float, QT, true, true>(1, 9216, 24, 8, 2, 8);
+	test_qfused_norm<float, QT, true, true>(2, 512, 16, 16, 1, 1);
 	/* without a norm: x as it is or its SwiGLU, the residual in place; one chunk (looping blocks, x
 	** staged once) and two chunks; two tokens */
 	test_qfused_mma_res<bf16, QT, GEMV_PRO_NONE>(1, 2048, 200, 4, 1);
