@@ -503,6 +503,15 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 			printf(" %9s %7s", "", "");
 		}
 		printf("  (wpr %d, %u blocks)", wpr, grid);
+	} else if (PRO == GEMV_PRO_RMSNORM) { /* mixed types: k_qgemv_fused itself with the norm's scale late */
+		auto late = [&](int c, cudaStream_t s) {
+			g_qfused<A, Q0, Q1, Q2, Q3, GEMV_PRO_RMSLATE, EPI><<<nb, 256, 0, s>>>(
+				y[0], y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr, M > 2 ? wp(c, 2) : nullptr,
+				M > 3 ? wp(c, 3) : nullptr, x, u, nw, r, (int)K, (int)N[0], (int)N[1], (int)N[2], (int)N[3], P[0],
+				P[1], P[2], P[3], GEMV_PRO_RMSLATE, EPI);
+		};
+		double tl = time_fn(late, copies);
+		printf(" %9s %7s %9s %9.2f %6.1f%%  (k_qgemv_fused)", "", "", "", tl, 100 * bytes / (tl * 1e-6) / 1e9 / bw);
 	}
 	printf("\n");
 }
@@ -601,7 +610,7 @@ template <typename A> static void run_fused(double bw)
 {
 	constexpr int RT = std::is_same<A, bf16>::value ? 30 : 0; /* the f32 router (bf16 under bf16 activations) */
 	printf("%-34s %6s %6s %8s %9s %9s %7s %7s %9s %7s %9s %9s %7s\n", "GLM-5 group (tp 1)", "rows", "K", "splits",
-	       "unfused", "fused", "speedup", "%bw", "mma", "%bw", "mma -pro", "mma late", "%bw");
+	       "unfused", "fused", "speedup", "%bw", "mma", "%bw", "mma -pro", "late", "%bw");
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_a+kv_a+idx_k+idx_w Q4_K", {2048, 576, 128, 32}, 6144, bw);
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_RMSNORM, 0>("norm+q_b+idx_q_b Q4_K", {16384, 4096}, 2048, bw);
 	fused_group<A, 12, 12, 12, 12, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual Q4_K", {6144}, 16384, bw);

@@ -1280,10 +1280,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
 			if (f->glu >= 0 && rb < 2)
 				rb = 2; /* a block takes gate and up columns in pairs */
-			/* the one-token launch of a norm no other node reads: the norm's scale after the dots
-			** (GP_RMSLATE), so its blocks start on their weights at once instead of after staging x;
-			** one group a block, as a GEMV without a prologue */
-			int pro = tr == 1 && f->pro == GP_RMSNORM && !f->store ? GP_RMSLATE : f->pro;
+			/* the one-token launch of a norm: its scale after the dots (GP_RMSLATE), so its blocks
+			** start on their weights at once instead of after staging x; one group a block, as a GEMV
+			** without a prologue (block 0 stores the norm when other nodes read it) */
+			int pro = tr == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro;
 			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
@@ -1319,10 +1319,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_args(e, &w, f, "unsigned char", split, &epi);
 			w.L.tmin = w.L.tmax = 1;
 			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			/* a norm no other node reads, over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged
-			** at once. Not Q6_K: its ring, asked for before the staging, spills (bench/gemv --fused: the
-			** GLM-5 LM head 264 -> 291 µs; bench/NOTES.md entry 21) */
-			int pro = f->pro == GP_RMSNORM && !f->store && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
+			/* a norm over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
+			** its ring, asked for before the staging, spills (bench/gemv --fused: the GLM-5 LM head 264 ->
+			** 291 µs; bench/NOTES.md entry 21) */
+			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
 			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
 			w_finish(e, &w, t);
 			continue;
@@ -1337,8 +1337,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
 		/* batch 1: the prologue and epilogue as template values (specialised code); larger steps: the
 		** run-time values (one out-of-line body per type tuple, see ops/qfused.cuh) */
+		/* batch 1, a norm: its scale after the dots (GP_RMSLATE, qf_stage) */
+		int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
 		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
-		         tm == 1 ? f->pro : -1, tm == 1 ? epi : -1, tm);
+		         pro, tm == 1 ? epi : -1, tm);
 		w_finish(e, &w, t);
 	}
 }

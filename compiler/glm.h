@@ -98,8 +98,8 @@ enum {
 */
 enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV, FK_MLA_KV, FK_MLA_Q, FK_MLA_OUT, FK_MOE_ROUTE, FK_MOE_DOWN };
 enum { GP_NONE, GP_RMSNORM, GP_SWIGLU };  /* FK_GEMV prologues: how a staged input element is formed */
-/* The form emit_cuda.c gives a GP_RMSNORM group's one-token launch when nothing else reads the norm:
-** the scale applied after the dot products (ops/kernels.cuh GEMV_PRO_RMSLATE; fuse.c never sets it). */
+/* The form emit_cuda.c gives a GP_RMSNORM group's one-token launch: the scale applied after the dot
+** products (ops/kernels.cuh GEMV_PRO_RMSLATE; fuse.c never sets it). */
 #define GP_RMSLATE 3
 #define FK_MAXM 4
 #define FK_MAXCOVER 24

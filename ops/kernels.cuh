@@ -442,6 +442,19 @@ __device__ float gemv_row_inv_rms(const A *xr, int K, float eps)
 	return 1.0f / sqrtf(block_sum(ss) / (float)K + eps);
 }
 
+/* GEMV_PRO_RMSLATE's stored norm: row xr's normalised values A(x·inv·nw) (k_rmsnorm's order of the
+** products; nw may be nullptr) into hr, once the row's inverse RMS iv is known. The whole block. */
+template <typename A, typename NW>
+__device__ __forceinline__ void late_store_norm(A *hr, const A *xr, const NW *nw, int K, float iv)
+{
+	for (int k = threadIdx.x; k < K; k += blockDim.x) {
+		float v = to_f(xr[k]) * iv;
+		if (nw)
+			v *= to_f(nw[k]);
+		hr[k] = from_f<A>(v);
+	}
+}
+
 /* The weight row of column i of group grp of a GEMV's members (w_m[N_m, K]): concatenated column
 ** grp·RB + i, or with GLU the pair layout (i < RB/2: gate row grp·RB/2 + i of w0, else the same row of
 ** w1). Past the last column, the last row (a valid address whose result is never stored). */
@@ -485,7 +498,8 @@ __device__ __forceinline__ const W *gemv_wrow(int grp, int i, int Ntot, const W 
 **            squares of x[t] that its threads read, so y = inv·(Σ w·x·nw) (+ bias). The same value as
 **            RMSNORM but for one rounding: the normalised input is not rounded to A (exact for A =
 **            float up to the order of the sums). For the one-token launch: its groups read x from L1.
-**            A block that loops reads the row again for each group. hs must be nullptr.
+**            A block that loops reads the row again for each group. With hs != nullptr block 0 stores
+**            the normalised rows after its first group's reduction (late_store_norm).
 ** Rows that do not fit the 32 KB of shared memory (T·K·sizeof(A)) form the prologue per element
 ** instead (correct, slower). Each result is rounded to A as the linear stores it (bias first), then
 ** EPI bit m: y_m = A(s_m · that) (a scale node); GEMV_EPI_RES: y_0 = A(r + that) (the residual add);
@@ -650,6 +664,11 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 					q += red[w][RB * TR + t];
 				return 1.0f / sqrtf(q / (float)K + eps);
 			};
+			if constexpr (LATE)
+				if (hs && blockIdx.x == 0 && grp == 0) /* other nodes read the norm: block 0 stores it */
+					for (int t = 0; t < tn; t++)
+						late_store_norm<A, NW>(hs + (long long)(t0 + t) * K, x + (long long)(t0 + t) * K,
+						                       HAS_NW ? nw : nullptr, K, late_inv(t));
 			if (GLU) {
 				/* thread i·TR + t finishes pair i, row t: gate and up rounded as the linears store them,
 				** then silu(gate)·up as k_swiglu stores it */

@@ -113,20 +113,34 @@ __device__ __forceinline__ void qf_chunk(float (&acc)[R][TM], const unsigned cha
 **            k_rmsnorm's order (each thread sums its elements i ≡ thread mod blockDim, then block_sum);
 **            otherwise inv[t] holds it (gemv_row_inv_rms, before the first chunk). Block 0 also stores
 **            the normalised rows into hs when hs is not nullptr.
+**   RMSLATE  x·nw (tn = 1 only): the norm's scale is applied to the results; returns the chunk's sum of
+**            squares of x (every thread), which the caller accumulates over the chunks (and, when hs is
+**            not nullptr, stores the normalised row from block 0 once it has them all).
 ** A decode step (tn = 1) stages 16 values a thread with 16-byte loads (q_ld16v), without index division.
-** Every thread of the block must call it (it synchronises).
+** Every thread of the block must call it (it synchronises). Returns 0 but for RMSLATE.
 */
 template <typename A, typename NW, bool VNORM = true>
-__device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const A *x, const A *u, const NW *nw, A *hs,
+__device__ __forceinline__ float qf_stage(float *xs, float *xsum, int pro, const A *x, const A *u, const NW *nw, A *hs,
                                          const float *inv, float eps, long long t0, int tn, long long K, long long k0,
                                          int kc, int kcap, bool whole)
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
+	float ss = 0.0f; /* RMSLATE: this thread's sum of squares */
 	for (int i = threadIdx.x; tn == 1 && i < (kc >> 4); i += blockDim.x) { /* a decode step: 16 at a time */
 		long long at = t0 * K + k0 + 16 * i;
 		float v[16];
 		q_ld16v(v, x + at);
-		if (pro == GEMV_PRO_SWIGLU) {
+		if (pro == GEMV_PRO_RMSLATE) {
+			float w[16];
+			if (nw)
+				q_ld16v(w, nw + k0 + 16 * i);
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				ss += v[j] * v[j];
+				if (nw)
+					v[j] *= w[j];
+			}
+		} else if (pro == GEMV_PRO_SWIGLU) {
 			float w[16];
 			q_ld16v(w, u + at);
 #pragma unroll
@@ -234,6 +248,7 @@ __device__ __forceinline__ void qf_stage(float *xs, float *xsum, int pro, const 
 	}
 	q_sums(xsum, xs, tn, kc, kcap);
 	__syncthreads();
+	return pro == GEMV_PRO_RMSLATE ? block_sum(ss) : 0.0f; /* pro is uniform: every thread or none */
 }
 
 /*
@@ -265,6 +280,7 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
                                                  float eps, float s0, float s1, float s2, float s3)
 {
 	const int R = 2;
+	static_assert(PRO != GEMV_PRO_RMSLATE || TM == 1, "RMSLATE: the one-token launch");
 	if (PRO >= 0)
 		pro = PRO;
 	if (EPI >= 0)
@@ -281,6 +297,7 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 	int nbt = nb0 + nb1 + nb2 + (N3 > 0 ? (N3 + 16 / P3 - 1) / (16 / P3) : 0);
 	/* all of x in one staged chunk: a block that serves several row groups stages it once */
 	bool single = T <= TM && K <= ((8192 / T) & ~1023), staged = false;
+	float ssq = 0.0f; /* RMSLATE: the staged row's sum of squares (kept while x stays staged) */
 	for (int b = blockIdx.x; b < nbt; b += gridDim.x) { /* uniform per block */
 		int m = b < nb0 ? 0 : b < nb0 + nb1 ? 1 : b < nb0 + nb1 + nb2 ? 2 : 3; /* uniform per block */
 		int bm = b - (m > 0 ? nb0 : 0) - (m > 1 ? nb1 : 0) - (m > 2 ? nb2 : 0);
@@ -320,7 +337,8 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 			for (int k0 = 0; k0 < K; k0 += kcap) {
 				int kc = K - k0 < kcap ? K - k0 : kcap;
 				if (!(single && staged))
-					qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc, kcap, whole);
+					ssq = (k0 ? ssq : 0.0f) + qf_stage<A, NW>(xs, xsum, pro, x, u, nw, hs, inv, eps, t0, tn, K, k0, kc,
+					                                          kcap, whole);
 				staged = true;
 				if (n0 >= Nm)
 					continue;
@@ -333,14 +351,20 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 				else if (d3 && qt == Q3)
 					qf_chunk<Q3, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, kp, P, vec);
 			}
+			float late_inv = pro == GEMV_PRO_RMSLATE ? 1.0f / sqrtf(ssq / (float)K + eps) : 1.0f;
+			if (pro == GEMV_PRO_RMSLATE && hs && blockIdx.x == 0 && b == 0) /* other nodes read the norm */
+				late_store_norm<A, NW>(hs + (long long)t0 * K, x + (long long)t0 * K, nw, K, late_inv);
 #pragma unroll
 			for (int i = 0; i < R; i++)
 #pragma unroll
 				for (int t = 0; t < TM; t++)
 					if (t < tn)
 						acc[i][t] = warp_sum(acc[i][t]);
-			/* row n, token t: the linear's result s rounded to A, then the member's epilogue */
+			/* row n, token t: the linear's result s (RMSLATE: times the norm's scale) rounded to A, then the
+			** member's epilogue */
 			auto store = [&](int n, int t, float s) {
+				if (pro == GEMV_PRO_RMSLATE)
+					s *= late_inv;
 				if (bias)
 					s += to_f(bias[n]);
 				float lin = to_f(from_f<A>(s));
@@ -423,7 +447,8 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
 ** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage); with GEMV_PRO_RMSLATE
 ** x·nw is staged so (qm_stage_late, no row sum first) and each row's result is scaled by the inverse RMS
-** before its bias and epilogue (K <= 8192 keeps x staged across the block's groups). Member m's rows go
+** before its bias and epilogue (K <= 8192 keeps x staged across the block's groups; block 0 stores the
+** normalised row into hs when hs is not nullptr, late_store_norm). Member m's rows go
 ** to blocks of 128/P_m rows (member 0's blocks first); warp w serves 16 rows and the blocks b ≡ w % P_m
 ** of each chunk. grid (up to Σ_m ceil(N_m / (128/P_m))), block
 ** 256: block b serves the groups b, b + gridDim.x, ... (x staged once a block when T = 1 and K <= 8192).
@@ -508,6 +533,8 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 			}
 			qm_lanesum(acc);
 			float late_inv = LATE ? 1.0f / sqrtf(ssq / (float)K + eps) : 1.0f;
+			if (LATE && hs && blockIdx.x == 0 && b == 0) /* other nodes read the norm: block 0 stores it */
+				late_store_norm<A, NW>(hs + (long long)t * K, x + (long long)t * K, nw, K, late_inv);
 			/* row n: the linear's result s (LATE: times the norm's scale) rounded to A, then the member's
 			** epilogue */
 			auto store = [&](int n, float s) {

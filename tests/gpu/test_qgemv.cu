@@ -910,6 +910,20 @@ template <int QT> static void qfused_suite(void)
 	test_qmoe_down_fused<bf16, QT, QT, false, true>(1, 64, 9216, 0, 3, 2, false);
 	QfCase cd = {1, 6144, {40, 24, 8}, {2, 4, 8}, 0, -1, false, false, true, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, QT, QT, QT, QT>(cd);
+	/* the norm's scale after the dots (glmc's one-token launch when nothing else reads the norm): the
+	** router beside the shared expert's gate/up (whole rows, two chunks at K 9216), four members of three
+	** types with a bias and a scale and no norm weight, bf16 activations at GLM-5's width */
+	const int L = GEMV_PRO_RMSLATE;
+	for (int K : {4608, 9216}) {
+		QfCase c = {1, K, {8, 40, 40}, {8, 1, 1}, 0x4, -1, false, false, true, 0};
+		run_qfused<float, float, L, true, 0, 1, 0, QT, QT, 0>(c);
+		c.P = {8, 2, 2};
+		run_qfused<float, float, L, true, 0, 1, 0, QT, QT, 0>(c);
+	}
+	QfCase l4 = {1, 1024, {33, 16, 5, 24}, {1, 4, 2, 1}, 0x5, 3, false, false, false, 0};
+	run_qfused<float, float, L, false, 8, 1, QT, 30, 8, QT>(l4);
+	QfCase lb = {1, 6144, {64, 200, 200}, {8, 1, 1}, 0, -1, false, false, true, 0};
+	run_qfused<bf16, bf16, L, true, 0, 1, 30, QT, QT, QT>(lb);
 	QfCase cw = {1, 4096, {48}, {1}, 0, -1, true, true, false, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_SWIGLU, false, GEMV_EPI_RES, 1, QT, QT, QT, QT>(cw);
 }
@@ -935,12 +949,12 @@ template <int Q> static void qfused_mma_suite(void)
 	** q_a/kv_a/indexer widths in small, a bias and a scale, no weight, two chunks (K 9216), T = 2 */
 	const int L = GEMV_PRO_RMSLATE;
 	for (int K : {256, 4608, 9216}) {
-		QfCase n = {1, K, {8, 40, 40}, {4, 1, 2}, 0x2, 0, false, false, false, 0};
+		QfCase n = {1, K, {8, 40, 40}, {4, 1, 2}, 0x2, 0, false, false, true, 0};
 		run_qfused<float, float, L, true, 1, 1, Q, Q, Q, Q, true>(n);
 		n.T = 2;
 		run_qfused<float, float, L, false, 1, 1, Q, Q, Q, Q, true>(n);
 	}
-	QfCase ld = {1, 6144, {400, 240, 80, 33}, {2, 4, 8, 1}, 0x1, -1, false, false, false, 0};
+	QfCase ld = {1, 6144, {400, 240, 80, 33}, {2, 4, 8, 1}, 0x1, -1, false, false, true, 0};
 	run_qfused<bf16, bf16, L, true, 0, 1, Q, Q, Q, Q, true>(ld);
 	QfCase lq = {1, 2048, {1000}, {1}, 0, -1, false, false, false, 0};
 	run_qfused<bf16, float, L, true, 0, 1, Q, Q, Q, Q, true>(lq);
