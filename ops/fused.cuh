@@ -725,28 +725,39 @@ __device__ __forceinline__ void moe_dfused_batch(uint4 (&raw)[U], const int *idx
 ** a loop that waits for each load before the next leaves the memory system idle (29% of the bandwidth
 ** on an H200). When every row is 16-byte aligned and whole vectors, the warp streams its rows as one
 ** list of batches of U vectors per lane, the next batch in flight while this one is summed; the shared
-** SwiGLU is formed once per block into shared memory (when Fs <= MOE_SX), not once per column.
+** SwiGLU is formed once per block into shared memory (when Fs <= MOE_SX), not once per column, and so
+** are token t's k rows of hid when they fit (k·F <= MOE_HX): otherwise each warp reads them again
+** through L1 and L2, 1.6x its weight bytes on GLM-4.7-Flash (bench/NOTES.md entry 22).
 */
 #define MOE_SX 4096
+#define MOE_HX 8192
 template <typename A, typename W, typename WS, bool SHARED, bool RES>
 __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A *w, const W *down, int C, int F, int k,
                                  const WS *sdown, const A *g, const A *u, int Fs, const A *r)
 {
 	const int VEC = 16 / (int)sizeof(W), VS = 16 / (int)sizeof(WS), U = 8;
 	__shared__ float sx[SHARED ? MOE_SX : 1];
+	__shared__ __align__(16) float hx[MOE_HX];
 	int lane = threadIdx.x & 31, t = blockIdx.y;
 	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	bool piped = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0 &&
 	             (!SHARED || ((((unsigned long long)sdown & 15) == 0) && Fs % VS == 0 && Fs <= MOE_SX));
 	if (piped) {
+		bool hsm = k * F <= MOE_HX; /* token t's hid rows staged in hx */
 		if (SHARED) {
 			const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
 			for (int f = threadIdx.x; f < Fs; f += blockDim.x) {
 				float gv = to_f(gt[f]);
 				sx[f] = to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f])));
 			}
-			__syncthreads(); /* before any warp leaves: uniform per block */
 		}
+		if (hsm) {
+			const float4 *hg = (const float4 *)(hid + (long long)t * k * F);
+			for (int i = threadIdx.x; i < k * F / 4; i += blockDim.x)
+				((float4 *)hx)[i] = __ldg(hg + i);
+		}
+		if (SHARED || hsm)
+			__syncthreads(); /* before any warp leaves: uniform per block */
 		if (c >= C) /* uniform per warp */
 			return;
 		/* nb, nbs from lane 0's counts (the largest), so every lane ends a row at the same batch */
@@ -767,7 +778,7 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 				moe_dfused_batch<W, WS, U>(raw, idx, down, srow, C, F, k, c, t, lane, nl, nb, nq, nls, q + 1);
 			if (q < nq) {
 				int j = q / nb, v0 = (q - j * nb) * U;
-				const float *hr = hid + ((long long)t * k + j) * F;
+				const float *hr = hsm ? hx + j * F : hid + ((long long)t * k + j) * F;
 #pragma unroll
 				for (int i = 0; i < U; i++) {
 					if (v0 + i >= nl)
@@ -780,7 +791,7 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 					const float4 *hp = (const float4 *)(hr + (lane + (v0 + i) * 32) * VEC);
 #pragma unroll
 					for (int c4 = 0; c4 < VEC / 4; c4++) {
-						float4 hv = __ldg(hp + c4);
+						float4 hv = hsm ? hp[c4] : __ldg(hp + c4);
 						s += hv.x * to_f(dv.e[4 * c4]) + hv.y * to_f(dv.e[4 * c4 + 1]) +
 						     hv.z * to_f(dv.e[4 * c4 + 2]) + hv.w * to_f(dv.e[4 * c4 + 3]);
 					}
