@@ -61,7 +61,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe
 	@tests/run.sh
 
 demo: all
@@ -111,8 +111,8 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
 # The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
-# stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. test_qgemv
-# (about 20 s) is part of `make test`; test_moe and test_gemv take minutes and are not.
+# stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. All three
+# are part of `make test` (each a few minutes on 2 cores: every emulated thread is an OS thread).
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh build/libglm.a
 	@mkdir -p build/simt

@@ -1,6 +1,6 @@
 /*
 ** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
-** k_moe_up, k_moe_down) and the MLA value absorb (k_mla_vabsorb) run on the CPU through simt.h against ops/ref.c: most cases of
+** k_moe_up, k_moe_down, k_moe_down_fused) and the MLA value absorb (k_mla_vabsorb) run on the CPU through simt.h against ops/ref.c: most cases of
 ** tests/gpu/test_kernels.cu and test_fused.cu, checkable before a GPU is at hand (`make simt-test`;
 ** minutes: every emulated thread is an OS thread, every collective a mutex rendezvous). Routing ids
 ** must equal ref_moe_route's exactly, weights ref_moe_weights' within an ulp of A (here glibc's exp
@@ -171,6 +171,18 @@ template <typename A> static void test_route(int E, int ng, int tg, int sig, int
 	      bad);
 }
 
+/* Relative L2 distance of y (n = want.size() values of type A) from want; infinite when want is all 0. */
+template <typename A> static double rel_l2(const A *y, const std::vector<float> &want)
+{
+	double num = 0, den = 0;
+	for (size_t i = 0; i < want.size(); i++) {
+		double d = (double)h_to_f(y[i]) - want[i];
+		num += d * d;
+		den += (double)want[i] * want[i];
+	}
+	return den > 0 ? sqrt(num / den) : INFINITY;
+}
+
 /* k_moe_up then k_moe_down against ref_moe_ffn; token 1 skips slot 1, with T >= 4 the last token skips
 ** every slot (its row must be 0). */
 template <typename A, typename W> static void test_ffn(int T, int C, int F, int E, int k)
@@ -193,14 +205,68 @@ template <typename A, typename W> static void test_ffn(int T, int C, int F, int 
 	dim3 g2;
 	g2.x = (unsigned)(C + 7) / 8, g2.y = (unsigned)T;
 	simt_launch(g2, b, [&] { k_moe_down<A, W>(y.data(), hid.data(), idx.data(), w.data(), down.data(), C, F, k); });
-	double num = 0, den = 0;
-	for (size_t i = 0; i < want.size(); i++) {
-		double d = (double)h_to_f(y[i]) - want[i];
-		num += d * d;
-		den += (double)want[i] * want[i];
-	}
-	double e = den > 0 ? sqrt(num / den) : INFINITY, tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
+	double e = rel_l2(y.data(), want), tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
 	check(e <= tol, fmt("moe_up+moe_down A=%s W=%s T=%d C=%d F=%d E=%d k=%d", tname<A>(), tname<W>(), T, C, F, E, k),
+	      fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
+/* k_moe_up then k_moe_down_fused (the MoE end of a decode step: the routed downs weighted and summed, with
+** SH the shared expert's down of silu(g)·u, with RES the residual; odd T in place over it) against
+** ref_moe_ffn, ref_swiglu, ref_linear and ref_add, each rounded to A where the nodes store it. k·F up to
+** MOE_HX stages token t's hid rows in shared memory; past it they are read from hid; rows that are not
+** whole 16-byte vectors take the element-wise path. Token 1 skips slot 1. */
+template <typename A, typename W, bool SH, bool RES> static void test_down_fused(int T, int C, int F, int E, int k, int Fs)
+{
+	std::vector<A> x = rnd_as<A>((size_t)T * C, -1, 1), w = rnd_as<A>((size_t)T * k, 0.1f, 1);
+	std::vector<A> g = rnd_as<A>((size_t)T * Fs, -2, 2), u = rnd_as<A>((size_t)T * Fs, -1, 1);
+	std::vector<A> r = rnd_as<A>((size_t)T * C, -1, 1);
+	std::vector<W> gate = rnd_as<W>((size_t)E * F * C, -1, 1), up = rnd_as<W>((size_t)E * F * C, -1, 1),
+		       down = rnd_as<W>((size_t)E * C * F, -1, 1), sdown = rnd_as<W>((size_t)C * Fs, -1, 1);
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++)
+			idx.push_back(t == 1 && j == 1 ? -1 : (t * 5 + j * 3) % E);
+	auto through = [](std::vector<float> v) {
+		for (float &e : v)
+			e = h_to_f(h_from_f<A>(e));
+		return v;
+	};
+	std::vector<float> xf = to_float(x), wf = to_float(w), gf = to_float(gate), uf = to_float(up),
+			   df = to_float(down), want((size_t)T * C);
+	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
+	want = through(want);
+	if (SH) {
+		std::vector<float> sg = to_float(g), su = to_float(u), sd = to_float(sdown), h((size_t)T * Fs), y(want.size());
+		ref_swiglu(h.data(), sg.data(), su.data(), h.size());
+		h = through(h);
+		ref_linear(y.data(), h.data(), sd.data(), NULL, T, Fs, C);
+		y = through(y);
+		ref_add(want.data(), want.data(), y.data(), want.size(), want.size());
+		want = through(want);
+	}
+	if (RES) {
+		std::vector<float> rf = to_float(r);
+		ref_add(want.data(), rf.data(), want.data(), want.size(), want.size());
+		want = through(want);
+	}
+	std::vector<float> hid((size_t)T * k * F, NAN);
+	std::vector<A> yb((size_t)T * C, h_from_f<A>(NAN));
+	A *y = RES && T % 2 ? r.data() : yb.data(); /* odd T: in place over the residual */
+	dim3 g1, b;
+	g1.x = (unsigned)(F + 7) / 8, g1.y = (unsigned)k, g1.z = (unsigned)T, b.x = 256;
+	simt_launch(g1, b, [&] { k_moe_up<A, W>(hid.data(), x.data(), idx.data(), gate.data(), up.data(), C, F, k); });
+	dim3 g2;
+	g2.x = (unsigned)(C + 7) / 8, g2.y = (unsigned)T;
+	simt_launch(g2, b, [&] {
+		k_moe_down_fused<A, W, W, SH, RES>(y, hid.data(), idx.data(), w.data(), down.data(), C, F, k,
+		                                   SH ? sdown.data() : nullptr, SH ? g.data() : nullptr,
+		                                   SH ? u.data() : nullptr, Fs, RES ? r.data() : nullptr);
+	});
+	double e = rel_l2(y, want), tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
+	check(e <= tol,
+	      fmt("moe_down_fused A=%s W=%s T=%d C=%d F=%d E=%d k=%d (k·F %s MOE_HX)%s%s", tname<A>(), tname<W>(), T, C, F,
+	          E, k, k * F <= MOE_HX ? "<=" : ">", SH ? fmt(" shared Fs=%d", Fs).c_str() : "",
+	          RES ? (T % 2 ? " residual(in place)" : " residual") : ""),
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
@@ -251,5 +317,11 @@ int main(void)
 	test_ffn<bf16, f16>(1, 6144, 5, 8, 2);     /* GLM-5's C */
 	test_ffn<bf16, bf16>(4, 64, 1544, 8, 3);   /* 193 down vectors a row; the last token skips all */
 	test_ffn<float, bf16>(3, 70, 40, 8, 2);    /* unaligned rows: the element-wise paths */
+	/* the MoE end: GLM-4.7-Flash's rows (k·F 6144, staged), rows past MOE_HX, float weights without the
+	** shared expert, rows that are not whole vectors */
+	test_down_fused<bf16, bf16, true, true>(3, 24, 1536, 6, 4, 1536);
+	test_down_fused<bf16, bf16, true, false>(2, 16, 4096, 4, 3, 2048);
+	test_down_fused<float, float, false, true>(3, 40, 256, 5, 2, 0);
+	test_down_fused<float, float, true, true>(2, 20, 50, 4, 2, 36);
 	return finish();
 }
