@@ -496,7 +496,7 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 		};
 		double tm = time_fn(mma(1), copies), tn = PRO == GEMV_PRO_NONE ? tm : time_fn(mma(0), copies);
 		printf(" %9.2f %6.1f%% %9.2f", tm, 100 * bytes / (tm * 1e-6) / 1e9 / bw, tn);
-		if (PRO == GEMV_PRO_RMSNORM) { /* what glmc emits for a norm no other node reads */
+		if (PRO == GEMV_PRO_RMSNORM) { /* what glmc emits for a Q4_K norm group (not Q6_K: NOTES 21) */
 			double tl = time_fn(mma(2), copies);
 			printf(" %9.2f %6.1f%%", tl, 100 * bytes / (tl * 1e-6) / 1e9 / bw);
 		} else {

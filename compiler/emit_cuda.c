@@ -1335,9 +1335,9 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		w.L.tmin = tm == 1 ? 1 : 2;
 		w.L.tmax = tm == 1 ? 1 : f->tmax;
 		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
-		/* batch 1: the prologue and epilogue as template values (specialised code); larger steps: the
-		** run-time values (one out-of-line body per type tuple, see ops/qfused.cuh) */
-		/* batch 1, a norm: its scale after the dots (GP_RMSLATE, qf_stage) */
+		/* batch 1: the prologue and epilogue as template values (specialised code), a norm's scale after
+		** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
+		** type tuple, see ops/qfused.cuh) */
 		int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
 		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
 		         pro, tm == 1 ? epi : -1, tm);

@@ -472,8 +472,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	__shared__ float xsum[512];
 	__shared__ float red[8][16];
 	__shared__ float inv[8];
-	__shared__ float lss[8]; /* LATE: the warps' sums of squares */
-	float ssq = 0.0f;        /* LATE: the staged row's sum of squares (kept while x stays staged) */
+	float ssq = 0.0f; /* LATE: the staged row's sum of squares (kept while x stays staged) */
 	float *xs = (float *)xs4;
 	const uint4 *xu = (const uint4 *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
@@ -515,7 +514,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
 				if (!(single && staged) && LATE)
 					ssq = (k0 ? ssq : 0.0f) + qm_stage_late<A, NW>((uint4 *)xs4, xsum, x + (long long)t * K,
-					                                               nw, k0, kc, lss);
+					                                               nw, k0, kc);
 				else if (!(single && staged) && EARLY)
 					qm_stage<A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
 					                                       PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0, kc);

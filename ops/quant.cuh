@@ -741,12 +741,11 @@ __device__ __forceinline__ void qm_stage(uint4 *xu, float *xs16, const X *x, con
 /*
 ** qm_stage for GEMV_PRO_RMSLATE: values [k0, k0 + kc) of x·nw (nw nullptr: x) as hi/lo units into xu,
 ** their 16-value sums into xs16, and the sum of squares of x over the chunk returned to every thread
-** (lss: blockDim.x/32 floats of shared scratch). The norm's scale is applied after the dots, so the
-** staged values need no row sum first. Every thread of the block must call it (it synchronises).
+** (block_sum). The norm's scale is applied after the dots, so the staged values need no row sum first.
+** Every thread of the block must call it (it synchronises).
 */
 template <typename X, typename NW>
-__device__ __forceinline__ float qm_stage_late(uint4 *xu, float *xs16, const X *x, const NW *nw, long long k0, int kc,
-                                               float *lss)
+__device__ __forceinline__ float qm_stage_late(uint4 *xu, float *xs16, const X *x, const NW *nw, long long k0, int kc)
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
 	float ss = 0.0f;
@@ -766,14 +765,7 @@ __device__ __forceinline__ float qm_stage_late(uint4 *xu, float *xs16, const X *
 		}
 		qm_put32(xu, xs16, i, v);
 	}
-	ss = warp_sum(ss);
-	if ((threadIdx.x & 31) == 0)
-		lss[threadIdx.x >> 5] = ss;
-	__syncthreads();
-	float tot = 0.0f;
-	for (int w = 0; w < (int)(blockDim.x >> 5); w++)
-		tot += lss[w];
-	return tot;
+	return block_sum(ss); /* its barriers also publish the staged units */
 }
 
 /* A chunk of kc <= 32·blockDim.x values staged as floats (q_stage's swizzled layout, ops/qfused.cuh's

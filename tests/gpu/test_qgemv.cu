@@ -910,8 +910,8 @@ template <int QT> static void qfused_suite(void)
 	test_qmoe_down_fused<bf16, QT, QT, false, true>(1, 64, 9216, 0, 3, 2, false);
 	QfCase cd = {1, 6144, {40, 24, 8}, {2, 4, 8}, 0, -1, false, false, true, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, QT, QT, QT, QT>(cd);
-	/* the norm's scale after the dots (glmc's one-token launch when nothing else reads the norm): the
-	** router beside the shared expert's gate/up (whole rows, two chunks at K 9216), four members of three
+	/* the norm's scale after the dots (glmc's one-token launch of a norm group; the stored norm is
+	** checked where the case stores it): the router beside the shared expert's gate/up (whole rows, two chunks at K 9216), four members of three
 	** types with a bias and a scale and no norm weight, bf16 activations at GLM-5's width */
 	const int L = GEMV_PRO_RMSLATE;
 	for (int K : {4608, 9216}) {
@@ -945,7 +945,7 @@ template <int Q> static void qfused_mma_suite(void)
 	}
 	QfCase cd = {1, 6144, {400, 240, 80}, {2, 4, 8}, 0, -1, false, false, true, 0};
 	run_qfused<bf16, bf16, GEMV_PRO_RMSNORM, true, 0, 1, Q, Q, Q, Q, true>(cd);
-	/* the norm's scale after the dots (what glmc emits when nothing else reads the norm): GLM-5's
+	/* the norm's scale after the dots (what glmc emits for a Q4_K norm group): GLM-5's
 	** q_a/kv_a/indexer widths in small, a bias and a scale, no weight, two chunks (K 9216), T = 2 */
 	const int L = GEMV_PRO_RMSLATE;
 	for (int K : {256, 4608, 9216}) {
