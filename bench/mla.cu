@@ -8,6 +8,9 @@
 **     ranges merged by the last block of each head group), GLM-4.7-Flash (20 heads, 576/512) at contexts
 **     200, 2048 and 8192, and GLM-5's DSA selection of 2048 rows (64 heads at tp 1, 8 at tp 8) at
 **     contexts 200 and 4096; the split geometry is emit_cuda.c's;
+**   - the attention with the value absorb after it (W_UV [H, 256, 512]), the pair as a decode step runs
+**     it: the range states merged by k_mla_split's last block of each head group, or by every block of
+**     k_mla_vabsorb<.., true> (glmc's plans since bench/NOTES.md entry 23);
 **   - the query absorb k_mla_qprep (W_UK [H, 192, 512], HF and GGUF layouts) and the value absorb
 **     k_mla_vabsorb (W_UV [H, 256, 512]) at GLM-4.7-Flash's 20 heads and GLM-5's 64.
 ** Each kernel is timed over a CUDA graph of 100 launches cycling through copies of its weight (or cache)
@@ -48,13 +51,27 @@ __global__ void __launch_bounds__(128) g_mla(bf16 *y, const bf16 *q, const bf16 
 	k_mla<bf16>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, seq, S);
 }
 
-template <int HB>
+template <int HB, bool MERGE = true>
 __global__ void __launch_bounds__(256) g_split(bf16 *y, float *pacc, float *pml, int *done, const bf16 *q,
                                                const bf16 *cache, const int *pos, const int *sel, int nsel, int H,
                                                int Dk, int Dv, float scale, const int *seq, int S)
 {
 	/* the selection lists its visible rows first, as glmc tells the kernel for an indexer's */
-	k_mla_split<bf16, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, 1, H, Dk, Dv, scale, seq, S);
+	k_mla_split<bf16, HB, MERGE>(y, pacc, pml, done, q, cache, pos, sel, nsel, 1, H, Dk, Dv, scale, seq, S);
+}
+
+/* k_mla_split at a shape's head group size, with its own merge (MERGE) or leaving it to the absorb */
+template <bool MERGE>
+static void split_launch(int HB, dim3 grid, cudaStream_t s, bf16 *y, float *pacc, float *pml, int *done, const bf16 *q,
+                         const bf16 *cache, const int *pos, const int *sel, int nsel, int H, int Dk, int Dv,
+                         const int *seq, int S)
+{
+	if (HB == 4)
+		g_split<4, MERGE><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, 0.0625f, seq, S);
+	else if (HB == 2)
+		g_split<2, MERGE><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, 0.0625f, seq, S);
+	else
+		g_split<1, MERGE><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, H, Dk, Dv, 0.0625f, seq, S);
 }
 
 template <bool TB>
@@ -68,6 +85,12 @@ __global__ void __launch_bounds__(256) g_qprep(bf16 *qabs, const bf16 *q, const 
 __global__ void __launch_bounds__(256) g_vabsorb(bf16 *out, const bf16 *o, const bf16 *wv, int H, int Dv, int Do)
 {
 	k_mla_vabsorb<bf16, bf16>(out, o, wv, 1, H, Dv, Do);
+}
+
+__global__ void __launch_bounds__(256) g_vabsorb_merged(bf16 *out, const bf16 *wv, int H, int Dv, int Do,
+                                                        const float *pacc, const float *pml, int NS)
+{
+	k_mla_vabsorb<bf16, bf16, true>(out, nullptr, wv, 1, H, Dv, Do, pacc, pml, NS);
 }
 
 __global__ void g_fill(bf16 *p, long long n, unsigned seed)
@@ -151,19 +174,38 @@ static void attention(const char *name, int H, int ctx, int nsel, double bw)
 	});
 	snprintf(what, sizeof what, "%s k_mla (%d blocks)", name, H);
 	row(what, us, bytes, bw);
+	dim3 grid(NS, HG, 1);
 	us = time_launches([&](int i, cudaStream_t s) {
-		dim3 grid(NS, HG, 1);
-		const int *sq = dseq + i % copies;
-		if (HB == 4)
-			g_split<4><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, 0.0625f, sq, S);
-		else if (HB == 2)
-			g_split<2><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, 0.0625f, sq, S);
-		else
-			g_split<1><<<grid, 256, 0, s>>>(y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, 0.0625f, sq, S);
+		split_launch<true>(HB, grid, s, y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, dseq + i % copies, S);
 	});
 	int nr = mla_split_ranges(n, NS); /* the kernel's own rule */
 	snprintf(what, sizeof what, "%s k_mla_split (%d of %d blocks)", name, nr * HG, NS * HG);
 	row(what, us, bytes, bw);
+	/* the decode step's pair: the attention and the value absorb (W_UV [H, 256, 512], cycled as the cache),
+	** with the range states merged by the attention's last block of each head group, or by every block of
+	** the absorb (glmc's plans since bench/NOTES.md entry 23); bytes: the rows and W_UV */
+	const int Do = 256;
+	size_t vb = (size_t)H * Do * Dv * sizeof(bf16);
+	int vc = copies_for(vb);
+	bf16 *wv = random_bf16((size_t)H * Do * Dv * vc), *out;
+	CK(cudaMalloc(&out, (size_t)H * Do * sizeof(bf16)));
+	int vx = (Do + 8 * MLA_VR - 1) / (8 * MLA_VR);
+	for (int merged = 0; merged < 2; merged++) {
+		us = time_launches([&](int i, cudaStream_t s) {
+			const int *sq = dseq + i % copies;
+			const bf16 *w = wv + (size_t)(i % vc) * H * Do * Dv;
+			if (merged) {
+				split_launch<false>(HB, grid, s, nullptr, pacc, pml, nullptr, q, cache, dpos, dsel, nsel, H, Dk, Dv, sq, S);
+				g_vabsorb_merged<<<dim3(vx, 1, H), 256, 0, s>>>(out, w, H, Dv, Do, pacc, pml, NS);
+			} else {
+				split_launch<true>(HB, grid, s, y, pacc, pml, done, q, cache, dpos, dsel, nsel, H, Dk, Dv, sq, S);
+				g_vabsorb<<<dim3(vx, 1, H), 256, 0, s>>>(out, y, w, H, Dv, Do);
+			}
+		});
+		snprintf(what, sizeof what, "%s split + vabsorb, merged by the %s", name, merged ? "absorb" : "split");
+		row(what, us, bytes + (double)vb, bw);
+	}
+	CK(cudaFree(wv)), CK(cudaFree(out));
 	CK(cudaFree(cache)), CK(cudaFree(q)), CK(cudaFree(y)), CK(cudaFree(pacc)), CK(cudaFree(pml)), CK(cudaFree(done));
 	CK(cudaFree(dpos)), CK(cudaFree(dseq));
 	if (dsel)

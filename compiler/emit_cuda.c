@@ -663,14 +663,39 @@ static void emit_qhelpers(Em *e)
 ** results' scratch, which grows with the step's tokens. */
 #define MLA_SPLIT_TMAX 8
 
+/* The split's head group size HB for H heads (NS = 64 / HB ranges; see emit_mla_split). */
+static int mla_split_hb(int64_t H) { return H >= 12 ? 4 : H >= 2 ? 2 : 1; }
+
+/* Whether mla node id's value absorb (FK_MLA_OUT, hosted at id: its launches follow the attention's)
+** merges the split attention's range states itself, so that k_mla_split stops after writing them. */
+static int mla_absorb_merges(const Graph *g, int id)
+{
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].kind == FK_MLA_OUT && g->fk[k].m[0] == id && g->fk[k].host == id &&
+		    g->fk[k].tmax >= MLA_SPLIT_TMAX && g->node[id].ia[2] <= 512)
+			return 1;
+	return 0;
+}
+
+/* The split attention's two scratch regions (range accumulators, then (m, l) pairs), declared alike by
+** k_mla_split and the absorb that merges them: a launch's regions are laid out in their order. */
+static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv)
+{
+	int NS = 64 / mla_split_hb(H);
+	w_scratch(w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(w, T, sz_const(NS * H * 2), "float", 4);
+}
+
 /*
 ** The split (flash-decoding) MLA attention of a small step, one launch: k_mla_split writes each range's
 ** softmax state into two scratch regions, and the last block of each (token, head group) merges them,
-** found through a counter in a KA_ZERO region. The geometry is fixed here, for any position: NS ranges
-** of the candidates per token (blocks past a token's ranges exit at once), heads in groups of HB.
-** HB = 4 from 12 heads up (GLM-4.7-Flash's 20 heads: 5 groups; GLM-5's 64: 16), 2 below (GLM-5 at tp 8
-** has 8 heads per GPU: 4 groups), so a step has enough blocks even at a short context; NS = 64 / HB
-** keeps the merge's reads at 64 ranges·heads (128 KiB at dv 512) for the one block that does it.
+** found through a counter in a KA_ZERO region; or, when the node's value absorb follows
+** (mla_absorb_merges), it stops at the states and every block of the absorb merges its head's (bench/
+** NOTES.md entry 23: the one merging block was 43% of the launch). The geometry is fixed here, for any
+** position: NS ranges of the candidates per token (blocks past a token's ranges exit at once), heads in
+** groups of HB. HB = 4 from 12 heads up (GLM-4.7-Flash's 20 heads: 5 groups; GLM-5's 64: 16), 2 below
+** (GLM-5 at tp 8 has 8 heads per GPU: 4 groups), so a step has enough blocks even at a short context;
+** NS = 64 / HB keeps the merge's reads at 64 ranges·heads (128 KiB at dv 512) for the one block that
+** does it, and at 64 ranges for the absorb's.
 */
 static void emit_mla_split(Em *e, int id)
 {
@@ -679,15 +704,15 @@ static void emit_mla_split(Em *e, int id)
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
 	int64_t H = n->ia[0], Dv = n->ia[2];
-	int HB = H >= 12 ? 4 : H >= 2 ? 2 : 1, HG = (int)((H + HB - 1) / HB), NS = 64 / HB;
+	int HB = mla_split_hb(H), HG = (int)((H + HB - 1) / HB), NS = 64 / HB, merge = !mla_absorb_merges(g, id);
 	Size T = sz_numel(g, pos, 1);
 	char t[256];
 	Wr w;
 	w_start(&w, id);
 	w.L.tmax = MLA_SPLIT_TMAX;
-	w_buf(&w, g, id, 1, NULL);
-	w_scratch(&w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(&w, T, sz_const(NS * H * 2), "float", 4);
-	w_zero(&w, T, sz_const(HG), "int", 4);
+	merge ? w_buf(&w, g, id, 1, NULL) : w_null(&w); /* y: not written when the absorb merges */
+	w_mla_states(&w, T, H, Dv);
+	merge ? w_zero(&w, T, sz_const(HG), "int", 4) : w_null(&w);
 	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 	/* an indexer's selection lists its visible rows first (k_indexer_select), so the kernel deals out
 	** only those; any other selection is taken in any order */
@@ -698,7 +723,7 @@ static void emit_mla_split(Em *e, int id)
 	w_int(&w, H), w_int(&w, n->ia[1]), w_int(&w, Dv), w_float(&w, n->fa[0]);
 	w_seq(&w, g, cache);
 	w.L.grid[0] = sz_const(NS), w.L.grid[1] = sz_const(HG), w.L.grid[2] = T;
-	snprintf(t, sizeof t, "k_mla_split<%s, %d>", A, HB);
+	snprintf(t, sizeof t, "k_mla_split<%s, %d, %s>", A, HB, bool_s(merge));
 	w_finish(e, &w, t);
 }
 
@@ -1524,25 +1549,35 @@ static void emit_fk_mla_q(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
-/* The MLA value absorb from the attention's rows straight into the output projection's input: k_mla_vabsorb. */
+/* The MLA value absorb from the attention's rows straight into the output projection's input: k_mla_vabsorb.
+** Steps that take the split attention get the variant that merges its range states (mla_absorb_merges),
+** right after it at the same node; larger steps read the attention's rows. */
 static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
-	int wv = f->aux[0];
+	int wv = f->aux[0], merged = mla_absorb_merges(g, f->m[0]);
 	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
-	Wr w;
-	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[1], 1, NULL), w_buf(&w, g, f->m[0], 0, NULL), w_buf(&w, g, wv, 0, NULL);
-	w_size(&w, sz_numel(g, n->in[3], 1), 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
-	w.L.grid[0] = sz_const((Do + 8 * MLA_VR - 1) / (8 * MLA_VR));
-	w.L.grid[1] = sz_numel(g, n->in[3], 8);
-	w.L.grid[2] = sz_const(H);
-	w.L.tmax = f->tmax;
-	char t[256];
-	snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s>", A, ctype(g, wv));
-	w_finish(e, &w, t);
+	Size T = sz_numel(g, n->in[3], 1);
+	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
+		Wr w;
+		w_start(&w, f->host);
+		w_buf(&w, g, f->aux[1], 1, NULL);
+		pass ? w_buf(&w, g, f->m[0], 0, NULL) : w_null(&w);
+		w_buf(&w, g, wv, 0, NULL);
+		w_size(&w, T, 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
+		if (!pass)
+			w_mla_states(&w, T, H, Dv), w_int(&w, 64 / mla_split_hb(H));
+		w.L.grid[0] = sz_const((Do + 8 * MLA_VR - 1) / (8 * MLA_VR));
+		w.L.grid[1] = sz_numel(g, n->in[3], 8);
+		w.L.grid[2] = sz_const(H);
+		w.L.tmin = pass && merged ? MLA_SPLIT_TMAX + 1 : 1;
+		w.L.tmax = pass ? f->tmax : MLA_SPLIT_TMAX;
+		char t[256];
+		snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s, %s>", A, ctype(g, wv), bool_s(!pass));
+		w_finish(e, &w, t);
+	}
 }
 
 /* MoE routing and weights in one kernel: k_moe_route_weights. */

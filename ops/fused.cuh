@@ -519,21 +519,90 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
 ** bf16) and holds them while it serves each token; the token's o row (64 KB for all heads, in L2) is
 ** read at use, so no block stages anything and there is no barrier. Rows whose width or alignment does
 ** not allow the vectors take the scalar loop (any Dv).
+** MERGED (after k_mla_split<.., false>, Dv <= 512, NS <= 64): o is not read; the block forms its head's
+** rows itself from the split attention's NS range states (pml, pacc, k_mla_split's layout; a range that
+** did not exist has m = -inf and is skipped), as k_mla_split's own merge does, bit for bit, rounded to A
+** into shared memory. Its weights are asked for first, so the merge's L2 reads overlap them. Why: one
+** block merging a head group's ranges after a fence and a count took 43% of the attention's launch.
 */
-template <typename A, typename W>
-__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do)
+template <typename A, typename W, bool MERGED = false>
+__device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do, const float *pacc = nullptr,
+                              const float *pml = nullptr, int NS = 0)
 {
 	const int VR = MLA_VR, VE = 16 / (int)sizeof(W), CV = 2; /* rows a warp, elements a vector, vectors a chunk */
-	int lane = threadIdx.x & 31, j0 = (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * VR;
+	__shared__ __align__(16) A om[MERGED ? 8 * 512 : 1]; /* MERGED: tokens t0.. t0 + 7's rows of head h */
+	__shared__ float wx[MERGED ? 8 * 64 : 1], lm[MERGED ? 8 : 1];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j0 = (blockIdx.x * (blockDim.x >> 5) + warp) * VR;
 	int t0 = blockIdx.y * 8, tn = T - t0 < 8 ? T - t0 : 8;
 	long long h = blockIdx.z;
-	if (j0 >= Do)
-		return;
-	const W *wr = wv + (h * Do + j0) * Dv;
-	const A *orow = o + ((long long)t0 * H + h) * Dv; /* token t0's row; token t0 + t is t·H·Dv further */
-	long long ostep = (long long)H * Dv;
+	bool on = j0 < Do; /* uniform per warp; a warp past Do still takes part in the merge's barriers */
+	const W *wr = wv + (h * Do + (on ? j0 : 0)) * Dv;
+	/* token t0's row; token t0 + t is ostep further */
+	const A *orow = MERGED ? om : o + ((long long)t0 * H + h) * Dv;
+	long long ostep = MERGED ? Dv : (long long)H * Dv;
 	bool vec = Dv % (32 * VE) == 0 && ((unsigned long long)wr & 15) == 0 &&
 	           ((unsigned long long)orow & (VE * sizeof(A) >= 16 ? 15 : VE * sizeof(A) - 1)) == 0;
+	typedef union {
+		uint4 q;
+		W e[VE];
+	} WVec;
+	int nv = Dv / (32 * VE); /* vectors a lane takes from each row */
+	/* the chunk of CV vectors from v0 of each row, zeros past the rows or the vectors */
+	auto load = [&](WVec (&wb)[VR][CV], int v0) {
+#pragma unroll
+		for (int r = 0; r < VR; r++)
+#pragma unroll
+			for (int q = 0; q < CV; q++)
+				wb[r][q].q = j0 + r < Do && v0 + q < nv
+				                 ? __ldg((const uint4 *)(wr + (long long)r * Dv + ((v0 + q) * 32 + lane) * VE))
+				                 : make_uint4(0u, 0u, 0u, 0u);
+	};
+	WVec wb[VR][CV];
+	bool once = vec && nv <= CV; /* the rows in one chunk (GLM's Dv 512 in bf16): loaded once for all tokens */
+	if (once && on)
+		load(wb, 0);
+	if (MERGED) {
+		if (warp < tn) /* token t0 + warp: its ranges' weights */
+			lm[warp] = mla_merge_weights(pml + ((long long)(t0 + warp) * NS * H + h) * 2, NS, (long long)H * 2,
+			                             wx + warp * 64);
+		__syncthreads();
+		long long rs = (long long)H * Dv; /* one range's stride in pacc */
+		int D4 = Dv % 4 == 0 ? Dv / 4 : 0;
+		for (int e = threadIdx.x; e < tn * D4; e += blockDim.x) { /* as k_mla_split's merge, in float4 */
+			int tt = e / D4, d = 4 * (e - tt * D4);
+			const float *src = pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, *w = wx + tt * 64;
+			float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			for (int r0 = 0; r0 < NS; r0 += 16) { /* 16 ranges' loads in flight, then their sums in order */
+				float4 a[16];
+#pragma unroll
+				for (int i = 0; i < 16; i++) /* a range with nothing visible, or none at all: acc may be stale */
+					a[i] = r0 + i < NS && w[r0 + i] != 0.0f ? __ldcg((const float4 *)(src + (r0 + i) * rs))
+					                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+				for (int i = 0; i < 16; i++) {
+					float wrr = r0 + i < NS ? w[r0 + i] : 0.0f;
+					if (wrr != 0.0f)
+						sum.x += wrr * a[i].x, sum.y += wrr * a[i].y, sum.z += wrr * a[i].z, sum.w += wrr * a[i].w;
+				}
+			}
+			float l = lm[tt];
+			A *os = om + tt * Dv + d;
+			os[0] = from_f<A>(sum.x / l), os[1] = from_f<A>(sum.y / l);
+			os[2] = from_f<A>(sum.z / l), os[3] = from_f<A>(sum.w / l);
+		}
+		for (int e = threadIdx.x; !D4 && e < tn * Dv; e += blockDim.x) {
+			int tt = e / Dv, d = e - tt * Dv;
+			const float *src = pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, *w = wx + tt * 64;
+			float sum = 0.0f;
+			for (int r = 0; r < NS; r++)
+				if (w[r] != 0.0f)
+					sum += w[r] * __ldcg(src + r * rs);
+			om[tt * Dv + d] = from_f<A>(sum / lm[tt]);
+		}
+		__syncthreads();
+	}
+	if (!on)
+		return;
 	/* token t's sums of the rows against o, stored: one accumulator a row, so a step of one token
 	** holds no more than its rows' vectors */
 	auto store = [&](int t, float (&acc)[VR]) {
@@ -555,21 +624,6 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 		}
 		return;
 	}
-	typedef union {
-		uint4 q;
-		W e[VE];
-	} WVec;
-	int nv = Dv / (32 * VE); /* vectors a lane takes from each row */
-	/* the chunk of CV vectors from v0 of each row, zeros past the rows or the vectors */
-	auto load = [&](WVec (&wb)[VR][CV], int v0) {
-#pragma unroll
-		for (int r = 0; r < VR; r++)
-#pragma unroll
-			for (int q = 0; q < CV; q++)
-				wb[r][q].q = j0 + r < Do && v0 + q < nv
-				                 ? __ldg((const uint4 *)(wr + (long long)r * Dv + ((v0 + q) * 32 + lane) * VE))
-				                 : make_uint4(0u, 0u, 0u, 0u);
-	};
 	/* acc[r] += token t's o against the chunk */
 	auto dot = [&](float (&acc)[VR], const WVec (&wb)[VR][CV], int t, int v0) {
 #pragma unroll
@@ -577,7 +631,10 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 			if (v0 + q >= nv)
 				break;
 			ActVec<A, VE> xv;
-			xv.load(orow + t * ostep + ((v0 + q) * 32 + lane) * VE);
+			if (MERGED)
+				xv.load_plain(orow + t * ostep + ((v0 + q) * 32 + lane) * VE);
+			else
+				xv.load(orow + t * ostep + ((v0 + q) * 32 + lane) * VE);
 #pragma unroll
 			for (int r = 0; r < VR; r++)
 #pragma unroll
@@ -588,9 +645,7 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 					          to_f(xv.v.e[4 * c4 + 3]) * to_f(wb[r][q].e[4 * c4 + 3]);
 		}
 	};
-	WVec wb[VR][CV];
-	if (nv <= CV) { /* the rows in one chunk (GLM's Dv 512 in bf16): loaded once for all tokens */
-		load(wb, 0);
+	if (once) {
 		for (int t = 0; t < tn; t++) {
 			float acc[VR] = {};
 			dot(acc, wb, t, 0);

@@ -2055,6 +2055,34 @@ __host__ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 	return r < 1 ? 1 : r > ns ? ns : r;
 }
 
+/* One warp: the merge weights of nr <= 256 split-attention states of a head, (m, l) at ml[r·ms], read
+** from L2 (written by other blocks) in one round, all loads in flight: wx[r] = exp(m_r - max m), 0 for
+** m_r = -inf (a range with nothing visible); returns the denominator Σ wx[r]·l_r on every lane (lane
+** order r = lane, lane + 32, ...). Shared by k_mla_split's merge and k_mla_vabsorb's, so that the two
+** give the same bits. */
+__device__ __forceinline__ float mla_merge_weights(const float *ml, int nr, long long ms, float *wx)
+{
+	int lane = threadIdx.x & 31;
+	float mr[8], lr[8], m = neg_inf();
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		int r = lane + 32 * i;
+		mr[i] = r < nr ? __ldcg(ml + r * ms) : neg_inf();
+		lr[i] = r < nr ? __ldcg(ml + r * ms + 1) : 0.0f;
+		m = fmaxf(m, mr[i]);
+	}
+	m = warp_max(m);
+	float l = 0.0f;
+#pragma unroll
+	for (int i = 0; i < 8; i++) {
+		float e = mr[i] == neg_inf() ? 0.0f : expf(mr[i] - m);
+		if (lane + 32 * i < nr)
+			wx[lane + 32 * i] = e;
+		l += e * lr[i];
+	}
+	return warp_sum(l);
+}
+
 /*
 ** Split-context ("flash-decoding") latent attention: k_mla's result, y[t, h*Dv + i] for token
 ** t = blockIdx.z, with the candidates (the context rows 0..pos[t], or the nsel entries of its sel row)
@@ -2069,6 +2097,10 @@ __host__ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 ** and puts the counter back to 0: `done` must be zero before the launch (a KA_ZERO region: T·gridDim.y
 ** ints) and is zero after it. With nothing visible anywhere y is 0/0 = NaN, as k_mla's. Blocks x >= nr
 ** exit at once, so one launch geometry (fixed at plan time, as CUDA graphs need) serves any position.
+** Without MERGE the kernel stops after the states (y and done unused) and blocks x >= nr write an empty
+** one (m = -inf, l = 0; acc not written): k_mla_vabsorb<.., true> merges all NS ranges of a head in each of
+** its blocks, where this launch's last block alone took 5.5 of its 12.8 µs (GLM-4.7-Flash at a 200-row
+** context, bench/NOTES.md entry 23).
 ** grid (NS, ceil(H/HB), T), block 256; HB in {1, 2, 4, 8}, NS <= 256; Dk <= 1024, Dv <= 2·blockDim.x.
 **
 ** Why: k_mla runs one block per (head, token), H/tp blocks on a decode step, each walking the whole
@@ -2090,7 +2122,7 @@ __host__ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 ** stale or poisoned cache rows cannot leak in. The merge reads the other blocks' states from L2
 ** (__ldcg, after the fence that pairs with their writers'), in float4 when Dv % 4 == 0.
 */
-template <typename A, int HB>
+template <typename A, int HB, bool MERGE = true>
 __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos,
                             const int *sel, int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq,
                             int S)
@@ -2105,10 +2137,15 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	/* vfirst: the selection lists its visible rows first (k_indexer_select's: rows 0..pos then -1s, or
 	** nsel rows all <= pos), so only the first min(nsel, pos + 1) entries can be visible */
 	int p = pos[t], n = sel ? (vfirst && nsel > p + 1 ? p + 1 : nsel) : p + 1, nr = mla_split_ranges(n, NS);
-	if (x >= nr) /* uniform per block: this range does not exist for this token */
-		return;
-	int cnt = n > x ? (n - x + nr - 1) / nr : 0; /* this range's candidates */
 	int hn = H - h0 < HB ? H - h0 : HB;
+	if (x >= nr) { /* uniform per block: this range does not exist for this token */
+		if (!MERGE && tid < hn) { /* an empty state for the merge that reads all NS (k_mla_vabsorb's) */
+			float *ml = pml + (((long long)t * NS + x) * H + h0 + tid) * 2;
+			ml[0] = neg_inf(), ml[1] = 0.0f;
+		}
+		return;
+	}
+	int cnt = n > x ? (n - x + nr - 1) / nr : 0; /* this range's candidates */
 	const int *st = sel ? sel + (long long)t * nsel : nullptr;
 	cache += (long long)seq[t] * S * Dk;
 	bool vec = Dk % 4 == 0 && ((unsigned long long)cache & (4 * sizeof(A) - 1)) == 0;
@@ -2244,6 +2281,8 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	}
 	if (tid < hn)
 		pml[(b + tid) * 2] = mh[tid], pml[(b + tid) * 2 + 1] = lh[tid];
+	if (!MERGE) /* k_mla_vabsorb merges the states, each of its blocks its own head's */
+		return;
 
 	/* Count this range done; the last one of (t, group) merges them all (the threadFenceReduction
 	** pattern: each block's fence orders its writes before its count, the last block's after it). */
@@ -2264,17 +2303,7 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	const float *ml = pml + ((long long)t * NS * H + h0) * 2, *pa = pacc + ((long long)t * NS * H + h0) * Dv;
 	long long ms = (long long)H * 2, as = (long long)H * Dv; /* strides of one range */
 	if (warp < hn) { /* head h0 + warp: the weights of the ranges and the denominator */
-		float m = neg_inf();
-		for (int r = lane; r < nr; r += 32)
-			m = fmaxf(m, __ldcg(ml + r * ms + warp * 2));
-		m = warp_max(m);
-		float l = 0.0f;
-		for (int r = lane; r < nr; r += 32) {
-			float mr = __ldcg(ml + r * ms + warp * 2), e = mr == neg_inf() ? 0.0f : expf(mr - m);
-			wx[warp * 256 + r] = e;
-			l += e * __ldcg(ml + r * ms + warp * 2 + 1);
-		}
-		l = warp_sum(l);
+		float l = mla_merge_weights(ml + warp * 2, nr, ms, wx + warp * 256);
 		if (lane == 0)
 			linv[warp] = l;
 	}
@@ -2860,6 +2889,17 @@ template <typename A, int N> struct ActVec {
 				v.q[i] = __ldg((const uint4 *)p + i);
 		} else {
 			v.d[0] = __ldg((const uint2 *)p);
+		}
+	}
+	/* the same from memory the read-only path must not take (shared memory, or what this kernel wrote) */
+	__device__ __forceinline__ void load_plain(const A *p)
+	{
+		if (N * (int)sizeof(A) >= 16) {
+#pragma unroll
+			for (int i = 0; i < N * (int)sizeof(A) / 16; i++)
+				v.q[i] = ((const uint4 *)p)[i];
+		} else {
+			v.d[0] = *(const uint2 *)p;
 		}
 	}
 	__device__ __forceinline__ void zero()

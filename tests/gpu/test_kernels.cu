@@ -1416,12 +1416,39 @@ __global__ void __launch_bounds__(128) g_mla(A *y, const A *q, const A *cache, c
 	k_mla<A>(y, q, cache, pos, sel, nsel, H, Dk, Dv, scale, g_zero_seq, 0);
 }
 
-template <typename A, int HB>
+template <typename A, int HB, bool MERGE>
 __global__ void __launch_bounds__(256)
 	g_mla_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *cache, const int *pos, const int *sel,
 		    int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S)
 {
-	k_mla_split<A, HB>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S);
+	k_mla_split<A, HB, MERGE>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S);
+}
+
+template <typename A, bool MERGED>
+__global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const A *wv, int T, int H, int Dv, int Do,
+						     const float *pacc, const float *pml, int NS)
+{
+	k_mla_vabsorb<A, A, MERGED>(out, o, wv, T, H, Dv, Do, pacc, pml, NS);
+}
+
+/* k_mla_split at HB heads a block (1, 2, 4 or 8), with or without its own merge. */
+template <typename A, bool MERGE>
+static void launch_mla_split(int HB, dim3 grid, A *y, float *pacc, float *pml, int *done, const A *q, const A *cache,
+			     const int *pos, const int *sel, int nsel, int vfirst, int H, int Dk, int Dv, float scale,
+			     const int *seq, int S)
+{
+	if (HB == 1)
+		g_mla_split<A, 1, MERGE><<<grid, 256>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale,
+							seq, S);
+	else if (HB == 2)
+		g_mla_split<A, 2, MERGE><<<grid, 256>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale,
+							seq, S);
+	else if (HB == 4)
+		g_mla_split<A, 4, MERGE><<<grid, 256>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale,
+							seq, S);
+	else
+		g_mla_split<A, 8, MERGE><<<grid, 256>>>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale,
+							seq, S);
 }
 
 template <typename A>
@@ -1563,6 +1590,51 @@ template <typename T> static T *filled(size_t n, int b)
 }
 
 /*
+** The split attention without its own merge (k_mla_split<.., false>), followed by the value absorb that
+** merges the range states itself (k_mla_vabsorb<.., true>), as glmc emits the pair for steps of up to 8
+** tokens: against the absorb of the merging kernel's output y (k_mla_vabsorb<.., false>), bit for bit, and
+** against the CPU's absorb of ref_mla's rows rounded to A (want). The states start as NaN (0xFF), so a
+** range past a token's count that is not marked empty, or read anyway, shows. Do = 48: the second block's
+** upper warps have no rows but take part in the merge's barriers.
+*/
+template <typename A>
+static void test_mla_absorb_merged(const std::string &cfg, const std::vector<A> &y, const std::vector<float> &want,
+				   int HB, int NS, const A *dq, const A *dc, const int *dpos, const int *dsel, int nsel,
+				   int vfirst, int H, int Dk, int Dv, float scale, const int *dseq, int S, int T)
+{
+	const int Do = 48;
+	std::vector<A> wv = to_type<A>(rnd((size_t)H * Do * Dv, -0.2f, 0.2f));
+	std::vector<float> wf = to_float(wv), yf = to_float(y), ref((size_t)T * H * Do);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++)
+			for (int j = 0; j < Do; j++) {
+				double a = 0;
+				for (int i = 0; i < Dv; i++)
+					a += (double)h_to_f(h_from_f<A>(want[((size_t)t * H + h) * Dv + i])) *
+					     wf[((size_t)h * Do + j) * Dv + i];
+				ref[((size_t)t * H + h) * Do + j] = (float)a;
+			}
+	A *dw = upload(wv), *dy = upload(y), *o1 = poisoned<A>(ref.size()), *o2 = poisoned<A>(ref.size());
+	float *pacc = poisoned<float>((size_t)T * NS * H * Dv), *pml = poisoned<float>((size_t)T * NS * H * 2);
+	launch_mla_split<A, false>(HB, dim3(NS, (H + HB - 1) / HB, T), nullptr, pacc, pml, nullptr, dq, dc, dpos, dsel, nsel,
+				   vfirst, H, Dk, Dv, scale, dseq, S);
+	CK_LAUNCH();
+	dim3 vg((Do + 8 * MLA_VR - 1) / (8 * MLA_VR), (T + 7) / 8, H);
+	g_mla_vabsorb<A, true><<<vg, 256>>>(o1, nullptr, dw, T, H, Dv, Do, pacc, pml, NS);
+	CK_LAUNCH();
+	g_mla_vabsorb<A, false><<<vg, 256>>>(o2, dy, dw, T, H, Dv, Do, nullptr, nullptr, 0);
+	CK_LAUNCH();
+	std::vector<A> got = download(o1, ref.size());
+	std::string nm = fmt("mla_split + absorb merged there %s", cfg.c_str());
+	check_exact(nm + ": as the merging kernel's rows absorbed", got, download(o2, ref.size()));
+	std::vector<float> g2, w2;
+	for (size_t i = 0; i < ref.size(); i++)
+		if (!isnan(ref[i])) /* a token that sees nothing: NaN in both, checked bit for bit above */
+			g2.push_back(h_to_f(got[i])), w2.push_back(ref[i]);
+	check_close(nm + ": against the CPU", g2, w2, tol<A>());
+}
+
+/*
 ** k_mla_split, glmc's attention for steps of up to 8 tokens, against ref_mla token by token. Token t
 ** reads slot seq[t] of a cache of S rows per slot at position pos[t] (several tokens may share a slot, as
 ** a short prefill does: rows past a token's own position are then written but must stay invisible to
@@ -1645,34 +1717,20 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 		cfg += fmt("%s slot %d pos %d", t ? "," : ":", seq[t], pos[t]);
 	if (nsel)
 		cfg += fmt(", sel of %d", nsel);
+	std::vector<A> y; /* the last run's output */
 	for (int run = 1; run <= 2; run++) {
 		float *pacc = poisoned<float>((size_t)T * NS * H * Dv), *pml = poisoned<float>((size_t)T * NS * H * 2);
 		A *dy = blind >= 0 ? filled<A>(want.size(), 0x7F) : poisoned<A>(want.size());
 		dim3 grid(NS, HG, T);
-		switch (HB) {
-		case 1:
-			g_mla_split<A, 1><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
-			                                   scale, dseq, S);
-			break;
-		case 2:
-			g_mla_split<A, 2><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
-			                                   scale, dseq, S);
-			break;
-		case 4:
-			g_mla_split<A, 4><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
-			                                   scale, dseq, S);
-			break;
-		default:
-			g_mla_split<A, 8><<<grid, 256>>>(dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv,
-			                                   scale, dseq, S);
-			break;
-		}
+		launch_mla_split<A, true>(HB, grid, dy, pacc, pml, done, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv, scale,
+					  dseq, S);
 		CK_LAUNCH();
 		std::string nm = fmt("mla_split %s (run %d)", cfg.c_str(), run);
 		std::vector<int> left = download(done, (size_t)T * HG);
 		check(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }), nm + ": done counters back at 0",
 		      "a counter is left nonzero");
-		std::vector<float> got = to_float(download(dy, want.size()));
+		y = download(dy, want.size());
+		std::vector<float> got = to_float(y);
 		if (blind < 0) {
 			check_close(nm, got, want, tol<A>());
 			continue;
@@ -1689,6 +1747,8 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 		check_close(nm + ": the tokens that see rows", g2, w2, tol<A>());
 		check(nan, fmt("%s: token %d sees nothing: NaN", nm.c_str(), blind), "an output of the blind token is not NaN");
 	}
+	if (NS <= 64 && Dv <= 512)
+		test_mla_absorb_merged<A>(cfg, y, want, HB, NS, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv, scale, dseq, S, T);
 	free_all();
 }
 
