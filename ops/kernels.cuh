@@ -366,6 +366,14 @@ __device__ __forceinline__ void glm_prefetch_l2(const void *p)
 #endif
 }
 
+/* The same into L1, for a line this thread's block reads soon (a no-op in the CPU emulator). */
+__device__ __forceinline__ void glm_prefetch_l1(const void *p)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+#endif
+}
+
 /* ---- kernels ---- */
 
 /* embedding: y[T,C] = table[ids[t], :]. grid (ceil(C/256), T), block 256. */
@@ -2134,10 +2142,14 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	__shared__ int rows[CH];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
 	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, t = blockIdx.z;
+	int hn = H - h0 < HB ? H - h0 : HB;
+	/* q first: its loads need nothing else, so they overlap pos's (a block that exits below wasted them) */
+	const A *qb = q + ((long long)t * H + h0) * Dk;
+	for (int e = tid; e < HB * Dk; e += nt)
+		qs[e] = e < hn * Dk ? to_f(qb[e]) : 0.0f; /* missing heads of the last group score 0, unused */
 	/* vfirst: the selection lists its visible rows first (k_indexer_select's: rows 0..pos then -1s, or
 	** nsel rows all <= pos), so only the first min(nsel, pos + 1) entries can be visible */
 	int p = pos[t], n = sel ? (vfirst && nsel > p + 1 ? p + 1 : nsel) : p + 1, nr = mla_split_ranges(n, NS);
-	int hn = H - h0 < HB ? H - h0 : HB;
 	if (x >= nr) { /* uniform per block: this range does not exist for this token */
 		if (!MERGE && tid < hn) { /* an empty state for the merge that reads all NS (k_mla_vabsorb's) */
 			float *ml = pml + (((long long)t * NS + x) * H + h0 + tid) * 2;
@@ -2149,9 +2161,6 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	const int *st = sel ? sel + (long long)t * nsel : nullptr;
 	cache += (long long)seq[t] * S * Dk;
 	bool vec = Dk % 4 == 0 && ((unsigned long long)cache & (4 * sizeof(A) - 1)) == 0;
-	const A *qb = q + ((long long)t * H + h0) * Dk;
-	for (int e = tid; e < HB * Dk; e += nt)
-		qs[e] = e < hn * Dk ? to_f(qb[e]) : 0.0f; /* missing heads of the last group score 0, unused */
 	if (tid < HB)
 		mh[tid] = neg_inf(), lh[tid] = 0.0f;
 	float acc[HB][2];
@@ -2168,6 +2177,14 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 		}
 		return s;
 	};
+	{ /* the first pass's rows of this warp asked of L1 now, so the scores' loads after the barrier hit */
+		int L = (Dk * (int)sizeof(A) + 127) / 128; /* 128-byte lines a row */
+		for (int i = lane; i < RP * L; i += 32) {
+			int s = row_of(RP * warp + i / L);
+			if (s >= 0)
+				glm_prefetch_l1((const char *)(cache + (long long)s * Dk) + 128 * (i % L));
+		}
+	}
 
 	for (int c0 = 0; c0 < cnt; c0 += CH) {
 		__syncthreads(); /* qs and the state are written; the previous pass's ps and rows are consumed */
