@@ -670,7 +670,8 @@ static void mla_prep_together(Fz *z, int M)
 /* H. MLA value absorb, any step: W_UV applied to the attention's [T, H, L] rows by one kernel that writes
 ** [T, H, Dv] for the output projection (the permutes before and after the matmul are never stored).
 ** Kept out of the attention kernel on purpose: there it would stream W_UV from only H blocks (H/tp per
-** GPU), starving a bandwidth-bound matvec of parallelism to save one launch. */
+** GPU), starving a bandwidth-bound matvec of parallelism to save one launch. For steps of up to 8 tokens
+** the absorb's blocks merge the split attention's range states themselves (emit_cuda.c, mla_absorb_merges). */
 static void fuse_mla_out(Fz *z, int M)
 {
 	Graph *g = z->g;
@@ -696,7 +697,8 @@ static void fuse_mla_out(Fz *z, int M)
 	f->aux[0] = MM->in[1], f->aux[1] = p2;
 	take(z, f, cov, 3, FUSE_MLA);
 	note(g, "fused: permute %%%d + matmul %%%d + permute %%%d after mla %%%d (%s:%d): the value absorb reads the "
-	     "attention rows and writes the output projection's input in one kernel", p1, mm, p2, M, where(Mn), Mn->line);
+	     "attention rows (small steps: its range states) and writes the output projection's input in one kernel",
+	     p1, mm, p2, M, where(Mn), Mn->line);
 	z->fused++;
 }
 
