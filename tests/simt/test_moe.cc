@@ -1,6 +1,7 @@
 /*
 ** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
-** k_moe_up, k_moe_down, k_moe_down_fused) and the MLA value absorb (k_mla_vabsorb) run on the CPU through simt.h against ops/ref.c: most cases of
+** k_moe_up, k_moe_down, k_moe_down_fused) and the MLA value absorb (k_mla_vabsorb, also merging the split
+** attention's states) run on the CPU through simt.h against ops/ref.c: most cases of
 ** tests/gpu/test_kernels.cu and test_fused.cu, checkable before a GPU is at hand (`make simt-test`;
 ** minutes: every emulated thread is an OS thread, every collective a mutex rendezvous). Routing ids
 ** must equal ref_moe_route's exactly, weights ref_moe_weights' within an ulp of A (here glibc's exp
@@ -270,6 +271,24 @@ template <typename A, typename W, bool SH, bool RES> static void test_down_fused
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
+/* ‖out − o·wvᵀ‖/‖o·wvᵀ‖ of an absorb's out[t, h, j] against the double sums o[t, h] · wv[h, j] over Dv. */
+template <typename A, typename W>
+static double absorb_err(const std::vector<double> &o, const std::vector<W> &wv, const std::vector<A> &out, int T,
+                         int H, int Dv, int Do)
+{
+	double num = 0, den = 0;
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++)
+			for (int j = 0; j < Do; j++) {
+				double s = 0;
+				for (int i = 0; i < Dv; i++)
+					s += o[((size_t)t * H + h) * Dv + i] * h_to_f(wv[((size_t)h * Do + j) * Dv + i]);
+				double d = (double)h_to_f(out[((size_t)t * H + h) * Do + j]) - s;
+				num += d * d, den += s * s;
+			}
+	return den > 0 ? sqrt(num / den) : INFINITY;
+}
+
 /* The MLA value absorb (k_mla_vabsorb, glmc's grid) against a double loop: out[t, h, j] = o[t, h] · wv[h, j]
 ** over Dv. Dv 512 of bf16 is GLM's (one chunk of vectors), of float two chunks, 40 the scalar path;
 ** Do 44 leaves a warp with rows past the end, T 9 a second block of tokens. */
@@ -280,23 +299,69 @@ template <typename A, typename W> static void test_vabsorb(int T, int H, int Dv,
 	dim3 g, b;
 	g.x = (unsigned)((Do + 8 * MLA_VR - 1) / (8 * MLA_VR)), g.y = (unsigned)(T + 7) / 8, g.z = (unsigned)H, b.x = 256;
 	simt_launch(g, b, [&] { k_mla_vabsorb<A, W>(out.data(), o.data(), wv.data(), T, H, Dv, Do); });
-	double num = 0, den = 0;
-	for (int t = 0; t < T; t++)
-		for (int h = 0; h < H; h++)
-			for (int j = 0; j < Do; j++) {
-				double s = 0;
-				for (int i = 0; i < Dv; i++)
-					s += (double)h_to_f(o[((size_t)t * H + h) * Dv + i]) * h_to_f(wv[((size_t)h * Do + j) * Dv + i]);
-				double d = (double)h_to_f(out[((size_t)t * H + h) * Do + j]) - s;
-				num += d * d, den += s * s;
-			}
-	double e = den > 0 ? sqrt(num / den) : INFINITY, tol = std::is_same<A, float>::value ? 1e-5 : 4e-3;
+	std::vector<double> od(o.size());
+	for (size_t i = 0; i < o.size(); i++)
+		od[i] = h_to_f(o[i]);
+	double e = absorb_err(od, wv, out, T, H, Dv, Do), tol = std::is_same<A, float>::value ? 1e-5 : 4e-3;
 	check(e <= tol, fmt("mla_vabsorb A=%s W=%s T=%d H=%d Dv=%d Do=%d", tname<A>(), tname<W>(), T, H, Dv, Do),
+	      fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
+/* The absorb that merges the split attention's range states itself (k_mla_vabsorb<.., true>, after
+** k_mla_split<.., false>): per token and head NS states (m, l, acc[Dv]) in k_mla_split's layout, of which
+** the first nr exist (every fifth of them empty: m = -inf, l = 0, acc = 0) and the rest are what the
+** attention leaves past a token's ranges (m = -inf, l = 0, acc stale: NaN). Against a double loop:
+** o = Σ e_r·acc_r / Σ e_r·l_r with e_r = exp(m_r - max m), rounded to A, then o · wv[h, j]. */
+template <typename A, typename W> static void test_vabsorb_merged(int T, int H, int Dv, int Do, int NS)
+{
+	std::vector<float> pacc((size_t)T * NS * H * Dv), pml((size_t)T * NS * H * 2);
+	std::vector<double> o((size_t)T * H * Dv);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			int nr = 1 + (int)(rand64() % (unsigned)NS);
+			double m = -INFINITY, l = 0;
+			for (int r = 0; r < NS; r++) {
+				size_t at = ((size_t)t * NS + r) * H + h;
+				bool empty = r >= nr || (r % 5 == 3 && nr > 1);
+				pml[at * 2] = empty ? -INFINITY : frand(-3, 3), pml[at * 2 + 1] = empty ? 0.0f : frand(0.5f, 5);
+				for (int i = 0; i < Dv; i++)
+					pacc[at * Dv + i] = r >= nr ? NAN : empty ? 0.0f : frand(-2, 2);
+				if (!empty)
+					m = std::max(m, (double)pml[at * 2]);
+			}
+			for (int r = 0; r < nr; r++) {
+				size_t at = ((size_t)t * NS + r) * H + h;
+				double e = pml[at * 2] == -INFINITY ? 0 : exp(pml[at * 2] - m);
+				l += e * pml[at * 2 + 1];
+				for (int i = 0; i < Dv; i++)
+					o[((size_t)t * H + h) * Dv + i] += e * pacc[at * Dv + i];
+			}
+			for (int i = 0; i < Dv; i++) {
+				double &v = o[((size_t)t * H + h) * Dv + i];
+				v = h_to_f(h_from_f<A>((float)(v / l)));
+			}
+		}
+	std::vector<W> wv = rnd_as<W>((size_t)H * Do * Dv, -1, 1);
+	std::vector<A> out((size_t)T * H * Do, h_from_f<A>(NAN));
+	dim3 g, b;
+	g.x = (unsigned)((Do + 8 * MLA_VR - 1) / (8 * MLA_VR)), g.y = (unsigned)(T + 7) / 8, g.z = (unsigned)H, b.x = 256;
+	simt_launch(g, b, [&] {
+		k_mla_vabsorb<A, W, true>(out.data(), nullptr, wv.data(), T, H, Dv, Do, pacc.data(), pml.data(), NS);
+	});
+	double e = absorb_err(o, wv, out, T, H, Dv, Do), tol = std::is_same<A, float>::value ? 1e-5 : 4e-3;
+	check(e <= tol,
+	      fmt("mla_vabsorb merging NS=%d states A=%s W=%s T=%d H=%d Dv=%d Do=%d", NS, tname<A>(), tname<W>(), T, H, Dv, Do),
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
 int main(void)
 {
+	/* the merging absorb: GLM-4.7-Flash's 16 ranges (bf16, Dv 512), GLM-5 tp 8's 32, one head's 64; Dv 40
+	** (float4 merge, scalar dots) and 37 (scalar merge); T 9 a second block of tokens; Do 44 idle warps */
+	test_vabsorb_merged<bf16, bf16>(1, 2, 512, 44, 16);
+	test_vabsorb_merged<float, float>(2, 1, 512, 32, 32);
+	test_vabsorb_merged<bf16, bf16>(9, 1, 40, 24, 64);
+	test_vabsorb_merged<float, bf16>(3, 2, 37, 40, 16);
 	test_vabsorb<float, bf16>(1, 2, 512, 64);
 	test_vabsorb<bf16, bf16>(9, 1, 512, 44);
 	test_vabsorb<float, float>(2, 2, 512, 40);
