@@ -150,7 +150,7 @@ static void row(const char *what, double us, double bytes, double bw)
 static void attention(const char *name, int H, int ctx, int nsel, double bw)
 {
 	const int Dk = 576, Dv = 512;
-	int S = ctx + 1, HB = H >= 12 ? 4 : H >= 2 ? 2 : 1, NS = 64 / HB, HG = (H + HB - 1) / HB;
+	int S = ctx + 1, HB = mla_split_hb(H), NS = 64 / HB, HG = (H + HB - 1) / HB;
 	size_t cb = (size_t)S * Dk * sizeof(bf16);
 	int copies = copies_for(cb);
 	bf16 *cache = random_bf16((size_t)S * Dk * copies), *q = random_bf16((size_t)H * Dk), *y;

@@ -663,16 +663,14 @@ static void emit_qhelpers(Em *e)
 ** results' scratch, which grows with the step's tokens. */
 #define MLA_SPLIT_TMAX 8
 
-/* The split's head group size HB for H heads (NS = 64 / HB ranges; see emit_mla_split). */
-static int mla_split_hb(int64_t H) { return H >= 12 ? 4 : H >= 2 ? 2 : 1; }
-
 /* Whether mla node id's value absorb (FK_MLA_OUT, hosted at id: its launches follow the attention's)
-** merges the split attention's range states itself, so that k_mla_split stops after writing them. */
+** merges the split attention's range states itself, so that k_mla_split stops after writing them. The
+** merging absorb's limits (dv <= 512, 64 ranges) are the mla node's own: its emission refuses dv > 512. */
 static int mla_absorb_merges(const Graph *g, int id)
 {
 	for (int k = 0; k < g->nfk; k++)
 		if (g->fk[k].kind == FK_MLA_OUT && g->fk[k].m[0] == id && g->fk[k].host == id &&
-		    g->fk[k].tmax >= MLA_SPLIT_TMAX && g->node[id].ia[2] <= 512)
+		    g->fk[k].tmax >= MLA_SPLIT_TMAX)
 			return 1;
 	return 0;
 }
@@ -692,10 +690,8 @@ static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv)
 ** (mla_absorb_merges), it stops at the states and every block of the absorb merges its head's (bench/
 ** NOTES.md entry 23: the one merging block was 43% of the launch). The geometry is fixed here, for any
 ** position: NS ranges of the candidates per token (blocks past a token's ranges exit at once), heads in
-** groups of HB. HB = 4 from 12 heads up (GLM-4.7-Flash's 20 heads: 5 groups; GLM-5's 64: 16), 2 below
-** (GLM-5 at tp 8 has 8 heads per GPU: 4 groups), so a step has enough blocks even at a short context;
-** NS = 64 / HB keeps the merge's reads at 64 ranges·heads (128 KiB at dv 512) for the one block that
-** does it, and at 64 ranges for the absorb's.
+** groups of HB = mla_split_hb(H) (ops/gemv_shape.h; GLM-4.7-Flash's 20 heads: 5 groups of 4; GLM-5's 64:
+** 16; GLM-5 at tp 8, 8 heads per GPU: 4 groups of 2), NS = 64 / HB (128 KiB of states at dv 512).
 */
 static void emit_mla_split(Em *e, int id)
 {

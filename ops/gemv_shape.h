@@ -73,6 +73,14 @@ static inline int qm_moe_group(long long C, int k, long long F, int shared)
 	return g;
 }
 
+/* k_mla_split (ops/kernels.cuh): heads per block for H heads (on one GPU): 4 from 12 heads up, 2 below,
+** 1 for one head, so a step has enough blocks even at a short context; its ranges are 64 / HB, which
+** keeps a merge's reads at 64 ranges·heads (the attention's last block, or each absorb block). */
+static inline int mla_split_hb(long long H)
+{
+	return H >= 12 ? 4 : H >= 2 ? 2 : 1;
+}
+
 /* k_mla_vabsorb (ops/fused.cuh): rows of W_UV per warp; a block of 8 warps serves 8·MLA_VR of a head's
 ** Do outputs, so its grid is (ceil(Do / (8·MLA_VR)), ceil(T/8), H). */
 #define MLA_VR 4

@@ -1575,7 +1575,7 @@ template <typename A> static void test_mla(int H, int Dk, int Dv, int prefill, i
 /* Heads per block and ranges per token, as glmc's emit_mla_split (compiler/emit_cuda.c) picks them. */
 static void mla_split_geometry(int H, int &HB, int &NS)
 {
-	HB = H >= 12 ? 4 : H >= 2 ? 2 : 1;
+	HB = mla_split_hb(H);
 	NS = 64 / HB;
 }
 
