@@ -748,9 +748,13 @@ static void run_qfused(const QfCase &c)
 		nm += c.res_inplace ? " residual(in place)" : " residual";
 	if (c.misalign)
 		nm += " misaligned-float-w";
+	/* the tensor-core kernel stages f32 activations as bf16 hi + lo (qm_put32): x − hi − lo, up to 2^-17 of
+	** each value, is lost, about 5e-6 of a dot against the floor, which 1e-5 does not always cover with 8
+	** outputs (1.29e-5 seen with other draws); DESIGN.md's bound for f32 on the GPU is 1e-4 */
+	double tm = MMA && sizeof(A) == 4 ? 1e-4 : tol<A>();
 	for (int m = 0; m < M; m++) {
 		double e = rel_l2(widen(download(dy[m], want[m].size())), want[m], scale[m]);
-		check(e <= tol<A>(), nm + fmt(" member %d (N=%d)", m, N[m]), fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+		check(e <= tm, nm + fmt(" member %d (N=%d)", m, N[m]), fmt("rel-L2 %.3g > %.3g", e, tm));
 	}
 	if (c.store) {
 		std::vector<double> hd(h.begin(), h.end());
