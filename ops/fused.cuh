@@ -570,21 +570,7 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 		int D4 = Dv % 4 == 0 ? Dv / 4 : 0;
 		for (int e = threadIdx.x; e < tn * D4; e += blockDim.x) { /* as k_mla_split's merge, in float4 */
 			int tt = e / D4, d = 4 * (e - tt * D4);
-			const float *src = pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, *w = wx + tt * 64;
-			float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-			for (int r0 = 0; r0 < NS; r0 += 16) { /* 16 ranges' loads in flight, then their sums in order */
-				float4 a[16];
-#pragma unroll
-				for (int i = 0; i < 16; i++) /* a range with nothing visible, or none at all: acc may be stale */
-					a[i] = r0 + i < NS && w[r0 + i] != 0.0f ? __ldcg((const float4 *)(src + (r0 + i) * rs))
-					                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-				for (int i = 0; i < 16; i++) {
-					float wrr = r0 + i < NS ? w[r0 + i] : 0.0f;
-					if (wrr != 0.0f)
-						sum.x += wrr * a[i].x, sum.y += wrr * a[i].y, sum.z += wrr * a[i].z, sum.w += wrr * a[i].w;
-				}
-			}
+			float4 sum = mla_merge_sum4(pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, rs, wx + tt * 64, NS);
 			float l = lm[tt];
 			A *os = om + tt * Dv + d;
 			os[0] = from_f<A>(sum.x / l), os[1] = from_f<A>(sum.y / l);
@@ -592,11 +578,7 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 		}
 		for (int e = threadIdx.x; !D4 && e < tn * Dv; e += blockDim.x) {
 			int tt = e / Dv, d = e - tt * Dv;
-			const float *src = pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, *w = wx + tt * 64;
-			float sum = 0.0f;
-			for (int r = 0; r < NS; r++)
-				if (w[r] != 0.0f)
-					sum += w[r] * __ldcg(src + r * rs);
+			float sum = mla_merge_sum1(pacc + ((long long)(t0 + tt) * NS * H + h) * Dv + d, rs, wx + tt * 64, NS);
 			om[tt * Dv + d] = from_f<A>(sum / lm[tt]);
 		}
 		__syncthreads();

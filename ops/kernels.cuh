@@ -2091,6 +2091,39 @@ __device__ __forceinline__ float mla_merge_weights(const float *ml, int nr, long
 	return warp_sum(l);
 }
 
+/* Σ_r w[r]·src[r·rs .. +3] over nr <= 256 split-attention ranges of one head's 4 output dims (float4),
+** 16 ranges' loads in flight, then their products summed in range order; a range of weight 0 (nothing
+** visible, or none at all: its acc may be stale, even NaN) is skipped, which gives the bits a 0·acc would
+** for a finite acc. Shared by k_mla_split's merge and k_mla_vabsorb's, so that the two agree bit for bit. */
+__device__ __forceinline__ float4 mla_merge_sum4(const float *src, long long rs, const float *w, int nr)
+{
+	float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+	for (int r0 = 0; r0 < nr; r0 += 16) {
+		float4 a[16];
+#pragma unroll
+		for (int i = 0; i < 16; i++)
+			a[i] = r0 + i < nr && w[r0 + i] != 0.0f ? __ldcg((const float4 *)(src + (r0 + i) * rs))
+			                                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+		for (int i = 0; i < 16; i++) {
+			float wr = r0 + i < nr ? w[r0 + i] : 0.0f;
+			if (wr != 0.0f)
+				sum.x += wr * a[i].x, sum.y += wr * a[i].y, sum.z += wr * a[i].z, sum.w += wr * a[i].w;
+		}
+	}
+	return sum;
+}
+
+/* The same for one output dim (widths not a multiple of 4). */
+__device__ __forceinline__ float mla_merge_sum1(const float *src, long long rs, const float *w, int nr)
+{
+	float sum = 0.0f;
+	for (int r = 0; r < nr; r++)
+		if (w[r] != 0.0f)
+			sum += w[r] * __ldcg(src + r * rs);
+	return sum;
+}
+
 /*
 ** Split-context ("flash-decoding") latent attention: k_mla's result, y[t, h*Dv + i] for token
 ** t = blockIdx.z, with the candidates (the context rows 0..pos[t], or the nsel entries of its sel row)
@@ -2330,15 +2363,7 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 		int D4 = Dv / 4;
 		for (int e = tid; e < hn * D4; e += nt) {
 			int hh = e / D4, d = 4 * (e - hh * D4);
-			const float *src = pa + hh * Dv + d;
-			const float *w = wx + hh * 256;
-			float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 8
-			for (int r = 0; r < nr; r++) { /* an empty range has weight 0 and acc 0 (finite) */
-				float4 a = __ldcg((const float4 *)(src + r * as));
-				float wr = w[r];
-				sum.x += wr * a.x, sum.y += wr * a.y, sum.z += wr * a.z, sum.w += wr * a.w;
-			}
+			float4 sum = mla_merge_sum4(pa + hh * Dv + d, as, wx + hh * 256, nr);
 			float l = linv[hh];
 			A *o = yb + hh * Dv + d;
 			o[0] = from_f<A>(sum.x / l), o[1] = from_f<A>(sum.y / l);
@@ -2347,10 +2372,7 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	} else {
 		for (int e = tid; e < hn * Dv; e += nt) {
 			int hh = e / Dv, d = e - hh * Dv;
-			float sum = 0.0f;
-#pragma unroll 8
-			for (int r = 0; r < nr; r++)
-				sum += wx[hh * 256 + r] * __ldcg(pa + hh * Dv + d + r * as);
+			float sum = mla_merge_sum1(pa + hh * Dv + d, as, wx + hh * 256, nr);
 			yb[hh * Dv + d] = from_f<A>(sum / linv[hh]);
 		}
 	}
