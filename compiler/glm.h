@@ -389,7 +389,10 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-#define PLAN_VERSION 7 /* 7: KA_P2P, an allreduce done inside the next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
+/* 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
+** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
+** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
+#define PLAN_VERSION 8
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

@@ -1,8 +1,8 @@
 /*
-** ops/gemv_shape.h — the launch shapes of ops/kernels.cuh's gemv_core, the quantized GEMVs' splits and
-** k_mla_vabsorb, in one place for the C side
-** (compiler/emit_cuda.c, which emits it) and the C++ host side (tests/gpu, bench/gemv.cu, which must
-** launch what glmc emits). Plain C, no CUDA.
+** ops/gemv_shape.h — the launch shapes of ops/kernels.cuh's gemv_core, the quantized GEMVs' splits,
+** k_mla_vabsorb and k_sample, in one place for the C side (compiler/emit_cuda.c, which emits it;
+** runtime/cuda.c, which launches the sampler) and the C++ host side (tests/gpu, bench/gemv.cu, which
+** must launch what glmc emits). Plain C, no CUDA.
 */
 #ifndef GLM_GEMV_SHAPE_H
 #define GLM_GEMV_SHAPE_H
@@ -84,5 +84,12 @@ static inline int mla_split_hb(long long H)
 /* k_mla_vabsorb (ops/fused.cuh): rows of W_UV per warp; a block of 8 warps serves 8·MLA_VR of a head's
 ** Do outputs, so its grid is (ceil(Do / (8·MLA_VR)), ceil(T/8), H). */
 #define MLA_VR 4
+
+/* k_sample (ops/kernels.cuh): blocks of 1024 threads per logits row; greedy, they split the row's argmax.
+** 48 gives every thread one 16-byte load of its slice for V up to 196608 float or 393216 bf16 logits
+** (Llama-3's 128256, GLM's 154880), on 48 of an H200's 132 SMs, with a 48-way merge at the end. At 32 a
+** float slice of GLM's row is 1210 vectors, two loads deep; at 64 a bf16 slice of Llama-3's is 251, and
+** three threads in four idle. Not measured against other counts. */
+#define SAMPLE_NB 48
 
 #endif

@@ -1771,6 +1771,54 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 }
 
 /*
+** The greedy sampler's argmax of logits[0..V) (k_sample's row b = blockIdx.x), split over the row's
+** gridDim.y blocks. Block y takes the best (value, index) under ranks_before of its slice [y·L, y·L + L)
+** within [0, V), L = ceil(V / gridDim.y) rounded up to whole 16-byte vectors (so the slices of an
+** aligned row are aligned and walk_row_vec loads them in vectors; an empty slice gives (-inf,
+** 0x7fffffff), which every element outranks), stores it at part_v/part_i[b·gridDim.y + y] and counts
+** itself in done[b] (the threadFenceReduction pattern, as k_mla_split: thread 0's fence orders the part
+** before the count, the last block's fence orders the count before its reads). The row's last block
+** to count clears done[b] for the next launch and takes the best of the parts (L2 reads, __ldcg).
+** ranks_before is a strict total order on distinct indices, so the result is the one-block argmax's
+** (block_argmax: the first index of the max, NaN first) whatever order the parts arrive in. Returns
+** the token in every thread of the row's last block, -1 in the row's other blocks. done[] must start at
+** zero (glmrun clears it once; every launch leaves it zero). Why: one block streaming GLM-5's 310 KB
+** row took ~19 µs a decode step (--profile); the slices are read at once, by as many SMs.
+*/
+template <typename A>
+__device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, unsigned *done)
+{
+	const int VE = 16 / (int)sizeof(A);
+	int nb = gridDim.y, y = blockIdx.y;
+	long long b = blockIdx.x;
+	int L = ((V + nb - 1) / nb + VE - 1) / VE * VE;
+	int lo = y * L < V ? y * L : V, hi = lo + L < V ? lo + L : V;
+	float bv = neg_inf();
+	int bi = 0x7fffffff;
+	walk_row_vec(logits + lo, hi - lo, [&](int i, float v) { keep_best(bv, bi, v, lo + i); });
+	block_best(bv, bi);
+	__shared__ int last;
+	if (threadIdx.x == 0) {
+		part_v[b * nb + y] = bv;
+		part_i[b * nb + y] = bi;
+		__threadfence();
+		last = atomicAdd(done + b, 1u) == (unsigned)nb - 1;
+		if (last)
+			done[b] = 0; /* all nb blocks have counted */
+	}
+	__syncthreads();
+	if (!last)
+		return -1;
+	__threadfence();
+	bv = neg_inf();
+	bi = 0x7fffffff;
+	for (int j = threadIdx.x; j < nb; j += blockDim.x)
+		keep_best(bv, bi, __ldcg(part_v + b * nb + j), __ldcg(part_i + b * nb + j));
+	block_best(bv, bi);
+	return bi;
+}
+
+/*
 ** Sampling from the last row of logits[V] and the step advance, so a decode step needs no host round
 ** trip. params: [0] temperature (<= 0: greedy argmax), [1] top_k (<= 0: off), [2] top_p (>= 1: off),
 ** [3] seed (as float bits of a uint32 via __float_as_uint). step[0] counts sampled tokens (the RNG
@@ -1778,10 +1826,14 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 ** argmax(logit/temp + Gumbel noise) with noise from a counter-based hash of (seed, step[0], index) —
 ** deterministic for a seed. Writes the token to out[step[0]] (the generated-ids ring, capacity cap)
 ** and to next_token[0], sets next_pos[0] = pos + 1, and increments step[0].
-** grid (1), block 1024.
+** grid (rows, NB), block 1024; NB = SAMPLE_NB (gemv_shape.h) in glmrun, any NB >= 1 works. Greedy, the NB
+** blocks of row b split its argmax (split_argmax) and the last of them to finish writes the token and
+** advances the state; part_v and part_i hold NB·rows partial maxima, done rows counters, which must be
+** zero before the first launch and are left zero. Otherwise block (b, 0) samples row b alone and the
+** blocks y > 0 return at once.
 **
-** The algorithm exactly, so that a CPU twin can reproduce it. Block b samples row b of `logits` (rows of
-** V) for the sequence in slot seq[b], with seed = seed + seq[b] and its own counters at index b of
+** The algorithm exactly, so that a CPU twin can reproduce it. Blocks (b, .) sample row b of `logits` (rows
+** of V) for the sequence in slot seq[b], with seed = seed + seq[b] and its own counters at index b of
 ** next_token, next_pos and step (and ring out + b·cap); below, for one row, l_i = float(logits[i]); s = step[0]; key(f) = order_key (the float's
 ** bits made monotone, -0 as +0); every tie goes to the lower index. Logits are assumed finite.
 **   Greedy (temperature <= 0 or NaN): token = the first index of the max of l (as k_argmax).
@@ -1802,18 +1854,20 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 ** Then: out[s % cap] = token (when cap > 0), next_token[0] = token, next_pos[0] += 1 (next_pos holds the
 ** position just evaluated, so it becomes pos + 1), step[0] = s + 1.
 **
-** Speed: one block walks the row, so each pass over V costs. With top_k or top_p on, a first pass takes
-** the max and each thread's largest key; sorted, the k-th largest of those per-thread maxima is a key
-** tau0 with at least k logits at or above it. With top_k (<= 1024) at k = top_k no token below tau0 can
-** survive; with top_p alone k = 1024, 256, 64 are tried, and a tau0 qualifies once the mass at or above
-** it reaches top_p·Z. When at most 4096 logits reach tau0 they are compacted, in thread order, into
-** shared memory and steps 1-3 run over that list; otherwise over the row (the same tokens, more passes:
-** a broad distribution with top_p alone costs about 32 passes over V). Step 3 skips the hash and logs
-** of tokens too far below the best score to win.
+** Speed: greedy, the row's NB slices are read at once by NB blocks (with NB 48 and 1024 threads, one
+** 16-byte load a thread for V up to 196608 f32 or 393216 bf16), then one block merges NB partials (an
+** L2 round trip more). Sampling: one block walks the row, so each pass over V costs. With top_k or
+** top_p on, a first pass takes the max and each thread's largest key; sorted, the k-th largest of those
+** per-thread maxima is a key tau0 with at least k logits at or above it. With top_k (<= 1024) at k =
+** top_k no token below tau0 can survive; with top_p alone k = 1024, 256, 64 are tried, and a tau0
+** qualifies once the mass at or above it reaches top_p·Z. When at most 4096 logits reach tau0 they are
+** compacted, in thread order, into shared memory and steps 1-3 run over that list; otherwise over the
+** row (the same tokens, more passes: a broad distribution with top_p alone costs about 32 passes over
+** V). Step 3 skips the hash and logs of tokens too far below the best score to win.
 */
 template <typename A>
 __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int *step, const A *logits, int V,
-                         const float *params, const int *seq)
+                         const float *params, const int *seq, float *part_v, int *part_i, unsigned *done)
 {
 	/* block b samples row b of the step (one sequence of a batch): its own token, position, step counter
 	** and history ring; the seed is offset by the row's sequence slot, so slot 0 draws as a lone sequence */
@@ -1832,7 +1886,11 @@ __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int 
 	int token;
 
 	if (!(temp > 0.0f)) {
-		token = block_argmax(logits, V);
+		token = split_argmax(logits, V, part_v, part_i, done);
+		if (token < 0) /* not the row's last block: its part is counted */
+			return;
+	} else if (blockIdx.y > 0) { /* one block samples the row */
+		return;
 	} else {
 		bool use_k = top_k > 0 && top_k < V, use_p = top_p < 1.0f;
 		unsigned hs = mix32(mix32(seed ^ 0x9e3779b9u) ^ (unsigned)s);

@@ -4,6 +4,7 @@
 ** CUDA-graph launch. The graph reads and writes only device buffers: the sampler writes the next token
 ** and position where the next replay reads them, so a whole step needs no host-to-device copy.
 */
+#include "gemv_shape.h"
 #include "gpu.h"
 #include "libnccl.h"
 #include "ref.h"
@@ -102,6 +103,7 @@ struct Gpu {
 	int tokens, pos, logits;     /* node ids */
 	int64_t maxT, S, V;
 	CUdeviceptr params, step, ring, rope_mem;
+	CUdeviceptr part_v, part_i, done; /* the greedy sampler's split: SAMPLE_NB partials and a counter a slot */
 	CUdeviceptr seq;             /* int[maxT]: the cache slot of each token of the step */
 	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
 	CUdeviceptr zero;            /* the KA_ZERO regions: cleared once, left zero by every kernel */
@@ -421,10 +423,11 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		*acc += n->kind == VK_CACHE ? bytes * (size_t)x->nslots : bytes;
 	}
 	/* The step buffer: sampling parameters, then per row of a step its step counter and sequence slot,
-	** then each row's ring of sampled tokens. */
+	** then each row's ring of sampled tokens, then per sequence slot (a sampler row) the greedy split's
+	** counter and SAMPLE_NB partial maxima (values, then indices), cleared once below. */
 	x->ring_cap = 4096;
-	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63;
-	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4, scr = 0, zb = 0;
+	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63, srows = ((size_t)x->nslots + 63) & ~(size_t)63;
+	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB), scr = 0, zb = 0;
 	for (int i = 0; i < g->cuda.nl; i++) { /* a launch never runs past its tmax: size it there at most */
 		const Launch *l = &g->cuda.l[i];
 		int64_t T = x->maxT < l->tmax ? x->maxT : l->tmax;
@@ -490,6 +493,8 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
 	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
 	x->params = x->smem, x->step = x->smem + 256, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
+	x->done = x->ring + rows * (size_t)x->ring_cap * 4, x->part_v = x->done + srows * 4;
+	x->part_i = x->part_v + srows * SAMPLE_NB * 4;
 	x->zero = x->smem + zoff;
 	x->scr = x->amem + ab - scr;
 	return 0;
@@ -887,15 +892,20 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 	return 0;
 }
 
-/* The sampler: `rows` blocks, block b on logits row first + b, writing row b's token and position where
-** the next step reads them. */
+/* The sampler: SAMPLE_NB blocks a row (they split a greedy argmax), blocks (b, .) on logits row first + b,
+** writing row b's token and position where the next step reads them. rows <= nslots: the split's
+** partials and counters are sized so. */
 static int launch_sample(Gpu *x, int64_t first, int rows, char *err, size_t len)
 {
 	CUdeviceptr logits = x->ptr[x->logits] + (CUdeviceptr)(first * x->V * (int64_t)elsize(x, x->logits));
 	CUdeviceptr tok = x->ptr[x->tokens], pos = x->ptr[x->pos];
 	int cap = x->ring_cap, V = (int)x->V;
-	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params, &x->seq};
-	CK(x->cu.launch(x->sample, (unsigned)rows, 1, 1, 1024, 1, 1, 0, x->st, args, NULL), "launching the sampler");
+	if (rows > x->nslots)
+		return seterr(err, len, "the sampler on %d rows; its buffers hold %d", rows, x->nslots);
+	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params, &x->seq, &x->part_v, &x->part_i,
+	                &x->done};
+	CK(x->cu.launch(x->sample, (unsigned)rows, SAMPLE_NB, 1, 1024, 1, 1, 0, x->st, args, NULL),
+	   "launching the sampler");
 	return 0;
 }
 

@@ -12,8 +12,9 @@
 **     cosf differ from glibc's by an ulp or two. 1e-5 leaves a 10x margin and still catches any
 **     missing or doubled term (an error of order 1/sqrt(K) >= 1.5e-2).
 **   - 2e-2 with bf16 activations (DESIGN.md's bf16 bound): the bf16 output alone costs ~2^-9.
-**   - exact (bits) for conversions, embedding, copies, permute, the cache writes, argmax, topk, and
-**     the element-wise binary ops (one IEEE float operation on both sides, then the same rounding).
+**   - exact (bits) for conversions, embedding, copies, permute, the cache writes, argmax (and the greedy
+**     sampler's, split over SAMPLE_NB blocks a row), topk, and the element-wise binary ops (one IEEE
+**     float operation on both sides, then the same rounding).
 ** Sampling is checked by its contract: greedy = argmax, top_k = 1 = argmax, same seed = same token,
 ** different seeds / steps differ on a flat distribution, draws stay inside the kept set (a logit at or
 ** above the k-th largest: top_k keeps every logit equal to the k-th, as HF does), and the
@@ -352,10 +353,10 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename A>
-__global__ void __launch_bounds__(1024)
-	g_sample(int *out, int cap, int *nt, int *np, int *step, const A *logits, int V, const float *params)
+__global__ void __launch_bounds__(1024) g_sample(int *out, int cap, int *nt, int *np, int *step, const A *logits,
+						 int V, const float *params, float *part_v, int *part_i, unsigned *done)
 {
-	k_sample<A>(out, cap, nt, np, step, logits, V, params, g_zero_seq);
+	k_sample<A>(out, cap, nt, np, step, logits, V, params, g_zero_seq, part_v, part_i, done);
 }
 
 /* The conversions themselves, one element per thread. */
@@ -1152,23 +1153,36 @@ static std::vector<float> planted(int V, int m, float step)
 	return x;
 }
 
-/* The per-sequence state k_sample reads and writes, on the device. */
+/* The per-sequence state k_sample reads and writes, on the device, for `rows` rows (sequences): each
+** row's ring of cap tokens, token, position and step, and the greedy split's partials and counters (the
+** counters zero, as glmrun clears them once). */
 struct Sampler {
-	int *out, *token, *pos, *step;
-	float *params;
+	int *out, *token, *pos, *step, *part_i;
+	float *params, *part_v;
+	unsigned *done;
 	int cap;
 };
 
-static Sampler sampler(int cap)
+static Sampler sampler(int cap, int rows = 1)
 {
 	Sampler s;
 	s.cap = cap;
-	s.out = poisoned<int>(cap);
-	s.token = poisoned<int>(1);
-	s.pos = poisoned<int>(1);
-	s.step = poisoned<int>(1);
+	s.out = poisoned<int>((size_t)cap * rows);
+	s.token = poisoned<int>(rows);
+	s.pos = poisoned<int>(rows);
+	s.step = poisoned<int>(rows);
 	s.params = poisoned<float>(4);
+	s.part_v = poisoned<float>((size_t)SAMPLE_NB * rows);
+	s.part_i = poisoned<int>((size_t)SAMPLE_NB * rows);
+	s.done = upload(std::vector<unsigned>(rows, 0u));
 	return s;
+}
+
+/* One sampler launch as glmrun's: grid (rows, SAMPLE_NB), block 1024, with ring capacity cap. */
+template <typename A> static void sample_launch(Sampler &s, int cap, const A *logits, int V, int rows = 1)
+{
+	g_sample<A><<<dim3(rows, SAMPLE_NB), 1024>>>(s.out, cap, s.token, s.pos, s.step, logits, V, s.params, s.part_v,
+						      s.part_i, s.done);
 }
 
 /* Sets the parameters and the counters (pos, step) before a run of draws. */
@@ -1185,7 +1199,7 @@ static void sampler_set(Sampler &s, float temp, int top_k, float top_p, uint32_t
 template <typename A> static std::vector<int> draws(Sampler &s, const A *logits, int V, int n)
 {
 	for (int i = 0; i < n; i++)
-		g_sample<A><<<1, 1024>>>(s.out, s.cap, s.token, s.pos, s.step, logits, V, s.params);
+		sample_launch(s, s.cap, logits, V);
 	CK_LAUNCH();
 	return download(s.out, n);
 }
@@ -1195,7 +1209,7 @@ template <typename A> static int draw_at(Sampler &s, const A *logits, int V, flo
 					 uint32_t seed, int step)
 {
 	sampler_set(s, temp, top_k, top_p, seed, 0, step);
-	g_sample<A><<<1, 1024>>>(s.out, s.cap, s.token, s.pos, s.step, logits, V, s.params);
+	sample_launch(s, s.cap, logits, V);
 	CK_LAUNCH();
 	return download(s.token, 1)[0];
 }
@@ -1277,7 +1291,7 @@ template <typename A> static void test_sample()
 	ref_argmax(&amax, lgf.data(), 1, V);
 	A *dlg = upload(lg);
 	sampler_set(s, 0.0f, 0, 1.0f, 1234, 41, 7);
-	g_sample<A><<<1, 1024>>>(s.out, 16, s.token, s.pos, s.step, dlg, V, s.params);
+	sample_launch(s, 16, dlg, V);
 	CK_LAUNCH();
 	int tok = download(s.token, 1)[0], ring = download(s.out, 16)[7], np = download(s.pos, 1)[0],
 	    st = download(s.step, 1)[0];
@@ -1316,7 +1330,7 @@ template <typename A> static void test_sample()
 	sampler_set(s, 1.0f, 0, 1.0f, 7, 10, 0);
 	std::vector<int> seq;
 	for (int i = 0; i < 5; i++) {
-		g_sample<A><<<1, 1024>>>(s.out, 3, s.token, s.pos, s.step, dflat, Vf, s.params);
+		sample_launch(s, 3, dflat, Vf);
 		CK_LAUNCH();
 		seq.push_back(download(s.token, 1)[0]);
 	}
@@ -1393,6 +1407,137 @@ template <typename A> static void test_sample()
 	sampler_set(s, 1.0f, 0, 0.0f, 2029, 0, 0);
 	check_freq(fmt("sample A=%s top_p=0 keeps the top token", an), draws(s, dk, Vf, 200), std::vector<int>(1, idx[0]),
 		   std::vector<double>(1, 1.0));
+	free_all();
+}
+
+/* The length of a greedy split's slices of a row of V logits (k_sample's split_argmax): ceil(V / SAMPLE_NB)
+** in whole 16-byte vectors. */
+template <typename A> static int split_len(int V)
+{
+	int ve = 16 / (int)sizeof(A);
+	return ((V + SAMPLE_NB - 1) / SAMPLE_NB + ve - 1) / ve * ve;
+}
+
+/* Greedy sampling of `rows` rows of V logits (x as float, rounded through A by the caller or exact in A),
+** launched `reps` times back to back: every launch's token must be the first index of the max, NaN first
+** (ref_argmax, and the one-block k_argmax on the same rows, bit for bit), each row's state advances once
+** per launch (ring slot, position, step) and the split's counters are zero again after each launch
+** (graph replays reuse them). want, when not empty, is the expected index of each row as the case
+** planted it. */
+template <typename A>
+static void check_split(const std::string &name, const std::vector<float> &x, int V, int rows,
+			const std::vector<int> &want, int reps = 3)
+{
+	const int cap = 8;
+	std::vector<A> xa = to_type<A>(x);
+	std::vector<float> xf = to_float(xa);
+	std::vector<int> ref(rows), one;
+	ref_argmax(ref.data(), xf.data(), rows, V);
+	A *dx = upload(xa);
+	int *dy = poisoned<int>(rows);
+	g_argmax<A><<<rows, 256>>>(dy, dx, V);
+	CK_LAUNCH();
+	one = download(dy, rows);
+	Sampler s = sampler(cap, rows);
+	float p[4] = {0.0f, 0.0f, 1.0f, 0.0f};
+	std::vector<int> pos(rows), step(rows);
+	for (int b = 0; b < rows; b++)
+		pos[b] = 100 + b, step[b] = 3 * b;
+	CK(cudaMemcpy(s.params, p, sizeof p, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.pos, pos.data(), 4 * rows, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.step, step.data(), 4 * rows, cudaMemcpyHostToDevice));
+	std::string why;
+	for (int r = 0; r < reps && why.empty(); r++) {
+		sample_launch(s, cap, dx, V, rows);
+		CK_LAUNCH();
+		std::vector<int> tok = download(s.token, rows), np = download(s.pos, rows), st = download(s.step, rows);
+		std::vector<int> ring = download(s.out, (size_t)cap * rows);
+		std::vector<unsigned> done = download(s.done, rows);
+		for (int b = 0; b < rows && why.empty(); b++) {
+			int w = want.empty() ? ref[b] : want[b], slot = b * cap + (3 * b + r) % cap;
+			if (ref[b] != w || one[b] != w)
+				why = fmt("row %d: the case wants %d, ref_argmax gives %d, k_argmax %d", b, w, ref[b], one[b]);
+			else if (tok[b] != w || ring[slot] != w)
+				why = fmt("launch %d row %d: token %d, ring %d, want %d (slice %d; the token's %d)", r, b, tok[b],
+					  ring[slot], w, w / split_len<A>(V), tok[b] >= 0 ? tok[b] / split_len<A>(V) : -1);
+			else if (np[b] != 101 + b + r || st[b] != 3 * b + r + 1)
+				why = fmt("launch %d row %d: next_pos %d (want %d), step %d (want %d)", r, b, np[b], 101 + b + r,
+					  st[b], 3 * b + r + 1);
+			else if (done[b] != 0)
+				why = fmt("launch %d row %d: the split's counter is %u, not cleared", r, b, done[b]);
+		}
+	}
+	check(why.empty(), fmt("sample A=%s greedy split V=%d rows=%d: %s", tname<A>(), V, rows, name.c_str()), why);
+	free_all();
+}
+
+/* The greedy sampler's argmax split over SAMPLE_NB blocks a row: the max in the first, a middle and the
+** last slice, at the last element, either side of a slice boundary; ties across slices and across a
+** boundary (the first index wins); NaN in late slices above a larger finite max; rows not 16-byte
+** aligned (V odd), V below the vector and slice sizes (empty slices), an all -inf row; several rows and
+** repeated launches. Then the sampling path on the same grid (blocks y > 0 idle): top_k 1 on several rows
+** is the argmax and advances each row once. Planted values (5, 6, 7) are exact in bf16, above the random
+** ones in [-3, 2). */
+template <typename A> static void test_sample_split()
+{
+	int Vg = 154880, Vl = 128256, L = split_len<A>(Vg), Ll = split_len<A>(Vl);
+	std::vector<float> x = rnd((size_t)5 * Vg, -3.0f, 2.0f);
+	std::vector<int> at = {3, 17 * L + 100, Vg - 1, 20 * L, 20 * L - 1};
+	for (int b = 0; b < 5; b++)
+		x[(size_t)b * Vg + at[b]] = 6.0f;
+	check_split<A>("max in slices 0, 17, the last (at V-1), either side of the boundary of slices 19 and 20", x, Vg,
+		       5, at);
+
+	x = rnd((size_t)4 * Vl, -3.0f, 2.0f);
+	x[2 * Ll + 7] = x[30 * Ll + 1] = 6.0f;                         /* row 0: a tie across slices */
+	x[(size_t)Vl + Ll - 1] = x[(size_t)Vl + Ll] = 6.0f;             /* row 1: across a boundary */
+	x[(size_t)2 * Vl + Vl - 2] = x[(size_t)2 * Vl + Vl - 1] = 7.0f; /* row 2: in the last slice, */
+	x[(size_t)2 * Vl + 5 * Ll] = 5.0f;                             /* a smaller max before */
+	for (int i = 0; i < Vl; i++)                                   /* row 3: all equal */
+		x[(size_t)3 * Vl + i] = 0.25f;
+	check_split<A>("ties across slices and a boundary, all equal", x, Vl, 4, {2 * Ll + 7, Ll - 1, Vl - 2, 0});
+
+	x = rnd((size_t)3 * Vg, -3.0f, 2.0f);
+	x[10] = 7.0f, x[40 * L + 5] = NAN;                        /* row 0: NaN late, a larger max early */
+	x[(size_t)Vg + 30 * L + 3] = x[(size_t)Vg + 45 * L] = NAN; /* row 1: the first of two NaNs */
+	x[(size_t)2 * Vg + 2] = 7.0f, x[(size_t)2 * Vg + Vg - 1] = NAN;
+	check_split<A>("NaN in a late slice wins over a larger finite max", x, Vg, 3, {40 * L + 5, 30 * L + 3, Vg - 1});
+
+	int Vo = 5003, Lo = split_len<A>(Vo); /* rows 1 and 2 start off a 16-byte boundary */
+	x = rnd((size_t)3 * Vo, -3.0f, 2.0f);
+	x[Vo - 1] = 6.0f;
+	x[(size_t)Vo + 7 * Lo] = x[(size_t)Vo + 30 * Lo + 1] = 6.0f;
+	x[(size_t)2 * Vo + Vo - 3] = 6.0f;
+	check_split<A>("V odd, rows unaligned", x, Vo, 3, {Vo - 1, 7 * Lo, Vo - 3});
+
+	x = rnd(2 * 37, -3.0f, 2.0f);
+	x[36] = x[37 + 9] = 6.0f;
+	check_split<A>("V 37, most slices empty", x, 37, 2, {36, 9});
+	check_split<A>("V 1", {1.0f, -2.0f, 0.5f}, 1, 3, {0, 0, 0});
+	check_split<A>("V 5, under one vector", {1.0f, 2.0f, 3.0f, 3.0f, -1.0f}, 5, 1, {2});
+	check_split<A>("an all -inf row", std::vector<float>(1000, -INFINITY), 1000, 1, {0});
+
+	/* sampling on the same grid: top_k 1 is the argmax, one advance per row (blocks y > 0 return) */
+	int R = 3;
+	x = rnd((size_t)R * Vl, -3.0f, 2.0f);
+	std::vector<int> want = {5, Vl / 2, Vl - 1};
+	for (int b = 0; b < R; b++)
+		x[(size_t)b * Vl + want[b]] = 6.0f;
+	Sampler s = sampler(8, R);
+	float p[4] = {0.8f, 1.0f, 1.0f, 0.0f};
+	std::vector<int> zero(R, 0);
+	CK(cudaMemcpy(s.params, p, sizeof p, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.pos, zero.data(), 4 * R, cudaMemcpyHostToDevice));
+	CK(cudaMemcpy(s.step, zero.data(), 4 * R, cudaMemcpyHostToDevice));
+	sample_launch(s, 8, upload(to_type<A>(x)), Vl, R);
+	CK_LAUNCH();
+	std::vector<int> tok = download(s.token, R), st = download(s.step, R), np = download(s.pos, R);
+	bool ok = true;
+	for (int b = 0; b < R; b++)
+		ok &= tok[b] == want[b] && st[b] == 1 && np[b] == 1;
+	check(ok, fmt("sample A=%s top_k=1 on %d rows of grid (rows, %d): argmax, one advance", tname<A>(), R, SAMPLE_NB),
+	      fmt("tokens %d %d %d (want %d %d %d), steps %d %d %d, positions %d %d %d (want 1)", tok[0], tok[1], tok[2],
+		  want[0], want[1], want[2], st[0], st[1], st[2], np[0], np[1], np[2]));
 	free_all();
 }
 
@@ -2278,6 +2423,7 @@ template <typename A> static void activation_suite()
 	test_topk<A>(1000, 64);
 	test_topk<A>(37, 37);
 	test_sample<A>();
+	test_sample_split<A>();
 }
 
 int main(void)
