@@ -30,6 +30,7 @@ typedef struct {
 	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
 	int *tail_tmin;              /* per moe_ffn: its last kernel runs for steps of at least this many */
 	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
+	int *rope_fold;              /* per attention: the FK_ROPE_KV its 1-token launch does itself, or -1 */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -217,6 +218,16 @@ static void w_rope(Wr *w, int node)
 	w_callsep(w);
 	cat(w->call, sizeof w->call, "a%d", w->L.narg);
 	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ROPE, .s = {.node = node}};
+}
+
+/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument). */
+static float rope_cs(const Node *r)
+{
+	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+	GLM_ASSERT(inv);
+	op_rope_table(r, inv, &cs);
+	free(inv);
+	return cs;
 }
 
 /* The sequence slots of the step's tokens, then S, the rows of one slot in `cache`: every kernel that
@@ -745,6 +756,37 @@ static int ar_fusable(const Em *e, int id)
 	return ar;
 }
 
+/* k_attn_step's row bytes for attention node n (128, 256 or 512: a 16-byte load per lane), or 0 when its
+** rows do not suit it (k_attention runs). */
+static int attn_step_rowb(const Graph *g, const Node *n)
+{
+	int64_t rowb = n->ia[2] * (int64_t)dtype_size(g->cuda.act);
+	return n->ia[2] == n->ia[3] && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
+}
+
+/* A 1-token step's attention with its rotary and k/v cache writes (the ROPE_KV f, whose kernel then runs
+** for larger steps only): ops/fused.cuh's k_attn_step_rope, reading the raw q, k and v. */
+static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]], *rk = &g->node[f->m[1]];
+	Wr w;
+	w_start(&w, f->attn);
+	w_buf(&w, g, f->attn, 1, NULL), w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
+	w_int(&w, at->ia[0]), w_int(&w, at->ia[1]), w_int(&w, rq->ia[2]), w_float(&w, at->fa[0]);
+	w_seq(&w, g, at->in[3]);
+	w.L.grid[0] = sz_const(at->ia[0]);
+	w.L.block = 512;
+	w.L.tmin = w.L.tmax = 1;
+	char t[256];
+	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(rq->ia[3]));
+	w_finish(e, &w, t);
+}
+
 /* The launches of one node's own kernels. */
 static int emit_own(Em *e, int id, char *err, size_t len)
 {
@@ -1057,11 +1099,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
 		w_rope(&w, id);
-		float *inv = malloc(sizeof(float) * (size_t)(R / 2 + 1)), cs;
-		GLM_ASSERT(inv);
-		op_rope_table(n, inv, &cs);
-		free(inv);
-		w_float(&w, cs);
+		w_float(&w, rope_cs(n));
 		w_int(&w, H), w_int(&w, D), w_int(&w, R);
 		w.L.grid[0] = sz_numel(g, id, D);
 		w.L.block = 128;
@@ -1082,6 +1120,9 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 		}
 		/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
 		for (int nw = 16; nw >= 4; nw -= 12) {
+			int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+			if (fold)
+				emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
 			w_start(&w, id);
 			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 			w_buf(&w, g, pos, 0, NULL);
@@ -1090,12 +1131,10 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			w.L.grid[0] = sz_const(H);
 			w.L.grid[1] = sz_numel(g, pos, 1);
 			w.L.block = 32 * nw;
-			w.L.tmin = nw == 16 ? 1 : 9;
+			w.L.tmin = nw == 16 ? 1 + fold : 9;
 			w.L.tmax = nw == 16 ? 8 : 1 << 30;
-			/* steps with rows of 128, 256 or 512 bytes: a 16-byte load per lane (k_attn_step) */
-			int64_t rowb = Dk * (int64_t)dtype_size(g->cuda.act);
-			if (nw == 16 && Dk == Dv && (rowb == 128 || rowb == 256 || rowb == 512))
-				snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, (int)rowb);
+			if (rowb)
+				snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
 			else
 				snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
 			w_finish(e, &w, t);
@@ -1385,35 +1424,19 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	hw ? w_buf(&w, g, g->node[nk].in[1], 0, NULL) : w_null(&w);
 	w_buf(&w, g, at->in[5], 0, NULL);
 	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]);
-	for (int i = 0; i < 2; i++) {
-		const Node *r = &g->node[f->m[i]];
-		float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
-		GLM_ASSERT(inv);
-		op_rope_table(r, inv, &cs);
-		free(inv);
-		w_float(&w, cs);
-	}
+	w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(&g->node[f->m[1]]));
 	w_int(&w, H), w_int(&w, G), w_int(&w, D), w_int(&w, Dv), w_int(&w, R);
 	norm ? w_float(&w, g->node[nq].fa[0]) : w_lit(&w, "0.0f");
 	w_seq(&w, g, at->in[3]);
 	w.L.grid[0] = sz_const(H + G);
 	w.L.grid[1] = sz_numel(g, at->in[5], 1);
 	w.L.block = 128;
+	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: k_attn_step_rope does it */
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
 	         bool_s(hw), bool_s(rq->ia[3]));
 	w_finish(e, &w, t);
-}
-
-/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument). */
-static float rope_cs(const Node *r)
-{
-	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
-	GLM_ASSERT(inv);
-	op_rope_table(r, inv, &cs);
-	free(inv);
-	return cs;
 }
 
 /* The other MLA preparation of the same mla node (FK_MLA_Q for an FK_MLA_KV and back), or NULL. */
@@ -1662,7 +1685,7 @@ static void fk_prepare(Em *e)
 {
 	Graph *g = e->g;
 	for (int i = 0; i < g->n; i++)
-		e->norm_of[i] = e->add_of[i] = -1, e->own_tmin[i] = e->tail_tmin[i] = 1, e->kv_fused[i] = 0;
+		e->norm_of[i] = e->add_of[i] = e->rope_fold[i] = -1, e->own_tmin[i] = e->tail_tmin[i] = 1, e->kv_fused[i] = 0;
 	for (int k = 0; k < g->nfk; k++) {
 		const FuseKernel *f = &g->fk[k];
 		if (f->kind == FK_ADD_NORM) {
@@ -1670,7 +1693,7 @@ static void fk_prepare(Em *e)
 			continue;
 		}
 		if (f->kind == FK_ROPE_KV)
-			e->kv_fused[f->attn] = 1;
+			e->kv_fused[f->attn] = 1, e->rope_fold[f->attn] = f->fold && attn_step_rowb(g, &g->node[f->attn]) ? k : -1;
 		if (f->kind == FK_MLA_KV)
 			for (int m = 0; m < 2; m++)
 				if (f->m[m] >= 0)
@@ -1738,8 +1761,8 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
 	size_t nn = (size_t)(g->n ? g->n : 1);
 	e.norm_of = malloc(sizeof(int) * nn), e.add_of = malloc(sizeof(int) * nn), e.own_tmin = malloc(sizeof(int) * nn);
-	e.kv_fused = malloc(nn), e.tail_tmin = malloc(sizeof(int) * nn);
-	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused && e.tail_tmin);
+	e.kv_fused = malloc(nn), e.tail_tmin = malloc(sizeof(int) * nn), e.rope_fold = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused && e.tail_tmin && e.rope_fold);
 	fk_prepare(&e);
 	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
@@ -1773,6 +1796,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	for (int i = 0; i < e.nkeys; i++)
 		free(e.keys[i]);
 	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
+	free(e.rope_fold);
 	free(e.wq);
 	if (rc || !compile)
 		return rc;

@@ -22,7 +22,8 @@
 **                of exactly a SwiGLU's gate and up, silu(gate)·up stored alone (launched where the
 **                swiglu is), so the down projection's GEMV reads a plain input.
 **   ROPE_KV    per-head RMSNorm (Qwen3) and rotary of q and k, and the attention's k/v cache writes, in
-**              one kernel of one block per token and head (any step).
+**              one kernel of one block per token and head (any step); without the norms, a 1-token step's
+**              attention kernel does the rotary and the cache writes itself instead, when it is k_attn_step.
 ** Never duplicated: a weight is read once per step; only the O(K) norm of a row is recomputed per block.
 ** Weights that stay in GGUF blocks on the GPU fuse as float ones do: emit_cuda.c (which alone decides
 ** residency) writes the kernels of ops/qfused.cuh for a GEMV group or MoE end that reads blocks.
@@ -425,6 +426,12 @@ static void fuse_rope_kv(Fz *z, int at)
 	}
 	FuseKernel *f = fk_new(g, FK_ROPE_KV, first, ALL_T);
 	f->nm = 2, f->m[0] = rq, f->m[1] = rk, f->norm[0] = nq, f->norm[1] = nk, f->attn = at;
+	/* 1-token steps may leave it all to the attention's kernel, which then reads the raw rows (the launch
+	** lists them, so the memory plan keeps them alive to it) and alone reads the rotated ones' readers */
+	const char *nofold = nq >= 0 ? "per-head norms come first)" : A->ia[2] != A->ia[3] ? "key and value dims differ)" :
+	                     only_reader(z, rq) != at || only_reader(z, rk) != at ? "the rotated q or k has other readers)" :
+	                     NULL;
+	f->fold = !nofold;
 	int cov[4] = {nq, nk, rq, rk};
 	for (int i = 0; i < 4; i++)
 		if (cov[i] >= 0) {
@@ -433,7 +440,9 @@ static void fuse_rope_kv(Fz *z, int at)
 			mark(g, cov[i], first, FUSE_ROPE_KV);
 		}
 	note(g, "fused: %srope %%%d, %%%d and the k/v cache writes of attention %%%d (%s:%d): one kernel, one block per "
-	     "token and head", nq >= 0 ? "per-head rmsnorm + " : "", rq, rk, at, where(A), A->line);
+	     "token and head; %s%s", nq >= 0 ? "per-head rmsnorm + " : "", rq, rk, at, where(A), A->line,
+	     nofold ? "1-token steps too (not done by the attention's kernel: " : "for 1-token steps the attention's kernel does "
+	     "it all instead when its rows are 128, 256 or 512 bytes (k_attn_step_rope)", nofold ? nofold : "");
 	z->fused++;
 }
 

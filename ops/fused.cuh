@@ -266,6 +266,106 @@ __device__ void rope_row(A *dst, A *dst2, const A *src, float p, const float *fr
 }
 
 /*
+** A one-token decode step's attention with its rotary and cache writes folded in (fuse.c's ROPE_KV for
+** 1-token steps, when k_attn_step would run): block h takes the raw rows q[h] (H heads) and k[g], v[g]
+** of its group g = h / (H / G) (G heads, D = ROWB / sizeof(A) dims each), rotates q and k at p = pos[0]
+** as k_rope_qk_kv does (same tables qfreq/kfreq, multipliers qcs/kcs, pairs as IL, first R dims, each
+** result rounded to A), and attends over cache rows 0..p-1 of slot seq[0] (k_attn_step's loop) plus the
+** step's own key and value taken from those rows. The first head of each group writes the rotated k row
+** and the v row into the caches at row p; no block of the launch reads row p from the caches, so no
+** block waits for another. Dk = Dv = D, R even and <= D; the caches 16-byte aligned (else it traps).
+** grid (H), block 512.
+**
+** Why: the separate rope kernel is a launch of its own per layer for little work. Against entry 11's
+** lesson (bench/NOTES.md) the extra work stays off the cache loop: the raw rows and the frequencies are
+** loaded before pos is needed, each pair's sin and cos is formed once by one thread, the first round's
+** cache rows are asked of L1 before the block's one extra barrier, and the cache loop is k_attn_step's.
+*/
+template <typename A, int ROWB, bool IL>
+__device__ void k_attn_step_rope(A *y, A *kcache, A *vcache, const A *q, const A *k, const A *v, const int *pos,
+                                 const float *qfreq, const float *kfreq, float qcs, float kcs, int H, int G, int R,
+                                 float scale, const int *seq, int S)
+{
+	using P = AttnStep<A, ROWB>;
+	constexpr int D = P::D, VEC = P::VEC, RL = P::RL, U = P::U;
+	static_assert(2 * D <= 512, "a thread a pair or copied dim, then one a value dim");
+	__shared__ float qs[D], ks[D], vs[D];
+	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
+		__trap(); /* glmrun's caches are 256-byte aligned; a fallback loop would cost this one registers */
+	int p = pos[0];
+	long long base = (long long)seq[0] * S;
+	int h = blockIdx.x, x = threadIdx.x, half = R / 2, g = h / (H / G);
+	int sl = (x & 31) % RL, wk = x / RL;
+	bool writer = h % (H / G) == 0;
+	const A *qh = q + (long long)h * D, *kh = k + (long long)g * D, *vh = v + (long long)g * D;
+	/* thread x < half: pair x; half <= x < D - half: dim x + half (>= R, copied); 256 + d: value dim d */
+	int i0 = IL ? 2 * x : x, i1 = IL ? 2 * x + 1 : x + half, dv = x - 256;
+	float q0 = 0.0f, q1 = 0.0f, k0 = 0.0f, k1 = 0.0f, qf = 0.0f, kf = 0.0f, vx = 0.0f;
+	if (x < half) {
+		q0 = to_f(qh[i0]), q1 = to_f(qh[i1]), k0 = to_f(kh[i0]), k1 = to_f(kh[i1]);
+		qf = qfreq[x], kf = kfreq[x];
+	} else if (x < D - half) {
+		q0 = to_f(qh[x + half]), k0 = to_f(kh[x + half]);
+	} else if (dv >= 0 && dv < D) {
+		vx = to_f(vh[dv]);
+	}
+	long long RW = (long long)G * D;
+	const A *kg = kcache + base * RW + (long long)g * D + sl * VEC;
+	const A *vg = vcache + base * RW + (long long)g * D + sl * VEC;
+	if (sl % 8 == 0) /* the first round's rows, a 128-byte line per 8 lanes, asked for while the rotary runs */
+		for (int u = 0; u < U; u++)
+			if (wk * U + u < p) {
+				glm_prefetch_l1(kg + (long long)(wk * U + u) * RW);
+				glm_prefetch_l1(vg + (long long)(wk * U + u) * RW);
+			}
+	A *kc = kcache + ((base + p) * G + g) * D, *vc = vcache + ((base + p) * G + g) * D;
+	if (x < half) {
+		float o0, o1;
+		rope_pair(q0, q1, (float)p, qf, qcs, o0, o1);
+		qs[i0] = to_f(from_f<A>(o0)), qs[i1] = to_f(from_f<A>(o1));
+		rope_pair(k0, k1, (float)p, kf, kcs, o0, o1);
+		A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+		ks[i0] = to_f(a0), ks[i1] = to_f(a1);
+		if (writer)
+			kc[i0] = a0, kc[i1] = a1;
+	} else if (x < D - half) {
+		qs[x + half] = q0, ks[x + half] = k0;
+		if (writer)
+			kc[x + half] = kh[x + half];
+	} else if (dv >= 0 && dv < D) {
+		vs[dv] = vx;
+		if (writer)
+			vc[dv] = vh[dv];
+	}
+	__syncthreads();
+	float qr[VEC], acc[VEC];
+#pragma unroll
+	for (int i = 0; i < VEC; i++)
+		qr[i] = qs[sl * VEC + i], acc[i] = 0.0f;
+	float m = neg_inf(), l = 0.0f;
+	attn_step_keys<A, ROWB>(kg, vg, RW, p, qr, scale, m, l, acc); /* the cache rows before the step's */
+	if (x < 32) { /* the step's own key, by worker 0 (warp 0's lanes all take the shuffles) */
+		float d = 0.0f;
+#pragma unroll
+		for (int i = 0; i < VEC; i++)
+			d += qr[i] * ks[sl * VEC + i];
+#pragma unroll
+		for (int o = RL / 2; o > 0; o >>= 1)
+			d += __shfl_xor_sync(0xffffffffu, d, o);
+		if (wk == 0) {
+			float s = d * scale, mn = fmaxf(m, s);
+			float c = mn == neg_inf() ? 1.0f : expf(m - mn), e = s == neg_inf() ? 0.0f : expf(s - mn);
+			l = l * c + e;
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				acc[i] = acc[i] * c + e * vs[sl * VEC + i];
+			m = mn;
+		}
+	}
+	attn_step_merge<A, ROWB>(y + (long long)h * D, m, l, acc); /* worker 0 always has the step's key */
+}
+
+/*
 ** MLA latent preparation, any step: for token t = blockIdx.y with p = pos[t],
 **   block x = 0: the latent row [rmsnorm(kv[t, :L])·cw, rope(kv[t, L:L+Dr])] (rope of R dims, pairs as IL)
 **                into latent[t] and cache[p] (rows of L + Dr), as k_rmsnorm, k_rope and the concat store

@@ -1290,33 +1290,27 @@ __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, 
 ** 32·16 / ROWB rows at once; each such segment of lanes is a worker with its own running max, sum and
 ** accumulator that takes U keys a round (their k and v rows all loaded before the first use). With
 ** bf16 128-dim heads the 32 workers cover 256 keys a round: one round of loads for a context of 256.
-** The workers' states are merged through shared memory at the end.
+** The workers' states are merged through shared memory at the end (attn_step_keys and attn_step_merge
+** are the two halves, shared with k_attn_step_rope in ops/fused.cuh).
 */
 template <typename A, int ROWB>
-__device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
-                            int Dk, int Dv, float scale, const int *seq, int S)
-{
-	constexpr int D = ROWB / (int)sizeof(A), VEC = 16 / (int)sizeof(A), RL = ROWB / 16, NWK = 16 * (32 / RL);
-	const int U = 8; /* keys per worker per round */
+struct AttnStep {
+	static constexpr int D = ROWB / (int)sizeof(A), VEC = 16 / (int)sizeof(A), RL = ROWB / 16, NWK = 16 * (32 / RL);
+	static constexpr int U = 8; /* keys per worker per round */
 	static_assert(RL == 8 || RL == 16 || RL == 32, "rows of 128, 256 or 512 bytes");
-	if (((unsigned long long)q | (unsigned long long)kcache | (unsigned long long)vcache) % 16) {
-		k_attention<A, 16>(y, q, kcache, vcache, pos, H, G, Dk, Dv, scale, seq, S); /* unaligned: correct, slower */
-		return;
-	}
-	__shared__ float wm[NWK], wl[NWK], wacc[NWK][D];
-	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31;
-	int sl = lane % RL, wk = threadIdx.x / RL; /* lane within the row; worker */
-	int g = h / (H / G), n = pos[t] + 1;
-	long long RW = (long long)G * D; /* cache row stride */
-	long long base = (long long)seq[t] * S;
-	const A *kg = kcache + base * RW + (long long)g * D + sl * VEC;
-	const A *vg = vcache + base * RW + (long long)g * D + sl * VEC;
-	float qr[VEC], acc[VEC];
-	gemv_ldx<A, VEC>(q + ((long long)t * H + h) * D + sl * VEC, qr, true, true);
-#pragma unroll
-	for (int i = 0; i < VEC; i++)
-		acc[i] = 0.0f;
-	float m = neg_inf(), l = 0.0f;
+};
+
+/* k_attn_step's loop: this thread's worker (threadIdx.x / RL) takes its keys among rows [0, n) of the
+** group's caches (kg, vg: row 0, already at the lane's 16 bytes; RW elements a row) into its running
+** max m, sum l and accumulator acc[VEC] (the lane's dims of the value), against qr[VEC] (the lane's dims
+** of q). The rows are 16-byte aligned. n = 0 reads nothing. */
+template <typename A, int ROWB>
+__device__ __forceinline__ void attn_step_keys(const A *kg, const A *vg, long long RW, int n, const float *qr,
+                                               float scale, float &m, float &l, float *acc)
+{
+	using P = AttnStep<A, ROWB>;
+	constexpr int VEC = P::VEC, RL = P::RL, NWK = P::NWK, U = P::U;
+	int wk = threadIdx.x / RL;
 	/* The rounds go by warp (j0 - seg·U, the warp's first key, is what the loop tests) so that all 32
 	** lanes take the shuffles below together; a worker past the context sees only masked keys. */
 	int seg = (threadIdx.x & 31) / RL;
@@ -1367,6 +1361,18 @@ __device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, 
 		}
 		m = mn;
 	}
+}
+
+/* The end of k_attn_step: the workers' states (m, l, acc as attn_step_keys leaves them) merged through
+** shared memory into the head's output row yh[0..D). Every thread of the block calls it; at least one
+** worker must have seen a key. */
+template <typename A, int ROWB>
+__device__ __forceinline__ void attn_step_merge(A *yh, float m, float l, const float *acc)
+{
+	using P = AttnStep<A, ROWB>;
+	constexpr int D = P::D, VEC = P::VEC, RL = P::RL, NWK = P::NWK;
+	__shared__ float wm[NWK], wl[NWK], wacc[NWK][D];
+	int sl = (threadIdx.x & 31) % RL, wk = threadIdx.x / RL;
 	if (sl == 0) {
 		wm[wk] = m;
 		wl[wk] = l;
@@ -1375,7 +1381,7 @@ __device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, 
 	for (int i = 0; i < VEC; i++)
 		wacc[wk][sl * VEC + i] = acc[i];
 	__syncthreads();
-	/* a worker that saw no key has m = -inf, l = 0 and weight 0; key 0 always exists */
+	/* a worker that saw no key has m = -inf, l = 0 and weight 0 */
 	int d = threadIdx.x;
 	if (d < D) {
 		float mx = neg_inf();
@@ -1387,8 +1393,34 @@ __device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, 
 			sum += wl[w] * wt;
 			o += wacc[w][d] * wt;
 		}
-		y[((long long)t * H + h) * D + d] = from_f<A>(o / sum);
+		yh[d] = from_f<A>(o / sum);
 	}
+}
+
+template <typename A, int ROWB>
+__device__ void k_attn_step(A *y, const A *q, const A *kcache, const A *vcache, const int *pos, int H, int G,
+                            int Dk, int Dv, float scale, const int *seq, int S)
+{
+	using P = AttnStep<A, ROWB>;
+	constexpr int D = P::D, VEC = P::VEC, RL = P::RL;
+	if (((unsigned long long)q | (unsigned long long)kcache | (unsigned long long)vcache) % 16) {
+		k_attention<A, 16>(y, q, kcache, vcache, pos, H, G, Dk, Dv, scale, seq, S); /* unaligned: correct, slower */
+		return;
+	}
+	int h = blockIdx.x, t = blockIdx.y, sl = (threadIdx.x & 31) % RL;
+	int g = h / (H / G), n = pos[t] + 1;
+	long long RW = (long long)G * D; /* cache row stride */
+	long long base = (long long)seq[t] * S;
+	const A *kg = kcache + base * RW + (long long)g * D + sl * VEC;
+	const A *vg = vcache + base * RW + (long long)g * D + sl * VEC;
+	float qr[VEC], acc[VEC];
+	gemv_ldx<A, VEC>(q + ((long long)t * H + h) * D + sl * VEC, qr, true, true);
+#pragma unroll
+	for (int i = 0; i < VEC; i++)
+		acc[i] = 0.0f;
+	float m = neg_inf(), l = 0.0f;
+	attn_step_keys<A, ROWB>(kg, vg, RW, n, qr, scale, m, l, acc);
+	attn_step_merge<A, ROWB>(y + ((long long)t * H + h) * D, m, l, acc); /* key 0 always exists */
 }
 
 /* Block-wide index of the max of xr[0..N) under ranks_before (first on ties, NaN first); every thread

@@ -7,9 +7,9 @@
 ** unfused kernels store it (the fused kernels promise the same). Inputs are fresh random values from a
 ** fixed-seed generator (16-bit inputs rounded first, the reference getting exactly those values); every
 ** output is poisoned (bytes 0xFF, NaN) before the launch; steps of T in {1, 3, 8, 17} tokens (17 runs
-** the 8-row GEMV loop three times). Tolerances (relative L2) as tests/gpu/test_kernels.cu: 1e-5 with
-** float activations, 2e-2 with bf16; cache rows are compared bit for bit with the rows stored as outputs,
-** expert ids exactly.
+** the 8-row GEMV loop three times; k_attn_step_rope takes one). Tolerances (relative L2) as
+** tests/gpu/test_kernels.cu: 1e-5 with float activations, 2e-2 with bf16; cache rows are compared bit
+** for bit with the rows stored as outputs, expert ids exactly.
 **
 ** Prints "ok - NAME" or "FAIL - NAME: detail" per check and "N passed, N failed"; exits non-zero on any
 ** failure.
@@ -230,6 +230,14 @@ __global__ void __launch_bounds__(128)
 					     eps, g_zero_seq, 0);
 }
 
+template <typename A, int ROWB, bool IL>
+__global__ void __launch_bounds__(512)
+	g_attn_step_rope(A *y, A *kc, A *vc, const A *q, const A *k, const A *v, const int *pos, const float *qf,
+			 const float *kf, float qcs, float kcs, int H, int G, int R, float scale, const int *seq, int S)
+{
+	k_attn_step_rope<A, ROWB, IL>(y, kc, vc, q, k, v, pos, qf, kf, qcs, kcs, H, G, R, scale, seq, S);
+}
+
 template <typename A, typename NW, typename IW, bool IL, bool ILI>
 __global__ void __launch_bounds__(256)
 	g_mla_kvprep(A *lat, A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik, const IW *iw,
@@ -355,7 +363,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		std::vector<A> b = to_type<A>(rnd(N[m]));
 		std::vector<float> wf = to_float(w), bf = to_float(b), y((size_t)T * N[m]);
 		bool hb = (c.bias_mask >> m) & 1;
-		ref_linear(y.data(), h.data(), wf.data() + off, hb ? bf.data() : NULL, T, K, N[m]);
+		ref_linear(y.data(), h.data(), wf.data(), hb ? bf.data() : NULL, T, K, N[m]);
 		y = through<A>(y);
 		if (m == c.scaled) {
 			s[m] = 0.37f;
@@ -373,7 +381,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 				dy[0] = dr;
 		}
 		want[m] = y;
-		dw[m] = upload(w) + off;
+		dw[m] = upload(w);
 		db[m] = hb ? upload(b) : nullptr;
 	}
 	if (EPI & GEMV_EPI_GLU) {
@@ -569,6 +577,86 @@ static void test_rope_qk_kv(int T, int H, int G, int D, int Dv, int R, int S)
 		untouched &= isnan(h_to_f(kc[(size_t)after * G * D + i]));
 	check(untouched, nm + " other cache rows untouched", "row after the step was written");
 	free_all();
+}
+
+/*
+** A 1-token step's attention with the rotary and the cache writes folded in (k_attn_step_rope), head rows
+** of D = ROWB / sizeof(A) dims, H q heads in G groups, R rotated dims, at position p of sequence slot
+** `slot` (of nslots, S rows each). Rows 0..p-1 of the slot hold random keys and values; every other row of
+** the caches, and the output, start poisoned (NaN), so a read of row p before it is written, or of
+** another slot, fails. The reference: ref_rope of q and k (rounded to A), ref_attention over those rows.
+** Cache row p must hold exactly what k_rope_qk_kv stores for the same inputs (the rotary bit for bit)
+** and the raw v; no other row may change.
+*/
+template <typename A, int ROWB, bool IL>
+static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, double yarn)
+{
+	const int D = ROWB / (int)sizeof(A), S = p + 40;
+	std::vector<A> q = to_type<A>(rnd((size_t)H * D, -2.0f, 2.0f)), k = to_type<A>(rnd((size_t)G * D, -2.0f, 2.0f));
+	std::vector<A> v = to_type<A>(rnd((size_t)G * D));
+	RefRope rr = {};
+	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
+	rr.yarn_factor = yarn, rr.yarn_orig_ctx = 4096;
+	std::vector<float> inv(R / 2);
+	float cs;
+	ref_rope_freqs(&rr, inv.data(), &cs);
+	std::vector<float> qf = to_float(q), kf = to_float(k), wq(qf.size()), wk(kf.size());
+	ref_rope(wq.data(), qf.data(), &p, 1, H, &rr);
+	ref_rope(wk.data(), kf.data(), &p, 1, G, &rr);
+	wq = through<A>(wq), wk = through<A>(wk);
+	/* the caches: poisoned, then rows 0..p-1 of the slot random */
+	size_t row = (size_t)G * D, n = (size_t)nslots * S * row;
+	std::vector<A> kc0(n), vc0(n);
+	memset(kc0.data(), 0xFF, n * sizeof(A)), memset(vc0.data(), 0xFF, n * sizeof(A));
+	std::vector<A> kr = to_type<A>(rnd((size_t)p * row)), vr = to_type<A>(rnd((size_t)p * row));
+	size_t at = (size_t)slot * S * row;
+	std::copy(kr.begin(), kr.end(), kc0.begin() + at), std::copy(vr.begin(), vr.end(), vc0.begin() + at);
+	std::vector<float> kcf((size_t)S * row), vcf((size_t)S * row), want((size_t)H * D);
+	for (size_t i = 0; i < kr.size(); i++)
+		kcf[i] = h_to_f(kr[i]), vcf[i] = h_to_f(vr[i]);
+	float scale = 1.0f / sqrtf((float)D);
+	std::vector<float> vf = to_float(v);
+	ref_attention(want.data(), wq.data(), wk.data(), vf.data(), kcf.data(), vcf.data(), &p, 1, H, G, D, D, S, scale);
+	A *dkc = upload(kc0), *dvc = upload(vc0), *dy = poisoned<A>((size_t)H * D);
+	A *dq = upload(q), *dk = upload(k), *dv = upload(v);
+	int *dpos = upload(std::vector<int>{p}), *dseq = upload(std::vector<int>{slot});
+	float *dinv = upload(inv);
+	g_attn_step_rope<A, ROWB, IL><<<H, 512>>>(dy, dkc, dvc, dq, dk, dv, dpos, dinv, dinv, cs, cs, H, G, R,
+						 scale, dseq, S);
+	CK_LAUNCH();
+	/* what the unfused rotary stores for k (T = 1, slot 0 of scratch caches) */
+	A *dqo = poisoned<A>((size_t)H * D), *dko = poisoned<A>(row);
+	A *skc = poisoned<A>((size_t)(p + 1) * row), *svc = poisoned<A>((size_t)(p + 1) * row);
+	g_rope_qk_kv<A, float, false, false, IL><<<dim3(H + G, 1), 128>>>(dqo, dko, skc, svc, dq, dk, dv, nullptr, nullptr,
+									 dpos, dinv, dinv, cs, cs, H, G, D, D, R, 0.0f);
+	CK_LAUNCH();
+	std::string nm = fmt("attn_step_rope A=%s D=%d H=%d G=%d R=%d%s pos %d slot %d/%d%s", tname<A>(), D, H, G, R,
+			     IL ? " interleaved" : "", p, slot, nslots, yarn > 1 ? " yarn" : "");
+	check_close(nm + " out", to_float(download(dy, (size_t)H * D)), want, tol<A>());
+	std::vector<A> kc = download(dkc, n), vc = download(dvc, n), ko = download(dko, row);
+	size_t rp = at + (size_t)p * row;
+	check(!memcmp(&kc[rp], ko.data(), sizeof(A) * row) && !memcmp(&vc[rp], v.data(), sizeof(A) * row),
+	      nm + " cache row p", "row p differs from k_rope_qk_kv's rotated k or the raw v");
+	check(!memcmp(&kc[0], &kc0[0], sizeof(A) * rp) && !memcmp(&vc[0], &vc0[0], sizeof(A) * rp) &&
+		      !memcmp(&kc[rp + row], &kc0[rp + row], sizeof(A) * (n - rp - row)) &&
+		      !memcmp(&vc[rp + row], &vc0[rp + row], sizeof(A) * (n - rp - row)),
+	      nm + " other cache rows untouched", "a row other than p changed");
+	check_close(nm + " k rotated as ref_rope", to_float(ko), wk, tol<A>());
+	free_all();
+}
+
+/* k_attn_step_rope for the row sizes of k_attn_step (128, 256 and 512 bytes). */
+template <typename A> static void attn_rope_suite()
+{
+	constexpr int B = (int)sizeof(A); /* D = ROWB / B: f32 32, 64, 128; bf16 64, 128, 256 */
+	test_attn_rope<A, 512, false>(8, 2, 512 / B, 0, 0, 1, 1);     /* pos 0: only the step's key */
+	test_attn_rope<A, 512, false>(8, 2, 512 / B, 700, 2, 3, 1);   /* several rounds, GQA 4, slot 2 */
+	test_attn_rope<A, 512, true>(4, 4, 512 / B - 16, 5, 1, 2, 4); /* H/G 1, R < D, yarn */
+	test_attn_rope<A, 256, false>(8, 2, 256 / B / 2, 130, 0, 1, 1);
+	test_attn_rope<A, 256, true>(6, 3, 256 / B, 2047, 1, 2, 1);   /* large pos */
+	test_attn_rope<A, 256, false>(4, 1, 256 / B, 300, 1, 2, 1);
+	test_attn_rope<A, 128, false>(4, 1, 128 / B, 63, 0, 1, 1);
+	test_attn_rope<A, 128, true>(16, 4, 128 / B / 2, 4000, 0, 1, 4);
 }
 
 template <typename T> static void shuffle(std::vector<T> &v)
@@ -1046,6 +1134,7 @@ template <typename A> static void activation_suite()
 		test_rope_qk_kv<A, bf16, true, true, true>(T, 6, 3, 72, 40, 64, 40);
 		test_rope_qk_kv<A, float, true, false, true>(T, 2, 1, 256, 128, 64, 40);
 	}
+	attn_rope_suite<A>();
 }
 
 int main(void)

@@ -1,12 +1,12 @@
 /*
 ** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
-** k_moe_up, k_moe_down, k_moe_down_fused) and the MLA value absorb (k_mla_vabsorb, also merging the split
-** attention's states) run on the CPU through simt.h against ops/ref.c: most cases of
-** tests/gpu/test_kernels.cu and test_fused.cu, checkable before a GPU is at hand (`make simt-test`;
-** minutes: every emulated thread is an OS thread, every collective a mutex rendezvous). Routing ids
-** must equal ref_moe_route's exactly, weights ref_moe_weights' within an ulp of A (here glibc's exp
-** on both sides: usually bit for bit), the experts' output ref_moe_ffn's within 1e-5 (float) or 2e-2
-** (bf16) relative L2.
+** k_moe_up, k_moe_down, k_moe_down_fused), the MLA value absorb (k_mla_vabsorb, also merging the split
+** attention's states) and the 1-token attention with its rotary folded in (k_attn_step_rope) run on the
+** CPU through simt.h against ops/ref.c: most cases of tests/gpu/test_kernels.cu and test_fused.cu,
+** checkable before a GPU is at hand (`make simt-test`; minutes: every emulated thread is an OS thread,
+** every collective a mutex rendezvous). Routing ids must equal ref_moe_route's exactly, weights
+** ref_moe_weights' within an ulp of A (here glibc's exp on both sides: usually bit for bit), the
+** experts' and the attention's output the reference's within 1e-5 (float) or 2e-2 (bf16) relative L2.
 ** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
 */
 #include "simt.h"
@@ -354,8 +354,99 @@ template <typename A, typename W> static void test_vabsorb_merged(int T, int H, 
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
+/* Values rounded through A, as a tensor of A holding them has them. */
+template <typename A> static std::vector<float> through_a(const std::vector<float> &v)
+{
+	std::vector<float> r(v.size());
+	for (size_t i = 0; i < v.size(); i++)
+		r[i] = h_to_f(h_from_f<A>(v[i]));
+	return r;
+}
+
+/* The relative L2 error of y against want (infinite on a NaN). */
+template <typename A> static double rel_err(const std::vector<A> &y, const std::vector<float> &want)
+{
+	double num = 0, den = 0;
+	for (size_t i = 0; i < want.size(); i++) {
+		double d = (double)h_to_f(y[i]) - want[i];
+		num += d * d, den += (double)want[i] * want[i];
+	}
+	return std::isnan(num) ? INFINITY : sqrt(num / den);
+}
+
+/* A 1-token step's attention with its rotary and cache writes (k_attn_step_rope; the cases of
+** tests/gpu/test_fused.cu's test_attn_rope, fewer): against ref_rope + ref_attention, the caches poisoned
+** (NaN) outside rows 0..p-1 of the slot; row p must hold k_rope_qk_kv's rotated k (bit for bit) and the raw
+** v, no other row may change; then k_attn_step over the caches so written, from k_rope_qk_kv's q. */
+template <typename A, int ROWB, bool IL>
+static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, double yarn)
+{
+	const int D = ROWB / (int)sizeof(A), S = p + 8;
+	std::vector<A> q = rnd_as<A>((size_t)H * D, -2, 2), k = rnd_as<A>((size_t)G * D, -2, 2), v = rnd_as<A>((size_t)G * D, -1, 1);
+	RefRope rr = {};
+	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0, rr.yarn_factor = yarn, rr.yarn_orig_ctx = 4096;
+	std::vector<float> inv(R / 2), wq((size_t)H * D), wk((size_t)G * D), want((size_t)H * D);
+	float cs;
+	ref_rope_freqs(&rr, inv.data(), &cs);
+	std::vector<float> qf = to_float(q), kf = to_float(k), vf = to_float(v);
+	ref_rope(wq.data(), qf.data(), &p, 1, H, &rr);
+	ref_rope(wk.data(), kf.data(), &p, 1, G, &rr);
+	wq = through_a<A>(wq), wk = through_a<A>(wk);
+	size_t row = (size_t)G * D, n = (size_t)nslots * S * row, at = (size_t)slot * S * row;
+	std::vector<A> kc(n, h_from_f<A>(NAN)), vc(n, h_from_f<A>(NAN));
+	std::vector<float> kcf((size_t)S * row), vcf((size_t)S * row);
+	for (size_t i = 0; i < (size_t)p * row; i++) {
+		kc[at + i] = h_from_f<A>(frand(-1, 1)), vc[at + i] = h_from_f<A>(frand(-1, 1));
+		kcf[i] = h_to_f(kc[at + i]), vcf[i] = h_to_f(vc[at + i]);
+	}
+	std::vector<A> kc0 = kc, vc0 = vc, y((size_t)H * D, h_from_f<A>(NAN));
+	float scale = 1.0f / sqrtf((float)D);
+	ref_attention(want.data(), wq.data(), wk.data(), vf.data(), kcf.data(), vcf.data(), &p, 1, H, G, D, D, S, scale);
+	int seq = slot;
+	dim3 g, b;
+	g.x = (unsigned)H, b.x = 512;
+	simt_launch(g, b, [&] {
+		k_attn_step_rope<A, ROWB, IL>(y.data(), kc.data(), vc.data(), q.data(), k.data(), v.data(), &p,
+		                              inv.data(), inv.data(), cs, cs, H, G, R, scale, &seq, S);
+	});
+	/* the unfused rotary's k row, for the bit-for-bit check of cache row p */
+	std::vector<A> qo((size_t)H * D), ko(row), skc((size_t)(p + 1) * row), svc((size_t)(p + 1) * row);
+	int zero = 0;
+	g.x = (unsigned)(H + G), b.x = 128;
+	simt_launch(g, b, [&] {
+		k_rope_qk_kv<A, float, false, false, IL>(qo.data(), ko.data(), skc.data(), svc.data(), q.data(), k.data(), v.data(),
+		                                         nullptr, nullptr, &p, inv.data(), inv.data(), cs, cs, H, G, D, D, R,
+		                                         0.0f, &zero, 0);
+	});
+	std::string nm = fmt("attn_step_rope A=%s D=%d H=%d G=%d R=%d%s pos %d slot %d/%d%s", tname<A>(), D, H, G, R,
+	                     IL ? " interleaved" : "", p, slot, nslots, yarn > 1 ? " yarn" : "");
+	double e = rel_err(y, want), tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
+	check(e <= tol, nm + " out", fmt("rel-L2 %.3g > %.3g", e, tol));
+	size_t rp = at + (size_t)p * row;
+	check(!memcmp(&kc[rp], ko.data(), sizeof(A) * row) && !memcmp(&vc[rp], v.data(), sizeof(A) * row), nm + " cache row p",
+	      "row p differs from k_rope_qk_kv's rotated k or the raw v");
+	memcpy(&kc0[rp], &kc[rp], sizeof(A) * row), memcpy(&vc0[rp], &vc[rp], sizeof(A) * row);
+	check(!memcmp(kc.data(), kc0.data(), sizeof(A) * n) && !memcmp(vc.data(), vc0.data(), sizeof(A) * n),
+	      nm + " other cache rows untouched", "a row other than p changed");
+	/* the unfused path's attention over the caches now written: k_attn_step on the rotated q */
+	std::fill(y.begin(), y.end(), h_from_f<A>(NAN));
+	g.x = (unsigned)H, b.x = 512;
+	simt_launch(g, b, [&] {
+		k_attn_step<A, ROWB>(y.data(), qo.data(), kc.data(), vc.data(), &p, H, G, D, D, scale, &seq, S);
+	});
+	e = rel_err(y, want);
+	check(e <= tol, nm + " k_attn_step after k_rope_qk_kv", fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
 int main(void)
 {
+	/* the folded rotary + attention: pos 0 (only the step's key), GQA 4 over two rounds in slot 1, H/G 1 with
+	** partial interleaved rotary and yarn; rows of 512, 256 and 128 bytes */
+	test_attn_rope<bf16, 256, false>(8, 2, 128, 0, 0, 1, 1);
+	test_attn_rope<bf16, 256, false>(8, 2, 128, 300, 1, 2, 1);
+	test_attn_rope<float, 512, true>(4, 4, 96, 37, 0, 1, 4);
+	test_attn_rope<float, 128, false>(4, 1, 16, 70, 1, 3, 1);
+	test_attn_rope<bf16, 512, true>(2, 1, 256, 2000, 0, 1, 1);
 	/* the merging absorb: GLM-4.7-Flash's 16 ranges (bf16, Dv 512), GLM-5 tp 8's 32, one head's 64; Dv 40
 	** (float4 merge, scalar dots) and 37 (scalar merge); T 9 a second block of tokens; Do 44 idle warps */
 	test_vabsorb_merged<bf16, bf16>(1, 2, 512, 44, 16);
