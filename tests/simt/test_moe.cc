@@ -1,8 +1,8 @@
 /*
 ** tests/simt/test_moe.cc — the MoE decode kernels (k_moe_route, k_moe_weights, k_moe_route_weights,
 ** k_moe_up, k_moe_down, k_moe_down_fused), the MLA value absorb (k_mla_vabsorb, also merging the split
-** attention's states) and the 1-token attention with its rotary folded in (k_attn_step_rope) run on the
-** CPU through simt.h against ops/ref.c: most cases of tests/gpu/test_kernels.cu and test_fused.cu,
+** attention's states), the 1-token attention with its rotary folded in (k_attn_step_rope) and the greedy
+** sampler's split argmax (k_sample) run on the CPU through simt.h against ops/ref.c: most cases of tests/gpu/test_kernels.cu and test_fused.cu,
 ** checkable before a GPU is at hand (`make simt-test`; minutes: every emulated thread is an OS thread,
 ** every collective a mutex rendezvous). Routing ids must equal ref_moe_route's exactly, weights
 ** ref_moe_weights' within an ulp of A (here glibc's exp on both sides: usually bit for bit), the
@@ -438,8 +438,77 @@ static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, dou
 	check(e <= tol, nm + " k_attn_step after k_rope_qk_kv", fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
+/*
+** The greedy sampler (k_sample at temperature 0) with its argmax split over NB blocks a row: each row's
+** token must be the first index of its max (NaN first, ranks_before), whatever slice holds it, its ring
+** entry, next token, position and step advanced once per launch, and the per-row counters back at zero
+** after it (three launches in a row). Rows of A; the max planted in a chosen slice, ties across slices,
+** NaN in a late slice; V not a whole number of vectors.
+*/
+template <typename A> static void test_sample_split(int V, int rows, int NB, int block, int kind)
+{
+	std::string bad;
+	int cap = 4;
+	std::vector<int> out((size_t)rows * cap, -7), tok(rows, -7), pos(rows), step(rows, 0), seq(rows, 0);
+	std::vector<float> params = {0.0f, 0.0f, 1.0f, 0.0f}, pv((size_t)rows * NB, NAN);
+	std::vector<int> pi((size_t)rows * NB, -7);
+	std::vector<unsigned> done(rows, 0u);
+	for (int b = 0; b < rows; b++)
+		pos[b] = 10 + b;
+	for (int launch = 0; launch < 3 && bad.empty(); launch++) {
+		std::vector<float> lf((size_t)rows * V);
+		std::vector<int> want(rows);
+		const int VE = 16 / (int)sizeof(A);
+		int L = ((V + NB - 1) / NB + VE - 1) / VE * VE; /* the kernel's slice: whole 16-byte vectors */
+		for (int b = 0; b < rows; b++) {
+			float *r = &lf[(size_t)b * V];
+			for (int i = 0; i < V; i++)
+				r[i] = frand(-4.0f, 4.0f);
+			/* a different slice each launch and row, at its last element, its first, then its middle */
+			int at = ((launch + b) * 7 % NB) * L + (launch == 0 ? L - 1 : launch == 1 ? 0 : L / 2);
+			at = at < V ? at : V - 1;
+			if (kind == 0)
+				r[at] = 9.0f, want[b] = at;
+			else if (kind == 1) { /* the same max in every slice: the first index wins */
+				for (int y = NB - 1; y >= 0; y--)
+					if (y * L < V)
+						r[y * L] = 9.0f, want[b] = y * L;
+			} else { /* NaN in the last slice beats a larger finite max earlier */
+				r[0] = 1e30f, r[V - 1] = NAN, want[b] = V - 1;
+			}
+		}
+		std::vector<A> lg(lf.size());
+		for (size_t i = 0; i < lf.size(); i++)
+			lg[i] = h_from_f<A>(lf[i]);
+		dim3 g, bl;
+		g.x = (unsigned)rows, g.y = (unsigned)NB, bl.x = (unsigned)block;
+		simt_launch(g, bl, [&] {
+			k_sample<A>(out.data(), cap, tok.data(), pos.data(), step.data(), lg.data(), V, params.data(), seq.data(),
+				    pv.data(), pi.data(), done.data());
+		});
+		for (int b = 0; b < rows && bad.empty(); b++) {
+			if (tok[b] != want[b] || out[(size_t)b * cap + launch % cap] != want[b])
+				bad = fmt("launch %d row %d: token %d, want %d", launch, b, tok[b], want[b]);
+			else if (pos[b] != 11 + b + launch || step[b] != launch + 1)
+				bad = fmt("launch %d row %d: pos %d step %d, want %d %d", launch, b, pos[b], step[b], 11 + b + launch,
+					  launch + 1);
+			else if (done[b] != 0u)
+				bad = fmt("launch %d row %d: counter left at %u", launch, b, done[b]);
+		}
+	}
+	static const char *kinds[] = {"max in one slice", "ties across slices", "NaN in the last slice"};
+	check(bad.empty(), fmt("sample greedy split A=%s V=%d rows=%d NB=%d block=%d: %s, 3 launches", tname<A>(), V, rows,
+			       NB, block, kinds[kind]),
+	      bad);
+}
+
 int main(void)
 {
+	/* the greedy sampler's split argmax (glmrun: 48 blocks of 1024; here fewer, smaller ones) */
+	test_sample_split<float>(1000, 2, 4, 64, 0);
+	test_sample_split<bf16>(1003, 3, 5, 32, 1);
+	test_sample_split<float>(517, 2, 3, 64, 2);
+	test_sample_split<bf16>(40, 1, 8, 32, 0); /* slices of one vector, some empty */
 	/* the folded rotary + attention: pos 0 (only the step's key), GQA 4 over two rounds in slot 1, H/G 1 with
 	** partial interleaved rotary and yarn; rows of 512, 256 and 128 bytes */
 	test_attn_rope<bf16, 256, false>(8, 2, 128, 0, 0, 1, 1);
