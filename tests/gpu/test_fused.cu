@@ -363,7 +363,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		std::vector<A> b = to_type<A>(rnd(N[m]));
 		std::vector<float> wf = to_float(w), bf = to_float(b), y((size_t)T * N[m]);
 		bool hb = (c.bias_mask >> m) & 1;
-		ref_linear(y.data(), h.data(), wf.data(), hb ? bf.data() : NULL, T, K, N[m]);
+		ref_linear(y.data(), h.data(), wf.data() + off, hb ? bf.data() : NULL, T, K, N[m]);
 		y = through<A>(y);
 		if (m == c.scaled) {
 			s[m] = 0.37f;
@@ -381,7 +381,7 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 				dy[0] = dr;
 		}
 		want[m] = y;
-		dw[m] = upload(w);
+		dw[m] = upload(w) + off;
 		db[m] = hb ? upload(b) : nullptr;
 	}
 	if (EPI & GEMV_EPI_GLU) {
