@@ -554,7 +554,10 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 			g_add<A><<<(unsigned)((N[0] + 255) / 256), 256, 0, s>>>(y[0], r, y[0], N[0]);
 	};
 	int bt, rb;
-	gemv_shape_h(K, ntot, 2, &bt, &rb);
+	if (PRO == GEMV_PRO_NONE && EPI == GEMV_EPI_RES)
+		gemv_shape_plain1(K, ntot, 2, &bt, &rb);
+	else
+		gemv_shape_h(K, ntot, 2, &bt, &rb);
 	if ((EPI & GEMV_EPI_GLU) && rb < 2)
 		rb = 2;
 	unsigned grid = gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
@@ -590,9 +593,77 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	printf("\n");
 }
 
-/* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */
-template <typename A> static void run_llama(double bw)
+/*
+** --llama --sweep: each Llama-3-8B and GLM-4.7-Flash bf16 group as glmc emits it for a one-token step
+** (a norm group as GEMV_PRO_RMSLATE, one group a block) at every columns-a-block RB in {1, 2, 4, 8}
+** (GLU: 2, 4, 8) and every block of 64, 128 or 256 threads, against the shape gemv_shape_h picks (marked
+** '*'): whether the emitted shape is the best one for these groups (bench/NOTES.md).
+*/
+template <typename A, int PRO, int EPI>
+static void float_sweep(const char *name, std::vector<long long> N, long long K, double bw)
 {
+	int M = (int)N.size();
+	N.resize(4, 0);
+	const int Q[4] = {30, 30, 30, 30};
+	GroupWeights gw(Q, M, N, K);
+	GroupBufs<A> b(K, N);
+	A *x = b.x, *u = b.u, *nw = b.nw, *r = b.r, **y = b.y;
+	int bt0, rb0;
+	if (PRO == GEMV_PRO_NONE && EPI == GEMV_EPI_RES)
+		gemv_shape_plain1(K, gw.ntot, 2, &bt0, &rb0);
+	else
+		gemv_shape_h(K, gw.ntot, 2, &bt0, &rb0);
+	if ((EPI & GEMV_EPI_GLU) && rb0 < 2)
+		rb0 = 2;
+	printf("%-34s", name);
+	for (int rb = 1; rb <= 8; rb *= 2) {
+		if ((EPI & GEMV_EPI_GLU) && rb < 2)
+			continue;
+		for (int bt = 64; bt <= 256; bt *= 2) {
+			auto k = rb == 8 ? g_ffused<A, PRO, EPI, 8> : rb == 4 ? g_ffused<A, PRO, EPI, 4>
+			       : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, (EPI & GEMV_EPI_GLU) ? 2 : 1>;
+			unsigned grid = gemv_grid_h(gw.ntot, rb, bt, 0);
+			auto f = [&](int c, cudaStream_t s) {
+				k<<<grid, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], (const bf16 *)gw.at(c, 0),
+				                      M > 1 ? (const bf16 *)gw.at(c, 1) : nullptr, M > 2 ? (const bf16 *)gw.at(c, 2) : nullptr,
+				                      M > 3 ? (const bf16 *)gw.at(c, 3) : nullptr, x, u, nw, r, (int)K, (int)N[0], (int)N[1],
+				                      (int)N[2], (int)N[3]);
+			};
+			double t = time_fn(f, gw.copies);
+			printf(" %d/%d%s %.2f (%.1f%%)", rb, bt, rb == rb0 && bt == bt0 ? "*" : "", t,
+			       100 * gw.bytes / (t * 1e-6) / 1e9 / bw);
+		}
+	}
+	printf("\n");
+}
+
+/* Llama-3-8B's four decode GEMV groups in bf16 (--fused --llama). */
+template <typename A> static void run_llama(double bw, int sweep)
+{
+	if (sweep) {
+		printf("# rb/threads µs (%%bw) per group, '*' the emitted shape\n");
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v (late norm)", {4096, 1024, 1024}, 4096, bw);
+		float_sweep<A, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual", {4096}, 4096, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, GEMV_EPI_GLU>("norm+gate+up (late norm), swiglu", {14336, 14336}, 4096, bw);
+		float_sweep<A, GEMV_PRO_NONE, GEMV_EPI_RES>("down+residual", {4096}, 14336, bw);
+		printf("%-34s\n", "GLM-4.7-Flash group (bf16)");
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q_a+kv_a (late norm)", {768, 576}, 2048, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("q_a norm+q_b (late norm)", {5120}, 768, bw);
+		float_sweep<A, GEMV_PRO_NONE, GEMV_EPI_RES>("o_proj+residual", {2048}, 5120, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+router+shexp gate/up (late)", {64, 1536, 1536}, 2048, bw);
+		printf("%-34s\n", "other models' o/down projections and q/k/v groups (bf16)");
+		const long long res[][2] = {{4096, 12288}, {5120, 13824}, {3584, 18944}, {2048, 8192}, {3072, 8192},
+		                            {8192, 8192}, {8192, 28672}, {2048, 1536}};
+		for (auto &nk : res) {
+			char name[48];
+			snprintf(name, sizeof name, "o/down+residual %lldx%lld", nk[0], nk[1]);
+			float_sweep<A, GEMV_PRO_NONE, GEMV_EPI_RES>(name, {nk[0]}, nk[1], bw);
+		}
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 3584+2x512 K 3584", {3584, 512, 512}, 3584, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 8192+2x1024 K 8192", {8192, 1024, 1024}, 8192, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 2048+2x512 K 2048", {2048, 512, 512}, 2048, bw);
+		return;
+	}
 	printf("%-34s %6s %6s %8s %9s %9s %7s %7s %9s %7s %9s\n", "Llama-3-8B group (bf16)", "rows", "K", "rb/bt/g", "unfused",
 	       "fused", "speedup", "%bw", "late", "%bw", "-pro");
 	float_group<A, GEMV_PRO_RMSNORM, 0>("norm+q+k+v", {4096, 1024, 1024}, 4096, bw);
@@ -623,7 +694,7 @@ template <typename A> static void run_fused(double bw)
 int main(int argc, char **argv)
 {
 	const char *act = "bf16", *only = NULL, *shape = NULL;
-	int fusedg = 0;
+	int fusedg = 0, sweep = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--act") && i + 1 < argc)
 			act = argv[++i];
@@ -637,8 +708,10 @@ int main(int argc, char **argv)
 			fusedg = fusedg ? fusedg : 1;
 		else if (!strcmp(argv[i], "--llama"))
 			fusedg = 2;
+		else if (!strcmp(argv[i], "--sweep"))
+			sweep = 1;
 		else {
-			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused] [--llama]\n");
+			fprintf(stderr, "usage: gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused] [--llama [--sweep]]\n");
 			return 2;
 		}
 	}
@@ -650,7 +723,7 @@ int main(int argc, char **argv)
 	       l2_bytes / 1048576.0, act);
 	printf("# read bandwidth (plain read-only kernel, 4 GiB): %.1f GB/s\n", bw);
 	if (fusedg == 2)
-		run_llama<bf16>(bw);
+		run_llama<bf16>(bw, sweep);
 	else if (fusedg && !strcmp(act, "f32"))
 		run_fused<float>(bw);
 	else if (fusedg)

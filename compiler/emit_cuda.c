@@ -1337,7 +1337,11 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w_start(&w, f->host);
 			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-			gemv_shape_h(K, Ntot, (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype), &w.L.block, &rb);
+			int wsize = (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype);
+			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
+				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
+			else
+				gemv_shape_h(K, Ntot, wsize, &w.L.block, &rb);
 			if (f->glu >= 0 && rb < 2)
 				rb = 2; /* a block takes gate and up columns in pairs */
 			/* the one-token launch of a norm: its scale after the dots (GP_RMSLATE), so its blocks

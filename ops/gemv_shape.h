@@ -19,6 +19,21 @@ static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *blo
 	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
 }
 
+/* The one-token launch of a float GEMV group with no prologue and a residual sum (the o and down
+** projections): rb = 2 columns a block of 128 threads where rows are at least 256 16-byte vectors, else
+** gemv_shape_h's shape. Measured (bench/gemv --llama --sweep, bench/NOTES.md entry 28; bf16, µs,
+** gemv_shape_h's 4 x 256 first): Llama-3-8B's down 4096x14336 32.79 -> 29.44, its o-projection
+** 4096x4096 11.73 -> 10.92, GLM-4.7-Flash's 2048x5120 8.75 -> 7.85. The groups with a norm had no
+** common best shape in that sweep and keep gemv_shape_h's. */
+static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int *block, int *rb)
+{
+	gemv_shape_h(K, Ntot, wsize, block, rb);
+	if (K * wsize / 16 >= 256) {
+		*block = 128;
+		*rb = Ntot >= 2 * 264 ? 2 : 1;
+	}
+}
+
 /* The grid: one block per group of rb columns, or when there is a prologue (formed once per block) at most
 ** as many looping blocks of `block` threads as make GEMV_PRO_BLOCKS blocks of 256: a short row gets small
 ** blocks, and 264 of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV, K 768:

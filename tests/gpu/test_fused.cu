@@ -395,13 +395,15 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	A *dhs = c.store ? poisoned<A>((size_t)T * K) : nullptr;
 	int ntot = N[0] + N[1] + N[2] + N[3];
 	int rb = c.rb, bt = c.bt;
-	if (!rb)
-		gemv_shape_h(K, ntot, sizeof(W), &bt, &rb);
-	if ((EPI & GEMV_EPI_GLU) && rb < 2)
-		rb = 2; /* as glmc emits it: column pairs */
 	/* one row per pass at T = 1, 8 otherwise, as glmc emits; T = 1 also runs the 8-row variant
 	** (c.tr8) */
 	bool tr1 = T == 1 && !c.tr8;
+	if (!rb && tr1 && PRO == GEMV_PRO_NONE && (EPI & GEMV_EPI_RES))
+		gemv_shape_plain1(K, ntot, sizeof(W), &bt, &rb); /* the one-token o/down projection glmc emits */
+	else if (!rb)
+		gemv_shape_h(K, ntot, sizeof(W), &bt, &rb);
+	if ((EPI & GEMV_EPI_GLU) && rb < 2)
+		rb = 2; /* as glmc emits it: column pairs */
 	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1; /* GLU never runs one column a block (rb >= 2 above) */
 	auto kern = rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
 		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
@@ -475,6 +477,12 @@ template <typename A, typename W> static void gemv_suite()
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 8>(scaled);
 		GemvCase res = {T, 128, {64}, GEMV_PRO_NONE, false, false, 1, -1, true, true, false};
 		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(res);
+		/* the o and down projections at their one-token shape (gemv_shape_plain1: 2 columns a block of
+		** 128 threads from rows of 256 vectors; 1 column under 528 rows), T = 8 at gemv_shape_h's */
+		GemvCase pres = {T, 4224, {700}, GEMV_PRO_NONE, false, false, 1, -1, true, false, false};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(pres);
+		GemvCase pres1 = {T, 2048, {333}, GEMV_PRO_NONE, false, false, 0, -1, true, true, true};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(pres1);
 		GemvCase mis = {T, 72, {40, 24}, GEMV_PRO_RMSNORM, true, false, 0x3, -1, false, false, true};
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(mis);
 		/* emitted shapes with 2 and 4 columns per block (blocks span members), and forced ones: blocks

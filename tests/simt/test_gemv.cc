@@ -249,6 +249,17 @@ int main(void)
 		run<GEMV_PRO_RMSLATE, GEMV_EPI_GLU, 2, 1>(T, 64, {128, 128}, 32, 128, true);
 		run<GEMV_PRO_RMSLATE, 0, 2, 1>(T, 70, {9, 4}, 64, 3);
 	}
+	/* the one-token o/down projection at the shape glmc emits for it (gemv_shape_plain1: 2 columns a
+	** block of 128 threads once a row is 256 vectors; one column a block under 528 rows) */
+	int bt = 0, rb = 0;
+	gemv_shape_plain1(1024, 600, 4, &bt, &rb);
+	if (bt != 128 || rb != 2)
+		printf("FAIL - gemv_shape_plain1(1024, 600, f32): %d x %d, want 2 x 128\n", rb, bt), n_fail++;
+	run<GEMV_PRO_NONE, GEMV_EPI_RES, 2, 1>(1, 1024, {600}, bt, 300);
+	gemv_shape_plain1(1024, 100, 4, &bt, &rb);
+	if (bt != 128 || rb != 1)
+		printf("FAIL - gemv_shape_plain1(1024, 100, f32): %d x %d, want 1 x 128\n", rb, bt), n_fail++;
+	run<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 1>(1, 1024, {100}, bt, 100);
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
