@@ -201,6 +201,15 @@ record "another seed, other tokens" "$([ "$s1" != "$s3" ] && echo ok || echo FAI
 record "--temp 0 equals greedy" "$([ "$g0" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$g0"
 k1=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1 --top-k 1 --seed 3 2>&1)
 record "--top-k 1 equals greedy" "$([ "$k1" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$k1"
+# --force on the GPU (the forced token written into the step buffer before each decode graph): a sampled
+# run's tokens forced back give its logits (the same kernels and steps: within 1e-6, expected bit for bit),
+# which differ from the greedy run's.
+ss=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1.5 --seed 7 --dump-logits $OUT/sampled.f32 2>&1)
+fs=$(bin/glmrun $plan --device cuda --tokens "$prompt" --force "$(echo $ss | tr ' ' ',')" --dump-logits $OUT/forced.f32 2>&1)
+r=$($CMP --pair $OUT/forced.f32 $OUT/sampled.f32 1e-6 2>&1)
+rc=$?
+record "--force on the GPU: a sampled run's tokens give its logits" "$([ $rc = 0 ] && [ -n "$fs" ] && [ "$fs" = "$ss" ] &&
+	! cmp -s $OUT/forced.f32 $OUT/llama-f32.f32 && echo ok || echo FAIL)" "$r $(cmp -s $OUT/forced.f32 $OUT/sampled.f32 && echo '(bit for bit)')"
 
 # Text in, text out on the GPU: the llama fixture with a 512-token GPT-2 vocabulary answers -p with the
 # same greedy text as on the CPU.
