@@ -1351,6 +1351,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE));
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
+			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
 			w_pdl(&w);
 			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
 			         NW, pro, bool_s(nw >= 0), epi, rb, tr);
@@ -1387,6 +1388,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			** its ring, asked for before the staging, spills (bench/gemv --fused: the GLM-5 LM head 264 ->
 			** 291 µs; bench/NOTES.md entry 21) */
 			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
+			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
 			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
 			w_finish(e, &w, t);
 			continue;
@@ -1403,6 +1405,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
 		** type tuple, see ops/qfused.cuh) */
 		int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
+		w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
 		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
 		         pro, tm == 1 ? epi : -1, tm);
 		w_finish(e, &w, t);

@@ -99,7 +99,7 @@ enum {
 enum { FK_ADD_NORM, FK_GEMV, FK_ROPE_KV, FK_MLA_KV, FK_MLA_Q, FK_MLA_OUT, FK_MOE_ROUTE, FK_MOE_DOWN };
 enum { GP_NONE, GP_RMSNORM, GP_SWIGLU };  /* FK_GEMV prologues: how a staged input element is formed */
 /* The form emit_cuda.c gives a GP_RMSNORM group's one-token launch: the scale applied after the dot
-** products (ops/kernels.cuh GEMV_PRO_RMSLATE; fuse.c never sets it). */
+** products (ops/kernels.cuh GEMV_PRO_RMSLATE; fuse.c never sets it; its launches carry LAUNCH_NORM_LATE). */
 #define GP_RMSLATE 3
 #define FK_MAXM 4
 #define FK_MAXCOVER 24
@@ -204,11 +204,19 @@ typedef struct {
 ** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
 #define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
 
+/* Launch.flags. LAUNCH_NORM_LATE: the launch forms its RMSNorm prologue late (GP_RMSLATE: inv·(W·(x⊙nw)),
+** x⊙nw never rounded to the activation type), so in a bf16 plan the linears it computes read their norm
+** input unrounded while every other reader sees the rounded value (glmrun --round-bf16 models this:
+** runtime/exec.c exec_round_bf16). */
+#define LAUNCH_NORM_LATE 1
+#define LAUNCH_FLAGS_ALL LAUNCH_NORM_LATE
+
 #define MAXKARG 48
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
 	const char *kernel;          /* extern "C" name in the source */
 	int tmin, tmax;              /* used when tmin <= T <= tmax */
+	int flags;                   /* LAUNCH_* */
 	Size grid[3];
 	int block;
 	int narg;
@@ -391,10 +399,11 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
+/* 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
+** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 8
+#define PLAN_VERSION 9
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */
@@ -403,6 +412,14 @@ int plan_read(Graph *g, const char *path, char *err, size_t len);
 /*
 ** runtime/exec.c — the CPU reference executor
 */
+/* Per node, what --round-bf16 keeps unrounded for a launch marked LAUNCH_NORM_LATE in steps of lo..hi tokens
+** (lo 0: never): an rmsnorm's f32 output, copied to keep before it is rounded; a linear reads its rmsnorm
+** input from that copy (keep NULL). */
+typedef struct {
+	int lo, hi;
+	float *keep;
+} ExecLate;
+
 struct Exec {
 	const Graph *g;
 	int64_t T, S;                /* bound symbolic dims for the current step */
@@ -414,6 +431,8 @@ struct Exec {
 	int nslots;                  /* sequences the caches hold (S rows each) */
 	const int32_t *seq;          /* the current step's slot per token (NULL: all slot 0) */
 	int round_act;               /* DT_BF16: values rounded as a bf16 plan stores them (exec_round_bf16), or DT_F32 */
+	ExecLate *late;              /* with round_act DT_BF16 on a plan with LAUNCH_NORM_LATE launches: per node, else NULL */
+	float *late_mem;             /* the rmsnorms' unrounded copies (ExecLate.keep), one block */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 };
 
@@ -435,7 +454,9 @@ int exec_init_slots(Exec *x, const Graph *g, const char *weights, int64_t maxT, 
 int exec_step_seq(Exec *x, int tp, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int64_t T, char *err,
                   size_t len);
 /* Round as the GPU does for a plan with bf16 activations: the weights it narrows, now, and every float
-** node's output after it runs (round_act; off by default). After exec_init*; an error on other plans. */
+** node's output after it runs (round_act; off by default), except that the linears of a LAUNCH_NORM_LATE
+** launch read their rmsnorm unrounded in the steps it runs (x->late). After exec_init*; an error on other
+** plans. */
 int exec_round_bf16(Exec *x, char *err, size_t len);
 void exec_free(Exec *x);
 /* Concrete extent of dim i of node id in the current step. */

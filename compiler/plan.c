@@ -78,6 +78,7 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
 		put_u32(b, (uint32_t)l->node), put_str(b, l->kernel), put_u32(b, (uint32_t)l->tmin), put_u32(b, (uint32_t)l->tmax);
+		put_u8(b, l->flags);
 		for (int k = 0; k < 3; k++)
 			put_size(b, l->grid[k]);
 		put_u32(b, (uint32_t)l->block), put_u8(b, l->narg);
@@ -258,11 +259,12 @@ static void get_cuda(Graph *g, Rd *r)
 	for (uint32_t i = 0; i < nl && !r->fail; i++) {
 		Launch *l = &c->l[i];
 		l->node = (int)get_u32(r), l->kernel = get_str(r), l->tmin = (int)get_u32(r), l->tmax = (int)get_u32(r);
+		l->flags = get_u8(r);
 		for (int k = 0; k < 3; k++)
 			l->grid[k] = get_size(g, r, 1);
 		l->block = (int)get_u32(r), l->narg = get_u8(r);
 		if (!r->fail && (l->node < 0 || l->node >= g->n || !l->kernel || l->block < 1 || l->block > 1024 ||
-		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin)) {
+		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin || (l->flags & ~LAUNCH_FLAGS_ALL))) {
 			r->fail = "bad kernel launch";
 			break;
 		}

@@ -1015,6 +1015,14 @@ int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, co
 	return 0;
 }
 
+/* Row 0's token in the step buffer, where the sampler of the step before wrote its pick: the previous
+** step has synchronised its stream, so a plain copy lands before the next replay reads it. */
+int gpu_feed(Gpu *x, int32_t tok, char *err, size_t len)
+{
+	CK(x->cu.htod(x->ptr[x->tokens], &tok, 4), "cuMemcpyHtoD (forced token)");
+	return 0;
+}
+
 int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len)
 {
 	return gpu_decode_rows(x, 1, next, logits, err, len);

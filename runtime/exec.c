@@ -52,6 +52,85 @@ static void round_node(Exec *x, int i)
 		round_bf16(x->buf[i], exec_numel(x, i));
 }
 
+/* Widen node i's late range by launch l's step sizes (ExecLate: lo 0 is none yet). The one flag glmc sets
+** today (the one-token launch) gives 1..1; two launches of one node give the range covering both. */
+static void late_widen(ExecLate *e, const Launch *l)
+{
+	if (!e->lo || l->tmin < e->lo)
+		e->lo = l->tmin;
+	if (l->tmax > e->hi)
+		e->hi = l->tmax;
+}
+
+/* Whether launch l takes node w as a buffer it reads (a GEMV launch's weights). */
+static int launch_reads(const Launch *l, int w)
+{
+	for (int k = 0; k < l->narg; k++)
+		if (l->arg[k].kind == KA_BUF && l->arg[k].f == 0 && l->arg[k].s.node == w)
+			return 1;
+	return 0;
+}
+
+/* Floats of node i's unrounded copy: an rmsnorm's rows for its largest late step (at most maxT), else 0. */
+static size_t late_numel(const Exec *x, int i)
+{
+	const ExecLate *e = &x->late[i];
+	if (!e->lo || x->g->node[i].op != OP_RMSNORM)
+		return 0;
+	return (size_t)node_numel(&x->g->node[i], e->hi < x->maxT ? e->hi : x->maxT, x->S);
+}
+
+/*
+** The linears each LAUNCH_NORM_LATE launch computes, and their rmsnorm inputs (x->late). A GEMV group's
+** launch (emit_cuda.c gemv_args) writes each member's result as its out node: the linear itself, or the
+** residual add, scale or SwiGLU it feeds; so a member is a written buffer or an operand of one, is a
+** linear reading an rmsnorm, and has its weight among the launch's read buffers. Each rmsnorm with such a
+** reader gets one copy (rows for up to min(maxT, hi) tokens) in one block, x->late_mem.
+*/
+static int late_setup(Exec *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	int any = 0;
+	for (int i = 0; i < g->cuda.nl; i++)
+		any |= g->cuda.l[i].flags & LAUNCH_NORM_LATE;
+	if (!any || x->late)
+		return 0;
+	if (!(x->late = calloc((size_t)g->n, sizeof *x->late)))
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		int found = 0;
+		for (int k = 0; l->flags & LAUNCH_NORM_LATE && k < l->narg; k++) {
+			if (l->arg[k].kind != KA_BUF || l->arg[k].f != 1)
+				continue;
+			const Node *o = &g->node[l->arg[k].s.node];
+			for (int j = -1; j < o->nin; j++) {
+				int c = j < 0 ? l->arg[k].s.node : o->in[j];
+				const Node *m = &g->node[c];
+				if (m->op != OP_LINEAR || g->node[m->in[0]].op != OP_RMSNORM || !launch_reads(l, m->in[1]))
+					continue;
+				late_widen(&x->late[c], l);
+				late_widen(&x->late[m->in[0]], l);
+				found = 1;
+			}
+		}
+		if (l->flags & LAUNCH_NORM_LATE && !found)
+			return seterr(err, len, "launch %d (%s of node %%%d) reads a norm late but computes no linear of an "
+			              "rmsnorm", i, l->kernel, l->node);
+	}
+	size_t total = 0, at = 0;
+	for (int i = 0; i < g->n; i++)
+		total += late_numel(x, i);
+	if (!(x->late_mem = malloc((total ? total : 1) * sizeof(float))))
+		return seterr(err, len, "out of memory: %zu floats of unrounded norms", total);
+	for (int i = 0; i < g->n; i++)
+		if (late_numel(x, i)) {
+			x->late[i].keep = x->late_mem + at;
+			at += late_numel(x, i);
+		}
+	return 0;
+}
+
 /*
 ** glmrun --round-bf16: the CPU reproduces a bf16 plan's GPU numerics, so its bf16 error can be predicted
 ** and tested without a GPU. What the GPU keeps in bf16 there (read from runtime/cuda.c and the kernels
@@ -65,6 +144,15 @@ static void round_node(Exec *x, int i)
 ** (accumulators, softmax state, the routed experts' hidden rows, split attention's partials: float
 ** scratch there), and weights kept in GGUF blocks (exact; the GPU's prefill from 32 tokens dequantizes
 ** them to bf16 for cuBLASLt, which this does not mirror). The caches are written from rounded nodes.
+** One exception to "as its own kernel would store it" (d5c5a00, bench/NOTES.md entries 21 and 27): a
+** decode GEMV launch that forms its RMSNorm prologue late (GP_RMSLATE, marked LAUNCH_NORM_LATE in the plan:
+** today the one-token launch of a norm group, float or Q4_K) computes inv·(W·(x⊙nw)) and never rounds the
+** normalised input. So in a step of T tokens, for each such launch with tmin <= T <= tmax, the linears it
+** computes (late_setup) read their rmsnorm's f32 output as the CPU formed it, before rounding (kept in
+** x->late); every other reader of that norm, and the norm's own stored value (block 0 stores it rounded
+** when other nodes read it), sees the rounded value. Steps of other sizes (2..8 tokens, the prefill)
+** stage and round the norm as before. The late scale's other change, the f32 order of operations, is
+** not modelled (f32-level).
 */
 int exec_round_bf16(Exec *x, char *err, size_t len)
 {
@@ -78,7 +166,7 @@ int exec_round_bf16(Exec *x, char *err, size_t len)
 			round_bf16(x->wt[id], node_numel(&g->node[id], 0, 0));
 	}
 	x->round_act = DT_BF16;
-	return 0;
+	return late_setup(x, err, len);
 }
 
 int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len)
@@ -225,7 +313,18 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 				over |= x->buf[n->in[k]] == x->buf[i];
 			if (!over)
 				memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
+			/* a linear of a LAUNCH_NORM_LATE launch in this step reads its norm unrounded (exec_round_bf16) */
+			int late = x->late && x->late[i].lo <= T && T <= x->late[i].hi;
+			void *rounded = NULL;
+			if (late && n->op == OP_LINEAR) {
+				rounded = x->buf[n->in[0]];
+				x->buf[n->in[0]] = x->late[n->in[0]].keep;
+			}
 			op_table[n->op].cpu(x, i);
+			if (rounded)
+				x->buf[n->in[0]] = rounded;
+			if (late && n->op == OP_RMSNORM)
+				memcpy(x->late[i].keep, x->buf[i], (size_t)exec_numel(x, i) * sizeof(float));
 			if (x->err[0]) {
 				char rank[32] = "";
 				if (tp > 1)
@@ -248,5 +347,7 @@ void exec_free(Exec *x)
 	free(x->arena);
 	free(x->buf);
 	free(x->wt);
+	free(x->late);
+	free(x->late_mem);
 	memset(x, 0, sizeof *x);
 }

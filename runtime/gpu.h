@@ -40,6 +40,10 @@ int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t 
 ** samples the next. logits (V floats) may be NULL. */
 int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len);
 
+/* Make the next gpu_decode feed `tok` instead of the token the last sampler wrote into the step buffer
+** (glmrun --force); the position and the sampling step counter stay as the sampler left them. */
+int gpu_feed(Gpu *x, int32_t tok, char *err, size_t len);
+
 /* gpu_prefill into cache slot `slot` of a batch (o->batch slots). It uses row 0 of the step buffer and
 ** continues that row's sampling step counter; gpu_set_rows sets every row before batched decoding. */
 int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,

@@ -52,6 +52,11 @@ static const char *usage =
 	"  --ignore-eos         do not stop at end-of-generation tokens\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
 	"  -n N                 tokens to generate (default 16; with --chat per answer, default no limit)\n"
+	"  --force IDS          teacher forcing: after the prompt the generated tokens are these ids, comma-\n"
+	"                       separated, instead of sampled ones; each is fed back in its own one-token decode\n"
+	"                       step, exactly as a sampled token would be (so the steps split as a generation's\n"
+	"                       do; --dump-logits rows as usual). -n defaults to their count and may not exceed\n"
+	"                       it. --device cpu or cuda; not with --chat, --batch or --verify\n"
 	"  --batch B            decode B sequences together, one cache slot each, every step one graph launch\n"
 	"                       of the smallest bucket (1, 2, 4, ..., B) holding the live ones; the prompt is\n"
 	"                       shared, or give B prompts (-p or --tokens repeated). Sequence i samples with\n"
@@ -69,9 +74,11 @@ static const char *usage =
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
 	"                       report the largest relative error per layer; exit 1 above tolerance\n"
 	"  --round-bf16         round the CPU reference's values as a bf16 plan stores them on the GPU (the\n"
-	"                       weights it narrows, every float activation after its node), which predicts\n"
-	"                       the GPU's bf16 error without one; a plan compiled with --dtype bf16, run with\n"
-	"                       --device cpu or --verify (its CPU side)\n"
+	"                       weights it narrows, every float activation after its node; but in a 1-token\n"
+	"                       step the decode GEMVs that the plan marks as forming their norm late read that\n"
+	"                       norm unrounded, as the GPU's do), which predicts the GPU's bf16 error without\n"
+	"                       one; a plan compiled with --dtype bf16, run with --device cpu or --verify (its\n"
+	"                       CPU side)\n"
 	"  --stats              print device, memory, timing and graph-launch counts on stderr\n"
 	"  --pdl                programmatic dependent launch (sm_90+) of the decode GEMVs: their blocks start\n"
 	"                       while the kernel before finishes and ask L2 for their first weights (see\n"
@@ -132,8 +139,8 @@ static double parse_double(const char *s, const char *what, double lo, double hi
 	return v;
 }
 
-/* "1,2,3" -> ids; every id a non-negative integer. */
-static int32_t *parse_tokens(const char *s, int *n)
+/* "1,2,3" -> ids; every id a non-negative integer. `what` names the option in errors. */
+static int32_t *parse_tokens(const char *s, const char *what, int *n)
 {
 	int cap = 16, k = 0;
 	int32_t *ids = malloc(sizeof *ids * (size_t)cap);
@@ -143,7 +150,7 @@ static int32_t *parse_tokens(const char *s, int *n)
 		errno = 0;
 		long v = strtol(p, &end, 10);
 		if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ','))
-			fail("--tokens: '%s' is not a comma-separated list of token ids (at '%s')", s, p);
+			fail("%s: '%s' is not a comma-separated list of token ids (at '%s')", what, s, p);
 		if (k == cap)
 			ids = realloc(ids, sizeof *ids * (size_t)(cap *= 2));
 		if (ids)
@@ -153,7 +160,7 @@ static int32_t *parse_tokens(const char *s, int *n)
 	if (!ids)
 		fail("out of memory");
 	if (k == 0)
-		fail("--tokens: empty prompt");
+		fail("%s: %s", what, strcmp(what, "--tokens") ? "no token ids" : "empty prompt");
 	*n = k;
 	return ids;
 }
@@ -176,6 +183,8 @@ static double now(void)
 
 typedef struct {
 	const char *plan, *tokens, *device, *dump, *weights, *prompt, *tokenizer, *stop, *chat_template, *system;
+	int32_t *force;              /* --force: the generated tokens, nforce of them (NULL: sample) */
+	int nforce;
 	const char *prompts[BATCH_MAX]; /* every -p / --tokens value, in order */
 	int nprompts, batch;
 	int ignore_eos, chat, no_think;
@@ -243,7 +252,7 @@ static void parse(Args *a, int argc, char **argv)
 		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
 		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
 		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch") ||
-		         !strcmp(s, "--timeout")) {
+		         !strcmp(s, "--timeout") || !strcmp(s, "--force")) {
 			if (!next)
 				fail("missing value after %s", s);
 			i++;
@@ -251,6 +260,9 @@ static void parse(Args *a, int argc, char **argv)
 				a->tokens = next;
 				if (a->nprompts < BATCH_MAX)
 					a->prompts[a->nprompts++] = next;
+			} else if (!strcmp(s, "--force")) {
+				free(a->force);
+				a->force = parse_tokens(next, "--force", &a->nforce);
 			} else if (!strcmp(s, "--batch"))
 				a->batch = (int)parse_long(next, "--batch", 1, BATCH_MAX);
 			else if (!strcmp(s, "-n"))
@@ -287,8 +299,8 @@ static void parse(Args *a, int argc, char **argv)
 	if (a->bench || a->profile) {
 		if (a->tokens || a->prompt || a->chat)
 			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
-		if (a->verify || a->dump || a->round_bf16)
-			fail("--bench and --profile do not combine with --verify, --dump-logits or --round-bf16");
+		if (a->verify || a->dump || a->round_bf16 || a->force)
+			fail("--bench and --profile do not combine with --verify, --dump-logits, --round-bf16 or --force");
 		if (!a->n)
 			a->n = 16;
 		return;
@@ -302,6 +314,13 @@ static void parse(Args *a, int argc, char **argv)
 		fail("give a prompt: -p TEXT, --chat or --tokens ID,ID,...%s", templ ? " (chat options need -p or --chat)" : "");
 	if (a->chat && !a->prompt && (a->dump || a->verify))
 		fail("--chat does not take %s", a->dump ? "--dump-logits" : "--verify");
+	if (a->force && (a->chat || a->verify || a->batch > 1 || a->nprompts > 1))
+		fail("--force generates one sequence after a plain prompt; drop %s",
+		     a->chat ? "--chat" : a->verify ? "--verify" : "--batch and the extra prompts");
+	if (a->force && !a->n_set)
+		a->n = a->nforce;
+	if (a->force && a->n > a->nforce)
+		fail("-n %ld asks for more tokens than the %d given to --force", a->n, a->nforce);
 	if (!a->n && !(a->chat && !a->prompt))
 		a->n = 16;
 	if (a->nprompts > 1 && a->batch && a->batch != a->nprompts)
@@ -513,7 +532,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int
 				fail("-p: prompt %d encodes to no tokens", i);
 			ids[i] = p, np[i] = (int)nid;
 		} else
-			ids[i] = parse_tokens(src, &np[i]);
+			ids[i] = parse_tokens(src, "--tokens", &np[i]);
 		for (int k = 0; k < np[i]; k++)
 			if (ids[i][k] >= V)
 				fail("--tokens: prompt %d: token id %d is outside the vocabulary [0, %lld)", i, ids[i][k], (long long)V);
@@ -638,7 +657,7 @@ int main(int argc, char **argv)
 		sigemptyset(&sa.sa_mask);
 		sigaction(SIGINT, &sa, NULL);
 	} else
-		prompt = parse_tokens(a.tokens, &np);
+		prompt = parse_tokens(a.tokens, "--tokens", &np);
 	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
 	if (a.round_bf16 && g.cuda.act != DT_BF16)
 		fail("%s: --round-bf16 mirrors a plan compiled with --dtype bf16; this one's activations are %s", a.plan,
@@ -659,6 +678,9 @@ int main(int argc, char **argv)
 	for (int i = 0; prompt && i < np; i++)
 		if (prompt[i] >= V)
 			fail("--tokens: token id %d is outside the vocabulary [0, %lld)", prompt[i], (long long)V);
+	for (int i = 0; i < a.nforce; i++)
+		if (a.force[i] >= V)
+			fail("--force: token id %d is outside the vocabulary [0, %lld)", a.force[i], (long long)V);
 
 	const char *ctx = graph_meta(&g, "n_ctx");
 	if (chat) { /* a chat holds max_seq positions and prefills each turn in steps of at most np tokens */
@@ -669,12 +691,14 @@ int main(int argc, char **argv)
 		np = (int)(a.max_seq < 512 ? a.max_seq : 512);
 	}
 	long need = chat ? a.max_seq : np + a.n - 1 + a.verify;
+	const char *forced = a.force ? " (--force)" : "";
 	if (a.batch <= 1 && ctx && need > atol(ctx))
-		fail("prompt of %d tokens + %ld generated needs %ld positions, more than the model's context of %s", np, a.n,
-		     need, ctx);
+		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than the model's context of %s", np, a.n,
+		     forced, need, ctx);
 	long max_seq = a.max_seq ? a.max_seq : need;
 	if (a.batch <= 1 && need > max_seq)
-		fail("prompt of %d tokens + %ld generated needs %ld positions, more than --max-seq %ld", np, a.n, need, max_seq);
+		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than --max-seq %ld", np, a.n, forced, need,
+		     max_seq);
 	const char *wfmt = graph_meta(&g, "weights.format");
 	if (wfmt && !strcmp(wfmt, "random"))
 		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
@@ -762,8 +786,11 @@ int main(int argc, char **argv)
 		if (exec_step_ranks(xp, tp, prompt, pos, np, err, sizeof err))
 			fail("%s", err);
 		memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)(np * V));
-		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
+		tok = a.force ? a.force[0] : ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p,
+		                                        a.gpu.seed, 0);
 	}
+	if (a.force) /* --force: the GPU's sampled token is dropped, and the next step is fed this one */
+		tok = a.force[0];
 	double t1 = now();
 	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
 		fail("%s: write failed", a.dump);
@@ -794,15 +821,20 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (long i = 1; i < a.n && !done && !interrupted; i++, made++) {
 		if (cuda) {
-			if (ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
+			int32_t fed = tok;
+			if (a.force ? ranks_decode_fed(gpu, fed, &tok, df ? rows : NULL, err, sizeof err)
+			            : ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
 				fail_gpu(gpu, err);
 		} else {
 			int32_t p = (int32_t)(np + i - 1);
 			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
 				fail("%s", err);
 			memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)V);
-			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
+			if (!a.force)
+				tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
 		}
+		if (a.force)
+			tok = a.force[i];
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
 			fail("%s: write failed", a.dump);
 		EMIT(tok);
@@ -865,7 +897,7 @@ int main(int argc, char **argv)
 		ranks_close(gpu);
 	for (int r = 0; use_cpu && r < tp; r++)
 		exec_free(&xr[r]);
-	free(rows), free(pos), free(prompt);
+	free(rows), free(pos), free(prompt), free(a.force);
 	arena_free(&A);
 	return 0;
 }

@@ -42,6 +42,8 @@ struct Ranks {
 	int32_t pos0;
 	float *logits, **out;
 	long step;                   /* decode steps so far */
+	int feeding;                 /* the decode step feeds `feed`, not the sampled token (ranks_decode_fed) */
+	int32_t feed;
 	int prof_steps, prof_eager;  /* --profile: every rank times its own step (collectives need them all) */
 	double *prof_us[CREW_MAX], prof_sample[CREW_MAX];
 	int prof_graph[CREW_MAX];
@@ -117,6 +119,8 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		if (R->ro.stall_rank == rank && R->ro.stall_step == R->step)
 			stall(R, rank);
 		crew_note(R->crew, rank, "decode: capturing or launching the step's graph and waiting for the GPU");
+		if (R->feeding && gpu_feed(x, R->feed, err, len))
+			return -1;
 		/* Every rank reads its logits back when rank 0 does, so all capture the same graph (and the
 		** ranks' logits can be compared). */
 		return gpu_decode(x, &R->next[rank], rank == 0 || !R->logits ? R->logits : R->mine[rank], err, len);
@@ -301,6 +305,14 @@ int ranks_decode(Ranks *R, int32_t *next, float *logits, char *err, size_t len)
 			return seterr(err, len, "ranks disagree after %s: rank %d's logits differ from rank 0's (a collective or a "
 			              "rank's weights are wrong)", R->what, r);
 	return agree(R, R->what, next, err, len);
+}
+
+int ranks_decode_fed(Ranks *R, int32_t tok, int32_t *next, float *logits, char *err, size_t len)
+{
+	R->feeding = 1, R->feed = tok;
+	int rc = ranks_decode(R, next, logits, err, len);
+	R->feeding = 0;
+	return rc;
 }
 
 int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,

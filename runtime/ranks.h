@@ -38,6 +38,8 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 int ranks_prefill(Ranks *R, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
                   size_t len);
 int ranks_decode(Ranks *R, int32_t *next, float *logits, char *err, size_t len);
+/* ranks_decode feeding `tok` on every rank instead of the token the last step sampled (glmrun --force). */
+int ranks_decode_fed(Ranks *R, int32_t tok, int32_t *next, float *logits, char *err, size_t len);
 int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,
                        size_t len);
 

@@ -185,6 +185,21 @@ moe_max=$(echo $kl | tr ' ' '\n' | tail -n +$((${dense:-0} + 1)) | sort -n | tai
 [ -n "$kl" ] && [ -n "$moe_max" ] && [ "$moe_max" -le 12 ] &&
 	ok "GLM-5 tp 1 (bf16 weights): at most 12 kernels per MoE layer in a decode step ($moe_max; dense layers $(echo $kl | cut -d' ' -f1))" ||
 	bad "GLM-5 tp 1: at most 12 kernels per MoE layer in a decode step" "per layer: '$kl'"
+# LAUNCH_NORM_LATE (what --round-bf16 models): a launch carries it exactly when its template forms the
+# norm after the dots (prologue 3, GEMV_PRO_RMSLATE) in each of emit_cuda.c's three places: k_gemv_fused
+# (llama bf16), k_qgemv_fused_mma (Q4_K) and k_qgemv_fused (a Q4_K/Q8_0 mix; Q8_0).
+late_re='k_gemv_fused<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused_mma<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused<([^,]*, ){6}3,'
+for src in "models/llama.lua --weights $FIX/llama --dtype bf16" "models/glm5.lua --config tests/data/glm5_q256.json --random-weights q4_k_m" \
+	"models/glm5.lua --config tests/data/glm5_q256.json --random-weights q8_0"; do
+	bin/glmc dump $src --after emit 2>/dev/null | grep '^launch ' >$tmp/launches
+	nl=$(grep -cE "$late_re" $tmp/launches)
+	nm=$(grep -c '(norm read late, unrounded)$' $tmp/launches)
+	nb=$(grep -E "$late_re" $tmp/launches | grep -c '(norm read late, unrounded)$')
+	kinds=$(grep -E "$late_re" $tmp/launches | grep -oE 'k_q?gemv_fused(_mma)?<' | sort -u | tr -d '<' | paste -sd' ')
+	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late' $tmp/launches | grep -qv 't=\[1,1\]' &&
+		ok "${src%% *} ${src##* }: the $nl one-token launches forming the norm late are marked so, no other ($kinds)" ||
+		bad "${src%% *} ${src##* }: launches forming the norm late marked" "$nl late templates, $nm marked, $nb both"
+done
 for tp in 1 8; do
 	a=$(bin/glmc dump $G5 --tp $tp --after memplan 2>/dev/null | sed -n 's/^arena: //p')
 	r=$(echo "$a" | awk '{ if ($10 + $14 > 0) printf "%.3f", ($1 + $6) / ($10 + $14) }')
@@ -353,6 +368,31 @@ s3=$(bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 8)
 [ "$(bin/glmrun $P --device cpu --tokens "$PR" -n 12 --temp 1 --top-p 0.000001 --seed 5)" = "$GR" ] && ok "tiny --top-p is greedy" || bad "tiny --top-p is greedy" "differs"
 expect_fail "bad --top-p" "--top-p must be a number in [0, 1]" bin/glmrun $P --tokens 1 --top-p 2
 
+# --force (teacher forcing in the decode's own steps): tokens forced back give the run they came from,
+# greedy or sampled, bit for bit; -n defaults to their count; refusals are one line naming the culprit.
+bin/glmrun $P --device cpu --tokens "$PR" -n 12 --dump-logits $tmp/greedy.f32 >/dev/null
+fo=$(bin/glmrun $P --device cpu --tokens "$PR" --force "$(echo $GR | tr ' ' ',')" --dump-logits $tmp/forced.f32)
+[ "$fo" = "$GR" ] && cmp -s $tmp/greedy.f32 $tmp/forced.f32 &&
+	ok "--force with the greedy tokens: the same 12 ids and bit-identical logits" ||
+	bad "--force with the greedy tokens" "ids '$fo'; logits $(cmp $tmp/greedy.f32 $tmp/forced.f32 2>&1 | head -c 200)"
+bin/glmrun $P --device cpu --tokens "$PR" -n 16 --temp 1.5 --seed 7 --dump-logits $tmp/sampled.f32 >/dev/null
+fo=$(bin/glmrun $P --device cpu --tokens "$PR" --force "$(echo $s1 | tr ' ' ',')" --dump-logits $tmp/forced.f32)
+[ "$fo" = "$s1" ] && cmp -s $tmp/sampled.f32 $tmp/forced.f32 && ! cmp -s $tmp/greedy.f32 $tmp/forced.f32 &&
+	ok "--force with a sampled run's tokens: its ids and logits bit for bit (not the greedy run's)" ||
+	bad "--force with a sampled run's tokens" "ids '$fo' (sampled '$s1')"
+fo=$(bin/glmrun $P --device cpu --tokens 1,2,3 --force 9,8,7,6,5,4 -n 3 --dump-logits $tmp/forced.f32)
+[ "$fo" = "9 8 7" ] && [ "$(stat -c %s $tmp/forced.f32)" = $(((3 + 3 - 1) * 512 * 4)) ] &&
+	ok "--force with a smaller -n: the first n ids, n_prompt + n - 1 rows" || bad "--force with -n 3" "'$fo'"
+fo=$(bin/glmrun $P --device cpu --tokens 1,2,3 --force 4,5,6,7,8,9 --max-seq 8) && [ "$fo" = "4 5 6 7 8 9" ] &&
+	ok "--force filling --max-seq exactly (3 + 6 - 1 positions)" || bad "--force filling --max-seq exactly" "'$fo'"
+expect_fail "--force: token id outside the vocabulary" "--force: token id 600 is outside the vocabulary [0, 512)" bin/glmrun $P --device cpu --tokens 1,2 --force 5,600
+expect_fail "--force: not a list of ids" "--force: '5,x' is not a comma-separated list of token ids" bin/glmrun $P --device cpu --tokens 1,2 --force 5,x
+expect_fail "--force: -n beyond its tokens" "-n 4 asks for more tokens than the 3 given to --force" bin/glmrun $P --device cpu --tokens 1,2 --force 5,6,7 -n 4
+expect_fail "--force past --max-seq" "prompt of 3 tokens + 7 generated (--force) needs 9 positions, more than --max-seq 8" bin/glmrun $P --device cpu --tokens 1,2,3 --force 1,2,3,4,5,6,7 --max-seq 8
+expect_fail "--force past the context" "more than the model's context of 512" bin/glmrun $P --device cpu --tokens 1,2,3 --force "$(seq -s, 1 511)"
+expect_fail "--force with --batch" "--force generates one sequence after a plain prompt; drop --batch" bin/glmrun $P --device cpu --tokens 1,2 --force 5 --batch 2
+expect_fail "--force with --verify" "drop --verify" bin/glmrun $P --device cpu --tokens 1,2 --force 5 --verify
+
 # Golden IR dumps of llama at tp 2 after each pass (front, partition, fuse, memplan): any change to what a
 # pass does shows up here (regenerate with tests/golden/update.sh after an intended change).
 for p in front partition fuse memplan; do
@@ -386,6 +426,9 @@ st=$(bin/glmrun "$tmp/lv.plan" -p "Good morning" -n 16 --stop "ect" 2>/dev/null)
 [ -n "$st" ] && [ "$st" = "${t1%%ect*}" ] && ok "--stop ends the answer before the stop string ('$st')" ||
 	bad "--stop" "'$st' (answer '$t1')"
 expect_fail "-p on a plan without a tokenizer" "no tokenizer" bin/glmrun $tmp/rnd.plan -p "hi"
+gi=$(bin/glmrun "$tmp/lv.plan" --device cpu --tokens "$ids" -n 16 | tr ' ' ',')
+t3=$(bin/glmrun "$tmp/lv.plan" --device cpu -p "Good morning" --force "$gi" 2>/dev/null)
+[ -n "$t3" ] && [ "$t3" = "$t1" ] && ok "-p with --force of the greedy ids answers the greedy text" || bad "-p with --force" "'$t3' vs '$t1'"
 
 # Help and dumps.
 bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"

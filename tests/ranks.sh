@@ -84,6 +84,16 @@ fake GLMRUN_NCCL=/nonexistent bin/glmrun $tmp/tp1.plan --device cuda --tokens "$
 	grep -q "stats: ranks 1, no NCCL (NCCL: GLMRUN_NCCL=/nonexistent cannot be loaded" $tmp/err && ok "tp 1 runs without NCCL and says so" ||
 	bad "tp 1 without NCCL" "$(cat $tmp/err)"
 
+# --force on the GPU path: each rank's decode step is fed the forced token (gpu_feed into the step
+# buffer) before its graph launch; the doubles compute nothing, so only the path is checked here: the
+# forced ids printed, one graph launch per step, on one and on two ranks.
+for tp in 1 2; do
+	out=$(fake bin/glmrun $tmp/tp$tp.plan --device cuda --tokens "$prompt" --force 5,6,7,8 --stats 2>$tmp/err)
+	[ "$out" = "5 6 7 8" ] && grep -q "graph launches 3 (1.00 per step)" $tmp/err &&
+		ok "--force on $tp GPU(s): the forced ids, one graph launch per decode step" ||
+		bad "--force on $tp GPU(s)" "'$out' $(grep -v stats: $tmp/err | head -c 300) $(grep launches $tmp/err)"
+done
+
 # The watchdog: a stalled rank ends glmrun within the timeout, by name; the others are not blamed.
 stall() { # NAME WANT PLAN STALL_RANK STALL_STEP
 	local start=$(date +%s%N)

@@ -231,9 +231,117 @@ static void test_attention_steps(void)
 	arena_free(&t.A);
 }
 
+static float bf(float v) { return ref_bf16_to_f32(ref_f32_to_bf16(v)); }
+
+/* Whether n floats equal bit for bit (both NaN counts as unequal: nothing here should be NaN). */
+static int same(const float *a, const float *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!(a[i] == b[i]))
+			return 0;
+	return 1;
+}
+
+/*
+** --round-bf16 and a decode GEMV that reads its norm late (LAUNCH_NORM_LATE, exec.c exec_round_bf16):
+** x = embedding; h = rmsnorm(x); l1 = W1·h (a member stored as itself), r = x + W2·h (a member behind a
+** residual-add epilogue), l3 = W3·h (another reader of the norm, outside the launch), h stored too. One
+** launch marked late for 1-token steps names l1, r, the weights W1, W2 and the norm's input. Each value
+** is checked bit for bit against the reference kernels run here on the values the GPU would round:
+** at T = 1 the launch's linears see the unrounded h and everyone else the rounded one; at T = 2 (no
+** marked launch) all see the rounded h; on two CPU ranks the same; a marked launch computing no linear
+** of a norm is refused.
+*/
+static void test_norm_late(void)
+{
+	enum { V = 5, K = 64, N = 64, NR = 2 };
+	T t = {0};
+	graph_init(&t.g, &t.A);
+	int tok = input(&t, "tokens");
+	input(&t, "pos");
+	int emb = param(&t, "emb", 2, V, K, 0), nw = param(&t, "nw", 1, K, 0, 0);
+	int w1 = param(&t, "w1", 2, N, K, 0), w2 = param(&t, "w2", 2, N, K, 0), w3 = param(&t, "w3", 2, N, K, 0);
+	int x = add(&t, (Node){.op = OP_EMBEDDING, .nin = 2, .in = {emb, tok}});
+	int h = add(&t, (Node){.op = OP_RMSNORM, .nin = 2, .in = {x, nw}, .fa = {1e-5}});
+	int l1 = add(&t, (Node){.op = OP_LINEAR, .nin = 2, .in = {h, w1}});
+	int l2 = add(&t, (Node){.op = OP_LINEAR, .nin = 2, .in = {h, w2}});
+	int r = add(&t, (Node){.op = OP_ADD, .nin = 2, .in = {x, l2}});
+	int l3 = add(&t, (Node){.op = OP_LINEAR, .nin = 2, .in = {h, w3}});
+	out(&t, l1);
+	int bufs[] = {l1, r, w1, w2, x, nw, h}, wr[] = {1, 1, 0, 0, 0, 0, 1};
+	Launch L = {.node = l1, .kernel = "k", .tmin = 1, .tmax = 1, .flags = LAUNCH_NORM_LATE, .block = 32, .narg = 7};
+	for (int i = 0; i < 7; i++)
+		L.arg[i] = (KArg){.kind = KA_BUF, .s = {.node = bufs[i]}, .f = wr[i]};
+	t.g.cuda.act = DT_BF16, t.g.cuda.l = &L, t.g.cuda.nl = 1;
+
+	Exec xs[NR];
+	int ok = 1;
+	for (int k = 0; k < NR; k++) {
+		ok &= exec_init_rank(&xs[k], &t.g, NULL, 2, 4, k, NR, t.err, sizeof t.err) == 0;
+		seed = 7; /* the same weights on every rank, as bf16 values (the GPU's) */
+		fill_weights(&xs[k]);
+		for (int i = 0; ok && i < t.g.n; i++)
+			if (t.g.node[i].kind == VK_WEIGHT)
+				for (int64_t e = 0; e < node_numel(&t.g.node[i], 0, 0); e++)
+					((float *)xs[k].buf[i])[e] = bf(((float *)xs[k].buf[i])[e]);
+		ok &= exec_round_bf16(&xs[k], t.err, sizeof t.err) == 0;
+	}
+	check(ok, "a graph with a LAUNCH_NORM_LATE launch rounds as bf16 on two CPU ranks", "%s", t.err);
+	const float *E = xs[0].buf[emb], *NW = xs[0].buf[nw], *W1 = xs[0].buf[w1], *W2 = xs[0].buf[w2], *W3 = xs[0].buf[w3];
+
+	int32_t toks[2] = {3, 1}, ps[2] = {0, 1};
+	for (int nt = 1; nt <= 2; nt++) {
+		/* what the GPU computes: x and h stored rounded; the late launch's dots over the unrounded h */
+		float xb[2 * K], hf[2 * K], hr[2 * K], a[2 * N], want[4][2 * N];
+		for (int i = 0; i < nt; i++)
+			for (int k = 0; k < K; k++)
+				xb[i * K + k] = bf(E[toks[i] * K + k]);
+		ref_rmsnorm(hf, xb, NW, nt, K, 1e-5f);
+		for (int i = 0; i < nt * K; i++)
+			hr[i] = bf(hf[i]);
+		const float *in = nt == 1 ? hf : hr;
+		ref_linear(want[0], in, W1, NULL, nt, K, N);
+		ref_linear(a, in, W2, NULL, nt, K, N);
+		for (int i = 0; i < nt * N; i++)
+			want[1][i] = bf(xb[i] + bf(a[i]));
+		ref_linear(want[2], hr, W3, NULL, nt, K, N);
+		ref_linear(want[3], hr, W1, NULL, nt, K, N); /* l1 as the norm rounded (to show the test can tell) */
+		for (int i = 0; i < nt * N; i++)
+			want[0][i] = bf(want[0][i]), want[2][i] = bf(want[2][i]), want[3][i] = bf(want[3][i]);
+		check(exec_step_ranks(xs, NR, toks, ps, nt, t.err, sizeof t.err) == 0, "norm-late graph steps", "%s", t.err);
+		for (int k = 0; k < NR; k++) {
+			char name[256];
+			snprintf(name, sizeof name, "--round-bf16, T=%d, rank %d: the norm stored rounded, l1 and x + W2·h over the %s "
+			         "norm, W3·h (outside the launch) over the rounded one", nt, k, nt == 1 ? "unrounded" : "rounded");
+			check(same(xs[k].buf[h], hr, (size_t)nt * K) && same(xs[k].buf[l1], want[0], (size_t)nt * N) &&
+			          same(xs[k].buf[r], want[1], (size_t)nt * N) && same(xs[k].buf[l3], want[2], (size_t)nt * N),
+			      name, "h %d, l1 %d, r %d, l3 %d (1: as predicted)", same(xs[k].buf[h], hr, (size_t)nt * K),
+			      same(xs[k].buf[l1], want[0], (size_t)nt * N), same(xs[k].buf[r], want[1], (size_t)nt * N),
+			      same(xs[k].buf[l3], want[2], (size_t)nt * N));
+		}
+		if (nt == 1)
+			check(!same(want[0], want[3], N), "the unrounded and rounded norm give different l1 here (the check has teeth)",
+			      "l1 equal either way: pick other weights");
+	}
+	for (int k = 0; k < NR; k++)
+		exec_free(&xs[k]);
+
+	/* A marked launch that computes no linear of an rmsnorm (here: only the add's x operand) is a bad plan. */
+	L.narg = 1;
+	L.arg[0] = (KArg){.kind = KA_BUF, .s = {.node = x}, .f = 1};
+	Exec y;
+	int rc = exec_init(&y, &t.g, NULL, 2, 4, t.err, sizeof t.err);
+	check(rc == 0 && exec_round_bf16(&y, t.err, sizeof t.err) < 0 && strstr(t.err, "reads a norm late but computes no linear"),
+	      "a LAUNCH_NORM_LATE launch without a linear of a norm is refused", "%s", t.err);
+	if (rc == 0)
+		exec_free(&y);
+	arena_free(&t.A);
+}
+
 int main(void)
 {
 	test_shapes();
 	test_attention_steps();
+	test_norm_late();
 	return check_done();
 }

@@ -145,6 +145,39 @@ static void launch_liveness(void)
 	arena_free(&A);
 }
 
+/*
+** The launch list's flags survive the plan file (LAUNCH_NORM_LATE tells --round-bf16 which decode GEMVs
+** read their norm unrounded); a flag this glmrun does not know is refused as a bad launch.
+*/
+static void launch_flags(const char *path)
+{
+	char err[512];
+	Arena A = {0}, B = {0};
+	Graph g, h;
+	graph_init(&g, &A);
+	build(&g);
+	int bufs[] = {5, 4}, rw[] = {1, 0};
+	Launch ls[3] = {launch(5, 1, 1, 2, bufs, rw), launch(5, 2, 8, 2, bufs, rw), launch(5, 9, 1 << 30, 2, bufs, rw)};
+	ls[0].flags = LAUNCH_NORM_LATE;
+	g.cuda = (Cuda){.arch = "sm_90", .act = DT_BF16, .wconv = -1, .source = "// none", .sample_kernel = "s",
+	                .l = ls, .nl = 3};
+	graph_init(&h, &B);
+	int rc = plan_write(&g, path, err, sizeof err) || plan_read(&h, path, err, sizeof err);
+	check(!rc && h.cuda.nl == 3 && h.cuda.l[0].flags == LAUNCH_NORM_LATE && h.cuda.l[1].flags == 0 &&
+	          h.cuda.l[2].flags == 0,
+	      "plan round trip keeps each launch's flags (LAUNCH_NORM_LATE on the 1-token launch only)", "%s (flags %d %d %d)",
+	      err, h.cuda.nl > 0 ? h.cuda.l[0].flags : -1, h.cuda.nl > 1 ? h.cuda.l[1].flags : -1,
+	      h.cuda.nl > 2 ? h.cuda.l[2].flags : -1);
+	arena_free(&B);
+	ls[1].flags = 0x80;
+	graph_init(&h, &B);
+	rc = plan_write(&g, path, err, sizeof err);
+	check(!rc && plan_read(&h, path, err, sizeof err) < 0 && strstr(err, "bad kernel launch"),
+	      "a launch flag this glmrun does not know is refused", "%s", err);
+	arena_free(&B);
+	arena_free(&A);
+}
+
 int main(void)
 {
 	char path[] = "/tmp/glm-test-plan-XXXXXX", err[1024];
@@ -213,6 +246,7 @@ int main(void)
 	arena_free(&D);
 
 	launch_liveness();
+	launch_flags(path);
 
 	/* Fuzz: random byte flips, truncations and extensions of the payload, checksum resealed. */
 	unsigned long long seed = 0x9e3779b97f4a7c15ULL;

@@ -100,15 +100,17 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 		record "$m $dt --verify against the CPU" "$([ $rc = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/$m-$dt.verify")"
 		if [ $dt = bf16 ] && [ -n "$got" ]; then
 			# The CPU's prediction of this run (glmrun --round-bf16; tests/bf16_cpu.sh holds its figures against
-			# the fixtures on CI): the tokens this run saw (the prompt and the 11 it fed back, in one prefill),
-			# every value rounded as the GPU stores it. First GPU figures (2026-11-30): 0 to 4.2e-3 (glm4_moe),
-			# so 1e-2 is the check; DSA stays informational (0.157): its selection depends on how the tokens
-			# are split into steps, and this compares a decode run with one prefill. Then --verify with the
-			# rounded CPU side (per layer, how far each kernel is from the bf16 it should store; it passed on
-			# every fixture in that round, also where the plain bf16 --verify fails).
-			cpu_toks="$prompt,$(echo $got | tr ' ' ',' | cut -d, -f1-11)"
-			bin/glmrun $plan --device cpu --round-bf16 --tokens "$cpu_toks" -n 1 --dump-logits $OUT/$m-bf16-cpu.f32 \
-				>/dev/null 2>"$OUT/err"
+			# the fixtures on CI): the tokens this run saw in the same steps (the prompt prefilled, then the 12
+			# it generated forced back with --force, one 1-token decode step each, whose norm GEMVs read their
+			# norm unrounded as the GPU's one-token launches do: LAUNCH_NORM_LATE), every other value rounded as
+			# the GPU stores it. First GPU figures (2026-11-30, the CPU side then one prefill of the same
+			# tokens): 0 to 4.2e-3 (glm4_moe), so 1e-2 is the check; DSA stays informational (0.157 then: its
+			# selection depends on how the tokens are split into steps; the same split here has not yet been
+			# measured on a GPU). Then --verify with the rounded CPU side (per layer, how far each kernel is
+			# from the bf16 it should store; it passed on every fixture in that round, also where the plain
+			# bf16 --verify fails).
+			bin/glmrun $plan --device cpu --round-bf16 --tokens "$prompt" --force "$(echo $got | tr ' ' ',')" \
+				--dump-logits $OUT/$m-bf16-cpu.f32 >/dev/null 2>"$OUT/err"
 			r=$($CMP --pair $OUT/$m-bf16.f32 $OUT/$m-bf16-cpu.f32 1e-2 2>&1)
 			rc=$?
 			st=$([ $rc = 0 ] && echo ok || echo FAIL)
@@ -199,6 +201,15 @@ record "another seed, other tokens" "$([ "$s1" != "$s3" ] && echo ok || echo FAI
 record "--temp 0 equals greedy" "$([ "$g0" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$g0"
 k1=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1 --top-k 1 --seed 3 2>&1)
 record "--top-k 1 equals greedy" "$([ "$k1" = "$($CMP --greedy $FIX/llama)" ] && echo ok || echo FAIL)" "$k1"
+# --force on the GPU (the forced token written into the step buffer before each decode graph): a sampled
+# run's tokens forced back give its logits (the same kernels and steps: within 1e-6, expected bit for bit),
+# which differ from the greedy run's.
+ss=$(bin/glmrun $plan --device cuda --tokens "$prompt" -n 12 --temp 1.5 --seed 7 --dump-logits $OUT/sampled.f32 2>&1)
+fs=$(bin/glmrun $plan --device cuda --tokens "$prompt" --force "$(echo $ss | tr ' ' ',')" --dump-logits $OUT/forced.f32 2>&1)
+r=$($CMP --pair $OUT/forced.f32 $OUT/sampled.f32 1e-6 2>&1)
+rc=$?
+record "--force on the GPU: a sampled run's tokens give its logits" "$([ $rc = 0 ] && [ -n "$fs" ] && [ "$fs" = "$ss" ] &&
+	! cmp -s $OUT/forced.f32 $OUT/llama-f32.f32 && echo ok || echo FAIL)" "$r $(cmp -s $OUT/forced.f32 $OUT/sampled.f32 && echo '(bit for bit)')"
 
 # Text in, text out on the GPU: the llama fixture with a 512-token GPT-2 vocabulary answers -p with the
 # same greedy text as on the CPU.
