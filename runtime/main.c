@@ -786,10 +786,9 @@ int main(int argc, char **argv)
 		if (exec_step_ranks(xp, tp, prompt, pos, np, err, sizeof err))
 			fail("%s", err);
 		memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)(np * V));
-		tok = a.force ? a.force[0] : ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p,
-		                                        a.gpu.seed, 0);
+		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
 	}
-	if (a.force) /* --force: the GPU's sampled token is dropped, and the next step is fed this one */
+	if (a.force) /* --force: the sampled token is dropped, and the next step is fed this one */
 		tok = a.force[0];
 	double t1 = now();
 	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
@@ -821,8 +820,7 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	for (long i = 1; i < a.n && !done && !interrupted; i++, made++) {
 		if (cuda) {
-			int32_t fed = tok;
-			if (a.force ? ranks_decode_fed(gpu, fed, &tok, df ? rows : NULL, err, sizeof err)
+			if (a.force ? ranks_decode_fed(gpu, tok, &tok, df ? rows : NULL, err, sizeof err)
 			            : ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
 				fail_gpu(gpu, err);
 		} else {
@@ -830,10 +828,9 @@ int main(int argc, char **argv)
 			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
 				fail("%s", err);
 			memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)V);
-			if (!a.force)
-				tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
+			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
 		}
-		if (a.force)
+		if (a.force) /* the sampled token dropped, as after the prefill */
 			tok = a.force[i];
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
 			fail("%s: write failed", a.dump);
