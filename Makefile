@@ -73,7 +73,15 @@ build/bench/bandwidth: bench/bandwidth.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) -std=c++17 -O3 -arch=sm_90 -lineinfo $< -o $@
 
-bench: all build/bench/bandwidth
+bench: all build/bench/bandwidth build/bench/libglmtrace.so
+
+# The in-graph kernel timeline (CUPTI injection library; bench/trace.py reads what it writes). CUPTI
+# travels beside it, so the device machine needs nothing more.
+CUDA_HOME ?= /usr/local/cuda
+build/bench/libglmtrace.so: bench/trace.c
+	@mkdir -p build/bench
+	$(CC) $(CFLAGS) -fPIC -shared -I$(CUDA_HOME)/include $< -L$(CUDA_HOME)/lib -L$(CUDA_HOME)/lib64 -lcupti -Wl,-rpath,'$$ORIGIN' -o $@
+	cp -L $$(ls $(CUDA_HOME)/lib/libcupti.so.13 $(CUDA_HOME)/lib64/libcupti.so.13 2>/dev/null | head -1) build/bench/
 
 # The allreduce micro-benchmark (nvcc; run on the GPU machine by tests/gpu/tp.sh).
 build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h build/libglm.a
@@ -81,7 +89,7 @@ build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h buil
 	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
 
 # Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
-gpu-bundle: all build/bench/bandwidth build/bench/allreduce build/bench/gemv build/bench/mla build/bench/moe
+gpu-bundle: all build/bench/bandwidth build/bench/libglmtrace.so build/bench/allreduce build/bench/gemv build/bench/mla build/bench/moe
 	tests/gpu/build_kernels_test.sh
 	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
@@ -103,6 +111,12 @@ build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/prefetch.cu -o $@
+
+# Where a decode kernel's fixed cost goes: plain reads at the decode kernels' sizes, and a Llama-shaped
+# chain of them launched plainly and programmatically (bench/NOTES.md 30).
+build/bench/chain: bench/chain.cu bench/graph_time.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/chain.cu -o $@
 
 # The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
 bench-mla: build/bench/mla

@@ -14,7 +14,8 @@
 #
 # Environment: OUT (results; default /tmp/glm-bench), TP (plans for TP GPUs; default 1), SHAPES (default all four rows, e.g.
 # SHAPES="llama3_8b:bf16"), BATCHES (default "1 4 16"), STEPS (decode steps measured, 64), PROMPT (128),
-# PEER (1/0), PROFILE (1/0), PDL (0/1: batch 1 again with --pdl), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
+# PEER (1/0), PROFILE (1/0), PDL (0/1: batch 1 again with --pdl), TRACE (1/0: batch 1 again under the
+# CUPTI kernel timeline build/bench/libglmtrace.so, read by bench/trace.py: time inside the graph, no events), BUDGET (seconds), WORK (plans and scratch; default /tmp/glm-bench-work),
 # DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's config, checks this script without a
 # GPU: tests/bench.sh does that).
 set -u
@@ -30,6 +31,7 @@ PROMPT=${PROMPT:-128}
 PEER=${PEER:-1}
 PROFILE=${PROFILE:-1}
 PDL=${PDL:-0} # 1: batch 1 also with glmrun --pdl (programmatic dependent launch, an experiment)
+TRACE=${TRACE:-1} # 1: batch 1 again under bench/trace.c (each kernel's time inside the graph replay, and the gaps)
 BUDGET=${BUDGET:-470}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT" "$WORK"
@@ -156,6 +158,16 @@ for sd in $SHAPES; do
 				sed -n '/^profile by operator/,/^profile_overhead_us/p' "$out"
 			fi
 			RES[$tag-b$b]=ok
+			# the same plan under the kernel timeline (bench/trace.c): in-graph kernel times and the gaps
+			if [ "$b" = 1 ] && [ "$TRACE" = 1 ] && [ "$DEVICE" = cuda ] && [ -f build/bench/libglmtrace.so ] &&
+				[ "$(left)" -gt 30 ] && run_timed "$tag trace" "$(left)" sh -c "CUDA_INJECTION64_PATH='$PWD/build/bench/libglmtrace.so' \
+					GLM_TRACE='$OUT/$tag.trace.tsv' LD_LIBRARY_PATH='$PWD/build/bench'${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec bin/glmrun '$plan' --device $DEVICE \
+					--bench --bench-prompt $PROMPT -n $STEPS >'$out.trace' 2>&1" &&
+				python3 bench/trace.py "$OUT/$tag.trace.tsv" --top 12 >"$OUT/$tag.trace.txt" 2>&1; then
+				say "$tag batch 1, in-graph kernel timeline (bench/trace.py):"
+				sed -n '1,/^first /p' "$OUT/$tag.trace.txt" | sed '$d'
+				gzip -f "$OUT/$tag.trace.tsv"
+			fi
 			# the same plan with programmatic dependent launch (glmrun --pdl, an experiment): what it is worth
 			if [ "$b" = 1 ] && [ "$PDL" = 1 ] && [ "$DEVICE" = cuda ] && [ "$(left)" -gt 30 ] &&
 				run_timed "$tag --pdl" "$(left)" sh -c "exec bin/glmrun '$plan' --device $DEVICE --bench --pdl \

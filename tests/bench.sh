@@ -133,6 +133,32 @@ if DEVICE=cpu TPS="1 2" SHAPES=tiny:bf16 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/tp
 else
 	bad "bench/tp_scaling.sh on the CPU" "$(tail -6 $tmp/tps.log)"
 fi
+# bench/trace.py (the in-graph timeline's reader) on a made-up trace: node 1's replays are the decode
+# graph (graph 7, three kernels; graph 9 ran once), the first two replays are dropped, and each later one
+# spans 10 µs with 1 µs of gaps (0.5 before b, 0.5 before c).
+python3 - "$tmp/trace.tsv" <<'PYEOF'
+import sys
+with open(sys.argv[1], "w") as f:
+    f.write("prefill 0 500 9 1 4 128\n")
+    for r in range(5):
+        t = 1000 + r * 20000
+        f.write(f"glm_ka {t} {t + 4000} 7 11 8 256\n")
+        f.write(f"glm_kb {t + 4500} {t + 7000} 7 12 8 256\n")
+        f.write(f"glm_kc {t + 7500} {t + 10000} 7 13 1 32\n")
+PYEOF
+if python3 bench/trace.py "$tmp/trace.tsv" >$tmp/trace.out 2>&1 && grep -q '^trace: 3 decode replays of 3 kernels' $tmp/trace.out &&
+	grep -q '^trace_step_us: 10.00' $tmp/trace.out && grep -q '^trace_kernel_busy_us: 9.00' $tmp/trace.out &&
+	grep -q '^trace_gap_us: 1.00 (10.0% of the step' $tmp/trace.out && grep -qE '^  glm_ka +1 +4.00' $tmp/trace.out; then
+	ok "bench/trace.py splits a made-up timeline into kernel time and gaps"
+else
+	bad "bench/trace.py on a made-up timeline" "$(head -c 400 $tmp/trace.out)"
+fi
+echo "glm_ka 1 2 3" >$tmp/bad.tsv
+if ! python3 bench/trace.py $tmp/bad.tsv >$tmp/trace.out 2>&1 && grep -q "bad.tsv:1: expected 7 fields, got 4" $tmp/trace.out; then
+	ok "bench/trace.py names the malformed line"
+else
+	bad "bench/trace.py on a malformed line" "$(head -c 300 $tmp/trace.out)"
+fi
 bin/glmc --help | grep -q "q4_k_m is llama.cpp's Q4_K_M mix" && ok "glmc --help documents q4_k_m" || bad "glmc --help documents q4_k_m" "missing"
 bin/glmrun --help | grep -q -- "--bench " && bin/glmrun --help | grep -q -- "--profile " && ok "glmrun --help documents --bench and --profile" ||
 	bad "glmrun --help documents --bench and --profile" "missing"
