@@ -575,18 +575,22 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	/* a norm group also as GEMV_PRO_RMSLATE (the scale after the dots, one group a block) and with no
 	** prologue at all (x as it is: the floor for what the norm may cost) */
 	if constexpr (PRO == GEMV_PRO_RMSNORM) {
-		unsigned g1 = gemv_grid_h(ntot, rb, bt, 0);
+		/* the late form at the one-token shape glmc emits for it */
+		int bl = bt, rl = rb;
+		if (!(EPI & GEMV_EPI_GLU))
+			gemv_shape_late1(K, ntot, 2, &bl, &rl);
+		unsigned g1 = gemv_grid_h(ntot, rl, bl, 0);
 		auto other = [&](auto k) {
 			return [&, k](int c, cudaStream_t s) {
-				k<<<g1, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0),
+				k<<<g1, bl, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0),
 				                    M > 1 ? wp(c, 1) : nullptr, M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr,
 				                    x, u, nw, r, (int)K, (int)N[0], (int)N[1], (int)N[2], (int)N[3]);
 			};
 		};
-		auto late = rb == 4 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 4> : rb == 2 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 2>
-		                                                                    : g_ffused<A, GEMV_PRO_RMSLATE, EPI, R1>;
-		auto none = rb == 4 ? g_ffused<A, GEMV_PRO_NONE, EPI, 4> : rb == 2 ? g_ffused<A, GEMV_PRO_NONE, EPI, 2>
-		                                                                 : g_ffused<A, GEMV_PRO_NONE, EPI, R1>;
+		auto late = rl == 8 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 8> : rl == 4 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 4>
+		          : rl == 2 ? g_ffused<A, GEMV_PRO_RMSLATE, EPI, 2> : g_ffused<A, GEMV_PRO_RMSLATE, EPI, R1>;
+		auto none = rl == 8 ? g_ffused<A, GEMV_PRO_NONE, EPI, 8> : rl == 4 ? g_ffused<A, GEMV_PRO_NONE, EPI, 4>
+		          : rl == 2 ? g_ffused<A, GEMV_PRO_NONE, EPI, 2> : g_ffused<A, GEMV_PRO_NONE, EPI, R1>;
 		double tl = time_fn(other(late), copies), tn = time_fn(other(none), copies);
 		printf(" %9.2f %6.1f%% %9.2f", tl, 100 * bytes / (tl * 1e-6) / 1e9 / bw, tn);
 	}
@@ -611,6 +615,8 @@ static void float_sweep(const char *name, std::vector<long long> N, long long K,
 	int bt0, rb0;
 	if (PRO == GEMV_PRO_NONE && EPI == GEMV_EPI_RES)
 		gemv_shape_plain1(K, gw.ntot, 2, &bt0, &rb0);
+	else if (PRO == GEMV_PRO_RMSLATE && !(EPI & GEMV_EPI_GLU))
+		gemv_shape_late1(K, gw.ntot, 2, &bt0, &rb0);
 	else
 		gemv_shape_h(K, gw.ntot, 2, &bt0, &rb0);
 	if ((EPI & GEMV_EPI_GLU) && rb0 < 2)
@@ -662,6 +668,8 @@ template <typename A> static void run_llama(double bw, int sweep)
 		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 3584+2x512 K 3584", {3584, 512, 512}, 3584, bw);
 		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 8192+2x1024 K 8192", {8192, 1024, 1024}, 8192, bw);
 		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 2048+2x512 K 2048", {2048, 512, 512}, 2048, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+q+k+v 5120+2x1024 K 5120", {5120, 1024, 1024}, 5120, bw);
+		float_sweep<A, GEMV_PRO_RMSLATE, 0>("norm+lm_head 128256 K 4096 (late)", {128256}, 4096, bw);
 		return;
 	}
 	printf("%-34s %6s %6s %8s %9s %9s %7s %7s %9s %7s %9s\n", "Llama-3-8B group (bf16)", "rows", "K", "rb/bt/g", "unfused",

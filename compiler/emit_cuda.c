@@ -1340,6 +1340,8 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			int wsize = (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype);
 			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
 				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
+			else if (tr == 1 && f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm below */
+				gemv_shape_late1(K, Ntot, wsize, &w.L.block, &rb);
 			else
 				gemv_shape_h(K, Ntot, wsize, &w.L.block, &rb);
 			if (f->glu >= 0 && rb < 2)

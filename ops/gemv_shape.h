@@ -34,6 +34,24 @@ static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int
 	}
 }
 
+/* The one-token launch of a float GEMV group with the norm's late scale and no GLU (GEMV_PRO_RMSLATE: the
+** q/k/v groups, a norm fused with the LM head): rb = 8 columns a block of 128 threads where rows are at
+** least 512 16-byte vectors, a multiple of 256 (the threads' two-vector steps cover a row with no ragged
+** last step), and there are 2112 rows (264 blocks); else gemv_shape_h's shape. Measured (bench/gemv --llama
+** --sweep, bench/NOTES.md entry 31; bf16, µs, gemv_shape_h's 4 x 256 first): Llama-3-8B's q/k/v
+** 4096+2x1024 16.87 -> 15.73, its norm + LM head 248.93 -> 241.09, 8192+2x1024 43.11 -> 43.36 (no
+** change); 5120+2x1024 (640 vectors, ragged) would lose, 23.12 -> 24.79, and keeps 4 x 256; shorter rows
+** (K 3584, 2048, 768) were best elsewhere, as was the gate/up GLU (8 x 128 slower there). */
+static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int *block, int *rb)
+{
+	long long nvec = K * wsize / 16;
+	gemv_shape_h(K, Ntot, wsize, block, rb);
+	if (nvec >= 512 && nvec % 256 == 0 && Ntot >= 8 * 264) {
+		*block = 128;
+		*rb = 8;
+	}
+}
+
 /* The grid: one block per group of rb columns, or when there is a prologue (formed once per block) at most
 ** as many looping blocks of `block` threads as make GEMV_PRO_BLOCKS blocks of 256: a short row gets small
 ** blocks, and 264 of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV, K 768:

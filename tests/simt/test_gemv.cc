@@ -260,6 +260,22 @@ int main(void)
 	if (bt != 128 || rb != 1)
 		printf("FAIL - gemv_shape_plain1(1024, 100, f32): %d x %d, want 1 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 1>(1, 1024, {100}, bt, 100);
+	/* the one-token late-norm group at its shape (gemv_shape_late1: 8 columns a block of 128 threads once
+	** a row is 512 vectors and there are 2112 rows; else gemv_shape_h's) */
+	gemv_shape_late1(2048, 2115, 4, &bt, &rb);
+	if (bt != 128 || rb != 8)
+		printf("FAIL - gemv_shape_late1(2048, 2115, f32): %d x %d, want 8 x 128\n", rb, bt), n_fail++;
+	run<GEMV_PRO_RMSLATE, 0, 8, 1>(1, 2048, {40, 17, 9}, bt, 5); /* that shape, fewer rows: 66, the last block 2 */
+	run<GEMV_PRO_RMSLATE, 0, 8, 1>(1, 2048, {40, 17, 9}, bt, 9);
+	gemv_shape_late1(2048, 2111, 4, &bt, &rb);
+	if (bt != 256 || rb != 4)
+		printf("FAIL - gemv_shape_late1(2048, 2111, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
+	gemv_shape_late1(2560, 4096, 4, &bt, &rb); /* 640 vectors: a ragged last step at 128 threads */
+	if (bt != 256 || rb != 4)
+		printf("FAIL - gemv_shape_late1(2560, 4096, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
+	gemv_shape_late1(2044, 4096, 4, &bt, &rb);
+	if (bt != 256 || rb != 4)
+		printf("FAIL - gemv_shape_late1(2044, 4096, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
 	printf("%d passed, %d failed\n", n_pass, n_fail);
 	return n_fail ? 1 : 0;
 }
