@@ -849,6 +849,65 @@ __device__ __forceinline__ void moe_dfused_batch(uint4 (&raw)[U], const int *idx
 	}
 }
 
+/* k_moe_down_fused's staging: the first n4 float4 of hr (token t's k rows of hid) into hx and, when
+** SHARED, silu(g)·u over Fs (rounded to A as k_swiglu stores it) into sx. Every thread issues all its
+** loads (up to 8 float4 of hid and 2 vectors each of g and u, enough for MOE_HX and MOE_SX at 256
+** threads) before it uses the first: a loop that computes between its loads pays one L2 round trip
+** per element (the SwiGLU's division branches), 6 of them before any weight is asked for on
+** GLM-4.7-Flash. Elements past those (smaller blocks) go by the plain loop. */
+template <typename A, bool SHARED>
+__device__ __forceinline__ void moe_dfused_stage(float *sx, float *hx, const float *hr, int n4, const A *gt,
+                                                 const A *ut, int Fs)
+{
+	constexpr int NH = 8, NS = 2, VA = 16 / (int)sizeof(A);
+	int tid = threadIdx.x, bd = blockDim.x;
+	bool sv = SHARED && ((((unsigned long long)gt | (unsigned long long)ut) & 15) == 0) && Fs % VA == 0;
+	int nvs = sv ? Fs / VA : 0;
+	float4 hv[NH];
+	uint4 gv[NS], uv[NS];
+#pragma unroll
+	for (int i = 0; i < NH; i++)
+		if (tid + i * bd < n4)
+			hv[i] = __ldg((const float4 *)hr + tid + i * bd);
+#pragma unroll
+	for (int i = 0; i < NS; i++)
+		if (tid + i * bd < nvs) {
+			gv[i] = __ldg((const uint4 *)gt + tid + i * bd);
+			uv[i] = __ldg((const uint4 *)ut + tid + i * bd);
+		}
+#pragma unroll
+	for (int i = 0; i < NH; i++)
+		if (tid + i * bd < n4)
+			((float4 *)hx)[tid + i * bd] = hv[i];
+	for (int i = tid + NH * bd; i < n4; i += bd)
+		((float4 *)hx)[i] = __ldg((const float4 *)hr + i);
+	if constexpr (SHARED) {
+#pragma unroll
+		for (int i = 0; i < NS; i++)
+			if (tid + i * bd < nvs) {
+				union {
+					uint4 bits;
+					A e[VA];
+				} ga, ua;
+				ga.bits = gv[i], ua.bits = uv[i];
+				int f0 = (tid + i * bd) * VA;
+#pragma unroll
+				for (int e = 0; e < VA; e++) {
+					float x = to_f(ga.e[e]);
+					sx[f0 + e] = to_f(from_f<A>(x / (1.0f + expf(-x)) * to_f(ua.e[e])));
+				}
+			}
+		/* the rest, element by element (a vector's VA at a time when sv) */
+		for (int f = sv ? (NS * bd + tid) * VA : tid; f < Fs; f += sv ? bd * VA : bd) {
+			int ne = sv ? VA : 1;
+			for (int e = 0; e < ne; e++) {
+				float x = to_f(gt[f + e]);
+				sx[f + e] = to_f(from_f<A>(x / (1.0f + expf(-x)) * to_f(ut[f + e])));
+			}
+		}
+	}
+}
+
 /*
 ** The end of a MoE layer for the decode step, for output column c (one warp, c = blockIdx.x*8 + warp) of
 ** token t = blockIdx.y: the routed experts' down projections summed with their weights exactly as
@@ -881,18 +940,9 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 	             (!SHARED || ((((unsigned long long)sdown & 15) == 0) && Fs % VS == 0 && Fs <= MOE_SX));
 	if (piped) {
 		bool hsm = k * F <= MOE_HX; /* token t's hid rows staged in hx */
-		if (SHARED) {
-			const A *gt = g + (long long)t * Fs, *ut = u + (long long)t * Fs;
-			for (int f = threadIdx.x; f < Fs; f += blockDim.x) {
-				float gv = to_f(gt[f]);
-				sx[f] = to_f(from_f<A>(gv / (1.0f + expf(-gv)) * to_f(ut[f])));
-			}
-		}
-		if (hsm) {
-			const float4 *hg = (const float4 *)(hid + (long long)t * k * F);
-			for (int i = threadIdx.x; i < k * F / 4; i += blockDim.x)
-				((float4 *)hx)[i] = __ldg(hg + i);
-		}
+		moe_dfused_stage<A, SHARED>(sx, hx, hid + (long long)t * k * F, hsm ? k * F / 4 : 0,
+		                            SHARED ? g + (long long)t * Fs : nullptr, SHARED ? u + (long long)t * Fs : nullptr,
+		                            Fs);
 		if (SHARED || hsm)
 			__syncthreads(); /* before any warp leaves: uniform per block */
 		if (c >= C) /* uniform per warp */

@@ -39,9 +39,10 @@ static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int
 ** least 512 16-byte vectors, a multiple of 256 (the threads' two-vector steps cover a row with no ragged
 ** last step), and there are 2112 rows (264 blocks); else gemv_shape_h's shape. Measured (bench/gemv --llama
 ** --sweep, bench/NOTES.md entry 31; bf16, µs, gemv_shape_h's 4 x 256 first): Llama-3-8B's q/k/v
-** 4096+2x1024 16.87 -> 15.73, its norm + LM head 248.93 -> 241.09, 8192+2x1024 43.11 -> 43.36 (no
-** change); 5120+2x1024 (640 vectors, ragged) would lose, 23.12 -> 24.79, and keeps 4 x 256; shorter rows
-** (K 3584, 2048, 768) were best elsewhere, as was the gate/up GLU (8 x 128 slower there). */
+** 4096+2x1024 16.87 -> 15.73 (15.20 in the plan's graph), its norm + LM head 248.93 -> 241.09 (in the
+** plan's graph no gain: 234.24 -> 236.64 µs, entry 31), 8192+2x1024 43.11 -> 43.36 (no change);
+** 5120+2x1024 (640 vectors, ragged) would lose, 23.12 -> 24.79, and keeps 4 x 256; shorter rows (K 3584,
+** 2048, 768) were best elsewhere, as was the gate/up GLU (8 x 128 slower there). */
 static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int *block, int *rb)
 {
 	long long nvec = K * wsize / 16;

@@ -548,5 +548,9 @@ int main(void)
 	test_down_fused<bf16, bf16, true, false>(2, 16, 4096, 4, 3, 2048);
 	test_down_fused<float, float, false, true>(3, 40, 256, 5, 2, 0);
 	test_down_fused<float, float, true, true>(2, 20, 50, 4, 2, 36);
+	/* the shared SwiGLU past the staging's first 2 vectors a thread (2052 floats: 513 vectors at 256
+	** threads), and a width of whole float vectors but not bf16 ones (element by element) */
+	test_down_fused<float, float, true, false>(1, 8, 64, 3, 2, 2052);
+	test_down_fused<bf16, float, true, true>(1, 8, 64, 3, 2, 1028);
 	return finish();
 }
