@@ -2214,6 +2214,39 @@ __device__ __forceinline__ float mla_merge_sum1(const float *src, long long rs, 
 	return sum;
 }
 
+/* k_mla_split's q rows as float: qs[e] = qb[e] for e < nq (the block's heads' rows), 0 up to HB·Dk (the
+** missing heads of the last group score 0, unused). In 16-byte vectors when the rows allow, a thread's
+** loads (up to 4) all issued before its first store: a loop that stores between its loads waits for each,
+** and its generic pointer keeps pos's load behind them too (3 dependent round trips at GLM-4.7-Flash's
+** 4 heads of 576; bench/NOTES.md entry 33). */
+template <typename A, int HB>
+__device__ __forceinline__ void mla_split_stage_q(float *qs, const A *qb, int nq, int Dk)
+{
+	constexpr int VA = 16 / (int)sizeof(A), NQ = 4;
+	int tid = threadIdx.x, nt = blockDim.x, e0 = 0;
+	if (((unsigned long long)qb & 15) == 0 && Dk % VA == 0) {
+		union {
+			uint4 bits;
+			A e[VA];
+		} qv[NQ];
+#pragma unroll
+		for (int i = 0; i < NQ; i++)
+			if ((tid + i * nt) * VA < nq)
+				qv[i].bits = __ldg((const uint4 *)qb + tid + i * nt);
+#pragma unroll
+		for (int i = 0; i < NQ; i++) {
+			int e = (tid + i * nt) * VA;
+			if (e < HB * Dk)
+#pragma unroll
+				for (int j = 0; j < VA; j++)
+					qs[e + j] = e < nq ? to_f(qv[i].e[j]) : 0.0f;
+		}
+		e0 = NQ * nt * VA;
+	}
+	for (int e = e0 + tid; e < HB * Dk; e += nt)
+		qs[e] = e < nq ? to_f(qb[e]) : 0.0f;
+}
+
 /*
 ** Split-context ("flash-decoding") latent attention: k_mla's result, y[t, h*Dv + i] for token
 ** t = blockIdx.z, with the candidates (the context rows 0..pos[t], or the nsel entries of its sel row)
@@ -2266,13 +2299,12 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
 	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, t = blockIdx.z;
 	int hn = H - h0 < HB ? H - h0 : HB;
-	/* q first: its loads need nothing else, so they overlap pos's (a block that exits below wasted them) */
-	const A *qb = q + ((long long)t * H + h0) * Dk;
-	for (int e = tid; e < HB * Dk; e += nt)
-		qs[e] = e < hn * Dk ? to_f(qb[e]) : 0.0f; /* missing heads of the last group score 0, unused */
+	/* pos and q first: their loads need nothing else, so they overlap (a block that exits below wasted them) */
+	int p = pos[t];
+	mla_split_stage_q<A, HB>(qs, q + ((long long)t * H + h0) * Dk, hn * Dk, Dk);
 	/* vfirst: the selection lists its visible rows first (k_indexer_select's: rows 0..pos then -1s, or
 	** nsel rows all <= pos), so only the first min(nsel, pos + 1) entries can be visible */
-	int p = pos[t], n = sel ? (vfirst && nsel > p + 1 ? p + 1 : nsel) : p + 1, nr = mla_split_ranges(n, NS);
+	int n = sel ? (vfirst && nsel > p + 1 ? p + 1 : nsel) : p + 1, nr = mla_split_ranges(n, NS);
 	if (x >= nr) { /* uniform per block: this range does not exist for this token */
 		if (!MERGE && tid < hn) { /* an empty state for the merge that reads all NS (k_mla_vabsorb's) */
 			float *ml = pml + (((long long)t * NS + x) * H + h0 + tid) * 2;
