@@ -3127,9 +3127,8 @@ __device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, 
 	const A *xt = x + (long long)t * C;
 	float ag = 0.0f, au = 0.0f;
 	if ((((unsigned long long)gate | (unsigned long long)up | (unsigned long long)x) & 15) == 0 && C % VEC == 0) {
-		/* the lane's vectors (lane + 32v) in chunks of 8: a chunk's 16 loads all in flight together, x
-		** read at use (L1), so few registers and many warps per SM; one chunk covers GLM-4.7-Flash's
-		** 2048 bf16 */
+		/* the lane's vectors (lane + 32v) in chunks of 8: a chunk's 16 weight loads all in flight
+		** together, then its 8 vectors of x (L1/L2); one chunk covers GLM-4.7-Flash's 2048 bf16 */
 		int nv = C / VEC, nl = nv > lane ? (nv - lane + 31) >> 5 : 0;
 		for (int v0 = 0; v0 < nl; v0 += 8) {
 			const uint4 *gp = (const uint4 *)gr + lane + v0 * 32, *up4 = (const uint4 *)ur + lane + v0 * 32;
@@ -3140,13 +3139,17 @@ __device__ void k_moe_up(float *hid, const A *x, const int *idx, const W *gate, 
 					ga[u] = __ldg(gp + u * 32);
 					ua[u] = __ldg(up4 + u * 32);
 				}
+			/* x's vectors too, all asked for before the first is used: loaded at use, each waited for the
+			** sums of the one before (8 dependent L1/L2 trips a chunk; bench/NOTES.md entry 35) */
+			ActVec<A, VEC> xa[8];
 #pragma unroll
 			for (int u = 0; u < 8; u++)
-				if (v0 + u < nl) {
-					ActVec<A, VEC> xa;
-					xa.load(xt + (lane + (v0 + u) * 32) * VEC);
-					dot2_vec<A, W, VEC>(ag, au, ga[u], ua[u], xa);
-				}
+				if (v0 + u < nl)
+					xa[u].load(xt + (lane + (v0 + u) * 32) * VEC);
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+				if (v0 + u < nl)
+					dot2_vec<A, W, VEC>(ag, au, ga[u], ua[u], xa[u]);
 		}
 	} else {
 #pragma unroll 4
