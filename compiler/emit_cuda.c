@@ -37,6 +37,7 @@ typedef struct {
 typedef struct {
 	char formal[1024], call[1024];
 	int nf;
+	int minb; /* the launch bounds' blocks-per-SM figure, 0 for none (ptxas's register budget) */
 	Launch L;
 } Wr;
 
@@ -253,19 +254,23 @@ static int pdl_self_wait(const char *tmpl)
 /* The launch bounds' second figure for the quantized decode kernels (k_qgemv, k_qgemv_fused and the
 ** MoE ones, 256 threads, 35 KB of static shared memory): three blocks an SM, which shared memory allows
 ** and registers otherwise would not (up to 126 a thread gives two; ncu, bench/NOTES.md entry 14). */
-static const char *q_min_blocks(const char *tmpl, int block)
+static int q_min_blocks(const char *tmpl, int block)
 {
 	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
 	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14) || !strncmp(tmpl, "k_qmoe_down_mma<", 16)))
-		return ", 2"; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
-	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? ", 3" : "";
+		return 2; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
+	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? 3 : 0;
 }
 
 /* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
 static void w_finish(Em *e, Wr *w, const char *tmpl)
 {
 	char key[2600];
-	snprintf(key, sizeof key, "%d|%s|%s|%s", w->L.block, w->formal, tmpl, w->call);
+	int minb = w->minb ? w->minb : q_min_blocks(tmpl, w->L.block);
+	char lb[16] = "";
+	if (minb)
+		snprintf(lb, sizeof lb, ", %d", minb);
+	snprintf(key, sizeof key, "%d%s|%s|%s|%s", w->L.block, lb, w->formal, tmpl, w->call);
 	int k;
 	for (k = 0; k < e->nkeys; k++)
 		if (!strcmp(e->keys[k], key))
@@ -280,7 +285,7 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh);
 		** the decode GEMVs call it themselves, after asking L2 for their first weights */
 		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d%s) glm_k%d(%s) { %s%s(%s); }\n",
-		        w->L.block, q_min_blocks(tmpl, w->L.block), k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ",
+		        w->L.block, lb, k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ",
 		        tmpl, w->call);
 	}
 	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
@@ -1350,7 +1355,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			** start on their weights at once instead of after staging x; one group a block, as a GEMV
 			** without a prologue (block 0 stores the norm when other nodes read it) */
 			int pro = tr == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro;
-			w.L.grid[0] = sz_const(gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE));
+			unsigned grid = gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE);
+			w.L.grid[0] = sz_const(grid);
+			if (tr == 1)
+				w.minb = gemv_min_blocks1(w.L.block, rb, grid);
 			w.L.tmin = tr == 1 ? 1 : 2;
 			w.L.tmax = tr == 1 ? 1 : f->tmax;
 			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;

@@ -64,6 +64,20 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 	return (unsigned)(prologue && groups > cap ? cap : groups);
 }
 
+/* The launch bounds' blocks-an-SM figure of a one-token float GEMV group's kernel (0: none). Without
+** one, ptxas keeps gemv_core at about 32 registers (every block of a 2048-block grid resident at once)
+** and issues a step's second weight batch only after the first batch's sums: two HBM trips a step. A
+** grid that fits 8 blocks of 128 an SM of an H200 loses nothing by a 64-register budget, with which
+** ptxas keeps the batches together. Measured (bench/NOTES.md entry 37, in the plan's graph, µs):
+** GLM-4.7-Flash's o-projection (rb 2, 1024 blocks) 8.49 -> 7.96, its router + shared gate/up (rb 4,
+** 784) 6.71 -> 6.18, q_a/kv_a (rb 4, 336) 4.40 -> 4.29; Llama-3-8B's q/k/v (rb 8, 768) lost, 15.2 ->
+** 17.4, as did every grid too big for 8 blocks an SM (its o and down, 2048 blocks: 20.4 -> 23.2 a
+** launch on average). */
+static inline int gemv_min_blocks1(int block, int rb, long long grid)
+{
+	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;
+}
+
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV
 ** whose x fits one staged chunk (K <= 8192): three blocks an SM of an H200, each looping over row groups
 ** with x staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x

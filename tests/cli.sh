@@ -146,6 +146,17 @@ else
 	bad "2048 experts: a CPU plan, with the reason" "$(head -c 300 $tmp/err)"
 fi
 
+# GLM-4.7-Flash's real widths at 2 layers: its one-token float GEMVs whose grids fit 8 blocks an SM (o, the
+# q_a/kv_a pair, the router with the shared gate/up) declare that register budget, as ops/gemv_shape.h
+# says (checkplan compares every such launch with gemv_min_blocks1)
+if bin/glmc compile models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights bf16 \
+	--layers 2 -o $tmp/f2.plan 2>$tmp/err && c=$(build/tools/checkplan $tmp/f2.plan 2>&1) &&
+	echo "$c" | grep -q ", 6 one-token GEMV launches with a register budget$"; then
+	ok "GLM-4.7-Flash's one-token GEMVs declare their register budget"
+else
+	bad "GLM-4.7-Flash's one-token GEMVs declare their register budget" "${c:-$(tail -c 300 $tmp/err)}"
+fi
+
 # Plans without weights: the full GLM-5 configuration (78 layers, 256 experts, 64 heads, vocab 154880)
 # from its hyperparameters with random Q4_K weights, partitioned for tp 8: two allreduces per layer
 # (attention out, MLP/MoE out), one allgather (the vocab-parallel logits), and the sharded weights split

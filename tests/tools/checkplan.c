@@ -13,6 +13,7 @@
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
 */
 #include "glm.h"
+#include "gemv_shape.h"
 
 #include <elf.h>
 #include <stdlib.h>
@@ -53,9 +54,11 @@ static int has_symbol(const unsigned char *img, size_t n, const char *name)
 	return 0;
 }
 
-/* The __launch_bounds__ of kernel `name` in the generated source, or -1. */
-static int declared_bounds(const char *src, const char *name)
+/* The __launch_bounds__ of kernel `name` in the generated source, or -1; its blocks-an-SM figure into
+** *minb (0 when it has none). */
+static int declared_bounds(const char *src, const char *name, int *minb)
 {
+	*minb = 0;
 	char pat[128];
 	snprintf(pat, sizeof pat, " %s(", name);
 	const char *p = strstr(src, pat);
@@ -65,7 +68,24 @@ static int declared_bounds(const char *src, const char *name)
 	while (lb > src && lb[-1] != '\n')
 		lb--;
 	lb = strstr(lb, "__launch_bounds__(");
-	return lb && lb < p ? atoi(lb + 18) : -1;
+	if (!lb || lb > p)
+		return -1;
+	const char *comma = strchr(lb, ','), *close = strchr(lb, ')');
+	if (comma && close && comma < close)
+		*minb = atoi(comma + 1);
+	return atoi(lb + 18);
+}
+
+/* The RB template argument of a one-token k_gemv_fused wrapper body (its 7th), or -1 for any other. */
+static int gemv_fused_rb1(const char *body)
+{
+	if (strncmp(body, "{ k_gemv_fused<", 15))
+		return -1;
+	const char *p = body + 15;
+	for (int i = 0; i < 6 && p; i++)
+		p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+	const char *q = p ? strchr(p, ',') : NULL;
+	return q && atoi(q + 1) == 1 ? atoi(p) : -1;
 }
 
 static int64_t eval(const Graph *g, Size s, int64_t T, int64_t S)
@@ -98,7 +118,7 @@ int main(int argc, char **argv)
 		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
 	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
 		fail("sampler %s missing from the cubin", c->sample_kernel);
-	int distinct = 0, ncoll = 0, ngemm = 0, nfused = 0;
+	int distinct = 0, ncoll = 0, ngemm = 0, nfused = 0, nbound = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
 		if (l->kernel[0] == '@') {
@@ -125,13 +145,24 @@ int main(int argc, char **argv)
 		}
 		if (!has_symbol(c->cubin, c->cubin_size, l->kernel))
 			fail("kernel %s (node %%%d) missing from the cubin", l->kernel, l->node);
-		int lb = declared_bounds(c->source, l->kernel);
+		int minb, lb = declared_bounds(c->source, l->kernel, &minb);
 		if (lb != l->block)
 			fail("kernel %s launches %d threads but declares __launch_bounds__(%d)", l->kernel, l->block, lb);
+		if (minb < 0 || minb * lb > 2048)
+			fail("kernel %s declares %d blocks of %d threads an SM (at most 2048 threads)", l->kernel, minb, lb);
 		/* glmrun may launch any kernel before the one before it has finished: its wrapper must wait first */
 		char key[80];
 		snprintf(key, sizeof key, " %s(", l->kernel);
 		const char *w = strstr(c->source, key), *body = w ? strchr(w, '{') : NULL;
+		/* a one-token float GEMV group: the register budget ops/gemv_shape.h picks for its grid */
+		int rb = body ? gemv_fused_rb1(body) : -1;
+		if (rb > 0 && l->tmax == 1) {
+			int want = gemv_min_blocks1(l->block, rb, eval(&g, l->grid[0], 1, 1 << 17));
+			if (minb != want)
+				fail("kernel %s (rb %d, %d threads) declares %d blocks an SM, ops/gemv_shape.h says %d", l->kernel, rb,
+				     l->block, minb, want);
+			nbound += want > 0;
+		}
 		if (!body || (strncmp(body, "{ glm_pdl_wait(); ", 18) && strncmp(body, "{ k_linear_gemv<", 16) &&
 		              strncmp(body, "{ k_gemv_fused<", 15)))
 			fail("kernel %s (node %%%d) does not call glm_pdl_wait() before its template", l->kernel, l->node);
@@ -167,8 +198,8 @@ int main(int argc, char **argv)
 		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
 			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
 	printf("%s: %s, %d launches of %d distinct kernels, %d collectives (%d allreduces the next kernel may do), %d "
-	       "prefill GEMMs for cuBLASLt, cubin %zu bytes\n", argv[1], c->arch, c->nl - ncoll, distinct, ncoll, nfused, ngemm,
-	       c->cubin_size);
+	       "prefill GEMMs for cuBLASLt, cubin %zu bytes, %d one-token GEMV launches with a register budget\n", argv[1],
+	       c->arch, c->nl - ncoll, distinct, ncoll, nfused, ngemm, c->cubin_size, nbound);
 	arena_free(&A);
 	return 0;
 }
