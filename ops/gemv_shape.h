@@ -20,17 +20,20 @@ static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *blo
 }
 
 /* The one-token launch of a float GEMV group with no prologue and a residual sum (the o and down
-** projections): rb = 2 columns a block of 128 threads where rows are at least 256 16-byte vectors, else
-** gemv_shape_h's shape. Measured (bench/gemv --llama --sweep, bench/NOTES.md entry 28; bf16, µs,
-** gemv_shape_h's 4 x 256 first): Llama-3-8B's down 4096x14336 32.79 -> 29.44, its o-projection
-** 4096x4096 11.73 -> 10.92, GLM-4.7-Flash's 2048x5120 8.75 -> 7.85. The groups with a norm had no
-** common best shape in that sweep and keep gemv_shape_h's. */
+** projections): blocks of 128 threads where rows are at least 256 16-byte vectors, else gemv_shape_h's
+** shape; rb = 4 columns a block from 1056 columns (their grid then fits 8 blocks an SM, which
+** gemv_min_blocks1 gives a 64-register budget), 2 from 528. Measured (bench/gemv --llama --sweep,
+** bench/NOTES.md entry 28; bf16, µs, gemv_shape_h's 4 x 256 first): Llama-3-8B's down 4096x14336 32.79
+** -> 29.44 at rb 2, its o-projection 4096x4096 11.73 -> 10.92, GLM-4.7-Flash's 2048x5120 8.75 -> 7.85.
+** Then rb 4 with the register budget (entry 38, bench/ab.sh): Llama-3-8B 4.0656 -> 4.0044 ms a step,
+** GLM-4.7-Flash 3.5922 -> 3.5848. The groups with a norm had no common best shape in that sweep and
+** keep gemv_shape_h's. */
 static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int *block, int *rb)
 {
 	gemv_shape_h(K, Ntot, wsize, block, rb);
 	if (K * wsize / 16 >= 256) {
 		*block = 128;
-		*rb = Ntot >= 2 * 264 ? 2 : 1;
+		*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
 	}
 }
 
@@ -71,8 +74,8 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 ** ptxas keeps the batches together. Measured (bench/NOTES.md entry 37, in the plan's graph, µs):
 ** GLM-4.7-Flash's o-projection (rb 2, 1024 blocks) 8.49 -> 7.96, its router + shared gate/up (rb 4,
 ** 784) 6.71 -> 6.18, q_a/kv_a (rb 4, 336) 4.40 -> 4.29; Llama-3-8B's q/k/v (rb 8, 768) lost, 15.2 ->
-** 17.4, as did every grid too big for 8 blocks an SM (its o and down, 2048 blocks: 20.4 -> 23.2 a
-** launch on average). */
+** 17.4, as did every grid too big for 8 blocks an SM (its o and down at rb 2, 2048 blocks: 20.4 -> 23.2
+** a launch on average; gemv_shape_plain1 now gives them rb 4, 1024 blocks, entry 38). */
 static inline int gemv_min_blocks1(int block, int rb, long long grid)
 {
 	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;

@@ -260,6 +260,20 @@ int main(void)
 	if (bt != 128 || rb != 1)
 		printf("FAIL - gemv_shape_plain1(1024, 100, f32): %d x %d, want 1 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 1>(1, 1024, {100}, bt, 100);
+	/* from 1056 rows 4 columns a block (Llama-3-8B's o and down: 1024 blocks, within 8 an SM) */
+	gemv_shape_plain1(1024, 1100, 4, &bt, &rb);
+	if (bt != 128 || rb != 4)
+		printf("FAIL - gemv_shape_plain1(1024, 1100, f32): %d x %d, want 4 x 128\n", rb, bt), n_fail++;
+	run<GEMV_PRO_NONE, GEMV_EPI_RES, 4, 1>(1, 1024, {1100}, bt, 275);
+	/* the register budget: 8 blocks of 128 an SM for rb <= 4 when the grid fits 8 an SM of 132 SMs */
+	struct { int block, rb, grid, want; } mb[] = {{128, 4, 1056, 8}, {128, 2, 1024, 8}, {128, 4, 1057, 0},
+	                                             {128, 8, 768, 0}, {256, 4, 100, 0}, {64, 4, 100, 0}};
+	for (auto &c : mb)
+		if (gemv_min_blocks1(c.block, c.rb, c.grid) != c.want)
+			printf("FAIL - gemv_min_blocks1(%d, %d, %d): %d, want %d\n", c.block, c.rb, c.grid,
+			       gemv_min_blocks1(c.block, c.rb, c.grid), c.want), n_fail++;
+		else
+			n_pass++;
 	/* the one-token late-norm group at its shape (gemv_shape_late1: 8 columns a block of 128 threads once
 	** a row is 512 vectors and there are 2112 rows; else gemv_shape_h's) */
 	gemv_shape_late1(2048, 2115, 4, &bt, &rb);
