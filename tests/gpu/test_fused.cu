@@ -488,12 +488,16 @@ template <typename A, typename W> static void gemv_suite()
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 8>(scaled);
 		GemvCase res = {T, 128, {64}, GEMV_PRO_NONE, false, false, 1, -1, true, true, false};
 		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(res);
-		/* the o and down projections at their one-token shape (gemv_shape_plain1: 2 columns a block of
-		** 128 threads from rows of 256 vectors; 1 column under 528 rows), T = 8 at gemv_shape_h's */
+		/* the o and down projections at their one-token shape (gemv_shape_plain1: 128 threads from rows
+		** of 256 vectors; 1 column a block under 528 rows, 2 from 528, 4 from 1056), T = 8 at
+		** gemv_shape_h's */
 		GemvCase pres = {T, 4224, {700}, GEMV_PRO_NONE, false, false, 1, -1, true, false, false};
 		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(pres);
 		GemvCase pres1 = {T, 2048, {333}, GEMV_PRO_NONE, false, false, 0, -1, true, true, true};
 		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(pres1);
+		/* from 1056 rows 4 columns a block of 128 (Llama-3-8B's o and down, bench/NOTES.md entry 38) */
+		GemvCase pres4 = {T, 2048, {1100}, GEMV_PRO_NONE, false, false, 1, -1, true, true, false};
+		run_gemv<A, W, GEMV_PRO_NONE, false, GEMV_EPI_RES>(pres4);
 		GemvCase mis = {T, 72, {40, 24}, GEMV_PRO_RMSNORM, true, false, 0x3, -1, false, false, true};
 		run_gemv<A, W, GEMV_PRO_RMSNORM, true, 0>(mis);
 		/* emitted shapes with 2 and 4 columns per block (blocks span members), and forced ones: blocks
