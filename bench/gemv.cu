@@ -525,6 +525,16 @@ __global__ void __launch_bounds__(256)
 	                                             u, nw, nullptr, r, 1, K, N0, N1, N2, N3, 1e-5f, 1.0f, 1.0f, 1.0f, 1.0f);
 }
 
+/* g_ffused with the register budget glmc declares where gemv_min_blocks1 gives one (8 blocks of 128) */
+template <typename A, int PRO, int EPI, int RB>
+__global__ void __launch_bounds__(128, 8)
+	g_ffused_b8(A *y0, A *y1, A *y2, A *y3, const bf16 *w0, const bf16 *w1, const bf16 *w2, const bf16 *w3, const A *x,
+	            const A *u, const A *nw, const A *r, int K, int N0, int N1, int N2, int N3)
+{
+	k_gemv_fused<A, bf16, A, PRO, true, EPI, RB, 1>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr, nullptr, nullptr, x,
+	                                             u, nw, nullptr, r, 1, K, N0, N1, N2, N3, 1e-5f, 1.0f, 1.0f, 1.0f, 1.0f);
+}
+
 /*
 ** One bf16 group of Llama-3-8B's decode step as glmc emits it (k_gemv_fused at gemv_shape_h's shape, the
 ** GLU epilogue's columns in pairs, prologue kernels on GEMV_PRO_BLOCKS looping blocks) against the
@@ -563,6 +573,8 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	unsigned grid = gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
 	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1;
 	auto kern = rb == 4 ? g_ffused<A, PRO, EPI, 4> : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, R1>;
+	if (gemv_min_blocks1(bt, rb, grid) == 8) /* as glmc declares it (only rb <= 4 at 128 threads) */
+		kern = rb == 4 ? g_ffused_b8<A, PRO, EPI, 4> : rb == 2 ? g_ffused_b8<A, PRO, EPI, 2> : g_ffused_b8<A, PRO, EPI, R1>;
 	auto fused = [&](int c, cudaStream_t s) {
 		kern<<<grid, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr,
 		                         M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr, x, u, nw, r, (int)K, (int)N[0],

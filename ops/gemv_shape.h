@@ -74,8 +74,9 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 ** ptxas keeps the batches together. Measured (bench/NOTES.md entry 37, in the plan's graph, µs):
 ** GLM-4.7-Flash's o-projection (rb 2, 1024 blocks) 8.49 -> 7.96, its router + shared gate/up (rb 4,
 ** 784) 6.71 -> 6.18, q_a/kv_a (rb 4, 336) 4.40 -> 4.29; Llama-3-8B's q/k/v (rb 8, 768) lost, 15.2 ->
-** 17.4 (at rb 8 the 64 registers spill 64 bytes, ptxas -v), as did every grid too big for 8 blocks an SM (its o and down at rb 2, 2048 blocks: 20.4 -> 23.2
-** a launch on average; gemv_shape_plain1 now gives them rb 4, 1024 blocks, entry 38). */
+** 17.4 (at rb 8 the 64 registers spill 64 bytes, ptxas -v), as did every grid too big for 8 blocks an
+** SM (its o and down at rb 2, 2048 blocks: 20.4 -> 23.2 a launch on average; gemv_shape_plain1 now
+** gives them rb 4, 1024 blocks, entry 38). rb 1 was not measured. */
 static inline int gemv_min_blocks1(int block, int rb, long long grid)
 {
 	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;
