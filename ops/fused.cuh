@@ -450,6 +450,8 @@ __device__ __forceinline__ int mla_q_nl(int L, bool tb)
 **     aligned, a quarter-warp covering 128 contiguous bytes), so every thread has its Dn/16 independent
 **     loads in flight (up to 12); the 16 row groups' partial sums then meet in shared memory. (One thread per
 **     column walking all Dn rows, as before, kept one load in flight per thread over 2 blocks per head.)
+**     Those 12 loads go out before the rotary and the q staging, whose L2 trips and barrier they then
+**     overlap (bench/NOTES.md entry 40: 6.70 -> 6.18 µs a launch in GLM-4.7-Flash's graph).
 **   - [H, L, Dn]: one warp per output column, lanes reading the row in 4-element vectors.
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI>
@@ -470,6 +472,22 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 		return;
 	}
 	int h = b / NL, lc = b - h * NL, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	/* [H, Dn, L]: thread (g, c)'s first PW rows of its 4 columns asked for before the rotary and the q
+	** staging, so that their HBM trip overlaps those L2 trips and the barrier instead of following them
+	** (asked again for each later chunk of 8 tokens) */
+	constexpr int PW = 12; /* GLM's Dn = 192: all of a thread's rows */
+	int g = tid >> 4, l = lc * 64 + 4 * (tid & 15);
+	const W *wc = wk + (long long)h * Dn * L + l;
+	bool vec = !TB && L % 4 == 0 && ((unsigned long long)wk & (4 * sizeof(W) - 1)) == 0 && l < L;
+	float wpre[PW][4];
+	auto pre = [&]() {
+#pragma unroll
+		for (int i = 0; i < PW; i++)
+			if (g + 16 * i < Dn)
+				ld4(wc + (long long)(g + 16 * i) * L, wpre[i]);
+	};
+	if (vec)
+		pre();
 	if (lc == 0)
 		for (int t = 0; t < T; t++) {
 			rope_row<A, IL>(qabs + ((long long)t * H + h) * Do + L, (A *)nullptr, q + ((long long)t * H + h) * Dq + Dn,
@@ -488,22 +506,28 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 		for (int t = 0; t < 8; t++)
 			acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 		if (!TB) {
-			int g = tid >> 4, l = lc * 64 + 4 * (tid & 15);
-			const W *wc = wk + (long long)h * Dn * L + l;
-			bool vec = L % 4 == 0 && ((unsigned long long)wk & (4 * sizeof(W) - 1)) == 0;
-			if (vec && l < L) {
-#pragma unroll 12 /* GLM's Dn = 192: all 12 rows' loads in flight, ~24 KB per block */
-				for (int d = g; d < Dn; d += 16) {
+			auto add_row = [&](int d, const float (&wv)[4]) { /* acc[t][u] += q[t, d] · W_UK[d, column u] */
+#pragma unroll
+				for (int t = 0; t < 8; t++)
+					if (t < tn) {
+						float xv = xs[t * Dn + d];
+#pragma unroll
+						for (int u = 0; u < 4; u++)
+							acc[t][u] += xv * wv[u];
+					}
+			};
+			if (vec) {
+				if (t0 > 0)
+					pre();
+#pragma unroll
+				for (int i = 0; i < PW; i++)
+					if (g + 16 * i < Dn)
+						add_row(g + 16 * i, wpre[i]);
+#pragma unroll 4
+				for (int d = g + 16 * PW; d < Dn; d += 16) { /* rows past PW a thread (Dn > 192) */
 					float wv[4];
 					ld4(wc + (long long)d * L, wv);
-#pragma unroll
-					for (int t = 0; t < 8; t++)
-						if (t < tn) {
-							float xv = xs[t * Dn + d];
-#pragma unroll
-							for (int u = 0; u < 4; u++)
-								acc[t][u] += xv * wv[u];
-						}
+					add_row(d, wv);
 				}
 			} else if (l < L) {
 				for (int d = g; d < Dn; d += 16) {
@@ -511,14 +535,7 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 #pragma unroll
 					for (int u = 0; u < 4; u++)
 						wv[u] = l + u < L ? to_f(wc[(long long)d * L + u]) : 0.0f;
-#pragma unroll
-					for (int t = 0; t < 8; t++)
-						if (t < tn) {
-							float xv = xs[t * Dn + d];
-#pragma unroll
-							for (int u = 0; u < 4; u++)
-								acc[t][u] += xv * wv[u];
-						}
+					add_row(d, wv);
 				}
 			}
 			__syncthreads(); /* xs is consumed: the same memory takes the partial sums */
