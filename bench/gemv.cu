@@ -156,7 +156,9 @@ static size_t weight_bytes(int qt, long long N, long long K)
 {
 	if (qt == 30 || qt == 1)
 		return (size_t)(N * K * 2);
-	long long blck = qt == 8 ? 32 : 256, bb = qt == 8 ? 34 : qt == 12 ? 144 : qt == 13 ? 176 : 224; /* Q6_K: slots */
+	if (qt == 8) /* superblocks of 8 blocks, 272 bytes */
+		return (size_t)(N * ((K + 255) / 256 * 272));
+	long long blck = 256, bb = qt == 12 ? 144 : qt == 13 ? 176 : 224; /* Q6_K: slots */
 	return (size_t)(N * ((K / blck * bb + 15) & ~15LL));
 }
 

@@ -106,9 +106,31 @@ size_t quant_dev_block_bytes(int type)
 size_t quant_dev_row_bytes(int type, int64_t n)
 {
 	size_t b = quant_row_bytes(type, n);
+	if (b && type == QT_Q8_0)
+		return (size_t)((n + 255) / 256) * 272; /* whole superblocks (quant_dev_spread) */
 	if (b && quant_dev_block_bytes(type) != quant_block_bytes(type))
 		b = b / quant_block_bytes(type) * quant_dev_block_bytes(type);
 	return b ? (b + 15) & ~(size_t)15 : 0;
+}
+
+/* Q8_0 on the device: each 8 blocks (256 values) as one 272-byte superblock, the same bytes regrouped so
+** that the GPU's loads are aligned: the 8 scales (block j's at 2j), then quants 8c..8c+7 of block j at
+** 16 + 64(j/2) + 16c + 8(j%2) (ops/quant.cuh q8_piece: a tensor-core fragment reads pieces c of blocks
+** 2p and 2p + 1 as one 16-byte word). A last superblock of fewer than 8 blocks keeps the missing ones'
+** bytes zero. In place: superblock s takes exactly the bytes its blocks held. */
+static void q8_dev_pack(uint8_t *row, int64_t nb)
+{
+	for (int64_t s = 0; s * 8 < nb; s++) {
+		uint8_t src[272], *d = row + s * 272;
+		int n = nb - s * 8 < 8 ? (int)(nb - s * 8) : 8;
+		memcpy(src, d, (size_t)n * 34);
+		memset(d, 0, 272);
+		for (int j = 0; j < n; j++) {
+			d[2 * j] = src[34 * j], d[2 * j + 1] = src[34 * j + 1];
+			for (int i = 0; i < 32; i++)
+				d[16 + 64 * (j / 2) + 16 * (i / 8) + 8 * (j % 2) + i % 8] = src[34 * j + 2 + i];
+		}
+	}
 }
 
 /* Blocks move back to front: block j's device slot starts at or after its source, so a block is never
@@ -117,6 +139,10 @@ void quant_dev_spread(int type, uint8_t *row, int64_t n)
 {
 	size_t bb = quant_block_bytes(type), db = quant_dev_block_bytes(type);
 	int64_t nb = quant_row_bytes(type, n) / (bb ? bb : 1);
+	if (type == QT_Q8_0) {
+		q8_dev_pack(row, nb);
+		return;
+	}
 	if (db == bb)
 		return;
 	for (int64_t j = nb - 1; j >= 0; j--) {

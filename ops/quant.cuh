@@ -8,8 +8,11 @@
 ** K-quants (Q4_K 144 bytes, Q5_K 176) can be read with plain 16-byte loads. Q6_K's 210-byte blocks sit in
 ** 224-byte slots (QGeo::DEV; the 14 bytes after each are zero; glmrun moves them there at upload,
 ** ops/quant.c quant_dev_spread), so they start aligned too: 6.7% more bytes for Q6_K weights, against
-** realigning every load in registers. Q8_0 (34-byte blocks) is read with 16-byte loads: the aligned
-** 16-byte words covering the bytes are loaded and the bytes realigned in registers (q_align).
+** realigning every load in registers. Q8_0's 34-byte blocks are regrouped at upload into superblocks of
+** 8 (q8_sb: 272 bytes, the same bytes as the 8 blocks; rows padded to whole superblocks): the 8 scales,
+** then the quants, each block's 8-byte pieces interleaved with its neighbour's, so a lane that owns a
+** block reads it in four aligned 8-byte loads and a tensor-core fragment (k_qgemv_mma) in one 16-byte
+** load of two blocks.
 **
 ** One-token GEMVs over Q4_K and Q6_K run on the tensor cores (k_qgemv_mma and the kernels after it, see
 ** the comment there); the FMA path below serves Q8_0, Q5_K, steps of several tokens and mixed groups.
@@ -46,6 +49,8 @@ template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, DEV = 224, LPB = 8
 ** quant_dev_row_bytes computes the same on the host). */
 template <int QT> __device__ __forceinline__ long long q_stride(long long K)
 {
+	if (QT == 8)
+		return (K + 255) / 256 * 272;
 	return (K / QGeo<QT>::BLCK * QGeo<QT>::DEV + 15) & ~15LL;
 }
 
@@ -63,6 +68,14 @@ __device__ __forceinline__ float q_h2f(unsigned bits)
 	h.x = (unsigned short)(bits & 0xffffu);
 	return to_f(h);
 #endif
+}
+
+/* Byte offset, within its superblock, of quants 8c..8c+7 of block j (0..7) of a Q8_0 superblock (ops/quant.c
+** quant_dev_spread): block j's scale at 2j, its piece c at 16 + 64(j/2) + 16c + 8(j%2), so the pieces c of
+** blocks 2p and 2p + 1 make one aligned 16-byte word. */
+__device__ __forceinline__ int q8_piece(int j, int c)
+{
+	return 16 + 64 * (j >> 1) + 16 * c + 8 * (j & 1);
 }
 
 /* ---- loads ---- */
@@ -89,28 +102,6 @@ __device__ __forceinline__ unsigned q_whalf(unsigned w, const unsigned char *p)
 {
 	return ((unsigned long long)p & 2) ? w >> 16 : w & 0xffffu;
 }
-
-/* Bytes [s, s + 4·NO) of the words t[0..NI) (s < 16, NO + 4 <= NI) into out[NO]: the words are moved
-** down by s/4 in two conditional steps (static register indices only) and joined by funnel shifts. */
-template <int NI, int NO>
-__device__ __forceinline__ void q_align(unsigned (&t)[NI], int s, unsigned (&out)[NO])
-{
-	if (s & 8) {
-#pragma unroll
-		for (int i = 0; i + 2 < NI; i++)
-			t[i] = t[i + 2];
-	}
-	if (s & 4) {
-#pragma unroll
-		for (int i = 0; i + 1 < NI; i++)
-			t[i] = t[i + 1];
-	}
-	unsigned sh = (unsigned)(s & 3) * 8;
-#pragma unroll
-	for (int j = 0; j < NO; j++)
-		out[j] = __funnelshift_r(t[j], t[j + 1], sh);
-}
-
 
 /*
 ** The staged x layout. Value k of a staged row lives at q_xsw(k): bits 2..4 of k (its float4 within a
@@ -166,7 +157,7 @@ __device__ __forceinline__ void q_scale_min2(const uint4 &h, int p, unsigned &sc
 /* What one lane loads of one row for one unit (per type). */
 template <int QT> struct QRaw;
 template <> struct QRaw<8> {
-	uint4 a, b, c;
+	uint2 q[4];
 	unsigned dw;
 };
 template <> struct QRaw<12> {
@@ -196,12 +187,11 @@ template <int QT> __device__ __forceinline__ int q_lb(int lane)
 __device__ __forceinline__ void q_load(QRaw<8> &r, const unsigned char *row, long long bi, int lane)
 {
 	(void)lane;
-	const unsigned char *blk = row + bi * 34, *q = blk + 2;
-	const unsigned char *base = (const unsigned char *)((unsigned long long)q & ~15ull);
-	r.a = q_ld16(base);
-	r.b = q_ld16(base + 16);
-	r.c = ((unsigned long long)q & 15) ? q_ld16(base + 32) : r.b;
-	r.dw = q_ldw(blk);
+	const unsigned char *sb = row + (bi >> 3) * 272, *p = sb + q8_piece((int)(bi & 7), 0);
+#pragma unroll
+	for (int c = 0; c < 4; c++)
+		r.q[c] = __ldg((const uint2 *)(p + 16 * c));
+	r.dw = q_ldw(sb + 2 * (bi & 7));
 }
 
 __device__ __forceinline__ void q_load(QRaw<12> &r, const unsigned char *row, long long bi, int lane)
@@ -244,11 +234,8 @@ __device__ __forceinline__ void q_decode(const QRaw<8> &r, const unsigned char *
                                          QRun (&run)[2])
 {
 	(void)lane;
-	const unsigned char *blk = row + bi * 34;
-	unsigned t[12] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w, r.c.x, r.c.y, r.c.z, r.c.w};
-	unsigned q[8];
-	q_align<12, 8>(t, (int)((unsigned long long)(blk + 2) & 15), q);
-	float d = q_h2f(q_whalf(r.dw, blk));
+	unsigned q[8] = {r.q[0].x, r.q[0].y, r.q[1].x, r.q[1].y, r.q[2].x, r.q[2].y, r.q[3].x, r.q[3].y};
+	float d = q_h2f(q_whalf(r.dw, row + (bi >> 3) * 272 + 2 * (bi & 7)));
 #pragma unroll
 	for (int i = 0; i < 2; i++) {
 #pragma unroll
@@ -1119,9 +1106,10 @@ template <int QT> __device__ __forceinline__ float q_elem(const unsigned char *r
 
 template <> __device__ __forceinline__ float q_elem<8>(const unsigned char *row, long long k)
 {
-	const unsigned char *b = row + k / 32 * 34;
-	float d = q_h2f(b[0] | b[1] << 8);
-	return __fmul_rn((float)(signed char)b[2 + k % 32], d);
+	const unsigned char *sb = row + k / 256 * 272;
+	int j = (int)(k % 256) / 32, i = (int)(k % 32);
+	float d = q_h2f(sb[2 * j] | sb[2 * j + 1] << 8);
+	return __fmul_rn((float)(signed char)sb[q8_piece(j, i >> 3) + (i & 7)], d);
 }
 
 template <> __device__ __forceinline__ float q_elem<12>(const unsigned char *row, long long k)
@@ -1470,6 +1458,15 @@ __device__ void k_qrand(unsigned char *dst, long long rows, int bpr, long long s
 		return;
 	long long row = i / stride, o = i - row * stride;
 	long long j = o / QGeo<QT>::DEV, ob = o - j * QGeo<QT>::DEV; /* block j's slot, byte ob */
+	if (QT == 8) { /* the superblocks (q8_piece): byte ob of block j */
+		long long s = o / 272;
+		int p = (int)(o - s * 272), jj, e;
+		if (p < 16)
+			jj = p >> 1, e = p & 1;
+		else
+			p -= 16, jj = 2 * (p >> 6) + ((p >> 3) & 1), e = 2 + 8 * ((p >> 4) & 3) + (p & 7);
+		j = 8 * s + jj, ob = e;
+	}
 	if (j >= bpr || ob >= QGeo<QT>::BYTES) {
 		dst[i] = 0;
 		return;

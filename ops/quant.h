@@ -53,11 +53,13 @@ size_t quant_row_bytes(int type, int64_t n);
 size_t quant_dev_block_bytes(int type);
 
 /* Bytes of one row of n elements as the GPU keeps a block-quantized weight (ops/quant.cuh q_stride):
-** its blocks in device slots, rounded up to a multiple of 16; 0 when quant_row_bytes is. */
+** its blocks in device slots (Q8_0: whole 272-byte superblocks of 8 blocks), rounded up to a multiple of
+** 16; 0 when quant_row_bytes is. */
 size_t quant_dev_row_bytes(int type, int64_t n);
 
 /* A row of n elements whose GGUF bytes start at row (a buffer of quant_dev_row_bytes) moved into the
-** device layout in place: each block to its slot, the slot's tail zeroed. Nothing for most types. */
+** device layout in place: each block to its slot, the slot's tail zeroed (Q6_K), or each 8 blocks regrouped
+** into a superblock (Q8_0, ops/quant.c q8_dev_pack). Nothing for the other types. */
 void quant_dev_spread(int type, uint8_t *row, int64_t n);
 
 /* 1 when quant_dequant supports the type. */

@@ -116,9 +116,35 @@ static void check_table(void)
 	check(quant_row_bytes(QT_F32, INT64_MAX) == 0, "row size overflow -> 0", "");
 	/* the device layout: Q6_K blocks in 224-byte slots, the others as GGUF keeps them, rows to 16 bytes */
 	check(quant_dev_row_bytes(QT_Q6_K, 768) == 3 * 224 && quant_dev_row_bytes(QT_Q4_K, 768) == 3 * 144 &&
-	          quant_dev_row_bytes(QT_Q8_0, 64) == 80 && quant_dev_row_bytes(QT_Q6_K, 100) == 0,
-	      "device row bytes (Q6_K slots of 224)", "%zu %zu", quant_dev_row_bytes(QT_Q6_K, 768),
+	          quant_dev_row_bytes(QT_Q8_0, 64) == 272 && quant_dev_row_bytes(QT_Q8_0, 512) == 2 * 272 &&
+	          quant_dev_row_bytes(QT_Q8_0, 288) == 2 * 272 && quant_dev_row_bytes(QT_Q6_K, 100) == 0,
+	      "device row bytes (Q6_K slots of 224, Q8_0 superblocks of 272)", "%zu %zu", quant_dev_row_bytes(QT_Q6_K, 768),
 	      quant_dev_row_bytes(QT_Q8_0, 64));
+	{
+		/* Q8_0 superblocks: 9 blocks (one whole superblock and one of a single block); every value found
+		** where ops/quant.cuh's q_elem<8> and q8_piece look for it, the missing blocks' bytes zero */
+		static uint8_t src[9 * 34], row[2 * 272];
+		for (size_t i = 0; i < sizeof src; i++)
+			src[i] = (uint8_t)(i * 13 + 5);
+		memset(row, 0xee, sizeof row);
+		memcpy(row, src, sizeof src);
+		quant_dev_spread(QT_Q8_0, row, 288);
+		int ok = 1;
+		for (int b = 0; b < 9; b++) {
+			const uint8_t *sb = row + b / 8 * 272;
+			int j = b % 8;
+			ok &= sb[2 * j] == src[34 * b] && sb[2 * j + 1] == src[34 * b + 1];
+			for (int i = 0; i < 32; i++)
+				ok &= sb[16 + 64 * (j / 2) + 16 * (i / 8) + 8 * (j % 2) + i % 8] == src[34 * b + 2 + i];
+		}
+		int zero = 1;
+		for (int k = 2; k < 16; k++)
+			zero &= row[272 + k] == 0;
+		for (int k = 16; k < 272; k++)
+			if ((k - 16) / 64 != 0 || ((k - 16) / 8) % 2 != 0) /* not block 0's pieces */
+				zero &= row[272 + k] == 0;
+		check(ok && zero, "quant_dev_spread: Q8_0 blocks regrouped into superblocks, the short one's gaps zero", "");
+	}
 	{
 		static uint8_t row[3 * 224], src[3 * 210];
 		for (size_t i = 0; i < sizeof src; i++)

@@ -61,17 +61,17 @@ static void check_load_raw(const Weights *wt, const unsigned char *qb)
 	Arena A = {0};
 	Graph gr;
 	size_t rb = 68, st = quant_dev_row_bytes(QT_Q8_0, 64);
-	unsigned char out[8 * 96];
+	unsigned char out[8 * 272];
 	WeightRef ref = {.node = 0, .source = "q", .qtype = QT_Q8_0, .dtype = DT_Q, .nbytes = 8 * 68, .split = -1};
 	one_param(&gr, &A, 8, 64, "q", DT_Q);
 	memset(out, 0xee, sizeof out);
-	int rc = weights_load_raw(wt, &gr, &ref, 0, 1, 0, 8, out, st, err, sizeof err), ok = st == 80 && !rc;
+	int rc = weights_load_raw(wt, &gr, &ref, 0, 1, 0, 8, out, st, err, sizeof err), ok = st == 272 && !rc;
 	for (int i = 0; ok && i < 8; i++) {
 		ok = !memcmp(out + i * st, qb + i * rb, rb);
 		for (size_t k = rb; ok && k < st; k++)
 			ok = out[i * st + k] == 0;
 	}
-	check(ok, "raw Q8_0 rows at the 16-byte device stride, padding zeroed", "rc %d stride %zu: %s", rc, st, err);
+	check(ok, "raw Q8_0 rows at the device stride (whole superblocks), padding zeroed", "rc %d stride %zu: %s", rc, st, err);
 	rc = weights_load_raw(wt, &gr, &ref, 0, 1, 5, 3, out, st, err, sizeof err);
 	check(!rc && !memcmp(out, qb + 5 * rb, rb) && !memcmp(out + 2 * st, qb + 7 * rb, rb), "raw rows [5, 8) alone", "%s",
 	      err);
@@ -92,7 +92,7 @@ static void check_load_raw(const Weights *wt, const unsigned char *qb)
 	one_param(&gr, &A, 8, 32, "q", DT_Q);
 	size_t st2 = quant_dev_row_bytes(QT_Q8_0, 32);
 	rc = weights_load_raw(wt, &gr, &ref, 1, 2, 0, 8, out, st2, err, sizeof err);
-	ok = !rc && st2 == 48;
+	ok = !rc && st2 == 272;
 	for (int i = 0; ok && i < 8; i++)
 		ok = !memcmp(out + i * st2, qb + i * rb + 34, 34) && out[i * st2 + 34] == 0;
 	check(ok, "raw rank 1 of 2 by columns: the second block of each row", "%s", err);
