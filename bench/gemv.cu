@@ -7,8 +7,8 @@
 ** flight, a grid-stride loop), the best of 10. Then, for each weight type and shape N×K (rows × values
 ** per row): the existing k_linear_gemv for bf16 and f16, and k_qgemv (ops/quant.cuh) for Q8_0, Q4_K,
 ** Q5_K and Q6_K with every split-K choice WPR in {1, 2, 4, 8} (R = 2 rows per warp, TM = 1), and the
-** tensor-core kernel glmc emits for one token over Q4_K and Q6_K (k_qgemv_mma as "Q4mma" and "Q6mma": 16
-** rows a warp, 128/WPR a block, two blocks an SM), first checked against k_qgemv on random x (rel-L2 per
+** tensor-core kernel glmc emits for one token over Q8_0, Q4_K and Q6_K (k_qgemv_mma as "Q8mma", "Q4mma"
+** and "Q6mma": 16 rows a warp, 128/WPR a block, two blocks an SM), first checked against k_qgemv on random x (rel-L2 per
 ** WPR); the WPR emit_cuda.c picks (q_wpr, qm_wpr) is marked '*'. Each kernel is timed over a CUDA
 ** graph of 100 launches cycling through copies of the weight that together exceed 4× the L2 cache, so
 ** every launch reads its weight from HBM; the figure is the median of 7 graph replays. Reported: µs per
@@ -144,6 +144,7 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"f16", 1, run_plain<A, f16>, {}},
 		{"Q8_0", 8, nullptr, {run_q<A, 8, 1>, run_q<A, 8, 2>, run_q<A, 8, 4>, run_q<A, 8, 8>}},
 		{"Q4_K", 12, nullptr, {run_q<A, 12, 1>, run_q<A, 12, 2>, run_q<A, 12, 4>, run_q<A, 12, 8>}},
+		{"Q8mma", 8, nullptr, {run_qm<A, 8, 1>, run_qm<A, 8, 2>, run_qm<A, 8, 4>, run_qm<A, 8, 8>}},
 		{"Q4mma", 12, nullptr, {run_qm<A, 12, 1>, run_qm<A, 12, 2>, run_qm<A, 12, 4>, run_qm<A, 12, 8>}},
 		{"Q6mma", 14, nullptr, {run_qm<A, 14, 1>, run_qm<A, 14, 2>, run_qm<A, 14, 4>, run_qm<A, 14, 8>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
@@ -254,6 +255,8 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 			CK(cudaMalloc(&y, sizeof(A) * (size_t)N));
 			CK(cudaMemset(x, 0x3c, sizeof(A) * (size_t)K));
 			fill(k.qt, w, bytes, copies, N, K);
+			if (!strcmp(k.name, "Q8mma"))
+				check_mma<A, 8>(w, N, K);
 			if (!strcmp(k.name, "Q4mma"))
 				check_mma<A, 12>(w, N, K);
 			if (!strcmp(k.name, "Q6mma"))

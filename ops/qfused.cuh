@@ -443,7 +443,7 @@ __device__ void k_qgemv_fused(A *y0, A *y1, A *y2, A *y3, const unsigned char *w
 
 /*
 ** k_qgemv_fused's one-token contract (PRO, EPI template values, T rows served one after another) for a
-** group whose members are all Q4_K or all Q6_K (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
+** group whose members are all Q4_K, all Q6_K or all Q8_0 (QT), on the tensor cores (ops/quant.cuh k_qgemv_mma): x is staged as
 ** k_qgemv_fused stages it (qf_stage: the prologue, the norm stored by block 0), then restaged in place as
 ** hi/lo units (qm_restage); without a norm it is staged as units at once (qm_stage); with GEMV_PRO_RMSLATE
 ** x·nw is staged so (qm_stage_late, no row sum first) and each row's result is scaled by the inverse RMS
@@ -465,7 +465,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	** norm's whole-row staging would hold the ring across it and spill, so there the loads start after
 	** it, two in flight. */
 	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM, LATE = PRO == GEMV_PRO_RMSLATE;
-	constexpr int D = PRO == GEMV_PRO_NONE && QT == 12 ? 3 : 2;
+	constexpr int D = PRO == GEMV_PRO_NONE && QT != 14 ? 3 : 2, VPB = QmGeo<QT>::VPB;
 	pro = PRO, epi = EPI;
 	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
 	__shared__ __align__(128) uint4 zu[32];
@@ -478,7 +478,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
 	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
-	bool act = (g >> 1) == c;
+	bool act = qm_act<QT>(lane);
 	int boff = qm_boff<QT>(lane);
 	int nb0 = (N0 + 128 / P0 - 1) / (128 / P0), nb1 = (N1 + 128 / P1 - 1) / (128 / P1);
 	int nb2 = (N2 + 128 / P2 - 1) / (128 / P2), nb3 = (N3 + 128 / P3 - 1) / (128 / P3);
@@ -507,22 +507,23 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 			}
 			float acc[2] = {0.0f, 0.0f};
 			for (int k0 = 0; k0 < K; k0 += 8192) {
-				int kc = K - k0 < 8192 ? K - k0 : 8192, nbk = kc >> 8;
-				unsigned kb0 = (unsigned)k0 >> 8;
+				int kc = K - k0 < 8192 ? K - k0 : 8192, nbk = kc / VPB;
+				unsigned kb0 = (unsigned)k0 / VPB;
 				QmRaw<QT> rr[D];
 				if (EARLY)
 					qm_preload<QT, D>(rr, on, row0, row1, kb0, nbk, kp, P, c);
 				if (!(single && staged) && LATE)
-					ssq = (k0 ? ssq : 0.0f) + qm_stage_late<A, NW>((uint4 *)xs4, xsum, x + (long long)t * K,
-					                                               nw, k0, kc);
+					ssq = (k0 ? ssq : 0.0f) + qm_stage_late_t<QT, A, NW>((uint4 *)xs4, xsum, x + (long long)t * K,
+					                                                     nw, k0, kc);
 				else if (!(single && staged) && EARLY)
-					qm_stage<A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
-					                                       PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0, kc);
+					qm_stage_t<QT, A, A, PRO == GEMV_PRO_SWIGLU>((uint4 *)xs4, xsum, x + (long long)t * K,
+					                                             PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u, k0,
+					                                             kc);
 				if (!(single && staged) && !EARLY) {
 					/* Q6_K's loop already spills at 128 registers; the vector norm pushed more of it out
 					** (bench/gemv --fused: the LM head 262 -> 276-312 µs), so Q6_K keeps the scalar one */
-					qf_stage<A, NW, QT == 12>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
-					qm_restage(xs, xsum, kc);
+					qf_stage<A, NW, QT != 14>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
+					qm_restage_t<QT>(xs, xsum, kc);
 				}
 				staged = true;
 				if (!EARLY) /* after the staging: live across the norm the ring's loads make it spill */
@@ -645,8 +646,8 @@ __device__ void k_qmoe_down_fused(A *y, const float *hid, const int *idx, const 
 
 /*
 ** k_qmoe_down_fused's contract on the tensor cores, for routed (QD) and shared (QS) down projections of
-** Q4_K or Q6_K with F, Fs <= 8192, split over groups of G routed experts (G·F <= 8192, G <= 8) so that a
-** warp streams several experts' rows with one ring of loads in flight:
+** Q4_K, Q6_K or Q8_0 (rows of whole superblocks) with F, Fs <= 8192, split over groups of G routed experts
+** (G·F <= 8192, G <= 8) so that a warp streams several experts' rows with one ring of loads in flight:
 ** grid (ceil(C/128), ceil(k/G) + SHARED, T), block 256. Block (bx, j, t) for j < ceil(k/G) stages the hid
 ** rows of slots jG .. jG + G − 1 (contiguous in k_qmoe_up's scratch) as one chunk, and warp w takes rows
 ** c = bx·128 + 16w + {g, g + 8} of each of those experts with idx >= 0 in turn, whole (D blocks' loads in
@@ -675,8 +676,8 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
 	if ((int)blockIdx.y < ng) {
-		const int D = QD == 12 ? 3 : 2; /* as k_qgemv_mma */
-		int j0 = blockIdx.y * G, ge = k - j0 < G ? k - j0 : G, nbe = F >> 8;
+		const int D = QD == 14 ? 2 : 3; /* as k_qgemv_mma */
+		int j0 = blockIdx.y * G, ge = k - j0 < G ? k - j0 : G, nbe = F / QmGeo<QD>::VPB;
 		if (threadIdx.x == 0) { /* the group's experts with an id, in slot order */
 			int m = 0;
 			for (int e = 0; e < ge; e++) {
@@ -690,7 +691,7 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 		int na = nact, ns = na * nbe;
 		long long st = q_stride<QD>(F);
 		auto rowp = [&](int a, int row) { return down + ((long long)sid[a] * C + row) * st; };
-		bool act = (gq >> 1) == c;
+		bool act = qm_act<QD>(lane);
 		int boff = qm_boff<QD>(lane);
 		QmRaw<QD> rr[D];
 #pragma unroll
@@ -698,7 +699,7 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 			if (on && i < ns)
 				qm_load(rr[i], rowp(i / nbe, ra), rowp(i / nbe, rb), (unsigned)(i % nbe), c);
 		if (na > 0)
-			qm_stage<A, float, false>(xu, xs16, hid + ((long long)t * k + j0) * F, (const float *)0, 0, ge * F);
+			qm_stage_t<QD, A, float, false>(xu, xs16, hid + ((long long)t * k + j0) * F, (const float *)0, 0, ge * F);
 		float acc[2] = {0.0f, 0.0f};
 		for (int s0 = 0; on && s0 < ns; s0 += D) {
 #pragma unroll
@@ -711,8 +712,8 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 					qm_load(rr[(i + D - 1) % D], rowp(al, ra), rowp(al, rb), (unsigned)(sl - al * nbe), c);
 				}
 				int a = s / nbe, bi = s - a * nbe, ui = spos[a] * nbe + bi;
-				const char *xp = act ? (const char *)xu + 1152 * ui + boff : (const char *)zu + boff;
-				qm_block(acc, rr[i], xp, xs16 + 16 * ui, c);
+				const char *xp = act ? (const char *)xu + QmGeo<QD>::XB * ui + boff : (const char *)zu + boff;
+				qm_block(acc, rr[i], xp, xs16 + QmGeo<QD>::SB * ui, c);
 				if (bi == nbe - 1) { /* this expert's rows are done: their dots to part */
 					qm_lanesum(acc);
 					float *pr = pt + (long long)(j0 + spos[a]) * C;

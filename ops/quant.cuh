@@ -830,6 +830,14 @@ __device__ __forceinline__ void qm_nib(unsigned w, unsigned (&o)[4])
 ** (l = 0..31 of k = kp, low nibbles, and k = kp + 2, high), the qh bytes 32h.. of the same l, the 8
 ** scales of its half and d. */
 template <int QT> struct QmRaw;
+/* The ring's unit (a "block" of qm_run): VPB values, XB bytes of staged x, SB 16-value sums (Q8_0: half a
+** superblock, its x as digits, no sums: see the Q8_0 part below). */
+template <int QT> struct QmGeo { enum { VPB = 256, XB = 1152, SB = 16 }; };
+template <> struct QmGeo<8> { enum { VPB = 128, XB = 480, SB = 0 }; };
+template <> struct QmRaw<8> {
+	uint4 q[2][2]; /* [row][pair p]: pieces c of blocks 2p and 2p + 1 of the half superblock */
+	uint2 sc[2];   /* the half superblock's 4 scales, a row */
+};
 template <> struct QmRaw<12> {
 	uint4 h[2], q[2][2];
 };
@@ -957,6 +965,267 @@ __device__ __forceinline__ void qm_block(float (&acc)[2], const QmRaw<14> &r, co
 	}
 }
 
+/*
+** ---- Q8_0 on the tensor cores: int8 products, exact ----
+**
+** A Q8_0 quant is an int8, the tensor core's own integer operand, so the weights go into
+** mma.sync.m16n8k32.s8.s8 as loaded, without a conversion. x is staged once a chunk as three signed 8-bit
+** digits of a fixed-point value: v·2^S rounded to the integer x' (|x'| < 2^22 + 1, S from the chunk's
+** largest |v|, q8_scale), x' = d0 + 256·d1 + 65536·d2 with each digit in [-128, 127]. B's columns 0..2
+** are the digit planes (3..7 zero), so C[row][n] = Σ q·d_n over one Q8_0 block (32 values: one mma's k),
+** exact in int32. Lane (g, 0) holds columns 0 and 1 (joined as C0 + 256·C1, exact), lane (g, 1) column 2
+** (taken times 65536 in float), lanes 2 and 3 zeros; each block's sum is scaled by its d and 2^-S. What
+** is lost is x's rounding to 22 bits below the chunk's largest value and the float sums over blocks.
+**
+** The ring's unit is half a superblock (128 values, 4 Q8_0 blocks): lane (g, c) loads pieces c of rows g
+** and g + 8 (one 16-byte word for blocks 2p and 2p + 1, q8_piece) and the unit's 4 scales of each row.
+** The mma's k slots 4c..4c+3 and 16+4c..16+4c+3 take values 8c..8c+3 and 8c+4..8c+7 of the block, for A
+** and B alike (an integer sum in any order is the same sum). Staged digits: unit i at 480i, plane n at
+** 160n, values in order; the planes lie 160 bytes apart so the 12 lanes reading them hit distinct banks.
+*/
+
+/* c += A·B for one m16n8k32 s8 fragment set; the CPU stand-in gathers the fragments with shuffles. */
+__device__ __forceinline__ void qm_mma_s8(int (&c)[4], unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0,
+                                          unsigned b1)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+	    : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+	    : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+#else
+	int lane = threadIdx.x & 31, g = lane >> 2, cc = lane & 3;
+	int s[4] = {0, 0, 0, 0};
+	for (int q = 0; q < 4; q++) { /* lane (g, q): A's k 4q.. (a0 row g, a1 row g + 8) and 16+4q.. (a2, a3) */
+		unsigned ra[4] = {__shfl_sync(0xffffffffu, a0, 4 * g + q), __shfl_sync(0xffffffffu, a1, 4 * g + q),
+		                  __shfl_sync(0xffffffffu, a2, 4 * g + q), __shfl_sync(0xffffffffu, a3, 4 * g + q)};
+		for (int n = 0; n < 2; n++) { /* lane (col, q): B's k 4q.. (b0) and 16+4q.. (b1) of column col */
+			unsigned rb0 = __shfl_sync(0xffffffffu, b0, 4 * (2 * cc + n) + q);
+			unsigned rb1 = __shfl_sync(0xffffffffu, b1, 4 * (2 * cc + n) + q);
+			for (int r = 0; r < 2; r++)
+				for (int e = 0; e < 4; e++)
+					s[2 * r + n] += (int)(signed char)(ra[r] >> 8 * e) * (int)(signed char)(rb0 >> 8 * e) +
+					                (int)(signed char)(ra[r + 2] >> 8 * e) * (int)(signed char)(rb1 >> 8 * e);
+		}
+	}
+	for (int i = 0; i < 4; i++)
+		c[i] += s[i];
+#endif
+}
+
+__device__ __forceinline__ void qm_load(QmRaw<8> &r, const unsigned char *row0, const unsigned char *row1, unsigned blk,
+                                        int c)
+{
+	const unsigned char *p[2] = {row0 + (blk >> 1) * 272ull, row1 + (blk >> 1) * 272ull};
+	int h = (int)(blk & 1);
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		r.q[i][0] = q_ld16(p[i] + q8_piece(4 * h, c));
+		r.q[i][1] = q_ld16(p[i] + q8_piece(4 * h + 2, c));
+		r.sc[i] = __ldg((const uint2 *)(p[i] + 8 * h));
+	}
+}
+
+/* acc[i] += lane (g, c)'s part of row i (g, g + 8) · x over the 4 Q8_0 blocks of a ring unit: xp the lane's
+** digit plane of the unit (or zeros), xs[0] the chunk's 2^-S (q8_stage). */
+__device__ __forceinline__ void qm_block(float (&acc)[2], const QmRaw<8> &r, const char *xp, const float *xs, int c)
+{
+	float wc = (c == 1 ? 65536.0f : 1.0f) * xs[0];
+#pragma unroll
+	for (int j = 0; j < 4; j++) {
+		uint2 b = *(const uint2 *)(xp + 32 * j);
+		const uint4 &w0 = r.q[0][j >> 1], &w1 = r.q[1][j >> 1];
+		int C[4] = {0, 0, 0, 0};
+		qm_mma_s8(C, (j & 1) ? w0.z : w0.x, (j & 1) ? w1.z : w1.x, (j & 1) ? w0.w : w0.y, (j & 1) ? w1.w : w1.y, b.x,
+		          b.y);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			unsigned sw = (j >> 1) ? r.sc[i].y : r.sc[i].x;
+			float d = q_h2f(sw >> 16 * (j & 1));
+			acc[i] += d * wc * (float)(C[2 * i] + 256 * C[2 * i + 1]);
+		}
+	}
+}
+
+/* The chunk's scale from its largest |v| (m; infinite when some v is inf or NaN): x' = rint(v·p) with p =
+** 2^S, S = 21 − floor(log2 m) (so |x'| <= 2^22), at most 126 (m zero or tiny); *f = 2^-S, NaN for a bad m
+** (every result of the chunk then NaN, as a float dot would be). */
+__device__ __forceinline__ float q8_scale(float m, float *f)
+{
+	unsigned eb = __float_as_uint(m) >> 23 & 255u;
+	if (eb == 255u) {
+		*f = __uint_as_float(0x7fc00000u);
+		return 0.0f;
+	}
+	int S = eb ? 21 - ((int)eb - 127) : 126;
+	S = S > 126 ? 126 : S;
+	*f = __uint_as_float((unsigned)(127 - S) << 23);
+	return __uint_as_float((unsigned)(S + 127) << 23);
+}
+
+/* v·p rounded to an integer as three balanced digits (bytes 0, 1, 2 of the result). */
+__device__ __forceinline__ unsigned q8_digits(float v, float p)
+{
+	int x = __float2int_rn(v * p);
+	int d0 = (int)(signed char)(x & 255), r = (x - d0) >> 8;
+	int d1 = (int)(signed char)(r & 255), d2 = (r - d1) >> 8;
+	return (unsigned)(d0 & 255) | (unsigned)(d1 & 255) << 8 | (unsigned)(d2 & 255) << 16;
+}
+
+/* The 32 values of group i (values 32i..32i+31 of the chunk) as digits into xd (unit i/4, 32(i%4) into each
+** plane). */
+__device__ __forceinline__ void q8_put32(unsigned char *xd, int i, const float (&v)[32], float p)
+{
+	unsigned dg[32];
+#pragma unroll
+	for (int j = 0; j < 32; j++)
+		dg[j] = q8_digits(v[j], p);
+	unsigned char *b = xd + 480 * (i >> 2) + 32 * (i & 3);
+#pragma unroll
+	for (int n = 0; n < 3; n++) {
+		unsigned w[8], sel = (unsigned)n | (unsigned)(n + 4) << 4;
+#pragma unroll
+		for (int q = 0; q < 8; q++)
+			w[q] = __byte_perm(__byte_perm(dg[4 * q], dg[4 * q + 1], sel), __byte_perm(dg[4 * q + 2], dg[4 * q + 3], sel),
+			                   0x5410);
+		*(uint4 *)(b + 160 * n) = make_uint4(w[0], w[1], w[2], w[3]);
+		*(uint4 *)(b + 160 * n + 16) = make_uint4(w[4], w[5], w[6], w[7]);
+	}
+}
+
+/* |v| for the chunk's largest value, inf for NaN (so a NaN anywhere gives NaN results, q8_scale). */
+__device__ __forceinline__ float q8_abs(float v)
+{
+	return v == v ? fabsf(v) : __uint_as_float(0x7f800000u);
+}
+
+/* The block's sum of ss and largest m (one pair of barriers for both); every thread gets them. */
+__device__ __forceinline__ void q8_block_sum_max(float &ss, float &m)
+{
+	__shared__ float ps[32], pm[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	ss = warp_sum(ss), m = warp_max(m);
+	__syncthreads();
+	if (lane == 0)
+		ps[warp] = ss, pm[warp] = m;
+	__syncthreads();
+	ss = warp_sum(lane < nw ? ps[lane] : 0.0f), m = warp_max(lane < nw ? pm[lane] : 0.0f);
+}
+
+/*
+** qm_stage's contract for Q8_0: values [k0, k0 + kc) of x (or swiglu(x, u) rounded to A) as digits into xd,
+** the chunk's 2^-S into xs16[0]. NORM (qm_stage_late's contract): x·nw staged, the sum of squares of x
+** returned. Each thread keeps its first group of 32 in registers across the block's max (kc <= 32·blockDim
+** needs no second read). Every thread of the block must call it (it synchronises).
+*/
+template <typename A, typename X, typename NW, bool SWIGLU, bool NORM>
+__device__ __forceinline__ float q8_stage(unsigned char *xd, float *xs16, const X *x, const X *u, const NW *nw, long long k0,
+                                          int kc)
+{
+	__syncthreads(); /* every warp is done with the previous chunk */
+	float ss = 0.0f, m = 0.0f;
+	auto load = [&](int i, float (&v)[32]) {
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			float t[16];
+			q_ld16v(t, x + k0 + 32 * i + 16 * h);
+			if (SWIGLU) {
+				float g[16];
+				q_ld16v(g, u + k0 + 32 * i + 16 * h);
+#pragma unroll
+				for (int j = 0; j < 16; j++)
+					t[j] = to_f(from_f<A>(t[j] / (1.0f + expf(-t[j])) * g[j]));
+			}
+			if (NORM) {
+				float w[16];
+				if (nw)
+					q_ld16v(w, nw + k0 + 32 * i + 16 * h);
+#pragma unroll
+				for (int j = 0; j < 16; j++) {
+					ss += t[j] * t[j];
+					t[j] = nw ? t[j] * w[j] : t[j];
+				}
+			}
+#pragma unroll
+			for (int j = 0; j < 16; j++) {
+				v[16 * h + j] = t[j];
+				m = fmaxf(m, q8_abs(t[j]));
+			}
+		}
+	};
+	int ng = kc >> 5, i0 = threadIdx.x;
+	float v[32];
+	if (i0 < ng)
+		load(i0, v);
+	for (int i = i0 + blockDim.x; i < ng; i += blockDim.x) { /* blocks under 32·kc threads: max first */
+		float t[32];
+		load(i, t);
+	}
+	q8_block_sum_max(ss, m);
+	float f, p = q8_scale(m, &f);
+	if (i0 < ng)
+		q8_put32(xd, i0, v, p);
+	for (int i = i0 + blockDim.x; i < ng; i += blockDim.x) {
+		float t[32];
+		float keep = ss;
+		load(i, t);
+		ss = keep;
+		q8_put32(xd, i, t, p);
+	}
+	if (threadIdx.x == 0)
+		xs16[0] = f;
+	__syncthreads();
+	return ss;
+}
+
+/* qm_restage's contract for Q8_0: a chunk staged as floats (q_stage's swizzled layout) restaged in place
+** as digits, 2^-S into xs16[0] (kc <= 32·blockDim). Every thread of the block must call it. */
+__device__ __forceinline__ void q8_restage(float *xs, float *xs16, int kc)
+{
+	int i = threadIdx.x;
+	float v[32], m = 0.0f, ss = 0.0f;
+	if (i < (kc >> 5))
+#pragma unroll
+		for (int q = 0; q < 8; q++) {
+			float4 f = *(const float4 *)(xs + q_xsw(32 * i + 4 * q));
+			v[4 * q] = f.x, v[4 * q + 1] = f.y, v[4 * q + 2] = f.z, v[4 * q + 3] = f.w;
+			m = fmaxf(fmaxf(m, q8_abs(f.x)), fmaxf(q8_abs(f.y), fmaxf(q8_abs(f.z), q8_abs(f.w))));
+		}
+	q8_block_sum_max(ss, m); /* its barriers: every thread has read its group */
+	float f, p = q8_scale(m, &f);
+	if (i < (kc >> 5))
+		q8_put32((unsigned char *)xs, i, v, p);
+	if (threadIdx.x == 0)
+		xs16[0] = f;
+	__syncthreads();
+}
+
+/* The stagings of the tensor-core kernels for type QT: hi/lo units (K-quants) or digits (Q8_0). */
+template <int QT, typename A, typename X, bool SWIGLU>
+__device__ __forceinline__ void qm_stage_t(uint4 *xu, float *xs16, const X *x, const X *u, long long k0, int kc)
+{
+	if constexpr (QT == 8)
+		q8_stage<A, X, X, SWIGLU, false>((unsigned char *)xu, xs16, x, u, (const X *)nullptr, k0, kc);
+	else
+		qm_stage<A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
+}
+
+template <int QT, typename X, typename NW>
+__device__ __forceinline__ float qm_stage_late_t(uint4 *xu, float *xs16, const X *x, const NW *nw, long long k0, int kc)
+{
+	if constexpr (QT == 8)
+		return q8_stage<X, X, NW, false, true>((unsigned char *)xu, xs16, x, x, nw, k0, kc);
+	else
+		return qm_stage_late<X, NW>(xu, xs16, x, nw, k0, kc);
+}
+
+template <int QT> __device__ __forceinline__ void qm_restage_t(float *xs, float *xs16, int kc)
+{
+	if constexpr (QT == 8)
+		q8_restage(xs, xs16, kc);
+	else
+		qm_restage(xs, xs16, kc);
+}
+
 /* The first D − 1 loads of the ring (blocks kp, kp + kstep, ... of the chunk) of a warp that has rows. */
 template <int QT, int D>
 __device__ __forceinline__ void qm_preload(QmRaw<QT> (&r)[D], bool on, const unsigned char *row0,
@@ -985,8 +1254,8 @@ __device__ __forceinline__ void qm_run(float (&acc)[2], QmRaw<QT> (&r)[D], const
 				break;
 			if (bl < nb)
 				qm_load(r[(i + D - 1) % D], row0, row1, kb0 + bl, c);
-			const char *xp = act ? (const char *)xu + 1152 * bi + boff : (const char *)zu + boff;
-			qm_block(acc, r[i], xp, xs16 + 16 * bi, c);
+			const char *xp = act ? (const char *)xu + QmGeo<QT>::XB * bi + boff : (const char *)zu + boff;
+			qm_block(acc, r[i], xp, xs16 + QmGeo<QT>::SB * bi, c);
 		}
 	}
 }
@@ -997,9 +1266,19 @@ __device__ __forceinline__ void qm_run(float (&acc)[2], QmRaw<QT> (&r)[D], const
 template <int QT> __device__ __forceinline__ int qm_boff(int lane)
 {
 	int g = lane >> 2, c = lane & 3;
+	if (QT == 8) /* digit plane g (< 3), the lane's 8 values; else zeros on banks no active lane reads */
+		return g < 3 ? 160 * g + 8 * c : 96;
 	if ((g >> 1) != c)
 		return 16 + 8 * (g & 1);
 	return (QT == 14 ? 16 * (36 * (c >> 1) + 8 * (c & 1)) : 16 * 18 * c) + 8 * (g & 1);
+}
+
+/* Whether lane (g, c) holds a B column with values (else it reads zeros): Q8_0's digit planes 0..2, the
+** K-quants' column g = 2c + piece. */
+template <int QT> __device__ __forceinline__ bool qm_act(int lane)
+{
+	int g = lane >> 2, c = lane & 3;
+	return QT == 8 ? g < 3 : (g >> 1) == c;
 }
 
 /* The sum of each row's partials over its four lanes c: lane (g, 0) ends with rows g, g + 8. */
@@ -1030,7 +1309,7 @@ __device__ __forceinline__ float qm_rowsum(float (&red)[8][16], const float (&ac
 }
 
 /*
-** Decode GEMV over Q4_K or Q6_K (QT) weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
+** Decode GEMV over Q4_K, Q6_K or Q8_0 (QT) weights on the tensor cores: y[t] = w[N,K]·x[t] (+ bias) for t < T (glmc launches
 ** it for T = 1; more rows are served one after another), K a multiple of 256. block 256: the block's
 ** row groups are 16 rows (one warp's) × 8/WPR; warp w serves group w / WPR and the blocks b ≡ w % WPR of
 ** each staged chunk (8192 values), with D blocks' loads in flight (the first D − 1 issued before x is
@@ -1040,7 +1319,8 @@ __device__ __forceinline__ float qm_rowsum(float (&red)[8][16], const float (&ac
 template <typename A, int QT, int WPR, bool HAS_BIAS, bool SWIGLU>
 __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
 {
-	const int D = QT == 12 ? 3 : 2; /* blocks in flight: Q6_K's take more registers (bench/NOTES.md 16) */
+	const int D = QT == 14 ? 2 : 3; /* blocks in flight: Q6_K's take more registers (bench/NOTES.md 16) */
+	const int VPB = QmGeo<QT>::VPB;
 	__shared__ __align__(128) uint4 xu[32 * 72];
 	__shared__ __align__(128) uint4 zu[32];
 	__shared__ float xs16[512];
@@ -1052,7 +1332,7 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 	long long stride = q_stride<QT>(K);
 	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
-	bool act = (g >> 1) == c; /* lane (g, c) holds B column g: lane g/2's pieces, or zeros */
+	bool act = qm_act<QT>(lane); /* lane (g, c) holds B column g's values, or zeros */
 	int boff = qm_boff<QT>(lane);
 	bool single = T == 1 && K <= 8192, staged = false;
 	for (int bx = blockIdx.x; bx < nrg; bx += gridDim.x) { /* uniform per block */
@@ -1063,12 +1343,13 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 		for (int t = 0; t < T; t++) {
 			float acc[2] = {0.0f, 0.0f};
 			for (int k0 = 0; k0 < K; k0 += 8192) {
-				int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
-				unsigned kb0 = (unsigned)k0 >> 8;
+				int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc / VPB;
+				unsigned kb0 = (unsigned)k0 / VPB;
 				QmRaw<QT> r[D]; /* a ring of D blocks' loads, the first issued before x is staged */
 				qm_preload<QT, D>(r, on, row0, row1, kb0, nb, kp, WPR, c);
 				if (!(single && staged))
-					qm_stage<A, A, SWIGLU>(xu, xs16, x + (long long)t * K, SWIGLU ? u + (long long)t * K : u, k0, kc);
+					qm_stage_t<QT, A, A, SWIGLU>(xu, xs16, x + (long long)t * K, SWIGLU ? u + (long long)t * K : u, k0,
+					                            kc);
 				staged = true;
 				if (on)
 					qm_run<QT, D>(acc, r, row0, row1, kb0, nb, kp, WPR, xu, xs16, zu, boff, act, c);
@@ -1300,17 +1581,17 @@ template <typename A, int QT, typename X, bool SWIGLU>
 __device__ __forceinline__ void qm_rows(float (&acc)[2], bool on, const unsigned char *row0, const unsigned char *row1,
                                         const X *x, const X *u, int K, uint4 *xu, float *xs16, const uint4 *zu)
 {
-	const int D = QT == 12 ? 3 : 2; /* as k_qgemv_mma */
-	int lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-	bool act = (g >> 1) == c;
+	const int D = QT == 14 ? 2 : 3, VPB = QmGeo<QT>::VPB; /* as k_qgemv_mma */
+	int lane = threadIdx.x & 31, c = lane & 3;
+	bool act = qm_act<QT>(lane);
 	int boff = qm_boff<QT>(lane);
 	acc[0] = acc[1] = 0.0f;
 	for (int k0 = 0; k0 < K; k0 += 8192) {
-		int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc >> 8;
-		unsigned kb0 = (unsigned)k0 >> 8;
+		int kc = K - k0 < 8192 ? K - k0 : 8192, nb = kc / VPB;
+		unsigned kb0 = (unsigned)k0 / VPB;
 		QmRaw<QT> r[D];
 		qm_preload<QT, D>(r, on, row0, row1, kb0, nb, 0, 1, c);
-		qm_stage<A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
+		qm_stage_t<QT, A, X, SWIGLU>(xu, xs16, x, u, k0, kc);
 		if (on)
 			qm_run<QT, D>(acc, r, row0, row1, kb0, nb, 0, 1, xu, xs16, zu, boff, act, c);
 	}
@@ -1318,12 +1599,13 @@ __device__ __forceinline__ void qm_rows(float (&acc)[2], bool on, const unsigned
 }
 
 /*
-** k_qmoe_up's contract for Q4_K gate and up on the tensor cores (k_qgemv_mma's lane geometry): grid
+** k_qmoe_up's contract for Q4_K (QT 12) or Q8_0 (8) gate and up on the tensor cores (k_qgemv_mma's lane
+** geometry; C a multiple of 256): grid
 ** (ceil(F/64), k, T), block 256; warp w serves f = blockIdx.x·64 + 8w + g for g < 8, A's rows g the
 ** chosen expert's gate rows and g + 8 its up rows, so lane (g, 0) ends with both dots of its f. Each
 ** warp reads whole rows (K = C), three blocks' loads in flight.
 */
-template <typename A>
+template <typename A, int QT = 12>
 __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
                               int C, int F, int k)
 {
@@ -1343,9 +1625,9 @@ __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsi
 	if (threadIdx.x < 32)
 		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
 	bool on = f0 < F; /* uniform per warp */
-	long long stride = q_stride<12>(C), row = (long long)ex * F + (f < F ? f : 0);
+	long long stride = q_stride<QT>(C), row = (long long)ex * F + (f < F ? f : 0);
 	float acc[2];
-	qm_rows<A, 12, A, false>(acc, on, gate + row * stride, up + row * stride, x + (long long)t * C, (const A *)0, C, xu,
+	qm_rows<A, QT, A, false>(acc, on, gate + row * stride, up + row * stride, x + (long long)t * C, (const A *)0, C, xu,
 	                         xs16, zu);
 	if (c == 0 && f < F)
 		hr[f] = acc[0] / (1.0f + expf(-acc[0])) * acc[1];

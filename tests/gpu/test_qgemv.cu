@@ -217,11 +217,11 @@ __global__ void __launch_bounds__(256) g_qmoe_up(float *h, const A *x, const int
 	k_qmoe_up<A, QG, QU>(h, x, idx, g, u, C, F, k);
 }
 
-template <typename A>
+template <typename A, int QT>
 __global__ void __launch_bounds__(256, 2) g_qmoe_up_mma(float *h, const A *x, const int *idx, const unsigned char *g,
                                                         const unsigned char *u, int C, int F, int k)
 {
-	k_qmoe_up_mma<A>(h, x, idx, g, u, C, F, k);
+	k_qmoe_up_mma<A, QT>(h, x, idx, g, u, C, F, k);
 }
 
 template <typename A, int QD>
@@ -461,6 +461,49 @@ template <int QT> static void qgemv_mma_suite(void)
 	test_qgemv_mma<float, QT, 1, false, false>(1, 6144, 154880 / 64, true);
 }
 
+/* Q8_0 on the tensor cores, x as three digits of a fixed-point value scaled to the chunk's largest |x|:
+** inputs spanning 2^-60 .. 2^60 within one row (each value a random sign times 2^e), one large value
+** among small ones (the small ones then carry fewer digits), and a NaN or an inf in x (every output NaN,
+** as a float dot gives, instead of a saturated integer). */
+static void test_q8_mma_range(void)
+{
+	const int K = 2048, N = 40;
+	for (int form = 0; form < 3; form++) {
+		QW w = qw_make(QT_Q8_0, N, K, true, "blk.0.ffn_down.weight");
+		std::vector<float> xf = rnd(K);
+		for (int k = 0; k < K; k++) {
+			if (form == 0) /* 2^-60 .. 2^60 */
+				xf[k] = (xf[k] < 0 ? -1.0f : 1.0f) * ldexpf(1.0f, (int)((k * 7919u) % 121u) - 60);
+			else if (form == 1 && k == 777)
+				xf[k] = 3.0e4f;
+		}
+		std::vector<double> want(N), scale(N);
+		for (int n = 0; n < N; n++) {
+			double sm = 0, a = 0;
+			for (int k = 0; k < K; k++)
+				sm += (double)xf[k] * w.f[(size_t)n * K + k], a += fabs((double)xf[k] * w.f[(size_t)n * K + k]);
+			want[n] = sm, scale[n] = a / sqrt((double)K);
+		}
+		if (form == 2)
+			xf[100] = NAN, xf[1500] = INFINITY;
+		float *dy = dalloc<float>(N, 0xff);
+		g_qgemv_mma<float, 8, 1, false, false><<<1, 256>>>(dy, upload(xf), nullptr, w.dev, nullptr, 1, K, N);
+		CK_LAUNCH();
+		std::vector<float> y = download(dy, N);
+		if (form < 2) {
+			double e = rel_l2(y, want, scale);
+			check(e <= 1e-5, form ? "qgemv_mma Q8_0: one value 3e4 among values of about 1" : "qgemv_mma Q8_0: x over 2^-60 .. 2^60",
+			      fmt("rel-L2 %.3g > 1e-5", e));
+		} else {
+			int nan = 0;
+			for (int n = 0; n < N; n++)
+				nan += y[n] != y[n];
+			check(nan == N, "qgemv_mma Q8_0: a NaN and an inf in x give NaN rows", fmt("%d of %d rows NaN", nan, N));
+		}
+		free_all();
+	}
+}
+
 /* Every T and shape for one type: K not a multiple of 1024, N = 1, odd N, rows that split K in-block. */
 template <int QT> static void qgemv_suite(void)
 {
@@ -594,9 +637,9 @@ template <typename A, int QG, int QU, int QD, bool MMA = false> static void test
 	float *hid = dalloc<float>((size_t)T * k * F, 0xff);
 	A *dy = dalloc<A>((size_t)T * C, 0xff);
 	int *didx = upload(idx);
-	static_assert(!MMA || (QG == 12 && QU == 12), "the mma up kernel reads Q4_K");
+	static_assert(!MMA || ((QG == 12 || QG == 8) && QU == QG), "the mma up kernel reads Q4_K or Q8_0");
 	if constexpr (MMA)
-		g_qmoe_up_mma<A><<<dim3(blocks(F, 64), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
+		g_qmoe_up_mma<A, QG><<<dim3(blocks(F, 64), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
 	else
 		g_qmoe_up<A, QG, QU><<<dim3(blocks(F, 8), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
 	CK_LAUNCH();
@@ -662,8 +705,8 @@ struct QfCase {
 template <typename A, typename NW, int PRO, bool HNW, int EPI, int TM, int Q0, int Q1, int Q2, int Q3, bool MMA = false>
 static void run_qfused(const QfCase &c)
 {
-	static_assert(!MMA || ((Q0 == 12 || Q0 == 14) && Q1 == Q0 && Q2 == Q0 && Q3 == Q0 && TM == 1),
-	              "the mma kernel: one type, Q4_K or Q6_K, TM 1");
+	static_assert(!MMA || ((Q0 == 8 || Q0 == 12 || Q0 == 14) && Q1 == Q0 && Q2 == Q0 && Q3 == Q0 && TM == 1),
+	              "the mma kernel: one type, Q8_0, Q4_K or Q6_K, TM 1");
 	const int Q[4] = {Q0, Q1, Q2, Q3};
 	const float eps = 1e-6f;
 	int T = c.T, K = c.K, M = (int)c.N.size();
@@ -1064,6 +1107,8 @@ int main(void)
 	qgemv_suite<12>();
 	qgemv_mma_suite<12>();
 	qgemv_mma_suite<14>();
+	qgemv_mma_suite<8>();
+	test_q8_mma_range();
 	qgemv_suite<13>();
 	qgemv_suite<14>();
 	test_qgemm<float, 8, true>(9, 800, 70);
@@ -1088,10 +1133,15 @@ int main(void)
 	test_qmoe<float, 12, 12, 8, true>(1, 9216, 96, 3, 2);
 	test_qmoe<bf16, 12, 12, 14, true>(1, 6144, 512, 8, 4);
 	test_qmoe<float, 12, 12, 8, true>(2, 1024, 288, 4, 3);
+	/* Q8_0 gate and up on the tensor cores (int8 products): F not a multiple of 64, two chunks of C */
+	test_qmoe<float, 8, 8, 8, true>(3, 512, 256, 8, 2);
+	test_qmoe<float, 8, 8, 8, true>(1, 9216, 96, 3, 2);
+	test_qmoe<bf16, 8, 8, 14, true>(1, 2048, 1536, 8, 4); /* GLM-4.7-Flash's widths */
 	qfused_suite<8>();
 	qfused_suite<12>();
 	qfused_mma_suite<12>();
 	qfused_mma_suite<14>();
+	qfused_mma_suite<8>();
 	qfused_suite<13>();
 	qfused_suite<14>();
 	test_rand_split<8>();

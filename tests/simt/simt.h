@@ -186,6 +186,11 @@ static inline int __clzll(long long v)
 {
 	return v ? __builtin_clzll((unsigned long long)v) : 64;
 }
+/* Round to the nearest integer, ties to even (the default rounding mode). */
+static inline int __float2int_rn(float v)
+{
+	return (int)lrintf(v);
+}
 static inline float __fdiv_rn(float a, float b)
 {
 	return a / b;

@@ -184,7 +184,7 @@ template <typename A, int QG, int QU, bool MMA = false> static void test_qmoe_up
 	g.x = (unsigned)(MMA ? (F + 63) / 64 : (F + 7) / 8), g.y = (unsigned)k, g.z = (unsigned)T, bl.x = 256;
 	simt_launch(g, bl, [&] {
 		if constexpr (MMA)
-			k_qmoe_up_mma<A>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
+			k_qmoe_up_mma<A, QG>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
 		else
 			k_qmoe_up<A, QG, QU>(hid.data(), x.data(), idx.data(), gw.b.data(), uw.b.data(), C, F, k);
 	});
@@ -438,6 +438,32 @@ template <int QT> static void mma_suite(void)
 	test_qmoe_down_fused<bf16, QT, QT, 3>(1, 24, 512, 512, 6, 4);
 }
 
+/* Q8_0 on the tensor cores (int8 products, x as three digits): the shapes of mma_suite without the MoE
+** end's other type (rows of one superblock, two chunks, looping blocks, bias, SwiGLU, two tokens, the norm
+** late and not), the experts' gate/up and the MoE end. */
+static void q8_mma_suite(void)
+{
+	test_qgemv<float, 8, 1, 1, false, false, true>(1, 256, 16);
+	test_qgemv<float, 8, 1, 1, false, false, true>(1, 2048, 37);
+	test_qgemv<bf16, 8, 2, 1, true, false, true>(1, 1280, 40);
+	test_qgemv<float, 8, 8, 1, false, true, true>(1, 4096, 24);
+	test_qgemv<float, 8, 4, 1, true, false, true>(1, 9216, 20);
+	test_qgemv<bf16, 8, 1, 1, false, false, true>(1, 2048, 70, 1);
+	test_qgemv<float, 8, 8, 1, true, true, true>(2, 1024, 30, 1);
+	test_qfused_norm<float, 8, true>(1, 1024, 20, 40, 1, 4);
+	test_qfused_norm<float, 8, true>(1, 9216, 24, 8, 2, 8); /* the norm's own pass, two chunks */
+	test_qfused_norm<float, 8, true, true>(1, 1024, 20, 40, 1, 4);
+	test_qfused_norm<bf16, 8, true, true>(1, 2048, 16, 70, 2, 1, 1);
+	test_qfused_norm<float, 8, true, true>(2, 512, 16, 16, 1, 1);
+	test_qfused_mma_res<bf16, 8, GEMV_PRO_NONE>(1, 2048, 200, 4, 1);
+	test_qfused_mma_res<float, 8, GEMV_PRO_SWIGLU>(2, 1024, 48, 8);
+	test_qfused_mma_res<bf16, 8, GEMV_PRO_SWIGLU>(1, 9216, 24, 1, 1);
+	test_qmoe_up<bf16, 8, 8, true>(1, 1024, 70, 4, 3);
+	test_qmoe_up<float, 8, 8, true>(2, 512, 24, 3, 2);
+	test_qmoe_down_fused<bf16, 8, 8, 1>(1, 40, 512, 256, 5, 3);
+	test_qmoe_down_fused<float, 8, 12, 2>(2, 136, 256, 512, 4, 3);
+}
+
 int main(void)
 {
 	suite<8>();
@@ -449,6 +475,7 @@ int main(void)
 	** blocks (x staged once, and per group with two chunks), bias, SwiGLU, two tokens */
 	mma_suite<12>();
 	mma_suite<14>();
+	q8_mma_suite();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
 	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
 	return finish();
