@@ -558,8 +558,10 @@ static int emit_qlinear(Em *e, int id)
 			w_null(&w);
 		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
 		w.L.tmin = lo, w.L.tmax = hi;
-		/* one token: the tensor-core kernel (Q8_0: rows of whole superblocks) */
-		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K || (qt == QT_Q8_0 && K % 256 == 0))) {
+		/* one token: the tensor-core kernel. Not Q8_0: its kernel (k_qgemv_mma<.., 8, ..>, int8 products) lost to
+		** the FMA loop in every plan measured, its 128-row blocks leaving the grids too small
+		** (bench/NOTES.md entry 42) */
+		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
 			wpr = qm_wpr(N, K);
 			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
 			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
@@ -626,13 +628,9 @@ static int emit_qmoe(Em *e, int id)
 	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 	w_buf(&w, g, ga, 0, "unsigned char"), w_buf(&w, g, up, 0, "unsigned char");
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-	int mq = e->wq[ga] == e->wq[up] && (e->wq[ga] == QT_Q4_K || (e->wq[ga] == QT_Q8_0 && C % 256 == 0));
-	if (mq) { /* the tensor-core kernel (Q4_K, or Q8_0 rows of whole superblocks): 64 f a block */
+	if (e->wq[ga] == QT_Q4_K && e->wq[up] == QT_Q4_K) { /* the tensor-core kernel: 64 f a block */
 		w.L.grid[0] = sz_const((Fd + 63) / 64), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
-		if (e->wq[ga] == QT_Q8_0)
-			snprintf(t, sizeof t, "k_qmoe_up_mma<%s, 8>", A);
-		else
-			snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
+		snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
 	} else {
 		w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
 		snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
@@ -1381,8 +1379,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
 	for (int m = 0; m < f->nm; m++)
 		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	/* every member Q4_K, every member Q6_K, or every member Q8_0 (rows of whole superblocks) */
-	int allq = qt[0] == QT_Q4_K || qt[0] == QT_Q6_K || (qt[0] == QT_Q8_0 && K % 256 == 0);
+	int allq = qt[0] == QT_Q4_K || qt[0] == QT_Q6_K; /* every member Q4_K, or every member Q6_K */
 	for (int m = 0; m < f->nm; m++)
 		allq &= qt[m] == qt[0];
 	for (int tm = 1; tm <= 8; tm += 7) {
@@ -1400,10 +1397,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			gemv_args(e, &w, f, "unsigned char", split, &epi);
 			w.L.tmin = w.L.tmax = 1;
 			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			/* a norm over Q4_K or Q8_0: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
+			/* a norm over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
 			** its ring, asked for before the staging, spills (bench/gemv --fused: the GLM-5 LM head 264 ->
 			** 291 µs; bench/NOTES.md entry 21) */
-			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] != QT_Q6_K ? GP_RMSLATE : f->pro;
+			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
 			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
 			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
 			w_finish(e, &w, t);
@@ -1644,11 +1641,10 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
-/* Whether a down projection of rows of K values may take the tensor-core kernels: Q4_K or Q6_K, Q8_0 rows
-** of whole superblocks (or absent, w < 0). */
-static int mma_type(const Em *e, int w, int64_t K)
+/* Whether a down projection may take the tensor-core kernels: Q4_K or Q6_K (or absent, w < 0). */
+static int mma_type(const Em *e, int w)
 {
-	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K || (e->wq[w] == QT_Q8_0 && K % 256 == 0);
+	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K;
 }
 
 /* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
@@ -1668,7 +1664,7 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
 	const char *wty = q ? "unsigned char" : NULL;
 	int64_t Fs = S >= 0 ? g->node[sw].dim[1] : 0;
-	int mma = q && mma_type(e, dn, Fd) && mma_type(e, sd, Fs) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
+	int mma = q && mma_type(e, dn) && mma_type(e, sd) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
 	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
 	Wr w;
 	w_start(&w, f->host);
