@@ -968,6 +968,10 @@ __device__ __forceinline__ void qm_block(float (&acc)[2], const QmRaw<14> &r, co
 /*
 ** ---- Q8_0 on the tensor cores: int8 products, exact ----
 **
+** Not emitted by glmc: in GLM-4.7-Flash's and Llama-3-8B's plans these kernels were slower than the FMA
+** loop, their 128-row blocks leaving the grids a fraction of a wave (bench/NOTES.md entry 42); tested
+** (tests/simt, tests/gpu/test_qgemv) and timed (bench/gemv's Q8mma rows) for a geometry that fits.
+**
 ** A Q8_0 quant is an int8, the tensor core's own integer operand, so the weights go into
 ** mma.sync.m16n8k32.s8.s8 as loaded, without a conversion. x is staged once a chunk as three signed 8-bit
 ** digits of a fixed-point value: v·2^S rounded to the integer x' (|x'| < 2^22 + 1, S from the chunk's
