@@ -1127,7 +1127,8 @@ __device__ __forceinline__ float q8_stage(unsigned char *xd, float *xs16, const 
 {
 	__syncthreads(); /* every warp is done with the previous chunk */
 	float ss = 0.0f, m = 0.0f;
-	auto load = [&](int i, float (&v)[32]) {
+	/* group i's 32 formed values into v, the sum of squares of x into sq and the largest |v| into mx */
+	auto load = [&](int i, float (&v)[32], float &sq, float &mx) {
 #pragma unroll
 		for (int h = 0; h < 2; h++) {
 			float t[16];
@@ -1145,34 +1146,32 @@ __device__ __forceinline__ float q8_stage(unsigned char *xd, float *xs16, const 
 					q_ld16v(w, nw + k0 + 32 * i + 16 * h);
 #pragma unroll
 				for (int j = 0; j < 16; j++) {
-					ss += t[j] * t[j];
+					sq += t[j] * t[j];
 					t[j] = nw ? t[j] * w[j] : t[j];
 				}
 			}
 #pragma unroll
 			for (int j = 0; j < 16; j++) {
 				v[16 * h + j] = t[j];
-				m = fmaxf(m, q8_abs(t[j]));
+				mx = fmaxf(mx, q8_abs(t[j]));
 			}
 		}
 	};
 	int ng = kc >> 5, i0 = threadIdx.x;
 	float v[32];
 	if (i0 < ng)
-		load(i0, v);
-	for (int i = i0 + blockDim.x; i < ng; i += blockDim.x) { /* blocks under 32·kc threads: max first */
+		load(i0, v, ss, m);
+	for (int i = i0 + blockDim.x; i < ng; i += blockDim.x) { /* fewer than kc/32 threads: the max first */
 		float t[32];
-		load(i, t);
+		load(i, t, ss, m);
 	}
 	q8_block_sum_max(ss, m);
 	float f, p = q8_scale(m, &f);
 	if (i0 < ng)
 		q8_put32(xd, i0, v, p);
 	for (int i = i0 + blockDim.x; i < ng; i += blockDim.x) {
-		float t[32];
-		float keep = ss;
-		load(i, t);
-		ss = keep;
+		float t[32], ss2 = 0.0f, m2 = 0.0f; /* counted in the first pass */
+		load(i, t, ss2, m2);
 		q8_put32(xd, i, t, p);
 	}
 	if (threadIdx.x == 0)
