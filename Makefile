@@ -132,7 +132,7 @@ build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/gemv_shape.h build/libglm.a
+build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 

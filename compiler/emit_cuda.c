@@ -1325,6 +1325,37 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 	return Ntot;
 }
 
+/* Whether an FK_GEMV group's launch for 2..tmax tokens can be ops/qfused.cuh's k_gemv_tc: bf16 weights
+** (every member) and activations, K a multiple of 32, no prologue or a norm whose output no other node
+** reads (the kernel stores no norm), no SwiGLU prologue. */
+static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
+{
+	const Graph *g = e->g;
+	if (g->cuda.act != DT_BF16 || K % 32 || f->store || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
+		return 0;
+	for (int m = 0; m < f->nm; m++)
+		if (g->node[g->node[f->m[m]].in[1]].dtype != DT_BF16)
+			return 0;
+	return 1;
+}
+
+/* k_gemv_tc's launch (its arguments already written by gemv_args), in ops/gemv_shape.h's shape. */
+static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t Ntot, int epi, const char *NW, int has_nw)
+{
+	const Graph *g = e->g;
+	int glu = f->glu >= 0, mt, uc;
+	long long grid;
+	int64_t rows = glu ? 2 * g->node[g->node[f->m[0]].in[1]].dim[0] : Ntot;
+	gemv_shape_tc(rows, K, glu, &mt, &uc, &w->L.block, &grid);
+	w->L.grid[0] = sz_const(grid);
+	w->L.tmin = 2;
+	w->L.tmax = f->tmax < 8 ? f->tmax : 8;
+	char t[256];
+	snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, 1, %d>", NW,
+	         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, uc);
+	w_finish(e, w, t);
+}
+
 /* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
 ** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
 ** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
@@ -1346,6 +1377,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
 			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
 			int wsize = (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype);
+			if (tr == 8 && gemv_tc_fits(e, f, K)) {
+				emit_gemv_tc(e, &w, f, K, Ntot, epi, NW, nw >= 0);
+				continue;
+			}
 			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
 				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
 			else if (tr == 1 && f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm below */

@@ -82,6 +82,21 @@ static inline int gemv_min_blocks1(int block, int rb, long long grid)
 	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;
 }
 
+/* The launch of k_gemv_tc (ops/qfused.cuh: bf16 GEMV groups of 2..8-token steps on the tensor cores) for
+** `rows` weight rows (a GLU group: gate and up rows both) of K values: tiles of 16 rows, two a block (*mt)
+** where that still leaves 264 blocks, else one with twice the 32-value chunks in flight (*uc, so a lane
+** always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads). Not yet
+** swept: chosen from the one-token kernels' measured in-flight needs (bench/NOTES.md entry 43). */
+static inline void gemv_shape_tc(long long rows, long long K, int glu, int *mt, int *uc, int *block, long long *grid)
+{
+	long long kc = K / 32, nw;
+	*mt = (rows + 31) / 32 >= 264 ? 2 : 1;
+	*uc = 4 / *mt;
+	nw = kc / *uc < 1 ? 1 : kc / *uc > 8 ? 8 : kc / *uc;
+	*block = (int)(32 * nw);
+	*grid = glu ? (rows / 2 + 8 * *mt - 1) / (8 * *mt) : (rows + 16 * *mt - 1) / (16 * *mt);
+}
+
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV
 ** whose x fits one staged chunk (K <= 8192): three blocks an SM of an H200, each looping over row groups
 ** with x staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x

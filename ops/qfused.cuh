@@ -764,3 +764,189 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 		out = to_f(r[at]) + out;
 	y[at] = from_f<A>(out);
 }
+
+/*
+** The decode GEMV of a float fused group (fuse.c's FK_GEMV, k_gemv_fused's arguments without pdl) for a
+** step of 2..8·NT tokens on the tensor cores, bf16 weights and activations. A warp's tiles are 16 rows
+** (as gemv_wrow's groups of RB 16: with GEMV_EPI_GLU gate rows n.. then the same up rows) by 8 tokens;
+** block b takes tiles b·MT .. b·MT + MT - 1, its warps split K in 32-value chunks (warp w: w, w + nwarp,
+** ...; UC chunks in flight), and one shared-memory reduction ends the block. Per chunk a lane (g, c) loads
+** the 16 bytes at 8c of rows g and g + 8 of each tile and of x[token g]: its words 0, 1 are A's and B's
+** k 2c.., 2c + 8.. of one m16n8k16 and words 2, 3 those of a second, so every product meets its own x.
+** PRO: GEMV_PRO_NONE, or GEMV_PRO_RMSLATE (the norm's scale after the dots: B holds bf16(x·nw), each row's
+** sum of squares of x is formed beside the loads, y = inv·Σ w·bf16(x·nw); the unfused kernels round
+** x·inv·nw instead, the same one bf16 rounding of the input). No norm store (hs unused). EPI as
+** gemv_core's. Each result rounded to A as the linear stores it (bias first). K a multiple of 32, every
+** row 16-byte aligned. grid (ceil(ΣN/(16·MT)); GLU: ceil(N0/(8·MT))), block 32..256 threads.
+**
+** Why: gemv_core's rows-of-8 path spends a conversion and TR FMAs a weight on the CUDA cores and, at 2..8
+** tokens, a looping 264-block grid with x staged: Llama-3-8B's gate/up took 147 µs at 2 tokens and 204
+** at 4 (58 at one). The mma does 8 tokens of 16 rows per instruction, so the step stays a weight stream.
+*/
+template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, int MT, int NT, int UC>
+__device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
+                          const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
+                          A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0,
+                          float s1, float s2, float s3)
+{
+	static_assert(sizeof(A) == 2 && sizeof(W) == 2, "bf16 weights and activations");
+	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0, LATE = PRO == GEMV_PRO_RMSLATE;
+	static_assert(PRO == GEMV_PRO_NONE || LATE, "no prologue, or the norm's scale after the dots");
+	static_assert(!GLU || (EPI & ~GEMV_EPI_GLU) == 0, "GLU: no other epilogue");
+	constexpr int NF = MT * NT * 4; /* a lane's accumulators */
+	__shared__ float red[8][NF][32], sq[8][8 * NT];
+	(void)u, (void)hs;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
+	int Ntot = N0 + N1 + N2 + N3, KC = K / 32;
+	const W *wr[MT][2];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int h = 0; h < 2; h++)
+			wr[mt][h] = gemv_wrow<W, GLU, 16>(blockIdx.x * MT + mt, g + 8 * h, Ntot, w0, w1, w2, w3, N0, N1, N2, K) + 8 * c;
+	const A *xr[NT];
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) { /* tokens past T re-read token T - 1; their results are not stored */
+		int t = nt * 8 + g;
+		xr[nt] = x + (long long)(t < T ? t : T - 1) * K + 8 * c;
+	}
+	float acc[MT][NT][4], ss[NT];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[mt][nt][e] = 0.0f;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+		ss[nt] = 0.0f;
+	for (int c0 = warp; c0 < KC; c0 += nwarp * UC) {
+		uint4 wv[UC][MT][2], xv[UC][NT];
+#pragma unroll
+		for (int q = 0; q < UC; q++) { /* every load of the UC chunks first (a chunk past K re-reads c0) */
+			int ch = c0 + q * nwarp;
+			long long off = (long long)(ch < KC ? ch : c0) * 32;
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int h = 0; h < 2; h++)
+					wv[q][mt][h] = __ldg((const uint4 *)(wr[mt][h] + off));
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++)
+				xv[q][nt] = __ldg((const uint4 *)(xr[nt] + off));
+		}
+#pragma unroll
+		for (int q = 0; q < UC; q++) {
+			int ch = c0 + q * nwarp;
+			if (ch >= KC) /* the same for the whole warp */
+				break;
+			unsigned b[NT][4];
+#pragma unroll
+			for (int nt = 0; nt < NT; nt++) {
+				if constexpr (LATE) {
+					union {
+						uint4 bits;
+						A e[8];
+					} xu;
+					xu.bits = xv[q][nt];
+					float xf[8], gw[8];
+#pragma unroll
+					for (int j = 0; j < 8; j++)
+						xf[j] = to_f(xu.e[j]);
+					if (HAS_NW)
+						gemv_ldx<NW, 8>(nw + (long long)ch * 32 + 8 * c, gw, true, true);
+#pragma unroll
+					for (int j = 0; j < 8; j++) {
+						ss[nt] += xf[j] * xf[j];
+						if (HAS_NW)
+							xf[j] *= gw[j];
+					}
+#pragma unroll
+					for (int j = 0; j < 4; j++)
+						b[nt][j] = qm_bf2(xf[2 * j], xf[2 * j + 1]);
+				} else {
+					b[nt][0] = xv[q][nt].x, b[nt][1] = xv[q][nt].y, b[nt][2] = xv[q][nt].z, b[nt][3] = xv[q][nt].w;
+				}
+			}
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				const uint4 &lo = wv[q][mt][0], &hi = wv[q][mt][1]; /* rows g and g + 8 */
+#pragma unroll
+				for (int nt = 0; nt < NT; nt++) {
+					qm_mma(acc[mt][nt], lo.x, hi.x, lo.y, hi.y, b[nt][0], b[nt][1]);
+					qm_mma(acc[mt][nt], lo.z, hi.z, lo.w, hi.w, b[nt][2], b[nt][3]);
+				}
+			}
+		}
+	}
+	/* the warps' partial tiles, and with LATE each token's sum of squares (over the lanes c of token g) */
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				red[warp][(mt * NT + nt) * 4 + e][lane] = acc[mt][nt][e];
+	if constexpr (LATE) {
+#pragma unroll
+		for (int nt = 0; nt < NT; nt++) {
+			float s = ss[nt];
+			s += __shfl_xor_sync(0xffffffffu, s, 1);
+			s += __shfl_xor_sync(0xffffffffu, s, 2);
+			if (c == 0)
+				sq[warp][nt * 8 + g] = s;
+		}
+	}
+	__syncthreads();
+	/* output (mt, nt, e, lane): C's row g + 8·(e / 2) of tile mt, token nt·8 + 2c + e % 2 */
+	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
+		int ln = i & 31, f = i >> 5, e = f & 3, mn = f >> 2, nt = mn % NT, mt = mn / NT;
+		int gg = ln >> 2, t = nt * 8 + 2 * (ln & 3) + (e & 1);
+		if (t >= T || (GLU && e >= 2))
+			continue;
+		float s = 0.0f, su = 0.0f; /* su: GLU's up row, e + 2 */
+		for (int w = 0; w < nwarp; w++) {
+			s += red[w][f][ln];
+			if (GLU)
+				su += red[w][f + 2][ln];
+		}
+		if constexpr (LATE) {
+			float qs = 0.0f;
+			for (int w = 0; w < nwarp; w++)
+				qs += sq[w][t];
+			float iv = 1.0f / sqrtf(qs / (float)K + eps);
+			s *= iv, su *= iv;
+		}
+		if constexpr (GLU) {
+			int n = (blockIdx.x * MT + mt) * 8 + gg;
+			if (n >= N0)
+				continue;
+			if (b0)
+				s += to_f(b0[n]);
+			if (b1)
+				su += to_f(b1[n]);
+			float gv = to_f(from_f<A>(s)), uv = to_f(from_f<A>(su));
+			y0[(long long)t * N0 + n] = from_f<A>(gv / (1.0f + expf(-gv)) * uv);
+		} else {
+			int col = (blockIdx.x * MT + mt) * 16 + gg + 8 * (e >> 1);
+			if (col >= Ntot)
+				continue;
+			int m = col < N0 ? 0 : col < N0 + N1 ? 1 : col < N0 + N1 + N2 ? 2 : 3;
+			int n = col - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+			int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+			const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+			A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+			if (bias)
+				s += to_f(bias[n]);
+			long long at = (long long)t * Nm + n;
+			if ((EPI >> m) & 1) {
+				float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+				s = sc * to_f(from_f<A>(s));
+			} else if ((EPI & GEMV_EPI_RES) && m == 0) {
+				s = to_f(r[at]) + to_f(from_f<A>(s));
+			}
+			y[at] = from_f<A>(s);
+		}
+	}
+}

@@ -819,8 +819,10 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 				return -1;
 			continue;
 		}
-		/* A linear's prefill GEMM may go through cuBLASLt (outside graph capture); no other launch does. */
-		if (x->gemm[i] && !x->capturing) {
+		/* A linear's GEMM (steps above the decode GEMVs' tokens) may go through cuBLASLt; no other launch
+		** does. Inside a graph capture (a decode step of 9..16 sequences) only over float weights: the
+		** matmul is captured with the fixed workspace, while blocks would dequantize in every replay. */
+		if (x->gemm[i] && (!x->capturing || x->wq[x->g->node[l->node].in[1]] < 0)) {
 			int done = lt_linear(x, l->node, T, err, len);
 			if (done < 0)
 				return -1;

@@ -287,6 +287,141 @@ __global__ void __launch_bounds__(256) g_rand(W *d, long long n, unsigned long l
 
 static unsigned blocks(long long n, int per) { return (unsigned)((n + per - 1) / per); }
 
+template <typename NW, int PRO, bool HAS_NW, int EPI, int MT, int UC>
+__global__ void __launch_bounds__(256) g_gemv_tc(bf16 *y0, bf16 *y1, bf16 *y2, bf16 *y3, const bf16 *w0, const bf16 *w1,
+                                                 const bf16 *w2, const bf16 *w3, const bf16 *b0, const bf16 *b1,
+                                                 const bf16 *b2, const bf16 *b3, const bf16 *x, const NW *nw,
+                                                 const bf16 *r, int T, int K, int N0, int N1, int N2, int N3)
+{
+	k_gemv_tc<bf16, bf16, NW, PRO, HAS_NW, EPI, MT, 1, UC>(y0, y1, y2, y3, w0, w1, w2, w3, b0, b1, b2, b3, x, nullptr, nw,
+	                                                       nullptr, r, T, K, N0, N1, N2, N3, 1e-5f, 1, 1, 1, 1);
+}
+
+/* k_gemv_tc (the bf16 GEMV groups of 2..8-token steps on the tensor cores) at the launch glmc emits
+** (gemv_shape_tc) over members N of K columns, bf16 data, outputs poisoned, against the same sums in
+** double: with the late norm inv·Σ w·bf16(x·nw) (the kernel's own rounding of its input; NW f32 or bf16),
+** bias, the residual in place, the GLU's silu(bf16 gate)·bf16 up, each result rounded to bf16 as the
+** kernel stores it. rel-L2 2e-3: float sums in another order may round to the neighbouring bf16; a lost
+** fragment, token or chunk is off by O(1). Then against the unfused nodes' own rounding (the norm
+** rounded after the scale) at the bf16 tolerance. */
+template <typename NW, int PRO, int EPI> static void test_gemv_tc(int T, int K, std::vector<int> Nv, bool bias)
+{
+	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0, LATE = PRO == GEMV_PRO_RMSLATE;
+	int M = (int)Nv.size(), N[4] = {0, 0, 0, 0};
+	long long Ntot = 0;
+	for (int m = 0; m < M; m++)
+		N[m] = Nv[m], Ntot += Nv[m];
+	auto bv = [](size_t n, float sc, float off) {
+		std::vector<float> f = rnd(n);
+		std::vector<bf16> v(n);
+		for (size_t i = 0; i < n; i++)
+			v[i] = h_from_f<bf16>(off + sc * f[i]);
+		return v;
+	};
+	std::vector<bf16> x = bv((size_t)T * K, 2, 0);
+	std::vector<float> nwf = rnd(K);
+	std::vector<NW> nw(K);
+	for (int k = 0; k < K; k++)
+		nw[k] = h_from_f<NW>(1.0f + 0.5f * nwf[k]);
+	std::vector<double> h((size_t)T * K), hu((size_t)T * K), inv(T, 1.0);
+	for (int t = 0; t < T; t++) {
+		double q = 0;
+		for (int k = 0; k < K; k++)
+			q += (double)h_to_f(x[(size_t)t * K + k]) * h_to_f(x[(size_t)t * K + k]);
+		inv[t] = LATE ? 1.0 / sqrt(q / K + 1e-5) : 1.0;
+		for (int k = 0; k < K; k++) {
+			float v = h_to_f(x[(size_t)t * K + k]), g = h_to_f(nw[k]);
+			h[(size_t)t * K + k] = LATE ? thru<bf16>(v * g) : v;
+			hu[(size_t)t * K + k] = LATE ? thru<bf16>((float)(v * inv[t]) * g) : v; /* the unfused nodes' */
+		}
+	}
+	std::vector<std::vector<bf16>> w(4), b(4);
+	std::vector<std::vector<double>> want(4), wantu(4);
+	std::vector<bf16> r;
+	bf16 *dy[4] = {}, *dw[4] = {}, *db[4] = {}, *dr = nullptr;
+	for (int m = 0; m < M; m++) {
+		w[m] = bv((size_t)N[m] * K, 1, 0);
+		b[m] = bv(N[m], 1, 0);
+		want[m].resize((size_t)T * N[m]);
+		wantu[m].resize((size_t)T * N[m]);
+		for (int t = 0; t < T; t++)
+			for (int n = 0; n < N[m]; n++) {
+				double s = 0, su = 0;
+				const bf16 *wr = &w[m][(size_t)n * K];
+				for (int k = 0; k < K; k++) {
+					double wv = h_to_f(wr[k]);
+					s += wv * h[(size_t)t * K + k];
+					su += wv * hu[(size_t)t * K + k];
+				}
+				s *= inv[t];
+				if (bias)
+					s += h_to_f(b[m][n]), su += h_to_f(b[m][n]);
+				want[m][(size_t)t * N[m] + n] = thru<bf16>((float)s);
+				wantu[m][(size_t)t * N[m] + n] = thru<bf16>((float)su);
+			}
+		dy[m] = dalloc<bf16>((size_t)T * N[m], 0xff); /* NaN */
+		if (m == 0 && (EPI & GEMV_EPI_RES)) {
+			r = bv(want[0].size(), 1, 0);
+			for (size_t i = 0; i < r.size(); i++) {
+				want[0][i] = thru<bf16>(h_to_f(r[i]) + (float)want[0][i]);
+				wantu[0][i] = thru<bf16>(h_to_f(r[i]) + (float)wantu[0][i]);
+			}
+			dr = dy[0] = upload(r); /* in place, as the plans run it */
+		}
+		dw[m] = upload(w[m]);
+		db[m] = bias ? upload(b[m]) : nullptr;
+	}
+	int MC = M;
+	if (GLU) {
+		for (auto *v : {&want, &wantu})
+			for (size_t i = 0; i < (*v)[0].size(); i++) {
+				double gv = (*v)[0][i], uv = (*v)[1][i];
+				(*v)[0][i] = thru<bf16>((float)(gv / (1 + exp(-gv)) * uv));
+			}
+		dy[1] = nullptr;
+		MC = 1;
+	}
+	int mt, uc, bt;
+	long long grid;
+	gemv_shape_tc(GLU ? 2LL * N[0] : Ntot, K, GLU, &mt, &uc, &bt, &grid);
+	auto kern = mt == 2 ? g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 2, 2> : g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 1, 4>;
+	kern<<<(unsigned)grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
+	                             upload(x), LATE ? upload(nw) : nullptr, dr, T, K, N[0], N[1], N[2], N[3]);
+	CK(cudaGetLastError());
+	CK(cudaDeviceSynchronize());
+	std::string nm = fmt("gemv_tc T=%d K=%d N=%d+%d+%d+%d %s%s%s%s mt=%d uc=%d block=%d grid=%lld", T, K, N[0], N[1],
+	                     N[2], N[3], LATE ? "late-norm" : "plain", sizeof(NW) == 4 && LATE ? "(f32 weight)" : "",
+	                     (EPI & GEMV_EPI_RES) ? " residual" : GLU ? " glu" : "", bias ? " bias" : "", mt, uc, bt, grid);
+	for (int m = 0; m < MC; m++) {
+		std::vector<float> got = widen(download(dy[m], want[m].size()));
+		double e = rel_l2(got, want[m]), eu = rel_l2(got, wantu[m]);
+		check(e <= 2e-3, nm + fmt(" member %d", m), fmt("rel-L2 %.3g > 2e-3 against its own rounding", e));
+		check(eu <= tol<bf16>(), nm + fmt(" member %d, unfused rounding", m), fmt("rel-L2 %.3g", eu));
+	}
+	free_all();
+}
+
+/* The shapes: Llama-3-8B's q/k/v (a late norm over three members), o and down (the residual, K 14336),
+** gate/up (the GLU, two tiles a block), an LM-head-like 20000 rows; then members not whole tiles, K of
+** 96 (warps with a chunk past K), a bf16 norm weight and biases; tokens 2..8. */
+static void gemv_tc_suite()
+{
+	const int L = GEMV_PRO_RMSLATE, P = GEMV_PRO_NONE;
+	for (int T : {2, 5, 8}) {
+		test_gemv_tc<float, L, 0>(T, 4096, {4096, 1024, 1024}, false);
+		test_gemv_tc<float, P, GEMV_EPI_RES>(T, 4096, {4096}, false);
+		test_gemv_tc<float, L, GEMV_EPI_GLU>(T, 4096, {14336, 14336}, false);
+		test_gemv_tc<float, P, GEMV_EPI_RES>(T, 14336, {4096}, false);
+		test_gemv_tc<float, L, 0>(T, 4096, {20000}, false);
+	}
+	for (int T : {2, 3, 4, 6, 7}) {
+		test_gemv_tc<bf16, L, 0>(T, 256, {40, 24, 24, 8}, true);
+		test_gemv_tc<float, P, 0>(T, 96, {70}, true);
+		test_gemv_tc<bf16, L, GEMV_EPI_GLU>(T, 512, {37, 37}, true);
+		test_gemv_tc<float, P, GEMV_EPI_RES>(T, 1024, {9000}, true);
+	}
+}
+
 /* A row of K values' GGUF bytes at src as the GPU keeps it (ops/quant.c quant_dev_spread). */
 static std::vector<unsigned char> dev_row(int qt, const unsigned char *src, long long K)
 {
@@ -1103,6 +1238,7 @@ int main(void)
 	CK(cudaGetDevice(&dev));
 	CK(cudaGetDeviceProperties(&prop, dev));
 	printf("# device %d: %s (sm_%d%d)\n", dev, prop.name, prop.major, prop.minor);
+	gemv_tc_suite();
 	qgemv_suite<8>();
 	qgemv_suite<12>();
 	qgemv_mma_suite<12>();

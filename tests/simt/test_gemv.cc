@@ -2,12 +2,15 @@
 ** tests/simt/test_gemv.cc — the decode GEMV (gemv_core through k_gemv_fused) run on the CPU through
 ** simt.h against ops/ref.c, at the shapes and launch geometry glmc emits for the fixtures (block 32, one
 ** column per block), with TR 1 and 8 at every step size 1..9: the multi-row passes are what a plan runs
-** for prompts of 2..8 tokens. float only (the emulator's cost grows with K; rounding is tests/gpu's).
+** for prompts of 2..8 tokens. float only (the emulator's cost grows with K; rounding is tests/gpu's),
+** but for k_gemv_tc, the bf16 tensor-core GEMV of 2..8-token steps (run_tc).
 */
 #include "simt.h"
 
 #include "../../ops/kernels.cuh"
 #include "../../ops/fused.cuh"
+#include "../../ops/quant.cuh"
+#include "../../ops/qfused.cuh"
 
 #include <cstring>
 #include <string>
@@ -97,6 +100,110 @@ static void run(int T, int K, std::vector<int> N, int block, int grid, bool stor
 	snprintf(name, sizeof name, "gemv_fused pro=%d epi=%d RB=%d TR=%d T=%d K=%d M=%d block=%d grid=%d%s", PRO, EPI,
 	         RB, TR, T, K, M, block, grid, store ? " (norm stored)" : "");
 	if (e <= 1e-5) {
+		printf("ok - %s\n", name);
+		n_pass++;
+	} else {
+		printf("FAIL - %s: rel-L2 %.3g\n", name, e);
+		n_fail++;
+	}
+}
+
+static float bfr(float v) /* v rounded to bf16 */
+{
+	return to_f(from_f<bf16>(v));
+}
+
+/* One launch of k_gemv_tc<bf16, bf16, bf16, PRO, true, EPI, MT, 1, UC> (grid as glmc emits it) over
+** members N (K columns each), bf16 data, against the same sums in double: with the late norm
+** inv·Σ w·bf16(x·nw) (the kernel's rounding of its input), each result rounded as the kernel stores it
+** before the comparison's rel-L2 (1e-5 against float sums in another order; a misplaced fragment is
+** off by O(1)). Outputs poisoned (NaN) first; with the residual y_0 starts as r, in place. */
+template <int PRO, int EPI, int MT, int UC>
+static void run_tc(int T, int K, std::vector<int> N, int block, bool bias = false)
+{
+	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
+	int M = (int)N.size();
+	auto bv = [](size_t n, float lo, float hi) {
+		std::vector<bf16> v(n);
+		for (auto &e : v)
+			e = from_f<bf16>(frand(lo, hi));
+		return v;
+	};
+	std::vector<bf16> x = bv((size_t)T * K, -2, 2), nw = bv(K, 0.5f, 1.5f);
+	std::vector<double> h((size_t)T * K), inv(T, 1.0);
+	for (int t = 0; t < T; t++) {
+		double q = 0;
+		for (int k = 0; k < K; k++) {
+			double v = to_f(x[(size_t)t * K + k]);
+			q += v * v;
+			h[(size_t)t * K + k] = PRO == GEMV_PRO_RMSLATE ? bfr((float)v * to_f(nw[k])) : v;
+		}
+		if (PRO == GEMV_PRO_RMSLATE)
+			inv[t] = 1.0 / sqrt(q / K + 1e-5);
+	}
+	std::vector<std::vector<bf16>> w(4), b(4), y(4);
+	std::vector<std::vector<double>> want(4);
+	std::vector<bf16> r;
+	int n4[4] = {0, 0, 0, 0};
+	for (int m = 0; m < M; m++) {
+		n4[m] = N[m];
+		w[m] = bv((size_t)N[m] * K, -1, 1);
+		if (bias)
+			b[m] = bv(N[m], -1, 1);
+		want[m].resize((size_t)T * N[m]);
+		for (int t = 0; t < T; t++)
+			for (int n = 0; n < N[m]; n++) {
+				double s = 0;
+				for (int k = 0; k < K; k++)
+					s += (double)to_f(w[m][(size_t)n * K + k]) * h[(size_t)t * K + k];
+				s *= inv[t];
+				if (bias)
+					s += to_f(b[m][n]);
+				want[m][(size_t)t * N[m] + n] = bfr((float)s);
+			}
+		y[m].assign((size_t)T * N[m], from_f<bf16>(NAN));
+		if (m == 0 && (EPI & GEMV_EPI_RES)) {
+			r = bv(y[0].size(), -1, 1);
+			for (size_t i = 0; i < r.size(); i++)
+				want[0][i] = bfr(to_f(r[i]) + (float)want[0][i]);
+			y[0] = r;
+		}
+	}
+	int MC = M;
+	if (GLU) {
+		for (size_t i = 0; i < want[0].size(); i++) {
+			double gv = want[0][i], uv = want[1][i];
+			want[0][i] = bfr((float)(gv / (1 + exp(-gv)) * uv));
+		}
+		MC = 1;
+	}
+	auto p = [&](int m) { return m < MC ? y[m].data() : nullptr; };
+	auto q = [&](int m) { return m < M ? (const bf16 *)w[m].data() : nullptr; };
+	auto qb = [&](int m) { return m < M && bias ? (const bf16 *)b[m].data() : nullptr; };
+	int Ntot = 0;
+	for (int m = 0; m < M; m++)
+		Ntot += N[m];
+	dim3 g, bl;
+	g.x = GLU ? (unsigned)((N[0] + 8 * MT - 1) / (8 * MT)) : (unsigned)((Ntot + 16 * MT - 1) / (16 * MT));
+	bl.x = (unsigned)block;
+	simt_launch(g, bl, [&] {
+		k_gemv_tc<bf16, bf16, bf16, PRO, true, EPI, MT, 1, UC>(p(0), p(1), p(2), p(3), q(0), q(1), q(2), q(3), qb(0),
+		                                                        qb(1), qb(2), qb(3), x.data(), nullptr, nw.data(),
+		                                                        nullptr, (EPI & GEMV_EPI_RES) ? y[0].data() : nullptr,
+		                                                        T, K, n4[0], n4[1], n4[2], n4[3], 1e-5f, 1, 1, 1, 1);
+	});
+	double num = 0, den = 0;
+	for (int m = 0; m < MC; m++)
+		for (size_t i = 0; i < want[m].size(); i++) {
+			double d = (double)to_f(y[m][i]) - want[m][i];
+			num += d * d, den += want[m][i] * want[m][i];
+		}
+	double e = den > 0 && num == num ? sqrt(num / den) : INFINITY;
+	char name[160];
+	snprintf(name, sizeof name, "gemv_tc pro=%d epi=%d MT=%d UC=%d T=%d K=%d M=%d block=%d%s", PRO, EPI, MT, UC, T, K,
+	         M, block, bias ? " bias" : "");
+	/* bf16 outputs: a float sum a hair from the double one may round to the neighbouring bf16 */
+	if (e <= 2e-3) {
 		printf("ok - %s\n", name);
 		n_pass++;
 	} else {
@@ -248,6 +355,16 @@ int main(void)
 		run<GEMV_PRO_RMSLATE, 0, 4, 8>(T, 512, {200, 56}, 64, 64);
 		run<GEMV_PRO_RMSLATE, GEMV_EPI_GLU, 2, 1>(T, 64, {128, 128}, 32, 128, true);
 		run<GEMV_PRO_RMSLATE, 0, 2, 1>(T, 70, {9, 4}, 64, 3);
+	}
+	/* the tensor-core GEMV of 2..8-token bf16 steps: the QKV group with the late norm (members not whole
+	** tiles: 40 + 24 + 24 rows), the o/down projection with the residual, the gate/up GLU, two tiles a
+	** block, K split over 1, 3 and 8 warps (K 96: a chunk past K for some warps), tokens 2..8 */
+	for (int T : {2, 3, 5, 8}) {
+		run_tc<GEMV_PRO_RMSLATE, 0, 1, 4>(T, 256, {40, 24, 24}, 96);
+		run_tc<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 4>(T, 512, {48}, 128, true);
+		run_tc<GEMV_PRO_RMSLATE, GEMV_EPI_GLU, 2, 2>(T, 256, {40, 40}, 256);
+		run_tc<GEMV_PRO_NONE, 0, 2, 2>(T, 96, {70}, 256, true);
+		run_tc<GEMV_PRO_RMSLATE, 0, 2, 2>(T, 1024, {33}, 32);
 	}
 	/* the one-token o/down projection at the shape glmc emits for it (gemv_shape_plain1: 2 columns a
 	** block of 128 threads once a row is 256 vectors; one column a block under 528 rows) */
