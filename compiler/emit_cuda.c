@@ -1342,11 +1342,9 @@ static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
 /* k_gemv_tc's launch (its arguments already written by gemv_args), in ops/gemv_shape.h's shape. */
 static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t Ntot, int epi, const char *NW, int has_nw)
 {
-	const Graph *g = e->g;
-	int glu = f->glu >= 0, mt, uc;
+	int mt, uc;
 	long long grid;
-	int64_t rows = glu ? 2 * g->node[g->node[f->m[0]].in[1]].dim[0] : Ntot;
-	gemv_shape_tc(rows, K, glu, &mt, &uc, &w->L.block, &grid);
+	gemv_shape_tc(Ntot, K, &mt, &uc, &w->L.block, &grid); /* a GLU group's Ntot: its gate and up rows */
 	w->L.grid[0] = sz_const(grid);
 	w->L.tmin = 2;
 	w->L.tmax = f->tmax < 8 ? f->tmax : 8;

@@ -88,14 +88,14 @@ static inline int gemv_min_blocks1(int block, int rb, long long grid)
 ** always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads). Measured
 ** against one tile everywhere, twice the chunks, at most 4 warps, and both (bench/NOTES.md entry 43:
 ** Llama-3-8B at 4 sequences 4.85 ms a step against 5.02, 5.68, 6.10 and 6.11). */
-static inline void gemv_shape_tc(long long rows, long long K, int glu, int *mt, int *uc, int *block, long long *grid)
+static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
 {
 	long long kc = K / 32, nw;
 	*mt = (rows + 31) / 32 >= 264 ? 2 : 1;
 	*uc = 4 / *mt;
 	nw = kc / *uc < 1 ? 1 : kc / *uc > 8 ? 8 : kc / *uc;
 	*block = (int)(32 * nw);
-	*grid = glu ? (rows / 2 + 8 * *mt - 1) / (8 * *mt) : (rows + 16 * *mt - 1) / (16 * *mt);
+	*grid = (rows + 16 * *mt - 1) / (16 * *mt); /* a GLU tile: 8 gate rows and their 8 up rows */
 }
 
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV

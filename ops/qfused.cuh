@@ -783,13 +783,16 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 ** tokens, a looping 264-block grid with x staged: Llama-3-8B's gate/up took 147 µs at 2 tokens and 204
 ** at 4 (58 at one). The mma does 8 tokens of 16 rows per instruction, so the step stays a weight stream.
 */
+template <typename T> struct TcBf16 { static constexpr bool yes = false; };
+template <> struct TcBf16<bf16> { static constexpr bool yes = true; };
+
 template <typename A, typename W, typename NW, int PRO, bool HAS_NW, int EPI, int MT, int NT, int UC>
 __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, const W *w2, const W *w3,
                           const A *b0, const A *b1, const A *b2, const A *b3, const A *x, const A *u, const NW *nw,
                           A *hs, const A *r, int T, int K, int N0, int N1, int N2, int N3, float eps, float s0,
                           float s1, float s2, float s3)
 {
-	static_assert(sizeof(A) == 2 && sizeof(W) == 2, "bf16 weights and activations");
+	static_assert(TcBf16<A>::yes && TcBf16<W>::yes, "bf16 weights and activations (the mma reads bf16 bits)");
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0, LATE = PRO == GEMV_PRO_RMSLATE;
 	static_assert(PRO == GEMV_PRO_NONE || LATE, "no prologue, or the norm's scale after the dots");
 	static_assert(!GLU || (EPI & ~GEMV_EPI_GLU) == 0, "GLU: no other epilogue");

@@ -383,7 +383,7 @@ template <typename NW, int PRO, int EPI> static void test_gemv_tc(int T, int K, 
 	}
 	int mt, uc, bt;
 	long long grid;
-	gemv_shape_tc(GLU ? 2LL * N[0] : Ntot, K, GLU, &mt, &uc, &bt, &grid);
+	gemv_shape_tc(Ntot, K, &mt, &uc, &bt, &grid);
 	auto kern = mt == 2 ? g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 2, 2> : g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 1, 4>;
 	kern<<<(unsigned)grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 	                             upload(x), LATE ? upload(nw) : nullptr, dr, T, K, N[0], N[1], N[2], N[3]);
