@@ -521,6 +521,9 @@ void emit_quant_explain(const Graph *g, FILE *f)
 /* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
 ** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
 ** float linear in emit_node. */
+static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
+                     int hi, int ncs);
+
 static int emit_qlinear(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -535,8 +538,30 @@ static int emit_qlinear(Em *e, int id)
 	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
 	char t[256];
 	Wr w;
+	/* steps of 2..16 tokens over Q4_K or Q6_K with bf16 activations: ops/qfused.cuh's k_qgemv_tc (one set of
+	** 8 B columns up to 8 tokens, two up to 16); the tiled GEMM from 17 */
+	int tc = (qt == QT_Q4_K || qt == QT_Q6_K) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 && ht;
+	if (tc)
+		tmax_gemv = 16;
 	/* decode: one row (TM = 1) when the step has T = 1 (or x has one row whatever T), else 8 */
 	for (int tm = 1; tm <= 8 && tmax >= 1; tm += 7) {
+		if (tm == 8 && tc) {
+			for (int ncs = 1; ncs <= 2; ncs++) {
+				w_start(&w, id);
+				w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
+				w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
+				bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
+				w_null(&w), w_null(&w), w_null(&w);
+				w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
+				swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
+				w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
+				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"),
+				    w_lit(&w, "0");
+				w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
+				emit_qtc(e, &w, qt, "bf16", swiglu ? GP_SWIGLU : GP_NONE, 0, 0, N, K, ncs == 1 ? 2 : 9, 8 * ncs, ncs);
+			}
+			continue;
+		}
 		int lo = 1, hi = tmax;
 		if (rpt == 1 && ht)
 			lo = tm == 1 ? 1 : 2, hi = tm == 1 ? 1 : tmax;
@@ -584,7 +609,7 @@ static int emit_qlinear(Em *e, int id)
 		else
 			w_null(&w);
 		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		w.L.tmin = tmax_gemv < 1 ? 1 : tmax + 1;
+		w.L.tmin = tmax_gemv < 1 ? 1 : (int)tmax_gemv + 1;
 		w.L.grid[0] = sz_const((N + 63) / 64);
 		w.L.grid[1] = sz_numel(g, x, K * 64);
 		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, qt, bool_s(bias >= 0));
@@ -1354,6 +1379,46 @@ static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t N
 	w_finish(e, w, t);
 }
 
+/* Whether an FK_GEMV group of Q4_K or of Q6_K members can take ops/qfused.cuh's k_qgemv_tc for its 2..8-token
+** steps: bf16 activations, K a multiple of 256, a norm (formed late) whose output no other node reads or a
+** SwiGLU or no prologue. */
+static int qtc_fits(const Em *e, const FuseKernel *f, int64_t K)
+{
+	return e->g->cuda.act == DT_BF16 && K % 256 == 0 && !f->store &&
+	       (f->pro == GP_NONE || f->pro == GP_RMSNORM || f->pro == GP_SWIGLU);
+}
+
+/* One k_qgemv_tc launch over tokens lo..hi (ncs sets of 8 B columns), its arguments k_gemv_tc's. */
+static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
+                     int hi, int ncs)
+{
+	int mt, uc;
+	long long grid;
+	gemv_shape_qtc(Ntot, K, &mt, &uc, &w->L.block, &grid);
+	w->L.grid[0] = sz_const(grid);
+	w->L.tmin = lo, w->L.tmax = hi;
+	w->L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", qt, NW, pro, bool_s(has_nw), epi, mt, ncs, uc);
+	w_finish(e, w, t);
+}
+
+/* The 2..tmax-token launches of a qtc_fits group: one set of 8 tokens, or with a norm weight (x·nw in two
+** pieces, 4 tokens a set) one set for 2..4 and two for 5..8. */
+static void emit_qtc_group(Em *e, const FuseKernel *f, const char *NW, int has_nw)
+{
+	const Graph *g = e->g;
+	int qt = wtype_id(e, g->node[f->m[0]].in[1]), pro = f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro, epi;
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
+	int tmax = f->tmax < 8 ? f->tmax : 8, split = pro == GP_RMSLATE && has_nw && tmax > 4;
+	for (int part = 0; part <= split; part++) {
+		Wr w;
+		w_start(&w, f->host);
+		int64_t Ntot = gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+		emit_qtc(e, &w, qt, NW, pro, has_nw, epi, Ntot, K, part ? 5 : 2, split && !part ? 4 : tmax, part + 1);
+	}
+}
+
 /* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
 ** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
 ** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
@@ -1420,6 +1485,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			continue;
 		int split[FK_MAXM];
 		int64_t nb = 0;
+		if (tm == 8 && allq && qtc_fits(e, f, K)) {
+			emit_qtc_group(e, f, NW, nw >= 0);
+			continue;
+		}
 		if (tm == 1 && allq) { /* one token, the members of one type: the tensor-core kernel */
 			int wpr = qm_wpr(Ntot, K);
 			for (int m = 0; m < FK_MAXM; m++)

@@ -98,6 +98,19 @@ static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, 
 	*grid = (rows + 16 * *mt - 1) / (16 * *mt); /* a GLU tile: 8 gate rows and their 8 up rows */
 }
 
+/* ops/qfused.cuh k_qgemv_tc (Q4_K/Q6_K groups of 2..16 tokens): tiles of 16 rows, two a block (MT 2, one
+** block of 256 values in flight a warp) where that still leaves 264 blocks, else one with two blocks in
+** flight from 16 blocks of K; warps split K's blocks, up to 8. Not yet swept (bench/NOTES.md entry 44). */
+static inline void gemv_shape_qtc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
+{
+	long long kb = K / 256, nw;
+	*mt = (rows + 31) / 32 >= 264 ? 2 : 1;
+	*uc = *mt == 1 && kb >= 16 ? 2 : 1;
+	nw = kb / *uc < 1 ? 1 : kb / *uc > 8 ? 8 : kb / *uc;
+	*block = (int)(32 * nw);
+	*grid = (rows + 16 * *mt - 1) / (16 * *mt);
+}
+
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV
 ** whose x fits one staged chunk (K <= 8192): three blocks an SM of an H200, each looping over row groups
 ** with x staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x

@@ -783,6 +783,30 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 ** tokens, a looping 264-block grid with x staged: Llama-3-8B's gate/up took 147 µs at 2 tokens and 204
 ** at 4 (58 at one). The mma does 8 tokens of 16 rows per instruction, so the step stays a weight stream.
 */
+/* Row R of a group's concatenated members for token t: the linear's result s (bias first) rounded to A,
+** then member m's scale (EPI bit m) or, for member 0, the residual r (GEMV_EPI_RES), stored to y_m. */
+template <typename A, int EPI>
+__device__ __forceinline__ void tc_store(float s, int R, int t, A *y0, A *y1, A *y2, A *y3, const A *b0, const A *b1,
+                                         const A *b2, const A *b3, const A *r, int N0, int N1, int N2, int N3, float s0,
+                                         float s1, float s2, float s3)
+{
+	int m = R < N0 ? 0 : R < N0 + N1 ? 1 : R < N0 + N1 + N2 ? 2 : 3;
+	int n = R - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+	int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+	const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
+	A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
+	if (bias)
+		s += to_f(bias[n]);
+	long long at = (long long)t * Nm + n;
+	if ((EPI >> m) & 1) {
+		float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
+		s = sc * to_f(from_f<A>(s));
+	} else if ((EPI & GEMV_EPI_RES) && m == 0) {
+		s = to_f(r[at]) + to_f(from_f<A>(s));
+	}
+	y[at] = from_f<A>(s);
+}
+
 template <typename T> struct TcBf16 { static constexpr bool yes = false; };
 template <> struct TcBf16<bf16> { static constexpr bool yes = true; };
 
@@ -933,23 +957,369 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 			y0[(long long)t * N0 + n] = from_f<A>(gv / (1.0f + expf(-gv)) * uv);
 		} else {
 			int col = (blockIdx.x * MT + mt) * 16 + gg + 8 * (e >> 1);
-			if (col >= Ntot)
-				continue;
-			int m = col < N0 ? 0 : col < N0 + N1 ? 1 : col < N0 + N1 + N2 ? 2 : 3;
-			int n = col - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
-			int Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
-			const A *bias = m == 0 ? b0 : m == 1 ? b1 : m == 2 ? b2 : b3;
-			A *y = m == 0 ? y0 : m == 1 ? y1 : m == 2 ? y2 : y3;
-			if (bias)
-				s += to_f(bias[n]);
-			long long at = (long long)t * Nm + n;
-			if ((EPI >> m) & 1) {
-				float sc = m == 0 ? s0 : m == 1 ? s1 : m == 2 ? s2 : s3;
-				s = sc * to_f(from_f<A>(s));
-			} else if ((EPI & GEMV_EPI_RES) && m == 0) {
-				s = to_f(r[at]) + to_f(from_f<A>(s));
-			}
-			y[at] = from_f<A>(s);
+			if (col < Ntot)
+				tc_store<A, EPI>(s, col, t, y0, y1, y2, y3, b0, b1, b2, b3, r, N0, N1, N2, N3, s0, s1, s2, s3);
 		}
+	}
+}
+
+/*
+** ---- Q4_K and Q6_K GEMV groups of 2..8·NCS tokens on the tensor cores (k_qgemv_tc) ----
+**
+** The one-token kernels (ops/quant.cuh k_qgemv_mma) give each lane c a quarter of every block and a
+** block-diagonal B, so every C column is one lane's own partial sum under its own scale; with T tokens
+** that would take T times the mma. Here every m16n8k16 covers one scale group of its 16 rows instead
+** and B's 8 columns are tokens: lane c takes values 8c + 4e.. (Q4_K: sub-block s, e = 0, 1; both nibbles
+** of its 8 bytes at 16 + 32p + 8c, so sub-blocks 2p and 2p + 1) or 4c.. (Q6_K: the group of 16 values of
+** one scale), for A and for B alike, so C[row][token] is the group's dot and the row's scale of that
+** group multiplies it in f32. A is exact: Q4_K's quants as (16 + q)/2 (qm_nib), whose offset cancels
+** against the group's x sum X, formed by one more mma with A all ones; Q6_K's as q − 32 (128 + q, minus
+** 160 in one bf16x2 FMA, exact), no offset. B is bf16: x itself (PRO NONE; a bf16 plan's activation),
+** swiglu(x, u) rounded to A (PRO SWIGLU, as the unfused kernels round it), or with GEMV_PRO_RMSLATE
+** x·nw as two pieces, hi = bf16(x·nw) and lo = bf16(x·nw − hi) (PIECES 2: columns 2t and 2t + 1 are token
+** t's pieces, so NCS sets of 8 columns hold 4·NCS tokens), the inverse RMS applied after the dots: what
+** the one-token late norm computes (LAUNCH_NORM_LATE), up to 2^-17 of each value. Without a norm
+** weight x is already bf16 and one piece suffices.
+*/
+
+/* 4 values of type T at p (aligned to their size) as floats, through the read-only cache. */
+template <typename T> __device__ __forceinline__ void qtc_ld4(const T *p, float (&f)[4])
+{
+	if constexpr (sizeof(T) == 4) {
+		float4 v = __ldg((const float4 *)p);
+		f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+	} else {
+		union {
+			uint2 bits;
+			T e[4];
+		} v;
+		v.bits = __ldg((const uint2 *)p);
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			f[j] = to_f(v.e[j]);
+	}
+}
+
+/* B's two registers for one lane: values k..k+3 of token row xt after the prologue, as the bf16 pairs
+** (v0, v2) and (v1, v3) (the pairing qm_nib and the Q6_K pairs give A); piece 1 the remainders
+** v − bf16(v). LATE adds Σx² of the four to ss. */
+template <typename A, typename NW, int PRO, bool HAS_NW>
+__device__ __forceinline__ void qtc_frag(unsigned &b0, unsigned &b1, float &ss, const A *xt, const A *ut, const NW *nw,
+                                         long long k, int piece)
+{
+	if constexpr (PRO == GEMV_PRO_NONE) {
+		uint2 v = __ldg((const uint2 *)(xt + k));
+		b0 = (v.x & 0xffffu) | (v.y << 16), b1 = (v.x >> 16) | (v.y & 0xffff0000u);
+		(void)ss, (void)ut, (void)nw, (void)piece;
+	} else {
+		float f[4];
+		qtc_ld4(xt + k, f);
+		if constexpr (PRO == GEMV_PRO_SWIGLU) {
+			float m[4];
+			qtc_ld4(ut + k, m);
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+				f[j] = to_f(from_f<A>(f[j] / (1.0f + expf(-f[j])) * m[j]));
+			(void)ss, (void)nw, (void)piece;
+		} else {
+			float m[4];
+			if constexpr (HAS_NW)
+				qtc_ld4(nw + k, m);
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				ss += f[j] * f[j];
+				if constexpr (HAS_NW)
+					f[j] *= m[j];
+			}
+			(void)ut;
+		}
+		unsigned h0 = qm_bf2(f[0], f[2]), h1 = qm_bf2(f[1], f[3]);
+		if (piece) {
+			h0 = qm_bf2(f[0] - __uint_as_float(h0 << 16), f[2] - __uint_as_float(h0 & 0xffff0000u));
+			h1 = qm_bf2(f[1] - __uint_as_float(h1 << 16), f[3] - __uint_as_float(h1 & 0xffff0000u));
+		}
+		b0 = h0, b1 = h1;
+	}
+}
+
+/* What a lane loads of one block of its two rows (g, g + 8). Q4_K: the head (d, dmin, the 12 scale
+** bytes) and quant bytes 16 + 32p + 8c.. of each pair p. Q6_K (224-byte slots): ql words 64h + 32i + 16s
+** + 4c, qh words 128 + 32h + 16s + 4c, the 16 scales and d. */
+template <int QT> struct QtcW;
+template <> struct QtcW<12> {
+	uint4 h[2];
+	uint2 q[2][4];
+};
+template <> struct QtcW<14> {
+	unsigned ql[2][8], qh[2][4], d[2];
+	uint4 sc[2];
+};
+
+__device__ __forceinline__ void qtc_load(QtcW<12> &r, const unsigned char *row0, const unsigned char *row1, long long blk, int c)
+{
+	const unsigned char *p[2] = {row0 + blk * 144, row1 + blk * 144};
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		r.h[i] = q_ld16(p[i]);
+#pragma unroll
+		for (int pp = 0; pp < 4; pp++)
+			r.q[i][pp] = __ldg((const uint2 *)(p[i] + 16 + 32 * pp + 8 * c));
+	}
+}
+
+__device__ __forceinline__ void qtc_load(QtcW<14> &r, const unsigned char *row0, const unsigned char *row1, long long blk, int c)
+{
+	const unsigned char *p[2] = {row0 + blk * 224, row1 + blk * 224};
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+#pragma unroll
+		for (int j = 0; j < 8; j++) /* j = 4h + 2·(quarter & 1) + s */
+			r.ql[i][j] = __ldg((const unsigned *)(p[i] + 64 * (j >> 2) + 32 * ((j >> 1) & 1) + 16 * (j & 1) + 4 * c));
+#pragma unroll
+		for (int j = 0; j < 4; j++) /* j = 2h + s */
+			r.qh[i][j] = __ldg((const unsigned *)(p[i] + 128 + 32 * (j >> 1) + 16 * (j & 1) + 4 * c));
+		r.sc[i] = q_ld16(p[i] + 192);
+		r.d[i] = __ldg((const unsigned *)(p[i] + 208));
+	}
+}
+
+/* A pair of bf16 (128 + q) from the 6-bit quants in bytes 0 and 2 of v, minus 160: q − 32, exact. */
+__device__ __forceinline__ unsigned qtc_q6pair(unsigned v)
+{
+	unsigned a = q_andor(v, 0x003F003Fu, 0x43004300u);
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(0xC320C320u));
+	return d;
+#else
+	float lo = __uint_as_float(a << 16) - 160.0f, hi = __uint_as_float(a & 0xffff0000u) - 160.0f;
+	return qm_bf2(lo, hi);
+#endif
+}
+
+/* Byte j of a 16-byte word. */
+__device__ __forceinline__ unsigned qtc_byte(const uint4 &v, int j)
+{
+	unsigned w = (j >> 2) == 0 ? v.x : (j >> 2) == 1 ? v.y : (j >> 2) == 2 ? v.z : v.w;
+	return (w >> 8 * (j & 3)) & 0xffu;
+}
+
+/* acc[mt][cs][e] += lane (g, c)'s C of one Q4_K block of tile mt (rows g, g + 8; columns 2c, 2c + 1 of
+** set cs). frag(cs, k, b0, b1) gives B for in-block values k..k+3 of the lane's column in set cs. */
+template <int MT, int NCS, typename F>
+__device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<12> (&r)[MT], int c, F &&frag)
+{
+	const unsigned ONE = 0x3F803F80u;
+	float a[MT][2][8], bm[MT][2][8]; /* the rows' 2·d·sc and 8·(2·d·sc) + dmin·m of each sub-block */
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			unsigned y = r[mt].h[i].y, z = r[mt].h[i].z, w = r[mt].h[i].w;
+			unsigned s03 = y & 0x3f3f3f3fu, m03 = z & 0x3f3f3f3fu;
+			unsigned s47 = q_andor(w, 0x0f0f0f0fu, (y >> 2) & 0x30303030u);
+			unsigned m47 = q_andor(w >> 4, 0x0f0f0f0fu, (z >> 2) & 0x30303030u);
+			float d = q_h2f(r[mt].h[i].x), dm = q_h2f(r[mt].h[i].x >> 16);
+#pragma unroll
+			for (int s = 0; s < 8; s++) {
+				unsigned sw = s < 4 ? s03 : s47, mw = s < 4 ? m03 : m47;
+				a[mt][i][s] = 2.0f * d * (float)((sw >> 8 * (s & 3)) & 0xffu);
+				bm[mt][i][s] = 8.0f * a[mt][i][s] + dm * (float)((mw >> 8 * (s & 3)) & 0xffu);
+			}
+		}
+#pragma unroll
+	for (int p = 0; p < 4; p++) {
+		float cl[MT][NCS][4] = {}, ch[MT][NCS][4] = {}, xl[NCS][4] = {}, xh[NCS][4] = {};
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			unsigned o[MT][2][4];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					qm_nib(e ? r[mt].q[i][p].y : r[mt].q[i][p].x, o[mt][i]);
+#pragma unroll
+			for (int cs = 0; cs < NCS; cs++) {
+				unsigned bl0, bl1, bh0, bh1;
+				frag(cs, 64 * p + 8 * c + 4 * e, bl0, bl1);      /* sub-block 2p */
+				frag(cs, 64 * p + 32 + 8 * c + 4 * e, bh0, bh1); /* sub-block 2p + 1 */
+				qm_mma(xl[cs], ONE, ONE, ONE, ONE, bl0, bl1);
+				qm_mma(xh[cs], ONE, ONE, ONE, ONE, bh0, bh1);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					qm_mma(cl[mt][cs], o[mt][0][0], o[mt][1][0], o[mt][0][1], o[mt][1][1], bl0, bl1);
+					qm_mma(ch[mt][cs], o[mt][0][2], o[mt][1][2], o[mt][0][3], o[mt][1][3], bh0, bh1);
+				}
+			}
+		}
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int cs = 0; cs < NCS; cs++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int i = e >> 1;
+					acc[mt][cs][e] += (a[mt][i][2 * p] * cl[mt][cs][e] - bm[mt][i][2 * p] * xl[cs][e]) +
+					                  (a[mt][i][2 * p + 1] * ch[mt][cs][e] - bm[mt][i][2 * p + 1] * xh[cs][e]);
+				}
+	}
+}
+
+/* The same for one Q6_K block: group j = 8h + 2·quarter + s (values 128h + 32·quarter + 16s + 0..15,
+** scale j), q = the ql nibble (low for quarters 0, 1; high for 2, 3) | qh bits 2·quarter.. << 4. */
+template <int MT, int NCS, typename F>
+__device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<14> (&r)[MT], int c, F &&frag)
+{
+#pragma unroll
+	for (int j = 0; j < 16; j++) {
+		int h = j >> 3, qq = (j >> 1) & 3, s = j & 1;
+		unsigned pa[MT][2][2];
+		float sc[MT][2];
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				unsigned W = r[mt].ql[i][4 * h + 2 * (qq & 1) + s];
+				unsigned nib = (qq >> 1) ? (W >> 4) & 0x0f0f0f0fu : W & 0x0f0f0f0fu;
+				unsigned q = nib | ((r[mt].qh[i][2 * h + s] >> 2 * qq) & 0x03030303u) << 4;
+				pa[mt][i][0] = qtc_q6pair(q), pa[mt][i][1] = qtc_q6pair(q >> 8);
+				sc[mt][i] = q_h2f(r[mt].d[i]) * (float)(signed char)qtc_byte(r[mt].sc[i], j);
+			}
+#pragma unroll
+		for (int cs = 0; cs < NCS; cs++) {
+			unsigned b0, b1;
+			frag(cs, 128 * h + 32 * qq + 16 * s + 4 * c, b0, b1);
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++) {
+				float C[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+				qm_mma(C, pa[mt][0][0], pa[mt][1][0], pa[mt][0][1], pa[mt][1][1], b0, b1);
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[mt][cs][e] += sc[mt][e >> 1] * C[e];
+			}
+		}
+	}
+}
+
+/*
+** k_gemv_tc's contract (arguments, PRO GEMV_PRO_NONE or GEMV_PRO_RMSLATE, EPI without GLU, no norm
+** store) plus GEMV_PRO_SWIGLU (x the gate, u the up), for a group whose members are all Q4_K or all
+** Q6_K (QT), bf16 activations, K a multiple of 256: a step of T <= 8·NCS / PIECES tokens. Block b takes
+** the tiles b·MT .. b·MT + MT − 1 of 16 rows of the members' concatenated rows; its warps split K in
+** blocks of 256 (warp w: w, w + nwarp, ...; UC blocks' loads asked for together); one shared-memory
+** reduction ends it (the late norm's sums of squares with it). Each result rounded to A as the linear
+** stores it (bias first), then the member's scale or the residual. grid ceil(ΣN / (16·MT)), block 32..256.
+**
+** Why: k_qgemv_fused's 8-rows-a-pass loop spent a conversion and T FMAs a weight on the CUDA cores (the
+** GLM-5 slice's LM head 2.64 ms at 4 tokens, 0.27 alone), and steps above 8 tokens fell to a tiled GEMM
+** of 0.66 ms a linear. Here a block's cost hardly depends on T: the weights are read once and one mma
+** serves 16 rows × 8 columns.
+*/
+template <typename A, int QT, typename NW, int PRO, bool HAS_NW, int EPI, int MT, int NCS, int UC>
+__device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                           const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
+                           const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0,
+                           int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3)
+{
+	static_assert(TcBf16<A>::yes, "bf16 activations (B is x's bits)");
+	static_assert(QT == 12 || QT == 14, "Q4_K or Q6_K");
+	static_assert((EPI & GEMV_EPI_GLU) == 0, "no GLU epilogue");
+	constexpr bool LATE = PRO == GEMV_PRO_RMSLATE;
+	static_assert(PRO == GEMV_PRO_NONE || PRO == GEMV_PRO_SWIGLU || LATE, "no prologue, SwiGLU or the late norm");
+	constexpr int PIECES = LATE && HAS_NW ? 2 : 1, NF = MT * NCS * 4;
+	__shared__ float red[8][NF][32], sq[8][8 * NCS];
+	(void)hs;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
+	int Ntot = N0 + N1 + N2 + N3, KB = K / 256;
+	long long stride = q_stride<QT>(K);
+	const unsigned char *row[MT][2];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) { /* rows past the members read row 0; their results are not stored */
+			int R = (blockIdx.x * MT + mt) * 16 + g + 8 * h;
+			R = R < Ntot ? R : 0;
+			int m = R < N0 ? 0 : R < N0 + N1 ? 1 : R < N0 + N1 + N2 ? 2 : 3;
+			int n = R - (m > 0 ? N0 : 0) - (m > 1 ? N1 : 0) - (m > 2 ? N2 : 0);
+			row[mt][h] = (m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3) + (long long)n * stride;
+		}
+	const A *xt[NCS], *ut[NCS];
+	int piece[NCS];
+#pragma unroll
+	for (int cs = 0; cs < NCS; cs++) { /* the lane's B column g of set cs; tokens past T re-read T - 1 */
+		int col = 8 * cs + g, t = col / PIECES;
+		t = t < T ? t : T - 1;
+		piece[cs] = col % PIECES;
+		xt[cs] = x + (long long)t * K;
+		ut[cs] = PRO == GEMV_PRO_SWIGLU ? u + (long long)t * K : u;
+	}
+	float acc[MT][NCS][4], ss[NCS];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int cs = 0; cs < NCS; cs++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[mt][cs][e] = 0.0f;
+#pragma unroll
+	for (int cs = 0; cs < NCS; cs++)
+		ss[cs] = 0.0f;
+	for (int k0 = warp; k0 < KB; k0 += nwarp * UC) {
+		QtcW<QT> wv[UC][MT];
+#pragma unroll
+		for (int q = 0; q < UC; q++) { /* every load of the UC blocks first (a block past K re-reads k0) */
+			int blk = k0 + q * nwarp;
+			blk = blk < KB ? blk : k0;
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+				qtc_load(wv[q][mt], row[mt][0], row[mt][1], blk, c);
+		}
+#pragma unroll
+		for (int q = 0; q < UC; q++) {
+			int blk = k0 + q * nwarp;
+			if (blk >= KB) /* the same for the whole warp */
+				break;
+			long long kb = (long long)blk * 256;
+			qtc_block<MT, NCS>(acc, wv[q], c, [&](int cs, int k, unsigned &x0, unsigned &x1) {
+				qtc_frag<A, NW, PRO, HAS_NW>(x0, x1, ss[cs], xt[cs], ut[cs], nw, kb + k, piece[cs]);
+			});
+		}
+	}
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int cs = 0; cs < NCS; cs++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				red[warp][(mt * NCS + cs) * 4 + e][lane] = acc[mt][cs][e];
+	if constexpr (LATE) {
+#pragma unroll
+		for (int cs = 0; cs < NCS; cs++) {
+			float s = ss[cs];
+			s += __shfl_xor_sync(0xffffffffu, s, 1);
+			s += __shfl_xor_sync(0xffffffffu, s, 2);
+			if (c == 0)
+				sq[warp][cs * 8 + g] = s;
+		}
+	}
+	__syncthreads();
+	/* output (mt, cs, e, lane): C's row g + 8·(e / 2) of tile mt, column 2c + e % 2 of set cs */
+	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
+		int ln = i & 31, f = i >> 5, e = f & 3, mc = f >> 2, cs = mc % NCS, mt = mc / NCS;
+		int col = cs * 8 + 2 * (ln & 3) + (e & 1), t = col / PIECES;
+		if (t >= T || (PIECES == 2 && (e & 1)))
+			continue;
+		float s = 0.0f;
+		for (int w = 0; w < nwarp; w++)
+			s += PIECES == 2 ? red[w][f][ln] + red[w][f + 1][ln] : red[w][f][ln];
+		if constexpr (LATE) {
+			float qs = 0.0f;
+			for (int w = 0; w < nwarp; w++)
+				qs += sq[w][t * PIECES];
+			s *= 1.0f / sqrtf(qs / (float)K + eps);
+		}
+		int R = (blockIdx.x * MT + mt) * 16 + (ln >> 2) + 8 * (e >> 1);
+		if (R < Ntot)
+			tc_store<A, EPI>(s, R, t, y0, y1, y2, y3, b0, b1, b2, b3, r, N0, N1, N2, N3, s0, s1, s2, s3);
 	}
 }

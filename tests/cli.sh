@@ -198,17 +198,19 @@ moe_max=$(echo $kl | tr ' ' '\n' | tail -n +$((${dense:-0} + 1)) | sort -n | tai
 	bad "GLM-5 tp 1: at most 12 kernels per MoE layer in a decode step" "per layer: '$kl'"
 # LAUNCH_NORM_LATE (what --round-bf16 models): a launch carries it exactly when its template forms the
 # norm after the dots (prologue 3, GEMV_PRO_RMSLATE) in each of emit_cuda.c's three places: k_gemv_fused
-# (llama bf16), k_qgemv_fused_mma (Q4_K) and k_qgemv_fused (a Q4_K/Q8_0 mix; Q8_0).
-late_re='k_gemv_fused<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused_mma<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused<([^,]*, ){6}3,'
+# (llama bf16), k_qgemv_fused_mma (Q4_K) and k_qgemv_fused (a Q4_K/Q8_0 mix; Q8_0), one-token launches; and
+# k_qgemv_tc (Q4_K/Q6_K groups in a bf16 plan), whose 2..8-token launches form it late too.
+late_re='k_gemv_fused<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused_mma<[^,]*, [^,]*, [^,]*, 3,|k_qgemv_fused<([^,]*, ){6}3,|k_qgemv_tc<([^,]*, ){3}3,'
 for src in "models/llama.lua --weights $FIX/llama --dtype bf16" "models/glm5.lua --config tests/data/glm5_q256.json --random-weights q4_k_m" \
-	"models/glm5.lua --config tests/data/glm5_q256.json --random-weights q8_0"; do
+	"models/glm5.lua --config tests/data/glm5_q256.json --random-weights q8_0" \
+	"models/glm5.lua --config tests/data/glm5_q256.json --random-weights q4_k_m --dtype bf16"; do
 	bin/glmc dump $src --after emit 2>/dev/null | grep '^launch ' >$tmp/launches
 	nl=$(grep -cE "$late_re" $tmp/launches)
 	nm=$(grep -c '(norm read late, unrounded)$' $tmp/launches)
 	nb=$(grep -E "$late_re" $tmp/launches | grep -c '(norm read late, unrounded)$')
-	kinds=$(grep -E "$late_re" $tmp/launches | grep -oE 'k_q?gemv_fused(_mma)?<' | sort -u | tr -d '<' | paste -sd' ')
-	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late' $tmp/launches | grep -qv 't=\[1,1\]' &&
-		ok "${src%% *} ${src##* }: the $nl one-token launches forming the norm late are marked so, no other ($kinds)" ||
+	kinds=$(grep -E "$late_re" $tmp/launches | grep -oE 'k_q?gemv_(fused(_mma)?|tc)<' | sort -u | tr -d '<' | paste -sd' ')
+	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late' $tmp/launches | grep -v 'k_qgemv_tc<' | grep -qv 't=\[1,1\]' &&
+		ok "${src%% *} ${src##* }: the $nl launches forming the norm late are marked so, no other ($kinds)" ||
 		bad "${src%% *} ${src##* }: launches forming the norm late marked" "$nl late templates, $nm marked, $nb both"
 done
 for tp in 1 8; do

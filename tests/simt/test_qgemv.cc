@@ -18,6 +18,7 @@
 #include "../../ops/qfused.cuh"
 
 #include <string>
+#include <type_traits>
 
 #include "../tap.h"
 
@@ -291,6 +292,97 @@ static void test_qfused_mma_res(int T, int K, int N, int P, int grid = 0)
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
+/*
+** k_qgemv_tc<bf16, QT, NW, PRO, HAS_NW, EPI, MT, NCS, UC> (2..8·NCS tokens on the tensor cores, the mma
+** emulated) at the launch glmc emits (ops/gemv_shape.h gemv_shape_qtc unless block is given): two members,
+** member 0 with a bias and the residual added in place, member 1 scaled by 0.75; x as it is, its SwiGLU
+** rounded to bf16, or the late norm (x·inv·nw unrounded, as the one-token late norm and --round-bf16's
+** LAUNCH_NORM_LATE read it). Beside the bound, at least 97% of the outputs must be the float64 result
+** correctly rounded (bf16's half ulp is 2^-9; one bf16 rounding of x·nw moves about a quarter of them).
+*/
+template <int QT, int PRO, bool HAS_NW, int NCS>
+static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0)
+{
+	QRows w0 = qrows(QT, N0, K, "blk.0.ffn_gate.weight"), w1 = qrows(QT, N1, K, "blk.0.ffn_up.weight");
+	std::vector<bf16> x = rnd_a<bf16>((size_t)T * K, -2, 2), u = rnd_a<bf16>((size_t)T * K), nw = rnd_a<bf16>(K, 0.5f, 1.5f);
+	std::vector<bf16> bias = rnd_a<bf16>(N0), y0 = rnd_a<bf16>((size_t)T * N0), y1((size_t)T * N1, from_f<bf16>(NAN));
+	std::vector<bf16> r0 = y0;
+	std::vector<float> h((size_t)T * K);
+	for (int t = 0; t < T; t++) {
+		double ss = 0;
+		for (int k = 0; k < K; k++)
+			ss += (double)to_f(x[(size_t)t * K + k]) * to_f(x[(size_t)t * K + k]);
+		float inv = 1.0f / sqrtf((float)(ss / K) + 1e-5f);
+		for (int k = 0; k < K; k++) {
+			size_t i = (size_t)t * K + k;
+			float g = to_f(x[i]);
+			h[i] = PRO == GEMV_PRO_SWIGLU ? thru<bf16>(g / (1.0f + expf(-g)) * to_f(u[i]))
+			       : PRO == GEMV_PRO_RMSLATE ? (float)((double)g * inv * (HAS_NW ? to_f(nw[k]) : 1.0f))
+			                                 : g;
+		}
+	}
+	std::vector<float> bf(N0);
+	for (int n = 0; n < N0; n++)
+		bf[n] = to_f(bias[n]);
+	std::vector<double> want0, want1, sc0, sc1;
+	ref_dot(want0, sc0, h, w0.f, bf.data(), T, K, N0);
+	ref_dot(want1, sc1, h, w1.f, nullptr, T, K, N1);
+	for (size_t i = 0; i < want0.size(); i++)
+		want0[i] = thru<bf16>(to_f(r0[i]) + thru<bf16>((float)want0[i]));
+	for (size_t i = 0; i < want1.size(); i++)
+		want1[i] = thru<bf16>(0.75f * thru<bf16>((float)want1[i]));
+	int mt, uc, bl;
+	long long grid;
+	gemv_shape_qtc(N0 + N1, K, &mt, &uc, &bl, &grid);
+	if (mt2) /* two tiles a block, as from 8448 rows */
+		mt = 2, uc = 1, grid = (N0 + N1 + 31) / 32;
+	dim3 gd, bd;
+	gd.x = (unsigned)grid, bd.x = (unsigned)(block ? block : bl);
+	constexpr int EPI = GEMV_EPI_RES | 2;
+	auto run = [&](auto MTc, auto UCc) {
+		simt_launch(gd, bd, [&] {
+			k_qgemv_tc<bf16, QT, bf16, PRO, HAS_NW, EPI, decltype(MTc)::value, NCS, decltype(UCc)::value>(
+			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, bias.data(), nullptr,
+			    nullptr, nullptr, x.data(), PRO == GEMV_PRO_SWIGLU ? u.data() : nullptr, HAS_NW ? nw.data() : nullptr,
+			    nullptr, y0.data(), T, K, N0, N1, 0, 0, 1e-5f, 1.0f, 0.75f, 1.0f, 1.0f);
+		});
+	};
+	if (mt == 2)
+		run(std::integral_constant<int, 2>(), std::integral_constant<int, 1>());
+	else if (uc == 2)
+		run(std::integral_constant<int, 1>(), std::integral_constant<int, 2>());
+	else
+		run(std::integral_constant<int, 1>(), std::integral_constant<int, 1>());
+	std::vector<float> g0(y0.size()), g1(y1.size());
+	long exact = 0;
+	for (size_t i = 0; i < y0.size(); i++)
+		g0[i] = to_f(y0[i]), exact += g0[i] == (float)want0[i];
+	for (size_t i = 0; i < y1.size(); i++)
+		g1[i] = to_f(y1[i]), exact += g1[i] == (float)want1[i];
+	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1), fr = (double)exact / (double)(y0.size() + y1.size());
+	const char *pro = PRO == GEMV_PRO_SWIGLU ? "swiglu" : PRO == GEMV_PRO_RMSLATE ? (HAS_NW ? "norm-late" : "norm-late (no weight)") : "plain";
+	check(e0 <= tol<bf16>() && e1 <= tol<bf16>() && fr >= 0.97,
+	      fmt("qgemv_tc %s %s NCS=%d T=%d K=%d N=%d/%d MT=%d UC=%d grid=%u block=%u", quant_type_name(QT), pro, NCS, T, K,
+	          N0, N1, mt, uc, gd.x, bd.x),
+	      fmt("rel-L2 %.3g, %.3g (bound %.3g), %.1f%% correctly rounded", e0, e1, tol<bf16>(), 100 * fr));
+}
+
+/* k_qgemv_tc's cases for type QT: every prologue, one and two column sets (the late norm's pieces: 4 and
+** 8 tokens a set's worth), partial tiles and sets, warps over several blocks (two in flight), two tiles a
+** block (MT 2, forced: glmc takes it from 8448 rows), fewer warps than blocks. */
+template <int QT> static void qtc_suite(void)
+{
+	test_qtc<QT, GEMV_PRO_NONE, false, 1>(2, 512, 24, 16);
+	test_qtc<QT, GEMV_PRO_NONE, false, 1>(8, 4096, 16, 40);      /* 16 blocks: two in flight a warp */
+	test_qtc<QT, GEMV_PRO_NONE, false, 2>(13, 1024, 40, 8);
+	test_qtc<QT, GEMV_PRO_SWIGLU, false, 1>(5, 1536, 32, 20, 64); /* two warps over 6 blocks */
+	test_qtc<QT, GEMV_PRO_RMSLATE, true, 1>(3, 2048, 20, 44);
+	test_qtc<QT, GEMV_PRO_RMSLATE, true, 2>(7, 1024, 16, 16);
+	test_qtc<QT, GEMV_PRO_RMSLATE, false, 1>(6, 768, 24, 24);
+	test_qtc<QT, GEMV_PRO_NONE, false, 2>(11, 1024, 40, 30, 0, 1); /* MT 2: the last tile partial */
+	test_qtc<QT, GEMV_PRO_RMSLATE, true, 2>(6, 512, 24, 20, 0, 1);
+}
+
 /* k_qmoe_down_fused<A, QD, QS, true, true>, the MoE layer's end: the routed experts' down projections
 ** weighted and summed (float64) and rounded to A, plus the shared expert's (its SwiGLU rounded to A, the
 ** product rounded to A), the sum rounded to A, the residual added last, in place over it. hid is random
@@ -466,6 +558,11 @@ static void q8_mma_suite(void)
 
 int main(void)
 {
+	if (getenv("QTC_ONLY")) { /* the tensor-core batch kernels alone (while working on them) */
+		qtc_suite<12>();
+		qtc_suite<14>();
+		return finish();
+	}
 	suite<8>();
 	suite<12>();
 	suite<13>();
@@ -476,6 +573,8 @@ int main(void)
 	mma_suite<12>();
 	mma_suite<14>();
 	q8_mma_suite();
+	qtc_suite<12>();
+	qtc_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
 	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
 	return finish();
