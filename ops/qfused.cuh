@@ -807,6 +807,32 @@ __device__ __forceinline__ void tc_store(float s, int R, int t, A *y0, A *y1, A 
 	y[at] = from_f<A>(s);
 }
 
+/* A warp's partial tiles into red[warp] (accumulator (mt, n, e) at (mt·N + n)·4 + e, lane by lane), and
+** with LATE each B column's sum of squares over the lanes c of column g into sq[warp][8n + g]: what the
+** block's reduction after the next barrier reads (k_gemv_tc, k_qgemv_tc). */
+template <int MT, int N, bool LATE>
+__device__ __forceinline__ void tc_publish(float (*red)[MT * N * 4][32], float (*sq)[8 * N], const float (&acc)[MT][N][4],
+                                           const float (&ss)[N], int warp, int lane)
+{
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int n = 0; n < N; n++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				red[warp][(mt * N + n) * 4 + e][lane] = acc[mt][n][e];
+	if constexpr (LATE) {
+#pragma unroll
+		for (int n = 0; n < N; n++) {
+			float s = ss[n];
+			s += __shfl_xor_sync(0xffffffffu, s, 1);
+			s += __shfl_xor_sync(0xffffffffu, s, 2);
+			if ((lane & 3) == 0)
+				sq[warp][n * 8 + (lane >> 2)] = s;
+		}
+	}
+}
+
 template <typename T> struct TcBf16 { static constexpr bool yes = false; };
 template <> struct TcBf16<bf16> { static constexpr bool yes = true; };
 
@@ -908,23 +934,7 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 		}
 	}
 	/* the warps' partial tiles, and with LATE each token's sum of squares (over the lanes c of token g) */
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				red[warp][(mt * NT + nt) * 4 + e][lane] = acc[mt][nt][e];
-	if constexpr (LATE) {
-#pragma unroll
-		for (int nt = 0; nt < NT; nt++) {
-			float s = ss[nt];
-			s += __shfl_xor_sync(0xffffffffu, s, 1);
-			s += __shfl_xor_sync(0xffffffffu, s, 2);
-			if (c == 0)
-				sq[warp][nt * 8 + g] = s;
-		}
-	}
+	tc_publish<MT, NT, LATE>(red, sq, acc, ss, warp, lane);
 	__syncthreads();
 	/* output (mt, nt, e, lane): C's row g + 8·(e / 2) of tile mt, token nt·8 + 2c + e % 2 */
 	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
@@ -1285,23 +1295,7 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 			});
 		}
 	}
-#pragma unroll
-	for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-		for (int cs = 0; cs < NCS; cs++)
-#pragma unroll
-			for (int e = 0; e < 4; e++)
-				red[warp][(mt * NCS + cs) * 4 + e][lane] = acc[mt][cs][e];
-	if constexpr (LATE) {
-#pragma unroll
-		for (int cs = 0; cs < NCS; cs++) {
-			float s = ss[cs];
-			s += __shfl_xor_sync(0xffffffffu, s, 1);
-			s += __shfl_xor_sync(0xffffffffu, s, 2);
-			if (c == 0)
-				sq[warp][cs * 8 + g] = s;
-		}
-	}
+	tc_publish<MT, NCS, LATE>(red, sq, acc, ss, warp, lane);
 	__syncthreads();
 	/* output (mt, cs, e, lane): C's row g + 8·(e / 2) of tile mt, column 2c + e % 2 of set cs */
 	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
