@@ -302,6 +302,19 @@ __global__ void __launch_bounds__(256, 2)
 	                                      1.0f, 1.0f);
 }
 
+/* k_qgemv_tc (the 2..16-token tensor-core GEMV) at one token: B's first column (two with a norm weight)
+** the token, the others re-reads of it. PRO as the kernel takes it (GEMV_PRO_RMSLATE with the norm weight). */
+template <typename A, int QT, int PRO, int EPI, int MT, int UC, int MINB>
+__global__ void __launch_bounds__(256, MINB) /* glmc declares 3 (q_min_blocks) */
+	g_qtc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1, const unsigned char *w2,
+	      const unsigned char *w3, const A *x, const A *u, const A *nw, const A *r, int T, int K, int N0, int N1, int N2,
+	      int N3)
+{
+	k_qgemv_tc<A, QT, A, PRO, PRO == GEMV_PRO_RMSLATE, EPI, MT, 1, UC>(y0, y1, y2, y3, w0, w1, w2, w3, nullptr, nullptr,
+	                                                                  nullptr, nullptr, x, u, nw, nullptr, r, T, K, N0, N1,
+	                                                                  N2, N3, 1e-5f, 1.0f, 1.0f, 1.0f, 1.0f);
+}
+
 /* emit_cuda.c gemv_splits, repeated: each member's K split from the group's q_wpr and its row width. */
 static void gemv_splits(const int *qt, int nm, int base, int *p)
 {
@@ -405,18 +418,18 @@ struct GroupWeights {
 ** residual r, the stored SwiGLU g2 and the members' outputs y, inputs filled with 0x3c bytes. */
 template <typename A> struct GroupBufs {
 	A *x, *u, *h, *nw, *r, *g2, *y[4];
-	GroupBufs(long long K, const std::vector<long long> &N)
+	GroupBufs(long long K, const std::vector<long long> &N) /* x, u and y hold 8 tokens' rows (qtc_row) */
 	{
 		A **in[] = {&x, &u, &h, &nw};
 		for (A **p : in) {
-			CK(cudaMalloc(p, sizeof(A) * (size_t)K));
-			CK(cudaMemset(*p, 0x3c, sizeof(A) * (size_t)K));
+			CK(cudaMalloc(p, sizeof(A) * (size_t)K * 8));
+			CK(cudaMemset(*p, 0x3c, sizeof(A) * (size_t)K * 8));
 		}
-		CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0]));
-		CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0]));
+		CK(cudaMalloc(&r, sizeof(A) * (size_t)N[0] * 8));
+		CK(cudaMemset(r, 0x3c, sizeof(A) * (size_t)N[0] * 8));
 		CK(cudaMalloc(&g2, sizeof(A) * (size_t)N[0]));
 		for (int m = 0; m < 4; m++)
-			CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL)));
+			CK(cudaMalloc(&y[m], sizeof(A) * (size_t)std::max(N[m], 1LL) * 8));
 	}
 	~GroupBufs()
 	{
@@ -437,6 +450,71 @@ template <typename A, int PRO> static const A *unfused_prologue(const GroupBufs<
 		return b.h;
 	}
 	return b.x;
+}
+
+/* Member 0's output of one launch of `f` on weight copy 0, as floats (y poisoned first). */
+template <typename A>
+static std::vector<float> out0(const std::function<void(int, cudaStream_t)> &f, A *y, long long n)
+{
+	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)n));
+	f(0, 0);
+	CK(cudaDeviceSynchronize());
+	std::vector<A> h((size_t)n);
+	CK(cudaMemcpy(h.data(), y, sizeof(A) * h.size(), cudaMemcpyDeviceToHost));
+	std::vector<float> o((size_t)n);
+	for (long long i = 0; i < n; i++) { /* bf16 bits are f32's top half (to_f is device code) */
+		unsigned short bits;
+		unsigned u;
+		memcpy(&bits, &h[(size_t)i], 2);
+		u = (unsigned)bits << 16;
+		memcpy(&o[(size_t)i], &u, 4);
+	}
+	return o;
+}
+
+/*
+** A group of one Q4_K/Q6_K type at one token through k_qgemv_tc (MT 1/2 × UC 1/2 at gemv_shape_qtc's
+** warps, and at 4 and 8 warps), each against the emitted launch `ref` (rel-L2 of member 0's output):
+** whether the 2..16-token kernel would also serve one token. The shape gemv_shape_qtc picks is marked '*'.
+*/
+template <typename A, int QT, int PRO, int EPI>
+static void qtc_row(const GroupWeights &gw, GroupBufs<A> &b, int M, const std::vector<long long> &N, long long K, double bw,
+                    const std::function<void(int, cudaStream_t)> &ref)
+{
+	constexpr int TP = PRO == GEMV_PRO_RMSNORM ? GEMV_PRO_RMSLATE : PRO;
+	int mt0, uc0, bl0;
+	long long g0;
+	gemv_shape_qtc(gw.ntot, K, &mt0, &uc0, &bl0, &g0);
+	std::vector<float> want = out0<A>(ref, b.y[0], N[0]);
+	printf("\n%-34s", "  k_qgemv_tc MT 1 uc/warps/minb T1|T4 µs");
+	auto wp = [&](int c, int m) { return (const unsigned char *)gw.at(c, m); };
+	const int mt = 1;
+	for (int v = 0; v < 3; v++)
+		for (int i = 0; i < 2; i++) {
+			int uc = v < 2 ? 1 : 2, minb = v == 0 ? 3 : 2, bl = i == 0 ? bl0 : bl0 == 256 ? 128 : 256;
+			auto k = v == 0 ? g_qtc<A, QT, TP, EPI, 1, 1, 3> : v == 1 ? g_qtc<A, QT, TP, EPI, 1, 1, 2>
+			                                                        : g_qtc<A, QT, TP, EPI, 1, 2, 2>;
+			unsigned grid = (unsigned)((gw.ntot + 15) / 16);
+			if (bl > 32 * (K / 256)) /* more warps than K's blocks */
+				continue;
+			{
+				auto at = [&, k, grid, bl](int T) {
+					return [&, k, grid, bl, T](int c, cudaStream_t s) {
+						k<<<grid, bl, 0, s>>>(b.y[0], b.y[1], b.y[2], b.y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr,
+						                      M > 2 ? wp(c, 2) : nullptr, M > 3 ? wp(c, 3) : nullptr, b.x, b.u,
+						                      TP == GEMV_PRO_RMSLATE ? b.nw : nullptr, b.r, T, (int)K, (int)N[0],
+						                      (int)N[1], (int)N[2], (int)N[3]);
+					};
+				};
+				std::vector<float> got = out0<A>(at(1), b.y[0], N[0]);
+				double e = 0, rr = 0;
+				for (size_t i = 0; i < got.size(); i++)
+					e += ((double)got[i] - want[i]) * ((double)got[i] - want[i]), rr += (double)want[i] * want[i];
+				double t = time_fn(at(1), gw.copies), t4 = time_fn(at(4), gw.copies);
+				printf(" %d/%d/%d%s %.2f|%.2f (%.1f%%, %.1e)", uc, bl / 32, minb, mt == mt0 && uc == uc0 && bl == bl0 && minb == 3 ? "*" : "",
+				       t, t4, 100 * gw.bytes / (t * 1e-6) / 1e9 / bw, rr > 0 ? sqrt(e / rr) : -1.0);
+			}
+		}
 }
 
 /*
@@ -508,6 +586,8 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 			printf(" %9s %7s", "", "");
 		}
 		printf("  (wpr %d, %u blocks)", wpr, grid);
+		if constexpr (std::is_same<A, bf16>::value) /* the emitted launch: the late form for a Q4_K norm group */
+			qtc_row<A, Q0, PRO, EPI>(gw, b, M, N, K, bw, mma(PRO == GEMV_PRO_RMSNORM && Q0 == 12 ? 2 : 1));
 	} else if (PRO == GEMV_PRO_RMSNORM) { /* mixed types: k_qgemv_fused itself with the norm's scale late */
 		auto late = [&](int c, cudaStream_t s) {
 			g_qfused<A, Q0, Q1, Q2, Q3, GEMV_PRO_RMSLATE, EPI><<<nb, 256, 0, s>>>(
@@ -740,6 +820,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	setvbuf(stdout, NULL, _IOLBF, 0); /* rows as they come, even if a later one fails */
 	cudaDeviceProp prop;
 	CK(cudaGetDeviceProperties(&prop, 0));
 	l2_bytes = (size_t)prop.l2CacheSize;

@@ -98,17 +98,17 @@ static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, 
 	*grid = (rows + 16 * *mt - 1) / (16 * *mt); /* a GLU tile: 8 gate rows and their 8 up rows */
 }
 
-/* ops/qfused.cuh k_qgemv_tc (Q4_K/Q6_K groups of 2..16 tokens): tiles of 16 rows, two a block (MT 2, one
-** block of 256 values in flight a warp) where that still leaves 264 blocks, else one with two blocks in
-** flight from 16 blocks of K; warps split K's blocks, up to 8. Not yet swept (bench/NOTES.md entry 44). */
+/* ops/qfused.cuh k_qgemv_tc (Q4_K/Q6_K groups of 2..16 tokens): one tile of 16 rows a block, one block of
+** 256 values in flight a warp (MT 1, UC 1), the warps splitting K's blocks two or more each, up to 8.
+** bench/gemv --fused (NOTES 45), GLM-5's six groups at 1 and 4 tokens: this shape is the best of MT 1/2 ×
+** UC 1/2 × 4/8 warps on five and within 2% on the sixth; the earlier MT 2 pick for >= 264 tiles was 1.5-1.8x
+** slower (the LM head 901 against 514 µs at 4 tokens). */
 static inline void gemv_shape_qtc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
 {
-	long long kb = K / 256, nw;
-	*mt = (rows + 31) / 32 >= 264 ? 2 : 1;
-	*uc = *mt == 1 && kb >= 16 ? 2 : 1;
-	nw = kb / *uc < 1 ? 1 : kb / *uc > 8 ? 8 : kb / *uc;
+	long long kb = K / 256, nw = kb / 2 < 1 ? 1 : kb / 2 > 8 ? 8 : kb / 2;
+	*mt = 1, *uc = 1;
 	*block = (int)(32 * nw);
-	*grid = (rows + 16 * *mt - 1) / (16 * *mt);
+	*grid = (rows + 15) / 16;
 }
 
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV

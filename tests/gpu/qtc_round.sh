@@ -4,17 +4,17 @@
 # plans at every batch size (tests/gpu/batch_round.sh ROUND=bench). Plans are compiled on the development
 # machine and carried in PLANS: g5small.plan (models/glm5.lua, tests/data/glm5_q256.json, --random-weights
 # q4_k_m --dtype bf16), llamaq2.plan (Llama-3-8B Q4_K_M, 2 layers), and <shape>-old/new.plan for the bench.
-#   PLANS (build/probe)  CPLANS (the checked plans: "g5small llamaq2")  SHAPES ("glm5 llamaq")  BATCHES ("1 2 4 8 16")  ROUNDS (2)  ROUND (all|check|bench)
+#   PLANS (build/probe)  CPLANS (the checked plans: "g5small llamaq2")  PROMPTS ("2 5 8 12")  CBATCHES ("4 12")  SHAPES ("glm5 llamaq")  BATCHES ("1 2 4 8 16")  ROUNDS (2)  ROUND (all|check|bench)
 set -u
 cd "$(dirname "$0")/../.."
-PLANS=${PLANS:-build/probe} CPLANS=${CPLANS:-g5small llamaq2} SHAPES=${SHAPES:-glm5 llamaq} BATCHES=${BATCHES:-1 2 4 8 16} ROUNDS=${ROUNDS:-2} ROUND=${ROUND:-all}
+PLANS=${PLANS:-build/probe} CPLANS=${CPLANS:-g5small llamaq2} PROMPTS=${PROMPTS:-2 5 8 12} CBATCHES=${CBATCHES:-4 12} SHAPES=${SHAPES:-glm5 llamaq} BATCHES=${BATCHES:-1 2 4 8 16} ROUNDS=${ROUNDS:-2} ROUND=${ROUND:-all}
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader || { echo "qtc_round: no GPU"; exit 1; }
 if [ "$ROUND" != bench ]; then
 	# per-layer GPU against the CPU rounded as bf16 (--round-bf16), prompts of 2, 5, 8 (the fused groups'
 	# launches) and 12 tokens (the linears' own 9..16-token launches)
 	for p in $CPLANS; do
-		for n in 2 5 8 12; do
+		for n in $PROMPTS; do
 			toks=$(seq -s, 1 $n | sed 's/,$//')
 			timeout 300 bin/glmrun $PLANS/$p.plan --device cuda --verify --round-bf16 --tokens $toks -n 2 >/tmp/qv.txt 2>&1
 			echo "verify $p prompt $n: $(tail -1 /tmp/qv.txt)"
@@ -23,7 +23,7 @@ if [ "$ROUND" != bench ]; then
 	done
 	# batches on the GPU against the same batch on the CPU, sequence by sequence
 	for p in $CPLANS; do
-		for B in 4 12; do
+		for B in $CBATCHES; do
 			args=
 			for i in $(seq $B); do args="$args --tokens $((i + 3)),$((2 * i + 5)),$((i * i % 50 + 1))"; done
 			# shellcheck disable=SC2086
