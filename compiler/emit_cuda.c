@@ -259,8 +259,6 @@ static int q_min_blocks(const char *tmpl, int block)
 	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
 	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14) || !strncmp(tmpl, "k_qmoe_down_mma<", 16)))
 		return 2; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
-	if (block == 256 && !strncmp(tmpl, "k_qgemv_tc<", 11))
-		return 2; /* its ring of two blocks spills 100-850 bytes a thread under 80 registers (NOTES 45) */
 	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? 3 : 0;
 }
 

@@ -1274,24 +1274,16 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 #pragma unroll
 	for (int cs = 0; cs < NCS; cs++)
 		ss[cs] = 0.0f;
-	/* a ring of two: the next UC blocks' loads go out before the current ones' mmas (a block past K
-	** re-reads k0) */
-	QtcW<QT> wv[UC][MT], wn[UC][MT];
-	auto fetch = [&](QtcW<QT>(&d)[UC][MT], int k0) {
+	for (int k0 = warp; k0 < KB; k0 += nwarp * UC) {
+		QtcW<QT> wv[UC][MT];
 #pragma unroll
-		for (int q = 0; q < UC; q++) {
+		for (int q = 0; q < UC; q++) { /* every load of the UC blocks first (a block past K re-reads k0) */
 			int blk = k0 + q * nwarp;
 			blk = blk < KB ? blk : k0;
 #pragma unroll
 			for (int mt = 0; mt < MT; mt++)
-				qtc_load(d[q][mt], row[mt][0], row[mt][1], blk, c);
+				qtc_load(wv[q][mt], row[mt][0], row[mt][1], blk, c);
 		}
-	};
-	if (warp < KB)
-		fetch(wv, warp);
-	for (int k0 = warp; k0 < KB; k0 += nwarp * UC) {
-		if (k0 + nwarp * UC < KB) /* the same for the whole warp */
-			fetch(wn, k0 + nwarp * UC);
 #pragma unroll
 		for (int q = 0; q < UC; q++) {
 			int blk = k0 + q * nwarp;
@@ -1302,11 +1294,6 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 				qtc_frag<A, NW, PRO, HAS_NW>(x0, x1, ss[cs], xt[cs], ut[cs], nw, kb + k, piece[cs]);
 			});
 		}
-#pragma unroll
-		for (int q = 0; q < UC; q++)
-#pragma unroll
-			for (int mt = 0; mt < MT; mt++)
-				wv[q][mt] = wn[q][mt];
 	}
 	tc_publish<MT, NCS, LATE>(red, sq, acc, ss, warp, lane);
 	__syncthreads();
