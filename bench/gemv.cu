@@ -473,9 +473,9 @@ static std::vector<float> out0(const std::function<void(int, cudaStream_t)> &f, 
 }
 
 /*
-** A group of one Q4_K/Q6_K type at one token through k_qgemv_tc (MT 1/2 × UC 1/2 at gemv_shape_qtc's
-** warps, and at 4 and 8 warps), each against the emitted launch `ref` (rel-L2 of member 0's output):
-** whether the 2..16-token kernel would also serve one token. The shape gemv_shape_qtc picks is marked '*'.
+** A group of one Q4_K/Q6_K type through k_qgemv_tc at 1 and 4 tokens (MT 1; UC 1 at 3 and 2 blocks an SM,
+** UC 2 at 2; gemv_shape_qtc's warps and the other of 4/8), the 1-token output against the emitted launch
+** `ref` (rel-L2 of member 0's output). The shape glmc emits (gemv_shape_qtc, 3 blocks an SM) is marked '*'.
 */
 template <typename A, int QT, int PRO, int EPI>
 static void qtc_row(const GroupWeights &gw, GroupBufs<A> &b, int M, const std::vector<long long> &N, long long K, double bw,
