@@ -136,7 +136,7 @@ build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
 

@@ -74,6 +74,17 @@ __global__ void __launch_bounds__(256, 2) g_qmma(A *y, const A *x, const unsigne
 	k_qgemv_mma<A, QT, WPR, false, false>(y, x, nullptr, w, nullptr, 1, K, N);
 }
 
+/* k_qgemv_sk over one member (no prologue or epilogue), its shared memory dynamic as glmrun gives it */
+template <typename A, int QT, int NWARP, int S>
+__global__ void __launch_bounds__(NWARP * 32, NWARP == 16 ? 1 : 2)
+	g_qsk(A *y, const A *x, const unsigned char *w, int K, int N, float *part, int *cnt, int maxseg)
+{
+	extern __shared__ __align__(128) unsigned char qsk_sm[];
+	k_qgemv_sk<A, QT, A, GEMV_PRO_NONE, 0, NWARP, S>(y, y, y, y, w, w, w, w, nullptr, nullptr, nullptr, nullptr, x,
+	                                                  nullptr, (const A *)nullptr, nullptr, nullptr, 1, K, N, 0, 0, 0,
+	                                                  0.0f, 1.0f, 1.0f, 1.0f, 1.0f, part, cnt, maxseg, qsk_sm);
+}
+
 template <int QT>
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st, long long K)
 {
@@ -119,6 +130,39 @@ static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStre
 		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
+/* The stream-K kernel (k_qgemv_sk): NWARP warps a block, S ring slots a warp, as many blocks an SM as its
+** shared memory and registers allow (asked of the runtime once, outside any capture: check_sk runs it
+** first), one wave; its parts and counts in buffers sized for the largest shape here (counts zero, and
+** left zero by every launch). */
+static float *sk_part;
+static int *sk_cnt;
+template <typename A, int QT, int NWARP, int S>
+static void run_qsk(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
+{
+	static int bps = -1;
+	long long smem = qsk_smem(QT, K, NWARP, S);
+	if (bps < 0) {
+		if (smem > 232448) {
+			bps = 0;
+		} else {
+			CK(cudaFuncSetAttribute(g_qsk<A, QT, NWARP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 232448));
+			CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, g_qsk<A, QT, NWARP, S>, NWARP * 32, (size_t)smem));
+		}
+		if (!sk_part) {
+			CK(cudaMalloc(&sk_part, 64u << 20));
+			CK(cudaMalloc(&sk_cnt, 1u << 20));
+			CK(cudaMemset(sk_cnt, 0, 1u << 20));
+		}
+	}
+	if (bps <= 0)
+		return; /* does not fit: check_sk reports it */
+	long long grid;
+	int maxseg;
+	qsk_grid((N + 15) / 16, K, NWARP, 132LL * bps, &grid, &maxseg);
+	g_qsk<A, QT, NWARP, S><<<(unsigned)grid, NWARP * 32, (size_t)smem, s>>>((A *)y, (const A *)x, (const unsigned char *)w,
+	                                                                      K, N, sk_part, sk_cnt, maxseg);
+}
+
 static size_t l2_bytes;
 static int iters = 100;
 
@@ -147,6 +191,8 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"Q8mma", 8, nullptr, {run_qm<A, 8, 1>, run_qm<A, 8, 2>, run_qm<A, 8, 4>, run_qm<A, 8, 8>}},
 		{"Q4mma", 12, nullptr, {run_qm<A, 12, 1>, run_qm<A, 12, 2>, run_qm<A, 12, 4>, run_qm<A, 12, 8>}},
 		{"Q6mma", 14, nullptr, {run_qm<A, 14, 1>, run_qm<A, 14, 2>, run_qm<A, 14, 4>, run_qm<A, 14, 8>}},
+		{"Q4sk", 12, nullptr, {run_qsk<A, 12, 16, 4>, run_qsk<A, 12, 16, 3>, run_qsk<A, 12, 8, 6>, run_qsk<A, 12, 8, 3>}},
+		{"Q6sk", 14, nullptr, {run_qsk<A, 14, 16, 3>, run_qsk<A, 14, 16, 2>, run_qsk<A, 14, 8, 4>, run_qsk<A, 14, 8, 3>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
 	};
@@ -185,7 +231,9 @@ static void fill(int qt, unsigned char *w, size_t bytes, int copies, long long N
 }
 
 /* rel-L2 of the tensor-core Q4_K path against k_qgemv (q_wpr's split) on random x, each WPR. */
-template <typename A, int QT> static void check_mma(const unsigned char *w, long long N, long long K)
+template <typename A, int QT>
+static void check_mma(const unsigned char *w, long long N, long long K, const Launch *alt = nullptr,
+                      const char *const *names = nullptr)
 {
 	A *x, *y;
 	CK(cudaMalloc(&x, sizeof(A) * (size_t)K));
@@ -193,6 +241,8 @@ template <typename A, int QT> static void check_mma(const unsigned char *w, long
 	g_rand<A><<<(unsigned)(K / 256 + 1), 256>>>(x, K, 64);
 	Launch ref[4] = {run_q<A, QT, 1>, run_q<A, QT, 2>, run_q<A, QT, 4>, run_q<A, QT, 8>};
 	Launch mm[4] = {run_qm<A, QT, 1>, run_qm<A, QT, 2>, run_qm<A, QT, 4>, run_qm<A, QT, 8>};
+	if (alt)
+		std::copy(alt, alt + 4, mm);
 	int pick = q_wpr(N, K), pi = pick == 1 ? 0 : pick == 2 ? 1 : pick == 4 ? 2 : 3;
 	CK(cudaMemset(y, 0xff, sizeof(A) * (size_t)N * 5)); /* poison: NaN in every type */
 	ref[pi](y, x, w, (int)K, (int)N, 0);
@@ -218,7 +268,10 @@ template <typename A, int QT> static void check_mma(const unsigned char *w, long
 			double a = hf((size_t)N * (i + 1) + n), b = hf(n);
 			e += (a - b) * (a - b), r += b * b;
 		}
-		printf(" WPR%d %.2e", 1 << i, r > 0 ? sqrt(e / r) : -1.0);
+		if (names)
+			printf(" %s %.2e", names[i], r > 0 ? sqrt(e / r) : -1.0);
+		else
+			printf(" WPR%d %.2e", 1 << i, r > 0 ? sqrt(e / r) : -1.0);
 	}
 	printf("\n");
 	CK(cudaFree(x));
@@ -261,12 +314,21 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 				check_mma<A, 12>(w, N, K);
 			if (!strcmp(k.name, "Q6mma"))
 				check_mma<A, 14>(w, N, K);
+			/* the stream-K variants: warps a block x ring slots a warp */
+			static const char *const sk4[4] = {"16x4", "16x3", "8x6", "8x3"}, *const sk6[4] = {"16x3", "16x2", "8x4", "8x3"};
+			const char *const *skn = !strcmp(k.name, "Q4sk") ? sk4 : !strcmp(k.name, "Q6sk") ? sk6 : nullptr;
+			if (!strcmp(k.name, "Q4sk"))
+				check_mma<A, 12>(w, N, K, k.q, skn);
+			if (!strcmp(k.name, "Q6sk"))
+				check_mma<A, 14>(w, N, K, k.q, skn);
 			int pick = strstr(k.name, "mma") ? qm_wpr(N, K) : q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
 				double us = time_kernel(k.plain ? k.plain : k.q[i], y, x, w, bytes, copies, (int)K, (int)N);
 				double gbs = bytes / (us * 1e-6) / 1e9;
 				char wpr[8] = "-";
-				if (!k.plain)
+				if (skn)
+					snprintf(wpr, sizeof wpr, "%s", skn[i]);
+				else if (!k.plain)
 					snprintf(wpr, sizeof wpr, "%d%s", 1 << i, (1 << i) == pick ? "*" : "");
 				printf("%-5s %6lldx%-6lld %4s %10.2f %9.1f %6.1f%%\n", k.name, N, K, wpr, us, gbs, 100 * gbs / bw);
 			}

@@ -284,9 +284,9 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 		e->keys[e->nkeys++] = strdup(key);
 		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh);
 		** the decode GEMVs call it themselves, after asking L2 for their first weights */
-		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d%s) glm_k%d(%s) { %s%s(%s); }\n",
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d%s) glm_k%d(%s) { %s%s%s(%s); }\n",
 		        w->L.block, lb, k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ",
-		        tmpl, w->call);
+		        w->L.smem ? "extern __shared__ __align__(128) unsigned char glm_dsm[]; " : "", tmpl, w->call);
 	}
 	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
 	if (e->nl == e->lcap) {
@@ -1379,6 +1379,50 @@ static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t N
 	w_finish(e, w, t);
 }
 
+/* Whether an FK_GEMV group of Q4_K or of Q6_K members (type qt) takes ops/qfused.cuh's k_qgemv_sk for its
+** one-token step: a SwiGLU prologue over K > 8192, where k_qgemv_fused_mma would form and stage the SwiGLU
+** again for every group of 128 rows (K past one staged chunk); the stream stages it once a block. Its
+** shared memory (x whole, QSK_NWARP warps' rings) must fit an H200's block. bench/NOTES.md entry 46. */
+static int qsk_fits(const Em *e, const FuseKernel *f, int qt, int64_t K)
+{
+	int64_t tiles = 0;
+	for (int m = 0; m < f->nm; m++)
+		tiles += (e->g->node[e->g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
+	return f->pro == GP_SWIGLU && K > 8192 && K % 256 == 0 && !f->store && f->glu < 0 &&
+	       qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) <= QSK_SMEM_MAX && tiles * (K / 256) >= 132 * QSK_NWARP;
+}
+
+/* k_qgemv_sk's launch: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts' bound
+** and the dynamic shared memory; one wave of blocks (qsk_grid). */
+static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const char *NW)
+{
+	Graph *g = e->g;
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	int64_t tiles = 0;
+	for (int m = 0; m < f->nm; m++)
+		tiles += (g->node[g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	long long smem = qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS), grid;
+	int maxseg;
+	qsk_grid(tiles, K, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
+	w_scratch(&w, sz_const(tiles * maxseg), sz_const(16), "float", 4);
+	w_zero(&w, sz_const(tiles), sz_const(1), "int", 4);
+	w_int(&w, maxseg);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.tmin = w.L.tmax = 1;
+	w.L.block = 32 * QSK_NWARP;
+	w.L.smem = (int)smem;
+	w.L.grid[0] = sz_const(grid);
+	w.minb = 2; /* its registers: 128 at most (ptxas: 103-120, no spills) */
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", g->cuda.act == DT_BF16 ? "bf16" : "float", qt, NW, GP_SWIGLU, epi, QSK_NWARP,
+	         QSK_SLOTS);
+	w_finish(e, &w, t);
+}
+
 /* Whether an FK_GEMV group of Q4_K or of Q6_K members can take ops/qfused.cuh's k_qgemv_tc for its 2..8-token
 ** steps: bf16 activations, K a multiple of 256, a norm (formed late) whose output no other node reads or a
 ** SwiGLU or no prologue. */
@@ -1487,6 +1531,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 		int64_t nb = 0;
 		if (tm == 8 && allq && qtc_fits(e, f, K)) {
 			emit_qtc_group(e, f, NW, nw >= 0);
+			continue;
+		}
+		if (tm == 1 && allq && qsk_fits(e, f, qt[0], K)) {
+			emit_qsk_group(e, f, qt[0], K, NW);
 			continue;
 		}
 		if (tm == 1 && allq) { /* one token, the members of one type: the tensor-core kernel */

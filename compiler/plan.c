@@ -81,7 +81,7 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 		put_u8(b, l->flags);
 		for (int k = 0; k < 3; k++)
 			put_size(b, l->grid[k]);
-		put_u32(b, (uint32_t)l->block), put_u8(b, l->narg);
+		put_u32(b, (uint32_t)l->block), put_u32(b, (uint32_t)l->smem), put_u8(b, l->narg);
 		for (int k = 0; k < l->narg; k++)
 			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_size(b, l->arg[k].s2), put_f64(b, l->arg[k].f);
 	}
@@ -262,8 +262,9 @@ static void get_cuda(Graph *g, Rd *r)
 		l->flags = get_u8(r);
 		for (int k = 0; k < 3; k++)
 			l->grid[k] = get_size(g, r, 1);
-		l->block = (int)get_u32(r), l->narg = get_u8(r);
+		l->block = (int)get_u32(r), l->smem = (int)get_u32(r), l->narg = get_u8(r);
 		if (!r->fail && (l->node < 0 || l->node >= g->n || !l->kernel || l->block < 1 || l->block > 1024 ||
+		                 l->smem < 0 || l->smem > (1 << 20) ||
 		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin || (l->flags & ~LAUNCH_FLAGS_ALL))) {
 			r->fail = "bad kernel launch";
 			break;

@@ -142,6 +142,41 @@ static inline int qm_wpr(long long N, long long K)
 	return wpr;
 }
 
+/* k_qgemv_sk (ops/qfused.cuh): its dynamic shared memory for K values of type qt (12 Q4_K, 14 Q6_K), NWARP
+** warps and S ring slots a warp: 512 bytes of zero units, K/16 16-value sums (rounded up to 128 bytes),
+** K/256 staged blocks of 1152 bytes, then each warp's S slots of a tile's block (16 rows × 144 or 224). */
+static inline long long qsk_smem(int qt, long long K, int nwarp, int s)
+{
+	return 512 + (K / 4 + 127) / 128 * 128 + K / 256 * 1152 + (long long)nwarp * s * 16 * (qt == 14 ? 224 : 144);
+}
+
+/* The shape glmc emits it in: 8 warps a block, 3 slots a warp (bench/gemv's Q4sk/Q6sk rows, NOTES 46: best or
+** within 3% of 16 warps and of 2..6 slots on GLM-5's and Llama-3-8B's shapes), its shared memory at most
+** QSK_SMEM_MAX (an H200 block's 232448 bytes, less 1 KB for static shared memory), and the blocks an SM
+** holds: what an SM's 233472 bytes of shared memory take (1 KB of each block reserved), at most 2 (its
+** launch bounds' register budget). */
+#define QSK_NWARP 8
+#define QSK_SLOTS 3
+#define QSK_SMEM_MAX (232448 - 1024)
+static inline int qsk_bps(long long smem)
+{
+	long long b = 233472 / (smem + 1024);
+	return b > 2 ? 2 : b < 1 ? 1 : (int)b;
+}
+
+/* Its grid and the bound on a tile's parts for `tiles` tiles of K values: `wave` blocks (132 SMs × the blocks
+** an SM holds: one wave), cut to one warp an item at most; maxseg = the most warps' ranges a tile's K/256
+** items can meet when every range holds at least floor(items / warps) of them. */
+static inline void qsk_grid(long long tiles, long long K, int nwarp, long long wave, long long *grid, int *maxseg)
+{
+	long long I = tiles * (K / 256), gr = wave > 0 ? wave : 1;
+	if (gr * nwarp > I)
+		gr = I / nwarp > 0 ? I / nwarp : 1;
+	long long q = I / (gr * nwarp);
+	*grid = gr;
+	*maxseg = q > 0 ? (int)((K / 256 - 1) / q + 2) : 0;
+}
+
 /* The routed experts a block of k_qmoe_down_mma streams (ops/qfused.cuh): the fewest, from 1, that bring
 ** its blocks (ceil(C/128) row blocks × (ceil(k/G) groups + the shared expert's)) within QM_GRID_CAP, as
 ** long as the group's hid rows fit one staged chunk (G·F <= 8192) and G <= min(k, 8). GLM-5 (C 6144, k 8,

@@ -1317,3 +1317,179 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 			tc_store<A, EPI>(s, R, t, y0, y1, y2, y3, b0, b1, b2, b3, r, N0, N1, N2, N3, s0, s1, s2, s3);
 	}
 }
+
+/*
+** The one-token GEMV of a group of Q4_K or Q6_K members (k_qgemv_fused_mma's contract for PRO
+** GEMV_PRO_NONE, GEMV_PRO_SWIGLU and GEMV_PRO_RMSLATE, and its EPI), as one stream of weights: a tile is
+** 16 rows of one member (member m's ceil(N_m/16) tiles after member m − 1's), an item one 256-value block
+** of a tile (16 rows × 144 or 224 bytes), and the Σ tiles · K/256 items in tile-major order are cut into
+** gridDim.x · NWARP contiguous ranges of equal length (±1), one a warp. Each block stages x whole (K/256 ·
+** 1152 bytes of hi/lo units, qm_stage) once, and each warp copies its items' bytes into its own ring of S
+** slots in shared memory with cp.async, S − 1 items ahead of the one its mma reads (qm_block), across
+** tile boundaries. A warp whose range holds a whole tile stores its rows (tc_store); a tile split
+** between warps has each part's 16 sums written to part[(tile·maxseg + seg)·16 ..] (seg: the warp's
+** index among the tile's, from the range cut, so the order is fixed), counted in cnt[tile] (a KA_ZERO
+** region), and the warp that completes the count sums the parts in seg order, stores, and clears it.
+** With RMSLATE every block has the sum of squares of the whole row, and block 0 stores the norm into hs.
+** sm: dynamic shared memory of qsk_smem(QT, K, NWARP, S) bytes (ops/gemv_shape.h), 128-byte aligned.
+** T must be 1. grid (see qsk_grid: gridDim.x · NWARP <= the items), block 32·NWARP. K a multiple of 256.
+**
+** Why: k_qgemv_fused_mma holds its ring of loads in registers (2 or 3 blocks a warp, 128 registers, 16
+** warps an SM) and restarts it, with x staged again when K > 8192, for every group of 128 rows; its
+** GLM-5 launches read 45-50% of the bandwidth where a plain read of the same bytes reaches 80-90%. Here
+** the bytes in flight live in shared memory (S − 1 slots a warp), every warp streams from its first item
+** to its last without a restart, and the grid is one wave.
+*/
+template <typename A, int QT, typename NW, int PRO, int EPI, int NWARP, int S>
+__device__ void k_qgemv_sk(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, const unsigned char *w1,
+                           const unsigned char *w2, const unsigned char *w3, const A *b0, const A *b1, const A *b2,
+                           const A *b3, const A *x, const A *u, const NW *nw, A *hs, const A *r, int T, int K, int N0,
+                           int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3, float *part,
+                           int *cnt, int maxseg, unsigned char *sm)
+{
+	static_assert(QT == 12 || QT == 14, "Q4_K or Q6_K");
+	static_assert(PRO == GEMV_PRO_NONE || PRO == GEMV_PRO_SWIGLU || PRO == GEMV_PRO_RMSLATE, "no whole-row norm");
+	constexpr int BB = QT == 14 ? 224 : 144, PC = BB / 16, TB = 16 * BB, NCH = (16 * PC + 31) / 32;
+	constexpr bool LATE = PRO == GEMV_PRO_RMSLATE;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
+	int KB = K / 256;
+	uint4 *zu = (uint4 *)sm;
+	float *xs16 = (float *)(sm + 512);
+	uint4 *xu = (uint4 *)(sm + 512 + (K / 4 + 127) / 128 * 128);
+	unsigned char *ring = (unsigned char *)xu + (long long)KB * 1152 + (long long)warp * S * TB;
+	if (threadIdx.x < 32)
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+	int nt0 = (N0 + 15) / 16, nt1 = (N1 + 15) / 16, nt2 = (N2 + 15) / 16, nt3 = (N3 + 15) / 16;
+	int ntt = nt0 + nt1 + nt2 + nt3;
+	long long I = (long long)ntt * KB, W = (long long)gridDim.x * NWARP, gw = (long long)blockIdx.x * NWARP + warp;
+	if (I < W || T != 1)
+		__trap(); /* one token; qsk_grid keeps a warp's range non-empty (the parts' seg order depends on it) */
+	int i0 = (int)(I * gw / W), i1 = (int)(I * (gw + 1) / W), ni = i1 - i0;
+	long long stride = q_stride<QT>(K);
+	/* the warp that owns item i (its range holds i) */
+	auto owner = [&](long long i) { return ((i + 1) * W - 1) / I; };
+	/* tile t: its member, its first row there, that member's rows and weights */
+	auto tile = [&](int t, int &m, int &n0, int &Nm, const unsigned char *&w) {
+		m = t < nt0 ? 0 : t < nt0 + nt1 ? 1 : t < nt0 + nt1 + nt2 ? 2 : 3;
+		n0 = 16 * (t - (m > 0 ? nt0 : 0) - (m > 1 ? nt1 : 0) - (m > 2 ? nt2 : 0));
+		Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
+		w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+	};
+	/* the copy side: lane piece j = lane + 32q of an item is row j / PC's bytes 16·(j % PC) .., at 16j in
+	** the slot; src[q] points at it in the block being copied */
+	const unsigned char *src[NCH];
+	int it = i0 / KB, ib = i0 % KB; /* the next item to copy: tile it, block ib */
+	auto aim = [&]() { /* src at block ib of tile it's rows (past the member's last row: its last row) */
+		int m, n0, Nm;
+		const unsigned char *w;
+		tile(it < ntt ? it : ntt - 1, m, n0, Nm, w);
+#pragma unroll
+		for (int q = 0; q < NCH; q++) {
+			int j = lane + 32 * q, row = n0 + j / PC;
+			src[q] = w + (long long)(row < Nm ? row : Nm - 1) * stride + 16 * (j % PC) + (long long)ib * BB;
+		}
+	};
+	auto copy = [&](int slot) {
+		unsigned char *dst = ring + slot * TB + 16 * lane;
+#pragma unroll
+		for (int q = 0; q < NCH; q++) {
+			if (q + 1 < NCH || lane + 32 * q < 16 * PC)
+				qs_cp16(dst + 512 * q, src[q]);
+			src[q] += BB;
+		}
+		if (++ib == KB) {
+			ib = 0, it++;
+			aim();
+		}
+	};
+	aim();
+#pragma unroll
+	for (int s = 0; s < S - 1; s++) {
+		if (s < ni)
+			copy(s);
+		qs_commit(); /* empty groups too: the wait below counts groups */
+	}
+	float ssq = 0.0f;
+	if (LATE)
+		ssq = qm_stage_late_t<QT, A, NW>(xu, xs16, x, nw, 0, K);
+	else
+		qm_stage_t<QT, A, A, PRO == GEMV_PRO_SWIGLU>(xu, xs16, x, u, 0, K);
+	float late_inv = LATE ? 1.0f / sqrtf(ssq / (float)K + eps) : 1.0f;
+	if (LATE && hs && blockIdx.x == 0) /* other nodes read the norm: block 0 stores it */
+		late_store_norm<A, NW>(hs, x, nw, K, late_inv);
+	bool act = qm_act<QT>(lane);
+	int boff = qm_boff<QT>(lane);
+	int ct = i0 / KB, cb = i0 % KB, first = cb; /* the item the mma takes: tile ct, block cb */
+	int pt[2], pn[2], np = 0; /* the split tiles met (the range's first and last) and their blocks done here */
+	float acc[2] = {0.0f, 0.0f};
+	for (int j = 0; j < ni; j++) {
+		__syncwarp(); /* every lane has read slot (j − 1) % S, which the copy below refills */
+		if (j + S - 1 < ni)
+			copy((j + S - 1) % S);
+		qs_commit();
+		qs_wait<S - 1>(); /* this lane's copies of item j are done */
+		__syncwarp();     /* and every lane's */
+		QmRaw<QT> raw;
+		qs_load(raw, ring + (j % S) * TB, g, c);
+		const char *xp = act ? (const char *)xu + QmGeo<QT>::XB * cb + boff : (const char *)zu + boff;
+		qm_block(acc, raw, xp, xs16 + QmGeo<QT>::SB * cb, c);
+		if (++cb < KB && j + 1 < ni)
+			continue;
+		/* blocks [first, cb) of tile ct are done: its rows, or this warp's part of them */
+		qm_lanesum(acc);
+		int m, n0, Nm;
+		const unsigned char *w;
+		tile(ct, m, n0, Nm, w);
+		int R0 = n0 + (m > 0 ? N0 : 0) + (m > 1 ? N1 : 0) + (m > 2 ? N2 : 0); /* the tile's first concatenated row */
+		if (first == 0 && cb == KB) {
+			if (c == 0)
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					if (n0 + g + 8 * i < Nm)
+						tc_store<A, EPI>(acc[i] * late_inv, R0 + g + 8 * i, 0, y0, y1, y2, y3, b0, b1, b2, b3, r, N0,
+						                 N1, N2, N3, s0, s1, s2, s3);
+		} else { /* the range's first tile or its last: counted after the loop */
+			long long seg = gw - owner((long long)ct * KB);
+			if (seg >= maxseg)
+				__trap(); /* qsk_grid's bound on the parts of a tile */
+			float *pp = part + ((long long)ct * maxseg + seg) * 16;
+			if (c == 0)
+				pp[g] = acc[0], pp[g + 8] = acc[1];
+			pt[np] = ct, pn[np++] = cb - first;
+		}
+		acc[0] = acc[1] = 0.0f;
+		if (cb == KB)
+			cb = 0, ct++;
+		first = cb;
+	}
+	/* The split tiles: counted once the stream is over (a fence inside it would wait for the copies in
+	** flight), the last part's warp summing them. */
+	if (np == 0)
+		return;
+	__threadfence();
+	__syncwarp();
+	for (int p = 0; p < np; p++) {
+		int t = pt[p], done = 0;
+		if (lane == 0)
+			done = atomicAdd(cnt + t, pn[p]) + pn[p] == KB;
+		done = __shfl_sync(0xffffffffu, done, 0);
+		if (!done)
+			continue;
+		__threadfence();
+		int m, n0, Nm;
+		const unsigned char *w;
+		tile(t, m, n0, Nm, w);
+		int R0 = n0 + (m > 0 ? N0 : 0) + (m > 1 ? N1 : 0) + (m > 2 ? N2 : 0);
+		long long f0 = (long long)t * KB;
+		int nseg = (int)(owner(f0 + KB - 1) - owner(f0)) + 1;
+		if (lane < 16 && n0 + lane < Nm) {
+			float s = 0.0f;
+			for (int q = 0; q < nseg; q++)
+				s += __ldcg(part + ((long long)t * maxseg + q) * 16 + lane);
+			tc_store<A, EPI>(s * late_inv, R0 + lane, 0, y0, y1, y2, y3, b0, b1, b2, b3, r, N0, N1, N2, N3, s0, s1,
+			                 s2, s3);
+		}
+		if (lane == 0)
+			cnt[t] = 0; /* every part has counted: clear it for the next launch */
+	}
+}

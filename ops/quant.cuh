@@ -874,6 +874,61 @@ __device__ __forceinline__ void qm_load(QmRaw<14> &r, const unsigned char *row0,
 	}
 }
 
+/* The same block of a tile that k_qgemv_sk copied into shared memory (row i of the tile at i·BB bytes,
+** BB the block's device bytes): rows g and g + 8 of the slot, the bytes qm_load would read. */
+__device__ __forceinline__ void qs_load(QmRaw<12> &r, const unsigned char *slot, int g, int c)
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *p = slot + (g + 8 * i) * 144;
+		r.h[i] = *(const uint4 *)p;
+		r.q[i][0] = *(const uint4 *)(p + 16 + 32 * c);
+		r.q[i][1] = *(const uint4 *)(p + 32 + 32 * c);
+	}
+}
+
+__device__ __forceinline__ void qs_load(QmRaw<14> &r, const unsigned char *slot, int g, int c)
+{
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *p = slot + (g + 8 * i) * 224;
+		r.ql[i][0] = *(const uint4 *)(p + 32 * c);
+		r.ql[i][1] = *(const uint4 *)(p + 32 * c + 16);
+		r.qh[i][0] = *(const uint4 *)(p + 128 + 32 * (c >> 1));
+		r.qh[i][1] = *(const uint4 *)(p + 144 + 32 * (c >> 1));
+		r.sc[i] = *(const uint2 *)(p + 192 + 8 * (c >> 1));
+		r.dw[i] = *(const unsigned *)(p + 208);
+	}
+}
+
+/* 16 bytes from global to shared memory without passing through registers (cp.async.cg: cached in L2
+** only), completed by qs_wait; the CPU stand-in copies at once. Both addresses 16-byte aligned. */
+__device__ __forceinline__ void qs_cp16(void *dst, const void *src)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+#else
+	memcpy(dst, src, 16);
+#endif
+}
+
+/* Closes the thread's group of cp.async copies issued since the last one. */
+__device__ __forceinline__ void qs_commit(void)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+/* Waits until at most N of the thread's committed groups are still in flight. */
+template <int N> __device__ __forceinline__ void qs_wait(void)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
 /* Word j (0..7) of two 16-byte loads. */
 __device__ __forceinline__ unsigned qm_word(const uint4 (&u)[2], int j)
 {

@@ -45,6 +45,7 @@ typedef struct {
 	__typeof__(cuModuleUnload) *mod_unload;
 	__typeof__(cuModuleGetFunction) *mod_fn;
 	__typeof__(cuFuncGetAttribute) *fn_attr;
+	__typeof__(cuFuncSetAttribute) *fn_set;
 	__typeof__(cuLaunchKernel) *launch;
 	__typeof__(cuLaunchKernelEx) *launch_ex; /* optional: programmatic dependent launch */
 	__typeof__(cuStreamCreate) *stream_create;
@@ -202,6 +203,7 @@ static int load_driver(Cu *cu, char *err, size_t len)
 	SYM(mod_unload, "cuModuleUnload");
 	SYM(mod_fn, "cuModuleGetFunction");
 	SYM(fn_attr, "cuFuncGetAttribute");
+	SYM(fn_set, "cuFuncSetAttribute");
 	SYM(launch, "cuLaunchKernel");
 	*(void **)&cu->launch_ex = dlsym(cu->so, "cuLaunchKernelEx"); /* absent: every launch waits in full */
 	SYM(stream_create, "cuStreamCreate");
@@ -347,6 +349,24 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 	return rc;
 }
 
+/* Launch i asks for dynamic shared memory (k_qgemv_sk): past 48 KB a kernel must be allowed it, and the
+** GPU must have it beside the kernel's static shared memory. */
+static int smem_allow(Gpu *x, int i, char *err, size_t len)
+{
+	const Launch *l = &x->g->cuda.l[i];
+	int optin = 0, stat = 0, cur = 0;
+	CK(x->cu.dev_attr(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, x->dev), "cuDeviceGetAttribute");
+	CK(x->cu.fn_attr(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute");
+	if (l->smem + stat > optin)
+		return seterr(err, len, "plan: kernel %s of node %%%d needs %d bytes of shared memory a block, this GPU has %d",
+		              l->kernel, l->node, l->smem + stat, optin);
+	CK(x->cu.fn_attr(&cur, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute");
+	if (l->smem > cur)
+		CK(x->cu.fn_set(x->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, l->smem),
+		   "cuFuncSetAttribute (dynamic shared memory)");
+	return 0;
+}
+
 /* The module: the plan's cubin when it was built for this GPU, else NVRTC from the plan's source. */
 static int load_module(Gpu *x, char *err, size_t len)
 {
@@ -389,6 +409,8 @@ static int load_module(Gpu *x, char *err, size_t len)
 		if (c->l[i].block > maxt)
 			return seterr(err, len, "plan: kernel %s launches %d threads but allows %d", c->l[i].kernel,
 			              c->l[i].block, maxt);
+		if (c->l[i].smem > 0 && smem_allow(x, i, err, len))
+			return -1;
 	}
 	CK(x->cu.mod_fn(&x->sample, x->mod, c->sample_kernel), "cuModuleGetFunction (sampler)");
 	return 0;
@@ -875,10 +897,11 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
 			at.value.programmaticStreamSerializationAllowed = 1;
 			CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = (unsigned)l->block,
-			                      .blockDimY = 1, .blockDimZ = 1, .hStream = x->st, .attrs = &at, .numAttrs = 1};
+			                      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = (unsigned)l->smem, .hStream = x->st,
+			                      .attrs = &at, .numAttrs = 1};
 			r = x->cu.launch_ex(&cfg, x->fn[i], args, NULL);
 		} else {
-			r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, 0, x->st, args, NULL);
+			r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, (unsigned)l->smem, x->st, args, NULL);
 		}
 		after_kernel = 1;
 		if (r == CUDA_SUCCESS && x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))

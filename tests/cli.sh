@@ -157,6 +157,17 @@ else
 	bad "GLM-4.7-Flash's one-token GEMVs declare their register budget" "${c:-$(tail -c 300 $tmp/err)}"
 fi
 
+# GLM-5's first (dense) layer at full width, Q4_K_M: its one-token SwiGLU + Q6_K down (K 12288, past one
+# staged chunk) is k_qgemv_sk, the stream of weights with its dynamic shared memory (checkplan: the launch
+# asks for it and its wrapper hands it over, within an H200 block's 232448 bytes)
+if bin/glmc compile models/glm5.lua --config models/configs/glm5.json --random-weights q4_k_m --dtype bf16 \
+	--layers 1 -o $tmp/g51.plan 2>$tmp/err && c=$(build/tools/checkplan $tmp/g51.plan 2>&1) &&
+	strings $tmp/g51.plan | grep -q "k_qgemv_sk<bf16, 14, bf16, 2, 16, 8, 3>(.*glm_dsm); }"; then
+	ok "GLM-5's dense SwiGLU + down takes the weight stream with its shared memory"
+else
+	bad "GLM-5's dense SwiGLU + down takes the weight stream with its shared memory" "${c:-$(tail -c 300 $tmp/err)}"
+fi
+
 # Plans without weights: the full GLM-5 configuration (78 layers, 256 experts, 64 heads, vocab 154880)
 # from its hyperparameters with random Q4_K weights, partitioned for tp 8: two allreduces per layer
 # (attention out, MLP/MoE out), one allgather (the vocab-parallel logits), and the sharded weights split

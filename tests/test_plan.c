@@ -159,6 +159,7 @@ static void launch_flags(const char *path)
 	int bufs[] = {5, 4}, rw[] = {1, 0};
 	Launch ls[3] = {launch(5, 1, 1, 2, bufs, rw), launch(5, 2, 8, 2, bufs, rw), launch(5, 9, 1 << 30, 2, bufs, rw)};
 	ls[0].flags = LAUNCH_NORM_LATE;
+	ls[0].smem = 145408; /* k_qgemv_sk's dynamic shared memory */
 	g.cuda = (Cuda){.arch = "sm_90", .act = DT_BF16, .wconv = -1, .source = "// none", .sample_kernel = "s",
 	                .l = ls, .nl = 3};
 	graph_init(&h, &B);
@@ -168,6 +169,9 @@ static void launch_flags(const char *path)
 	      "plan round trip keeps each launch's flags (LAUNCH_NORM_LATE on the 1-token launch only)", "%s (flags %d %d %d)",
 	      err, h.cuda.nl > 0 ? h.cuda.l[0].flags : -1, h.cuda.nl > 1 ? h.cuda.l[1].flags : -1,
 	      h.cuda.nl > 2 ? h.cuda.l[2].flags : -1);
+	check(!rc && h.cuda.l[0].smem == 145408 && h.cuda.l[1].smem == 0,
+	      "plan round trip keeps each launch's dynamic shared memory", "%s (smem %d %d)", err,
+	      h.cuda.nl > 0 ? h.cuda.l[0].smem : -1, h.cuda.nl > 1 ? h.cuda.l[1].smem : -1);
 	arena_free(&B);
 	ls[1].flags = 0x80;
 	graph_init(&h, &B);

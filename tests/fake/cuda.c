@@ -59,7 +59,10 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 {
 	(void)d;
-	*v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR ? 9 : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0 : 1;
+	*v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
+	     : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
+	     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448 /* an H200's */
+	                                                               : 1;
 	return CUDA_SUCCESS;
 }
 
@@ -169,8 +172,14 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 
 CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
 {
-	(void)a, (void)f;
-	*v = 1024;
+	(void)f;
+	*v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024 : 0;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
+{
+	(void)f, (void)a, (void)v;
 	return CUDA_SUCCESS;
 }
 

@@ -205,6 +205,8 @@ static inline void __threadfence_system() {}
 static inline void __trap() { abort(); }
 template <typename T> static T atomicAdd(T *p, T v)
 {
+	static std::mutex m; /* a block's threads run at once: the read-modify-write under one lock */
+	std::lock_guard<std::mutex> lk(m);
 	T o = *p;
 	*p += v;
 	return o;

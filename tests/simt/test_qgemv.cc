@@ -293,6 +293,100 @@ static void test_qfused_mma_res(int T, int K, int N, int P, int grid = 0)
 }
 
 /*
+** k_qgemv_sk<A, QT, A, PRO, EPI, NWARP, S> (the one-token stream of weights through cp.async rings, the copies
+** done at once and the mma emulated): two members, member 0 with a bias and the residual r added
+** (y_0 = A(r + A(w·x + b))), member 1 scaled by 0.75; x as it is, its SwiGLU rounded to A, or the late norm
+** (x·inv·nw unrounded; block 0 stores the norm). The grid cuts the tiles' items into ranges of a few items,
+** so most tiles are split between warps (their parts summed by the last one) and ranges cross tiles and
+** members. Launched twice: the second result must be the first bit for bit and every count zero again.
+*/
+template <typename A, int QT, int PRO, int NWARP, int S>
+static void test_qsk(int K, int N0, int N1, int wave)
+{
+	const int EPI = GEMV_EPI_RES | 2;
+	QRows w0 = qrows(QT, N0, K, "blk.0.attn_q.weight"), w1 = qrows(QT, N1, K, "blk.0.attn_k.weight");
+	std::vector<A> x = rnd_a<A>(K, -2, 2), u = rnd_a<A>(K), nw = rnd_a<A>(K, 0.5f, 1.5f), b0 = rnd_a<A>(N0);
+	std::vector<A> r = rnd_a<A>(N0);
+	std::vector<float> h(K), b0f(N0);
+	for (int i = 0; i < N0; i++)
+		b0f[i] = to_f(b0[i]);
+	if (PRO == GEMV_PRO_RMSLATE) {
+		std::vector<float> xf(K), nwf(K);
+		for (int i = 0; i < K; i++)
+			xf[i] = to_f(x[i]), nwf[i] = to_f(nw[i]);
+		ref_rmsnorm(h.data(), xf.data(), nwf.data(), 1, K, 1e-5f);
+	} else {
+		for (int i = 0; i < K; i++) {
+			float g = to_f(x[i]);
+			h[i] = PRO == GEMV_PRO_SWIGLU ? thru<A>(g / (1.0f + expf(-g)) * to_f(u[i])) : g;
+		}
+	}
+	std::vector<double> want0, want1, sc0, sc1;
+	ref_dot(want0, sc0, h, w0.f, b0f.data(), 1, K, N0);
+	ref_dot(want1, sc1, h, w1.f, nullptr, 1, K, N1);
+	for (int i = 0; i < N0; i++)
+		want0[i] = thru<A>(to_f(r[i]) + thru<A>((float)want0[i]));
+	for (int i = 0; i < N1; i++)
+		want1[i] = thru<A>(0.75f * thru<A>((float)want1[i]));
+	long long grid;
+	int maxseg;
+	qsk_grid((N0 + 15) / 16 + (N1 + 15) / 16, K, NWARP, wave, &grid, &maxseg);
+	std::vector<float> part((size_t)((N0 + 15) / 16 + (N1 + 15) / 16) * maxseg * 16, NAN);
+	std::vector<int> cnt((N0 + 15) / 16 + (N1 + 15) / 16, 0);
+	size_t smb = (size_t)qsk_smem(QT, K, NWARP, S);
+	unsigned char *sm = (unsigned char *)aligned_alloc(128, (smb + 127) / 128 * 128);
+	std::vector<A> out[2][3];
+	for (int run = 0; run < 2; run++) {
+		std::vector<A> y0(N0, from_f<A>(NAN)), y1(N1, from_f<A>(NAN)), hs(K, from_f<A>(NAN));
+		dim3 g, bl;
+		g.x = (unsigned)grid, bl.x = 32 * NWARP;
+		simt_launch(g, bl, [&] {
+			k_qgemv_sk<A, QT, A, PRO, EPI, NWARP, S>(
+			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, b0.data(), nullptr,
+			    nullptr, nullptr, x.data(), PRO == GEMV_PRO_SWIGLU ? u.data() : nullptr,
+			    PRO == GEMV_PRO_RMSLATE ? nw.data() : nullptr, PRO == GEMV_PRO_RMSLATE ? hs.data() : nullptr, r.data(),
+			    1, K, N0, N1, 0, 0, 1e-5f, 1.0f, 0.75f, 1.0f, 1.0f, part.data(), cnt.data(), maxseg, sm);
+		});
+		out[run][0] = y0, out[run][1] = y1, out[run][2] = hs;
+	}
+	free(sm);
+	std::vector<float> g0(N0), g1(N1);
+	for (int i = 0; i < N0; i++)
+		g0[i] = to_f(out[0][0][i]);
+	for (int i = 0; i < N1; i++)
+		g1[i] = to_f(out[0][1][i]);
+	std::string nm = fmt("qgemv_sk %s %s A=%s K=%d N=%d/%d warps=%d slots=%d grid=%lld maxseg=%d",
+	                     PRO == GEMV_PRO_SWIGLU ? "swiglu" : PRO == GEMV_PRO_RMSLATE ? "rmsnorm-late" : "plain",
+	                     quant_type_name(QT), aname<A>(), K, N0, N1, NWARP, S, grid, maxseg);
+	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1);
+	check(e0 <= tol<A>() && e1 <= tol<A>(), nm, fmt("rel-L2 %.3g, %.3g > %.3g", e0, e1, tol<A>()));
+	bool same = true, zero = true;
+	for (int k = 0; k < 3; k++)
+		same &= !memcmp(out[0][k].data(), out[1][k].data(), out[0][k].size() * sizeof(A));
+	for (int v : cnt)
+		zero &= v == 0;
+	check(same && zero, nm + " relaunch", fmt("bit-identical %d, counts zero %d", (int)same, (int)zero));
+	if (PRO == GEMV_PRO_RMSLATE) {
+		std::vector<float> gh(K);
+		for (int i = 0; i < K; i++)
+			gh[i] = to_f(out[0][2][i]);
+		std::vector<double> hd(h.begin(), h.end()), z(h.size(), 0.0);
+		double eh = rel_l2(gh, hd, z);
+		check(eh <= tol<A>(), nm + " stored norm", fmt("rel-L2 %.3g", eh));
+	}
+}
+
+/* k_qgemv_sk's cases for type QT: each prologue; grids of a few items a warp (most tiles split, ranges
+** across tiles and members) and of a whole tile or more (direct stores). */
+template <int QT> static void qsk_suite(void)
+{
+	test_qsk<bf16, QT, GEMV_PRO_NONE, 4, 3>(1024, 40, 24, 132); /* 20 items: 5 blocks, 1 or 2 a warp */
+	test_qsk<bf16, QT, GEMV_PRO_NONE, 4, 3>(1024, 40, 24, 1);   /* 5 a warp: some tiles whole */
+	test_qsk<float, QT, GEMV_PRO_SWIGLU, 4, 2>(2048, 24, 17, 3);
+	test_qsk<bf16, QT, GEMV_PRO_RMSLATE, 2, 4>(1536, 33, 16, 5);
+}
+
+/*
 ** k_qgemv_tc<bf16, QT, NW, PRO, HAS_NW, EPI, MT, NCS, UC> (2..8·NCS tokens on the tensor cores, the mma
 ** emulated) at the launch glmc emits (ops/gemv_shape.h gemv_shape_qtc unless block is given): two members,
 ** member 0 with a bias and the residual added in place, member 1 scaled by 0.75; x as it is, its SwiGLU
@@ -558,6 +652,11 @@ static void q8_mma_suite(void)
 
 int main(void)
 {
+	if (getenv("QSK_ONLY")) { /* the stream-K one-token kernel alone (while working on it) */
+		qsk_suite<12>();
+		qsk_suite<14>();
+		return finish();
+	}
 	if (getenv("QTC_ONLY")) { /* the tensor-core batch kernels alone (while working on them) */
 		qtc_suite<12>();
 		qtc_suite<14>();
@@ -573,6 +672,8 @@ int main(void)
 	mma_suite<12>();
 	mma_suite<14>();
 	q8_mma_suite();
+	qsk_suite<12>();
+	qsk_suite<14>();
 	qtc_suite<12>();
 	qtc_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);

@@ -163,6 +163,12 @@ int main(int argc, char **argv)
 				     l->block, minb, want);
 			nbound += want > 0;
 		}
+		/* dynamic shared memory: the wrapper hands it to its template, and it fits an H200's block */
+		const char *end = body ? strchr(body, '}') : NULL;
+		int dsm = body && end && strstr(body, "glm_dsm") && strstr(body, "glm_dsm") < end;
+		if ((l->smem > 0) != dsm || l->smem > 232448)
+			fail("kernel %s asks for %d bytes of dynamic shared memory; its wrapper %s it", l->kernel, l->smem,
+			     dsm ? "declares" : "does not declare");
 		if (!body || (strncmp(body, "{ glm_pdl_wait(); ", 18) && strncmp(body, "{ k_linear_gemv<", 16) &&
 		              strncmp(body, "{ k_gemv_fused<", 15)))
 			fail("kernel %s (node %%%d) does not call glm_pdl_wait() before its template", l->kernel, l->node);
