@@ -192,6 +192,17 @@ __global__ void __launch_bounds__(256, 2) g_qgemv_mma(A *y, const A *x, const A 
 	k_qgemv_mma<A, QT, WPR, HB, SW>(y, x, u, w, b, T, K, N);
 }
 
+/* k_qgemv_sk over one member (bias, SwiGLU or none), its shared memory dynamic as glmrun gives it */
+template <typename A, int QT, bool SW, int NWARP, int S>
+__global__ void __launch_bounds__(NWARP * 32, 2) g_qgemv_sk(A *y, const A *x, const A *u, const unsigned char *w,
+                                                          const A *b, int K, int N, float *part, int *cnt, int maxseg)
+{
+	extern __shared__ __align__(128) unsigned char sm[];
+	k_qgemv_sk<A, QT, A, SW ? GEMV_PRO_SWIGLU : GEMV_PRO_NONE, 0, NWARP, S>(
+	    y, nullptr, nullptr, nullptr, w, nullptr, nullptr, nullptr, b, nullptr, nullptr, nullptr, x, u, (const A *)nullptr,
+	    nullptr, nullptr, 1, K, N, 0, 0, 0, 0.0f, 1.0f, 1.0f, 1.0f, 1.0f, part, cnt, maxseg, sm);
+}
+
 template <typename A, int QT, bool HB>
 __global__ void __launch_bounds__(256) g_qgemm(A *y, const A *x, const unsigned char *w, const A *b, int T, int K, int N)
 {
@@ -573,6 +584,34 @@ static void test_qgemv_mma(int T, int K, int N, bool random, double tl = 0, int 
 		    g_qgemv_mma<A, QT, WPR, HB, SW><<<grid ? grid : blocks(N, 128 / WPR), 256>>>(y, x, u, w, b, T, K, N);
 	    },
 	    T, K, N, random, tl);
+}
+
+/* k_qgemv_sk (one token, the weights as one stream through cp.async rings) at glmc's shape (QSK_NWARP
+** warps, QSK_SLOTS slots, the one-wave grid of qsk_grid at the blocks an SM qsk_bps gives), launched twice:
+** the second launch must find the counts left zero by the first (its result is checked). */
+template <typename A, int QT, bool HB, bool SW>
+static void test_qgemv_sk(int K, int N, bool random)
+{
+	long long smem = qsk_smem(QT, K, QSK_NWARP, QSK_SLOTS), grid;
+	int maxseg;
+	qsk_grid((N + 15) / 16, K, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
+	auto kern = g_qgemv_sk<A, QT, SW, QSK_NWARP, QSK_SLOTS>;
+	CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+	for (int run = 0; run < 2; run++)
+		qgemv_case<A, QT, HB, SW>(
+		    fmt("qgemv_sk %s A=%s K=%d N=%d grid %lld maxseg %d%s%s launch %d", qname(QT), tname<A>(), K, N, grid, maxseg,
+		        HB ? " bias" : "", SW ? " swiglu" : "", run + 1),
+		    [&](A *y, const A *x, const A *u, const unsigned char *w, const A *b) {
+			    static float *part;
+			    static int *cnt;
+			    if (!part) { /* kept across the cases: the counts must stay zero between launches */
+				    CK(cudaMalloc(&part, 64u << 20));
+				    CK(cudaMalloc(&cnt, 1u << 20));
+				    CK(cudaMemset(cnt, 0, 1u << 20));
+			    }
+			    kern<<<(unsigned)grid, 32 * QSK_NWARP, (size_t)smem>>>(y, x, u, w, b, K, N, part, cnt, maxseg);
+		    },
+		    1, K, N, random, 0);
 }
 
 /* The tensor-core path at every split: K of one block, not a multiple of 1024, two chunks; N = 1, odd,
@@ -1244,6 +1283,11 @@ int main(void)
 	qgemv_mma_suite<12>();
 	qgemv_mma_suite<14>();
 	qgemv_mma_suite<8>();
+	/* the weight stream: GLM-5's dense down, Llama-3-8B's, a grid of one item a warp, f32 */
+	test_qgemv_sk<bf16, 14, false, true>(12288, 6144, true);
+	test_qgemv_sk<bf16, 12, true, true>(14336, 4096, true);
+	test_qgemv_sk<bf16, 14, true, false>(2048, 100, false);
+	test_qgemv_sk<float, 12, false, false>(9216, 333, true);
 	test_q8_mma_range();
 	qgemv_suite<13>();
 	qgemv_suite<14>();
