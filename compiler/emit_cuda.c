@@ -1418,8 +1418,8 @@ static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const 
 	w.L.grid[0] = sz_const(grid);
 	w.minb = 2; /* its registers: 128 at most (ptxas: 103-120, no spills) */
 	char t[256];
-	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", g->cuda.act == DT_BF16 ? "bf16" : "float", qt, NW, GP_SWIGLU, epi, QSK_NWARP,
-	         QSK_SLOTS);
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, qt, NW, GP_SWIGLU, epi, QSK_NWARP, QSK_SLOTS);
 	w_finish(e, &w, t);
 }
 
