@@ -4,10 +4,10 @@
 # --round-bf16) on plans that emit it, then the old against the new plan of a shape in turn, and the new
 # plan's in-graph kernel times (bench/trace.py). Plans are compiled on the development machine and carried:
 #   PLANS (build/probe3): <v>.plan for each of VPLANS, <s>-old.plan (OLDRUN, the glmrun of its plan format)
-#   and <s>-new.plan for each of SHAPES.  VPLANS ("llamaq2 g5l2")  SHAPES ("glm5")  ROUNDS (3)  STEPS (64)
+#   and <s>-new.plan for each of SHAPES.  VPLANS ("llamaq2 g5l2"; empty: none)  SHAPES ("glm5")  ROUNDS (3)  STEPS (64)
 set -u
 cd "$(dirname "$0")/../.."
-PLANS=${PLANS:-build/probe3} VPLANS=${VPLANS:-llamaq2 g5l2} SHAPES=${SHAPES:-glm5} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64}
+PLANS=${PLANS:-build/probe3} VPLANS=${VPLANS-llamaq2 g5l2} SHAPES=${SHAPES:-glm5} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64}
 OLDRUN=${OLDRUN:-oldbin/glmrun_base}
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader || { echo "qsk_round: no GPU"; exit 1; }
