@@ -1379,15 +1379,22 @@ static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t N
 	w_finish(e, w, t);
 }
 
+/* An FK_GEMV group's 16-row tiles (each member's rows rounded up to 16). */
+static int64_t gemv_tiles(const Graph *g, const FuseKernel *f)
+{
+	int64_t tiles = 0;
+	for (int m = 0; m < f->nm; m++)
+		tiles += (g->node[g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
+	return tiles;
+}
+
 /* Whether an FK_GEMV group of Q4_K or of Q6_K members (type qt) takes ops/qfused.cuh's k_qgemv_sk for its
 ** one-token step: a SwiGLU prologue over K > 8192, where k_qgemv_fused_mma would form and stage the SwiGLU
 ** again for every group of 128 rows (K past one staged chunk); the stream stages it once a block. Its
 ** shared memory (x whole, QSK_NWARP warps' rings) must fit an H200's block. bench/NOTES.md entry 46. */
 static int qsk_fits(const Em *e, const FuseKernel *f, int qt, int64_t K)
 {
-	int64_t tiles = 0;
-	for (int m = 0; m < f->nm; m++)
-		tiles += (e->g->node[e->g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
+	int64_t tiles = gemv_tiles(e->g, f);
 	return f->pro == GP_SWIGLU && K > 8192 && K % 256 == 0 && !f->store && f->glu < 0 &&
 	       qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) <= QSK_SMEM_MAX && tiles * (K / 256) >= 132 * QSK_NWARP;
 }
@@ -1400,9 +1407,7 @@ static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const 
 	Wr w;
 	int epi;
 	w_start(&w, f->host);
-	int64_t tiles = 0;
-	for (int m = 0; m < f->nm; m++)
-		tiles += (g->node[g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
+	int64_t tiles = gemv_tiles(g, f);
 	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
 	long long smem = qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS), grid;
 	int maxseg;

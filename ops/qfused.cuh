@@ -1368,21 +1368,23 @@ __device__ void k_qgemv_sk(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 	long long stride = q_stride<QT>(K);
 	/* the warp that owns item i (its range holds i) */
 	auto owner = [&](long long i) { return ((i + 1) * W - 1) / I; };
-	/* tile t: its member, its first row there, that member's rows and weights */
-	auto tile = [&](int t, int &m, int &n0, int &Nm, const unsigned char *&w) {
-		m = t < nt0 ? 0 : t < nt0 + nt1 ? 1 : t < nt0 + nt1 + nt2 ? 2 : 3;
+	/* tile t: its first row in its member, that member's rows and weights, and the tile's first row among
+	** the concatenated members (tc_store's R) */
+	auto tile = [&](int t, int &n0, int &Nm, const unsigned char *&w, int &R0) {
+		int m = t < nt0 ? 0 : t < nt0 + nt1 ? 1 : t < nt0 + nt1 + nt2 ? 2 : 3;
 		n0 = 16 * (t - (m > 0 ? nt0 : 0) - (m > 1 ? nt1 : 0) - (m > 2 ? nt2 : 0));
 		Nm = m == 0 ? N0 : m == 1 ? N1 : m == 2 ? N2 : N3;
 		w = m == 0 ? w0 : m == 1 ? w1 : m == 2 ? w2 : w3;
+		R0 = n0 + (m > 0 ? N0 : 0) + (m > 1 ? N1 : 0) + (m > 2 ? N2 : 0);
 	};
 	/* the copy side: lane piece j = lane + 32q of an item is row j / PC's bytes 16·(j % PC) .., at 16j in
 	** the slot; src[q] points at it in the block being copied */
 	const unsigned char *src[NCH];
 	int it = i0 / KB, ib = i0 % KB; /* the next item to copy: tile it, block ib */
 	auto aim = [&]() { /* src at block ib of tile it's rows (past the member's last row: its last row) */
-		int m, n0, Nm;
+		int n0, Nm, R0;
 		const unsigned char *w;
-		tile(it < ntt ? it : ntt - 1, m, n0, Nm, w);
+		tile(it < ntt ? it : ntt - 1, n0, Nm, w, R0);
 #pragma unroll
 		for (int q = 0; q < NCH; q++) {
 			int j = lane + 32 * q, row = n0 + j / PC;
@@ -1437,10 +1439,9 @@ __device__ void k_qgemv_sk(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 			continue;
 		/* blocks [first, cb) of tile ct are done: its rows, or this warp's part of them */
 		qm_lanesum(acc);
-		int m, n0, Nm;
+		int n0, Nm, R0;
 		const unsigned char *w;
-		tile(ct, m, n0, Nm, w);
-		int R0 = n0 + (m > 0 ? N0 : 0) + (m > 1 ? N1 : 0) + (m > 2 ? N2 : 0); /* the tile's first concatenated row */
+		tile(ct, n0, Nm, w, R0);
 		if (first == 0 && cb == KB) {
 			if (c == 0)
 #pragma unroll
@@ -1476,10 +1477,9 @@ __device__ void k_qgemv_sk(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 		if (!done)
 			continue;
 		__threadfence();
-		int m, n0, Nm;
+		int n0, Nm, R0;
 		const unsigned char *w;
-		tile(t, m, n0, Nm, w);
-		int R0 = n0 + (m > 0 ? N0 : 0) + (m > 1 ? N1 : 0) + (m > 2 ? N2 : 0);
+		tile(t, n0, Nm, w, R0);
 		long long f0 = (long long)t * KB;
 		int nseg = (int)(owner(f0 + KB - 1) - owner(f0)) + 1;
 		if (lane < 16 && n0 + lane < Nm) {
