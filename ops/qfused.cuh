@@ -766,6 +766,178 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 }
 
 /*
+** k_qmoe_down_mma's contract for a one-token step as one stream of weights (k_qgemv_sk's scheme): a tile
+** (16 rows c) concatenates the k routed experts' down rows (F values each, idx[j]'s rows of down [E, C, F])
+** and, with SHARED, the shared expert's sdown [C, Fs] row: KB = k·F/256 + Fs/256 items a tile, in
+** tile-major order, cut into equal contiguous ranges, one a warp of a one-wave grid, each copied with
+** cp.async into the warp's ring of S slots. x is staged whole once per block: the k hid rows (k_qmoe_up's
+** float scratch), then the shared SwiGLU rounded to A. A warp's sums per row: routed = Σ_j w_j·(its dot
+** of expert j) in j order, and the shared dot; a slot whose id is < 0 is skipped (no copy, no mma). A
+** tile split between warps has each part's 16 routed and 16 shared sums in part[(tile·maxseg + seg)·32 ..],
+** counted in cnt[tile] (KA_ZERO), and the warp that completes the count sums them in seg order. Then
+** k_qmoe_down_mma's end: A(routed), + A(shared) rounded to A, + r (RES), stored to y (y may be r).
+** QT the type of both down projections (Q4_K or Q6_K); sm: qsk_smem(QT, 256·KB, NWARP, S) bytes, 128-byte
+** aligned. k <= 32. T must be 1. grid: qsk_grid's for ceil(C/16) tiles of 256·KB values; block 32·NWARP.
+**
+** Why: k_qmoe_down_mma (42.3 µs a GLM-5 layer in the graph, 52% of the bandwidth for its 99 MB) restarts
+** its register ring and stages its experts' rows for each group of 128 rows; k_qgemv_sk streams the
+** dense down's Q6_K at 24 µs against 26.8 (bench/NOTES.md 46).
+*/
+template <typename A, int QT, bool SHARED, bool RES, int NWARP, int S>
+__device__ void k_qmoe_down_sk(A *y, const float *hid, float *part, int *cnt, const int *idx, const A *w,
+                               const unsigned char *down, int C, int F, int k, const unsigned char *sdown, const A *g,
+                               const A *u, int Fs, const A *r, int maxseg, unsigned char *sm)
+{
+	static_assert(QT == 12 || QT == 14, "Q4_K or Q6_K");
+	constexpr int BB = QT == 14 ? 224 : 144, PC = BB / 16, TB = 16 * BB, NCH = (16 * PC + 31) / 32;
+	__shared__ int sid[32];
+	__shared__ float swt[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, c = lane & 3;
+	int nbe = F / 256, KR = k * nbe, KB = KR + (SHARED ? Fs / 256 : 0);
+	uint4 *zu = (uint4 *)sm;
+	float *xs16 = (float *)(sm + 512);
+	uint4 *xu = (uint4 *)(sm + 512 + ((long long)KB * 64 + 127) / 128 * 128);
+	unsigned char *ring = (unsigned char *)xu + (long long)KB * 1152 + (long long)warp * S * TB;
+	if (threadIdx.x < 32) {
+		zu[threadIdx.x] = make_uint4(0u, 0u, 0u, 0u);
+		if (threadIdx.x < k)
+			sid[threadIdx.x] = idx[threadIdx.x], swt[threadIdx.x] = to_f(w[threadIdx.x]);
+	}
+	int ntt = (C + 15) / 16;
+	long long I = (long long)ntt * KB, W = (long long)gridDim.x * NWARP, gw = (long long)blockIdx.x * NWARP + warp;
+	if (I < W || k > 32)
+		__trap(); /* qsk_grid keeps a warp's range non-empty (the parts' seg order depends on it) */
+	int i0 = (int)(I * gw / W), i1 = (int)(I * (gw + 1) / W), ni = i1 - i0;
+	long long str = q_stride<QT>(F), sst = SHARED ? q_stride<QT>(Fs) : 0;
+	auto owner = [&](long long i) { return ((i + 1) * W - 1) / I; };
+	__syncthreads(); /* sid, swt */
+	/* item ib of a tile: its slot (k: the shared expert) and whether it has weights */
+	auto slot = [&](int ib) { return ib < KR ? ib / nbe : k; };
+	auto live = [&](int ib) { return ib >= KR || sid[ib / nbe] >= 0; };
+	const unsigned char *src[NCH];
+	int it = i0 / KB, ib = i0 % KB; /* the next item to copy */
+	auto aim = [&]() { /* src at item ib of tile it (rows past C: the last row) */
+		int j = slot(ib), e = j < k ? sid[j] : 0;
+		const unsigned char *base = j < k ? down + (long long)(e > 0 ? e : 0) * C * str : sdown;
+		long long st = j < k ? str : sst, b = j < k ? ib - j * nbe : ib - KR;
+#pragma unroll
+		for (int q = 0; q < NCH; q++) {
+			int p = lane + 32 * q, row = 16 * (it < ntt ? it : ntt - 1) + p / PC;
+			src[q] = base + (long long)(row < C ? row : C - 1) * st + 16 * (p % PC) + b * BB;
+		}
+	};
+	auto copy = [&](int sl) {
+		if (live(ib)) {
+			unsigned char *dst = ring + sl * TB + 16 * lane;
+#pragma unroll
+			for (int q = 0; q < NCH; q++)
+				if (q + 1 < NCH || lane + 32 * q < 16 * PC)
+					qs_cp16(dst + 512 * q, src[q]);
+		}
+#pragma unroll
+		for (int q = 0; q < NCH; q++)
+			src[q] += BB;
+		if (++ib == KB)
+			ib = 0, it++, aim();
+		else if (ib <= KR && ib % nbe == 0)
+			aim(); /* the next expert's rows */
+	};
+	aim();
+#pragma unroll
+	for (int s = 0; s < S - 1; s++) {
+		if (s < ni)
+			copy(s);
+		qs_commit(); /* empty groups too: the wait below counts groups */
+	}
+	qm_stage_t<QT, A, float, false>(xu, xs16, hid, (const float *)nullptr, 0, KR * 256);
+	if (SHARED)
+		qm_stage_t<QT, A, A, true>(xu + (long long)KR * 72, xs16 + (long long)KR * 16, g, u, 0, KB * 256 - KR * 256);
+	bool act = qm_act<QT>(lane);
+	int boff = qm_boff<QT>(lane);
+	/* the end of a row: k_qmoe_down_mma's */
+	auto store = [&](int n, float routed, float shared) {
+		float out = to_f(from_f<A>(routed));
+		if (SHARED)
+			out = to_f(from_f<A>(out + to_f(from_f<A>(shared))));
+		if (RES)
+			out = to_f(r[n]) + out;
+		y[n] = from_f<A>(out);
+	};
+	int ct = i0 / KB, cb = i0 % KB, first = cb; /* the item the mma takes: tile ct, item cb */
+	int pt[2], pn[2], np = 0;
+	float accj[2] = {0.0f, 0.0f}, accr[2] = {0.0f, 0.0f}, accs[2] = {0.0f, 0.0f};
+	for (int j = 0; j < ni; j++) {
+		__syncwarp(); /* every lane has read slot (j − 1) % S, which the copy below refills */
+		if (j + S - 1 < ni)
+			copy((j + S - 1) % S);
+		qs_commit();
+		qs_wait<S - 1>();
+		__syncwarp();
+		int e = slot(cb);
+		if (live(cb)) {
+			QmRaw<QT> raw;
+			qs_load(raw, ring + (j % S) * TB, gq, c);
+			const char *xp = act ? (const char *)xu + QmGeo<QT>::XB * cb + boff : (const char *)zu + boff;
+			qm_block(e < k ? accj : accs, raw, xp, xs16 + QmGeo<QT>::SB * cb, c);
+		}
+		++cb;
+		if (e < k && (cb % nbe == 0 || j + 1 == ni)) { /* expert e's blocks done here: weighted */
+			accr[0] += swt[e] * accj[0], accr[1] += swt[e] * accj[1];
+			accj[0] = accj[1] = 0.0f;
+		}
+		if (cb < KB && j + 1 < ni)
+			continue;
+		qm_lanesum(accr);
+		qm_lanesum(accs);
+		int n0 = 16 * ct;
+		if (first == 0 && cb == KB) {
+			if (c == 0)
+#pragma unroll
+				for (int i = 0; i < 2; i++)
+					if (n0 + gq + 8 * i < C)
+						store(n0 + gq + 8 * i, accr[i], accs[i]);
+		} else {
+			long long seg = gw - owner((long long)ct * KB);
+			if (seg >= maxseg)
+				__trap();
+			float *pp = part + ((long long)ct * maxseg + seg) * 32;
+			if (c == 0)
+				pp[gq] = accr[0], pp[gq + 8] = accr[1], pp[16 + gq] = accs[0], pp[24 + gq] = accs[1];
+			pt[np] = ct, pn[np++] = cb - first;
+		}
+		accr[0] = accr[1] = accs[0] = accs[1] = 0.0f;
+		if (cb == KB)
+			cb = 0, ct++;
+		first = cb;
+	}
+	if (np == 0)
+		return;
+	__threadfence();
+	__syncwarp();
+	for (int p = 0; p < np; p++) {
+		int t = pt[p], done = 0;
+		if (lane == 0)
+			done = atomicAdd(cnt + t, pn[p]) + pn[p] == KB;
+		done = __shfl_sync(0xffffffffu, done, 0);
+		if (!done)
+			continue;
+		__threadfence();
+		long long f0 = (long long)t * KB;
+		int nseg = (int)(owner(f0 + KB - 1) - owner(f0)) + 1;
+		if (lane < 16 && 16 * t + lane < C) {
+			float sr = 0.0f, ss = 0.0f;
+			for (int q = 0; q < nseg; q++) {
+				const float *pp = part + ((long long)t * maxseg + q) * 32;
+				sr += __ldcg(pp + lane), ss += __ldcg(pp + 16 + lane);
+			}
+			store(16 * t + lane, sr, ss);
+		}
+		if (lane == 0)
+			cnt[t] = 0; /* every part has counted: clear it for the next launch */
+	}
+}
+
+/*
 ** The decode GEMV of a float fused group (fuse.c's FK_GEMV, k_gemv_fused's arguments without pdl) for a
 ** step of 2..8·NT tokens on the tensor cores, bf16 weights and activations. A warp's tiles are 16 rows
 ** (as gemv_wrow's groups of RB 16: with GEMV_EPI_GLU gate rows n.. then the same up rows) by 8 tokens;
