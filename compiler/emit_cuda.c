@@ -1802,58 +1802,6 @@ static int mma_type(const Em *e, int w)
 	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K;
 }
 
-/* Whether a MoE end's one-token step can take k_qmoe_down_sk: both down projections (dn, and sd when there
-** is a shared expert) Q4_K or both Q6_K, their F a multiple of 256, k <= 32, the staged rows and the rings
-** within QSK_SMEM_MAX, and at least an item a warp of the wave. */
-static int qmsk_fits(const Em *e, int dn, int sd, int64_t C, int64_t F, int64_t k, int64_t Fs)
-{
-	int qt = e->wq[dn];
-	int64_t KB = k * (F / 256) + (sd >= 0 ? Fs / 256 : 0);
-	long long smem = qsk_smem(qt, 256 * KB, QSK_NWARP, QSK_SLOTS);
-	return (qt == QT_Q4_K || qt == QT_Q6_K) && (sd < 0 || e->wq[sd] == qt) && F % 256 == 0 && Fs % 256 == 0 &&
-	       k <= 32 && smem <= QSK_SMEM_MAX && (C + 15) / 16 * KB >= 132LL * qsk_bps(smem) * QSK_NWARP;
-}
-
-/* k_qmoe_down_sk's launch for the one-token step: k_qmoe_down_mma's arguments less the group, the parts and
-** counts of k_qgemv_sk's scheme (32 sums a part), the parts' bound and the dynamic shared memory. */
-static void emit_qmsk(Em *e, const FuseKernel *f, int64_t K, int64_t Fd, int64_t Fs)
-{
-	Graph *g = e->g;
-	const Node *n = &g->node[f->m[0]];
-	int x = n->in[0], ids = n->in[1], wt = n->in[2], dn = n->in[5];
-	int S = f->aux[1], sw = f->aux[2], r = f->aux[3], sd = S >= 0 ? g->node[S].in[1] : -1, qt = e->wq[dn];
-	int64_t C = g->node[x].dim[1], KB = K * (Fd / 256) + (S >= 0 ? Fs / 256 : 0), tiles = (C + 15) / 16;
-	long long smem = qsk_smem(qt, 256 * KB, QSK_NWARP, QSK_SLOTS), grid;
-	int maxseg;
-	qsk_grid(tiles, 256 * KB, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
-	Wr w;
-	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[0], 1, NULL);
-	w_scratch(&w, sz_const(1), sz_const(K * Fd), "float", 4); /* k_qmoe_up's rows: its first region */
-	w_scratch(&w, sz_const(tiles * maxseg), sz_const(32), "float", 4);
-	w_zero(&w, sz_const(tiles), sz_const(1), "int", 4);
-	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
-	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-	if (S >= 0) {
-		w_buf(&w, g, sd, 0, "unsigned char"), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
-		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, Fs);
-	} else
-		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
-	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
-	w_int(&w, maxseg);
-	w_callsep(&w);
-	cat(w.call, sizeof w.call, "glm_dsm");
-	w.L.tmin = w.L.tmax = 1;
-	w.L.block = 32 * QSK_NWARP;
-	w.L.smem = (int)smem;
-	w.L.grid[0] = sz_const(grid);
-	w.minb = 2;
-	char t[256];
-	snprintf(t, sizeof t, "k_qmoe_down_sk<%s, %d, %s, %s, %d, %d>", g->cuda.act == DT_BF16 ? "bf16" : "float", qt,
-	         bool_s(S >= 0), bool_s(r >= 0), QSK_NWARP, QSK_SLOTS);
-	w_finish(e, &w, t);
-}
-
 /* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
 ** (k_qmoe_down_fused when either down projection stays in blocks; k_qmoe_down_mma, split over the
 ** experts with a second scratch region for their dots and a count a row block, when both are Q4_K or
@@ -1874,11 +1822,6 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	int mma = q && mma_type(e, dn) && mma_type(e, sd) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
 	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
 	Wr w;
-	int sk = q && qmsk_fits(e, dn, sd, C, Fd, K, Fs);
-	if (sk)
-		emit_qmsk(e, f, K, Fd, Fs);
-	if (sk && f->tmax < 2)
-		return;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->aux[0], 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
@@ -1898,7 +1841,6 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 		w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = sz_const((K + G - 1) / G + (S >= 0)), w.L.grid[2] = T;
 	else
 		w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
-	w.L.tmin = sk ? 2 : 1;
 	w.L.tmax = f->tmax;
 	char t[256];
 	if (mma) /* ops/qfused.cuh */

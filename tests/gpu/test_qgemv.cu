@@ -281,16 +281,6 @@ __global__ void __launch_bounds__(256, 2)
 	k_qmoe_down_mma<A, QD, QS, SH, RES>(y, hid, part, cnt, idx, w, down, C, F, k, G, sdown, g, u, Fs, r);
 }
 
-template <typename A, int QT, bool SH, bool RES>
-__global__ void __launch_bounds__(32 * QSK_NWARP, 2)
-	g_qmoe_down_sk(A *y, const float *hid, float *part, int *cnt, const int *idx, const A *w, const unsigned char *down,
-	               int C, int F, int k, const unsigned char *sdown, const A *g, const A *u, int Fs, const A *r, int maxseg)
-{
-	extern __shared__ __align__(128) unsigned char sm[];
-	k_qmoe_down_sk<A, QT, SH, RES, QSK_NWARP, QSK_SLOTS>(y, hid, part, cnt, idx, w, down, C, F, k, sdown, g, u, Fs, r,
-	                                                     maxseg, sm);
-}
-
 template <int QT>
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st,
                                                unsigned long long seed, long long K, long long part, long long inner,
@@ -996,9 +986,7 @@ static void run_qfused(const QfCase &c)
 ** (float64) and stored as A, the shared expert's SwiGLU rounded to A, its down projection rounded to A,
 ** their sum rounded to A, then the residual add rounded to A. hid is random (k_qmoe_up's scratch).
 ** With G > 0, k_qmoe_down_mma instead (Q4_K/Q6_K, groups of G experts a block, its dots in a poisoned
-** scratch), and its counts must be left zero for the next launch. With G < 0, k_qmoe_down_sk (T 1, the
-** grid glmc gives it: qsk_grid at qsk_bps's wave, or a wave of -G blocks if -G < 132), launched twice
-** into a poisoned y: both results bit for bit the same, the counts zero.
+** scratch), and its counts must be left zero for the next launch.
 */
 template <typename A, int QD, int QS, bool SH, bool RES, int G = 0>
 static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k, bool inplace)
@@ -1052,34 +1040,7 @@ static void test_qmoe_down_fused(int T, int C, int F, int Fs, int E, int k, bool
 	}
 	A *dr = RES ? upload(r) : nullptr, *dy = RES && inplace ? dr : dalloc<A>((size_t)T * C, 0xff);
 	std::string nm;
-	if constexpr (G < 0) {
-		int KB = k * (F / 256) + (SH ? Fs / 256 : 0), tiles = (int)blocks(C, 16), maxseg;
-		long long smem = qsk_smem(QD, 256LL * KB, QSK_NWARP, QSK_SLOTS), grid;
-		qsk_grid(tiles, 256LL * KB, QSK_NWARP, -G < 132 ? -G : 132LL * qsk_bps(smem), &grid, &maxseg);
-		auto kern = g_qmoe_down_sk<A, QD, SH, RES>;
-		CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-		int *cnt = dalloc<int>((size_t)tiles, 0);
-		float *part = dalloc<float>((size_t)tiles * maxseg * 32, 0xff), *dh = upload(hid);
-		int *di = upload(idx);
-		A *dw = upload(wt), *dg = SH ? upload(g) : nullptr, *du = SH ? upload(u) : nullptr;
-		std::vector<A> first;
-		for (int run = 0; run < 2; run++) {
-			CK(cudaMemset(dy, 0xff, sizeof(A) * (size_t)C));
-			kern<<<(unsigned)grid, 32 * QSK_NWARP, (size_t)smem>>>(dy, dh, part, cnt, di, dw, d.dev, C, F, k,
-			                                                       SH ? sd.dev : nullptr, dg, du, SH ? Fs : 0, dr, maxseg);
-			CK_LAUNCH();
-			if (!run)
-				first = download(dy, (size_t)C);
-		}
-		std::vector<A> again = download(dy, (size_t)C);
-		std::vector<int> left = download(cnt, (size_t)tiles);
-		int nz = 0;
-		for (int v : left)
-			nz += v != 0;
-		nm = fmt("qmoe_down_sk grid %lld maxseg %d", grid, maxseg);
-		check(nz == 0 && !memcmp(first.data(), again.data(), sizeof(A) * (size_t)C),
-		      nm + fmt(" relaunch C=%d k=%d", C, k), fmt("%d of %d counts not zero, or the results differ", nz, tiles));
-	} else if constexpr (G > 0) {
+	if constexpr (G > 0) {
 		int nb = (int)blocks(C, 128), ng = (k + G - 1) / G;
 		int *cnt = dalloc<int>((size_t)T * nb, 0);
 		g_qmoe_down_mma<A, QD, QS, SH, RES><<<dim3(nb, ng + (SH ? 1 : 0), T), 256>>>(
@@ -1226,13 +1187,6 @@ template <int Q> static void qfused_mma_suite(void)
 	test_qmoe_down_fused<float, Q, Q, true, true, 1>(1, 200, 512, 512, 6, 3, false);
 	test_qmoe_down_fused<float, Q, O, true, true, 2>(3, 200, 512, 768, 6, 3, true);
 	test_qmoe_down_fused<bf16, Q, Q, true, true, 2>(1, 300, 2048, 2048, 9, 8, true);
-	/* the one-token stream: GLM-5's MoE end (k 8 of 16 experts, F and Fs 2048, C 6144), a grid of few items
-	** a warp, no shared expert, f32 (Q4_K and Q6_K only) */
-	if constexpr (Q == 12 || Q == 14) {
-		test_qmoe_down_fused<bf16, Q, Q, true, true, -1>(1, 6144, 2048, 2048, 16, 8, false);
-		test_qmoe_down_fused<bf16, Q, Q, true, true, -100>(1, 200, 512, 768, 6, 3, false);
-		test_qmoe_down_fused<float, Q, Q, false, true, -1>(1, 2048, 1024, 0, 5, 4, false);
-	}
 	test_qmoe_down_fused<bf16, Q, Q, false, true, 4>(2, 128, 1024, 0, 7, 5, false);
 	test_qmoe_down_fused<float, Q, Q, true, false, 3>(8, 64, 256, 256, 5, 4, false);
 }
