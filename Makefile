@@ -118,6 +118,11 @@ build/bench/chain: bench/chain.cu bench/graph_time.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/chain.cu -o $@
 
+# Whether a K-quant matrix's block order caps a one-token GEMV's loads (bench/NOTES.md 47).
+build/bench/layout: bench/layout.cu bench/graph_time.cuh
+	@mkdir -p build/bench
+	nvcc -std=c++17 -O2 -arch=sm_90 bench/layout.cu -o $@
+
 # The MLA decode micro-benchmark (attention, query and value absorbs; run build/bench/mla on the GPU machine).
 bench-mla: build/bench/mla
 build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh

@@ -325,6 +325,15 @@ static int read_only_by_gemvs(const Fz *z, int v)
 	return 1;
 }
 
+/* The stored ggml type of weight node w (Q6_K 14, ...), -1 if w is no weight. */
+static int weight_qtype(const Graph *g, int w)
+{
+	for (int i = 0; i < g->nw; i++)
+		if (g->w[i].node == w)
+			return g->node[w].dtype == DT_Q ? g->w[i].qtype : -1;
+	return -1;
+}
+
 /* D. Prologues: the input's RMSNorm or SwiGLU formed while staging. */
 static void gemv_prologue(Fz *z, FuseKernel *f, const int *norm_done)
 {
@@ -344,6 +353,11 @@ static void gemv_prologue(Fz *z, FuseKernel *f, const int *norm_done)
 	}
 	if (xn->op != OP_RMSNORM)
 		return;
+	if (f->nm == 1 && weight_qtype(g, g->node[f->m[0]].in[1]) == 14) {
+		REFUSE(z, "rmsnorm %%%d into the GEMV of linear %%%d: a lone Q6_K linear (an LM head) reads its weights "
+		       "faster after the norm's own kernel than staging the norm (bench/NOTES.md 47)", x, f->m[0]);
+		return;
+	}
 	int a = z->add_norm[x];
 	if (a >= 0 && !z->taken[a]) {
 		REFUSE(z, "rmsnorm %%%d into the GEMV of linear %%%d: its add %%%d computes it in the same pass already", x,
