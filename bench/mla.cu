@@ -75,7 +75,7 @@ static void split_launch(int HB, dim3 grid, cudaStream_t s, bf16 *y, float *pacc
 }
 
 template <bool TB>
-__global__ void __launch_bounds__(256) g_qprep(bf16 *qabs, const bf16 *q, const bf16 *wk, const int *pos,
+__global__ void __launch_bounds__(256, MLA_Q_MIN_BLOCKS) g_qprep(bf16 *qabs, const bf16 *q, const bf16 *wk, const int *pos,
                                                const float *freq, int H, int Dn, int Dr, int L)
 {
 	k_mla_qprep<bf16, bf16, TB, true, true>(qabs, nullptr, q, wk, nullptr, pos, freq, 1.0f, nullptr, 1.0f, 1, H, Dn, Dr,

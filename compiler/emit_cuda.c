@@ -1711,6 +1711,7 @@ static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
 		w.L.grid[0] = sz_const(nq + jobs);
 		w.L.grid[1] = sz_numel(g, pos, 1);
 		w.L.tmax = q->tmax;
+		w.minb = MLA_Q_MIN_BLOCKS;
 		snprintf(t, sizeof t, "k_mla_prep<%s, %s, %s>", A, qa, ka);
 		w_finish(e, &w, t);
 	}
@@ -1739,6 +1740,7 @@ static void emit_fk_mla_q(Em *e, const FuseKernel *f)
 	int64_t nq = args_mla_q(e, &w, f, qa, sizeof qa);
 	w.L.grid[0] = sz_const(nq);
 	w.L.tmax = f->tmax;
+	w.minb = MLA_Q_MIN_BLOCKS;
 	snprintf(t, sizeof t, "k_mla_qprep<%s, %s>", A, qa);
 	w_finish(e, &w, t);
 }

@@ -383,6 +383,94 @@ __device__ void mla_kv_block(int job, int t, A *latent, A *cache, A *iko, A *ica
 {
 	__shared__ A hv[1024];
 	long long p = pos[t], cp = (long long)seq[t] * S + p; /* cache row: slot seq[t] of S rows */
+	int tid = threadIdx.x, bd = blockDim.x, half = (job == 0 ? R : Ri) / 2;
+	if (job == 0 && L <= 4 * bd && half <= bd && Dr - 2 * half <= bd) {
+		/* every load first: the row, its norm weights and the rotary's pair, table entry and copied
+		** value, then the sums in gemv_row_inv_rms's order, so the values are bit for bit the loop's below */
+		int Dk = L + Dr;
+		const A *row = kv + (long long)t * Dk, *src = row + L;
+		A *lr = latent + (long long)t * Dk, *cr = cache + cp * Dk;
+		float xv[4], cv[4], ss = 0.0f;
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int i = tid + j * bd;
+			xv[j] = i < L ? to_f(row[i]) : 0.0f;
+			cv[j] = cw && i < L ? to_f(cw[i]) : 1.0f;
+		}
+		int i0 = IL ? 2 * tid : tid, i1 = IL ? 2 * tid + 1 : tid + half, d = 2 * half + tid;
+		float s0 = 0.0f, s1 = 0.0f, fr = 0.0f;
+		A cpy = from_f<A>(0.0f);
+		if (tid < half)
+			s0 = to_f(src[i0]), s1 = to_f(src[i1]), fr = freq[tid];
+		if (d < Dr)
+			cpy = src[d];
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+			if (tid + j * bd < L)
+				ss += xv[j] * xv[j];
+		float inv = 1.0f / sqrtf(block_sum(ss) / (float)L + eps);
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			int i = tid + j * bd;
+			if (i < L) {
+				float v = xv[j] * inv;
+				if (cw)
+					v *= cv[j];
+				A a = from_f<A>(v);
+				lr[i] = a, cr[i] = a;
+			}
+		}
+		if (tid < half) {
+			float o0, o1;
+			rope_pair(s0, s1, (float)p, fr, cs, o0, o1);
+			A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+			lr[L + i0] = a0, lr[L + i1] = a1, cr[L + i0] = a0, cr[L + i1] = a1;
+		}
+		if (d < Dr)
+			lr[L + d] = cpy, cr[L + d] = cpy;
+		return;
+	}
+	if (job == 1 && Di <= bd && half <= bd && Di - 2 * half <= bd) {
+		/* the same for the indexer key: row value, weight, bias and the rotary's table entry asked for at
+		** once; the sums, the normalised row in shared memory and the rotary as the loop's below */
+		const A *row = ik + (long long)t * Di;
+		A *ko = iko + (long long)t * Di, *kc = icache + cp * Di;
+		bool on = tid < Di;
+		float v = on ? to_f(row[tid]) : 0.0f, wv = iw && on ? to_f(iw[tid]) : 0.0f;
+		float bv = iw && ib && on ? to_f(ib[tid]) : 0.0f, fr = tid < half ? ifreq[tid] : 0.0f;
+		float s = 0.0f;
+		if (on)
+			s += v;
+		float mean = block_sum(s) / (float)Di;
+		float sq = 0.0f;
+		if (on)
+			sq += (v - mean) * (v - mean);
+		float inv = 1.0f / sqrtf(block_sum(sq) / (float)Di + ieps);
+		if (on) {
+			float u = (v - mean) * inv;
+			if (iw)
+				u *= wv;
+			if (iw && ib)
+				u += bv;
+			hv[tid] = from_f<A>(u);
+		}
+		__syncthreads();
+		int i0 = ILI ? 2 * tid : tid, i1 = ILI ? 2 * tid + 1 : tid + half, d = 2 * half + tid;
+		if (tid < half) {
+			float o0, o1;
+			rope_pair(to_f(hv[i0]), to_f(hv[i1]), (float)p, fr, ics, o0, o1);
+			A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+			ko[i0] = a0, ko[i1] = a1;
+			if (icache)
+				kc[i0] = a0, kc[i1] = a1;
+		}
+		if (d < Di) {
+			ko[d] = hv[d];
+			if (icache)
+				kc[d] = hv[d];
+		}
+		return;
+	}
 	if (job == 0) {
 		int Dk = L + Dr;
 		const A *row = kv + (long long)t * Dk;
@@ -459,7 +547,7 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
                             const float *freq, float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr,
                             int R, int L, int Hi, int Di, int Ri)
 {
-	__shared__ __align__(16) float sm[8 * 1024]; /* q rows [8][Dn], then (non-TB) partial sums [16][8][64] */
+	__shared__ __align__(16) float sm[8 * 1024]; /* q rows [8][Dn <= 512]; past them (non-TB) sums [16][64] */
 	float *xs = sm;
 	int NL = mla_q_nl(L, TB);
 	int Dq = Dn + Dr, Do = L + Dr;
@@ -479,12 +567,12 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 	int g = tid >> 4, l = lc * 64 + 4 * (tid & 15);
 	const W *wc = wk + (long long)h * Dn * L + l;
 	bool vec = !TB && L % 4 == 0 && ((unsigned long long)wk & (4 * sizeof(W) - 1)) == 0 && l < L;
-	float wpre[PW][4];
+	W4<W> wpre[PW]; /* as loaded: 16-bit weights in half the registers, so that 4 blocks fit an SM */
 	auto pre = [&]() {
 #pragma unroll
 		for (int i = 0; i < PW; i++)
 			if (g + 16 * i < Dn)
-				ld4(wc + (long long)(g + 16 * i) * L, wpre[i]);
+				ldw4(wc + (long long)(g + 16 * i) * L, wpre[i]);
 	};
 	if (vec)
 		pre();
@@ -501,64 +589,65 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
 			xs[t * Dn + d] = to_f(q[((long long)(t0 + t) * H + h) * Dq + d]);
 		}
 		__syncthreads();
-		float acc[8][4];
-#pragma unroll
-		for (int t = 0; t < 8; t++)
-			acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.0f;
 		if (!TB) {
-			auto add_row = [&](int d, const float (&wv)[4]) { /* acc[t][u] += q[t, d] · W_UK[d, column u] */
-#pragma unroll
-				for (int t = 0; t < 8; t++)
-					if (t < tn) {
-						float xv = xs[t * Dn + d];
-#pragma unroll
-						for (int u = 0; u < 4; u++)
-							acc[t][u] += xv * wv[u];
-					}
-			};
-			if (vec) {
-				if (t0 > 0)
-					pre();
-#pragma unroll
-				for (int i = 0; i < PW; i++)
-					if (g + 16 * i < Dn)
-						add_row(g + 16 * i, wpre[i]);
-#pragma unroll 4
-				for (int d = g + 16 * PW; d < Dn; d += 16) { /* rows past PW a thread (Dn > 192) */
-					float wv[4];
-					ld4(wc + (long long)d * L, wv);
-					add_row(d, wv);
-				}
-			} else if (l < L) {
-				for (int d = g; d < Dn; d += 16) {
-					float wv[4];
+			if (vec && t0 > 0)
+				pre();
+			/* token by token: 4 accumulators a thread, its rows' partial sums met in shared memory past the
+			** staged rows (xs holds at most 8 rows of 512) */
+			float *red = sm + 8 * 512; /* [16 row groups][64 columns] */
+#pragma unroll 1
+			for (int t = 0; t < tn; t++) {
+				float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+				auto add_row = [&](int d, const float (&wv)[4]) { /* acc[u] += q[t, d] · W_UK[d, column u] */
+					float xv = xs[t * Dn + d];
 #pragma unroll
 					for (int u = 0; u < 4; u++)
-						wv[u] = l + u < L ? to_f(wc[(long long)d * L + u]) : 0.0f;
-					add_row(d, wv);
+						acc[u] += xv * wv[u];
+				};
+				if (vec) {
+#pragma unroll
+					for (int i = 0; i < PW; i++)
+						if (g + 16 * i < Dn) {
+							float wv[4];
+							unpack4(wpre[i], wv);
+							add_row(g + 16 * i, wv);
+						}
+#pragma unroll 4
+					for (int d = g + 16 * PW; d < Dn; d += 16) { /* rows past PW a thread (Dn > 192) */
+						float wv[4];
+						ld4(wc + (long long)d * L, wv);
+						add_row(d, wv);
+					}
+				} else if (l < L) {
+					for (int d = g; d < Dn; d += 16) {
+						float wv[4];
+#pragma unroll
+						for (int u = 0; u < 4; u++)
+							wv[u] = l + u < L ? to_f(wc[(long long)d * L + u]) : 0.0f;
+						add_row(d, wv);
+					}
 				}
-			}
-			__syncthreads(); /* xs is consumed: the same memory takes the partial sums */
-			float4 *red = (float4 *)sm; /* [16 row groups][8 tokens][16 column quads] */
+				((float4 *)red)[g * 16 + (tid & 15)] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+				__syncthreads();
+				if (tid < 64) {
+					float s = 0.0f;
 #pragma unroll
-			for (int t = 0; t < 8; t++)
-				if (t < tn)
-					red[(g * 8 + t) * 16 + (tid & 15)] = make_float4(acc[t][0], acc[t][1], acc[t][2], acc[t][3]);
-			__syncthreads();
-			for (int e = tid; e < tn * 64; e += blockDim.x) {
-				int t = e >> 6, c = e & 63;
-				float s = 0.0f;
-#pragma unroll
-				for (int gg = 0; gg < 16; gg++)
-					s += sm[(gg * 8 + t) * 64 + c];
-				if (lc * 64 + c < L)
-					qabs[((long long)(t0 + t) * H + h) * Do + lc * 64 + c] = from_f<A>(s);
+					for (int gg = 0; gg < 16; gg++)
+						s += red[gg * 64 + tid];
+					if (lc * 64 + tid < L)
+						qabs[((long long)(t0 + t) * H + h) * Do + lc * 64 + tid] = from_f<A>(s);
+				}
+				if (t + 1 < tn)
+					__syncthreads(); /* red is consumed before the next token's sums */
 			}
 		} else {
 			int l = lc * 8 + warp;
 			if (l < L) { /* uniform per warp */
 				const W *wr = wk + ((long long)h * L + l) * Dn;
-				/* only acc[t][0] is used here */
+				float acc[8][1];
+#pragma unroll
+				for (int t = 0; t < 8; t++)
+					acc[t][0] = 0.0f;
 				if (Dn % 4 == 0 && ((unsigned long long)wr & (4 * sizeof(W) - 1)) == 0) {
 #pragma unroll 2
 					for (int d = 4 * lane; d < Dn; d += 128) {
@@ -603,9 +692,11 @@ __device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *i
 }
 
 /*
-** Both MLA preparations in one decode launch: blocks x < NQ = H·NL + Hi of row y = 0 are k_mla_qprep's
-** (rows y > 0 of them have nothing to do), blocks x >= NQ are k_mla_kvprep's job x - NQ for token y.
-** grid (NQ + 1 or 2, T), block 256.
+** Both MLA preparations in one decode launch: blocks x < jobs (1 or 2) are k_mla_kvprep's job x for token y,
+** blocks x >= jobs of row y = 0 are k_mla_qprep's block x - jobs (rows y > 0 of them have nothing to do).
+** grid (jobs + NQ, T) with NQ = H·NL + Hi, block 256. The latent's jobs come first: they are the launch's
+** longest chain of dependent loads, and GLM-5's 546 blocks run in three rounds of two an SM (128 registers),
+** so jobs placed last started only in the third (bench/NOTES.md 48).
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
 __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
@@ -614,15 +705,15 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
                            const A *ik, const IW *iw, const IW *ib, const float *kfreq, float kcs, const float *ikfreq,
                            float ikcs, int KR, int KDi, int KRi, float eps, float ieps, const int *seq, int S)
 {
-	int NQ = H * mla_q_nl(L, TB) + Hi;
-	if ((int)blockIdx.x < NQ) {
+	int jobs = (int)gridDim.x - (H * mla_q_nl(L, TB) + Hi);
+	if ((int)blockIdx.x >= jobs) {
 		if (blockIdx.y == 0)
-			mla_q_block<A, W, TB, IL, ILI>(blockIdx.x, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn, Dr, R,
-			                               L, Hi, Di, Ri);
+			mla_q_block<A, W, TB, IL, ILI>(blockIdx.x - jobs, qabs, iqo, q, wk, iq, pos, freq, cs, ifreq, ics, T, H, Dn,
+			                               Dr, R, L, Hi, Di, Ri);
 		return;
 	}
-	mla_kv_block<A, NW, IW, KIL, KILI>(blockIdx.x - NQ, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos,
-	                                   kfreq, kcs, ikfreq, ikcs, L, Dr, KR, KDi, KRi, eps, ieps, seq, S);
+	mla_kv_block<A, NW, IW, KIL, KILI>(blockIdx.x, blockIdx.y, latent, cache, iko, icache, kv, cw, ik, iw, ib, pos, kfreq,
+	                                   kcs, ikfreq, ikcs, L, Dr, KR, KDi, KRi, eps, ieps, seq, S);
 }
 
 /*

@@ -201,6 +201,11 @@ static inline int mla_split_hb(long long H)
 ** Do outputs, so its grid is (ceil(Do / (8·MLA_VR)), ceil(T/8), H). */
 #define MLA_VR 4
 
+/* The MLA query absorb's launch bounds (k_mla_qprep and k_mla_prep, 256 threads, ~33 KB of static shared
+** memory): four blocks an SM, 64 registers (ptxas: no spills). Without the figure ptxas took 121-128, two
+** blocks an SM, and GLM-5's 546 blocks ran in three rounds (bench/NOTES.md 48). */
+#define MLA_Q_MIN_BLOCKS 4
+
 /* k_sample (ops/kernels.cuh): blocks of 1024 threads per logits row; greedy, they split the row's argmax.
 ** 48 gives every thread one 16-byte load of its slice for V up to 196608 float or 393216 bf16 logits
 ** (Llama-3's 128256, GLM's 154880), on 48 of an H200's 132 SMs, with a 48-way merge at the end. At 32 a

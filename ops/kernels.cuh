@@ -159,29 +159,52 @@ template <int N> __device__ __forceinline__ float warp_sum_n(float (&v)[N])
 	return v[0];
 }
 
-/* Four consecutive elements as float from one 16-byte (float) or 8-byte (16-bit types) load through the
-** read-only cache: p must be aligned to four elements and not change while the kernel runs. Why: the
-** bandwidth-bound MLA kernels read their weight and cache rows in vectors rather than 2-byte scalars. */
-__device__ __forceinline__ void ld4(const float *p, float v[4])
+/* Four consecutive weights as loaded (16 bytes of float, 8 of a 16-bit type) through the read-only cache,
+** widened at use by unpack4: p must be aligned to four elements and not change while the kernel runs. Why:
+** a kernel holding many rows in flight (the MLA query absorb) keeps 16-bit ones in half the registers. */
+template <typename W> struct W4 {
+	uint2 x;
+};
+template <> struct W4<float> {
+	float4 x;
+};
+
+__device__ __forceinline__ void ldw4(const float *p, W4<float> &w)
 {
-	float4 x = __ldg((const float4 *)p);
-	v[0] = x.x, v[1] = x.y, v[2] = x.z, v[3] = x.w;
+	w.x = __ldg((const float4 *)p);
 }
 
-__device__ __forceinline__ void ld4(const bf16 *p, float v[4])
+template <typename W> __device__ __forceinline__ void ldw4(const W *p, W4<W> &w)
 {
-	uint2 x = __ldg((const uint2 *)p);
-	v[0] = __uint_as_float(x.x << 16), v[1] = __uint_as_float(x.x & 0xffff0000u);
-	v[2] = __uint_as_float(x.y << 16), v[3] = __uint_as_float(x.y & 0xffff0000u);
+	w.x = __ldg((const uint2 *)p);
 }
 
-__device__ __forceinline__ void ld4(const f16 *p, float v[4])
+__device__ __forceinline__ void unpack4(const W4<float> &w, float v[4])
 {
-	uint2 x = __ldg((const uint2 *)p);
+	v[0] = w.x.x, v[1] = w.x.y, v[2] = w.x.z, v[3] = w.x.w;
+}
+
+__device__ __forceinline__ void unpack4(const W4<bf16> &w, float v[4])
+{
+	v[0] = __uint_as_float(w.x.x << 16), v[1] = __uint_as_float(w.x.x & 0xffff0000u);
+	v[2] = __uint_as_float(w.x.y << 16), v[3] = __uint_as_float(w.x.y & 0xffff0000u);
+}
+
+__device__ __forceinline__ void unpack4(const W4<f16> &w, float v[4])
+{
 	f16 a, b, c, d;
-	a.x = (unsigned short)(x.x & 0xffffu), b.x = (unsigned short)(x.x >> 16);
-	c.x = (unsigned short)(x.y & 0xffffu), d.x = (unsigned short)(x.y >> 16);
+	a.x = (unsigned short)(w.x.x & 0xffffu), b.x = (unsigned short)(w.x.x >> 16);
+	c.x = (unsigned short)(w.x.y & 0xffffu), d.x = (unsigned short)(w.x.y >> 16);
 	v[0] = to_f(a), v[1] = to_f(b), v[2] = to_f(c), v[3] = to_f(d);
+}
+
+/* Four consecutive elements as float from one load (ldw4 widened at once). Why: the bandwidth-bound MLA
+** kernels read their weight and cache rows in vectors rather than 2-byte scalars. */
+template <typename W> __device__ __forceinline__ void ld4(const W *p, float v[4])
+{
+	W4<W> w;
+	ldw4(p, w);
+	unpack4(w, v);
 }
 
 /* Block-wide sum; every thread gets the result. The leading __syncthreads keeps a previous call's
@@ -1081,12 +1104,43 @@ __device__ void k_softmax(A *y, const A *x, int N)
 }
 
 /* RMSNorm over rows of N, optional weight. grid (rows), block 256.
-** y = x / sqrt(mean(x²) + eps) · w, with an IEEE square root and division (not rsqrtf). y may equal x. */
+** y = x / sqrt(mean(x²) + eps) · w, with an IEEE square root and division (not rsqrtf). y may equal x.
+** Rows of up to 32 elements a thread are read into registers with every load issued at once and summed in
+** walk_row's order (thread i: i, i + blockDim.x, ...), so the result is bit for bit the walk's; the norm
+** weights too, before any store (a load of w after a store to y that may alias it waits in line). Why: a
+** decode step's one row (GLM-5's 6144 before the LM head) took 12.5 µs in the graph, its weights read one
+** dependent trip at a time (bench/NOTES.md 48). */
 template <typename A, typename W, bool HAS_W>
 __device__ void k_rmsnorm(A *y, const A *x, const W *w, int N, float eps)
 {
 	const A *xr = x + (long long)blockIdx.x * N;
 	A *yr = y + (long long)blockIdx.x * N;
+	const int st = blockDim.x, R = 32;
+	if (N <= R * st) {
+		float v[R], wv[R], ss = 0.0f;
+#pragma unroll
+		for (int j = 0; j < R; j++) {
+			int i = threadIdx.x + j * st;
+			v[j] = i < N ? to_f(xr[i]) : 0.0f;
+			wv[j] = HAS_W && i < N ? to_f(w[i]) : 1.0f;
+		}
+#pragma unroll
+		for (int j = 0; j < R; j++)
+			if (threadIdx.x + j * st < N)
+				ss += v[j] * v[j];
+		float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
+#pragma unroll
+		for (int j = 0; j < R; j++) {
+			int i = threadIdx.x + j * st;
+			if (i < N) {
+				float u = v[j] * inv;
+				if (HAS_W)
+					u *= wv[j];
+				yr[i] = from_f<A>(u);
+			}
+		}
+		return;
+	}
 	float ss = 0.0f;
 	walk_row(xr, N, [&](int, float v) { ss += v * v; });
 	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);

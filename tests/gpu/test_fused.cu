@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(256)
 }
 
 template <typename A, typename W, bool TB, bool IL, bool ILI>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, MLA_Q_MIN_BLOCKS)
 	g_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *f, float cs,
 		    const float *fi, float csi, int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri)
 {
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const W
 }
 
 template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, MLA_Q_MIN_BLOCKS)
 	g_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *f, float cs,
 		   const float *fi, float csi, int T, int H, int Dn, int Dr, int R, int L, int Hi, int Di, int Ri, A *lat,
 		   A *cache, A *iko, A *icache, const A *kv, const NW *cw, const A *ik, const IW *iw, const IW *ib,
@@ -1092,6 +1092,7 @@ template <typename A> static void mla_moe_suite()
 		test_mla_kvprep<A, float, true, true>(T, 512, 64, 64, 128, 64);    /* GLM-5's latent and indexer key */
 		test_mla_kvprep<A, bf16, false, false>(T, 32, 8, 8, 0, 0);         /* the fixtures' sizes, no indexer */
 		test_mla_kvprep<A, float, true, true>(T, 70, 16, 12, 72, 40);       /* partial rotary, odd widths */
+		test_mla_kvprep<A, float, false, true>(T, 1100, 64, 48, 300, 32);   /* past the register paths */
 		test_mla_qprep<A, bf16, false, true>(T, 4, 192, 64, 64, 512, 3, 128, 64); /* GLM-5 per head (HF W_UK) */
 		test_mla_qprep<A, f16, true, true>(T, 3, 192, 64, 64, 512, 0, 0, 0);    /* GGUF's transposed W_UK */
 		test_mla_qprep<A, float, false, false>(T, 2, 16, 8, 8, 300, 2, 72, 40); /* L past one column block */

@@ -291,6 +291,24 @@ __global__ void __launch_bounds__(256) g_rmsnorm(A *y, const A *x, const W *w, i
 	k_rmsnorm<A, W, HW>(y, x, w, N, eps);
 }
 
+/* k_rmsnorm's long-row path (walk_row twice) run whatever N is, so the register path for rows of up to
+** 32 elements a thread can be checked bit for bit against it. */
+template <typename A, typename W, bool HW>
+__global__ void __launch_bounds__(256) g_rmsnorm_walk(A *y, const A *x, const W *w, int N, float eps)
+{
+	const A *xr = x + (long long)blockIdx.x * N;
+	A *yr = y + (long long)blockIdx.x * N;
+	float ss = 0.0f;
+	walk_row(xr, N, [&](int, float v) { ss += v * v; });
+	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
+	walk_row(xr, N, [&](int i, float v) {
+		v *= inv;
+		if (HW)
+			v *= to_f(w[i]);
+		yr[i] = from_f<A>(v);
+	});
+}
+
 template <typename A, typename W, bool HW, bool HB>
 __global__ void __launch_bounds__(256) g_layernorm(A *y, const A *x, const W *w, const W *b, int N, float eps)
 {
@@ -921,8 +939,20 @@ template <typename A, typename W, bool HW> static void test_rmsnorm(int R, int N
 	A *dy = poisoned<A>(x.size());
 	g_rmsnorm<A, W, HW><<<R, 256>>>(dy, upload(x), HW ? upload(w) : nullptr, N, eps);
 	CK_LAUNCH();
+	std::vector<A> got = download(dy, x.size());
 	check_close(fmt("rmsnorm A=%s W=%s%s rows=%d N=%d", tname<A>(), tname<W>(), HW ? "" : " (no weight)", R, N),
-		    to_float(download(dy, x.size())), want, tol<A>());
+		    to_float(got), want, tol<A>());
+	A *dw = poisoned<A>(x.size());
+	g_rmsnorm_walk<A, W, HW><<<R, 256>>>(dw, upload(x), HW ? upload(w) : nullptr, N, eps);
+	CK_LAUNCH();
+	check_exact(fmt("rmsnorm A=%s W=%s%s rows=%d N=%d: bit for bit the two-pass walk", tname<A>(), tname<W>(),
+			HW ? "" : " (no weight)", R, N), got, download(dw, x.size()));
+	/* in place (y == x), as glmc may plan it */
+	A *dx = upload(x);
+	g_rmsnorm<A, W, HW><<<R, 256>>>(dx, dx, HW ? upload(w) : nullptr, N, eps);
+	CK_LAUNCH();
+	check_exact(fmt("rmsnorm A=%s W=%s%s rows=%d N=%d in place", tname<A>(), tname<W>(), HW ? "" : " (no weight)", R, N),
+		    download(dx, x.size()), got);
 	free_all();
 }
 
@@ -2381,6 +2411,9 @@ template <typename A, typename W> static void weight_suite()
 	test_binary<A, W, 3>();
 	test_rmsnorm<A, W, true>(3, 1000);
 	test_rmsnorm<A, W, true>(2, 70);
+	test_rmsnorm<A, W, true>(1, 6144); /* GLM-5's row before the LM head: registers */
+	test_rmsnorm<A, W, true>(2, 8192); /* the last width held in registers */
+	test_rmsnorm<A, W, true>(2, 8200); /* the walk */
 	test_layernorm<A, W, true, true>(3, 1000);
 	test_layernorm<A, W, true, false>(2, 70);
 }
