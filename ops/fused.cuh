@@ -695,8 +695,9 @@ __device__ void k_mla_qprep(A *qabs, A *iqo, const A *q, const W *wk, const A *i
 ** Both MLA preparations in one decode launch: blocks x < jobs (1 or 2) are k_mla_kvprep's job x for token y,
 ** blocks x >= jobs of row y = 0 are k_mla_qprep's block x - jobs (rows y > 0 of them have nothing to do).
 ** grid (jobs + NQ, T) with NQ = H·NL + Hi, block 256. The latent's jobs come first: they are the launch's
-** longest chain of dependent loads, and GLM-5's 546 blocks run in three rounds of two an SM (128 registers),
-** so jobs placed last started only in the third (bench/NOTES.md 48).
+** longest chain of dependent loads, and at four blocks an SM an H200 holds 528 of GLM-5's 546 blocks at
+** once, so jobs placed last would wait for a block to finish. (Moved first while the kernel still ran two
+** blocks an SM, they gained nothing measurable; not measured apart since: bench/NOTES.md 48.)
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI, typename NW, typename IW, bool KIL, bool KILI>
 __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq, const int *pos, const float *freq,
