@@ -538,9 +538,10 @@ static int emit_qlinear(Em *e, int id)
 	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
 	char t[256];
 	Wr w;
-	/* steps of 2..16 tokens over Q4_K or Q6_K with bf16 activations: ops/qfused.cuh's k_qgemv_tc (one set of
-	** 8 B columns up to 8 tokens, two up to 16); the tiled GEMM from 17 */
-	int tc = (qt == QT_Q4_K || qt == QT_Q6_K) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 && ht;
+	/* steps of 2..16 tokens over Q4_K, Q6_K or Q8_0 with bf16 activations: ops/qfused.cuh's k_qgemv_tc (one
+	** set of 8 B columns up to 8 tokens, two up to 16); the tiled GEMM from 17 */
+	int tc = (qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 &&
+	         ht;
 	if (tc)
 		tmax_gemv = 16;
 	/* decode: one row (TM = 1) when the step has T = 1 (or x has one row whatever T), else 8 */
@@ -1428,8 +1429,8 @@ static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const 
 	w_finish(e, &w, t);
 }
 
-/* Whether an FK_GEMV group of Q4_K or of Q6_K members can take ops/qfused.cuh's k_qgemv_tc for its 2..8-token
-** steps: bf16 activations, K a multiple of 256, a norm (formed late) whose output no other node reads or a
+/* Whether an FK_GEMV group of Q4_K, of Q6_K or of Q8_0 members can take ops/qfused.cuh's k_qgemv_tc for its
+** 2..8-token steps: bf16 activations, K a multiple of 256, a norm (formed late) whose output no other node reads or a
 ** SwiGLU or no prologue. */
 static int qtc_fits(const Em *e, const FuseKernel *f, int64_t K)
 {
@@ -1526,15 +1527,17 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
 	for (int m = 0; m < f->nm; m++)
 		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	int allq = qt[0] == QT_Q4_K || qt[0] == QT_Q6_K; /* every member Q4_K, or every member Q6_K */
+	int one = 1; /* every member of one type: Q4_K or Q6_K for the one-token tensor-core kernels, Q8_0 too for
+	             ** k_qgemv_tc */
 	for (int m = 0; m < f->nm; m++)
-		allq &= qt[m] == qt[0];
+		one &= qt[m] == qt[0];
+	int allq = one && (qt[0] == QT_Q4_K || qt[0] == QT_Q6_K), alltc = allq || (one && qt[0] == QT_Q8_0);
 	for (int tm = 1; tm <= 8; tm += 7) {
 		if (tm == 8 && f->tmax < 2)
 			continue;
 		int split[FK_MAXM];
 		int64_t nb = 0;
-		if (tm == 8 && allq && qtc_fits(e, f, K)) {
+		if (tm == 8 && alltc && qtc_fits(e, f, K)) {
 			emit_qtc_group(e, f, NW, nw >= 0);
 			continue;
 		}

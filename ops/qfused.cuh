@@ -974,7 +974,7 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 }
 
 /*
-** ---- Q4_K and Q6_K GEMV groups of 2..8·NCS tokens on the tensor cores (k_qgemv_tc) ----
+** ---- Q4_K, Q6_K and Q8_0 GEMV groups of 2..8·NCS tokens on the tensor cores (k_qgemv_tc) ----
 **
 ** The one-token kernels (ops/quant.cuh k_qgemv_mma) give each lane c a quarter of every block and a
 ** block-diagonal B, so every C column is one lane's own partial sum under its own scale; with T tokens
@@ -984,7 +984,8 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 ** one scale), for A and for B alike, so C[row][token] is the group's dot and the row's scale of that
 ** group multiplies it in f32. A is exact: Q4_K's quants as (16 + q)/2 (qm_nib), whose offset cancels
 ** against the group's x sum X, formed by one more mma with A all ones; Q6_K's as q − 32 (128 + q, minus
-** 160 in one bf16x2 FMA, exact), no offset. B is bf16: x itself (PRO NONE; a bf16 plan's activation),
+** 160 in one bf16x2 FMA, exact), no offset; Q8_0's (lane c's values 8c + 4e.. of each 32-value block,
+** its scale group) as two exact 4-bit halves in two mma (qtc_q8pairs). B is bf16: x itself (PRO NONE; a bf16 plan's activation),
 ** swiglu(x, u) rounded to A (PRO SWIGLU, as the unfused kernels round it), or with GEMV_PRO_RMSLATE
 ** x·nw as two pieces, hi = bf16(x·nw) and lo = bf16(x·nw − hi) (PIECES 2: columns 2t and 2t + 1 are token
 ** t's pieces, so NCS sets of 8 columns hold 4·NCS tokens), the inverse RMS applied after the dots: what
@@ -1093,18 +1094,53 @@ __device__ __forceinline__ void qtc_load(QtcW<14> &r, const unsigned char *row0,
 	}
 }
 
+/* Q8_0 (superblocks of 8 blocks, 272 bytes): the 8 scales of each row and, for each pair p, the 16-byte
+** word of pieces c of blocks 2p (x, y) and 2p + 1 (z, w) (q8_piece). */
+template <> struct QtcW<8> {
+	uint4 d[2];
+	uint4 q[2][4];
+};
+
+__device__ __forceinline__ void qtc_load(QtcW<8> &r, const unsigned char *row0, const unsigned char *row1, long long blk, int c)
+{
+	const unsigned char *p[2] = {row0 + blk * 272, row1 + blk * 272};
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		r.d[i] = q_ld16(p[i]);
+#pragma unroll
+		for (int pp = 0; pp < 4; pp++)
+			r.q[i][pp] = q_ld16(p[i] + q8_piece(2 * pp, c));
+	}
+}
+
+/* The bf16 pair a + k (k a bf16 pair too), exact where the sums are (small integers here). */
+__device__ __forceinline__ unsigned qtc_bfadd(unsigned a, unsigned k)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(k));
+	return d;
+#else
+	float lo = __uint_as_float(a << 16) + __uint_as_float(k << 16);
+	float hi = __uint_as_float(a & 0xffff0000u) + __uint_as_float(k & 0xffff0000u);
+	return qm_bf2(lo, hi);
+#endif
+}
+
 /* A pair of bf16 (128 + q) from the 6-bit quants in bytes 0 and 2 of v, minus 160: q − 32, exact. */
 __device__ __forceinline__ unsigned qtc_q6pair(unsigned v)
 {
-	unsigned a = q_andor(v, 0x003F003Fu, 0x43004300u);
-#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
-	unsigned d;
-	asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(0x3F803F80u), "r"(0xC320C320u));
-	return d;
-#else
-	float lo = __uint_as_float(a << 16) - 160.0f, hi = __uint_as_float(a & 0xffff0000u) - 160.0f;
-	return qm_bf2(lo, hi);
-#endif
+	return qtc_bfadd(q_andor(v, 0x003F003Fu, 0x43004300u), 0xC320C320u);
+}
+
+/* The Q8_0 quants q in bytes 0 and 2 of v as two exact bf16 pairs, lo their low nibbles l (0..15) and hi
+** their signed high nibbles h (−8..7), q = 16h + l: 128 + l minus 128, and 128 + (h + 8) (the high nibble
+** with its top bit flipped) minus 136. An int8 is exact in bf16, but no one offset makes all 256 of them
+** one exponent's mantissas, so the byte goes in as two 4-bit halves and two mma. */
+__device__ __forceinline__ void qtc_q8pairs(unsigned v, unsigned &lo, unsigned &hi)
+{
+	lo = qtc_bfadd(q_andor(v, 0x000F000Fu, 0x43004300u), 0xC300C300u);
+	hi = qtc_bfadd(q_andxor(v >> 4, 0x000F000Fu, 0x43084308u), 0xC308C308u);
 }
 
 /* Byte j of a 16-byte word. */
@@ -1211,10 +1247,61 @@ __device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<1
 	}
 }
 
+/* The same for one Q8_0 superblock: block j (values 32j..32j + 31, scale j), lane c's values 8c + 4e..
+** (e = 0, 1) from word e of its piece; the low and high nibbles' dots (cl, ch) meet as 16·ch + cl under the
+** row's scale. */
+template <int MT, int NCS, typename F>
+__device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<8> (&r)[MT], int c, F &&frag)
+{
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		float cl[MT][NCS][4] = {}, ch[MT][NCS][4] = {};
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			unsigned lo[MT][2][2], hi[MT][2][2];
+#pragma unroll
+			for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+				for (int i = 0; i < 2; i++) {
+					const uint4 &v = r[mt].q[i][j >> 1];
+					unsigned w = (j & 1) ? (e ? v.w : v.z) : (e ? v.y : v.x);
+					qtc_q8pairs(w, lo[mt][i][0], hi[mt][i][0]);
+					qtc_q8pairs(w >> 8, lo[mt][i][1], hi[mt][i][1]);
+				}
+#pragma unroll
+			for (int cs = 0; cs < NCS; cs++) {
+				unsigned b0, b1;
+				frag(cs, 32 * j + 8 * c + 4 * e, b0, b1);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					qm_mma(cl[mt][cs], lo[mt][0][0], lo[mt][1][0], lo[mt][0][1], lo[mt][1][1], b0, b1);
+					qm_mma(ch[mt][cs], hi[mt][0][0], hi[mt][1][0], hi[mt][0][1], hi[mt][1][1], b0, b1);
+				}
+			}
+		}
+#pragma unroll
+		for (int mt = 0; mt < MT; mt++) {
+			float d[2];
+#pragma unroll
+			for (int i = 0; i < 2; i++) {
+				const uint4 &v = r[mt].d[i];
+				unsigned w = (j >> 1) == 0 ? v.x : (j >> 1) == 1 ? v.y : (j >> 1) == 2 ? v.z : v.w;
+				d[i] = q_h2f(w >> 16 * (j & 1));
+			}
+#pragma unroll
+			for (int cs = 0; cs < NCS; cs++)
+#pragma unroll
+				for (int e = 0; e < 4; e++)
+					acc[mt][cs][e] += d[e >> 1] * fmaf(16.0f, ch[mt][cs][e], cl[mt][cs][e]);
+		}
+	}
+}
+
 /*
 ** k_gemv_tc's contract (arguments, PRO GEMV_PRO_NONE or GEMV_PRO_RMSLATE, EPI without GLU, no norm
-** store) plus GEMV_PRO_SWIGLU (x the gate, u the up), for a group whose members are all Q4_K or all
-** Q6_K (QT), bf16 activations, K a multiple of 256: a step of T <= 8·NCS / PIECES tokens. Block b takes
+** store) plus GEMV_PRO_SWIGLU (x the gate, u the up), for a group whose members are all Q4_K, all Q6_K or
+** all Q8_0 (QT; Q8_0's superblock of 8 blocks is its block of 256), bf16 activations, K a multiple of
+** 256: a step of T <= 8·NCS / PIECES tokens. Block b takes
 ** the tiles b·MT .. b·MT + MT − 1 of 16 rows of the members' concatenated rows; its warps split K in
 ** blocks of 256 (warp w: w, w + nwarp, ...; UC blocks' loads asked for together); one shared-memory
 ** reduction ends it (the late norm's sums of squares with it). Each result rounded to A as the linear
@@ -1232,7 +1319,7 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
                            int N1, int N2, int N3, float eps, float s0, float s1, float s2, float s3)
 {
 	static_assert(TcBf16<A>::yes, "bf16 activations (B is x's bits)");
-	static_assert(QT == 12 || QT == 14, "Q4_K or Q6_K");
+	static_assert(QT == 8 || QT == 12 || QT == 14, "Q8_0, Q4_K or Q6_K");
 	static_assert((EPI & GEMV_EPI_GLU) == 0, "no GLU epilogue");
 	constexpr bool LATE = PRO == GEMV_PRO_RMSLATE;
 	static_assert(PRO == GEMV_PRO_NONE || PRO == GEMV_PRO_SWIGLU || LATE, "no prologue, SwiGLU or the late norm");

@@ -134,6 +134,18 @@ __device__ __forceinline__ unsigned q_andor(unsigned a, unsigned b, unsigned c)
 #endif
 }
 
+/* (a & b) ^ c in one LOP3 (as q_andor). */
+__device__ __forceinline__ unsigned q_andxor(unsigned a, unsigned b, unsigned c)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("lop3.b32 %0, %1, %2, %3, 0x6A;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+	return d;
+#else
+	return (a & b) ^ c;
+#endif
+}
+
 /*
 ** Scales and mins of the sub-block pair 2p, 2p + 1 of a Q4_K/Q5_K block whose first 16 bytes are h
 ** (scales at 4..15), as bytes: byte 0 for 2p, byte 1 for 2p + 1. Sub-blocks 0..3 keep 6 bits at bytes

@@ -6,7 +6,8 @@
 #   2. 256-wide llama and qwen3_moe models (random, made here with transformers, float32) converted to
 #      Q4_K, Q5_K and Q6_K with build/tools/mkgguf (K-quants need rows of 256);
 #   3. --random-weights plans of the same shapes, every type, generated on the GPU and on the CPU: the
-#      two generators must agree for the logits to agree, and --verify checks every layer;
+#      two generators must agree for the logits to agree, and --verify checks every layer; Q4_K and Q8_0
+#      also with bf16 activations (Q8_0's 6- and 12-token prompts on the tensor cores, k_qgemv_tc);
 #   4. longer prompts: 20 tokens run the prefill linears through k_qlinear_gemm, 40 through a
 #      dequantized copy of the weight and cuBLASLt (runtime/cuda.c lt_qweight, from 32 rows on);
 #   5. GLM-5 (MLA, the DSA indexer, MoE with a shared expert) 256 wide (tests/data/glm5_q256.json), random
@@ -133,6 +134,13 @@ part 3 && for m in llama qwen3_moe; do
 		compare "$m random Q4_K, bf16 activations" "$OUT/$m-rnd-bf.plan" "$long" 2e-2
 	else
 		record "$m random Q4_K bf16 compile" FAIL "$(head -c 300 "$OUT/err")"
+	fi
+	# Q8_0 with bf16 activations: prompts of 2..16 tokens run k_qgemv_tc (one column set at 6, two at 12)
+	if bin/glmc compile models/$m.lua --config "$OUT/${m}256.json" --random-weights q8_0 --dtype bf16 -o "$OUT/$m-rnd-q8bf.plan" 2>"$OUT/err"; then
+		compare "$m random Q8_0, bf16 activations" "$OUT/$m-rnd-q8bf.plan" 1,5,9,200,33,7 2e-2
+		compare "$m random Q8_0, bf16 activations, 12-token prompt" "$OUT/$m-rnd-q8bf.plan" "$(seq -s, 3 14)" 2e-2
+	else
+		record "$m random Q8_0 bf16 compile" FAIL "$(head -c 300 "$OUT/err")"
 	fi
 done
 

@@ -658,6 +658,7 @@ int main(void)
 		return finish();
 	}
 	if (getenv("QTC_ONLY")) { /* the tensor-core batch kernels alone (while working on them) */
+		qtc_suite<8>();
 		qtc_suite<12>();
 		qtc_suite<14>();
 		return finish();
@@ -674,6 +675,7 @@ int main(void)
 	q8_mma_suite();
 	qsk_suite<12>();
 	qsk_suite<14>();
+	qtc_suite<8>();
 	qtc_suite<12>();
 	qtc_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
