@@ -704,9 +704,11 @@ static void emit_qhelpers(Em *e)
 }
 
 /* Steps of up to this many tokens run an mla node's attention split over the context (k_mla_split);
-** larger steps fill the GPU with one k_mla block per (head, token). It also bounds the partial
-** results' scratch, which grows with the step's tokens. */
-#define MLA_SPLIT_TMAX 8
+** larger steps fill the GPU with one k_mla block per (head, token). 16: a batch of 16 sequences at 8
+** took k_mla at 110 µs a layer (GLM-4.7-Flash, bench/NOTES.md entry 49), one block per head and token
+** walking its whole context. The range states' scratch grows with the step's tokens (per token the same
+** as before: 16 ranges of 20 heads × 512 floats for GLM-4.7-Flash). */
+#define MLA_SPLIT_TMAX 16
 
 /* Whether mla node id's value absorb (FK_MLA_OUT, hosted at id: its launches follow the attention's)
 ** merges the split attention's range states itself, so that k_mla_split stops after writing them. The

@@ -1810,7 +1810,7 @@ static void test_mla_absorb_merged(const std::string &cfg, const std::vector<A> 
 }
 
 /*
-** k_mla_split, glmc's attention for steps of up to 8 tokens, against ref_mla token by token. Token t
+** k_mla_split, glmc's attention for steps of up to 16 tokens, against ref_mla token by token. Token t
 ** reads slot seq[t] of a cache of S rows per slot at position pos[t] (several tokens may share a slot, as
 ** a short prefill does: rows past a token's own position are then written but must stay invisible to
 ** it). In every slot the rows past the highest position read there hold NaN, as do the partial-result
@@ -1960,6 +1960,14 @@ template <typename A> static void mla_split_suite()
 	test_mla_split<A>(20, 576, 512, {1, 1, 1, 1}, {10, 11, 12, 13}, 0, 0.0625f);
 	test_mla_split<A>(3, 576, 512, {2, 1, 0}, {300, 7, 1}, 0, 0.0625f);
 	test_mla_split<A>(64, 576, 512, {0, 1, 0, 1, 2, 3, 4, 5}, {40, 9, 41, 10, 0, 3000, 17, 600}, 0, 0.0625f);
+	/* T = 9..16 (glmc's bound, MLA_SPLIT_TMAX 16): a batch of 16 sequences at their own positions, 12
+	** tokens of one prefill, GLM-5's 13 sequences with DSA selections */
+	test_mla_split<A>(20, 576, 512, {3, 0, 7, 1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15},
+	                  {0, 6, 199, 77, 150, 3, 1000, 40, 41, 160, 2, 9, 300, 88, 17, 500}, 0, 0.0625f);
+	test_mla_split<A>(20, 576, 512, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41},
+	                  0, 0.0625f);
+	test_mla_split<A>(64, 576, 512, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {5, 199, 2999, 40, 0, 700, 17, 600, 3,
+	                  2100, 64, 128, 1}, 2048, 0.0625f, 0, 0, -1, 1);
 	/* odd small shapes: Dk % 4 != 0 (scalar row reads), Dv % 4 != 0 (scalar merge), Dv = Dk, the largest dims */
 	test_mla_split<A>(3, 37, 19, {0, 1}, {7, 200}, 0, 0.17f);
 	test_mla_split<A>(2, 72, 40, {0}, {200}, 5, 0.11785113f);
