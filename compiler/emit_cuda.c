@@ -1354,12 +1354,13 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 }
 
 /* Whether an FK_GEMV group's launch for 2..tmax tokens can be ops/qfused.cuh's k_gemv_tc: bf16 weights
-** (every member) and activations, K a multiple of 32, no prologue or a norm whose output no other node
-** reads (the kernel stores no norm), no SwiGLU prologue. */
+** (every member) and activations, K a multiple of 32, no prologue or a norm (formed late; stored too when
+** other nodes read it, as GLM-4.7-Flash's norm + router + shared gate/up, whose experts read the norm),
+** no SwiGLU prologue. */
 static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
 {
 	const Graph *g = e->g;
-	if (g->cuda.act != DT_BF16 || K % 32 || f->store || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
+	if (g->cuda.act != DT_BF16 || K % 32 || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
 		return 0;
 	for (int m = 0; m < f->nm; m++)
 		if (g->node[g->node[f->m[m]].in[1]].dtype != DT_BF16)
@@ -1432,11 +1433,11 @@ static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const 
 }
 
 /* Whether an FK_GEMV group of Q4_K, of Q6_K or of Q8_0 members can take ops/qfused.cuh's k_qgemv_tc for its
-** 2..8-token steps: bf16 activations, K a multiple of 256, a norm (formed late) whose output no other node reads or a
-** SwiGLU or no prologue. */
+** 2..8-token steps: bf16 activations, K a multiple of 256, a norm (formed late, and stored when other nodes
+** read it) or a SwiGLU or no prologue. */
 static int qtc_fits(const Em *e, const FuseKernel *f, int64_t K)
 {
-	return e->g->cuda.act == DT_BF16 && K % 256 == 0 && !f->store &&
+	return e->g->cuda.act == DT_BF16 && K % 256 == 0 &&
 	       (f->pro == GP_NONE || f->pro == GP_RMSNORM || f->pro == GP_SWIGLU);
 }
 
@@ -1469,6 +1470,81 @@ static void emit_qtc_group(Em *e, const FuseKernel *f, const char *NW, int has_n
 		int64_t Ntot = gemv_args(e, &w, f, "unsigned char", NULL, &epi);
 		emit_qtc(e, &w, qt, NW, pro, has_nw, epi, Ntot, K, part ? 5 : 2, split && !part ? 4 : tmax, part + 1);
 	}
+}
+
+/* The launch of k_qgemv_fused over group f's members (types qt) for one token (tm 1: K split as k_qgemv
+** chooses it for the group's rows, the prologue and epilogue as template values) or 2..tmax (tm 8). */
+static void emit_qfused(Em *e, const FuseKernel *f, const int *qt, int tm, const char *NW)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0, nb = 0;
+	int split[FK_MAXM], epi;
+	char t[256];
+	Wr w;
+	for (int m = 0; m < f->nm; m++)
+		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
+	gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
+	for (int m = 0; m < f->nm; m++)
+		nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", split, &epi);
+	w.L.tmin = tm == 1 ? 1 : 2;
+	w.L.tmax = tm == 1 ? 1 : f->tmax;
+	w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
+	/* batch 1: the prologue and epilogue as template values (specialised code), a norm's scale after
+	** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
+	** type tuple, see ops/qfused.cuh) */
+	int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
+	w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW, pro,
+	         tm == 1 ? epi : -1, tm);
+	w_finish(e, &w, t);
+}
+
+/* A block type k_qgemv_tc takes. */
+static int qtc_type(int qt)
+{
+	return qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0;
+}
+
+/* Whether a group's 2..8-token step may run as two launches: k_qgemv_tc over its members of one block type
+** (Q4_K, Q6_K or Q8_0) with the norm formed late and stored, then k_qgemv_fused's loop over the float
+** members (a router GGUF keeps in f32, beside the shared expert's gate and up) reading that stored norm.
+** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop: GLM-5's norm +
+** router + shared gate/up took 115 µs a layer at 4 tokens, 16x its one-token time (bench/NOTES.md 44). */
+static int qtc_split_fits(const Em *e, const FuseKernel *f, const int *qt, int64_t K)
+{
+	if (f->pro != GP_RMSNORM || !f->store || f->res >= 0 || f->glu >= 0 || !qtc_fits(e, f, K))
+		return 0;
+	int q = -1, ntc = 0;
+	for (int m = 0; m < f->nm; m++)
+		if (qtc_type(qt[m])) {
+			if (q >= 0 && qt[m] != q)
+				return 0;
+			q = qt[m], ntc++;
+		} else if (qt[m] != QT_F32 && qt[m] != QT_F16 && qt[m] != QT_BF16)
+			return 0;
+	return ntc > 0 && ntc < f->nm;
+}
+
+/* qtc_split_fits's two launches: the block members (their order kept) with the norm, then the others. */
+static void emit_qtc_split(Em *e, const FuseKernel *f, const int *qt, const char *NW, int has_nw)
+{
+	FuseKernel a = *f, b = *f;
+	int qb[FK_MAXM];
+	a.nm = b.nm = 0;
+	for (int m = 0; m < f->nm; m++) {
+		FuseKernel *d = qtc_type(qt[m]) ? &a : &b;
+		if (d == &b)
+			qb[b.nm] = qt[m];
+		d->m[d->nm] = f->m[m], d->out[d->nm] = f->out[m], d->nm++;
+	}
+	for (int m = b.nm; m < FK_MAXM; m++)
+		qb[m] = qb[0];
+	emit_qtc_group(e, &a, NW, has_nw);
+	b.pro = GP_NONE, b.store = 0; /* x is the norm node: its rows as the first launch stored them */
+	emit_qfused(e, &b, qb, 8, e->g->cuda.act == DT_BF16 ? "bf16" : "float");
 }
 
 /* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
@@ -1543,6 +1619,10 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			emit_qtc_group(e, f, NW, nw >= 0);
 			continue;
 		}
+		if (tm == 8 && qtc_split_fits(e, f, qt, K)) {
+			emit_qtc_split(e, f, qt, NW, nw >= 0);
+			continue;
+		}
 		if (tm == 1 && allq && qsk_fits(e, f, qt[0], K)) {
 			emit_qsk_group(e, f, qt[0], K, NW);
 			continue;
@@ -1566,22 +1646,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w_finish(e, &w, t);
 			continue;
 		}
-		gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
-		for (int m = 0; m < f->nm; m++)
-			nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
-		w_start(&w, f->host);
-		gemv_args(e, &w, f, "unsigned char", split, &epi);
-		w.L.tmin = tm == 1 ? 1 : 2;
-		w.L.tmax = tm == 1 ? 1 : f->tmax;
-		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
-		/* batch 1: the prologue and epilogue as template values (specialised code), a norm's scale after
-		** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
-		** type tuple, see ops/qfused.cuh) */
-		int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
-		w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-		snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW,
-		         pro, tm == 1 ? epi : -1, tm);
-		w_finish(e, &w, t);
+		emit_qfused(e, f, qt, tm, NW);
 	}
 }
 

@@ -775,7 +775,8 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 ** k 2c.., 2c + 8.. of one m16n8k16 and words 2, 3 those of a second, so every product meets its own x.
 ** PRO: GEMV_PRO_NONE, or GEMV_PRO_RMSLATE (the norm's scale after the dots: B holds bf16(x·nw), each row's
 ** sum of squares of x is formed beside the loads, y = inv·Σ w·bf16(x·nw); the unfused kernels round
-** x·inv·nw instead, the same one bf16 rounding of the input). No norm store (hs unused). EPI as
+** x·inv·nw instead, the same one bf16 rounding of the input); with hs the norm is stored too, A(x·inv·nw)
+** as k_rmsnorm stores it (tc_store_norm), for the nodes that read it. EPI as
 ** gemv_core's. Each result rounded to A as the linear stores it (bias first). K a multiple of 32, every
 ** row 16-byte aligned. grid (ceil(ΣN/(16·MT)); GLU: ceil(N0/(8·MT))), block 32..256 threads.
 **
@@ -833,6 +834,28 @@ __device__ __forceinline__ void tc_publish(float (*red)[MT * N * 4][32], float (
 	}
 }
 
+/* A late norm's rows for the nodes that read them (hs != nullptr): A(x·iv·nw) as late_store_norm forms
+** them (nw may be nullptr), iv each token's inverse RMS from the block's sums of squares sq[w][t·P] taken
+** as the results take them (every block's warps cover all of K). The T·K values are dealt out in equal
+** slices over the grid's blocks, each block storing its slice after the barrier that published sq. */
+template <typename A, typename NW, int P, int NSQ>
+__device__ __forceinline__ void tc_store_norm(A *hs, const A *x, const NW *nw, const float (*sq)[NSQ], int nwarp, int T,
+                                              int K, float eps)
+{
+	long long n = (long long)T * K, per = (n + gridDim.x - 1) / gridDim.x, lo = (long long)blockIdx.x * per;
+	long long hi = lo + per < n ? lo + per : n;
+	for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+		int t = (int)(i / K);
+		float qs = 0.0f;
+		for (int w = 0; w < nwarp; w++)
+			qs += sq[w][t * P];
+		float v = to_f(x[i]) * (1.0f / sqrtf(qs / (float)K + eps));
+		if (nw)
+			v *= to_f(nw[i - (long long)t * K]);
+		hs[i] = from_f<A>(v);
+	}
+}
+
 template <typename T> struct TcBf16 { static constexpr bool yes = false; };
 template <> struct TcBf16<bf16> { static constexpr bool yes = true; };
 
@@ -848,7 +871,7 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	static_assert(!GLU || (EPI & ~GEMV_EPI_GLU) == 0, "GLU: no other epilogue");
 	constexpr int NF = MT * NT * 4; /* a lane's accumulators */
 	__shared__ float red[8][NF][32], sq[8][8 * NT];
-	(void)u, (void)hs;
+	(void)u;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
 	int Ntot = N0 + N1 + N2 + N3, KC = K / 32;
 	const W *wr[MT][2];
@@ -936,6 +959,9 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	/* the warps' partial tiles, and with LATE each token's sum of squares (over the lanes c of token g) */
 	tc_publish<MT, NT, LATE>(red, sq, acc, ss, warp, lane);
 	__syncthreads();
+	if constexpr (LATE)
+		if (hs) /* other nodes read the norm */
+			tc_store_norm<A, NW, 1, 8 * NT>(hs, x, HAS_NW ? nw : nullptr, sq, nwarp, T, K, eps);
 	/* output (mt, nt, e, lane): C's row g + 8·(e / 2) of tile mt, token nt·8 + 2c + e % 2 */
 	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
 		int ln = i & 31, f = i >> 5, e = f & 3, mn = f >> 2, nt = mn % NT, mt = mn / NT;
@@ -1298,8 +1324,8 @@ __device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<8
 }
 
 /*
-** k_gemv_tc's contract (arguments, PRO GEMV_PRO_NONE or GEMV_PRO_RMSLATE, EPI without GLU, no norm
-** store) plus GEMV_PRO_SWIGLU (x the gate, u the up), for a group whose members are all Q4_K, all Q6_K or
+** k_gemv_tc's contract (arguments, PRO GEMV_PRO_NONE or GEMV_PRO_RMSLATE with the norm stored when hs is
+** given, EPI without GLU) plus GEMV_PRO_SWIGLU (x the gate, u the up), for a group whose members are all Q4_K, all Q6_K or
 ** all Q8_0 (QT; Q8_0's superblock of 8 blocks is its block of 256), bf16 activations, K a multiple of
 ** 256: a step of T <= 8·NCS / PIECES tokens. Block b takes
 ** the tiles b·MT .. b·MT + MT − 1 of 16 rows of the members' concatenated rows; its warps split K in
@@ -1325,7 +1351,6 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 	static_assert(PRO == GEMV_PRO_NONE || PRO == GEMV_PRO_SWIGLU || LATE, "no prologue, SwiGLU or the late norm");
 	constexpr int PIECES = LATE && HAS_NW ? 2 : 1, NF = MT * NCS * 4;
 	__shared__ float red[8][NF][32], sq[8][8 * NCS];
-	(void)hs;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
 	int Ntot = N0 + N1 + N2 + N3, KB = K / 256;
 	long long stride = q_stride<QT>(K);
@@ -1384,6 +1409,9 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 	}
 	tc_publish<MT, NCS, LATE>(red, sq, acc, ss, warp, lane);
 	__syncthreads();
+	if constexpr (LATE)
+		if (hs) /* other nodes read the norm */
+			tc_store_norm<A, NW, PIECES, 8 * NCS>(hs, x, HAS_NW ? nw : nullptr, sq, nwarp, T, K, eps);
 	/* output (mt, cs, e, lane): C's row g + 8·(e / 2) of tile mt, column 2c + e % 2 of set cs */
 	for (int i = threadIdx.x; i < NF * 32; i += blockDim.x) {
 		int ln = i & 31, f = i >> 5, e = f & 3, mc = f >> 2, cs = mc % NCS, mt = mc / NCS;

@@ -395,13 +395,15 @@ template <int QT> static void qsk_suite(void)
 ** correctly rounded (bf16's half ulp is 2^-9; one bf16 rounding of x·nw moves about a quarter of them).
 */
 template <int QT, int PRO, bool HAS_NW, int NCS>
-static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0)
+static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0, bool store = false)
 {
 	QRows w0 = qrows(QT, N0, K, "blk.0.ffn_gate.weight"), w1 = qrows(QT, N1, K, "blk.0.ffn_up.weight");
 	std::vector<bf16> x = rnd_a<bf16>((size_t)T * K, -2, 2), u = rnd_a<bf16>((size_t)T * K), nw = rnd_a<bf16>(K, 0.5f, 1.5f);
 	std::vector<bf16> bias = rnd_a<bf16>(N0), y0 = rnd_a<bf16>((size_t)T * N0), y1((size_t)T * N1, from_f<bf16>(NAN));
 	std::vector<bf16> r0 = y0;
 	std::vector<float> h((size_t)T * K);
+	std::vector<double> hwant((size_t)T * K); /* the stored norm, A(x·inv·nw) */
+	std::vector<bf16> hs((size_t)T * K, from_f<bf16>(NAN));
 	for (int t = 0; t < T; t++) {
 		double ss = 0;
 		for (int k = 0; k < K; k++)
@@ -410,6 +412,7 @@ static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0)
 		for (int k = 0; k < K; k++) {
 			size_t i = (size_t)t * K + k;
 			float g = to_f(x[i]);
+			hwant[i] = thru<bf16>(g * inv * (HAS_NW ? to_f(nw[k]) : 1.0f));
 			h[i] = PRO == GEMV_PRO_SWIGLU ? thru<bf16>(g / (1.0f + expf(-g)) * to_f(u[i]))
 			       : PRO == GEMV_PRO_RMSLATE ? (float)((double)g * inv * (HAS_NW ? to_f(nw[k]) : 1.0f))
 			                                 : g;
@@ -438,7 +441,7 @@ static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0)
 			k_qgemv_tc<bf16, QT, bf16, PRO, HAS_NW, EPI, decltype(MTc)::value, NCS, decltype(UCc)::value>(
 			    y0.data(), y1.data(), nullptr, nullptr, w0.b.data(), w1.b.data(), nullptr, nullptr, bias.data(), nullptr,
 			    nullptr, nullptr, x.data(), PRO == GEMV_PRO_SWIGLU ? u.data() : nullptr, HAS_NW ? nw.data() : nullptr,
-			    nullptr, y0.data(), T, K, N0, N1, 0, 0, 1e-5f, 1.0f, 0.75f, 1.0f, 1.0f);
+			    store ? hs.data() : nullptr, y0.data(), T, K, N0, N1, 0, 0, 1e-5f, 1.0f, 0.75f, 1.0f, 1.0f);
 		});
 	};
 	if (mt == 2)
@@ -454,11 +457,19 @@ static void test_qtc(int T, int K, int N0, int N1, int block = 0, int mt2 = 0)
 	for (size_t i = 0; i < y1.size(); i++)
 		g1[i] = to_f(y1[i]), exact += g1[i] == (float)want1[i];
 	double e0 = rel_l2(g0, want0, sc0), e1 = rel_l2(g1, want1, sc1), fr = (double)exact / (double)(y0.size() + y1.size());
+	/* the stored norm: every value within one bf16 step of A(x·inv·nw) (inv from a float sum), 99% equal */
+	long hbad = 0, hsame = 0;
+	for (size_t i = 0; store && i < hs.size(); i++) {
+		double gv = to_f(hs[i]), d = fabs(gv - hwant[i]);
+		hsame += gv == hwant[i], hbad += !(d <= fabs(hwant[i]) * (1.0 / 128));
+	}
+	bool hok = !store || (hbad == 0 && hsame >= 0.99 * (double)hs.size());
 	const char *pro = PRO == GEMV_PRO_SWIGLU ? "swiglu" : PRO == GEMV_PRO_RMSLATE ? (HAS_NW ? "norm-late" : "norm-late (no weight)") : "plain";
-	check(e0 <= tol<bf16>() && e1 <= tol<bf16>() && fr >= 0.97,
-	      fmt("qgemv_tc %s %s NCS=%d T=%d K=%d N=%d/%d MT=%d UC=%d grid=%u block=%u", quant_type_name(QT), pro, NCS, T, K,
-	          N0, N1, mt, uc, gd.x, bd.x),
-	      fmt("rel-L2 %.3g, %.3g (bound %.3g), %.1f%% correctly rounded", e0, e1, tol<bf16>(), 100 * fr));
+	check(e0 <= tol<bf16>() && e1 <= tol<bf16>() && fr >= 0.97 && hok,
+	      fmt("qgemv_tc %s %s%s NCS=%d T=%d K=%d N=%d/%d MT=%d UC=%d grid=%u block=%u", quant_type_name(QT), pro,
+	          store ? " (norm stored)" : "", NCS, T, K, N0, N1, mt, uc, gd.x, bd.x),
+	      fmt("rel-L2 %.3g, %.3g (bound %.3g), %.1f%% correctly rounded; stored norm: %ld off, %ld of %zu equal", e0, e1,
+	          tol<bf16>(), 100 * fr, hbad, hsame, hs.size()));
 }
 
 /* k_qgemv_tc's cases for type QT: every prologue, one and two column sets (the late norm's pieces: 4 and
@@ -475,6 +486,10 @@ template <int QT> static void qtc_suite(void)
 	test_qtc<QT, GEMV_PRO_RMSLATE, false, 1>(6, 768, 24, 24);
 	test_qtc<QT, GEMV_PRO_NONE, false, 2>(11, 1024, 40, 30, 0, 1); /* MT 2: the last tile partial */
 	test_qtc<QT, GEMV_PRO_RMSLATE, true, 2>(6, 512, 24, 20, 0, 1);
+	/* the norm stored for other nodes (as GLM-4.7-Flash's router group, whose experts read it), over 7 and
+	** over 1 block */
+	test_qtc<QT, GEMV_PRO_RMSLATE, true, 1>(4, 2048, 64, 48, 0, 0, true);
+	test_qtc<QT, GEMV_PRO_RMSLATE, false, 2>(8, 512, 16, 0, 0, 0, true);
 }
 
 /* k_qmoe_down_fused<A, QD, QS, true, true>, the MoE layer's end: the routed experts' down projections
