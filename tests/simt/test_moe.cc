@@ -354,6 +354,70 @@ template <typename A, typename W> static void test_vabsorb_merged(int T, int H, 
 	      fmt("rel-L2 %.3g > %.3g", e, tol));
 }
 
+/* The attention glmc emits for steps of up to 16 tokens (emit_cuda.c MLA_SPLIT_TMAX): k_mla_split<A, HB,
+** false> at glmc's geometry (HB = mla_split_hb(H) heads a block, NS = 64/HB ranges), which writes its
+** range states, then the absorb that merges them (k_mla_vabsorb<A, W, true>); against ref_mla token by
+** token and a double absorb of its result rounded to A. Token t reads slot seq[t] at position pos[t]
+** (tokens may share a slot, as a prefill does: rows past a token's own position must stay invisible to
+** it); rows past each slot's highest position are NaN, as are the states and outputs before the launches. */
+template <typename A, typename W> static void test_mla_pair(int H, int Dk, int Dv, int Do, std::vector<int> seq,
+                                                            std::vector<int> pos, float scale)
+{
+	int T = (int)seq.size(), HB = mla_split_hb(H), NS = 64 / HB, HG = (H + HB - 1) / HB, slots = 0, S = 0;
+	for (int t = 0; t < T; t++)
+		slots = std::max(slots, seq[t] + 1), S = std::max(S, pos[t] + 4);
+	std::vector<int> top(slots, -1);
+	for (int t = 0; t < T; t++)
+		top[seq[t]] = std::max(top[seq[t]], pos[t]);
+	std::vector<float> cf((size_t)slots * S * Dk, NAN);
+	for (int sl = 0; sl < slots; sl++)
+		for (size_t i = 0; i < (size_t)(top[sl] + 1) * Dk; i++)
+			cf[(size_t)sl * S * Dk + i] = h_to_f(h_from_f<A>(frand(-0.5f, 1.0f)));
+	std::vector<A> cache(cf.size()), q = rnd_as<A>((size_t)T * H * Dk, -1, 1);
+	for (size_t i = 0; i < cf.size(); i++)
+		cache[i] = h_from_f<A>(cf[i]);
+	std::vector<float> qf(q.size()), want((size_t)T * H * Dv);
+	for (size_t i = 0; i < q.size(); i++)
+		qf[i] = h_to_f(q[i]);
+	for (int t = 0; t < T; t++) {
+		std::vector<float> slot(cf.begin() + (size_t)seq[t] * S * Dk, cf.begin() + (size_t)(seq[t] + 1) * S * Dk);
+		std::vector<float> kv(slot.begin() + (size_t)pos[t] * Dk, slot.begin() + (size_t)(pos[t] + 1) * Dk);
+		ref_mla(want.data() + (size_t)t * H * Dv, qf.data() + (size_t)t * H * Dk, kv.data(), slot.data(), &pos[t], NULL,
+		        0, 1, H, Dk, Dv, S, scale);
+	}
+	std::vector<float> pacc((size_t)T * NS * H * Dv, NAN), pml((size_t)T * NS * H * 2, NAN);
+	dim3 g, b;
+	g.x = (unsigned)NS, g.y = (unsigned)HG, g.z = (unsigned)T, b.x = 256;
+	simt_launch(g, b, [&] {
+		if (HB == 4)
+			k_mla_split<A, 4, false>(nullptr, pacc.data(), pml.data(), nullptr, q.data(), cache.data(), pos.data(),
+			                         nullptr, 0, 0, H, Dk, Dv, scale, seq.data(), S);
+		else if (HB == 2)
+			k_mla_split<A, 2, false>(nullptr, pacc.data(), pml.data(), nullptr, q.data(), cache.data(), pos.data(),
+			                         nullptr, 0, 0, H, Dk, Dv, scale, seq.data(), S);
+		else
+			k_mla_split<A, 1, false>(nullptr, pacc.data(), pml.data(), nullptr, q.data(), cache.data(), pos.data(),
+			                         nullptr, 0, 0, H, Dk, Dv, scale, seq.data(), S);
+	});
+	std::vector<W> wv = rnd_as<W>((size_t)H * Do * Dv, -1, 1);
+	std::vector<A> out((size_t)T * H * Do, h_from_f<A>(NAN));
+	g.x = (unsigned)((Do + 8 * MLA_VR - 1) / (8 * MLA_VR)), g.y = (unsigned)(T + 7) / 8, g.z = (unsigned)H;
+	simt_launch(g, b, [&] {
+		k_mla_vabsorb<A, W, true>(out.data(), nullptr, wv.data(), T, H, Dv, Do, pacc.data(), pml.data(), NS);
+	});
+	std::vector<double> o(want.size());
+	for (size_t i = 0; i < want.size(); i++)
+		o[i] = h_to_f(h_from_f<A>(want[i]));
+	double e = absorb_err(o, wv, out, T, H, Dv, Do), tol = std::is_same<A, float>::value ? 1e-5 : 4e-3;
+	std::string cfg;
+	for (int t = 0; t < T; t++)
+		cfg += fmt("%s%d@%d", t ? " " : "", seq[t], pos[t]);
+	check(e <= tol,
+	      fmt("mla_split + merging absorb A=%s W=%s H=%d (%d a block, %d ranges) Dk=%d Dv=%d Do=%d T=%d (slot@pos %s)",
+	          tname<A>(), tname<W>(), H, HB, NS, Dk, Dv, Do, T, cfg.c_str()),
+	      fmt("rel-L2 %.3g > %.3g", e, tol));
+}
+
 /* Values rounded through A, as a tensor of A holding them has them. */
 template <typename A> static std::vector<float> through_a(const std::vector<float> &v)
 {
@@ -522,6 +586,14 @@ int main(void)
 	test_vabsorb_merged<float, float>(2, 1, 512, 32, 32);
 	test_vabsorb_merged<bf16, bf16>(9, 1, 40, 24, 64);
 	test_vabsorb_merged<float, bf16>(3, 2, 37, 40, 16);
+	/* the split attention and its merging absorb at 1, 5, 12 and 16 tokens (glmc's bound): a batch of
+	** sequences at their own positions, a prefill of 12 in one slot; 20 heads (Flash: 4 a block) and 3 */
+	test_mla_pair<bf16, bf16>(20, 72, 40, 24, {0}, {150}, 0.11785113f);
+	test_mla_pair<float, float>(3, 72, 40, 16, {1, 0, 2, 3, 4}, {7, 200, 0, 64, 33}, 0.11785113f);
+	test_mla_pair<bf16, bf16>(20, 72, 40, 24, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+	                          {30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41}, 0.11785113f);
+	test_mla_pair<float, bf16>(20, 72, 40, 24, {3, 0, 7, 1, 2, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15},
+	                           {0, 6, 199, 77, 150, 3, 300, 40, 41, 160, 2, 9, 64, 88, 17, 120}, 0.11785113f);
 	test_vabsorb<float, bf16>(1, 2, 512, 64);
 	test_vabsorb<bf16, bf16>(9, 1, 512, 44);
 	test_vabsorb<float, float>(2, 2, 512, 40);
