@@ -1512,7 +1512,7 @@ static int qtc_type(int qt)
 ** (Q4_K, Q6_K or Q8_0) with the norm formed late and stored, then k_qgemv_fused's loop over the float
 ** members (a router GGUF keeps in f32, beside the shared expert's gate and up) reading that stored norm.
 ** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop: GLM-5's norm +
-** router + shared gate/up took 115 µs a layer at 4 tokens, 16x its one-token time (bench/NOTES.md 44). */
+** router + shared gate/up took 115 µs a layer at 4 tokens against 21 at one (bench/NOTES.md 44, 47). */
 static int qtc_split_fits(const Em *e, const FuseKernel *f, const int *qt, int64_t K)
 {
 	if (f->pro != GP_RMSNORM || !f->store || f->res >= 0 || f->glu >= 0 || !qtc_fits(e, f, K))
