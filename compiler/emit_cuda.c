@@ -1368,19 +1368,26 @@ static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
 	return 1;
 }
 
-/* k_gemv_tc's launch (its arguments already written by gemv_args), in ops/gemv_shape.h's shape. */
+/* k_gemv_tc's launches (their arguments already written by gemv_args), in ops/gemv_shape.h's shape: one
+** token tile (NT 1) for 2..8 tokens, two for 9..tmax (fuse.c gives bf16 groups up to 16). */
 static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t Ntot, int epi, const char *NW, int has_nw)
 {
 	int mt, uc;
 	long long grid;
 	gemv_shape_tc(Ntot, K, &mt, &uc, &w->L.block, &grid); /* a GLU group's Ntot: its gate and up rows */
 	w->L.grid[0] = sz_const(grid);
-	w->L.tmin = 2;
-	w->L.tmax = f->tmax < 8 ? f->tmax : 8;
-	char t[256];
-	snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, 1, %d>", NW,
-	         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, uc);
-	w_finish(e, w, t);
+	Wr w2 = *w;
+	for (int nt = 1; nt <= 2; nt++) {
+		Wr *v = nt == 1 ? w : &w2;
+		v->L.tmin = nt == 1 ? 2 : 9;
+		v->L.tmax = nt == 1 ? (f->tmax < 8 ? f->tmax : 8) : f->tmax;
+		if (v->L.tmin > v->L.tmax)
+			break;
+		char t[256];
+		snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW,
+		         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, nt, uc);
+		w_finish(e, v, t);
+	}
 }
 
 /* An FK_GEMV group's 16-row tiles (each member's rows rounded up to 16). */
@@ -1572,6 +1579,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 				emit_gemv_tc(e, &w, f, K, Ntot, epi, NW, nw >= 0);
 				continue;
 			}
+			GLM_ASSERT(tr == 1 || f->tmax <= 8); /* fuse.c gemv_tc16 gives 16 only to k_gemv_tc's groups */
 			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
 				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
 			else if (tr == 1 && f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm below */

@@ -36,6 +36,7 @@
 
 #define ALL_T (1 << 30)
 #define GEMV_TMAX 8           /* the decode GEMV's step limit (k_linear_gemv stages up to 8 rows) */
+#define GEMV_TC_TMAX 16       /* a bf16 group's on the tensor cores (k_gemv_tc's two token tiles) */
 
 typedef struct {
 	Graph *g;
@@ -45,6 +46,7 @@ typedef struct {
 	int *gemv_of;                /* per linear: the FK_GEMV it belongs to, or -1 */
 	int *taken;                  /* per node: computed inside some fused kernel already (1) */
 	int fused, refused;
+	int act;                     /* the GPU's activation type (DT_BF16 or DT_F32) */
 } Fz;
 
 int fuse_root(const Graph *g, int v)
@@ -825,10 +827,28 @@ static void fuse_moe_down(Fz *z, int E)
 	z->fused++;
 }
 
+/* Whether group f runs on k_gemv_tc (emit_cuda.c gemv_tc_fits: bf16 weights and activations, K a multiple
+** of 32, no prologue or a norm), whose two token tiles take steps of up to 16 tokens: a batch of 9..16 then
+** keeps the fused launches instead of each linear's GEMM and the norms' and adds' own kernels. */
+static int gemv_tc16(const Fz *z, const FuseKernel *f)
+{
+	const Graph *g = z->g;
+	if (z->act != DT_BF16 || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
+		return 0;
+	for (int m = 0; m < f->nm; m++) {
+		const Node *w = &g->node[g->node[f->m[m]].in[1]];
+		if (w->dtype != DT_BF16 || w->dim[1] % 32)
+			return 0;
+	}
+	return 1;
+}
+
 /* Commit a GEMV candidate: covers, marks and the explanation; single plain linears are dropped. */
 static int gemv_commit(Fz *z, FuseKernel *f)
 {
 	Graph *g = z->g;
+	if (gemv_tc16(z, f))
+		f->tmax = GEMV_TC_TMAX;
 	int epi = f->res >= 0;
 	for (int m = 0; m < f->nm; m++)
 		epi |= f->out[m] != f->m[m];
@@ -865,14 +885,14 @@ static int gemv_commit(Fz *z, FuseKernel *f)
 	return 1;
 }
 
-int fuse(Graph *g, int enable)
+int fuse(Graph *g, int enable, int act)
 {
 	for (int j = 0; j < g->n; j++)
 		g->node[j].fused_into = -1, g->node[j].fuse_pattern = FUSE_NONE;
 	g->nfk = 0;
 	if (!enable)
 		return 0;
-	Fz z = {.g = g};
+	Fz z = {.g = g, .act = act};
 	int n = g->n, rc = -1;
 	z.add_norm = malloc(sizeof(int) * (size_t)n);
 	z.gemv_of = malloc(sizeof(int) * (size_t)n);

@@ -341,9 +341,10 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 int bind_weights(Graph *g, const struct Weights *w, int strict, FILE *warn, char *err, size_t len);
 
 /*
-** fuse.c — fusion decisions (see the file for the patterns)
+** fuse.c — fusion decisions (see the file for the patterns); act is the GPU's activation type (DT_BF16 or
+** DT_F32), which decides the step sizes a bf16 GEMV group takes (k_gemv_tc's up to 16 tokens)
 */
-int fuse(Graph *g, int enable);
+int fuse(Graph *g, int enable, int act);
 /* The root of a chain of views (reshapes of activations): the value whose buffer node v uses. */
 int fuse_root(const Graph *g, int v);
 

@@ -217,7 +217,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		goto out;
 	if (dump_after(o, "partition", g))
 		goto done;
-	if (fuse(g, o->opt))
+	if (fuse(g, o->opt, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32))
 		goto oom;
 	if (dump_after(o, "fuse", g)) {
 		for (int i = 0; i < g->nmeta; i++)

@@ -230,7 +230,7 @@ static void test_profile_print(void)
 		weights_close(&w);
 	}
 	if (ok) {
-		fuse(&g, 1);
+		fuse(&g, 1, DT_BF16);
 		ok = !memplan(&g, 1, err, sizeof err) && !emit_cuda(&g, "sm_90", DT_BF16, 0, NULL, err, sizeof err);
 	}
 	check(ok && g.cuda.nl > 0, "emit the tiny Llama's launches (no NVRTC)", "%s", err);

@@ -118,7 +118,7 @@ static float bfr(float v) /* v rounded to bf16 */
 ** inv·Σ w·bf16(x·nw) (the kernel's rounding of its input), each result rounded as the kernel stores it
 ** before the comparison's rel-L2 (1e-5 against float sums in another order; a misplaced fragment is
 ** off by O(1)). Outputs poisoned (NaN) first; with the residual y_0 starts as r, in place. */
-template <int PRO, int EPI, int MT, int UC>
+template <int PRO, int EPI, int MT, int UC, int NT = 1>
 static void run_tc(int T, int K, std::vector<int> N, int block, bool bias = false, bool store = false)
 {
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
@@ -188,7 +188,7 @@ static void run_tc(int T, int K, std::vector<int> N, int block, bool bias = fals
 	g.x = GLU ? (unsigned)((N[0] + 8 * MT - 1) / (8 * MT)) : (unsigned)((Ntot + 16 * MT - 1) / (16 * MT));
 	bl.x = (unsigned)block;
 	simt_launch(g, bl, [&] {
-		k_gemv_tc<bf16, bf16, bf16, PRO, true, EPI, MT, 1, UC>(p(0), p(1), p(2), p(3), q(0), q(1), q(2), q(3), qb(0),
+		k_gemv_tc<bf16, bf16, bf16, PRO, true, EPI, MT, NT, UC>(p(0), p(1), p(2), p(3), q(0), q(1), q(2), q(3), qb(0),
 		                                                        qb(1), qb(2), qb(3), x.data(), nullptr, nw.data(),
 		                                                        store ? hs.data() : nullptr,
 		                                                        (EPI & GEMV_EPI_RES) ? y[0].data() : nullptr,
@@ -211,8 +211,8 @@ static void run_tc(int T, int K, std::vector<int> N, int block, bool bias = fals
 	if (store && (hbad || hsame < 0.99 * (double)hs.size()))
 		e = INFINITY;
 	char name[160];
-	snprintf(name, sizeof name, "gemv_tc pro=%d epi=%d MT=%d UC=%d T=%d K=%d M=%d block=%d%s%s", PRO, EPI, MT, UC, T, K,
-	         M, block, bias ? " bias" : "", store ? " (norm stored)" : "");
+	snprintf(name, sizeof name, "gemv_tc pro=%d epi=%d MT=%d NT=%d UC=%d T=%d K=%d M=%d block=%d%s%s", PRO, EPI, MT, NT,
+	         UC, T, K, M, block, bias ? " bias" : "", store ? " (norm stored)" : "");
 	/* bf16 outputs: a float sum a hair from the double one may round to the neighbouring bf16 */
 	if (e <= 2e-3) {
 		printf("ok - %s\n", name);
@@ -377,6 +377,15 @@ int main(void)
 		run_tc<GEMV_PRO_NONE, 0, 2, 2>(T, 96, {70}, 256, true);
 		run_tc<GEMV_PRO_RMSLATE, 0, 2, 2>(T, 1024, {33}, 32);
 		run_tc<GEMV_PRO_RMSLATE, 0, 1, 4>(T, 2048, {64, 40, 40}, 128, false, true); /* Flash's router group */
+	}
+	/* two token tiles (NT 2: fuse.c gives bf16 groups steps of up to 16 tokens): tokens 9, 12 and 16, the
+	** same groups */
+	for (int T : {9, 12, 16}) {
+		run_tc<GEMV_PRO_RMSLATE, 0, 1, 4, 2>(T, 256, {40, 24, 24}, 96);
+		run_tc<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 4, 2>(T, 512, {48}, 128, true);
+		run_tc<GEMV_PRO_RMSLATE, GEMV_EPI_GLU, 2, 2, 2>(T, 256, {40, 40}, 256);
+		run_tc<GEMV_PRO_NONE, 0, 2, 2, 2>(T, 96, {70}, 256, true);
+		run_tc<GEMV_PRO_RMSLATE, 0, 1, 4, 2>(T, 2048, {64, 40, 40}, 128, false, true);
 	}
 	/* the one-token o/down projection at the shape glmc emits for it (gemv_shape_plain1: 2 columns a
 	** block of 128 threads once a row is 256 vectors; one column a block under 528 rows) */
