@@ -1011,8 +1011,8 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 ** group multiplies it in f32. A is exact: Q4_K's quants as (16 + q)/2 (qm_nib), whose offset cancels
 ** against the group's x sum X, formed by one more mma with A all ones; Q6_K's as q − 32 (128 + q, minus
 ** 160 in one bf16x2 FMA, exact), no offset; Q8_0's (lane c's values 8c + 4e.. of each 32-value block,
-** its scale group) as two exact 4-bit halves in two mma (qtc_q8pairs). B is bf16: x itself (PRO NONE; a bf16 plan's activation),
-** swiglu(x, u) rounded to A (PRO SWIGLU, as the unfused kernels round it), or with GEMV_PRO_RMSLATE
+** its scale group) as two exact 4-bit halves in two mma (qtc_q8pairs). B is bf16: x itself (PRO NONE;
+** a bf16 plan's activation), swiglu(x, u) rounded to A (PRO SWIGLU, as the unfused kernels round it), or with GEMV_PRO_RMSLATE
 ** x·nw as two pieces, hi = bf16(x·nw) and lo = bf16(x·nw − hi) (PIECES 2: columns 2t and 2t + 1 are token
 ** t's pieces, so NCS sets of 8 columns hold 4·NCS tokens), the inverse RMS applied after the dots: what
 ** the one-token late norm computes (LAUNCH_NORM_LATE), up to 2^-17 of each value. Without a norm
