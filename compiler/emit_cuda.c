@@ -1383,6 +1383,7 @@ static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t N
 		v->L.tmax = nt == 1 ? (f->tmax < 8 ? f->tmax : 8) : f->tmax;
 		if (v->L.tmin > v->L.tmax)
 			break;
+		v->L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
 		char t[256];
 		snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW,
 		         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, nt, uc);

@@ -209,7 +209,11 @@ typedef struct {
 ** input unrounded while every other reader sees the rounded value (glmrun --round-bf16 models this:
 ** runtime/exec.c exec_round_bf16). */
 #define LAUNCH_NORM_LATE 1
-#define LAUNCH_FLAGS_ALL LAUNCH_NORM_LATE
+/* LAUNCH_NORM_TC: the launch forms its RMSNorm prologue on the tensor cores (k_gemv_tc's GP_RMSLATE: its mma
+** operand is bf16(x⊙nw), the inverse RMS applied after the dots), so in a bf16 plan the linears it computes
+** read bf16(x⊙nw)·inv where every other reader sees bf16(x·inv·nw) (glmrun --round-bf16 models this too). */
+#define LAUNCH_NORM_TC 2
+#define LAUNCH_FLAGS_ALL (LAUNCH_NORM_LATE | LAUNCH_NORM_TC)
 
 #define MAXKARG 48
 typedef struct {
@@ -418,7 +422,8 @@ int plan_read(Graph *g, const char *path, char *err, size_t len);
 ** (lo 0: never): an rmsnorm's f32 output, copied to keep before it is rounded; a linear reads its rmsnorm
 ** input from that copy (keep NULL). */
 typedef struct {
-	int lo, hi;
+	int lo, hi;   /* LAUNCH_NORM_LATE steps: the linears read x·inv·nw unrounded */
+	int tlo, thi; /* LAUNCH_NORM_TC steps: they read bf16(x·nw)·inv */
 	float *keep;
 } ExecLate;
 

@@ -244,7 +244,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
 			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
 			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl),
-			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)" : "");
+			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
+			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
 		}
 		print_kernel_counts(g, stdout);
 		goto done;

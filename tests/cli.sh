@@ -220,10 +220,19 @@ for src in "models/llama.lua --weights $FIX/llama --dtype bf16" "models/glm5.lua
 	nm=$(grep -c '(norm read late, unrounded)$' $tmp/launches)
 	nb=$(grep -E "$late_re" $tmp/launches | grep -c '(norm read late, unrounded)$')
 	kinds=$(grep -E "$late_re" $tmp/launches | grep -oE 'k_q?gemv_(fused(_mma)?|tc)<' | sort -u | tr -d '<' | paste -sd' ')
-	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late' $tmp/launches | grep -v 'k_qgemv_tc<' | grep -qv 't=\[1,1\]' &&
+	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late, unrounded)' $tmp/launches | grep -v 'k_qgemv_tc<' | grep -qv 't=\[1,1\]' &&
 		ok "${src%% *} ${src##* }: the $nl launches forming the norm late are marked so, no other ($kinds)" ||
 		bad "${src%% *} ${src##* }: launches forming the norm late marked" "$nl late templates, $nm marked, $nb both"
 done
+# LAUNCH_NORM_TC: k_gemv_tc's launches with the late norm (prologue 3: bf16(x·nw) into the mma) carry it,
+# for the 2..8- and 9..16-token steps of a bf16 plan's norm groups; no other launch does.
+bin/glmc dump models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights bf16 --dtype bf16 --layers 2 --after emit 2>/dev/null | grep "^launch " >$tmp/launches
+tc_re='k_gemv_tc<([^,]*, ){3}3,'
+nl=$(grep -cE "$tc_re" $tmp/launches) nm=$(grep -c '(norm read late, bf16(x·nw))$' $tmp/launches)
+nb=$(grep -E "$tc_re" $tmp/launches | grep -c '(norm read late, bf16(x·nw))$')
+[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep -E "$tc_re" $tmp/launches | grep -q 't=\[1,' &&
+	ok "GLM-4.7-Flash bf16 (2 layers): the $nl k_gemv_tc launches with the late norm are marked LAUNCH_NORM_TC, no other" ||
+	bad "GLM-4.7-Flash bf16: k_gemv_tc launches with the late norm marked LAUNCH_NORM_TC" "$nl late templates, $nm marked, $nb both"
 for tp in 1 8; do
 	a=$(bin/glmc dump $G5 --tp $tp --after memplan 2>/dev/null | sed -n 's/^arena: //p')
 	r=$(echo "$a" | awk '{ if ($10 + $14 > 0) printf "%.3f", ($1 + $6) / ($10 + $14) }')
