@@ -124,7 +124,7 @@ static void test_render(void)
 	/* -p's single turn */
 	f = fmt(CHAT_CHATML);
 	size_t n;
-	char *p = chat_prompt(&f, "Be brief.", "Hi", &n);
+	char *p = chat_prompt(&f, "Be brief.", "Hi", &n, NULL, 0);
 	const char *want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
 	check(p && n == strlen(want) && !strcmp(p, want), "chat_prompt: one user turn with a system prompt", "got %s",
 	      esc(p));
@@ -313,7 +313,11 @@ static void test_setup(void)
 	           "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
 	           "\"model\":{\"type\":\"BPE\",\"vocab\":{\"h\":0,\"i\":1,\"hi\":2,\"\\u0120\":3,\"\\u0120hi\":4,"
 	           "\"<think>\":7},\"merges\":[\"h i\",\"\\u0120 hi\"]}}");
-	write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"{{ '<|im_start|>' }} enable_thinking\"}");
+	/* a ChatML template that reads enable_thinking, as Qwen3's does */
+	write_file(dir, "tokenizer_config.json",
+	           "{\"chat_template\": \"{% for m in messages %}{{ '<|im_start|>' + m.role + '\\\\n' + m.content + "
+	           "'<|im_end|>\\\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\\\n' }}"
+	           "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}{% endif %}\"}");
 	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
 	Tok *tk = NULL;
 	if (tok_open_json(&tk, path, err, sizeof err)) {
@@ -322,12 +326,12 @@ static void test_setup(void)
 	}
 	ChatFmt f;
 	int rc = chat_setup(&f, path, NULL, 0, tk, err, sizeof err);
-	check(!rc && f.family == CHAT_CHATML && chat_is_eot(&f, 6) && chat_is_eot(&f, 8) && !chat_is_eot(&f, 5) &&
-	      !chat_is_eot(&f, -1),
-	      "setup: chatml detected from tokenizer_config.json; <|im_end|> and <|endoftext|> end a turn", "rc %d %s", rc,
-	      rc ? err : "");
+	check(!rc && f.jinja && f.family == CHAT_CHATML && chat_is_eot(&f, 6) && chat_is_eot(&f, 8) &&
+	          !chat_is_eot(&f, 5) && !chat_is_eot(&f, -1),
+	      "setup: the template of tokenizer_config.json runs as Jinja; <|im_end|> and <|endoftext|> end a turn",
+	      "rc %d %s", rc, rc ? err : "");
 	size_t n;
-	char *p = chat_prompt(&f, NULL, "hi", &n);
+	char *p = chat_prompt(&f, NULL, "hi", &n, err, sizeof err);
 	int32_t *ids = NULL;
 	size_t nids = 0;
 	int ok = p && !tok_encode(tk, p, n, 0, 1, &ids, &nids);
@@ -337,8 +341,39 @@ static void test_setup(void)
 		n5 += ids[i] == 5, n6 += ids[i] == 6;
 	check(ok && ids[0] == 5 && n5 == 2 && n6 == 1, "setup: the rendered turn encodes its special tokens as single ids",
 	      "%zu ids", nids);
+	check(p && !strcmp(p, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "setup: -p renders the template",
+	      "'%s'", p ? esc(p) : err);
 	free(ids), free(p);
+	chat_free(&f);
 	rc = chat_setup(&f, path, NULL, 1, tk, err, sizeof err);
+	p = rc ? NULL : chat_prompt(&f, NULL, "hi", &n, err, sizeof err);
+	check(p && !strcmp(p, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think></think>"),
+	      "setup: --no-think passes enable_thinking=false", "'%s'", p ? esc(p) : err);
+	free(p);
+	chat_free(&f);
+	/* --chat-template FILE */
+	write_file(dir, "plain.jinja", "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+	                               "{% if add_generation_prompt %}[assistant]{% endif %}\n");
+	write_file(dir, "broken.jinja", "{% for m in messages %}\n{{ m.content }\n{% endfor %}");
+	char file[200];
+	snprintf(file, sizeof file, "%s/plain.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	p = rc ? NULL : chat_prompt(&f, "sys", "hi", &n, err, sizeof err);
+	check(p && !strcmp(p, "[system] sys\n[user] hi\n[assistant]"), "setup: --chat-template FILE", "'%s'",
+	      p ? esc(p) : err);
+	free(p);
+	rc = rc ? rc : chat_setup(&f, path, file, 1, tk, err, sizeof err);
+	check(rc && strstr(err, "--no-think: the template's chat format (from the --chat-template) has no thinking switch"),
+	      "setup: --no-think on a template that does not read enable_thinking is refused", "rc %d '%s'", rc, err);
+	snprintf(file, sizeof file, "%s/broken.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	check(rc && strstr(err, "broken.jinja:2: ") && !strchr(err, '\n'), "setup: a broken template file: one line with its line",
+	      "rc %d '%s'", rc, err);
+	rc = chat_setup(&f, path, "vicuna", 0, tk, err, sizeof err);
+	check(rc && strstr(err, "--chat-template: 'vicuna' is neither a chat format (glm4, glm5, deepseek3, chatml, llama3) "
+	                        "nor a readable template file"),
+	      "setup: --chat-template neither a name nor a file", "rc %d '%s'", rc, err);
+	rc = chat_setup(&f, path, "chatml", 1, tk, err, sizeof err);
 	check(rc && strstr(err, "needs the special token '<think>', which this vocabulary has only as ordinary text") &&
 	          !strchr(err, '\n'),
 	      "setup: a chat token that is ordinary text is refused in one line", "rc %d '%s'", rc, err);
