@@ -159,6 +159,26 @@ SNIPPETS = [
     ("is-mapping-iter", "{{ d is iterable }} {{ none is iterable }} {{ 'x' is sequence }} {{ d is sequence }} {{ messages[0] is mapping }}"),
     ("none-attr", "{{ messages[0].missing is none }} {{ messages[0].missing is defined }} {{ messages[0].get('role') }}"),
     ("equality-types", "{{ 1 == 1.0 }} {{ 1 == '1' }} {{ none == none }} {{ t == 1 }} {{ {'a': 1} == {'a': 1} }} {{ 'a' != 'b' }}"),
+    ("loop-set-carry", "{% for i in [1, 2] %}{% if i == 2 %}[{{ y }}]{% endif %}{% set y = i %}{% endfor %}[{{ y }}]"),
+    ("none-access", "[{{ none.x }}][{{ messages[5] }}][{{ d['zz'] }}][{{ missing ~ 'x' }}][{{ missing is none }}][{{ loop }}]"),
+    ("ws-combos", "a\n  {%- if t -%}\n  b  \n  {%- endif -%}\n  c\n\t{% if t %}\td{% endif %}\n  {{ n }}  {# c #}\n   {# d #}\ne"),
+    ("ws-raw", "x  {%- raw -%}  {{ y }}  {%- endraw -%}  z\n  {% raw %}\nr{% endraw %}\n"),
+    ("macro-nested", "{% macro a(x) %}<{{ x }}>{% endmacro %}{% macro b(y, z=n) %}{{ a(y) }}{{ z }}{% endmacro %}{{ b(1) }}{{ b(2, z=3) }}"),
+    ("sorting", "{{ [3, 1, 2] | sort(reverse=true) }} {{ ['b', 'A', 'a', 'B'] | sort }} {{ ['b', 'A', 'a'] | unique | list }} "
+                "{{ ['b', 'A', 'a'] | sort(case_sensitive=true) }} {{ {'b': 1, 'a': 2} | dictsort(reverse=true) }} {{ {'b': 1, 'a': 2} | dictsort(by='value') }}"),
+    ("escapes", "{{ '\\x41\\101\\u00e9\\U0001F600|\\\\|\\q' }}"),
+    ("arith-more", "{{ 10 // 3 }} {{ 10.5 // 3 }} {{ -10.5 % 3 }} {{ 7 // -2 }} {{ 7 % -3 }} {{ 2 ** -1 }} {{ (1, 2) + (3,) }} {{ [1, 2] * 2 }} {{ 3 * 'ab' }}"),
+    ("float-more", "{{ 1.0e-7 }} {{ 12345678901234567.0 }} {{ 0.5 }} {{ 100.0 }} {{ -0.0 }} {{ 2.0 ** 0.5 }} {{ 1e300 * 1e10 }} {{ 5e-324 }} {{ 1.5e16 }} {{ 123456789012345.6 }}"),
+    ("containers", "{{ 'x' in ['x', 'y'] }} {{ 1 in {1: 2} }} {{ {1: 'a', 'b': none} }} {{ ('a', 'b') | join }} {{ ['x'] | first | upper }} {{ l.0 }} {{ (1,) }} {{ () }}"),
+    ("str-more", "{{ 'é' | length }} {{ 'é' | upper }} {{ 'hello-world foo_bar' | title }} {{ ' '.join(['a', 'b']) }} {{ 'A B'.lower().split() }} "
+                 "{{ 'abc'[5:] }}|{{ 'abc'[-10:2] }} {{ l[-100:] }} {{ l[::-2] }} {{ 'a, b, c'.split(', ') }} {{ 'x' ~ 1.0 }}"),
+    ("tojson-more", "{{ messages | tojson }} {{ {'k': [1, {'z': 'é\\u2028'}], 'e': [], 'o': {}} | tojson(indent=2) }} {{ [1.0, -0.5, 1e100] | tojson }} {{ (1, 'a') | tojson }}"),
+    ("ns-more", "{% set x = namespace() %}{% set x.y = [1] %}{{ x.y }}{% set x.y = x.y + [2] %}{{ x.y | length }}"),
+    ("loop-nested-index", "{% for m in messages %}{{ loop.index }}{% for k in m %}{{ loop.index }}{{ k }}{% endfor %};{% endfor %}"),
+    ("if-chain", "{% if not messages %}empty{% elif messages | length > 1 %}many{% else %}one{% endif %} [{{ 'a' if 0 }}] {{ 'b' if 1 else 'c' if 0 else 'd' }}"),
+    ("tests-more", "{{ n is sameas 7 }} {{ none is sameas none }} {{ range is callable }} {{ 'abc' is lower }} {{ 'ABC' is upper }} {{ 3 is ge 3 }} {{ 3 is lt 2 }} {{ 'a' is ne 'b' }}"),
+    ("filters-more", "{{ range(5) | batch(2, 'x') | list }} {{ 'a\\nb\\n\\nc' | indent(2) }}|{{ 'a\\nb' | indent(2, true) }}|{{ '<a href=\"x\">&</a>' | e }} {{ 'one two  three' | wordcount }} {{ [1, 2.5] | sum }} {{ [{'a': 2}, {'a': 3}] | sum(attribute='a') }} {{ ['b', 'a'] | max }} {{ [] | first }}|"),
+    ("set-in-if", "{% if t %}{% set v = 'inner' %}{% endif %}{{ v }} {% for i in [1] %}{% if t %}{% set w = 'loop' %}{% endif %}{{ w }}{% endfor %}[{{ w }}]"),
 ]
 
 
