@@ -767,6 +767,7 @@ int main(int argc, char **argv)
 		for (int r = 0; use_cpu && r < tp; r++)
 			exec_free(&xr[r]);
 		tok_close(tk);
+		chat_free(&cf);
 		arena_free(&A);
 		if (rc)
 			fail("%s", err);

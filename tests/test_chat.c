@@ -12,7 +12,10 @@
 **   unknown or ambiguous ones are refused in one line that lists the names.
 ** - Metadata is read from a GGUF file and from Hugging Face directories (chat_template.jinja,
 **   tokenizer_config.json as a string or a list of named templates, config.json model_type).
-** - chat_setup checks the special tokens against a vocabulary and finds the end-of-turn ids.
+** - chat_setup checks the special tokens against a vocabulary and finds the end-of-turn ids; a chat template
+**   in the metadata, or --chat-template FILE, runs as Jinja (enable_thinking=false with --no-think); a
+**   broken template or an unknown name is refused in one line.
+** - chat_read_message: a message per line, or several lines between lines of """.
 */
 #include "chat.h"
 #include "check.h"
@@ -362,6 +365,8 @@ static void test_setup(void)
 	check(p && !strcmp(p, "[system] sys\n[user] hi\n[assistant]"), "setup: --chat-template FILE", "'%s'",
 	      p ? esc(p) : err);
 	free(p);
+	if (!rc)
+		chat_free(&f);
 	rc = rc ? rc : chat_setup(&f, path, file, 1, tk, err, sizeof err);
 	check(rc && strstr(err, "--no-think: the template's chat format (from the --chat-template) has no thinking switch"),
 	      "setup: --no-think on a template that does not read enable_thinking is refused", "rc %d '%s'", rc, err);
@@ -389,6 +394,28 @@ static void test_setup(void)
 	tok_close(tk);
 }
 
+/* chat_read_message: one line per message, blank lines skipped, several lines between lines of """. */
+static void test_read(void)
+{
+	const char *in = "first\n\n  \nsecond\r\n\"\"\"\nline one\n\nline three\n\"\"\"\n\"\"\"opened here\nclosed here\"\"\"\n"
+	                 "\"\"\"one-liner\"\"\"\nsay \"\"\"x\"\"\" inside\n\"\"\"\nlast, cut by EOF";
+	const char *want[] = {"first", "  ", "second", "line one\n\nline three", "opened here\nclosed here", "one-liner",
+	                      "say \"\"\"x\"\"\" inside", "last, cut by EOF"};
+	FILE *fp = fmemopen((void *)in, strlen(in), "r");
+	ChatBuf b = {0};
+	size_t k = 0;
+	int ok = fp != NULL;
+	while (ok && !chat_read_message(fp, &b, NULL)) {
+		ok = k < sizeof want / sizeof *want && !strcmp(b.s, want[k]);
+		k++;
+	}
+	check(ok && k == sizeof want / sizeof *want, "read: messages of one line and of several lines between \"\"\" lines",
+	      "message %zu: '%s'", k, b.s ? esc(b.s) : "");
+	if (fp)
+		fclose(fp);
+	chat_buf_free(&b);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/test_chat.XXXXXX");
@@ -401,6 +428,7 @@ int main(void)
 	test_detect();
 	test_meta();
 	test_setup();
+	test_read();
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
 	if (system(cmd))
