@@ -36,7 +36,9 @@
 **   "26 Jul 2024"; templates calling strftime_now use today's date, "%d %b %Y").
 ** End-of-turn tokens: GLM's generation_config eos ids (<|endoftext|>, <|user|>, <|observation|>),
 ** <｜end▁of▁sentence｜>, <|im_end|> (and <|endoftext|>), <|eot_id|> (and <|eom_id|>, <|end_of_text|>).
-** Recognising a template by substrings follows llama.cpp's llm_chat_detect_template where it has one.
+** Recognising a template by substrings (chat_detect) follows llama.cpp's llm_chat_detect_template where it
+** has one; a template that glmrun renders only borrows the end-of-turn tokens of the family it resembles
+** (the tokenizer's end-of-generation set always ends a turn).
 */
 #include "chat.h"
 #include "ref.h"

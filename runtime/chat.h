@@ -58,7 +58,8 @@ void chat_free(ChatFmt *f);
 /* Family by name (one of chat_names). */
 int chat_by_name(ChatFmt *f, const char *name, char *err, size_t len);
 
-/* Family from a chat template text and/or an architecture / model_type (either may be NULL); what names
+/* Family from a chat template text (by distinctive substrings; chat_setup uses this only for a template's
+** end-of-turn tokens) and/or an architecture / model_type (either may be NULL); what names
 ** the weights in messages. */
 int chat_detect(ChatFmt *f, const char *tmpl, const char *arch, const char *what, char *err, size_t len);
 
