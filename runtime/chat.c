@@ -598,6 +598,39 @@ static char *token_text(const Tok *tk, int32_t id)
 	return s;
 }
 
+/*
+** The special tokens a template writes must be special in the vocabulary, or they would be encoded as
+** plain text: a probe conversation is rendered and every "<|...|>" and "<｜...｜>" in it looked up. A
+** template that refuses the probe is not checked here (the real conversation will report its error).
+*/
+static int check_specials(const ChatFmt *f, const char *what, const Tok *tk, char *err, size_t len)
+{
+	static const char *const turns[] = {"U", "A", "U"};
+	ChatBuf b = {0};
+	char e2[8];
+	if (chat_render_jinja(f, &b, "S", turns, 3, 1, e2, sizeof e2) && chat_render_jinja(f, &b, NULL, turns, 3, 1, e2, sizeof e2)) {
+		chat_buf_free(&b);
+		return 0;
+	}
+	static const char *const open[] = {"<|", "<\xef\xbd\x9c"}, *const close[] = {"|>", "\xef\xbd\x9c>"};
+	int rc = 0;
+	for (int k = 0; k < 2 && !rc; k++)
+		for (const char *p = b.s; !rc && (p = strstr(p, open[k])); p++) {
+			const char *q = strstr(p + strlen(open[k]), close[k]);
+			if (!q || q - p > 64 || memchr(p, ' ', (size_t)(q - p)) || memchr(p, '\n', (size_t)(q - p)))
+				continue;
+			size_t n = (size_t)(q - p) + strlen(close[k]);
+			int32_t id = tok_find(tk, p, n);
+			int ty = tok_type(tk, id);
+			if (id < 0 || (ty != TOK_CONTROL && ty != TOK_USER_DEFINED))
+				rc = seterr(err, len, "%s writes the special token '%.*s', which this vocabulary %s; give the model's "
+				            "tokenizer (--tokenizer) or another --chat-template", what, (int)n, p,
+				            id < 0 ? "lacks" : "has only as ordinary text");
+		}
+	chat_buf_free(&b);
+	return rc;
+}
+
 /* f from the template text tmpl (what: where it came from, for messages): parsed as Jinja; the family it
 ** resembles, if any, only lends its end-of-turn tokens. */
 static int setup_jinja(ChatFmt *f, const char *tmpl, const char *what, const char *source, const Tok *tk, char *err,
@@ -618,6 +651,10 @@ static int setup_jinja(ChatFmt *f, const char *tmpl, const char *what, const cha
 	time_t t = time(NULL);
 	if (!localtime_r(&t, &f->now))
 		memset(&f->now, 0, sizeof f->now);
+	if (check_specials(f, what, tk, err, len)) {
+		chat_free(f);
+		return -1;
+	}
 	return 0;
 }
 

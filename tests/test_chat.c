@@ -374,6 +374,11 @@ static void test_setup(void)
 	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
 	check(rc && strstr(err, "broken.jinja:2: ") && !strchr(err, '\n'), "setup: a broken template file: one line with its line",
 	      "rc %d '%s'", rc, err);
+	write_file(dir, "llama.jinja", "{% for m in messages %}<|start_header_id|>{{ m.content }}{% endfor %}");
+	snprintf(file, sizeof file, "%s/llama.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	check(rc && strstr(err, "llama.jinja writes the special token '<|start_header_id|>', which this vocabulary lacks"),
+	      "setup: a template writing special tokens the vocabulary lacks is refused", "rc %d '%s'", rc, err);
 	rc = chat_setup(&f, path, "vicuna", 0, tk, err, sizeof err);
 	check(rc && strstr(err, "--chat-template: 'vicuna' is neither a chat format (glm4, glm5, deepseek3, chatml, llama3) "
 	                        "nor a readable template file"),
