@@ -784,7 +784,8 @@ static int show(ChatBuf *b, size_t *shown, const char *stop)
 		else
 			upto = b->n >= sl - 1 + *shown ? b->n - (sl - 1) : *shown;
 	}
-	fwrite(b->s + *shown, 1, upto - *shown, stdout);
+	if (upto > *shown)
+		fwrite(b->s + *shown, 1, upto - *shown, stdout);
 	*shown = upto;
 	return hit;
 }

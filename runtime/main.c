@@ -646,6 +646,7 @@ int main(int argc, char **argv)
 		char *text = a.prompt && a.batch <= 1 ? read_prompt(a.prompt, &tn) : NULL; /* run_batch encodes its own */
 		if (a.prompt && templ) {
 			char *t = chat_prompt(&cf, a.system, text, &tn, err, sizeof err);
+			chat_free(&cf); /* the end-of-turn ids stay */
 			free(text);
 			if (!(text = t))
 				fail("-p: %s", err);
