@@ -3,9 +3,10 @@
 **
 ** - tests/data/templates/expected.json (made by tests/tools/render_templates.py with transformers' own
 **   renderer) holds the real chat templates of GLM-4.5/4.6, GLM-4.7, DeepSeek-V3 and V3.1, Qwen3,
-**   Llama 3.3 and SmolLM2 rendered on several conversations (system or not, multi-turn with past
-**   answers that carry <think> blocks, unicode and newlines, add_generation_prompt and enable_thinking
-**   on and off), and one snippet per Jinja construct; each must render byte for byte the same, and
+**   Llama 3.2 (strftime_now, on a fixed clock) and 3.3 and SmolLM2 rendered on several conversations
+**   (system or not, multi-turn with past answers that carry <think> blocks, unicode and newlines,
+**   add_generation_prompt and enable_thinking on and off, tools printed with tojson), and one snippet per
+**   Jinja construct; each must render byte for byte the same, and
 **   where jinja2 raised (raise_exception), glmc must fail with the same message.
 ** - Bad templates fail in one line naming the template line: syntax errors, unknown tags, filters and
 **   tests, undefined values used, runaway loops, recursion and memory.
@@ -210,7 +211,8 @@ static unsigned long long rnd(unsigned long long *s)
 static void check_fuzz(void)
 {
 	static const char *const files[] = {"glm-4.6.jinja", "glm-4.7.jinja", "glm-4.5-llamacpp.jinja", "deepseek-v3.jinja",
-	                                    "deepseek-v3.1.jinja", "qwen3.jinja", "llama-3.3.jinja", "smollm2.jinja"};
+	                                    "deepseek-v3.1.jinja", "qwen3.jinja", "llama-3.3.jinja", "llama-3.2.jinja",
+	                                    "smollm2.jinja"};
 	static const char *const bits[] = {"{%", "%}", "{{", "}}", "{#", "#}", "-", "(", ")", "[", "]", "{", "}", "'", "\"",
 	                                   "|", ".", ",", "=", " if ", " else ", "endif", "endfor", " in ", " not ", "~",
 	                                   "*", "loop.", "ns.", "[::-1]", "\\", "\n", "\xff", "\xe4\xb8", "{% endmacro %}",

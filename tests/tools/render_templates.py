@@ -46,10 +46,11 @@ def chat_render(source, variables):
     """A chat template rendered as apply_chat_template does."""
     v = dict(variables)
     msgs = v.pop("messages")
-    v.pop("tools", None)
+    tools = v.pop("tools", None)
     v.pop("documents", None)
     gen = v.pop("add_generation_prompt", False)
-    out = ctu.render_jinja_template(conversations=[msgs], chat_template=source, add_generation_prompt=gen, **v)
+    out = ctu.render_jinja_template(conversations=[msgs], tools=tools, chat_template=source, add_generation_prompt=gen,
+                                    **v)
     return out[0][0]
 
 
@@ -69,6 +70,12 @@ CONVS = {
     "two-systems": [SYS, {"role": "system", "content": "Second system."}, U1],
 }
 
+# Tools (JSON schemas), for the templates that print them with tojson.
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather of a city, in °C",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "e.g. Zürich"},
+                                                         "days": {"type": "integer"}}, "required": ["city"]}}}]
+TOOL_TEMPLATES = ["qwen3.jinja", "llama-3.3.jinja", "llama-3.2.jinja", "glm-4.6.jinja", "glm-4.7.jinja"]
+
 # Per template: its bos/eos token texts, and whether it reads enable_thinking.
 TEMPLATES = {
     "glm-4.6.jinja": ("", "<|endoftext|>", True),
@@ -78,6 +85,7 @@ TEMPLATES = {
     "deepseek-v3.1.jinja": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", True),
     "qwen3.jinja": (None, "<|im_end|>", True),
     "llama-3.3.jinja": ("<|begin_of_text|>", "<|eot_id|>", False),
+    "llama-3.2.jinja": ("<|begin_of_text|>", "<|eot_id|>", False),
     "smollm2.jinja": ("<|im_start|>", "<|im_end|>", False),
 }
 
@@ -204,6 +212,19 @@ def main():
                     except jinja2.TemplateError as e:
                         case["error"] = str(e)
                     cases.append(case)
+    for fname in TOOL_TEMPLATES:
+        with open(os.path.join(TDIR, fname), encoding="utf-8") as fp:
+            source = fp.read()
+        bos, eos, _ = TEMPLATES[fname]
+        v = {"messages": [SYS, U1], "tools": TOOLS, "documents": None, "add_generation_prompt": True, "eos_token": eos}
+        if bos is not None:
+            v["bos_token"] = bos
+        case = {"name": f"{fname}:tools", "template": fname, "vars": v}
+        try:
+            case["want"] = chat_render(source, v)
+        except jinja2.TemplateError as e:
+            case["error"] = str(e)
+        cases.append(case)
     for name, source in SNIPPETS:
         case = {"name": "snippet:" + name, "source": source, "vars": SNIP_VARS}
         try:
