@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JJ_MAX_BYTES ((size_t)256 << 20)
+#define JJ_MAX_BYTES ((size_t)64 << 20)
 #define JJ_MAX_STEPS 20000000L
 #define JJ_MAX_RECURSION 1500
 
@@ -883,25 +883,27 @@ static Flow exec_for(JR *r, const JNode *e, JFrame *f, JBuf *out)
 		return FLOW_NEXT;
 	}
 	int64_t n = (int64_t)items->n;
+	/* one loop object, updated in place as jinja2's LoopContext advances */
+	static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+	                                   "depth", "depth0", "previtem", "nextitem", "cycle"};
+	enum { NKEYS = sizeof keys / sizeof *keys };
+	JVal loop = jv_dict(r);
+	for (int k = 0; k < NKEYS; k++)
+		jd_set(r, loop.u.d, jv_cstr(keys[k]), jv_none());
+	loop.flag = 1; /* attributes only, like jinja2's LoopContext */
+	JFunc *cycle = jr_alloc(r, sizeof *cycle);
+	cycle->kind = JF_CYCLE, cycle->name = "cycle";
 	for (int64_t i = 0; i < n; i++) {
 		step(r, e->line);
 		JFrame *lf = jr_alloc(r, sizeof *lf);
 		lf->up = f;
-		JVal loop = jv_dict(r);
-		JDict *d = loop.u.d;
-		jd_set(r, d, jv_cstr("index"), jv_int(i + 1));
-		jd_set(r, d, jv_cstr("index0"), jv_int(i));
-		jd_set(r, d, jv_cstr("revindex"), jv_int(n - i));
-		jd_set(r, d, jv_cstr("revindex0"), jv_int(n - i - 1));
-		jd_set(r, d, jv_cstr("first"), jv_bool(i == 0));
-		jd_set(r, d, jv_cstr("last"), jv_bool(i == n - 1));
-		jd_set(r, d, jv_cstr("length"), jv_int(n));
-		jd_set(r, d, jv_cstr("depth"), jv_int(1));
-		jd_set(r, d, jv_cstr("depth0"), jv_int(0));
-		jd_set(r, d, jv_cstr("previtem"), i ? items->v[i - 1] : jv_undef("previtem"));
-		jd_set(r, d, jv_cstr("nextitem"), i + 1 < n ? items->v[i + 1] : jv_undef("nextitem"));
-		jd_set(r, d, jv_cstr("cycle"), bound(r, JF_CYCLE, 0, jv_int(i), "cycle"));
-		loop.flag = 1; /* attributes only, like jinja2's LoopContext */
+		JVal *v = loop.u.d->v;
+		v[0] = jv_int(i + 1), v[1] = jv_int(i), v[2] = jv_int(n - i), v[3] = jv_int(n - i - 1);
+		v[4] = jv_bool(i == 0), v[5] = jv_bool(i == n - 1), v[6] = jv_int(n), v[7] = jv_int(1), v[8] = jv_int(0);
+		v[9] = i ? items->v[i - 1] : jv_undef("previtem");
+		v[10] = i + 1 < n ? items->v[i + 1] : jv_undef("nextitem");
+		cycle->self = jv_int(i);
+		v[11] = (JVal){.t = JV_FUNC, .u.fn = cycle};
 		bind(r, lf, "loop", loop);
 		bind_targets(r, lf, e->names, e->nnames, items->v[i], e->line);
 		if (exec(r, &e->args, lf, out) == FLOW_BREAK)
