@@ -71,9 +71,16 @@ bin/glmc inspect "$tmp/l3.gguf" --tensor rope_freqs.weight --dump "$tmp/rf.f32" 
 check llama3-gguf "$tmp/l3.gguf" $FIX
 grep -q "rope_freqs" "$tmp/llama3-gguf.err" && bad "rope_freqs.weight is bound" "$(grep rope_freqs "$tmp/llama3-gguf.err")" ||
 	ok "rope_freqs.weight is bound (no unused-tensor warning)"
-bin/glmc dump models/llama.lua --weights "$tmp/l3.gguf" --after front 2>/dev/null |
-	grep -q '^%[0-9]* = rope %[0-9]*, %[0-9]*, %0 ' && ok "every rope reads rope_freqs.weight (%0)" ||
-	bad "every rope reads rope_freqs.weight (%0)" "no rope node with a third input %0"
+bin/glmc dump models/llama.lua --weights "$tmp/l3.gguf" --after front >"$tmp/front.txt" 2>/dev/null
+all=$(grep -c '^%[0-9]* = rope ' "$tmp/front.txt") three=$(grep -c '^%[0-9]* = rope %[0-9]*, %[0-9]*, %0 ' "$tmp/front.txt")
+grep -q '^%0 = param "rope_freqs.weight"' "$tmp/front.txt" && [ "$all" = 4 ] && [ "$three" = 4 ] &&
+	ok "all 4 ropes read rope_freqs.weight (%0)" || bad "all 4 ropes read rope_freqs.weight (%0)" "$three of $all"
+c=$(build/tools/checkplan "$tmp/llama3-gguf.plan" 2>&1) && ok "llama3 GGUF kernels compiled for sm_90 and launch limits checked" ||
+	bad "llama3 GGUF kernels compiled for sm_90 and launch limits checked" "$c"
+# Tensor parallel: the divisors stay whole on each rank (two CPU ranks).
+bin/glmc compile models/llama.lua --weights "$tmp/l3.gguf" --tp 2 -o "$tmp/tp2.plan" 2>/dev/null &&
+	bin/glmrun "$tmp/tp2.plan" --device cpu --tokens "$($CMP --prompt $FIX)" -n 24 --dump-logits "$tmp/tp2.f32" >/dev/null &&
+	r=$($CMP "$tmp/tp2.f32" $FIX 1e-5) && ok "llama3 GGUF at tp 2 ($r)" || bad "llama3 GGUF at tp 2" "${r:-failed}"
 
 mkdir -p "$tmp/linear"
 cp $FIX/linear/config.json $FIX/model.safetensors "$tmp/linear/"
