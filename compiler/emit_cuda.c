@@ -221,12 +221,13 @@ static void w_rope(Wr *w, int node)
 	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ROPE, .s = {.node = node}};
 }
 
-/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument). */
+/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument; frequency divisors, which
+** glmrun folds into the table, never change the multiplier). */
 static float rope_cs(const Node *r)
 {
 	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
 	GLM_ASSERT(inv);
-	op_rope_table(r, inv, &cs);
+	op_rope_table(r, NULL, inv, &cs);
 	free(inv);
 	return cs;
 }

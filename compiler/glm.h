@@ -56,7 +56,7 @@ typedef struct {
 #define DIM_S (-3)               /* cache capacity (positions), from --max-seq */
 #define MAXDIM 4
 #define MAXIN 8
-#define MAXATTR 8
+#define MAXATTR 10
 
 typedef struct {
 	int op;                      /* OP_* */
@@ -313,8 +313,9 @@ typedef struct {
 
 extern const OpDef op_table[OP_NOPS];
 int op_from_name(const char *s);
-/* A rope node's inverse frequencies [rot_dim/2] and cos/sin multiplier, as the CPU reference uses them. */
-void op_rope_table(const Node *n, float *inv_freq, float *cs_scale);
+/* A rope node's inverse frequencies [rot_dim/2] and cos/sin multiplier, as the CPU reference uses them;
+** freq_div: the values of its third input (per-frequency divisors) when it has one, else NULL. */
+void op_rope_table(const Node *n, const float *freq_div, float *inv_freq, float *cs_scale);
 
 /*
 ** verify.c
@@ -405,11 +406,12 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 10: Launch.smem, dynamic shared memory (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
+/* 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
+** (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 10
+#define PLAN_VERSION 11
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

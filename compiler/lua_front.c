@@ -12,6 +12,7 @@
 ** failing call was made inside the layer library.
 */
 #include "glm.h"
+#include "ref.h"
 #include "weights.h"
 
 #include <jansson.h>
@@ -503,8 +504,10 @@ static int l_layernorm(lua_State *L)
 	return add_node(L, &n);
 }
 
-/* glm.rope(x, pos, {heads=, head_dim=, rot_dim=, interleaved=, theta=, yarn={factor=, orig_ctx=,
-** beta_fast=, beta_slow=, mscale=, mscale_all_dim=, attn_factor=}}) */
+/* glm.rope(x, pos, {heads=, head_dim=, rot_dim=, interleaved=, theta=, freqs=, and at most one scaling:
+** yarn={factor=, orig_ctx=, beta_fast=, beta_slow=, mscale=, mscale_all_dim=, attn_factor=},
+** llama3={factor=, orig_ctx=, low_freq_factor=, high_freq_factor=} or linear={factor=}}); freqs: a weight
+** vector [rot_dim/2] each inverse frequency is divided by (a GGUF's rope_freqs.weight). */
 static int l_rope(lua_State *L)
 {
 	Node n = {.op = OP_ROPE, .nin = 2, .in = {check_tensor(L, 1, "rope"), check_tensor(L, 2, "rope")}};
@@ -513,18 +516,43 @@ static int l_rope(lua_State *L)
 	n.ia[2] = opt_int(L, 3, "rope", "rot_dim", n.ia[1]);
 	n.ia[3] = opt_bool(L, 3, "interleaved", 0);
 	n.fa[0] = opt_num(L, 3, "rope", "theta", 10000.0);
-	lua_getfield(L, 3, "yarn");
-	if (lua_istable(L, -1)) {
+	for (int k = ROPE_YARN; k < ROPE_NSCALINGS; k++) {
+		const char *kind = ref_rope_scaling_name(k);
+		lua_getfield(L, 3, kind);
+		if (lua_isnil(L, -1)) {
+			lua_pop(L, 1);
+			continue;
+		}
+		if (!lua_istable(L, -1))
+			return front_error(L, "rope: option '%s' must be a table", kind);
+		if (n.ia[5])
+			return front_error(L, "rope: options '%s' and '%s' both given (one scaling at most)",
+			                   ref_rope_scaling_name((int)n.ia[5]), kind);
 		int y = lua_gettop(L);
-		n.fa[1] = opt_num(L, y, "rope.yarn", "factor", 1.0);
-		n.ia[4] = opt_int(L, y, "rope.yarn", "orig_ctx", 0);
-		n.fa[2] = opt_num(L, y, "rope.yarn", "beta_fast", 32.0);
-		n.fa[3] = opt_num(L, y, "rope.yarn", "beta_slow", 1.0);
-		n.fa[4] = opt_num(L, y, "rope.yarn", "mscale", 0.0);
-		n.fa[5] = opt_num(L, y, "rope.yarn", "mscale_all_dim", 0.0);
-		n.fa[6] = opt_num(L, y, "rope.yarn", "attn_factor", 0.0);
-	} else if (!lua_isnil(L, -1))
-		return front_error(L, "rope: option 'yarn' must be a table");
+		char fn[32];
+		snprintf(fn, sizeof fn, "rope.%s", kind);
+		n.ia[5] = k;
+		n.fa[1] = opt_num(L, y, fn, "factor", 1.0);
+		n.ia[4] = k == ROPE_LINEAR ? 0 : opt_int(L, y, fn, "orig_ctx", 0);
+		if (k == ROPE_YARN) {
+			n.fa[2] = opt_num(L, y, fn, "beta_fast", 32.0);
+			n.fa[3] = opt_num(L, y, fn, "beta_slow", 1.0);
+			n.fa[4] = opt_num(L, y, fn, "mscale", 0.0);
+			n.fa[5] = opt_num(L, y, fn, "mscale_all_dim", 0.0);
+			n.fa[6] = opt_num(L, y, fn, "attn_factor", 0.0);
+		} else if (k == ROPE_LLAMA3) {
+			n.fa[7] = opt_num(L, y, fn, "low_freq_factor", 1.0);
+			n.fa[8] = opt_num(L, y, fn, "high_freq_factor", 4.0);
+		}
+		lua_pop(L, 1);
+	}
+	lua_getfield(L, 3, "freqs");
+	if (!lua_isnil(L, -1)) {
+		Tensor *t = to_tensor(L, -1);
+		if (!t)
+			return front_error(L, "rope: option 'freqs' must be a tensor, got %s", luaL_typename(L, -1));
+		n.in[n.nin++] = t->id;
+	}
 	lua_pop(L, 1);
 	return add_node(L, &n);
 }
@@ -1061,6 +1089,13 @@ static int front_main(lua_State *L)
 		lua_getglobal(L, "glm");
 		lua_pushstring(L, weights_format_name(f->mm->w->format));
 		lua_setfield(L, -2, "format");
+		/* glm.meta_file: the file glm.meta reads, for error messages */
+		const Weights *w = f->mm->w;
+		if (w->format == WF_HF && w->random_qtype < 0)
+			lua_pushfstring(L, "%s/config.json", w->path);
+		else
+			lua_pushstring(L, w->path);
+		lua_setfield(L, -2, "meta_file");
 		lua_pop(L, 1);
 	}
 	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);

@@ -141,8 +141,12 @@ static void test_rope(const char *file)
 	Gold *g = gold_open(file);
 	const double *p = gold_get(g, "params", F64, 13);
 	RefRope r = {.head_dim = (int)p[0], .rot_dim = (int)p[1], .interleaved = (int)p[2], .theta = p[3],
-		     .yarn_factor = p[4], .yarn_orig_ctx = (int)p[5], .beta_fast = p[6], .beta_slow = p[7],
+		     .scaling = p[4] > 1 ? ROPE_YARN : ROPE_PLAIN, .factor = p[4], .orig_ctx = (int)p[5], .beta_fast = p[6],
+		     .beta_slow = p[7],
 		     .mscale = p[8], .mscale_all_dim = p[9], .attn_factor = p[10]};
+	const double *scl = gold_opt(g, "scaling", F64, 3); /* llama3 / linear: kind, low and high freq factors */
+	if (scl)
+		r.scaling = (int)scl[0], r.low_freq_factor = scl[1], r.high_freq_factor = scl[2];
 	int T = (int)p[11], H = (int)p[12], D = r.head_dim, half = r.rot_dim / 2;
 	size_t n = (size_t)T * H * D;
 	const int32_t *pos = GI(g, "pos", T);
@@ -157,6 +161,10 @@ static void test_rope(const char *file)
 	ref_rope_freqs(&r, freq, &sc);
 	snprintf(name, sizeof name, "%s inv_freq", file);
 	close_to(name, freq, wfreq, half);
+	if (scl) { /* the scaled frequencies round as HF's float32 tensor arithmetic does */
+		snprintf(name, sizeof name, "%s inv_freq bit for bit", file);
+		check(!memcmp(freq, wfreq, sizeof *freq * (size_t)half), name, "differs from transformers' inv_freq");
+	}
 	snprintf(name, sizeof name, "%s cos/sin scale", file);
 	check(fabsf(sc - *wsc) <= 1e-7f * fabsf(*wsc), name, "got %.9g, want %.9g", sc, *wsc);
 
@@ -511,7 +519,8 @@ int main(void)
 {
 	static const char *ropes[] = {"rope_neox",       "rope_neox_partial", "rope_inter",
 				      "rope_inter_partial", "rope_yarn",     "rope_yarn_dsv3",
-				      "rope_yarn_mscale", "rope_yarn_attn", "rope_yarn_guard"};
+				      "rope_yarn_mscale", "rope_yarn_attn", "rope_yarn_guard",
+				      "rope_llama3",      "rope_llama3_small", "rope_linear"};
 	for (size_t i = 0; i < sizeof ropes / sizeof *ropes; i++)
 		test_rope(ropes[i]);
 	test_dense();

@@ -109,13 +109,20 @@ nn.column = { split = 1 }
 nn.row = { split = 2 }
 
 -- Rotary settings from HF metadata: rope_parameters (transformers 5) or rope_theta/rope_scaling (older
--- config.json files), partial_rotary_factor, and YaRN. Other scaling types are refused by name.
+-- config.json files), partial_rotary_factor, and the scaling of the inverse frequencies: YaRN, llama3
+-- (Llama 3.1+) or linear. Other scaling types are refused by name.
 function nn.hf_rope(head_dim)
   local rp = glm.meta("rope_parameters") or glm.meta("rope_scaling") or {}
   local theta = rp.rope_theta or glm.meta("rope_theta") or 10000.0
   local partial = rp.partial_rotary_factor or glm.meta("partial_rotary_factor") or 1.0
   local r = { theta = theta, rot_dim = math.floor(head_dim * partial) }
   local kind = rp.rope_type or rp.type or "default"
+  local function need(key)
+    if rp[key] == nil then
+      error(("%s: rope_type '%s' needs '%s'"):format(glm.meta_file, kind, key), 3)
+    end
+    return rp[key]
+  end
   if kind == "yarn" then
     r.yarn = {
       factor = rp.factor,
@@ -123,8 +130,13 @@ function nn.hf_rope(head_dim)
       beta_fast = rp.beta_fast, beta_slow = rp.beta_slow,
       mscale = rp.mscale, mscale_all_dim = rp.mscale_all_dim, attn_factor = rp.attention_factor,
     }
+  elseif kind == "llama3" then
+    r.llama3 = { factor = need("factor"), low_freq_factor = need("low_freq_factor"),
+                 high_freq_factor = need("high_freq_factor"), orig_ctx = need("original_max_position_embeddings") }
+  elseif kind == "linear" then
+    r.linear = { factor = need("factor") }
   elseif kind ~= "default" then
-    error(("rope_type '%s' is not supported (default, yarn)"):format(kind), 2)
+    error(("%s: rope_type '%s' is not supported (default, linear, llama3, yarn)"):format(glm.meta_file, kind), 2)
   end
   return r
 end
@@ -132,20 +144,30 @@ end
 local function blk(l, name) return ("blk.%d.%s"):format(l, name) end
 nn.blk = blk
 
--- Rotary settings from GGUF metadata ({arch}.rope.*): the base, the rotated dims and YaRN.
+-- Rotary settings from GGUF metadata ({arch}.rope.*): the base, the rotated dims, YaRN, linear scaling
+-- and per-frequency divisors. As llama.cpp reads them: an absent rope.scaling.type means linear, whose
+-- factor is rope.scaling.factor (or the older rope.scale_linear; none or 0 is 1), "none" never scales;
+-- rope_freqs.weight (Llama 3.1+: llama.cpp's converter writes the llama3 scaling as one divisor per
+-- frequency, with no scaling key) divides the frequencies whenever the file holds it.
 function nn.gguf_rope(head_dim)
   local arch = glm.meta("general.architecture")
   local function m(k) return glm.meta(arch .. "." .. k) end
   local r = { theta = m("rope.freq_base") or 10000.0, rot_dim = m("rope.dimension_count") or head_dim }
-  local kind = m("rope.scaling.type") or "none"
+  local kind = m("rope.scaling.type") or "linear"
   if kind == "yarn" then
     -- attn_factor: the cos/sin magnitude scale when the file gives one; without it the rope op uses
     -- YaRN's default 0.1·ln(factor) + 1, as ggml does (DeepSeek-style MLA overrides it, nn.mla_setup).
     r.yarn = { factor = m("rope.scaling.factor"), orig_ctx = m("rope.scaling.original_context_length"),
                beta_fast = m("rope.scaling.yarn_beta_fast"), beta_slow = m("rope.scaling.yarn_beta_slow"),
                attn_factor = m("rope.scaling.attn_factor") }
+  elseif kind == "linear" then
+    local f = m("rope.scaling.factor") or m("rope.scale_linear") or 0
+    if f ~= 0 and f ~= 1 then r.linear = { factor = f } end
   elseif kind ~= "none" then
-    error(("rope scaling '%s' is not supported (none, yarn)"):format(kind), 2)
+    error(("%s: rope scaling '%s' is not supported (none, linear, yarn)"):format(glm.meta_file, kind), 2)
+  end
+  if glm.weight_shape("rope_freqs.weight") then
+    r.freqs = glm.param("rope_freqs.weight", { r.rot_dim // 2 }, { source = "rope_freqs.weight" })
   end
   return r
 end
@@ -154,6 +176,14 @@ end
 function nn.rope(head_dim)
   if glm.format == "gguf" then return nn.gguf_rope(head_dim) end
   return nn.hf_rope(head_dim)
+end
+
+-- Rotary of t ([T, heads·head_dim]) at positions pos with the settings of nn.rope (rot_dim defaults to
+-- head_dim).
+function nn.rotate(t, pos, rope, heads, head_dim, rot_dim)
+  return glm.rope(t, pos, { heads = heads, head_dim = head_dim, rot_dim = rot_dim, interleaved = rope.interleaved,
+                            theta = rope.theta, yarn = rope.yarn, llama3 = rope.llama3, linear = rope.linear,
+                            freqs = rope.freqs })
 end
 
 -- Grouped-query attention block (covers MHA when kv_heads == heads), with optional qkv bias and
@@ -174,11 +204,7 @@ function nn.attention(x, l, hp, W, pos, rope, o)
     q = glm.rmsnorm(q:view("T", H, D), W(blk(l, "attn_q_norm.weight"), { D }), hp.eps):view("T", H * D)
     k = glm.rmsnorm(k:view("T", G, D), W(blk(l, "attn_k_norm.weight"), { D }), hp.eps):view("T", G * D)
   end
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = D, rot_dim = rope.rot_dim,
-                              interleaved = rope.interleaved, theta = rope.theta, yarn = rope.yarn })
-  end
-  q, k = rot(q, H), rot(k, G)
+  q, k = nn.rotate(q, pos, rope, H, D, rope.rot_dim), nn.rotate(k, pos, rope, G, D, rope.rot_dim)
   local kc, vc = glm.cache(blk(l, "k_cache"), { G * D }), glm.cache(blk(l, "v_cache"), { G * D })
   local a = glm.attention(q, k, v, kc, vc, pos, { heads = H, kv_heads = G, head_dim = D })
   return glm.linear(a, W(blk(l, "attn_output.weight"), { C, H * D }, nn.row))
@@ -279,10 +305,7 @@ function nn.mla_attention(x, l, hp, W, pos, rope, o)
     q = glm.linear(x, W(blk(l, "attn_q.weight"), { H * Dq, C }, nn.column))
   end
   local qn, qr = glm.split(q:view("T", H, Dq), 3, { Dn, Dr })
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = Dr, interleaved = rope.interleaved, theta = rope.theta,
-                              yarn = rope.yarn })
-  end
+  local function rot(t, heads) return nn.rotate(t, pos, rope, heads, Dr) end
   qr = rot(qr:view("T", H * Dr), H)
   local c, kr = glm.split(glm.linear(x, W(blk(l, "attn_kv_a_mqa.weight"), { L + Dr, C })), 2, { L, Dr })
   c = glm.rmsnorm(c, W(blk(l, "attn_kv_a_norm.weight"), { L }), o.lora_eps)
@@ -355,10 +378,7 @@ nn.split1 = { split = 1 }
 -- dims), with its own per-layer key cache. Returns the selection for nn.mla_attention.
 function nn.dsa_indexer(x, qc, l, hp, W, pos, rope)
   local C, Hi, Di, Dr = hp.n_embd, hp.index_heads, hp.index_dim, hp.qk_rope
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = Di, rot_dim = Dr, interleaved = rope.interleaved,
-                              theta = rope.theta, yarn = rope.yarn })
-  end
+  local function rot(t, heads) return nn.rotate(t, pos, rope, heads, Di, Dr) end
   local q = rot(glm.linear(qc, W(blk(l, "indexer.attn_q_b.weight"), { Hi * Di, hp.q_lora })), Hi)
   local k = glm.layernorm(glm.linear(x, W(blk(l, "indexer.attn_k.weight"), { Di, C })),
                           W(blk(l, "indexer.k_norm.weight"), { Di }), W(blk(l, "indexer.k_norm.bias"), { Di }), 1e-6)

@@ -178,6 +178,10 @@ done
 OUT=$OUT LENGTHS=${STEPS_LENGTHS:-1 2 3 5 8 9} tests/gpu/steps.sh >"$OUT/steps.log" 2>&1
 record_tap steps "$OUT/steps.log"
 
+# Llama 3.1+ rotary scaling (llama3 from HF and as a GGUF's rope_freqs.weight; linear): tests/gpu/llama3_rope.sh.
+OUT=$OUT tests/gpu/llama3_rope.sh >"$OUT/llama3_rope.log" 2>&1
+record_tap llama3_rope "$OUT/llama3_rope.log"
+
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
 p0=$OUT/llama-O0.plan

@@ -1,8 +1,10 @@
 /*
-** tests/tools/ggufedit.c — copy a GGUF file, changing one tensor's recorded type id or shape, so tests
-** can make files that are well formed but wrong (an unknown type, a shape the model does not expect).
+** tests/tools/ggufedit.c — copy a GGUF file, changing one tensor's recorded type id or shape, or setting
+** one string key, so tests can make files that are well formed but wrong (an unknown type, a shape the
+** model does not expect, a metadata value glmc does not support).
 **
-** usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...]   (shape in ggml order)
+** usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...] [--str KEY=VALUE]
+** (shape in ggml order; --str replaces the key's value, or adds the key)
 */
 #include "gguf.h"
 
@@ -49,8 +51,8 @@ static void copy_kv(GgufWriter *w, const GgufKV *kv)
 int main(int argc, char **argv)
 {
 	if (argc < 3)
-		die("usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...]", NULL);
-	const char *tname = NULL, *sname = NULL;
+		die("usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...] [--str KEY=VALUE]", NULL);
+	const char *tname = NULL, *sname = NULL, *skey = NULL, *sval = NULL;
 	int tid = 0, snd = 0;
 	int64_t sne[4] = {1, 1, 1, 1};
 	for (int i = 3; i + 1 < argc; i += 2) {
@@ -64,7 +66,9 @@ int main(int argc, char **argv)
 			sname = argv[i + 1];
 			for (char *p = eq + 1; *p && snd < 4; p += strspn(p, ","))
 				sne[snd++] = strtoll(p, &p, 10);
-		} else
+		} else if (!strcmp(argv[i], "--str"))
+			skey = argv[i + 1], sval = eq + 1;
+		else
 			die("unknown option ", argv[i]);
 	}
 	Gguf g;
@@ -76,8 +80,10 @@ int main(int argc, char **argv)
 		die("out of memory", NULL);
 	gguf_writer_set_alignment(w, g.alignment);
 	for (int i = 0; i < g.nkv; i++)
-		if (strcmp(g.kv[i].key, "general.alignment"))
+		if (strcmp(g.kv[i].key, "general.alignment") && !(skey && !strcmp(g.kv[i].key, skey)))
 			copy_kv(w, &g.kv[i]);
+	if (skey)
+		gguf_writer_str(w, skey, sval);
 	for (int i = 0; i < g.ntensor; i++) {
 		const GgufTensor *t = &g.t[i];
 		int type = tname && !strcmp(t->name, tname) ? tid : t->type, nd = t->ndim < 1 ? 1 : t->ndim;

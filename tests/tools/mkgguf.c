@@ -6,7 +6,8 @@
 ** sub-block's range without ggml's scale search, in ggml's block layout).
 **
 **   HF model_type         GGUF arch   what the conversion does beyond renaming
-**   llama                 llama       q/k rows permuted per head (split-half -> interleaved RoPE pairs)
+**   llama                 llama       q/k rows permuted per head (split-half -> interleaved RoPE pairs);
+**                                     a "llama3" rope config becomes rope_freqs.weight (llama3_divisors)
 **   qwen3                 qwen3       -
 **   qwen3_moe             qwen3moe    per-expert tensors stacked into ffn_{gate,up,down}_exps
 **   glm4_moe              glm4moe     experts stacked; block_count counts the MTP layer(s) as llama.cpp's
@@ -45,6 +46,7 @@
 #include "st.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,8 +274,42 @@ static int cmp_file_order(const void *a, const void *b, void *ctx)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* A GGUF tensor to write: one source tensor, the stack of a layer's experts, or half of kv_b. */
-enum { O_PLAIN, O_STACK, O_KB, O_VB };
+/*
+** rope_freqs.weight of a "llama3" rope config as llama.cpp's LlamaModel.generate_extra_tensors computes
+** it: per frequency f = 1/theta^(2i/dim) of the whole head (dim = head_dim) the divisor 1 when its
+** wavelength 2π/f is under orig/high_freq_factor, factor when past orig/low_freq_factor, else
+** 1/((1 - s)/factor + s) with s = (orig/λ - low_freq_factor)/(high_freq_factor - low_freq_factor); float32
+** throughout, scalar/tensor as torch does it (the reciprocal times the scalar). orig is config.json's
+** top-level original_max_position_embeddings, 8192 when absent, as the converter reads it (Llama 3.1's
+** own config gives 8192 only inside rope_scaling).
+*/
+static float *llama3_divisors(json_t *cfg, json_t *rp, double theta, long long dim)
+{
+	int found;
+	double factor = cfg_num(rp, "factor", 8.0, &found), low = cfg_num(rp, "low_freq_factor", 1.0, &found);
+	double high = cfg_num(rp, "high_freq_factor", 4.0, &found);
+	double orig = cfg_num(cfg, "original_max_position_embeddings", 8192, &found);
+	float *d = malloc(sizeof *d * (size_t)(dim / 2 + 1));
+	if (!d)
+		die("out of memory");
+	for (long long i = 0; i < dim / 2; i++) {
+		float f = 1.0f / powf((float)theta, (float)(2 * i) / (float)dim);
+		float wl = (1.0f / f) * (float)(2 * M_PI);
+		if (wl < (float)(orig / high))
+			d[i] = 1.0f;
+		else if (wl > (float)(orig / low))
+			d[i] = (float)factor;
+		else {
+			float sm = ((1.0f / wl) * (float)orig - (float)low) / (float)(high - low);
+			d[i] = 1.0f / ((1.0f - sm) / (float)factor + sm);
+		}
+	}
+	return d;
+}
+
+/* A GGUF tensor to write: one source tensor, the stack of a layer's experts, half of kv_b, or the
+** llama3 rope divisors. */
+enum { O_PLAIN, O_STACK, O_KB, O_VB, O_FREQS };
 typedef struct {
 	int kind;
 	char name[128];
@@ -397,9 +433,12 @@ int main(int argc, char **argv)
 			t = json_object_get(rp, "type");
 		rope_type = json_is_string(t) ? json_string_value(t) : NULL;
 	}
-	int yarn = rope_type && !strcmp(rope_type, "yarn");
-	if (rope_type && strcmp(rope_type, "default") && !yarn)
-		die("config.json: rope type '%s' is not supported (default, yarn)", rope_type);
+	int yarn = rope_type && !strcmp(rope_type, "yarn"), llama3 = rope_type && !strcmp(rope_type, "llama3");
+	int linear = rope_type && !strcmp(rope_type, "linear");
+	if (rope_type && strcmp(rope_type, "default") && !yarn && !llama3 && !linear)
+		die("config.json: rope type '%s' is not supported (default, linear, llama3, yarn)", rope_type);
+	if (llama3 && fam != F_LLAMA)
+		die("config.json: rope type 'llama3' is converted for llama only (as llama.cpp's LlamaModel does)");
 
 	/* MoE */
 	long long n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_shared = 0, first_dense = 0, n_nextn = 0;
@@ -480,6 +519,10 @@ int main(int argc, char **argv)
 		if (mla && found)
 			gguf_writer_f32(w, KEY("rope.scaling.yarn_log_multiplier"), (float)(0.1 * mall));
 	}
+	if (linear) {
+		gguf_writer_str(w, KEY("rope.scaling.type"), "linear");
+		gguf_writer_f32(w, KEY("rope.scaling.factor"), (float)cfg_num(rp, "factor", 1.0, &found));
+	}
 	gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)eps);
 	if (mla)
 		gguf_writer_f32(w, KEY("attention.lora_layer_norm_rms_epsilon"), 1e-6f);
@@ -525,13 +568,16 @@ int main(int argc, char **argv)
 	/* The output tensors, in source order: a layer's stacked experts take the place of its first
 	** expert tensor, kv_b's two halves the place of kv_b. */
 	int *ord = malloc(((size_t)d.ntensor + 1) * sizeof *ord);
-	Out *outs = calloc((size_t)d.ntensor + 1, sizeof *outs);
+	Out *outs = calloc((size_t)d.ntensor + 2, sizeof *outs);
 	if (!ord || !outs)
 		die("out of memory");
 	for (int i = 0; i < d.ntensor; i++)
 		ord[i] = i;
 	qsort_r(ord, (size_t)d.ntensor, sizeof *ord, cmp_file_order, &d);
 	int nout = 0;
+	float *divisors = llama3 ? llama3_divisors(cfg, rp, theta, head_dim) : NULL;
+	if (llama3) /* first, as the converter yields its extra tensors before the checkpoint's */
+		outs[nout++] = (Out){.kind = O_FREQS, .name = "rope_freqs.weight"};
 	for (int oi = 0; oi < d.ntensor; oi++) {
 		const StTensor *t = &d.t[ord[oi]];
 		Map m = map_name(t->name, n_layer);
@@ -623,6 +669,11 @@ int main(int argc, char **argv)
 			ndim = t->ndim;
 			for (int i = 0; i < ndim; i++)
 				ne[i] = t->shape[ndim - 1 - i];
+		} else if (o->kind == O_FREQS) {
+			n = (size_t)(head_dim / 2), ndim = 1, ne[0] = head_dim / 2;
+			if (!(x = malloc((n ? n : 1) * sizeof *x)))
+				die("out of memory");
+			memcpy(x, divisors, n * sizeof *x);
 		} else if (o->kind == O_STACK) {
 			/* PyTorch [E, rows, cols]: torch.stack of the per-expert [rows, cols] matrices */
 			const StTensor *t0 = &d.t[o->srcs[0]];
@@ -704,7 +755,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < nout; k++)
 		free(outs[k].srcs);
-	free(outs);
+	free(outs), free(divisors);
 	free(oo);
 	free(ord);
 	if (gguf_writer_write(w, out, err, sizeof err))
