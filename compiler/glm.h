@@ -331,12 +331,17 @@ struct Weights;
 typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
+	int force_model;             /* run the model on weights of another architecture (glm.options.force_model) */
 } ModelMeta;
 
 /* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,
 ** "model.lua:LINE: message". */
 int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err,
               size_t len);
+/* No model file given: the model library's choice for the weights' architecture (libdir/nn.lua's
+** pick_model over libdir/archs.lua) into file, relative to the models directory, and why, one line. */
+int front_pick_model(Graph *g, const char *libdir, const ModelMeta *mm, char *file, size_t flen, char *why,
+                     size_t wlen, char *err, size_t len);
 
 /*
 ** bind.c — bind declared parameters to checkpoint tensors

@@ -36,6 +36,8 @@ typedef struct {
 	size_t mem;                 /* bytes Lua holds now */
 	int layer;                  /* set by glm.layer, recorded in each node */
 	long long insns;            /* instructions run, in units of the hook period */
+	char *pick, *why;           /* front_pick_model: the model file chosen and why (caller's buffers) */
+	size_t pick_len, why_len;
 } Front;
 
 typedef struct {
@@ -835,6 +837,17 @@ static int l_meta(lua_State *L)
 	return 1;
 }
 
+/* glm.warn(msg): a warning on stderr naming the model line, for what a model accepts but should say
+** (an override the user asked for, two config keys that disagree). */
+static int l_warn(lua_State *L)
+{
+	const char *msg = luaL_checkstring(L, 1);
+	push_where(L, front_of(L));
+	fprintf(stderr, "glmc: warning: %s%s\n", lua_tostring(L, -1), msg);
+	lua_pop(L, 1);
+	return 0;
+}
+
 /* glm.layer(i) tags the nodes built next with transformer layer i (-1: none), for per-layer reports. */
 static int l_layer(lua_State *L)
 {
@@ -941,7 +954,7 @@ static const luaL_Reg glm_funcs[] = {
 	{"moe_ffn", l_moe_ffn},
 	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
 	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta}, {"layer", l_layer},
-	{"weight_shape", l_weight_shape},
+	{"weight_shape", l_weight_shape}, {"warn", l_warn},
 	{NULL, NULL},
 };
 
@@ -1071,9 +1084,11 @@ static void open_sandbox(lua_State *L)
 	lua_pop(L, 1);
 }
 
-static int front_main(lua_State *L)
+/* The sandbox with the glm table of this compilation: the weights' format, where their metadata came
+** from (glm.meta_file), the library directory (glm.library) and the command-line options a model may
+** read (glm.options). */
+static void front_setup(lua_State *L, Front *f)
 {
-	Front *f = lua_touserdata(L, 1);
 	lua_pushlightuserdata(L, f);
 	lua_setfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
 	open_sandbox(L);
@@ -1083,36 +1098,66 @@ static int front_main(lua_State *L)
 		lua_pushinteger(L, f->mm->layers);
 		lua_setfield(L, -2, "layers");
 	}
-	lua_setfield(L, -2, "options");
-	lua_pop(L, 1);
-	if (f->mm && f->mm->w) {
-		lua_getglobal(L, "glm");
-		lua_pushstring(L, weights_format_name(f->mm->w->format));
-		lua_setfield(L, -2, "format");
-		/* glm.meta_file: the file glm.meta reads, for error messages */
-		const Weights *w = f->mm->w;
-		if (w->format == WF_HF && w->random_qtype < 0)
-			lua_pushfstring(L, "%s/config.json", w->path);
-		else
-			lua_pushstring(L, w->path);
-		lua_setfield(L, -2, "meta_file");
-		lua_pop(L, 1);
+	if (f->mm && f->mm->force_model) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "force_model");
 	}
+	lua_setfield(L, -2, "options");
+	lua_pushstring(L, f->libdir);
+	lua_setfield(L, -2, "library");
+	if (f->mm && f->mm->w) {
+		const Weights *w = f->mm->w;
+		lua_pushstring(L, weights_format_name(w->format));
+		lua_setfield(L, -2, "format");
+		if (w->format == WF_GGUF || w->random_qtype >= 0)
+			lua_pushstring(L, w->path);
+		else
+			lua_pushfstring(L, "%s/config.json", w->path);
+		lua_setfield(L, -2, "meta_file");
+	}
+	lua_pop(L, 1);
 	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);
+}
+
+static int front_main(lua_State *L)
+{
+	Front *f = lua_touserdata(L, 1);
+	front_setup(L, f);
 	if (luaL_loadfilex(L, f->model_path, "t") != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
 	return 0;
 }
 
-int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
+/* The library's choice of model file for the weights: require("nn").pick_model() returns the file
+** (relative to the models directory) and a line saying why. */
+static int front_pick_main(lua_State *L)
 {
-	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1};
-	lua_State *L = lua_newstate(front_alloc, &f);
+	Front *f = lua_touserdata(L, 1);
+	front_setup(L, f);
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "nn");
+	lua_call(L, 1, 1);
+	lua_getfield(L, -1, "pick_model");
+	if (!lua_isfunction(L, -1))
+		return luaL_error(L, "%s/nn.lua: no function pick_model", f->libdir);
+	lua_call(L, 0, 2);
+	const char *file = lua_tostring(L, -2), *why = lua_tostring(L, -1);
+	if (!file || !why)
+		return luaL_error(L, "%s/nn.lua: pick_model must return a file name and a reason", f->libdir);
+	snprintf(f->pick, f->pick_len, "%s", file);
+	snprintf(f->why, f->why_len, "%s", why);
+	return 0;
+}
+
+/* Run fn(f) in a fresh sandboxed state; a Lua error becomes one line in err. */
+static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
+{
+	lua_State *L = lua_newstate(front_alloc, f);
 	if (!L)
-		return seterr(err, len, "%s: cannot create a Lua state", model_path);
-	lua_pushcfunction(L, front_main);
-	lua_pushlightuserdata(L, &f);
+		return seterr(err, len, "%s: cannot create a Lua state", f->model_path);
+	lua_pushcfunction(L, fn);
+	lua_pushlightuserdata(L, f);
 	int st = lua_pcall(L, 1, 0, 0);
 	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
@@ -1127,6 +1172,22 @@ int front_run(Graph *g, const char *model_path, const char *libdir, const ModelM
 		return -1;
 	}
 	lua_close(L);
+	return 0;
+}
+
+int front_pick_model(Graph *g, const char *libdir, const ModelMeta *mm, char *file, size_t flen, char *why,
+                     size_t wlen, char *err, size_t len)
+{
+	Front f = {.g = g, .mm = mm, .model_path = "(no model file)", .libdir = libdir, .layer = -1,
+	           .pick = file, .pick_len = flen, .why = why, .why_len = wlen};
+	return front_call(&f, front_pick_main, err, len);
+}
+
+int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
+{
+	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1};
+	if (front_call(&f, front_main, err, len))
+		return -1;
 	if (g->n == 0)
 		return seterr(err, len, "%s: the model built no graph", model_path);
 	return 0;

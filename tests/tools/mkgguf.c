@@ -33,12 +33,17 @@
 ** --order writes the tensors in the source file's order, reversed, or shuffled (seeded), so tests can
 ** check that a reader binds by name and not by position.
 **
+** --kv-b merged writes the MLA archs as llama.cpp's converter did before its MLA conversion (April 2025,
+** llama.cpp PR 12801): kv_b_proj whole as blk.N.attn_kv_b.weight (numpy [H * (nope + v), kv_lora], as in
+** HF), head_count_kv = num_key_value_heads, key_length = qk_nope + qk_rope and value_length = v_head
+** (the per-head widths), and no key_length_mla / value_length_mla. The default, split, is today's layout.
+**
 ** --roundtrip (with a quantized --type) stores each tensor that would be quantized as F32 holding its
 ** dequantized values: the same numbers through the F32 kernels, so a test can tell the quantized
 ** kernels' error apart from the rounding of the weights themselves.
 **
 **   mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]
-**          [--order file|reverse|shuffle]
+**          [--order file|reverse|shuffle] [--kv-b split|merged]
 **          [--seed N] [--alignment N]
 */
 #include "gguf.h"
@@ -54,14 +59,16 @@
 
 static const char usage[] =
 	"usage: mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]\n"
-	"              [--order file|reverse|shuffle] [--seed N] [--alignment N]\n"
+	"              [--order file|reverse|shuffle] [--seed N] [--alignment N] [--kv-b split|merged]\n"
 	"Convert a Hugging Face checkpoint directory into a GGUF file with llama.cpp's tensor names and\n"
 	"metadata keys. --arch (an HF model_type or a GGUF architecture: llama, qwen3, qwen3moe, glm4moe,\n"
 	"deepseek2, glm-dsa) defaults to config.json's model_type. --type q8_0 quantizes every matrix whose\n"
 	"rows are whole blocks of 32 (vectors and the MoE router stay F32); q4_k, q5_k, q6_k those with rows\n"
 	"of whole blocks of 256, the others as q8_0. --order sets the tensor order in the file (default: the\n"
 	"order of the source file; shuffle uses --seed, default 1). --alignment defaults to 32.\n"
-	"--roundtrip (with a quantized type) stores the dequantized values as F32 instead.\n";
+	"--roundtrip (with a quantized type) stores the dequantized values as F32 instead.\n"
+	"--kv-b merged (MLA archs): llama.cpp's layout before its MLA conversion: attn_kv_b whole, per-head\n"
+	"key_length / value_length, no *_mla keys (default split: attn_k_b and attn_v_b).\n";
 
 /* One error line and a non-zero exit: the tool runs from tests and scripts, never interactively. */
 _Noreturn static void die(const char *fmt, ...)
@@ -334,7 +341,7 @@ static float *load_f32(const StDir *d, int ti, size_t *n)
 
 int main(int argc, char **argv)
 {
-	const char *src = NULL, *out = NULL, *arch_opt = NULL, *type = "f32", *order = "file";
+	const char *src = NULL, *out = NULL, *arch_opt = NULL, *type = "f32", *order = "file", *kvb = "split";
 	uint64_t seed = 1;
 	long alignment = 32;
 	int roundtrip = 0;
@@ -362,6 +369,8 @@ int main(int argc, char **argv)
 				seed = strtoull(v, NULL, 10) | 1;
 			else if (!strcmp(a, "--alignment"))
 				alignment = strtol(v, NULL, 10);
+			else if (!strcmp(a, "--kv-b"))
+				kvb = v;
 			else
 				die("unknown option %s\n%s", a, usage);
 		} else if (!src) {
@@ -383,6 +392,9 @@ int main(int argc, char **argv)
 		die("--order must be file, reverse or shuffle, not '%s'", order);
 	if (alignment <= 0 || alignment > (1l << 20) || (alignment & (alignment - 1)))
 		die("--alignment must be a power of two up to 2^20");
+	if (strcmp(kvb, "split") && strcmp(kvb, "merged"))
+		die("--kv-b must be split or merged, not '%s'", kvb);
+	int merged = !strcmp(kvb, "merged");
 
 	StDir d;
 	char err[1024];
@@ -405,6 +417,8 @@ int main(int argc, char **argv)
 		die("architecture '%s' is not supported (llama, qwen3, qwen3_moe, glm4_moe, deepseek_v2, deepseek_v3, "
 		    "glm4_moe_lite, glm_moe_dsa)", arch_opt);
 	int moe = fam >= F_QWEN3MOE, mla = fam == F_DEEPSEEK2 || fam == F_GLMDSA;
+	if (merged && !mla)
+		die("--kv-b merged: '%s' has no MLA attention", arch);
 
 	/* Hyperparameters and llama.cpp's metadata keys. */
 	long long n_layer = cfg_int(cfg, "num_hidden_layers", -1), n_embd = cfg_int(cfg, "hidden_size", -1);
@@ -486,12 +500,16 @@ int main(int argc, char **argv)
 	gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)n_ff);
 	gguf_writer_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
 	if (mla) {
-		/* MLA as llama.cpp runs it: MQA over the latent, keys kv_lora + rope wide, values kv_lora wide */
-		gguf_writer_u32(w, KEY("attention.head_count_kv"), 1);
-		gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)(kv_lora + qk_rope));
-		gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)kv_lora);
-		gguf_writer_u32(w, KEY("attention.key_length_mla"), (uint32_t)(qk_nope + qk_rope));
-		gguf_writer_u32(w, KEY("attention.value_length_mla"), (uint32_t)v_head);
+		/* MLA as llama.cpp runs it: MQA over the latent, keys kv_lora + rope wide, values kv_lora wide, the
+		** per-head widths in the *_mla keys; --kv-b merged (the older converter): the per-head widths in
+		** key_length / value_length, the config's kv head count, no *_mla keys */
+		gguf_writer_u32(w, KEY("attention.head_count_kv"), merged ? (uint32_t)n_kv : 1);
+		gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)(merged ? qk_nope + qk_rope : kv_lora + qk_rope));
+		gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)(merged ? v_head : kv_lora));
+		if (!merged) {
+			gguf_writer_u32(w, KEY("attention.key_length_mla"), (uint32_t)(qk_nope + qk_rope));
+			gguf_writer_u32(w, KEY("attention.value_length_mla"), (uint32_t)v_head);
+		}
 		if (q_lora > 0)
 			gguf_writer_u32(w, KEY("attention.q_lora_rank"), (uint32_t)q_lora);
 		gguf_writer_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)kv_lora);
@@ -586,6 +604,9 @@ int main(int argc, char **argv)
 		if (m.kind == M_PLAIN) {
 			outs[nout] = (Out){.kind = O_PLAIN, .qk = m.qk, .src = ord[oi]};
 			snprintf(outs[nout++].name, sizeof outs->name, "%s", m.name);
+		} else if (m.kind == M_KVB && merged) {
+			outs[nout] = (Out){.kind = O_PLAIN, .src = ord[oi]};
+			snprintf(outs[nout++].name, sizeof outs->name, "blk.%d.attn_kv_b.weight", m.layer);
 		} else if (m.kind == M_KVB) {
 			if (!mla)
 				die("%s: kv_b_proj in a non-MLA architecture", t->name);
