@@ -14,6 +14,7 @@ Files:
     tok.inp / tok.out   the strings, separated by lines "__ggml_vocab_test__" (the newline before such a
                         line belongs to the marker, as in llama.cpp's vocab tests), and one line of
                         space-separated token ids per string (no BOS: the GGUF's add_bos_token is false).
+    logits.f32          float32 logits of the last prompt position of the first raw prompt (49152 values).
     greedy.txt          one case a line, tab-separated: name, prompt ids, greedy ids, smallest logit margin,
                         the greedy ids decoded (backslash, newline and tab written \\\\, \\n and \\t).
                         The greedy ids are new tokens up to and including the first end of turn (id 2,
@@ -136,6 +137,9 @@ def main():
             if ids != p:
                 print(f"digit split changes {s!r}: {p} -> {ids}")
             fo.write(" ".join(str(i) for i in ids) + "\n")
+    with torch.no_grad():
+        last = model(torch.tensor([tok.encode(RAW[0], add_special_tokens=False)])).logits[0, -1].float()
+    last.numpy().astype("<f4").tofile(os.path.join(OUT, "logits.f32"))
     lines, bad = [], []
     cases = [(p, tok.encode(p, add_special_tokens=False)) for p in RAW]
     for u in CHAT:
