@@ -10,6 +10,8 @@ Run by hand after changing a case; the test suite only reads the files:
     pip install torch transformers gguf
     python3 tests/tools/smol_refs.py [GGUF]     # from the repo root; GGUF defaults to the fetch script's
 
+The stored files were written with transformers 5.25.0, tokenizers 0.23.3 and torch 2.15.0 (CPU).
+
 Files:
     tok.inp / tok.out   the strings, separated by lines "__ggml_vocab_test__" (the newline before such a
                         line belongs to the marker, as in llama.cpp's vocab tests), and one line of
