@@ -8,6 +8,7 @@
 ** must match exactly.
 */
 #include "glm.h"
+#include "par.h"
 #include "ref.h"
 
 #include <math.h>
@@ -575,11 +576,26 @@ static int shape_allreduce(const Graph *g, Node *n, char *err, size_t len)
 	return 0;
 }
 
+/* Below this many multiply-adds a linear runs on the calling thread (a wake-up costs more). */
+#define LIN_PAR_MIN (1 << 17)
+
+/* ref_linear's values (lin_rows), on every thread of x->par for the large ones. */
 static void cpu_linear(Exec *x, int id)
 {
 	int64_t N = exec_dim(x, INID(1), 0), K = exec_dim(x, INID(1), 1);
 	int64_t T = exec_numel(x, INID(0)) / K;
-	ref_linear(Y, F(0), F(1), NODE->nin == 3 ? F(2) : NULL, (int)T, (int)K, (int)N);
+	int big = T * N * K >= LIN_PAR_MIN;
+	if (big && !x->par_tried) {
+		x->par_tried = 1;
+		int n = par_threads(x->err, sizeof x->err);
+		if (n < 0)
+			return;
+		if (n > 1 && !(x->par = par_new(n))) {
+			snprintf(x->err, sizeof x->err, "cannot start %d threads for the linears (GLMRUN_THREADS)", n);
+			return;
+		}
+	}
+	lin_par(big ? x->par : NULL, Y, F(0), F(1), NODE->nin == 3 ? F(2) : NULL, (int)T, (int)K, (int)N);
 }
 
 static void cpu_matmul(Exec *x, int id)

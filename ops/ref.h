@@ -18,6 +18,10 @@ void ref_embedding(float *y, const float *table, const int32_t *ids, int T, int 
 /* y[T,N] = x[T,K] · w[N,K]ᵀ (+ bias[N] when bias != NULL). Hugging Face nn.Linear layout. */
 void ref_linear(float *y, const float *x, const float *w, const float *bias, int T, int K, int N);
 
+/* Outputs n0..n1-1 of ref_linear (all T tokens), bit for bit the same values, computed several at a time
+** (ops/linear.c): the CPU executor's linear, split among threads by rows. */
+void lin_rows(float *y, const float *x, const float *w, const float *bias, int T, int K, int N, int n0, int n1);
+
 /* y[B,M,N] = a[B,M,K] · b[B,K,N] (batched; B = 1 for a plain matmul). */
 void ref_matmul(float *y, const float *a, const float *b, int B, int M, int K, int N);
 

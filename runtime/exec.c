@@ -4,6 +4,7 @@
 ** is poisoned (NaN / -1) before its op runs, so an op that leaves an element unwritten is caught.
 */
 #include "glm.h"
+#include "par.h"
 #include "ref.h"
 #include "weights.h"
 
@@ -387,5 +388,6 @@ void exec_free(Exec *x)
 	free(x->wt);
 	free(x->late);
 	free(x->late_mem);
+	par_free(x->par);
 	memset(x, 0, sizeof *x);
 }

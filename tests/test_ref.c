@@ -5,6 +5,7 @@
 ** skipped element fails. Tolerance: rel-L2 <= 1e-5; indices and conversions must match exactly.
 */
 #include "check.h"
+#include "par.h"
 #include "ref.h"
 
 #include <stdint.h>
@@ -238,6 +239,40 @@ static void test_dense(void)
 	ref_matmul(y, a + M * K, bb + K * N, 1, M, K, N);
 	close_to("matmul B=1 (second batch) vs torch.bmm", y, want + M * N, M * N);
 	free(y), gold_close(g);
+}
+
+/* lin_rows (ops/linear.c, the executor's linear: tiles of sums side by side, rows split among threads)
+** must give ref_linear's values bit for bit: every output is the same double sum in the same k order. */
+static void test_linear_tiles(void)
+{
+	static const int Ts[] = {1, 2, 3, 5}, Ns[] = {1, 7, 8, 9, 33}, Ks[] = {1, 17, 40};
+	Par *p = par_new(3);
+	size_t bad = 0, cases = 0;
+	uint32_t s = 12345;
+	for (size_t it = 0; it < 4; it++)
+		for (size_t in = 0; in < 5; in++)
+			for (size_t ik = 0; ik < 3; ik++)
+				for (int wb = 0; wb < 2; wb++) {
+					int T = Ts[it], N = Ns[in], K = Ks[ik];
+					float *x = malloc(sizeof(float) * T * K), *w = malloc(sizeof(float) * N * K);
+					float *b = malloc(sizeof(float) * N), *y = nans(T * N), *z = nans(T * N), *v = nans(T * N);
+					float *all[] = {x, w, b};
+					size_t cnt[] = {(size_t)T * K, (size_t)N * K, (size_t)N};
+					for (int a = 0; a < 3; a++)
+						for (size_t i = 0; i < cnt[a]; i++) {
+							s = s * 1664525u + 1013904223u;
+							all[a][i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (float)(1 + (s & 7));
+						}
+					ref_linear(y, x, w, wb ? b : NULL, T, K, N);
+					lin_rows(z, x, w, wb ? b : NULL, T, K, N, 0, N);
+					lin_par(p, v, x, w, wb ? b : NULL, T, K, N);
+					bad += memcmp(y, z, sizeof(float) * T * N) != 0 || memcmp(y, v, sizeof(float) * T * N) != 0;
+					cases++;
+					free(x), free(w), free(b), free(y), free(z), free(v);
+				}
+	check(p && bad == 0, "lin_rows equals ref_linear bit for bit (T 1..5, N 1..33, K 1..40, 3 threads)",
+	      "%zu of %zu shapes differ%s", bad, cases, p ? "" : " (no pool)");
+	par_free(p);
 }
 
 static void test_elementwise(void)
@@ -524,6 +559,7 @@ int main(void)
 	for (size_t i = 0; i < sizeof ropes / sizeof *ropes; i++)
 		test_rope(ropes[i]);
 	test_dense();
+	test_linear_tiles();
 	test_elementwise();
 	test_norms();
 	test_attention();
