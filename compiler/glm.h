@@ -436,6 +436,7 @@ struct Exec {
 	ExecLate *late;              /* with round_act DT_BF16 on a plan with LAUNCH_NORM_LATE launches: per node, else NULL */
 	float *late_mem;             /* the rmsnorms' unrounded copies (ExecLate.keep), one block */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
+	int nan_ok;                  /* 1: non-finite logits are not an error (--verify compares them) */
 };
 
 /* Load every weight (converted to float32) from the weights path and size buffers for up to maxT

@@ -8,10 +8,12 @@
 */
 #include "glm.h"
 #include "inspect.h"
+#include "outpath.h"
 #include "tokenize.h"
 #include "quant.h"
 #include "weights.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -429,8 +431,18 @@ static void parse(Opts *o, int argc, char **argv)
 	}
 }
 
+/* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */
+static void close_stdout(void)
+{
+	if (out_close_stdout()) {
+		fprintf(stderr, "glmc: standard output: write failed: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	atexit(close_stdout);
 	if (argc > 1 && !strcmp(argv[1], "inspect"))
 		return inspect_main(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "tokenize"))
@@ -490,6 +502,12 @@ int main(int argc, char **argv)
 			fail_usage("--after must be front, verify, bind, partition, fuse, memplan or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
+	/* the outputs checked before any work: writable, and none of the inputs */
+	OutInput in[] = {{o.model, "the model"}, {o.weights, "the weights"}, {o.config, "the config"},
+	                 {find_lib(&o, &A), "the model library"}};
+	if ((o.out && out_check("-o", o.out, in, 4, err, sizeof err)) ||
+	    (o.dot && out_check("--dot", o.dot, in, 4, err, sizeof err)))
+		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);
 	if (o.out)

@@ -6,8 +6,13 @@
 */
 #include "glm.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 typedef struct {
@@ -88,6 +93,59 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	put_cuda_wq(b, c, nw);
 }
 
+/* All of buf written to fd (write may stop short). */
+static int write_all(int fd, const unsigned char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		buf += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+** Write head + body as the file at path without ever leaving a partial plan there: a temporary file in
+** the same directory (so the rename stays on one file system) is written, flushed to disk and renamed
+** over the target. A full disk or any write error leaves the previous file as it was and no temporary.
+*/
+static int write_atomic(const char *path, const void *head, size_t nh, const void *body, size_t nb, char *err,
+                        size_t len)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+		return seterr(err, len, "%s: path too long", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return seterr(err, len, "%s: cannot create the temporary plan file %s: %m", path, tmp);
+	int ok = !write_all(fd, head, nh) && !write_all(fd, body, nb) && !fsync(fd);
+	int e = errno;
+	ok = !close(fd) && ok;
+	if (!ok || rename(tmp, path)) {
+		e = ok ? errno : e;
+		unlink(tmp);
+		errno = e;
+		return seterr(err, len, "%s: write failed (the previous file, if any, is unchanged): %m", path);
+	}
+	/* the rename itself made durable; a directory that cannot be synced is not an error */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		slash[slash == dir] = 0; /* "/x" keeps "/" */
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
 int plan_write(const Graph *g, const char *path, char *err, size_t len)
 {
 	Buf b = {0};
@@ -139,17 +197,9 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	uint32_t ver = PLAN_VERSION, crc = (uint32_t)crc32_z(0L, b.p, b.n);
 	uint64_t n = b.n;
 	memcpy(hdr + 8, &ver, 4), memcpy(hdr + 12, &crc, 4), memcpy(hdr + 16, &n, 8);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		free(b.p);
-		return seterr(err, len, "%s: cannot create the plan file: %m", path);
-	}
-	int ok = fwrite(hdr, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n;
-	ok = (fclose(f) == 0) && ok;
+	int rc = write_atomic(path, hdr, 24, b.p, b.n, err, len);
 	free(b.p);
-	if (!ok)
-		return seterr(err, len, "%s: write failed: %m", path);
-	return 0;
+	return rc;
 }
 
 /* A bounds-checked reader; the first failure sticks and later reads return zeros. */

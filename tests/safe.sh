@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# tests/safe.sh — nothing lost, nothing hangs, nothing silently wrong (issue 44): NaN/Inf logits refused
+# with the step named; plans written whole or not at all, outputs checked before compiling, inputs never
+# overwritten (compared with cmp afterwards); write errors on stdout and output files reported; forged
+# plans and special files refused at once; the Lua sandbox's limits. Every refusal is one line with a
+# non-zero exit, and no command may take 10 s.
+# Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+FIX=../shared/fixtures/hf
+
+# result NAME WHY: "ok - NAME" when WHY is empty, else "FAIL - NAME: WHY".
+result() {
+	if [ -z "$2" ]; then echo "ok - $1"; else echo "FAIL - $1: $2"; fi
+}
+ok() { result "$1" ""; }
+bad() { result "$1" "$2"; }
+
+# expect_fail NAME SUBSTRING CMD...: CMD must end within 10 s, non-zero and not by a signal, with one
+# line on stderr containing SUBSTRING.
+expect_fail() {
+	local name=$1 want=$2 why=""
+	shift 2
+	timeout 10 "$@" >"$tmp/out" 2>"$tmp/err"
+	local rc=$? msg
+	msg=$(head -c 300 "$tmp/err")
+	case $rc in
+	0) why="succeeded, expected an error containing '$want'" ;;
+	124) why="still running after 10 s" ;;
+	*) [ $rc -gt 128 ] && why="killed by a signal (status $rc): $msg" ;;
+	esac
+	[ -z "$why" ] && ! grep -qF -- "$want" "$tmp/err" && why="error '$msg' does not contain '$want'"
+	[ -z "$why" ] && [ "$(wc -l <"$tmp/err")" -ne 1 ] && why="error is not one line: $msg"
+	result "$name" "$why"
+}
+
+# same NAME FILE COPY: FILE is byte-identical to its saved COPY.
+same() {
+	cmp -s "$2" "$3" && ok "$1" || bad "$1" "$2 changed"
+}
+
+cp -r $FIX/llama "$tmp/hf"
+cp models/llama.lua "$tmp/m.lua"
+cp $FIX/llama/config.json "$tmp/config.json"
+LIB=models/lib
+C="bin/glmc compile $tmp/m.lua --lib $LIB --weights $tmp/hf"
+
+# ---- A: NaN/Inf logits are an error naming the step, greedy, sampled and batched (CPU) ----
+if bin/glmc compile tests/models/nan_logits.lua --lib $LIB --weights $tmp/hf -o $tmp/nan.plan 2>$tmp/err; then
+	expect_fail "NaN logits: greedy run refused at the prefill" "prefill: the logits hold NaN (token row 0 at position 0" \
+		bin/glmrun $tmp/nan.plan --device cpu --tokens 1,2,3 -n 4
+	expect_fail "NaN logits: sampled run refused" "prefill: the logits hold NaN" \
+		bin/glmrun $tmp/nan.plan --device cpu --tokens 1,2,3 -n 4 --temp 1 --top-k 5 --seed 3
+	expect_fail "NaN logits: batch refused" "the logits hold NaN" \
+		bin/glmrun $tmp/nan.plan --device cpu --tokens 1,2 --tokens 3 -n 2
+else
+	bad "NaN model compiles" "$(head -c 300 $tmp/err)"
+fi
+
+# ---- B: -o checked before compiling; inputs never overwritten; plans replaced whole or not at all ----
+for f in "$tmp/hf/model.safetensors" "$tmp/hf/config.json" "$tmp/m.lua"; do cp "$f" "$f.orig"; done
+cp $LIB/nn.lua $tmp/nn.orig
+expect_fail "-o onto the weights' safetensors refused" "that is the weights" $C -o $tmp/hf/model.safetensors
+expect_fail "-o onto the HF config.json (another spelling) refused" "that is the weights" $C -o $tmp/hf/../hf/./config.json
+expect_fail "-o onto the model refused" "that is the model" $C -o $tmp/m.lua
+ln "$tmp/m.lua" "$tmp/hard.lua"
+expect_fail "-o onto a hard link of the model refused" "that is the model" $C -o $tmp/hard.lua
+ln -s "$tmp/hf/model.safetensors" "$tmp/link.plan"
+expect_fail "-o onto a symlink to the weights refused" "that is the weights" $C -o $tmp/link.plan
+expect_fail "-o onto the random-weights config refused" "that is the config" \
+	bin/glmc compile $tmp/m.lua --lib $LIB --config $tmp/config.json --random-weights f32 -o $tmp/config.json
+expect_fail "-o onto a model library file refused" "that is the model library" $C -o $LIB/nn.lua
+expect_fail "--dot onto the model refused" "--dot $tmp/m.lua: that is the model" \
+	bin/glmc dump $tmp/m.lua --lib $LIB --weights $tmp/hf --dot $tmp/m.lua
+expect_fail "-o in a missing directory refused at once" "the directory $tmp/nope: No such file or directory" $C -o $tmp/nope/x.plan
+expect_fail "-o naming a directory refused" "is a directory" $C -o $tmp/hf
+mkfifo $tmp/fifo.plan
+expect_fail "-o onto a FIFO refused" "is not a regular file" $C -o $tmp/fifo.plan
+same "weights safetensors unchanged" "$tmp/hf/model.safetensors" "$tmp/hf/model.safetensors.orig"
+same "HF config.json unchanged" "$tmp/hf/config.json" "$tmp/hf/config.json.orig"
+same "model unchanged" "$tmp/m.lua" "$tmp/m.lua.orig"
+same "model library unchanged" "$LIB/nn.lua" "$tmp/nn.orig"
+# a plan write that fails (here a file size limit, as a full disk) leaves the previous plan as it was
+if $C -o $tmp/p.plan 2>$tmp/err; then
+	cp $tmp/p.plan $tmp/p.orig
+	(trap '' XFSZ; ulimit -f 8; exec $C -o $tmp/p.plan) 2>$tmp/err
+	rc=$?
+	[ $rc -ne 0 ] && grep -q "p.plan: write failed (the previous file, if any, is unchanged): File too large" $tmp/err &&
+		[ "$(wc -l <$tmp/err)" = 1 ] && ok "failed plan write reported in one line" ||
+		bad "failed plan write reported in one line" "rc $rc: $(head -c 300 $tmp/err)"
+	same "previous plan unchanged after a failed write" $tmp/p.plan $tmp/p.orig
+	ls $tmp | grep -q '\.tmp\.' && bad "no temporary left after a failed write" "$(ls $tmp)" ||
+		ok "no temporary left after a failed write"
+else
+	bad "llama compiles" "$(head -c 300 $tmp/err)"
+fi
+
+# ---- C: write errors on stdout and output files: non-zero exit, one line ----
+P=$tmp/p.plan
+expect_fail "glmrun tokens to a full stdout" "standard output: write failed: No space left on device" \
+	sh -c "exec bin/glmrun $P --device cpu --tokens 1,2 -n 3 >/dev/full"
+expect_fail "glmrun one token to a full stdout" "standard output: write failed" \
+	sh -c "exec bin/glmrun $P --device cpu --tokens 1,2 -n 1 >/dev/full"
+expect_fail "glmrun with stdout closed" "standard output: write failed: Bad file descriptor" \
+	sh -c "exec bin/glmrun $P --device cpu --tokens 1,2 -n 3 >&-"
+expect_fail "glmrun --dump-logits to a full disk" "/dev/full: write failed: No space left on device" \
+	bin/glmrun $P --device cpu --tokens 1,2 -n 3 --dump-logits /dev/full
+expect_fail "glmrun --batch --dump-logits past a file size limit" "--dump-logits: write failed: File too large" \
+	sh -c "trap '' XFSZ; ulimit -f 1; exec bin/glmrun $P --device cpu --tokens 1,2 --tokens 3 -n 3 --dump-logits $tmp/b.f32" 
+expect_fail "glmc stats to a full stdout" "glmc: standard output: write failed" sh -c "exec bin/glmc stats $P >/dev/full"
+expect_fail "glmc dump to a full stdout" "glmc: standard output: write failed" sh -c "exec bin/glmc dump $P >/dev/full"
+exit 0
