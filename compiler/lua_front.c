@@ -13,6 +13,7 @@
 */
 #include "glm.h"
 #include "weights.h"
+#include "rfile.h"
 
 #include <jansson.h>
 #include <lauxlib.h>
@@ -21,6 +22,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TENSOR_MT "glm.tensor"
 #define FRONT_KEY "glm.front"
@@ -954,6 +956,49 @@ static void front_hook(lua_State *L, lua_Debug *ar)
 		front_error(L, "the model ran more than %I Lua instructions (an endless loop?)", (lua_Integer)LUA_INSN_LIMIT);
 }
 
+/*
+** luaL_loadfilex(L, path, "t") for regular files only: the file is opened without blocking and read
+** whole, so a FIFO or device given as the model or found in the library fails at once instead of hanging.
+*/
+static int load_regular(lua_State *L, const char *path)
+{
+	int fd = rfile_open(path);
+	char m[512];
+	if (fd < 0) {
+		rfile_err(path, m, sizeof m);
+		lua_pushfstring(L, "cannot open %s", m);
+		return LUA_ERRFILE;
+	}
+	size_t n = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	for (ssize_t r = 1; buf && r > 0;) {
+		if (n == cap) {
+			char *nb = cap < ((size_t)64 << 20) ? realloc(buf, cap *= 2) : NULL;
+			if (!nb)
+				free(buf);
+			buf = nb;
+			if (!buf)
+				break;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0) {
+			free(buf);
+			buf = NULL;
+		} else
+			n += (size_t)r;
+	}
+	close(fd);
+	if (!buf) {
+		lua_pushfstring(L, "cannot read %s: too large (64 MiB at most) or unreadable", path);
+		return LUA_ERRFILE;
+	}
+	lua_pushfstring(L, "@%s", path);
+	int st = luaL_loadbufferx(L, buf, n, lua_tostring(L, -1), "t");
+	free(buf);
+	lua_remove(L, -2); /* the chunk name, under the chunk or the message */
+	return st;
+}
+
 /* require(name): text modules from the library directory only; names are plain identifiers with dots. */
 static int l_require(lua_State *L)
 {
@@ -979,7 +1024,7 @@ static int l_require(lua_State *L)
 	luaL_addstring(&b, ".lua");
 	luaL_pushresult(&b);
 	const char *path = lua_tostring(L, -1);
-	int st = luaL_loadfilex(L, path, "t");
+	int st = load_regular(L, path);
 	if (st == LUA_ERRFILE)
 		return front_error(L, "require: no module '%s' in the model library (%s)", name, path);
 	if (st != LUA_OK)
@@ -1064,7 +1109,7 @@ static int front_main(lua_State *L)
 		lua_pop(L, 1);
 	}
 	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);
-	if (luaL_loadfilex(L, f->model_path, "t") != LUA_OK)
+	if (load_regular(L, f->model_path) != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
 	return 0;

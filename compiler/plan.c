@@ -5,6 +5,7 @@
 ** the bytes left, the checksum must match, and the graph is re-verified before anyone runs it.
 */
 #include "glm.h"
+#include "rfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -336,6 +337,33 @@ static void get_cuda(Graph *g, Rd *r)
 	get_cuda_wq(g, r);
 }
 
+/*
+** What glmc's front end (lua_front.c l_param) guarantees of a weight binding, checked again on a plan,
+** which may be forged with a valid checksum: the loaders index source rows with these fields (a row
+** stride on a weight that is not [blocks, rows, cols] reads out of bounds) and format `source` with
+** the part number. NULL when the entry is consistent, else what is wrong.
+*/
+static const char *weight_ref_bad(const Graph *g, const WeightRef *w)
+{
+	const Node *n = &g->node[w->node];
+	if (n->op != OP_PARAM || n->kind != VK_WEIGHT)
+		return "weight manifest entry on a node that is not a parameter";
+	if (w->rstride && (n->ndim != 3 || n->dim[1] < 1 || w->roff + n->dim[1] > w->rstride || w->slot_rows ||
+	                   w->row0 || w->unpermute || w->parts))
+		return "weight row stride on a parameter that is not [blocks, rows, cols] or with another row option";
+	if (!w->rstride && w->roff)
+		return "weight row offset without a row stride";
+	if ((w->slot_rows != 0 && w->slot_rows != 1) || (w->row0 && !w->slot_rows))
+		return "bad weight row slot";
+	if (w->split >= n->ndim)
+		return "weight split axis outside the parameter's rank";
+	const char *pc = strchr(w->source, '%');
+	if (w->parts && (w->parts != n->dim[0] || !pc || strncmp(pc, "%d", 2) || strchr(pc + 2, '%') || w->row0 ||
+	                 w->slot_rows || w->unpermute))
+		return "stacked weight whose part count or source name pattern is not what glmc writes";
+	return NULL;
+}
+
 static int read_payload(Graph *g, Rd *r)
 {
 	uint32_t nm = get_count(r, 8, 1u << 20);
@@ -405,6 +433,8 @@ static int read_payload(Graph *g, Rd *r)
 			r->fail = "bad weight manifest entry";
 			break;
 		}
+		if (!r->fail && (r->fail = weight_ref_bad(g, w)))
+			break;
 		g->nw++;
 	}
 	uint32_t no = get_count(r, 8, 8);
@@ -427,9 +457,15 @@ static int read_payload(Graph *g, Rd *r)
 
 int plan_read(Graph *g, const char *path, char *err, size_t len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return seterr(err, len, "%s: cannot open the plan: %m", path);
+	int fd = rfile_open(path); /* a FIFO or device is refused at once, not read */
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+	if (!f) {
+		char m[512];
+		rfile_err(path, m, sizeof m);
+		if (fd >= 0)
+			close(fd);
+		return seterr(err, len, "cannot open the plan: %s", m);
+	}
 	unsigned char hdr[24];
 	size_t got = fread(hdr, 1, 24, f);
 	if (got < 8 || memcmp(hdr, PLAN_MAGIC, 8)) {

@@ -111,4 +111,31 @@ expect_fail "glmrun --batch --dump-logits past a file size limit" "--dump-logits
 	sh -c "trap '' XFSZ; ulimit -f 1; exec bin/glmrun $P --device cpu --tokens 1,2 --tokens 3 -n 3 --dump-logits $tmp/b.f32" 
 expect_fail "glmc stats to a full stdout" "glmc: standard output: write failed" sh -c "exec bin/glmc stats $P >/dev/full"
 expect_fail "glmc dump to a full stdout" "glmc: standard output: write failed" sh -c "exec bin/glmc dump $P >/dev/full"
+# ---- D: special files refused at once (a FIFO would block the open for ever) ----
+mkfifo $tmp/fifo.lua $tmp/fifo2.plan $tmp/fifo.json
+expect_fail "FIFO as the model refused" "cannot open $tmp/fifo.lua: not a regular file" \
+	bin/glmc compile $tmp/fifo.lua --lib $LIB --weights $tmp/hf -o $tmp/x.plan
+expect_fail "FIFO as the model (glmc dump) refused" "not a regular file" bin/glmc dump $tmp/fifo.lua --lib $LIB --weights $tmp/hf
+expect_fail "FIFO as the plan refused by glmrun" "cannot open the plan: $tmp/fifo2.plan: not a regular file" \
+	bin/glmrun $tmp/fifo2.plan --tokens 1
+expect_fail "FIFO as the plan refused by glmc stats" "not a regular file" bin/glmc stats $tmp/fifo2.plan
+expect_fail "FIFO as the --config refused" "$tmp/fifo.json: not a regular file" \
+	bin/glmc compile $tmp/m.lua --lib $LIB --config $tmp/fifo.json --random-weights f32 -o $tmp/x.plan
+expect_fail "FIFO as the tokenizer refused" "$tmp/fifo.json: not a regular file" \
+	bin/glmrun $P --device cpu -p hi --tokenizer $tmp/fifo.json
+for f in model.safetensors config.json; do
+	cp -r $tmp/hf $tmp/hff && rm $tmp/hff/$f && mkfifo $tmp/hff/$f
+	expect_fail "FIFO as $f inside a weights directory refused" "$tmp/hff/$f: not a regular file" \
+		bin/glmc compile $tmp/m.lua --lib $LIB --weights $tmp/hff -o $tmp/x.plan
+	rm -rf $tmp/hff
+done
+mkfifo $tmp/w.gguf
+expect_fail "FIFO as a GGUF refused" "not a regular file" bin/glmc compile $tmp/m.lua --lib $LIB --weights $tmp/w.gguf -o $tmp/x.plan
+# missing files: the reason, and no "line -1"
+expect_fail "missing --config named without a line number" "$tmp/nope.json: No such file or directory" \
+	bin/glmc compile $tmp/m.lua --lib $LIB --config $tmp/nope.json --random-weights f32 -o $tmp/x.plan
+grep -q "line -1" $tmp/err && bad "no 'line -1' for a missing config" "$(cat $tmp/err)" || ok "no 'line -1' for a missing config"
+expect_fail "missing tokenizer named without a line number" "$tmp/nope.json: No such file or directory" \
+	bin/glmrun $P --device cpu -p hi --tokenizer $tmp/nope.json
+grep -q "line -1" $tmp/err && bad "no 'line -1' for a missing tokenizer" "$(cat $tmp/err)" || ok "no 'line -1' for a missing tokenizer"
 exit 0
