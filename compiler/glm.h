@@ -326,6 +326,7 @@ struct Weights;
 typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
+	double lua_seconds;          /* > 0: CPU time the Lua run may take (default LUA_SECONDS, --lua-time) */
 } ModelMeta;
 
 /* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,

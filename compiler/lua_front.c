@@ -20,14 +20,18 @@
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TENSOR_MT "glm.tensor"
 #define FRONT_KEY "glm.front"
 #define LUA_MEM_LIMIT ((size_t)2 << 30)
-#define LUA_INSN_LIMIT 100000000LL
+#define LUA_SECONDS 5.0         /* default CPU time for the Lua run (glmc --lua-time) */
+#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (C calls, finalizers) */
 
 typedef struct {
 	Graph *g;
@@ -36,7 +40,11 @@ typedef struct {
 	const char *libdir;
 	size_t mem;                 /* bytes Lua holds now */
 	int layer;                  /* set by glm.layer, recorded in each node */
-	long long insns;            /* instructions run, in units of the hook period */
+	double t0, limit;           /* CPU time at the start and the seconds allowed (front_hook) */
+	int sealed;                 /* the model has returned: nothing may change the graph (finalizers) */
+	int late;                   /* a finalizer tried to change the graph after that (an error) */
+	lua_State *L;               /* for front_alloc's report of where memory ran out */
+	char oom_at[256];           /* the model line being run when the memory cap was hit, or "" */
 } Front;
 
 typedef struct {
@@ -51,11 +59,26 @@ static Front *front_of(lua_State *L)
 	return f;
 }
 
+static int front_error(lua_State *L, const char *fmt, ...);
+
+/* front_of for the calls that change the graph: once the model has returned, a finalizer (__gc) that
+** runs later must not add nodes, outputs or metadata to the graph glmc is compiling. */
+static Front *unsealed(lua_State *L)
+{
+	Front *f = front_of(L);
+	if (f->sealed) {
+		f->late = 1; /* Lua turns errors in finalizers into warnings: front_run reports it */
+		front_error(L, "the model has returned; a finalizer cannot change the graph");
+	}
+	return f;
+}
+
 /*
-** The location a message should name: the innermost line in the model file itself, plus the innermost
-** Lua line when that is somewhere else (a library function the model called).
+** The location a message should name, written into buf ("" when no Lua line is running): the innermost
+** line in the model file itself, plus the innermost Lua line when that is somewhere else (a library
+** function the model called). Allocates nothing, so the allocator may call it.
 */
-static void push_where(lua_State *L, const Front *f)
+static void where_buf(lua_State *L, const Front *f, char *buf, size_t len)
 {
 	lua_Debug ar;
 	char inner[256] = "", model[256] = "";
@@ -70,11 +93,19 @@ static void push_where(lua_State *L, const Front *f)
 		}
 	}
 	if (model[0] && strcmp(model, inner))
-		lua_pushfstring(L, "%s: (in %s) ", model, inner);
+		snprintf(buf, len, "%.250s: (in %.250s) ", model, inner);
 	else if (model[0] || inner[0])
-		lua_pushfstring(L, "%s: ", model[0] ? model : inner);
+		snprintf(buf, len, "%.250s: ", model[0] ? model : inner);
 	else
-		lua_pushliteral(L, "");
+		snprintf(buf, len, "%s", "");
+}
+
+/* where_buf's location pushed as a Lua string. */
+static void push_where(lua_State *L, const Front *f)
+{
+	char w[520];
+	where_buf(L, f, w, sizeof w);
+	lua_pushstring(L, w);
 }
 
 /* Raise a Lua error located at the model's line. */
@@ -127,7 +158,7 @@ static int check_tensor(lua_State *L, int idx, const char *fn)
 /* Run the op's shape rule on n, then append it and push its tensor; errors carry the model line. */
 static int add_node(lua_State *L, Node *n)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	char err[512];
 	node_origin(L, f, n);
 	n->layer = f->layer;
@@ -676,7 +707,7 @@ static int l_concat(lua_State *L)
 /* glm.output(name, t) marks a graph output; "logits" is what glmrun samples from. */
 static int l_output(lua_State *L)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	const char *name = luaL_checkstring(L, 1);
 	int id = check_tensor(L, 2, "output");
 	if (f->g->nout == 8)
@@ -812,13 +843,13 @@ static int l_meta(lua_State *L)
 /* glm.layer(i) tags the nodes built next with transformer layer i (-1: none), for per-layer reports. */
 static int l_layer(lua_State *L)
 {
-	front_of(L)->layer = (int)luaL_checkinteger(L, 1);
+	unsealed(L)->layer = (int)luaL_checkinteger(L, 1);
 	return 0;
 }
 
 static int l_set_meta(lua_State *L)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	const char *key = luaL_checkstring(L, 1);
 	const char *val = luaL_tolstring(L, 2, NULL);
 	graph_set_meta(f->g, key, val);
@@ -939,21 +970,65 @@ static void *front_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		f->mem -= osize;
 		return NULL;
 	}
-	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT)
+	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT) {
+		if (f->L && !f->oom_at[0]) /* the line at fault, for front_run's message */
+			where_buf(f->L, f, f->oom_at, sizeof f->oom_at);
 		return NULL;
+	}
 	void *p = realloc(ptr, nsize);
 	if (p)
 		f->mem += nsize - osize;
 	return p;
 }
 
-/* An instruction budget: a model that loops forever is stopped with its line. */
+/* This process's CPU time in seconds. */
+static double cpu_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A CPU-time budget, checked every 10000 instructions: a model that loops forever is stopped with its
+** line. Time inside one C call (a backtracking string.find) or a finalizer (hooks are off there) is
+** caught by the hard limit of arm_hard_limit instead. */
 static void front_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	Front *f = front_of(L);
-	if (++f->insns * 100000 > LUA_INSN_LIMIT)
-		front_error(L, "the model ran more than %I Lua instructions (an endless loop?)", (lua_Integer)LUA_INSN_LIMIT);
+	if (cpu_seconds() - f->t0 > f->limit)
+		front_error(L, "the model ran more than %f s of CPU time (an endless loop? glmc --lua-time raises the "
+		            "limit)", f->limit);
+}
+
+/*
+** The hard limit: a CPU-time timer whose signal ends the process, for the time the hook cannot see (a
+** C library call that does not return, a finalizer, the state's close). Its message is prepared before
+** the timer is armed (a signal handler can only write it); that buffer is the one piece of process-wide
+** state here, as a signal handler reaches nothing else. seconds 0 disarms.
+*/
+static char hard_msg[768];
+
+static void on_hard_limit(int sig)
+{
+	(void)sig;
+	ssize_t w = write(2, hard_msg, strlen(hard_msg));
+	(void)w;
+	_exit(1);
+}
+
+static void arm_hard_limit(const char *model, double seconds)
+{
+	if (seconds > 0) {
+		snprintf(hard_msg, sizeof hard_msg, "glmc: %.500s: the model ran more than %g s of CPU time inside a library "
+		         "call or a finalizer (glmc --lua-time raises the limit)\n", model, seconds);
+		signal(SIGPROF, on_hard_limit);
+	}
+	struct itimerval it = {.it_value = {.tv_sec = (time_t)seconds,
+	                                    .tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)}};
+	setitimer(ITIMER_PROF, &it, NULL);
+	if (seconds <= 0)
+		signal(SIGPROF, SIG_DFL);
 }
 
 /*
@@ -1108,35 +1183,63 @@ static int front_main(lua_State *L)
 		lua_setfield(L, -2, "format");
 		lua_pop(L, 1);
 	}
-	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);
+	lua_sethook(L, front_hook, LUA_MASKCOUNT, 10000);
 	if (load_regular(L, f->model_path) != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
+	f->sealed = 1;
 	return 0;
+}
+
+/* The message handler of the model's run: an error value that is not a string (error(), error({}))
+** becomes one naming the line that raised it. */
+static int front_msgh(lua_State *L)
+{
+	if (lua_type(L, 1) == LUA_TSTRING)
+		return 1;
+	Front *f = front_of(L);
+	const char *tn = luaL_typename(L, 1);
+	if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		return 1;
+	push_where(L, f);
+	lua_pushfstring(L, "the model raised an error whose value is %s, not a message", tn);
+	lua_concat(L, 2);
+	return 1;
 }
 
 int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
 {
-	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1};
+	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1,
+	           .limit = mm && mm->lua_seconds > 0 ? mm->lua_seconds : LUA_SECONDS, .t0 = cpu_seconds()};
 	lua_State *L = lua_newstate(front_alloc, &f);
 	if (!L)
 		return seterr(err, len, "%s: cannot create a Lua state", model_path);
+	f.L = L;
+	arm_hard_limit(model_path, f.limit + LUA_HARD_EXTRA);
+	lua_pushcfunction(L, front_msgh);
 	lua_pushcfunction(L, front_main);
 	lua_pushlightuserdata(L, &f);
-	int st = lua_pcall(L, 1, 0, 0);
+	int st = lua_pcall(L, 1, 0, 1);
 	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
-		seterr(err, len, "%s", st == LUA_ERRMEM ? "the model used more than the Lua memory limit (2 GiB)"
-		                       : m               ? m
-		                                         : "error object is not a string");
+		if (st == LUA_ERRMEM)
+			seterr(err, len, "%s%s", f.oom_at[0] ? f.oom_at : "", "the model used more than the Lua memory limit (2 GiB)");
+		else
+			seterr(err, len, "%s", m ? m : "the model raised an error that is not a message");
 		/* One line: newlines in Lua messages (tracebacks) are folded. */
 		for (char *p = err; *p; p++)
 			if (*p == '\n')
 				*p = ' ';
+		f.sealed = 1;
 		lua_close(L);
+		arm_hard_limit(model_path, 0);
 		return -1;
 	}
 	lua_close(L);
+	arm_hard_limit(model_path, 0);
+	if (f.late)
+		return seterr(err, len, "%s: a finalizer (__gc) tried to change the graph after the model returned",
+		              model_path);
 	if (g->n == 0)
 		return seterr(err, len, "%s: the model built no graph", model_path);
 	return 0;

@@ -33,6 +33,7 @@ typedef struct {
 	const char *config;
 	const char *random;
 	int layers;
+	double lua_seconds;
 	int opt;
 	int tp;
 	int strict;
@@ -64,6 +65,8 @@ static const char *usage =
 	"                   attn_v / attn_kv_b tensors; ffn_gate_inp stays f32; rows that are not whole\n"
 	"                   blocks fall back as llama.cpp does (Q4_K->Q5_0, Q6_K->Q8_0, else f16)\n"
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
+	"  --lua-time S     CPU seconds the model's Lua may run (default 5; finalizers and library calls\n"
+	"                   included: past S + 0.5 glmc stops)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
 	"  -O0              no optimisation: no fusion, every value its own buffer (default -O1)\n"
 	"  --tp N           tensor-parallel ranks: 1, 2, 4 or 8 (glmrun runs a tp N plan on N GPUs with NCCL,\n"
@@ -192,7 +195,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
 		return -1;
-	ModelMeta mm = {.w = &d, .layers = o->layers};
+	ModelMeta mm = {.w = &d, .layers = o->layers, .lua_seconds = o->lua_seconds};
 	int rc = -1;
 	if (front_run(g, o->model, find_lib(o, g->A), &mm, err, len))
 		goto out;
@@ -381,7 +384,8 @@ static void parse(Opts *o, int argc, char **argv)
 			o->opt = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
 		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype") || !strcmp(a, "--config") ||
-		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot")) {
+		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot") ||
+		         !strcmp(a, "--lua-time")) {
 			if (!next)
 				fail_usage("missing value after", a);
 			i++;
@@ -401,6 +405,13 @@ static void parse(Opts *o, int argc, char **argv)
 				o->dot = next;
 			else if (!strcmp(a, "--random-weights"))
 				o->random = next;
+			else if (!strcmp(a, "--lua-time")) {
+				char *end;
+				double v = strtod(next, &end);
+				if (*end || end == next || !(v >= 0.01 && v <= 86400))
+					fail_usage("--lua-time must be a number of seconds in [0.01, 86400], got", next);
+				o->lua_seconds = v;
+			}
 			else if (!strcmp(a, "--layers")) {
 				char *end;
 				long v = strtol(next, &end, 10);

@@ -138,4 +138,25 @@ grep -q "line -1" $tmp/err && bad "no 'line -1' for a missing config" "$(cat $tm
 expect_fail "missing tokenizer named without a line number" "$tmp/nope.json: No such file or directory" \
 	bin/glmrun $P --device cpu -p hi --tokenizer $tmp/nope.json
 grep -q "line -1" $tmp/err && bad "no 'line -1' for a missing tokenizer" "$(cat $tmp/err)" || ok "no 'line -1' for a missing tokenizer"
+# ---- F: the Lua sandbox's time limit covers finalizers and C calls; finalizers cannot touch the graph ----
+M=tests/models
+FAST="--lua-time 0.5"
+expect_fail "endless loop stopped by the CPU-time limit, with its line" "endless.lua:2: the model ran more than 0.5 s of CPU time" \
+	bin/glmc compile $M/endless.lua --weights $tmp/hf -o $tmp/x.plan $FAST
+expect_fail "finalizer that never returns stopped" "gc_endless.lua: the model ran more than 1 s of CPU time inside a library call or a finalizer" \
+	bin/glmc compile $M/gc_endless.lua --weights $tmp/hf -o $tmp/x.plan $FAST
+expect_fail "backtracking string.find stopped" "pattern_blowup.lua: the model ran more than 1 s of CPU time inside" \
+	bin/glmc compile $M/pattern_blowup.lua --weights $tmp/hf -o $tmp/x.plan $FAST
+expect_fail "finalizer changing the graph after the model returned refused" "gc_graph.lua: a finalizer (__gc) tried to change the graph" \
+	bin/glmc compile $M/gc_graph.lua --weights $tmp/hf -o $tmp/x.plan
+bin/glmc compile $M/gc_graph.lua --weights $tmp/hf -o $tmp/x.plan --lua-time 0 2>$tmp/err
+rc=$?
+[ $rc = 2 ] && grep -q "^glmc: --lua-time must be a number of seconds in \[0.01, 86400\], got 0$" $tmp/err &&
+	ok "--lua-time 0 refused as a usage error" || bad "--lua-time 0 refused as a usage error" "rc $rc: $(cat $tmp/err)"
+
+# ---- E: errors name file:line ----
+expect_fail "error() names its line" "error_nil.lua:2: the model raised an error whose value is nil, not a message" \
+	bin/glmc compile $M/error_nil.lua --weights $tmp/hf -o $tmp/x.plan
+expect_fail "error({}) names its line" "error_table.lua:3: the model raised an error whose value is table, not a message" \
+	bin/glmc compile $M/error_table.lua --weights $tmp/hf -o $tmp/x.plan
 exit 0
