@@ -33,6 +33,8 @@ void arena_free(Arena *a);
 _Noreturn void glm_die(const char *file, int line, const char *what);
 /* Write a one-line message into err (snprintf that never overflows); returns -1 for `return seterr(...)`. */
 int seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* s with control bytes written as \xNN, in buf (truncated to n), for names from files printed raw. */
+const char *esc_ctl(const char *s, char *buf, size_t n);
 
 /*
 ** ir.c — values, nodes, graphs

@@ -1178,9 +1178,16 @@ static int front_main(lua_State *L)
 	lua_setfield(L, -2, "options");
 	lua_pop(L, 1);
 	if (f->mm && f->mm->w) {
+		const struct Weights *w = f->mm->w;
 		lua_getglobal(L, "glm");
-		lua_pushstring(L, weights_format_name(f->mm->w->format));
+		lua_pushstring(L, weights_format_name(w->format));
 		lua_setfield(L, -2, "format");
+		/* glm.meta_file: where glm.meta's values come from, for messages about them */
+		if (w->format == WF_HF && w->random_qtype < 0)
+			lua_pushfstring(L, "%s/config.json", w->path);
+		else
+			lua_pushstring(L, w->path);
+		lua_setfield(L, -2, "meta_file");
 		lua_pop(L, 1);
 	}
 	lua_sethook(L, front_hook, LUA_MASKCOUNT, 10000);

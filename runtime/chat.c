@@ -634,7 +634,8 @@ static int show(ChatBuf *b, size_t *shown, const char *stop)
 		else
 			upto = b->n >= sl - 1 + *shown ? b->n - (sl - 1) : *shown;
 	}
-	fwrite(b->s + *shown, 1, upto - *shown, stdout);
+	if (upto > *shown) /* b->s is NULL while nothing was said */
+		fwrite(b->s + *shown, 1, upto - *shown, stdout);
 	*shown = upto;
 	return hit;
 }
@@ -695,6 +696,11 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 		chat_buf_free(&b);
 		if (pos + (long)nids >= s->max_seq) {
 			free(ids);
+			if (turn == 0) { /* nothing could be answered: an error, not an empty chat */
+				rc = seterr(err, len, "the context is full: turn 1 needs %zu positions, %ld are available "
+				            "(--max-seq)", nids, s->max_seq);
+				break;
+			}
 			fprintf(stderr, "glmrun: the context is full: turn %ld needs %zu positions, %ld of %ld are left "
 			        "(--max-seq); the chat ends here\n", turn + 1, nids, s->max_seq - pos, s->max_seq);
 			break;

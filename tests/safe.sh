@@ -159,4 +159,26 @@ expect_fail "error() names its line" "error_nil.lua:2: the model raised an error
 	bin/glmc compile $M/error_nil.lua --weights $tmp/hf -o $tmp/x.plan
 expect_fail "error({}) names its line" "error_table.lua:3: the model raised an error whose value is table, not a message" \
 	bin/glmc compile $M/error_table.lua --weights $tmp/hf -o $tmp/x.plan
+# config.json values of the wrong type or range: the file and the key, at compile time
+for kv in '"num_hidden_layers": 0' '"num_hidden_layers": -2' '"max_position_embeddings": -1' '"hidden_size": "64"' '"rms_norm_eps": "x"'; do
+	key=${kv%%:*}
+	sed "s/^\( *\)$key: [^,]*/\1$kv/" $FIX/llama/config.json >$tmp/bad.json
+	expect_fail "config.json with $kv refused naming the key" "$tmp/bad.json: key '${key//\"/}' (hyperparameter" \
+		bin/glmc compile models/llama.lua --config $tmp/bad.json --random-weights f32 -o $tmp/x.plan
+done
+# control bytes in names from a checkpoint are printed escaped (here a renamed safetensors tensor)
+cp -r $tmp/hf $tmp/hfc
+python3 - "$tmp/hfc/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], 'rb').read()
+n = struct.unpack('<Q', b[:8])[0]
+h = json.loads(b[8:8 + n])
+h['evil\x1b[31m\nname'] = h.pop('model.norm.weight')
+s = json.dumps(h).encode()
+s += b' ' * (-len(s) % 8)
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(s)) + s + b[8 + n:])
+PY
+bin/glmc inspect $tmp/hfc >$tmp/out 2>&1
+grep -qF 'evil\x1b[31m\x0aname' $tmp/out && ! grep -q $'\x1b' $tmp/out &&
+	ok "glmc inspect escapes control bytes in tensor names" || bad "glmc inspect escapes control bytes" "$(grep -a evil $tmp/out)"
 exit 0
