@@ -241,6 +241,8 @@ typedef struct {
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;
+	const char *bias;            /* per node: 1 for a linear's bias (emit_cuda fills it for cuda_wdtype; NULL:
+	                             ** cuda_wdtype searches the graph, as for a plan read back) */
 } Cuda;
 
 typedef struct {
@@ -263,6 +265,8 @@ typedef struct {
 void graph_init(Graph *g, Arena *A);
 int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
 void graph_set_meta(Graph *g, const char *key, const char *val);
+/* Append a key the caller knows is new (no search: fuse's notes are many). */
+void graph_add_meta(Graph *g, const char *key, const char *val);
 const char *graph_meta(const Graph *g, const char *key);
 const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
 int cuda_prefill_gemm(const Graph *g, int launch);

@@ -281,6 +281,35 @@ static const Node *node_of(lua_State *L, int id)
 ** Leaves: parameters, step inputs, caches.
 */
 
+/*
+** A parameter's tensors must be in the checkpoint (random weights have none to check): found here, as
+** the graph is built, a missing one fails at its line at once rather than after the whole graph (a
+** config promising a million layers of a checkpoint with two). The message is bind's.
+*/
+static void param_present(lua_State *L, const Front *f, const Node *n, const char *source, int64_t parts)
+{
+	const struct Weights *w = f->mm ? f->mm->w : NULL;
+	if (!w || w->random_qtype >= 0)
+		return;
+	char name[512];
+	for (int64_t p = 0; p < (parts ? parts : 1); p++) {
+		if (parts)
+			snprintf(name, sizeof name, source, (int)p); /* one %d, checked by l_param */
+		if (weights_find(w, parts ? name : source, NULL) >= 0)
+			continue;
+		if (parts)
+			lua_pushfstring(L, "%s:%d: parameter '%s': part %d, tensor '%s', not found in %s", n->src ? n->src : "?",
+			                n->line, n->name, (int)p, name, w->path);
+		else if (strcmp(source, n->name))
+			lua_pushfstring(L, "%s:%d: parameter '%s': tensor '%s' not found in %s", n->src ? n->src : "?", n->line,
+			                n->name, source, w->path);
+		else
+			lua_pushfstring(L, "%s:%d: parameter '%s' not found in %s", n->src ? n->src : "?", n->line, n->name,
+			                w->path);
+		lua_error(L);
+	}
+}
+
 /* glm.param(name, shape, {source=, split=}) declares a weight by canonical name. */
 static int l_param(lua_State *L)
 {
@@ -327,11 +356,19 @@ static int l_param(lua_State *L)
 			return front_error(L, "param '%s': parts = N stacks N tensors along dim 1, which must be N, from a source "
 			                   "name with one %%d", name);
 	}
-	for (int i = 0; i < f->g->n; i++)
-		if (f->g->node[i].op == OP_PARAM && !strcmp(f->g->node[i].name, name))
-			return front_error(L, "param '%s' is declared twice (first at line %d)", name, f->g->node[i].line);
+	/* the names declared so far, a registry table name -> node id (a linear scan made this quadratic) */
+	lua_getfield(L, LUA_REGISTRYINDEX, "glm.params");
+	if (lua_getfield(L, -1, name) != LUA_TNIL)
+		return front_error(L, "param '%s' is declared twice (first at line %d)", name,
+		                   f->g->node[lua_tointeger(L, -1)].line);
+	lua_pop(L, 1);
 	source = arena_strdup(f->g->A, source);
 	add_node(L, &n);
+	lua_pushinteger(L, f->g->n - 1);
+	lua_setfield(L, -3, name);
+	lua_pop(L, 2); /* the tensor stays the result, below */
+	param_present(L, f, &f->g->node[f->g->n - 1], source, parts);
+	push_tensor(L, f->g->n - 1);
 	Graph *g = f->g;
 	if (g->nw == g->wcap) {
 		int cap = g->wcap ? g->wcap * 2 : 64;
@@ -374,9 +411,13 @@ static int l_cache(lua_State *L)
 	n.ndim = nd + 1;
 	n.dim[0] = DIM_S;
 	memcpy(n.dim + 1, d, sizeof(int64_t) * (size_t)nd);
-	for (int i = 0; i < f->g->n; i++)
-		if (f->g->node[i].op == OP_CACHE && !strcmp(f->g->node[i].name, name))
-			return front_error(L, "cache '%s' is declared twice", name);
+	lua_getfield(L, LUA_REGISTRYINDEX, "glm.caches"); /* the names so far (a scan made this quadratic) */
+	if (lua_getfield(L, -1, name) != LUA_TNIL)
+		return front_error(L, "cache '%s' is declared twice", name);
+	lua_pop(L, 1);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, name);
+	lua_pop(L, 1);
 	n.name = arena_strdup(f->g->A, name);
 	return add_node(L, &n);
 }
@@ -1151,6 +1192,10 @@ static void open_sandbox(lua_State *L)
 	lua_register(L, "print", l_print);
 	lua_newtable(L);
 	lua_setfield(L, LUA_REGISTRYINDEX, "glm.loaded");
+	lua_newtable(L);
+	lua_setfield(L, LUA_REGISTRYINDEX, "glm.params");
+	lua_newtable(L);
+	lua_setfield(L, LUA_REGISTRYINDEX, "glm.caches");
 
 	luaL_newmetatable(L, TENSOR_MT);
 	luaL_setfuncs(L, tensor_meta, 0);
