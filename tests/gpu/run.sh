@@ -177,6 +177,9 @@ done
 # running the same plan (tests/gpu/steps.sh; reuses the plans above).
 OUT=$OUT LENGTHS=${STEPS_LENGTHS:-1 2 3 5 8 9} tests/gpu/steps.sh >"$OUT/steps.log" 2>&1
 record_tap steps "$OUT/steps.log"
+# Non-finite logits are refused, greedy, sampled and batched (tests/gpu/nan.sh).
+OUT=$OUT tests/gpu/nan.sh >"$OUT/nan.log" 2>&1
+record_tap nan "$OUT/nan.log"
 
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
