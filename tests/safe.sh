@@ -76,6 +76,10 @@ expect_fail "--dot onto the model refused" "--dot $tmp/m.lua: that is the model"
 	bin/glmc dump $tmp/m.lua --lib $LIB --weights $tmp/hf --dot $tmp/m.lua
 expect_fail "-o in a missing directory refused at once" "the directory $tmp/nope: No such file or directory" $C -o $tmp/nope/x.plan
 expect_fail "-o naming a directory refused" "is a directory" $C -o $tmp/hf
+mkdir -p $tmp/split && touch $tmp/split/w-00001-of-00002.gguf $tmp/split/w-00002-of-00002.gguf
+expect_fail "-o onto another part of a split GGUF refused" "that is the weights ($tmp/split/w-00002-of-00002.gguf)" \
+	bin/glmc compile $tmp/m.lua --lib $LIB --weights $tmp/split/w-00001-of-00002.gguf -o $tmp/split/w-00002-of-00002.gguf
+[ ! -s $tmp/split/w-00002-of-00002.gguf ] && ok "split GGUF part unchanged" || bad "split GGUF part unchanged" "written"
 mkfifo $tmp/fifo.plan
 expect_fail "-o onto a FIFO refused" "is not a regular file" $C -o $tmp/fifo.plan
 same "weights safetensors unchanged" "$tmp/hf/model.safetensors" "$tmp/hf/model.safetensors.orig"
