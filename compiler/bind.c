@@ -180,6 +180,20 @@ static void bind_random(Graph *g, const Weights *wt)
 	}
 }
 
+/* Whether a tensor lies in a layer the model declared knowingly unused (plan meta weights.known_unused:
+** name prefixes separated by spaces, models/lib/nn.lua's nn.unused_layers), such as MTP layers. */
+static int known_unused(const Graph *g, const char *name)
+{
+	const char *list = graph_meta(g, "weights.known_unused");
+	for (const char *p = list; p && *p;) {
+		size_t n = strcspn(p, " ");
+		if (n && !strncmp(name, p, n))
+			return 1;
+		p += n + (p[n] == ' ');
+	}
+	return 0;
+}
+
 int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err, size_t len)
 {
 	if (wt->random_qtype >= 0) {
@@ -267,6 +281,8 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 		WTensor t;
 		char nb[1024];
 		weights_get(wt, i, &t);
+		if (known_unused(g, t.name))
+			continue;
 		if (strict) {
 			rc = seterr(err, len, "%s: tensor '%s' is not used by the model (--strict)", wt->path, t.name);
 			break;

@@ -58,7 +58,7 @@ typedef struct {
 #define DIM_S (-3)               /* cache capacity (positions), from --max-seq */
 #define MAXDIM 4
 #define MAXIN 8
-#define MAXATTR 8
+#define MAXATTR 10
 
 typedef struct {
 	int op;                      /* OP_* */
@@ -211,7 +211,11 @@ typedef struct {
 ** input unrounded while every other reader sees the rounded value (glmrun --round-bf16 models this:
 ** runtime/exec.c exec_round_bf16). */
 #define LAUNCH_NORM_LATE 1
-#define LAUNCH_FLAGS_ALL LAUNCH_NORM_LATE
+/* LAUNCH_NORM_TC: the launch forms its RMSNorm prologue on the tensor cores (k_gemv_tc's GP_RMSLATE: its mma
+** operand is bf16(x⊙nw), the inverse RMS applied after the dots), so in a bf16 plan the linears it computes
+** read bf16(x⊙nw)·inv where every other reader sees bf16(x·inv·nw) (glmrun --round-bf16 models this too). */
+#define LAUNCH_NORM_TC 2
+#define LAUNCH_FLAGS_ALL (LAUNCH_NORM_LATE | LAUNCH_NORM_TC)
 
 #define MAXKARG 48
 typedef struct {
@@ -241,8 +245,8 @@ typedef struct {
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;
-	const char *bias;            /* per node: 1 for a linear's bias (emit_cuda fills it for cuda_wdtype; NULL:
-	                             ** cuda_wdtype searches the graph, as for a plan read back) */
+	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
+	                             ** fills it for cuda_wdtype; NULL: cuda_wdtype searches, as for a plan read back) */
 } Cuda;
 
 typedef struct {
@@ -315,8 +319,9 @@ typedef struct {
 
 extern const OpDef op_table[OP_NOPS];
 int op_from_name(const char *s);
-/* A rope node's inverse frequencies [rot_dim/2] and cos/sin multiplier, as the CPU reference uses them. */
-void op_rope_table(const Node *n, float *inv_freq, float *cs_scale);
+/* A rope node's inverse frequencies [rot_dim/2] and cos/sin multiplier, as the CPU reference uses them;
+** freq_div: the values of its third input (per-frequency divisors) when it has one, else NULL. */
+void op_rope_table(const Node *n, const float *freq_div, float *inv_freq, float *cs_scale);
 
 /*
 ** verify.c
@@ -333,12 +338,17 @@ typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
 	double lua_seconds;          /* > 0: CPU time the Lua run may take (default LUA_SECONDS, --lua-time) */
+	int force_model;             /* run the model on weights of another architecture (glm.options.force_model) */
 } ModelMeta;
 
 /* Run model_path in a sandboxed Lua state with libdir as the only require path. Errors are one line,
 ** "model.lua:LINE: message". */
 int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err,
               size_t len);
+/* No model file given: the model library's choice for the weights' architecture (libdir/nn.lua's
+** pick_model over libdir/archs.lua) into file, relative to the models directory, and why, one line. */
+int front_pick_model(Graph *g, const char *libdir, const ModelMeta *mm, char *file, size_t flen, char *why,
+                     size_t wlen, char *err, size_t len);
 
 /*
 ** bind.c — bind declared parameters to checkpoint tensors
@@ -408,11 +418,12 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 10: Launch.smem, dynamic shared memory (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
+/* 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
+** (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 10
+#define PLAN_VERSION 11
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */
@@ -425,7 +436,8 @@ int plan_read(Graph *g, const char *path, char *err, size_t len);
 ** (lo 0: never): an rmsnorm's f32 output, copied to keep before it is rounded; a linear reads its rmsnorm
 ** input from that copy (keep NULL). */
 typedef struct {
-	int lo, hi;
+	int lo, hi;   /* LAUNCH_NORM_LATE steps: the linears read x·inv·nw unrounded */
+	int tlo, thi; /* LAUNCH_NORM_TC steps: they read bf16(x·nw)·inv */
 	float *keep;
 } ExecLate;
 
@@ -442,6 +454,8 @@ struct Exec {
 	int round_act;               /* DT_BF16: values rounded as a bf16 plan stores them (exec_round_bf16), or DT_F32 */
 	ExecLate *late;              /* with round_act DT_BF16 on a plan with LAUNCH_NORM_LATE launches: per node, else NULL */
 	float *late_mem;             /* the rmsnorms' unrounded copies (ExecLate.keep), one block */
+	struct Par *par;             /* the linears' threads (ops/par.h), started by the first large linear */
+	int par_tried;               /* 1 once that start was tried (par stays NULL on one thread) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
 	int nan_ok;                  /* 1: non-finite logits are not an error (--verify compares them) */
 };

@@ -79,17 +79,23 @@ const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t 
 	return buf;
 }
 
-/* The element type a weight has on the GPU: the plan's conversion type when it converts (bf16 plans
-** convert every float weight), the activation type for a linear's bias (the kernels add it as an A
-** value: a bf16 checkpoint's bias in an f32 plan is widened at upload), float for GGUF blocks expanded
-** at upload, else the stored type. Which blocks stay quantized is Cuda.wq's business, not this. */
+/* The element type a weight has on the GPU: float for a rope's frequency divisors (glmrun folds them
+** into the rope table, and the CPU mirror of a bf16 plan must not round them), the plan's conversion type
+** when it converts (bf16 plans convert every other float weight), the activation type for a linear's
+** bias (the kernels add it as an A value: a bf16 checkpoint's bias in an f32 plan is widened at upload),
+** float for GGUF blocks expanded at upload, else the stored type. Which blocks stay quantized is
+** Cuda.wq's business, not this. */
 int cuda_wdtype(const Graph *g, int id)
 {
 	const Node *n = &g->node[id];
+	if (g->cuda.bias) /* the readers below, found once by emit_cuda */
+		return g->cuda.bias[id] == 2 ? DT_F32 : g->cuda.wconv >= 0 ? g->cuda.wconv : g->cuda.bias[id] ? g->cuda.act
+		       : n->dtype == DT_Q ? DT_F32 : n->dtype;
+	for (int i = id + 1; n->ndim == 1 && i < g->n; i++)
+		if (g->node[i].op == OP_ROPE && g->node[i].nin > 2 && g->node[i].in[2] == id)
+			return DT_F32;
 	if (g->cuda.wconv >= 0)
 		return g->cuda.wconv;
-	if (g->cuda.bias)
-		return g->cuda.bias[id] ? g->cuda.act : n->dtype == DT_Q ? DT_F32 : n->dtype;
 	for (int i = id + 1; i < g->n; i++)
 		if (g->node[i].op == OP_LINEAR && g->node[i].nin > 2 && g->node[i].in[2] == id)
 			return g->cuda.act;

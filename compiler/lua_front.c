@@ -12,6 +12,7 @@
 ** failing call was made inside the layer library.
 */
 #include "glm.h"
+#include "ref.h"
 #include "weights.h"
 #include "rfile.h"
 
@@ -45,6 +46,8 @@ typedef struct {
 	int late;                   /* a finalizer tried to change the graph after that (an error) */
 	lua_State *L;               /* for front_alloc's report of where memory ran out */
 	char oom_at[256];           /* the model line being run when the memory cap was hit, or "" */
+	char *pick, *why;           /* front_pick_model: the model file chosen and why (caller's buffers) */
+	size_t pick_len, why_len;
 } Front;
 
 typedef struct {
@@ -577,8 +580,10 @@ static int l_layernorm(lua_State *L)
 	return add_node(L, &n);
 }
 
-/* glm.rope(x, pos, {heads=, head_dim=, rot_dim=, interleaved=, theta=, yarn={factor=, orig_ctx=,
-** beta_fast=, beta_slow=, mscale=, mscale_all_dim=, attn_factor=}}) */
+/* glm.rope(x, pos, {heads=, head_dim=, rot_dim=, interleaved=, theta=, freqs=, and at most one scaling:
+** yarn={factor=, orig_ctx=, beta_fast=, beta_slow=, mscale=, mscale_all_dim=, attn_factor=},
+** llama3={factor=, orig_ctx=, low_freq_factor=, high_freq_factor=} or linear={factor=}}); freqs: a weight
+** vector [rot_dim/2] each inverse frequency is divided by (a GGUF's rope_freqs.weight). */
 static int l_rope(lua_State *L)
 {
 	Node n = {.op = OP_ROPE, .nin = 2, .in = {check_tensor(L, 1, "rope"), check_tensor(L, 2, "rope")}};
@@ -587,18 +592,43 @@ static int l_rope(lua_State *L)
 	n.ia[2] = opt_int(L, 3, "rope", "rot_dim", n.ia[1]);
 	n.ia[3] = opt_bool(L, 3, "interleaved", 0);
 	n.fa[0] = opt_num(L, 3, "rope", "theta", 10000.0);
-	lua_getfield(L, 3, "yarn");
-	if (lua_istable(L, -1)) {
+	for (int k = ROPE_YARN; k < ROPE_NSCALINGS; k++) {
+		const char *kind = ref_rope_scaling_name(k);
+		lua_getfield(L, 3, kind);
+		if (lua_isnil(L, -1)) {
+			lua_pop(L, 1);
+			continue;
+		}
+		if (!lua_istable(L, -1))
+			return front_error(L, "rope: option '%s' must be a table", kind);
+		if (n.ia[5])
+			return front_error(L, "rope: options '%s' and '%s' both given (one scaling at most)",
+			                   ref_rope_scaling_name((int)n.ia[5]), kind);
 		int y = lua_gettop(L);
-		n.fa[1] = opt_num(L, y, "rope.yarn", "factor", 1.0);
-		n.ia[4] = opt_int(L, y, "rope.yarn", "orig_ctx", 0);
-		n.fa[2] = opt_num(L, y, "rope.yarn", "beta_fast", 32.0);
-		n.fa[3] = opt_num(L, y, "rope.yarn", "beta_slow", 1.0);
-		n.fa[4] = opt_num(L, y, "rope.yarn", "mscale", 0.0);
-		n.fa[5] = opt_num(L, y, "rope.yarn", "mscale_all_dim", 0.0);
-		n.fa[6] = opt_num(L, y, "rope.yarn", "attn_factor", 0.0);
-	} else if (!lua_isnil(L, -1))
-		return front_error(L, "rope: option 'yarn' must be a table");
+		char fn[32];
+		snprintf(fn, sizeof fn, "rope.%s", kind);
+		n.ia[5] = k;
+		n.fa[1] = opt_num(L, y, fn, "factor", 1.0);
+		n.ia[4] = k == ROPE_LINEAR ? 0 : opt_int(L, y, fn, "orig_ctx", 0);
+		if (k == ROPE_YARN) {
+			n.fa[2] = opt_num(L, y, fn, "beta_fast", 32.0);
+			n.fa[3] = opt_num(L, y, fn, "beta_slow", 1.0);
+			n.fa[4] = opt_num(L, y, fn, "mscale", 0.0);
+			n.fa[5] = opt_num(L, y, fn, "mscale_all_dim", 0.0);
+			n.fa[6] = opt_num(L, y, fn, "attn_factor", 0.0);
+		} else if (k == ROPE_LLAMA3) {
+			n.fa[7] = opt_num(L, y, fn, "low_freq_factor", 1.0);
+			n.fa[8] = opt_num(L, y, fn, "high_freq_factor", 4.0);
+		}
+		lua_pop(L, 1);
+	}
+	lua_getfield(L, 3, "freqs");
+	if (!lua_isnil(L, -1)) {
+		Tensor *t = to_tensor(L, -1);
+		if (!t)
+			return front_error(L, "rope: option 'freqs' must be a tensor, got %s", luaL_typename(L, -1));
+		n.in[n.nin++] = t->id;
+	}
 	lua_pop(L, 1);
 	return add_node(L, &n);
 }
@@ -881,6 +911,17 @@ static int l_meta(lua_State *L)
 	return 1;
 }
 
+/* glm.warn(msg): a warning on stderr naming the model line, for what a model accepts but should say
+** (an override the user asked for, two config keys that disagree). */
+static int l_warn(lua_State *L)
+{
+	const char *msg = luaL_checkstring(L, 1);
+	push_where(L, front_of(L));
+	fprintf(stderr, "glmc: warning: %s%s\n", lua_tostring(L, -1), msg);
+	lua_pop(L, 1);
+	return 0;
+}
+
 /* glm.layer(i) tags the nodes built next with transformer layer i (-1: none), for per-layer reports. */
 static int l_layer(lua_State *L)
 {
@@ -987,7 +1028,7 @@ static const luaL_Reg glm_funcs[] = {
 	{"moe_ffn", l_moe_ffn},
 	{"shape", l_shape}, {"dim", l_dim}, {"ndim", l_ndim},
 	{"output", l_output}, {"meta", l_meta}, {"set_meta", l_set_meta}, {"layer", l_layer},
-	{"weight_shape", l_weight_shape},
+	{"weight_shape", l_weight_shape}, {"warn", l_warn},
 	{NULL, NULL},
 };
 
@@ -1208,9 +1249,11 @@ static void open_sandbox(lua_State *L)
 	lua_pop(L, 1);
 }
 
-static int front_main(lua_State *L)
+/* The sandbox with the glm table of this compilation: the weights' format, where their metadata came
+** from (glm.meta_file), the library directory (glm.library) and the command-line options a model may
+** read (glm.options). */
+static void front_setup(lua_State *L, Front *f)
 {
-	Front *f = lua_touserdata(L, 1);
 	lua_pushlightuserdata(L, f);
 	lua_setfield(L, LUA_REGISTRYINDEX, FRONT_KEY);
 	open_sandbox(L);
@@ -1220,22 +1263,31 @@ static int front_main(lua_State *L)
 		lua_pushinteger(L, f->mm->layers);
 		lua_setfield(L, -2, "layers");
 	}
+	if (f->mm && f->mm->force_model) {
+		lua_pushboolean(L, 1);
+		lua_setfield(L, -2, "force_model");
+	}
 	lua_setfield(L, -2, "options");
-	lua_pop(L, 1);
+	lua_pushstring(L, f->libdir);
+	lua_setfield(L, -2, "library");
 	if (f->mm && f->mm->w) {
-		const struct Weights *w = f->mm->w;
-		lua_getglobal(L, "glm");
+		const Weights *w = f->mm->w;
 		lua_pushstring(L, weights_format_name(w->format));
 		lua_setfield(L, -2, "format");
-		/* glm.meta_file: where glm.meta's values come from, for messages about them */
-		if (w->format == WF_HF && w->random_qtype < 0)
-			lua_pushfstring(L, "%s/config.json", w->path);
-		else
+		if (w->format == WF_GGUF || w->random_qtype >= 0)
 			lua_pushstring(L, w->path);
+		else
+			lua_pushfstring(L, "%s/config.json", w->path);
 		lua_setfield(L, -2, "meta_file");
-		lua_pop(L, 1);
 	}
+	lua_pop(L, 1);
 	lua_sethook(L, front_hook, LUA_MASKCOUNT, 10000);
+}
+
+static int front_main(lua_State *L)
+{
+	Front *f = lua_touserdata(L, 1);
+	front_setup(L, f);
 	if (load_regular(L, f->model_path) != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
@@ -1259,39 +1311,76 @@ static int front_msgh(lua_State *L)
 	return 1;
 }
 
-int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
+/* The library's choice of model file for the weights: require("nn").pick_model() returns the file
+** (relative to the models directory) and a line saying why. */
+static int front_pick_main(lua_State *L)
 {
-	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1,
-	           .limit = mm && mm->lua_seconds > 0 ? mm->lua_seconds : LUA_SECONDS, .t0 = cpu_seconds()};
-	lua_State *L = lua_newstate(front_alloc, &f);
+	Front *f = lua_touserdata(L, 1);
+	front_setup(L, f);
+	lua_getglobal(L, "require");
+	lua_pushliteral(L, "nn");
+	lua_call(L, 1, 1);
+	lua_getfield(L, -1, "pick_model");
+	if (!lua_isfunction(L, -1))
+		return luaL_error(L, "%s/nn.lua: no function pick_model", f->libdir);
+	lua_call(L, 0, 2);
+	const char *file = lua_tostring(L, -2), *why = lua_tostring(L, -1);
+	if (!file || !why)
+		return luaL_error(L, "%s/nn.lua: pick_model must return a file name and a reason", f->libdir);
+	snprintf(f->pick, f->pick_len, "%s", file);
+	snprintf(f->why, f->why_len, "%s", why);
+	return 0;
+}
+
+/* Run fn(f) in a fresh sandboxed state; a Lua error becomes one line in err. */
+static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
+{
+	f->limit = f->mm && f->mm->lua_seconds > 0 ? f->mm->lua_seconds : LUA_SECONDS, f->t0 = cpu_seconds();
+	lua_State *L = lua_newstate(front_alloc, f);
 	if (!L)
-		return seterr(err, len, "%s: cannot create a Lua state", model_path);
-	f.L = L;
-	arm_hard_limit(model_path, f.limit + LUA_HARD_EXTRA);
+		return seterr(err, len, "%s: cannot create a Lua state", f->model_path);
+	f->L = L;
+	arm_hard_limit(f->model_path, f->limit + LUA_HARD_EXTRA);
 	lua_pushcfunction(L, front_msgh);
-	lua_pushcfunction(L, front_main);
-	lua_pushlightuserdata(L, &f);
+	lua_pushcfunction(L, fn);
+	lua_pushlightuserdata(L, f);
 	int st = lua_pcall(L, 1, 0, 1);
 	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
 		if (st == LUA_ERRMEM)
-			seterr(err, len, "%s%s", f.oom_at[0] ? f.oom_at : "", "the model used more than the Lua memory limit (2 GiB)");
+			seterr(err, len, "%s%s", f->oom_at, "the model used more than the Lua memory limit (2 GiB)");
 		else
 			seterr(err, len, "%s", m ? m : "the model raised an error that is not a message");
 		/* One line: newlines in Lua messages (tracebacks) are folded. */
 		for (char *p = err; *p; p++)
 			if (*p == '\n')
 				*p = ' ';
-		f.sealed = 1;
+		f->sealed = 1;
 		lua_close(L);
-		arm_hard_limit(model_path, 0);
+		arm_hard_limit(f->model_path, 0);
 		return -1;
 	}
 	lua_close(L);
-	arm_hard_limit(model_path, 0);
-	if (f.late)
+	arm_hard_limit(f->model_path, 0);
+	if (f->late)
 		return seterr(err, len, "%s: a finalizer (__gc) tried to change the graph after the model returned",
-		              model_path);
+		              f->model_path);
+	return 0;
+}
+
+int front_pick_model(Graph *g, const char *libdir, const ModelMeta *mm, char *file, size_t flen, char *why,
+                     size_t wlen, char *err, size_t len)
+{
+	Front f = {.g = g, .mm = mm, .model_path = "(no model file)", .libdir = libdir, .layer = -1,
+	           .pick = file, .pick_len = flen, .why = why, .why_len = wlen};
+	return front_call(&f, front_pick_main, err, len);
+}
+
+int front_run(Graph *g, const char *model_path, const char *libdir, const ModelMeta *mm, char *err, size_t len)
+{
+	Front f = {.g = g, .mm = mm, .model_path = model_path, .libdir = libdir, .layer = -1};
+	if (front_call(&f, front_main, err, len))
+		return -1;
 	if (g->n == 0)
 		return seterr(err, len, "%s: the model built no graph", model_path);
 	return 0;

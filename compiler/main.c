@@ -37,23 +37,27 @@ typedef struct {
 	int opt;
 	int tp;
 	int strict;
+	int force_model;
 } Opts;
 
 static const char *usage =
-	"usage: glmc compile MODEL.lua --weights PATH -o OUT.plan [options]\n"
-	"       glmc dump MODEL.lua --weights PATH [--after PASS]\n"
+	"usage: glmc compile [MODEL.lua] --weights PATH -o OUT.plan [options]\n"
+	"       glmc dump [MODEL.lua] --weights PATH [--after PASS]\n"
 	"       glmc dump PLAN\n"
 	"       glmc stats PLAN            key: value lines (kernels, arena, weights, cache, collectives)\n"
 	"       glmc explain PLAN          fusions and refusals, collectives, memory plan vs its lower bound\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
-	"Compile a Lua model description and its weights into a plan that glmrun executes.\n"
+	"Compile a Lua model description and its weights into a plan that glmrun executes. Without MODEL.lua\n"
+	"glmc takes the model file models/lib/archs.lua names for the weights' architecture (GGUF\n"
+	"general.architecture, config.json model_type / architectures) and says which on stderr.\n"
 	"\n"
 	"  --weights PATH   a GGUF file (or the first of a split set), or a Hugging Face checkpoint\n"
 	"                   directory (config.json + *.safetensors)\n"
 	"  -o FILE          plan file to write\n"
-	"  --lib DIR        model library directory for require (default: MODEL's dir/lib)\n"
+	"  --lib DIR        model library directory for require and archs.lua (default: MODEL's dir/lib,\n"
+	"                   else, and without MODEL.lua, <glmc's dir>/../models/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
 	"                   parameter random (TYPE for matrices: f32, f16, bf16, q8_0, q4_k, q5_k,\n"
 	"                   q6_k, or q4_k_m; vectors f32) — plans for models whose weights are not\n"
@@ -67,7 +71,10 @@ static const char *usage =
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
 	"  --lua-time S     CPU seconds the model's Lua may run (default 5; finalizers and library calls\n"
 	"                   included: past S + 0.5 glmc stops)\n"
-	"  --strict         fail when the checkpoint holds tensors the model does not use\n"
+	"  --strict         fail when the checkpoint holds tensors the model does not use (tensors a model\n"
+	"                   declares unused, such as MTP layers, are never reported)\n"
+	"  --force-model    compile MODEL.lua on weights of an architecture it does not list in\n"
+	"                   models/lib/archs.lua (a warning instead of the error)\n"
 	"  -O0              no optimisation: no fusion, every value its own buffer (default -O1)\n"
 	"  --tp N           tensor-parallel ranks: 1, 2, 4 or 8 (glmrun runs a tp N plan on N GPUs with NCCL,\n"
 	"                   or as N ranks with --device cpu)\n"
@@ -97,28 +104,58 @@ static int is_dir(const char *p)
 	return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-/* The library directory: --lib, else MODEL's directory + "/lib", else <glmc>/../models/lib. */
-static const char *find_lib(const Opts *o, Arena *A)
+/* <glmc's directory>/../models/lib, where `make` leaves glmc next to the models; NULL when absent. */
+static const char *exe_lib(Arena *A)
+{
+	char exe[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	char *s = strrchr(exe, '/');
+	if (!s)
+		return NULL;
+	*s = 0;
+	char *p = arena_printf(A, "%s/../models/lib", exe);
+	return is_dir(p) ? p : NULL;
+}
+
+/* The library directory: --lib, else MODEL's directory + "/lib", else <glmc>/../models/lib (the only
+** place looked at without a model file, so that glmc finds its models from any directory). */
+static const char *find_lib(const Opts *o, const char *model, Arena *A)
 {
 	if (o->lib)
 		return o->lib;
-	const char *slash = strrchr(o->model, '/');
-	char *d = slash ? arena_printf(A, "%.*s/lib", (int)(slash - o->model), o->model) : arena_strdup(A, "lib");
+	const char *e;
+	if (!model)
+		return (e = exe_lib(A)) ? e : "models/lib";
+	const char *slash = strrchr(model, '/');
+	char *d = slash ? arena_printf(A, "%.*s/lib", (int)(slash - model), model) : arena_strdup(A, "lib");
 	if (is_dir(d))
 		return d;
-	char exe[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-	if (n > 0) {
-		exe[n] = 0;
-		char *s = strrchr(exe, '/');
-		if (s) {
-			*s = 0;
-			char *p = arena_printf(A, "%s/../models/lib", exe);
-			if (is_dir(p))
-				return p;
-		}
+	return (e = exe_lib(A)) ? e : d;
+}
+
+/* No model file: the library's choice for the weights (models/lib/archs.lua), said on stderr; the file
+** lies in the library's parent directory. */
+static const char *pick_model(Graph *g, const char *lib, const ModelMeta *mm, char *err, size_t len)
+{
+	char file[256], why[512];
+	if (front_pick_model(g, lib, mm, file, sizeof file, why, sizeof why, err, len))
+		return NULL;
+	const char *slash = strrchr(lib, '/');
+	char *path = slash ? arena_printf(g->A, "%.*s/%s", (int)(slash - lib), lib, file)
+	                   : arena_printf(g->A, "%s", file);
+	struct stat st;
+	char real[PATH_MAX];
+	if (stat(path, &st) || !S_ISREG(st.st_mode)) {
+		seterr(err, len, "%s: no such model file (%s/archs.lua names it for %s)", path, lib, why);
+		return NULL;
 	}
-	return d;
+	if (realpath(path, real))
+		path = arena_strdup(g->A, real);
+	fprintf(stderr, "glmc: model file %s, for %s\n", path, why);
+	return path;
 }
 
 /* Print the IR when this is the pass the user asked to see; returns 1 to stop the pipeline. */
@@ -195,9 +232,12 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
 		return -1;
-	ModelMeta mm = {.w = &d, .layers = o->layers, .lua_seconds = o->lua_seconds};
+	ModelMeta mm = {.w = &d, .layers = o->layers, .lua_seconds = o->lua_seconds, .force_model = o->force_model};
 	int rc = -1;
-	if (front_run(g, o->model, find_lib(o, g->A), &mm, err, len))
+	const char *model = o->model, *lib = find_lib(o, model, g->A);
+	if (!model && !(model = pick_model(g, lib, &mm, err, len)))
+		goto out;
+	if (front_run(g, model, lib, &mm, err, len))
 		goto out;
 	if (dump_after(o, "front", g))
 		goto done;
@@ -249,7 +289,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
 			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
 			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl),
-			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)" : "");
+			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
+			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
 		}
 		print_kernel_counts(g, stdout);
 		goto done;
@@ -378,6 +419,8 @@ static void parse(Opts *o, int argc, char **argv)
 			exit(0);
 		} else if (!strcmp(a, "--strict"))
 			o->strict = 1;
+		else if (!strcmp(a, "--force-model"))
+			o->force_model = 1;
 		else if (!strcmp(a, "-O0"))
 			o->opt = 0;
 		else if (!strcmp(a, "-O1") || !strcmp(a, "-O"))
@@ -464,8 +507,10 @@ int main(int argc, char **argv)
 		fail_usage("no command given (compile, dump, stats, explain, inspect, tokenize)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats") && strcmp(o.cmd, "explain"))
 		fail_usage("unknown command", o.cmd);
-	if (!o.model)
-		fail_usage(o.cmd, "needs a model file");
+	if (!o.model && (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump")))
+		fail_usage(o.cmd, "needs a plan file");
+	if (!o.model && !strcmp(o.cmd, "dump") && !o.weights && !o.config)
+		fail_usage("dump", "needs a plan file, or --weights PATH (and a model file, or none to take archs.lua's)");
 	if (!valid_arch(o.arch))
 		fail_usage("--arch must be one of sm_80 sm_86 sm_89 sm_90 sm_100 sm_120, got", o.arch);
 	char err[1024];
@@ -514,10 +559,13 @@ int main(int argc, char **argv)
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	/* the outputs checked before any work: writable, and none of the inputs */
+	const char *lib = find_lib(&o, o.model, &A), *ls = strrchr(lib, '/');
 	OutInput in[] = {{o.model, "the model"}, {o.weights, "the weights"}, {o.config, "the config"},
-	                 {find_lib(&o, &A), "the model library"}};
-	if ((o.out && out_check("-o", o.out, in, 4, err, sizeof err)) ||
-	    (o.dot && out_check("--dot", o.dot, in, 4, err, sizeof err)))
+	                 {lib, "the model library"},
+	                 /* no model given: the one picked for the weights lies in the library's parent */
+	                 {o.model ? NULL : ls ? arena_printf(&A, "%.*s", (int)(ls - lib), lib) : ".", "a model file"}};
+	if ((o.out && out_check("-o", o.out, in, 5, err, sizeof err)) ||
+	    (o.dot && out_check("--dot", o.dot, in, 5, err, sizeof err)))
 		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);

@@ -208,7 +208,8 @@ static int part_node(Part *p, int sid)
 		break;
 	case OP_ROPE: {
 		n.in[0] = summed(p, n.in[0]);
-		n.in[1] = whole(p, n.in[1]);
+		for (int i = 1; i < n.nin; i++) /* positions, and the frequency divisors when given */
+			n.in[i] = whole(p, n.in[i]);
 		const Node *x = D(p, n.in[0]);
 		/* [T, H·D] or [T, H, D]: heads are split when axis 1 is, in whole heads. */
 		if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && s->ia[0] % tp == 0 &&

@@ -5,6 +5,7 @@
 -- pins down, agrees with vLLM and llama.cpp here). Exact ties among indexer scores (its relu makes rows of
 -- zeros common) are broken as torch.topk breaks them (ops/ref.c).
 local nn = require "nn"
+nn.architecture "glm5"   -- its entry in models/lib/archs.lua: the weights it runs
 
 local hp = nn.read_llama_hparams(nn.merge(nn.mla_hparams, nn.moe_hparams, {
   index_heads = { hf = "index_n_heads", gguf = "{arch}.attention.indexer.head_count" },
@@ -13,7 +14,7 @@ local hp = nn.read_llama_hparams(nn.merge(nn.mla_hparams, nn.moe_hparams, {
 }))
 local rope, scale, lora_eps = nn.mla_setup(hp, true)
 local W = nn.weights(nn.hf_names)
-glm.set_meta("arch", "glm5")
+nn.unused_mtp_layers(hp)   -- the multi-token-prediction layers: not part of one step
 glm.set_meta("cache_values_per_token_per_layer", hp.kv_lora + hp.qk_rope + hp.index_dim)
 
 nn.decoder(hp, W, function(x, l, pos)

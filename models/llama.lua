@@ -1,10 +1,10 @@
 -- models/llama.lua — Llama 2/3 and relatives: GQA attention with rotary, RMSNorm, SwiGLU MLP.
 local nn = require "nn"
+nn.architecture "llama"   -- its entry in models/lib/archs.lua: the weights it runs
 
 local hp = nn.read_llama_hparams { bias = { hf = "attention_bias", default = false } }
 local rope = nn.rope(hp.head_dim)
 local W = nn.weights(nn.hf_names)
-glm.set_meta("arch", "llama")
 
 nn.decoder(hp, W, function(x, l, pos)
   local h = glm.rmsnorm(x, W(nn.blk(l, "attn_norm.weight"), { hp.n_embd }), hp.eps)

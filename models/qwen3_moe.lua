@@ -1,6 +1,7 @@
 -- models/qwen3_moe.lua — Qwen3 MoE: Qwen3 attention (per-head q/k RMSNorm) and a softmax-routed MoE
 -- without shared experts; layers listed in mlp_only_layers (or off the sparse step) keep a dense MLP.
 local nn = require "nn"
+nn.architecture "qwen3_moe"   -- its entry in models/lib/archs.lua: the weights it runs
 
 local hp = nn.read_llama_hparams(nn.merge(nn.moe_hparams, {
   sparse_step = { hf = "decoder_sparse_step", default = 1 },
@@ -11,7 +12,6 @@ if glm.format == "gguf" and glm.meta(glm.meta("general.architecture") .. ".exper
 end
 local rope = nn.rope(hp.head_dim)
 local W = nn.weights(nn.hf_names)
-glm.set_meta("arch", "qwen3_moe")
 local dense = {}
 for _, l in ipairs(hp.mlp_only) do dense[l] = true end
 

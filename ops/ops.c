@@ -8,6 +8,7 @@
 ** must match exactly.
 */
 #include "glm.h"
+#include "par.h"
 #include "ref.h"
 
 #include <math.h>
@@ -204,7 +205,7 @@ static int shape_norm(const Graph *g, Node *n, char *err, size_t len)
 	return 0;
 }
 
-/* rope(x[T, H*D] or [T, H, D], pos[T]) */
+/* rope(x[T, H*D] or [T, H, D], pos[T] [, freq_div[rot_dim/2]]) */
 static int shape_rope(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *x = IN(n, 0), *p = IN(n, 1);
@@ -223,8 +224,23 @@ static int shape_rope(const Graph *g, Node *n, char *err, size_t len)
 		return seterr(err, len, "rope: positions %s do not match input %s", SS(p, b1), SS(x, b2));
 	if (!(n->fa[0] > 0))
 		return seterr(err, len, "rope: theta is %g, must be positive", n->fa[0]);
-	if (n->fa[1] > 1 && n->ia[4] <= 0)
+	if (n->ia[5] < ROPE_PLAIN || n->ia[5] >= ROPE_NSCALINGS)
+		return seterr(err, len, "rope: unknown scaling %lld", (long long)n->ia[5]);
+	if (n->ia[5] == ROPE_YARN && n->fa[1] > 1 && n->ia[4] <= 0)
 		return seterr(err, len, "rope: YaRN factor %g needs original_max_position_embeddings", n->fa[1]);
+	if ((n->ia[5] == ROPE_LLAMA3 || n->ia[5] == ROPE_LINEAR) && !(n->fa[1] > 0))
+		return seterr(err, len, "rope: scaling factor %g, must be positive", n->fa[1]);
+	if (n->ia[5] == ROPE_LLAMA3 && (n->ia[4] <= 0 || !(n->fa[7] > 0) || !(n->fa[8] > n->fa[7])))
+		return seterr(err, len, "rope: llama3 scaling needs original_max_position_embeddings > 0 and "
+		              "0 < low_freq_factor < high_freq_factor (got %lld, %g, %g)", (long long)n->ia[4], n->fa[7],
+		              n->fa[8]);
+	if (n->nin > 2) {
+		/* per-frequency divisors: a checkpoint vector the runtime reads when it builds the GPU table */
+		const Node *d = IN(n, 2);
+		if (d->kind != VK_WEIGHT || !is_float(d) || d->dtype == DT_Q || d->ndim != 1 || d->dim[0] != R / 2)
+			return seterr(err, len, "rope: frequency divisors %s%s%s are not a float weight [%lld]", SS(d, b1),
+			              d->name ? " " : "", d->name ? d->name : "", (long long)(R / 2));
+	}
 	set_shape(n, DT_F32, x->ndim, x->dim);
 	return 0;
 }
@@ -560,11 +576,26 @@ static int shape_allreduce(const Graph *g, Node *n, char *err, size_t len)
 	return 0;
 }
 
+/* Below this many multiply-adds a linear runs on the calling thread (a wake-up costs more). */
+#define LIN_PAR_MIN (1 << 17)
+
+/* ref_linear's values (lin_rows), on every thread of x->par for the large ones. */
 static void cpu_linear(Exec *x, int id)
 {
 	int64_t N = exec_dim(x, INID(1), 0), K = exec_dim(x, INID(1), 1);
 	int64_t T = exec_numel(x, INID(0)) / K;
-	ref_linear(Y, F(0), F(1), NODE->nin == 3 ? F(2) : NULL, (int)T, (int)K, (int)N);
+	int big = T * N * K >= LIN_PAR_MIN;
+	if (big && !x->par_tried) {
+		x->par_tried = 1;
+		int n = par_threads(x->err, sizeof x->err);
+		if (n < 0)
+			return;
+		if (n > 1 && !(x->par = par_new(n))) {
+			snprintf(x->err, sizeof x->err, "cannot start %d threads for the linears (GLMRUN_THREADS)", n);
+			return;
+		}
+	}
+	lin_par(big ? x->par : NULL, Y, F(0), F(1), NODE->nin == 3 ? F(2) : NULL, (int)T, (int)K, (int)N);
 }
 
 static void cpu_matmul(Exec *x, int id)
@@ -627,26 +658,29 @@ static void cpu_layernorm(Exec *x, int id)
 	              (int)N, (float)NODE->fa[0]);
 }
 
-/* The rope attributes as the reference kernel takes them. */
+/* The rope attributes as the reference kernel takes them (freq_div left NULL). */
 static RefRope rope_params(const Node *n)
 {
 	RefRope r = {
 		.head_dim = (int)n->ia[1], .rot_dim = (int)n->ia[2], .interleaved = (int)n->ia[3],
-		.yarn_orig_ctx = (int)n->ia[4], .theta = n->fa[0], .yarn_factor = n->fa[1], .beta_fast = n->fa[2],
-		.beta_slow = n->fa[3], .mscale = n->fa[4], .mscale_all_dim = n->fa[5], .attn_factor = n->fa[6],
+		.orig_ctx = (int)n->ia[4], .scaling = (int)n->ia[5], .theta = n->fa[0], .factor = n->fa[1],
+		.beta_fast = n->fa[2], .beta_slow = n->fa[3], .mscale = n->fa[4], .mscale_all_dim = n->fa[5],
+		.attn_factor = n->fa[6], .low_freq_factor = n->fa[7], .high_freq_factor = n->fa[8],
 	};
 	return r;
 }
 
-void op_rope_table(const Node *n, float *inv_freq, float *cs_scale)
+void op_rope_table(const Node *n, const float *freq_div, float *inv_freq, float *cs_scale)
 {
 	RefRope r = rope_params(n);
+	r.freq_div = freq_div;
 	ref_rope_freqs(&r, inv_freq, cs_scale);
 }
 
 static void cpu_rope(Exec *x, int id)
 {
 	RefRope r = rope_params(NODE);
+	r.freq_div = NODE->nin > 2 ? F(2) : NULL;
 	ref_rope(Y, F(0), I32(1), (int)x->T, (int)NODE->ia[0], &r);
 }
 
@@ -831,8 +865,9 @@ const OpDef op_table[OP_NOPS] = {
 	[OP_SWIGLU] = {"swiglu", 2, 2, {0}, {0}, shape_swiglu, cpu_swiglu},
 	[OP_RMSNORM] = {"rmsnorm", 1, 2, {0}, {"eps"}, shape_norm, cpu_rmsnorm},
 	[OP_LAYERNORM] = {"layernorm", 1, 3, {0}, {"eps"}, shape_norm, cpu_layernorm},
-	[OP_ROPE] = {"rope", 2, 2, {"heads", "head_dim", "rot_dim", "interleaved", "orig_ctx"},
-	             {"theta", "yarn_factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attn_factor"},
+	[OP_ROPE] = {"rope", 2, 3, {"heads", "head_dim", "rot_dim", "interleaved", "orig_ctx", "scaling"},
+	             {"theta", "factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attn_factor",
+	              "low_freq_factor", "high_freq_factor"},
 	             shape_rope, cpu_rope},
 	[OP_ATTENTION] = {"attention", 6, 6, {"heads", "kv_heads", "head_dim", "v_head_dim"}, {"scale"},
 	                  shape_attention, cpu_attention},

@@ -182,24 +182,50 @@ static double yarn_dim(double rot, int dim, double base, int ctx)
 	return dim * log(ctx / (rot * 2 * M_PI)) / (2 * log(base));
 }
 
+const char *ref_rope_scaling_name(int scaling)
+{
+	static const char *const names[ROPE_NSCALINGS] = {"none", "yarn", "llama3", "linear"};
+	return scaling >= 0 && scaling < ROPE_NSCALINGS ? names[scaling] : "?";
+}
+
+/*
+** llama3 scaling as HF's _compute_llama3_parameters rounds it (float32 tensors with Python scalars):
+** wavelength 2π/f computed as (1/f)·2π; past orig_ctx/low_freq_factor the frequency is divided by factor,
+** under orig_ctx/high_freq_factor kept, and in between blended with s = (orig_ctx/λ - low) / (high - low)
+** (orig_ctx/λ again as (1/λ)·orig_ctx) into (1 - s)·f/factor + s·f.
+*/
+static float llama3_freq(const RefRope *r, float f)
+{
+	float factor = (float)r->factor, low = (float)r->low_freq_factor, ctx = (float)r->orig_ctx;
+	float lo_wl = (float)(r->orig_ctx / r->low_freq_factor), hi_wl = (float)(r->orig_ctx / r->high_freq_factor);
+	float wl = (1.0f / f) * (float)(2 * M_PI);
+	if (wl > lo_wl)
+		return f / factor;
+	if (wl < hi_wl)
+		return f;
+	float s = ((1.0f / wl) * ctx - low) / (float)(r->high_freq_factor - r->low_freq_factor);
+	return (1.0f - s) * f / factor + s * f;
+}
+
 /*
 ** Inverse frequencies exactly as HF rounds them: exponent 2i/dim and base^e in float32, then 1/x in
 ** float32. With YaRN (HF _compute_yarn_parameters, dim = rot_dim, truncate = true) each frequency
 ** blends the interpolated (1/(factor·base^e)) and extrapolated (1/base^e) values by a linear ramp
-** over the pair index between the correction dims of beta_fast and beta_slow.
+** over the pair index between the correction dims of beta_fast and beta_slow; llama3 and linear scale
+** each frequency on its own (llama3_freq; f/factor). freq_div then divides each, in float32.
 */
 void ref_rope_freqs(const RefRope *r, float *inv_freq, float *cs_scale)
 {
 	int dim = r->rot_dim, half = dim / 2;
 	float base = (float)r->theta;
-	int yarn = r->yarn_factor > 1;
+	int yarn = r->scaling == ROPE_YARN && r->factor > 1;
 	double lo = 0, hi = 1;
-	float factor = (float)r->yarn_factor;
+	float factor = (float)r->factor;
 
 	if (yarn) {
 		double bf = r->beta_fast != 0 ? r->beta_fast : 32, bs = r->beta_slow != 0 ? r->beta_slow : 1;
-		lo = floor(yarn_dim(bf, dim, r->theta, r->yarn_orig_ctx));
-		hi = ceil(yarn_dim(bs, dim, r->theta, r->yarn_orig_ctx));
+		lo = floor(yarn_dim(bf, dim, r->theta, r->orig_ctx));
+		hi = ceil(yarn_dim(bs, dim, r->theta, r->orig_ctx));
 		lo = lo > 0 ? lo : 0; /* as HF: hi is clamped to dim - 1 (not half - 1), and not below 0 */
 		hi = hi < dim - 1 ? hi : dim - 1;
 		if (lo == hi)
@@ -208,15 +234,18 @@ void ref_rope_freqs(const RefRope *r, float *inv_freq, float *cs_scale)
 	for (int i = 0; i < half; i++) {
 		float e = (float)(2 * i) / (float)dim;
 		float p = powf(base, e);
-		if (!yarn) {
-			inv_freq[i] = 1.0f / p;
-			continue;
-		}
-		float extra = 1.0f / p, inter = 1.0f / (factor * p);
-		float ramp = ((float)i - (float)lo) / (float)(hi - lo);
-		ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
-		float ef = 1.0f - ramp; /* extrapolation weight: 1 for high frequencies (small i) */
-		inv_freq[i] = inter * (1.0f - ef) + extra * ef;
+		float f = 1.0f / p;
+		if (yarn) {
+			float extra = f, inter = 1.0f / (factor * p);
+			float ramp = ((float)i - (float)lo) / (float)(hi - lo);
+			ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+			float ef = 1.0f - ramp; /* extrapolation weight: 1 for high frequencies (small i) */
+			f = inter * (1.0f - ef) + extra * ef;
+		} else if (r->scaling == ROPE_LLAMA3)
+			f = llama3_freq(r, f);
+		else if (r->scaling == ROPE_LINEAR)
+			f = f / factor;
+		inv_freq[i] = r->freq_div ? f / r->freq_div[i] : f;
 	}
 
 	double s = 1.0;
@@ -224,9 +253,9 @@ void ref_rope_freqs(const RefRope *r, float *inv_freq, float *cs_scale)
 		if (r->attn_factor > 0)
 			s = r->attn_factor;
 		else if (r->mscale != 0 && r->mscale_all_dim != 0)
-			s = yarn_mscale(r->yarn_factor, r->mscale) / yarn_mscale(r->yarn_factor, r->mscale_all_dim);
+			s = yarn_mscale(r->factor, r->mscale) / yarn_mscale(r->factor, r->mscale_all_dim);
 		else
-			s = yarn_mscale(r->yarn_factor, 1);
+			s = yarn_mscale(r->factor, 1);
 	}
 	*cs_scale = (float)s;
 }

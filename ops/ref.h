@@ -18,6 +18,10 @@ void ref_embedding(float *y, const float *table, const int32_t *ids, int T, int 
 /* y[T,N] = x[T,K] · w[N,K]ᵀ (+ bias[N] when bias != NULL). Hugging Face nn.Linear layout. */
 void ref_linear(float *y, const float *x, const float *w, const float *bias, int T, int K, int N);
 
+/* Outputs n0..n1-1 of ref_linear (all T tokens), bit for bit the same values, computed several at a time
+** (ops/linear.c): the CPU executor's linear, split among threads by rows. */
+void lin_rows(float *y, const float *x, const float *w, const float *bias, int T, int K, int N, int n0, int n1);
+
 /* y[B,M,N] = a[B,M,K] · b[B,K,N] (batched; B = 1 for a plain matmul). */
 void ref_matmul(float *y, const float *a, const float *b, int B, int M, int K, int N);
 
@@ -49,20 +53,34 @@ void ref_layernorm(float *y, const float *x, const float *w, const float *b, int
 /*
 ** Rotary position embedding. Rotates the first rot_dim values of each head (partial rotary keeps the
 ** rest); interleaved = 0 pairs (i, i + rot_dim/2) (GPT-NeoX / HF "rotate_half"), interleaved = 1 pairs
-** (2i, 2i+1) (GPT-J / GGUF deepseek2). yarn_factor > 1 enables YaRN as Hugging Face computes it
-** (_compute_yarn_parameters): ramp between beta_fast and beta_slow over yarn_orig_ctx, and the
-** attention factor from mscale/mscale_all_dim (or attn_factor when > 0) multiplied into cos and sin.
+** (2i, 2i+1) (GPT-J / GGUF deepseek2). The inverse frequencies are scaled as Hugging Face's
+** ROPE_INIT_FUNCTIONS compute them for the rope_type `scaling` names:
+**   ROPE_YARN (factor > 1; _compute_yarn_parameters): ramp between beta_fast and beta_slow over
+**     orig_ctx, and the attention factor from mscale/mscale_all_dim (or attn_factor when > 0)
+**     multiplied into cos and sin;
+**   ROPE_LLAMA3 (_compute_llama3_parameters): frequencies whose wavelength is past orig_ctx /
+**     low_freq_factor divided by factor, those under orig_ctx / high_freq_factor kept, the band between
+**     blended smoothly;
+**   ROPE_LINEAR: every frequency divided by factor.
+** freq_div, when not NULL, then divides each frequency by its own number (a GGUF's rope_freqs.weight,
+** as llama.cpp's rope applies it).
 */
+enum { ROPE_PLAIN, ROPE_YARN, ROPE_LLAMA3, ROPE_LINEAR, ROPE_NSCALINGS };
+/* "none", "yarn", "llama3", "linear" (HF's rope_type names; "none" is GGUF's). */
+const char *ref_rope_scaling_name(int scaling);
 typedef struct {
 	int head_dim;        /* D */
 	int rot_dim;         /* rotated dims per head, even, <= D */
 	int interleaved;     /* 0: split-half (neox), 1: interleaved pairs */
 	double theta;        /* base */
-	double yarn_factor;  /* <= 1: plain rope */
-	int yarn_orig_ctx;   /* original_max_position_embeddings */
-	double beta_fast, beta_slow;   /* defaults 32, 1 */
-	double mscale, mscale_all_dim; /* DeepSeek-V3 style; 0 when absent */
-	double attn_factor;  /* explicit attention_factor; 0 when absent */
+	int scaling;         /* ROPE_*; ROPE_YARN with factor <= 1 is plain rope */
+	double factor;       /* YaRN, llama3 or linear scaling factor */
+	int orig_ctx;        /* original_max_position_embeddings (YaRN, llama3) */
+	double beta_fast, beta_slow;   /* YaRN; defaults 32, 1 */
+	double mscale, mscale_all_dim; /* YaRN, DeepSeek-V3 style; 0 when absent */
+	double attn_factor;  /* YaRN: explicit attention_factor; 0 when absent */
+	double low_freq_factor, high_freq_factor; /* llama3 */
+	const float *freq_div; /* [rot_dim/2] per-frequency divisors, or NULL */
 } RefRope;
 
 /* inv_freq[rot_dim/2] and the cos/sin multiplier (1 unless YaRN). */

@@ -1,8 +1,10 @@
 /*
-** runtime/chat.c — chat templates for the supported families, and glmrun's interactive chat.
+** runtime/chat.c — chat formats and glmrun's interactive chat.
 **
-** Each family is written out in C from the official template's behaviour, rendered as transformers
-** renders it (Jinja with trim_blocks and lstrip_blocks). Facts taken, per family (no template code):
+** A model's own chat template is rendered by the Jinja interpreter (runtime/jinja.h) with the variables
+** transformers' apply_chat_template passes. Weights without a template use one of five families written
+** out in C from the official template's behaviour, rendered as transformers renders it (Jinja with
+** trim_blocks and lstrip_blocks). Facts taken, per family (no template code):
 ** - glm4 (GLM-4.5, GLM-4.6): the GLM-4.6 chat_template.jinja (llama.cpp keeps a copy as
 **   models/templates/GLM-4.6.jinja). "[gMASK]<sop>" once; a system message "<|system|>\n" + text; a user
 **   message "<|user|>\n" + text, + "/nothink" when enable_thinking is false (unless it already ends so);
@@ -34,7 +36,9 @@
 **   "26 Jul 2024"; templates calling strftime_now use today's date, "%d %b %Y").
 ** End-of-turn tokens: GLM's generation_config eos ids (<|endoftext|>, <|user|>, <|observation|>),
 ** <｜end▁of▁sentence｜>, <|im_end|> (and <|endoftext|>), <|eot_id|> (and <|eom_id|>, <|end_of_text|>).
-** Recognising a template by substrings follows llama.cpp's llm_chat_detect_template where it has one.
+** Recognising a template by substrings (chat_detect) follows llama.cpp's llm_chat_detect_template where it
+** has one; a template that glmrun renders only borrows the end-of-turn tokens of the family it resembles
+** (the tokenizer's end-of-generation set always ends a turn).
 */
 #include "chat.h"
 #include "ref.h"
@@ -274,14 +278,68 @@ void chat_render(const ChatFmt *f, ChatBuf *b, const char *system, const char *c
 		chat_gen(f, b);
 }
 
-char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n)
+/* {"role": role, "content": text} (text need not be valid UTF-8: it reaches the template as bytes). */
+static json_t *message(const char *role, const char *text)
+{
+	json_t *m = json_object(), *c = json_stringn_nocheck(text, strlen(text));
+	if (!m || !c || json_object_set_new(m, "content", c) || json_object_set_new(m, "role", json_string(role))) {
+		json_decref(m);
+		return NULL;
+	}
+	return m;
+}
+
+int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen,
+                      char *err, size_t len)
+{
+	json_t *msgs = json_array(), *v = json_object();
+	int bad = !msgs || !v || (system && json_array_append_new(msgs, message("system", system)));
+	for (int i = 0; i < n && !bad; i++)
+		bad = json_array_append_new(msgs, message(i % 2 ? "assistant" : "user", turns[i]));
+	bad = bad || json_object_set(v, "messages", msgs) || json_object_set_new(v, "tools", json_null()) ||
+	      json_object_set_new(v, "documents", json_null()) ||
+	      json_object_set_new(v, "add_generation_prompt", json_boolean(gen)) ||
+	      (f->bos && json_object_set_new(v, "bos_token", json_string(f->bos))) ||
+	      (f->eos && json_object_set_new(v, "eos_token", json_string(f->eos))) ||
+	      (f->no_think && json_object_set_new(v, "enable_thinking", json_false()));
+	json_decref(msgs);
+	char *out = NULL;
+	size_t on = 0;
+	int rc = bad ? seterr(err, len, "out of memory") : jj_render(f->jinja, v, &f->now, &out, &on, err, len);
+	json_decref(v);
+	if (!rc)
+		addn(b, out, on);
+	free(out);
+	if (!rc && b->oom)
+		rc = seterr(err, len, "out of memory");
+	return rc;
+}
+
+char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n, char *err, size_t len)
 {
 	ChatBuf b = {0};
-	chat_render(f, &b, system, &text, 1, 1);
-	if (b.oom)
+	addn(&b, "", 0);
+	if (f->jinja) {
+		if (chat_render_jinja(f, &b, system, &text, 1, 1, err, len)) {
+			chat_buf_free(&b);
+			return NULL;
+		}
+	} else
+		chat_render(f, &b, system, &text, 1, 1);
+	if (b.oom) {
 		chat_buf_free(&b);
+		seterr(err, len, "out of memory");
+		return NULL;
+	}
 	*n = b.n;
 	return b.s;
+}
+
+void chat_free(ChatFmt *f)
+{
+	jj_free(f->jinja);
+	free(f->bos), free(f->eos);
+	f->jinja = NULL, f->bos = f->eos = NULL;
 }
 
 int chat_is_eot(const ChatFmt *f, int32_t id)
@@ -529,26 +587,118 @@ static int needed(const ChatFmt *f, const char **out)
 	return k;
 }
 
+/* The text of token id (control tokens included), malloc'd; NULL when id < 0. */
+static char *token_text(const Tok *tk, int32_t id)
+{
+	size_t n;
+	const char *p = id >= 0 ? tok_piece(tk, id, 1, &n) : NULL;
+	char *s = p ? malloc(n + 1) : NULL;
+	if (s)
+		memcpy(s, p, n), s[n] = 0;
+	return s;
+}
+
+/*
+** The special tokens a template writes must be special in the vocabulary, or they would be encoded as
+** plain text: a probe conversation is rendered and every "<|...|>" and "<｜...｜>" in it looked up. A
+** template that refuses the probe is not checked here (the real conversation will report its error).
+*/
+static int check_specials(const ChatFmt *f, const char *what, const Tok *tk, char *err, size_t len)
+{
+	static const char *const turns[] = {"U", "A", "U"};
+	ChatBuf b = {0};
+	char e2[8];
+	if (chat_render_jinja(f, &b, "S", turns, 3, 1, e2, sizeof e2) && chat_render_jinja(f, &b, NULL, turns, 3, 1, e2, sizeof e2)) {
+		chat_buf_free(&b);
+		return 0;
+	}
+	static const char *const open[] = {"<|", "<\xef\xbd\x9c"}, *const close[] = {"|>", "\xef\xbd\x9c>"};
+	int rc = 0;
+	for (int k = 0; k < 2 && !rc; k++)
+		for (const char *p = b.s; !rc && (p = strstr(p, open[k])); p++) {
+			const char *q = strstr(p + strlen(open[k]), close[k]);
+			if (!q || q - p > 64 || memchr(p, ' ', (size_t)(q - p)) || memchr(p, '\n', (size_t)(q - p)))
+				continue;
+			size_t n = (size_t)(q - p) + strlen(close[k]);
+			int32_t id = tok_find(tk, p, n);
+			int ty = tok_type(tk, id);
+			if (id < 0 || (ty != TOK_CONTROL && ty != TOK_USER_DEFINED))
+				rc = seterr(err, len, "%s writes the special token '%.*s', which this vocabulary %s; give the model's "
+				            "tokenizer (--tokenizer) or another --chat-template", what, (int)n, p,
+				            id < 0 ? "lacks" : "has only as ordinary text");
+		}
+	chat_buf_free(&b);
+	return rc;
+}
+
+/* f from the template text tmpl (what: where it came from, for messages): parsed as Jinja; the family it
+** resembles, if any, only lends its end-of-turn tokens. */
+static int setup_jinja(ChatFmt *f, const char *tmpl, const char *what, const char *source, const Tok *tk, char *err,
+                       size_t len)
+{
+	ChatFmt fam;
+	char e2[8];
+	int known = !chat_detect(&fam, tmpl, NULL, what, e2, sizeof e2);
+	*f = (ChatFmt){.family = known ? fam.family : -1, .source = source, .eot = {-1, -1, -1, -1},
+	               .think_switch = has(tmpl, "enable_thinking")};
+	const char *base = strrchr(what, '/');
+	char name[64];
+	snprintf(name, sizeof name, "%s", base ? base + 1 : what);
+	if (jj_parse(&f->jinja, tmpl, strlen(tmpl), name, err, len))
+		return -1;
+	f->bos = token_text(tk, tok_bos(tk));
+	f->eos = token_text(tk, tok_eos(tk));
+	time_t t = time(NULL);
+	if (!localtime_r(&t, &f->now))
+		memset(&f->now, 0, sizeof f->now);
+	if (check_specials(f, what, tk, err, len)) {
+		chat_free(f);
+		return -1;
+	}
+	return 0;
+}
+
 int chat_setup(ChatFmt *f, const char *path, const char *name, int no_think, const Tok *tk, char *err, size_t len)
 {
-	if (name) {
+	int family = 0;
+	for (int i = 0; name && i < CHAT_NFAMILY; i++)
+		family |= !strcmp(name, fam_name[i]);
+	if (family) {
 		if (chat_by_name(f, name, err, len))
+			return -1;
+	} else if (name) { /* a template file */
+		char *tmpl = read_text(name);
+		if (!tmpl)
+			return seterr(err, len, "--chat-template: '%s' is neither a chat format (%s) nor a readable template "
+			              "file: %s", name, chat_names, strerror(errno));
+		int rc = setup_jinja(f, tmpl, name, "--chat-template", tk, err, len);
+		free(tmpl);
+		if (rc)
 			return -1;
 	} else {
 		char *tmpl, *arch;
 		if (chat_meta(path, &tmpl, &arch, err, len))
 			return -1;
-		int rc = chat_detect(f, tmpl, arch, path, err, len);
+		int rc;
+		if (tmpl && *tmpl) {
+			char what[600];
+			snprintf(what, sizeof what, "%s chat template", path);
+			rc = setup_jinja(f, tmpl, what, "chat template", tk, err, len);
+		} else
+			rc = chat_detect(f, NULL, arch, path, err, len);
 		free(tmpl), free(arch);
 		if (rc)
 			return -1;
 	}
-	if (no_think && !f->think_switch)
-		return seterr(err, len, "--no-think: the %s chat format (from the %s) has no thinking switch",
-		              fam_name[f->family], f->source);
+	if (no_think && !f->think_switch) {
+		const char *what = f->jinja ? "template's" : fam_name[f->family];
+		chat_free(f);
+		return seterr(err, len, "--no-think: the %s chat format (from the %s) has no thinking switch%s", what,
+		              f->source, f->jinja ? " (it does not read enable_thinking)" : "");
+	}
 	f->no_think = no_think;
 	const char *need[8];
-	int k = needed(f, need);
+	int k = f->jinja ? 0 : needed(f, need);
 	for (int i = 0; i < k; i++) {
 		int32_t id = tok_find(tk, need[i], strlen(need[i]));
 		int ty = tok_type(tk, id);
@@ -564,7 +714,7 @@ int chat_setup(ChatFmt *f, const char *path, const char *name, int no_think, con
 		{"<|im_end|>", "<|endoftext|>"},
 		{"<|eot_id|>", "<|eom_id|>", "<|end_of_text|>"},
 	};
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 4 && f->family >= 0; i++)
 		f->eot[i] = eot[f->family][i] ? tok_find(tk, eot[f->family][i], strlen(eot[f->family][i])) : -1;
 	return 0;
 }
@@ -634,7 +784,7 @@ static int show(ChatBuf *b, size_t *shown, const char *stop)
 		else
 			upto = b->n >= sl - 1 + *shown ? b->n - (sl - 1) : *shown;
 	}
-	if (upto > *shown) /* b->s is NULL while nothing was said */
+	if (upto > *shown)
 		fwrite(b->s + *shown, 1, upto - *shown, stdout);
 	*shown = upto;
 	return hit;
@@ -655,45 +805,149 @@ static double now_s(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+int chat_read_message(FILE *in, ChatBuf *b, const char *prompt)
+{
+	static const char q3[] = "\"\"\"";
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t r;
+	int multi = 0, lines = 0, done = 0;
+	b->n = 0;
+	addn(b, "", 0);
+	while (!done) {
+		if (multi && prompt) {
+			fputs(prompt, stdout);
+			fflush(stdout);
+		}
+		if ((r = getline(&line, &cap, in)) < 0)
+			break;
+		while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r'))
+			line[--r] = 0;
+		const char *text = line;
+		size_t n = (size_t)r;
+		if (!multi) {
+			if (!n)
+				continue;
+			if (n < 3 || memcmp(line, q3, 3)) { /* a one-line message */
+				addn(b, line, n);
+				lines = done = 1;
+				break;
+			}
+			multi = 1, text += 3, n -= 3;
+			if (!n)
+				continue;
+		}
+		if (n >= 3 && !memcmp(text + n - 3, q3, 3))
+			n -= 3, done = 1;
+		if (done && !n)
+			break;
+		if (lines++)
+			addn(b, "\n", 1);
+		addn(b, text, n);
+	}
+	free(line);
+	return lines && !b->oom ? 0 : -1;
+}
+
+/* Marks the last answer in a re-rendered conversation (chat_session with a Jinja template). */
+#define ANSWER_MARK "GLMCPREVIOUSANSWERMARK"
+
+/*
+** What turn number nh / 2 feeds, into b: with a family its pieces; with a template the whole first turn,
+** then what the template puts after the previous answer (hist: the user messages and answers so far).
+*/
+static int turn_text(const ChatSession *s, char *const *hist, int nh, const char *user, ChatBuf *b, char *err,
+                     size_t len)
+{
+	const ChatFmt *f = s->fmt;
+	if (!f->jinja) {
+		if (!nh)
+			chat_begin(f, b, s->system);
+		else
+			chat_close(f, b);
+		chat_user(f, b, user);
+		chat_gen(f, b);
+		return b->oom ? seterr(err, len, "out of memory") : 0;
+	}
+	if (!nh)
+		return chat_render_jinja(f, b, s->system, &user, 1, 1, err, len);
+	const char **t = malloc(sizeof *t * (size_t)(nh + 1));
+	if (!t)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < nh - 1; i++)
+		t[i] = hist[i];
+	t[nh - 1] = ANSWER_MARK, t[nh] = user;
+	ChatBuf all = {0};
+	int rc = chat_render_jinja(f, &all, s->system, t, nh + 1, 1, err, len);
+	free(t);
+	const char *at = rc ? NULL : strstr(all.s, ANSWER_MARK);
+	if (!rc && (!at || strstr(at + 1, ANSWER_MARK)))
+		rc = seterr(err, len, "the chat template does not show a past answer unchanged, so turn %d cannot be appended "
+		            "to the conversation; give --chat-template NAME (%s)", nh / 2 + 1, chat_names);
+	if (!rc)
+		addn(b, at + strlen(ANSWER_MARK), all.n - (size_t)(at - all.s) - strlen(ANSWER_MARK));
+	chat_buf_free(&all);
+	return rc;
+}
+
+/* Append a malloc'd copy of s[0..n) to the history; -1 when out of memory. */
+static int remember(char ***hist, int *nh, const char *s, size_t n)
+{
+	char **h = realloc(*hist, sizeof *h * (size_t)(*nh + 1));
+	if (!h)
+		return -1;
+	*hist = h;
+	if (!(h[*nh] = malloc(n + 1)))
+		return -1;
+	memcpy(h[*nh], s, n);
+	h[(*nh)++][n] = 0;
+	return 0;
+}
+
 int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 {
 	const ChatFmt *f = s->fmt;
-	int tty = isatty(fileno(in)), rc = 0, full = 0;
-	char *line = NULL;
-	size_t lcap = 0;
+	int tty = isatty(fileno(in)), rc = 0, full = 0, nh = 0;
+	ChatBuf msg = {0};
+	char **hist = NULL; /* user messages and answers as shown, for re-rendering a template */
 	long pos = 0, nsamp = 0, turn = 0, n_pre = 0, n_dec = 0, acap = 0;
-	int32_t *ans = NULL;
+	int32_t *ans = NULL, pending = -1; /* pending: the last token of an answer cut short, shown but not fed */
 	double t_pre = 0, t_dec = 0;
 	for (;;) {
 		if (tty) {
 			fputs("> ", stdout);
 			fflush(stdout);
 		}
-		ssize_t r = *s->sigs ? -1 : getline(&line, &lcap, in);
-		if (r < 0) { /* EOF, or Ctrl-C while waiting for a line */
+		if (*s->sigs || chat_read_message(in, &msg, tty ? "... " : NULL)) { /* EOF, or Ctrl-C while waiting */
 			if (tty)
 				fputc('\n', stdout);
 			break;
 		}
-		while (r > 0 && (line[r - 1] == '\n' || line[r - 1] == '\r'))
-			line[--r] = 0;
-		if (!r)
-			continue;
 		ChatBuf b = {0};
-		if (turn == 0)
-			chat_begin(f, &b, s->system);
-		else
-			chat_close(f, &b);
-		chat_user(f, &b, line);
-		chat_gen(f, &b);
+		if (turn_text(s, hist, nh, msg.s, &b, err, len)) {
+			chat_buf_free(&b);
+			rc = -1;
+			break;
+		}
 		int32_t *ids = NULL;
 		size_t nids = 0;
-		if (b.oom || tok_encode(s->tk, b.s, b.n, 0, 1, &ids, &nids)) {
+		if (b.oom || tok_encode(s->tk, b.s, b.n, 0, 1, &ids, &nids) || remember(&hist, &nh, msg.s, msg.n)) {
 			chat_buf_free(&b);
+			free(ids);
 			rc = seterr(err, len, "out of memory encoding turn %ld", turn + 1);
 			break;
 		}
 		chat_buf_free(&b);
+		if (pending >= 0) { /* the cut answer's last token goes in first, so the cache holds what was shown */
+			int32_t *p = realloc(ids, sizeof *p * (nids + 1));
+			if (!p) {
+				free(ids);
+				rc = seterr(err, len, "out of memory");
+				break;
+			}
+			memmove(p + 1, p, sizeof *p * nids);
+			p[0] = pending, ids = p, nids++;
+		}
 		if (pos + (long)nids >= s->max_seq) {
 			free(ids);
 			if (turn == 0) { /* nothing could be answered: an error, not an empty chat */
@@ -786,6 +1040,10 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 			}
 			fputc('\n', stdout);
 			fflush(stdout);
+			/* an answer that did not end with its end-of-turn token has its last token still to feed */
+			pending = why && strcmp(why, "end of turn") ? tok : -1;
+			if (said.oom || remember(&hist, &nh, said.s ? said.s : "", shown))
+				rc = seterr(err, len, "out of memory");
 		}
 		tok_stream_free(&ts);
 		chat_buf_free(&said);
@@ -807,7 +1065,10 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 			break;
 		*s->sigs = 0;
 	}
-	free(line);
+	chat_buf_free(&msg);
+	for (int i = 0; i < nh; i++)
+		free(hist[i]);
+	free(hist);
 	free(ans);
 	if (!rc)
 		fprintf(stderr, "glmrun: chat of %ld turn%s: prefill %ld tokens at %.1f tok/s, decode %ld tokens at %.1f "

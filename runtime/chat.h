@@ -1,16 +1,22 @@
 /*
 ** runtime/chat.h — chat templates and the interactive chat of glmrun.
 **
-** No Jinja: each supported family is written out in C (chat.c says which official template each one
-** follows). The family comes from the weights' metadata — the chat template text (GGUF
-** `tokenizer.chat_template`, HF `chat_template.jinja` or `tokenizer_config.json`), recognised by
-** distinctive substrings, else the architecture (`general.architecture` / config.json `model_type`) —
-** or from a name given by the user (--chat-template).
+** The model's own chat template runs as Jinja (runtime/jinja.h): GGUF `tokenizer.chat_template`, HF
+** `chat_template.jinja` or `tokenizer_config.json`'s `chat_template`, or a file given with
+** --chat-template FILE. It sees what transformers' apply_chat_template passes: messages (role, content),
+** add_generation_prompt, bos_token and eos_token (the vocabulary's), tools and documents as none, and
+** enable_thinking = false with --no-think (otherwise undefined: the template's default). Weights without a
+** template fall back to five families written out in C (chat.c says which official template each one
+** follows), chosen by architecture (`general.architecture` / config.json `model_type`) or by name
+** (--chat-template NAME).
 **
-** A conversation is rendered as: begin(system) user(U1) assistant(A1) user(U2) ... user(Un) gen(). A live
-** session never re-renders history: the KV cache already holds what the model saw and generated, so a
-** turn feeds only begin/close + user(U) + gen(), where close() ends the previous answer the way the
-** template does (the end-of-turn token the model sampled is never fed; close() starts with it).
+** A live session never re-renders what the KV cache holds. With a family, a turn feeds begin/close +
+** user(U) + gen(), where close() ends the previous answer the way the template does. With a template, a
+** turn feeds what the template puts after the previous answer: the conversation is rendered with a marker
+** in place of that answer, and the text after the marker (the answer's end, the new user message, the
+** generation prompt) is fed. Either way the end-of-turn token the model sampled is not fed (the fed text
+** starts with it); an answer cut short (-n, a stop string, Ctrl-C) has its last token fed first, so the
+** cache holds every token the user was shown.
 */
 #ifndef GLM_CHAT_H
 #define GLM_CHAT_H
@@ -22,6 +28,7 @@
 
 #include "glm.h"
 #include "gpu.h"
+#include "jinja.h"
 #include "ranks.h"
 #include "tok.h"
 
@@ -38,14 +45,21 @@ typedef struct {
 	int llama_date;              /* Llama 3.1+: system header with the knowledge cutoff and a date */
 	char date[32];               /* that date ("26 Jul 2024", or today's for templates that ask) */
 	const char *default_system;  /* chatml: the Qwen2/2.5 default system prompt; else NULL */
-	const char *source;          /* what chose the family: "--chat-template", "chat template", "architecture" */
+	const char *source;          /* what chose the format: "--chat-template", "chat template", "architecture" */
 	int32_t eot[4];              /* the family's end-of-turn token ids (-1: absent) */
+	JjTmpl *jinja;               /* the template rendered instead of the family, or NULL (chat_free frees) */
+	char *bos, *eos;             /* bos_token / eos_token for the template (NULL: the vocabulary has none) */
+	struct tm now;               /* what strftime_now formats */
 } ChatFmt;
+
+/* Free what chat_setup allocated (the template, token texts). */
+void chat_free(ChatFmt *f);
 
 /* Family by name (one of chat_names). */
 int chat_by_name(ChatFmt *f, const char *name, char *err, size_t len);
 
-/* Family from a chat template text and/or an architecture / model_type (either may be NULL); what names
+/* Family from a chat template text (by distinctive substrings; chat_setup uses this only for a template's
+** end-of-turn tokens) and/or an architecture / model_type (either may be NULL); what names
 ** the weights in messages. */
 int chat_detect(ChatFmt *f, const char *tmpl, const char *arch, const char *what, char *err, size_t len);
 
@@ -53,8 +67,9 @@ int chat_detect(ChatFmt *f, const char *tmpl, const char *arch, const char *what
 ** directory, or a tokenizer.json (its directory). Each is malloc'd, or NULL when absent. */
 int chat_meta(const char *path, char **tmpl, char **arch, char *err, size_t len);
 
-/* Everything glmrun needs: the family (from name, else detected from path's metadata), no_think applied
-** and checked, every special token the rendering uses checked against the vocabulary, end-of-turn ids. */
+/* Everything glmrun needs: the format (name: a family name or a template file; else path's chat template,
+** else the family of its architecture), no_think applied and checked, the special tokens a family uses
+** checked against the vocabulary, end-of-turn ids. */
 int chat_setup(ChatFmt *f, const char *path, const char *name, int no_think, const Tok *tk, char *err, size_t len);
 
 /* A growing string; oom is set (and the text left incomplete) when out of memory. */
@@ -76,18 +91,24 @@ void chat_close(const ChatFmt *f, ChatBuf *b);                       /* ends a l
 ** appends the generation prompt. Equals the official template's output for the same messages. */
 void chat_render(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen);
 
-/* One templated user turn, begin(system) + user(text) + gen(), for glmrun -p: malloc'd (n bytes), NULL
-** when out of memory. */
-char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n);
+/* A conversation through the Jinja template (f->jinja): system (NULL: none), then turns[0..n) alternating
+** user, assistant, ...; gen adds the generation prompt. Returns 0, or -1 with a one-line error. */
+int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen,
+                      char *err, size_t len);
+
+/* One templated user turn (system, text, the generation prompt) for glmrun -p: malloc'd (n bytes), or
+** NULL with a one-line error. */
+char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n, char *err, size_t len);
 
 /* 1 when id ends a turn for this family. */
 int chat_is_eot(const ChatFmt *f, int32_t id);
 
 /*
-** An interactive session (glmrun --chat): reads one user message per line from in, streams each answer
-** to stdout, keeps the conversation in the KV cache (each turn is prefilled at the next free position).
-** An answer ends at an end-of-turn/end-of-generation token, --stop, n tokens (0: no limit) or Ctrl-C
-** (*sigs becomes non-zero); a second Ctrl-C, EOF, or a full context (max_seq) ends the session.
+** An interactive session (glmrun --chat): reads user messages from in (one per line; a message of several
+** lines starts with a line """ and ends at a line ending in """, see chat_read_message), streams each
+** answer to stdout, keeps the conversation in the KV cache (each turn is prefilled at the next free
+** position). An answer ends at an end-of-turn/end-of-generation token, --stop, n tokens (0: no limit) or
+** Ctrl-C (*sigs becomes non-zero); a second Ctrl-C, EOF, or a full context (max_seq) ends the session.
 */
 typedef struct {
 	const Graph *g;
@@ -107,5 +128,11 @@ typedef struct {
 	volatile sig_atomic_t *sigs; /* counts Ctrl-C */
 } ChatSession;
 int chat_session(const ChatSession *s, FILE *in, char *err, size_t len);
+
+/* The next user message from in into *b (NUL-terminated, trailing CR/LF removed): one non-empty line, or
+** the lines between a line starting with """ and one ending with """ (text on those two lines beside
+** the quotes belongs to the message; EOF also ends it). prompt (when not NULL) is printed before each
+** further line of a multi-line message. Returns 0, or -1 at EOF (or a read error) with no message. */
+int chat_read_message(FILE *in, ChatBuf *b, const char *prompt);
 
 #endif

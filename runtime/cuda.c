@@ -264,6 +264,39 @@ static void progress(const Gpu *x, const GpuOpts *o, size_t done, size_t total)
 		fprintf(stderr, "\n");
 }
 
+/* Each rope node's table of inverse frequencies, as the CPU reference computes them: with frequency
+** divisors (a third input, e.g. a GGUF's rope_freqs.weight) read from the checkpoint d, or generated as
+** the CPU executor generates them for a --random-weights plan. */
+static int upload_rope_tables(Gpu *x, const Weights *d, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->op != OP_ROPE)
+			continue;
+		size_t half = (size_t)n->ia[2] / 2;
+		float *inv = malloc(sizeof(float) * 2 * (half ? half : 1)), *div = NULL, cs;
+		if (!inv)
+			return seterr(err, len, "out of memory");
+		for (int k = 0; n->nin > 2 && k < g->nw && !div; k++)
+			if (g->w[k].node == n->in[2]) {
+				div = inv + half;
+				if (weights_load_f32(d, g, &g->w[k], x->rank, x->tp, div, err, len))
+					return free(inv), -1;
+			}
+		if (n->nin > 2 && !div) {
+			free(inv);
+			return seterr(err, len, "plan: the frequency divisors of rope %%%d are not a weight", i);
+		}
+		op_rope_table(n, div, inv, &cs);
+		CUresult r = x->cu.htod(x->rope[i], inv, sizeof(float) * half);
+		free(inv);
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuMemcpyHtoD (rope table)", err, len);
+	}
+	return 0;
+}
+
 /*
 ** Upload every weight through a pinned staging buffer. Stored bytes go up as they are when the device
 ** type is the stored type and no transform applies; otherwise the weight is loaded as float32
@@ -346,6 +379,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 			o->beat(o->beat_ctx, "uploading weights");
 	}
 	x->cu.free_host(stage);
+	if (!rc)
+		rc = upload_rope_tables(x, &d, err, len);
 	if (!random)
 		weights_close(&d);
 	return rc;
@@ -495,18 +530,9 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 			CUdeviceptr base = n->kind == VK_WEIGHT ? x->wmem : n->kind == VK_CACHE ? x->cmem : x->amem;
 			x->ptr[i] = base + off[i];
 		}
-		if (n->op == OP_ROPE) {
-			int half = (int)n->ia[2] / 2;
-			float *inv = malloc(sizeof(float) * (size_t)half), cs;
-			if (!inv)
-				return free(off), seterr(err, len, "out of memory");
-			op_rope_table(n, inv, &cs);
+		if (n->op == OP_ROPE) { /* filled by upload_rope_tables */
 			x->rope[i] = x->rope_mem + ro;
-			r = x->cu.htod(x->rope[i], inv, sizeof(float) * (size_t)half);
-			free(inv);
-			if (r != CUDA_SUCCESS)
-				return free(off), cuerr(x, r, "cuMemcpyHtoD (rope table)", err, len);
-			ro += ((size_t)half * sizeof(float) + 255) & ~(size_t)255;
+			ro += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
 		}
 	}
 	free(off);

@@ -4,12 +4,14 @@
 ** is poisoned (NaN / -1) before its op runs, so an op that leaves an element unwritten is caught.
 */
 #include "glm.h"
+#include "par.h"
 #include "ref.h"
 #include "weights.h"
 
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 int64_t exec_dim(const Exec *x, int id, int i)
@@ -53,14 +55,21 @@ static void round_node(Exec *x, int i)
 		round_bf16(x->buf[i], exec_numel(x, i));
 }
 
-/* Widen node i's late range by launch l's step sizes (ExecLate: lo 0 is none yet). The one flag glmc sets
-** today (the one-token launch) gives 1..1; two launches of one node give the range covering both. */
+/* Widen node i's late ranges by launch l's step sizes (lo/tlo 0: none yet): LAUNCH_NORM_LATE's (the one-token
+** launches: 1..1) or LAUNCH_NORM_TC's (k_gemv_tc: 2..16); two launches of one kind give the range covering both. */
 static void late_widen(ExecLate *e, const Launch *l)
 {
-	if (!e->lo || l->tmin < e->lo)
-		e->lo = l->tmin;
-	if (l->tmax > e->hi)
-		e->hi = l->tmax;
+	int *lo = l->flags & LAUNCH_NORM_TC ? &e->tlo : &e->lo, *hi = l->flags & LAUNCH_NORM_TC ? &e->thi : &e->hi;
+	if (!*lo || l->tmin < *lo)
+		*lo = l->tmin;
+	if (l->tmax > *hi)
+		*hi = l->tmax;
+}
+
+/* Whether a step of T tokens reads node i's late copy (or, for an rmsnorm, forms it). */
+static int late_in(const ExecLate *e, int64_t T)
+{
+	return (e->lo && e->lo <= T && T <= e->hi) || (e->tlo && e->tlo <= T && T <= e->thi);
 }
 
 /* Whether launch l takes node w as a buffer it reads (a GEMV launch's weights). */
@@ -76,9 +85,10 @@ static int launch_reads(const Launch *l, int w)
 static size_t late_numel(const Exec *x, int i)
 {
 	const ExecLate *e = &x->late[i];
-	if (!e->lo || x->g->node[i].op != OP_RMSNORM)
+	int hi = e->hi > e->thi ? e->hi : e->thi;
+	if (!hi || x->g->node[i].op != OP_RMSNORM)
 		return 0;
-	return (size_t)node_numel(&x->g->node[i], e->hi < x->maxT ? e->hi : x->maxT, x->S);
+	return (size_t)node_numel(&x->g->node[i], hi < x->maxT ? hi : x->maxT, x->S);
 }
 
 /*
@@ -93,15 +103,15 @@ static int late_setup(Exec *x, char *err, size_t len)
 	const Graph *g = x->g;
 	int any = 0;
 	for (int i = 0; i < g->cuda.nl; i++)
-		any |= g->cuda.l[i].flags & LAUNCH_NORM_LATE;
+		any |= g->cuda.l[i].flags & (LAUNCH_NORM_LATE | LAUNCH_NORM_TC);
 	if (!any || x->late)
 		return 0;
 	if (!(x->late = calloc((size_t)g->n, sizeof *x->late)))
 		return seterr(err, len, "out of memory");
 	for (int i = 0; i < g->cuda.nl; i++) {
 		const Launch *l = &g->cuda.l[i];
-		int found = 0;
-		for (int k = 0; l->flags & LAUNCH_NORM_LATE && k < l->narg; k++) {
+		int found = 0, marked = l->flags & (LAUNCH_NORM_LATE | LAUNCH_NORM_TC);
+		for (int k = 0; marked && k < l->narg; k++) {
 			if (l->arg[k].kind != KA_BUF || l->arg[k].f != 1)
 				continue;
 			const Node *o = &g->node[l->arg[k].s.node];
@@ -115,7 +125,7 @@ static int late_setup(Exec *x, char *err, size_t len)
 				found = 1;
 			}
 		}
-		if (l->flags & LAUNCH_NORM_LATE && !found)
+		if (marked && !found)
 			return seterr(err, len, "launch %d (%s of node %%%d) reads a norm late but computes no linear of an "
 			              "rmsnorm", i, l->kernel, l->node);
 	}
@@ -130,6 +140,35 @@ static int late_setup(Exec *x, char *err, size_t len)
 			at += late_numel(x, i);
 		}
 	return 0;
+}
+
+/* Rmsnorm i's copy for the linears of this step's late launch, before its output is rounded: the f32 output
+** as formed (LAUNCH_NORM_LATE), or, in a LAUNCH_NORM_TC step, bf16(x·nw)·inv, the operand k_gemv_tc's mma
+** takes with the scale its results take (x and nw as the GPU holds them: rounded already). */
+static void late_keep(Exec *x, int i, int64_t T)
+{
+	const ExecLate *e = &x->late[i];
+	const Node *n = &x->g->node[i];
+	size_t cnt = (size_t)exec_numel(x, i);
+	if (!(e->tlo && e->tlo <= T && T <= e->thi)) {
+		memcpy(e->keep, x->buf[i], cnt * sizeof(float));
+		return;
+	}
+	int64_t N = exec_dim(x, i, n->ndim - 1);
+	const float *in = x->buf[n->in[0]], *w = n->nin > 1 ? x->buf[n->in[1]] : NULL;
+	for (size_t r = 0; r < cnt / (size_t)N; r++) {
+		const float *xr = in + r * (size_t)N;
+		float *kr = e->keep + r * (size_t)N;
+		double ss = 0;
+		for (int64_t k = 0; k < N; k++)
+			ss += (double)xr[k] * xr[k];
+		float inv = (float)(1.0 / sqrt(ss / (double)N + n->fa[0]));
+		for (int64_t k = 0; k < N; k++)
+			kr[k] = xr[k] * (w ? w[k] : 1.0f);
+		round_bf16(kr, N);
+		for (int64_t k = 0; k < N; k++)
+			kr[k] *= inv;
+	}
 }
 
 /*
@@ -337,7 +376,7 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 			if (!over)
 				memset(x->buf[i], 0xff, (size_t)exec_numel(x, i) * dtype_size(n->dtype));
 			/* a linear of a LAUNCH_NORM_LATE launch in this step reads its norm unrounded (exec_round_bf16) */
-			int late = x->late && x->late[i].lo <= T && T <= x->late[i].hi;
+			int late = x->late && late_in(&x->late[i], T);
 			void *rounded = NULL;
 			if (late && n->op == OP_LINEAR) {
 				rounded = x->buf[n->in[0]];
@@ -347,7 +386,7 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 			if (rounded)
 				x->buf[n->in[0]] = rounded;
 			if (late && n->op == OP_RMSNORM)
-				memcpy(x->late[i].keep, x->buf[i], (size_t)exec_numel(x, i) * sizeof(float));
+				late_keep(x, i, T);
 			if (x->err[0]) {
 				char rank[32] = "";
 				if (tp > 1)
@@ -372,5 +411,6 @@ void exec_free(Exec *x)
 	free(x->wt);
 	free(x->late);
 	free(x->late_mem);
+	par_free(x->par);
 	memset(x, 0, sizeof *x);
 }

@@ -27,7 +27,7 @@
 
 static const char *usage =
 	"usage: glmrun PLAN -p TEXT [options]      text in, text out (streamed)\n"
-	"       glmrun PLAN --chat [options]        a conversation: one user message per line of stdin\n"
+	"       glmrun PLAN --chat [options]        a conversation: user messages from stdin (see --chat)\n"
 	"       glmrun PLAN --tokens ID,ID,... [options]\n"
 	"       glmrun PLAN --bench | --profile [options]   decode benchmark on a random prompt\n"
 	"\n"
@@ -37,17 +37,21 @@ static const char *usage =
 	"With --tokens, exactly N ids are printed on one line (no end-of-sequence stop).\n"
 	"\n"
 	"  -p TEXT              prompt text; \"-\" reads it from stdin\n"
-	"  --chat               answer each line of stdin in the model's chat format, keeping the conversation\n"
-	"                       in the KV cache (a turn prefills only its own tokens); an answer ends at\n"
-	"                       end-of-turn, --stop, -n or Ctrl-C; a second Ctrl-C, EOF or a full --max-seq\n"
-	"                       ends the chat. With -p: the text is one user turn, answered once\n"
-	"  --chat-template NAME the chat format: glm4 (GLM-4.5/4.6), glm5 (GLM-4.7, GLM-5), deepseek3\n"
-	"                       (DeepSeek-V3, V3.1), chatml (Qwen2/2.5/3), llama3 (Llama 3, 3.1+); default: from\n"
-	"                       the weights' chat template, else their architecture. With -p: one user turn\n"
-	"  --system TEXT        the chat's system prompt (default: none, or the template's own: Qwen2/2.5)\n"
-	"  --no-think           the template's thinking-off form (GLM, Qwen3). Default: the template's own:\n"
-	"                       thinking on for GLM and Qwen3 (GLM-4.7/5 open the answer with <think>),\n"
-	"                       off for DeepSeek-V3.1; thinking text is printed as it comes\n"
+	"  --chat               answer user messages from stdin in the model's chat format, keeping the\n"
+	"                       conversation in the KV cache (a turn prefills only its own tokens). A message\n"
+	"                       is one line (empty lines are skipped); a message of several lines starts with\n"
+	"                       a line beginning \"\"\" and ends with a line ending \"\"\" (or EOF). An answer ends\n"
+	"                       at end-of-turn, --stop, -n or Ctrl-C (what was shown stays in the conversation);\n"
+	"                       a second Ctrl-C, EOF or a full --max-seq ends the chat. With -p: the text is\n"
+	"                       one user turn, answered once\n"
+	"  --chat-template FILE|NAME  the chat template: a Jinja file, run as transformers runs it; default:\n"
+	"                       the weights' own (GGUF tokenizer.chat_template, HF chat_template.jinja or\n"
+	"                       tokenizer_config.json). Weights without one use a built-in format by their\n"
+	"                       architecture, or NAME: glm4 (GLM-4.5/4.6), glm5 (GLM-4.7, GLM-5), deepseek3\n"
+	"                       (DeepSeek-V3, V3.1), chatml (Qwen2/2.5/3), llama3 (Llama 3, 3.1+)\n"
+	"  --system TEXT        the chat's system prompt (default: none, or what the template adds itself)\n"
+	"  --no-think           enable_thinking=false for templates that read it (GLM, Qwen3); default: the\n"
+	"                       template's own; thinking text is printed as it comes\n"
 	"  --tokenizer PATH     tokenizer source (GGUF, HF directory or tokenizer.json; default: the weights)\n"
 	"  --stop STR           stop when the answer ends with STR\n"
 	"  --ignore-eos         do not stop at end-of-generation tokens\n"
@@ -689,10 +693,11 @@ int main(int argc, char **argv)
 		size_t tn, nid = 1;
 		char *text = a.prompt && a.batch <= 1 ? read_prompt(a.prompt, &tn) : NULL; /* run_batch encodes its own */
 		if (a.prompt && templ) {
-			char *t = chat_prompt(&cf, a.system, text, &tn);
+			char *t = chat_prompt(&cf, a.system, text, &tn, err, sizeof err);
+			chat_free(&cf); /* the end-of-turn ids stay */
 			free(text);
 			if (!(text = t))
-				fail("-p: out of memory");
+				fail("-p: %s", err);
 		}
 		if (text && tok_encode(tk, text, tn, !templ, 1, &prompt, &nid))
 			fail("-p: out of memory encoding the prompt");
@@ -813,6 +818,7 @@ int main(int argc, char **argv)
 		for (int r = 0; use_cpu && r < tp; r++)
 			exec_free(&xr[r]);
 		tok_close(tk);
+		chat_free(&cf);
 		arena_free(&A);
 		if (rc)
 			fail("%s", err);

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # tests/chat.sh — glmrun --chat and the chat templates end to end on the CPU. The llama fixture gets GPT-2's
-# first 512 tokens as its vocabulary with its top ids turned into each family's special tokens and a
-# chat template text that names the family (build/tools/addvocab); the tiny random model babbles, so the
-# checks are about mechanics: each turn's prompt is exactly the template's text, the second turn is
-# appended at the next free position of the KV cache and gives the same tokens as prefilling the whole
-# conversation at once (also on the GLM-5 fixture: MLA and DSA), seeds repeat, -p takes one templated
-# turn, a full context and Ctrl-C end the chat cleanly, and bad templates and options are refused in one
-# line. Prints "ok - NAME" / "FAIL - NAME: why"; exits non-zero when anything failed.
+# first 512 tokens as its vocabulary with its top ids turned into each family's special tokens and the real
+# chat template of a model of that family (tests/data/templates; build/tools/addvocab); the tiny random
+# model babbles, so the checks are about mechanics: each turn's prompt is exactly the template's text (the
+# later turns: what the template puts after the previous answer), an answer cut short by -n has its last
+# token fed before the next turn's text (so the cache holds what was shown), the second turn is appended at
+# the next free position of the KV cache and gives the same tokens as prefilling the whole conversation at
+# once (also on the GLM-5 fixture: MLA and DSA), a message may span lines, seeds repeat, -p takes one
+# templated turn, --chat-template takes a file or a built-in name, a full context and Ctrl-C end the chat
+# cleanly, and bad templates and options are refused in one line. Prints "ok - NAME" / "FAIL - NAME: why";
+# exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
 FIX=../shared/fixtures/hf
@@ -35,14 +38,22 @@ expect_fail() {
 	fi
 }
 
-# mkvocab NAME TEMPLATE SPECIAL...: $tmp/NAME.gguf, the llama fixture with a chat vocabulary.
+# mkvocab NAME TEMPLATE SPECIAL... [--bos TEXT] [--eos TEXT]: $tmp/NAME.gguf, the llama fixture with a chat
+# vocabulary.
 mkvocab() {
 	local name=$1 tmpl=$2 args=()
 	shift 2
-	for s in "$@"; do args+=(--special "$s"); done
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--bos | --eos) args+=("$1" "$2") && shift ;;
+		*) args+=(--special "$1") ;;
+		esac
+		shift
+	done
 	[ -n "$tmpl" ] && args+=(--chat-template "$tmpl")
 	build/tools/addvocab "$tmp/llama.gguf" $VOCAB 512 "$tmp/$name.gguf" "${args[@]}" >/dev/null
 }
+T=tests/data/templates
 
 # The stats lines of a chat run ($1: stderr file): prompt ids of turn $2, answer ids of turn $2, the positions
 # the cache holds after turn $2, the first position of turn $2.
@@ -50,6 +61,7 @@ prompt_ids() { sed -n "s/^stats: chat turn $2: prompt [0-9]* tokens at positions
 answer_ids() { sed -n "s/^stats: chat turn $2: answer [0-9]* tokens ([^)]*): ids \(.*\); the cache holds .*/\1/p" "$1"; }
 held() { sed -n "s/^stats: chat turn $2: answer .*; the cache holds \([0-9]*\) positions$/\1/p" "$1"; }
 first_pos() { sed -n "s/^stats: chat turn $2: prompt [0-9]* tokens at positions \([0-9]*\)-.*/\1/p" "$1"; }
+reason() { sed -n "s/^stats: chat turn $2: answer [0-9]* tokens (\([^)]*\)).*/\1/p" "$1"; }
 tokenize() { printf '%s' "$2" | bin/glmc tokenize "$1" --parse-special; }
 
 # check_chat NAME PLAN TOKENIZER SYSTEM TURN1_TEXT TURN2_TEXT [glmrun options...]: two turns ("Hello",
@@ -73,14 +85,25 @@ check_chat() {
 	w2=$(tokenize "$tk" "$t2")
 	[ "$(prompt_ids "$e" 1)" = "$w1" ] && ok "$name: turn 1 is the template's text" ||
 		bad "$name: turn 1 is the template's text" "ids '$(prompt_ids "$e" 1)', want '$w1'"
-	[ "$(prompt_ids "$e" 2)" = "$w2" ] && ok "$name: turn 2 closes the answer and adds the user turn" ||
-		bad "$name: turn 2 closes the answer and adds the user turn" "ids '$(prompt_ids "$e" 2)', want '$w2'"
+	local p2 why last
+	p2=$(prompt_ids "$e" 2)
+	why=$(reason "$e" 1)
+	if [ "$why" != "end of turn" ]; then
+		# answer 1 was cut short: the token the user saw last is fed first, then the template's text
+		last=$(answer_ids "$e" 1 | awk '{ print $NF }')
+		[ -n "$last" ] && [ "${p2%% *}" = "$last" ] && ok "$name: turn 2 feeds answer 1's last token first (answer cut by $why)" ||
+			bad "$name: turn 2 feeds answer 1's last token first" "turn 2 ids '$p2', answer 1 ends with '$last' ($why)"
+		p2=${p2#* }
+	fi
+	[ "$p2" = "$w2" ] && ok "$name: turn 2 closes the answer and adds the user turn" ||
+		bad "$name: turn 2 closes the answer and adds the user turn" "ids '$p2', want '$w2'"
 	local h s
 	h=$(held "$e" 1)
 	s=$(first_pos "$e" 2)
 	[ -n "$s" ] && [ "$s" -gt 0 ] && [ "$s" = "$h" ] && ok "$name: turn 2 is appended at position $s, where turn 1 left the cache" ||
 		bad "$name: turn 2 is appended where turn 1 left the cache" "turn 1 holds '$h', turn 2 starts at '$s'"
-	# the cache holds turn 1's prompt and answer but its last sampled token (never fed)
+	# the cache holds turn 1's prompt and answer, then turn 2's ids (which start with the answer's last token
+	# when it was cut short; an end-of-turn token is never fed, turn 2's text starts with it)
 	local a1 all want got
 	a1=$(answer_ids "$e" 1)
 	all="$(prompt_ids "$e" 1) $(echo $a1 | awk '{ NF--; print }') $(prompt_ids "$e" 2)"
@@ -94,15 +117,16 @@ build/tools/mkgguf $FIX/llama "$tmp/llama.gguf" >/dev/null || {
 	bad setup "mkgguf failed"
 	exit 1
 }
-GLM=("[gMASK]" "<sop>" "<|system|>" "<|user|>" "<|assistant|>" "<|observation|>" "<think>" "</think>")
-mkvocab chatml "{{ '<|im_start|>' }}{% if enable_thinking is defined and not enable_thinking %}" \
-	"<|im_start|>" "<|im_end|>" "<|endoftext|>" "<think>" "</think>"
-mkvocab glm5 "[gMASK]<sop>{% if clear_thinking is defined %}" "${GLM[@]}"
-mkvocab glm4 "[gMASK]<sop>{{ '\n<think></think>' }}" "${GLM[@]}"
-mkvocab deepseek3 "{{'<｜User｜>' + m}}{{'<｜Assistant｜>'}}" "<｜begin▁of▁sentence｜>" "<｜end▁of▁sentence｜>" "<｜User｜>" "<｜Assistant｜>"
-mkvocab llama3 "<|start_header_id|>{{ r }}<|end_header_id|>" "<|begin_of_text|>" "<|start_header_id|>" "<|end_header_id|>" "<|eot_id|>"
+GLM=("[gMASK]" "<sop>" "<|system|>" "<|user|>" "<|assistant|>" "<|observation|>" "<think>" "</think>" "<|endoftext|>")
+mkvocab chatml "$(cat $T/qwen3.jinja)" "<|im_start|>" "<|im_end|>" "<|endoftext|>" "<think>" "</think>" --eos "<|im_end|>"
+mkvocab glm5 "$(cat $T/glm-4.7.jinja)" "${GLM[@]}" --eos "<|endoftext|>"
+mkvocab glm4 "$(cat $T/glm-4.6.jinja)" "${GLM[@]}" --eos "<|endoftext|>"
+mkvocab deepseek3 "$(cat $T/deepseek-v3.jinja)" "<｜begin▁of▁sentence｜>" "<｜end▁of▁sentence｜>" "<｜User｜>" "<｜Assistant｜>" \
+	--bos "<｜begin▁of▁sentence｜>" --eos "<｜end▁of▁sentence｜>"
+mkvocab llama3 "$(cat $T/llama-3.3.jinja)" "<|begin_of_text|>" "<|start_header_id|>" "<|end_header_id|>" "<|eot_id|>" \
+	--bos "<|begin_of_text|>" --eos "<|eot_id|>"
 mkvocab plain ""
-mkvocab unknown "{% for m in messages %}{{ m.content }}{% endfor %}" "<|im_start|>x"
+mkvocab broken $'{% for m in messages %}\n{{ raise_exception("no " ~ m.role ~ " messages here") }}{% endfor %}'
 P=$tmp/chat.plan
 bin/glmc compile models/llama.lua --weights "$tmp/chatml.gguf" -o "$P" 2>/dev/null || {
 	bad setup "compile failed"
@@ -123,11 +147,25 @@ check_chat glm4 "$P" "$tmp/glm4.gguf" "Be brief." \
 check_chat deepseek3 "$P" "$tmp/deepseek3.gguf" "Be brief." \
 	'<｜begin▁of▁sentence｜>Be brief.<｜User｜>Hello<｜Assistant｜>' '<｜end▁of▁sentence｜><｜User｜>Again<｜Assistant｜>'
 check_chat llama3 "$P" "$tmp/llama3.gguf" "Be brief." \
-	$'<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' \
+	$'<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n' \
 	$'<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nAgain<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n'
-# --chat-template overrides what the weights say
+# --chat-template overrides what the weights say: a built-in format by name, or a template file
 check_chat override "$P" "$tmp/glm5.gguf" "Be brief." \
 	$'[gMASK]<sop><|system|>\nBe brief.<|user|>\nHello<|assistant|>' $'<|user|>\nAgain<|assistant|>' --chat-template glm4
+check_chat override-file "$P" "$tmp/glm5.gguf" "Be brief." \
+	$'[gMASK]<sop><|system|>\nBe brief.<|user|>\nHello<|assistant|>' $'<|user|>\nAgain<|assistant|>' --chat-template $T/glm-4.6.jinja
+
+# A message of several lines, between lines of """; the one-line messages around it still work.
+printf 'Hi\n"""\nline one\n\nline three\n"""\n"""one """ line"""\n' |
+	bin/glmrun "$P" --device cpu --chat -n 2 --stats >"$tmp/ml.out" 2>"$tmp/ml.err"
+w1=$(tokenize "$tmp/chatml.gguf" $'<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n')
+w2=$(tokenize "$tmp/chatml.gguf" $'<|im_end|>\n<|im_start|>user\nline one\n\nline three<|im_end|>\n<|im_start|>assistant\n')
+w3=$(tokenize "$tmp/chatml.gguf" $'<|im_end|>\n<|im_start|>user\none """ line<|im_end|>\n<|im_start|>assistant\n')
+p2=$(prompt_ids "$tmp/ml.err" 2)
+p3=$(prompt_ids "$tmp/ml.err" 3)
+[ "$(prompt_ids "$tmp/ml.err" 1)" = "$w1" ] && [ "${p2#* }" = "$w2" ] && [ "${p3#* }" = "$w3" ] &&
+	grep -q "^glmrun: chat of 3 turns" "$tmp/ml.err" && ok 'a message between lines of """ spans lines' ||
+	bad 'a message between lines of """ spans lines' "$(grep -v '^stats' "$tmp/ml.err" | head -c 300) turn 2 '$p2' want '$w2'"
 
 # The GLM-5 fixture (MLA over a latent cache, DeepSeek sparse attention) in the glm5 format: appending a
 # turn at positions 20+ equals one prefill there too.
@@ -139,7 +177,7 @@ else
 fi
 
 # Seeds: the same seed gives the same conversation, another seed another one.
-run_seed() { printf 'Hello\nAgain\n' | bin/glmrun "$P" --device cpu --chat -n 12 --temp 1.2 --seed "$1" 2>/dev/null; }
+run_seed() { printf 'Hello\nAgain\n' | bin/glmrun "$P" --device cpu --chat -n 12 --temp 1.2 --seed "$1" 2>/dev/null | tr -d '\000'; }
 s1=$(run_seed 7)
 s2=$(run_seed 7)
 s3=$(run_seed 8)
@@ -182,19 +220,22 @@ exec 3>&-
 	bad "Ctrl-C at the prompt ends the chat" "rc $rc: $(head -c 300 "$tmp/err")"
 
 # Refusals, each in one line.
-expect_fail "unknown --chat-template" "--chat-template: unknown name 'vicuna' (glm4, glm5, deepseek3, chatml, llama3)" \
+expect_fail "unknown --chat-template" "--chat-template: 'vicuna' is neither a chat format (glm4, glm5, deepseek3, chatml, llama3) nor a readable template file" \
 	bin/glmrun "$P" --device cpu --chat --chat-template vicuna
 expect_fail "a vocabulary without the format's tokens" "the llama3 chat format (from the architecture) needs the special token '<|begin_of_text|>', which this vocabulary lacks" \
 	bin/glmrun "$P" --device cpu --chat --tokenizer "$tmp/plain.gguf"
-expect_fail "an unknown chat template" "the chat template is none of the supported families; give --chat-template NAME (glm4, glm5, deepseek3, chatml, llama3)" \
-	bin/glmrun "$P" --device cpu --chat --tokenizer "$tmp/unknown.gguf"
+expect_fail "a template's raise_exception ends the chat in one line with its line" "broken.gguf chat template:2: no user messages here" \
+	bin/glmrun "$P" --device cpu --chat --tokenizer "$tmp/broken.gguf"
+expect_fail "--chat-template neither a name nor a file" "--chat-template: 'vicuna.jinja' is neither a chat format" \
+	bin/glmrun "$P" --device cpu --chat --chat-template vicuna.jinja
 expect_fail "--chat-template with missing tokens" "the deepseek3 chat format (from the --chat-template) needs the special token" \
 	bin/glmrun "$P" --device cpu -p Hi --chat-template deepseek3
-expect_fail "--no-think without a switch" "--no-think: the llama3 chat format (from the chat template) has no thinking switch" \
+expect_fail "--no-think without a switch" "--no-think: the template's chat format (from the chat template) has no thinking switch" \
 	bin/glmrun "$P" --device cpu --chat --no-think --tokenizer "$tmp/llama3.gguf"
 expect_fail "--chat with --tokens" "--tokens takes token ids" bin/glmrun "$P" --chat --tokens 1,2
 expect_fail "--system without -p or --chat" "chat options need -p or --chat" bin/glmrun "$P" --system hi
 expect_fail "--chat with --dump-logits" "--chat does not take --dump-logits" bin/glmrun "$P" --chat --dump-logits "$tmp/x"
-bin/glmrun --help | grep -q -- "--chat-template NAME" && ok "--help lists the chat options" || bad "--help" "no --chat-template"
+bin/glmrun --help | grep -q -- "--chat-template FILE|NAME" && bin/glmrun --help | grep -q 'a message of several lines' &&
+	ok "--help lists the chat options" || bad "--help" "no --chat-template FILE|NAME or multi-line messages"
 
 exit $failed

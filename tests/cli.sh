@@ -220,10 +220,19 @@ for src in "models/llama.lua --weights $FIX/llama --dtype bf16" "models/glm5.lua
 	nm=$(grep -c '(norm read late, unrounded)$' $tmp/launches)
 	nb=$(grep -E "$late_re" $tmp/launches | grep -c '(norm read late, unrounded)$')
 	kinds=$(grep -E "$late_re" $tmp/launches | grep -oE 'k_q?gemv_(fused(_mma)?|tc)<' | sort -u | tr -d '<' | paste -sd' ')
-	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late' $tmp/launches | grep -v 'k_qgemv_tc<' | grep -qv 't=\[1,1\]' &&
+	[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep '(norm read late, unrounded)' $tmp/launches | grep -v 'k_qgemv_tc<' | grep -qv 't=\[1,1\]' &&
 		ok "${src%% *} ${src##* }: the $nl launches forming the norm late are marked so, no other ($kinds)" ||
 		bad "${src%% *} ${src##* }: launches forming the norm late marked" "$nl late templates, $nm marked, $nb both"
 done
+# LAUNCH_NORM_TC: k_gemv_tc's launches with the late norm (prologue 3: bf16(x·nw) into the mma) carry it,
+# for the 2..8- and 9..16-token steps of a bf16 plan's norm groups; no other launch does.
+bin/glmc dump models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights bf16 --dtype bf16 --layers 2 --after emit 2>/dev/null | grep "^launch " >$tmp/launches
+tc_re='k_gemv_tc<([^,]*, ){3}3,'
+nl=$(grep -cE "$tc_re" $tmp/launches) nm=$(grep -c '(norm read late, bf16(x·nw))$' $tmp/launches)
+nb=$(grep -E "$tc_re" $tmp/launches | grep -c '(norm read late, bf16(x·nw))$')
+[ "$nl" -gt 0 ] && [ "$nl" = "$nm" ] && [ "$nl" = "$nb" ] && ! grep -E "$tc_re" $tmp/launches | grep -q 't=\[1,' &&
+	ok "GLM-4.7-Flash bf16 (2 layers): the $nl k_gemv_tc launches with the late norm are marked LAUNCH_NORM_TC, no other" ||
+	bad "GLM-4.7-Flash bf16: k_gemv_tc launches with the late norm marked LAUNCH_NORM_TC" "$nl late templates, $nm marked, $nb both"
 for tp in 1 8; do
 	a=$(bin/glmc dump $G5 --tp $tp --after memplan 2>/dev/null | sed -n 's/^arena: //p')
 	r=$(echo "$a" | awk '{ if ($10 + $14 > 0) printf "%.3f", ($1 + $6) / ($10 + $14) }')
@@ -353,9 +362,10 @@ if [ -x $MKHF ]; then
 	$MKHF $L "$tmp/llama-missing" --drop model.layers.1.mlp.up_proj.weight >/dev/null 2>&1
 	expect_fail "missing tensor named" "parameter 'blk.1.ffn_up.weight': tensor 'model.layers.1.mlp.up_proj.weight' not found" bin/glmc compile models/llama.lua --weights "$tmp/llama-missing" -o $tmp/x.plan
 fi
-bin/glmc compile models/llama.lua --weights $FIX/qwen3 -o $tmp/x.plan 2>"$tmp/err" >/dev/null
-grep -q "warning: .*tensor 'model.layers.0.self_attn.q_norm.weight' is not used" "$tmp/err" && ok "unused tensors listed" || bad "unused tensors listed" "$(head -3 "$tmp/err")"
-expect_fail "unused tensors refused with --strict" "is not used by the model (--strict)" bin/glmc compile models/llama.lua --weights $FIX/qwen3 -o $tmp/x.plan --strict
+$MKHF $L "$tmp/llama-extra" --copy model.layers.0.extra.weight=model.layers.0.input_layernorm.weight >/dev/null 2>&1
+bin/glmc compile models/llama.lua --weights "$tmp/llama-extra" -o $tmp/x.plan 2>"$tmp/err" >/dev/null
+grep -q "warning: .*tensor 'model.layers.0.extra.weight' is not used" "$tmp/err" && ok "unused tensors listed" || bad "unused tensors listed" "$(head -3 "$tmp/err")"
+expect_fail "unused tensors refused with --strict" "is not used by the model (--strict)" bin/glmc compile models/llama.lua --weights "$tmp/llama-extra" -o $tmp/x.plan --strict
 
 # Plans: another format version, corruption, truncation, and weights that changed under a plan.
 P=$tmp/llama.plan
@@ -455,7 +465,7 @@ t3=$(bin/glmrun "$tmp/lv.plan" --device cpu -p "Good morning" --force "$gi" 2>/d
 [ -n "$t3" ] && [ "$t3" = "$t1" ] && ok "-p with --force of the greedy ids answers the greedy text" || bad "-p with --force" "'$t3' vs '$t1'"
 
 # Help and dumps.
-bin/glmc --help | grep -q "glmc compile MODEL.lua --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
+bin/glmc --help | grep -qF "glmc compile [MODEL.lua] --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
 bin/glmrun --help | grep -q -- "--dump-logits FILE" && ok "glmrun --help" || bad "glmrun --help" "usage missing"
 bin/glmc dump models/llama.lua --weights $L --after front | grep -q '^%[0-9]* = attention %.* heads=4 kv_heads=2 head_dim=16' && ok "glmc dump --after front" || bad "glmc dump --after front" "no attention node"
 bin/glmc dump $P | grep -q '^weight %[0-9]* "blk.0.attn_q.weight" <- "model.layers.0.self_attn.q_proj.weight"' && ok "glmc dump PLAN lists the manifest" || bad "glmc dump PLAN lists the manifest" "no manifest line"

@@ -1,9 +1,19 @@
 #!/usr/bin/env bash
-# tests/demo.sh — the whole path in one command: compile the Llama description against a small model,
-# run it (on the GPU when there is one, else on the CPU), and show the generated ids next to the ones
-# Hugging Face transformers produced.
+# tests/demo.sh — the whole path in one command. First a real model: fetch SmolLM2-135M-Instruct (GGUF
+# Q4_1, 98 MB, once, into the cache: tests/tools/fetch_smollm2.sh), compile models/llama.lua against it
+# and let it answer a question on the CPU. Then the small Llama checkpoint beside the repository, run on
+# the GPU when there is one (else the CPU), its generated ids next to the ones Hugging Face transformers
+# produced.
 set -eu
 cd "$(dirname "$0")/.."
+gguf=$(tests/tools/fetch_smollm2.sh)
+smol=build/demo-smol.plan
+echo "+ bin/glmc compile models/llama.lua --weights $gguf -o $smol"
+bin/glmc compile models/llama.lua --weights "$gguf" -o $smol
+q="What is the capital of France?"
+echo "+ printf '$q\\n' | bin/glmrun $smol --device cpu --chat"
+printf '%s\n' "$q" | bin/glmrun $smol --device cpu --chat
+
 fix=../shared/fixtures/hf/llama
 if [ ! -d $fix ]; then
 	echo "demo: the reference model $fix is missing (it ships beside the repository)" >&2

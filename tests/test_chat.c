@@ -12,7 +12,10 @@
 **   unknown or ambiguous ones are refused in one line that lists the names.
 ** - Metadata is read from a GGUF file and from Hugging Face directories (chat_template.jinja,
 **   tokenizer_config.json as a string or a list of named templates, config.json model_type).
-** - chat_setup checks the special tokens against a vocabulary and finds the end-of-turn ids.
+** - chat_setup checks the special tokens against a vocabulary and finds the end-of-turn ids; a chat template
+**   in the metadata, or --chat-template FILE, runs as Jinja (enable_thinking=false with --no-think); a
+**   broken template or an unknown name is refused in one line.
+** - chat_read_message: a message per line, or several lines between lines of """.
 */
 #include "chat.h"
 #include "check.h"
@@ -124,7 +127,7 @@ static void test_render(void)
 	/* -p's single turn */
 	f = fmt(CHAT_CHATML);
 	size_t n;
-	char *p = chat_prompt(&f, "Be brief.", "Hi", &n);
+	char *p = chat_prompt(&f, "Be brief.", "Hi", &n, NULL, 0);
 	const char *want = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n";
 	check(p && n == strlen(want) && !strcmp(p, want), "chat_prompt: one user turn with a system prompt", "got %s",
 	      esc(p));
@@ -313,7 +316,11 @@ static void test_setup(void)
 	           "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
 	           "\"model\":{\"type\":\"BPE\",\"vocab\":{\"h\":0,\"i\":1,\"hi\":2,\"\\u0120\":3,\"\\u0120hi\":4,"
 	           "\"<think>\":7},\"merges\":[\"h i\",\"\\u0120 hi\"]}}");
-	write_file(dir, "tokenizer_config.json", "{\"chat_template\": \"{{ '<|im_start|>' }} enable_thinking\"}");
+	/* a ChatML template that reads enable_thinking, as Qwen3's does */
+	write_file(dir, "tokenizer_config.json",
+	           "{\"chat_template\": \"{% for m in messages %}{{ '<|im_start|>' + m.role + '\\\\n' + m.content + "
+	           "'<|im_end|>\\\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\\\n' }}"
+	           "{% if enable_thinking is defined and not enable_thinking %}<think></think>{% endif %}{% endif %}\"}");
 	snprintf(path, sizeof path, "%s/tokenizer.json", dir);
 	Tok *tk = NULL;
 	if (tok_open_json(&tk, path, err, sizeof err)) {
@@ -322,12 +329,12 @@ static void test_setup(void)
 	}
 	ChatFmt f;
 	int rc = chat_setup(&f, path, NULL, 0, tk, err, sizeof err);
-	check(!rc && f.family == CHAT_CHATML && chat_is_eot(&f, 6) && chat_is_eot(&f, 8) && !chat_is_eot(&f, 5) &&
-	      !chat_is_eot(&f, -1),
-	      "setup: chatml detected from tokenizer_config.json; <|im_end|> and <|endoftext|> end a turn", "rc %d %s", rc,
-	      rc ? err : "");
+	check(!rc && f.jinja && f.family == CHAT_CHATML && chat_is_eot(&f, 6) && chat_is_eot(&f, 8) &&
+	          !chat_is_eot(&f, 5) && !chat_is_eot(&f, -1),
+	      "setup: the template of tokenizer_config.json runs as Jinja; <|im_end|> and <|endoftext|> end a turn",
+	      "rc %d %s", rc, rc ? err : "");
 	size_t n;
-	char *p = chat_prompt(&f, NULL, "hi", &n);
+	char *p = chat_prompt(&f, NULL, "hi", &n, err, sizeof err);
 	int32_t *ids = NULL;
 	size_t nids = 0;
 	int ok = p && !tok_encode(tk, p, n, 0, 1, &ids, &nids);
@@ -337,8 +344,46 @@ static void test_setup(void)
 		n5 += ids[i] == 5, n6 += ids[i] == 6;
 	check(ok && ids[0] == 5 && n5 == 2 && n6 == 1, "setup: the rendered turn encodes its special tokens as single ids",
 	      "%zu ids", nids);
+	check(p && !strcmp(p, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"), "setup: -p renders the template",
+	      "'%s'", p ? esc(p) : err);
 	free(ids), free(p);
+	chat_free(&f);
 	rc = chat_setup(&f, path, NULL, 1, tk, err, sizeof err);
+	p = rc ? NULL : chat_prompt(&f, NULL, "hi", &n, err, sizeof err);
+	check(p && !strcmp(p, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think></think>"),
+	      "setup: --no-think passes enable_thinking=false", "'%s'", p ? esc(p) : err);
+	free(p);
+	chat_free(&f);
+	/* --chat-template FILE */
+	write_file(dir, "plain.jinja", "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"
+	                               "{% if add_generation_prompt %}[assistant]{% endif %}\n");
+	write_file(dir, "broken.jinja", "{% for m in messages %}\n{{ m.content }\n{% endfor %}");
+	char file[200];
+	snprintf(file, sizeof file, "%s/plain.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	p = rc ? NULL : chat_prompt(&f, "sys", "hi", &n, err, sizeof err);
+	check(p && !strcmp(p, "[system] sys\n[user] hi\n[assistant]"), "setup: --chat-template FILE", "'%s'",
+	      p ? esc(p) : err);
+	free(p);
+	if (!rc)
+		chat_free(&f);
+	rc = rc ? rc : chat_setup(&f, path, file, 1, tk, err, sizeof err);
+	check(rc && strstr(err, "--no-think: the template's chat format (from the --chat-template) has no thinking switch"),
+	      "setup: --no-think on a template that does not read enable_thinking is refused", "rc %d '%s'", rc, err);
+	snprintf(file, sizeof file, "%s/broken.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	check(rc && strstr(err, "broken.jinja:2: ") && !strchr(err, '\n'), "setup: a broken template file: one line with its line",
+	      "rc %d '%s'", rc, err);
+	write_file(dir, "llama.jinja", "{% for m in messages %}<|start_header_id|>{{ m.content }}{% endfor %}");
+	snprintf(file, sizeof file, "%s/llama.jinja", dir);
+	rc = chat_setup(&f, path, file, 0, tk, err, sizeof err);
+	check(rc && strstr(err, "llama.jinja writes the special token '<|start_header_id|>', which this vocabulary lacks"),
+	      "setup: a template writing special tokens the vocabulary lacks is refused", "rc %d '%s'", rc, err);
+	rc = chat_setup(&f, path, "vicuna", 0, tk, err, sizeof err);
+	check(rc && strstr(err, "--chat-template: 'vicuna' is neither a chat format (glm4, glm5, deepseek3, chatml, llama3) "
+	                        "nor a readable template file"),
+	      "setup: --chat-template neither a name nor a file", "rc %d '%s'", rc, err);
+	rc = chat_setup(&f, path, "chatml", 1, tk, err, sizeof err);
 	check(rc && strstr(err, "needs the special token '<think>', which this vocabulary has only as ordinary text") &&
 	          !strchr(err, '\n'),
 	      "setup: a chat token that is ordinary text is refused in one line", "rc %d '%s'", rc, err);
@@ -354,6 +399,28 @@ static void test_setup(void)
 	tok_close(tk);
 }
 
+/* chat_read_message: one line per message, blank lines skipped, several lines between lines of """. */
+static void test_read(void)
+{
+	const char *in = "first\n\n  \nsecond\r\n\"\"\"\nline one\n\nline three\n\"\"\"\n\"\"\"opened here\nclosed here\"\"\"\n"
+	                 "\"\"\"one-liner\"\"\"\nsay \"\"\"x\"\"\" inside\n\"\"\"\nlast, cut by EOF";
+	const char *want[] = {"first", "  ", "second", "line one\n\nline three", "opened here\nclosed here", "one-liner",
+	                      "say \"\"\"x\"\"\" inside", "last, cut by EOF"};
+	FILE *fp = fmemopen((void *)in, strlen(in), "r");
+	ChatBuf b = {0};
+	size_t k = 0;
+	int ok = fp != NULL;
+	while (ok && !chat_read_message(fp, &b, NULL)) {
+		ok = k < sizeof want / sizeof *want && !strcmp(b.s, want[k]);
+		k++;
+	}
+	check(ok && k == sizeof want / sizeof *want, "read: messages of one line and of several lines between \"\"\" lines",
+	      "message %zu: '%s'", k, b.s ? esc(b.s) : "");
+	if (fp)
+		fclose(fp);
+	chat_buf_free(&b);
+}
+
 int main(void)
 {
 	snprintf(tmp, sizeof tmp, "/tmp/test_chat.XXXXXX");
@@ -366,6 +433,7 @@ int main(void)
 	test_detect();
 	test_meta();
 	test_setup();
+	test_read();
 	char cmd[128];
 	snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
 	if (system(cmd))

@@ -5,6 +5,7 @@
 ** skipped element fails. Tolerance: rel-L2 <= 1e-5; indices and conversions must match exactly.
 */
 #include "check.h"
+#include "par.h"
 #include "ref.h"
 
 #include <stdint.h>
@@ -141,8 +142,12 @@ static void test_rope(const char *file)
 	Gold *g = gold_open(file);
 	const double *p = gold_get(g, "params", F64, 13);
 	RefRope r = {.head_dim = (int)p[0], .rot_dim = (int)p[1], .interleaved = (int)p[2], .theta = p[3],
-		     .yarn_factor = p[4], .yarn_orig_ctx = (int)p[5], .beta_fast = p[6], .beta_slow = p[7],
+		     .scaling = p[4] > 1 ? ROPE_YARN : ROPE_PLAIN, .factor = p[4], .orig_ctx = (int)p[5], .beta_fast = p[6],
+		     .beta_slow = p[7],
 		     .mscale = p[8], .mscale_all_dim = p[9], .attn_factor = p[10]};
+	const double *scl = gold_opt(g, "scaling", F64, 3); /* llama3 / linear: kind, low and high freq factors */
+	if (scl)
+		r.scaling = (int)scl[0], r.low_freq_factor = scl[1], r.high_freq_factor = scl[2];
 	int T = (int)p[11], H = (int)p[12], D = r.head_dim, half = r.rot_dim / 2;
 	size_t n = (size_t)T * H * D;
 	const int32_t *pos = GI(g, "pos", T);
@@ -157,6 +162,10 @@ static void test_rope(const char *file)
 	ref_rope_freqs(&r, freq, &sc);
 	snprintf(name, sizeof name, "%s inv_freq", file);
 	close_to(name, freq, wfreq, half);
+	if (scl) { /* the scaled frequencies round as HF's float32 tensor arithmetic does */
+		snprintf(name, sizeof name, "%s inv_freq bit for bit", file);
+		check(!memcmp(freq, wfreq, sizeof *freq * (size_t)half), name, "differs from transformers' inv_freq");
+	}
 	snprintf(name, sizeof name, "%s cos/sin scale", file);
 	check(fabsf(sc - *wsc) <= 1e-7f * fabsf(*wsc), name, "got %.9g, want %.9g", sc, *wsc);
 
@@ -230,6 +239,40 @@ static void test_dense(void)
 	ref_matmul(y, a + M * K, bb + K * N, 1, M, K, N);
 	close_to("matmul B=1 (second batch) vs torch.bmm", y, want + M * N, M * N);
 	free(y), gold_close(g);
+}
+
+/* lin_rows (ops/linear.c, the executor's linear: tiles of sums side by side, rows split among threads)
+** must give ref_linear's values bit for bit: every output is the same double sum in the same k order. */
+static void test_linear_tiles(void)
+{
+	static const int Ts[] = {1, 2, 3, 5}, Ns[] = {1, 7, 8, 9, 33}, Ks[] = {1, 17, 40};
+	Par *p = par_new(3);
+	size_t bad = 0, cases = 0;
+	uint32_t s = 12345;
+	for (size_t it = 0; it < 4; it++)
+		for (size_t in = 0; in < 5; in++)
+			for (size_t ik = 0; ik < 3; ik++)
+				for (int wb = 0; wb < 2; wb++) {
+					int T = Ts[it], N = Ns[in], K = Ks[ik];
+					float *x = malloc(sizeof(float) * T * K), *w = malloc(sizeof(float) * N * K);
+					float *b = malloc(sizeof(float) * N), *y = nans(T * N), *z = nans(T * N), *v = nans(T * N);
+					float *all[] = {x, w, b};
+					size_t cnt[] = {(size_t)T * K, (size_t)N * K, (size_t)N};
+					for (int a = 0; a < 3; a++)
+						for (size_t i = 0; i < cnt[a]; i++) {
+							s = s * 1664525u + 1013904223u;
+							all[a][i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * (float)(1 + (s & 7));
+						}
+					ref_linear(y, x, w, wb ? b : NULL, T, K, N);
+					lin_rows(z, x, w, wb ? b : NULL, T, K, N, 0, N);
+					lin_par(p, v, x, w, wb ? b : NULL, T, K, N);
+					bad += memcmp(y, z, sizeof(float) * T * N) != 0 || memcmp(y, v, sizeof(float) * T * N) != 0;
+					cases++;
+					free(x), free(w), free(b), free(y), free(z), free(v);
+				}
+	check(p && bad == 0, "lin_rows equals ref_linear bit for bit (T 1..5, N 1..33, K 1..40, 3 threads)",
+	      "%zu of %zu shapes differ%s", bad, cases, p ? "" : " (no pool)");
+	par_free(p);
 }
 
 static void test_elementwise(void)
@@ -511,10 +554,12 @@ int main(void)
 {
 	static const char *ropes[] = {"rope_neox",       "rope_neox_partial", "rope_inter",
 				      "rope_inter_partial", "rope_yarn",     "rope_yarn_dsv3",
-				      "rope_yarn_mscale", "rope_yarn_attn", "rope_yarn_guard"};
+				      "rope_yarn_mscale", "rope_yarn_attn", "rope_yarn_guard",
+				      "rope_llama3",      "rope_llama3_small", "rope_linear"};
 	for (size_t i = 0; i < sizeof ropes / sizeof *ropes; i++)
 		test_rope(ropes[i]);
 	test_dense();
+	test_linear_tiles();
 	test_elementwise();
 	test_norms();
 	test_attention();

@@ -11,6 +11,7 @@ vocab=../shared/fixtures/vocab
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
+. tests/vocab_strings.sh
 
 fail() {
 	echo "FAIL - $1"
@@ -24,53 +25,13 @@ if printf '%s' "$probe" | grep -q "unknown command"; then
 	exit 1
 fi
 
-sep=$'\n__ggml_vocab_test__\n'
 for name in gpt-2 deepseek-coder llama-spm; do
 	gguf=$vocab/ggml-vocab-$name.gguf
 	if [ ! -r "$gguf.inp" ] || [ ! -r "$gguf.out" ]; then
 		fail "tok.sh $name: missing $gguf.inp/.out"
 		continue
 	fi
-	# whole file, trailing newlines kept
-	rest=$(cat "$gguf.inp"; printf x)
-	rest=${rest%x}
-	mapfile -t want <"$gguf.out"
-	i=0 bad=0 badrt=0
-	while [ -n "$rest" ]; do
-		case $rest in
-		*"$sep"*)
-			s=${rest%%"$sep"*}
-			rest=${rest#*"$sep"}
-			;;
-		*)
-			s=$rest
-			rest=
-			;;
-		esac
-		printf '%s' "$s" >"$tmp/in"
-		exp=${want[$i]:-}
-		exp=${exp# }
-		exp=${exp% }
-		if ! "$glmc" tokenize "$gguf" <"$tmp/in" >"$tmp/ids" 2>"$tmp/err"; then
-			fail "tok.sh $name string $i: glmc tokenize failed: $(head -c 300 "$tmp/err" | tr '\n' ' ')"
-			bad=$((bad + 1))
-		elif [ "$(cat "$tmp/ids")" != "$exp" ]; then
-			fail "tok.sh $name string $i: $(printf '%q' "${s:0:80}"): got [$(cat "$tmp/ids")], expected [$exp]"
-			bad=$((bad + 1))
-		elif ! "$glmc" tokenize "$gguf" --decode <"$tmp/ids" >"$tmp/back" 2>"$tmp/err" || ! cmp -s "$tmp/in" "$tmp/back"; then
-			fail "tok.sh $name string $i: --decode did not give the string back $(head -c 300 "$tmp/err" | tr '\n' ' ')"
-			badrt=$((badrt + 1))
-		fi
-		i=$((i + 1))
-	done
-	if [ "$i" -ne "${#want[@]}" ]; then
-		fail "tok.sh $name: $i strings in .inp but ${#want[@]} lines in .out"
-	elif [ "$bad" -eq 0 ]; then
-		echo "ok - tok.sh $name: glmc tokenize gives the expected ids for all $i strings"
-	else
-		fail "tok.sh $name: $bad of $i strings differ"
-	fi
-	[ "$bad" -eq 0 ] && [ "$badrt" -eq 0 ] && echo "ok - tok.sh $name: glmc tokenize --decode gives all $i strings back"
+	vocab_strings "tok.sh $name" "$gguf" "$gguf.inp" "$gguf.out"
 done
 
 # flags and errors

@@ -33,7 +33,7 @@ function nn.check_hparam(name, key, v, default)
 end
 
 -- Read hyperparameters. spec maps our name to { hf = key or {keys...}, gguf = key or {keys...},
--- default = v, optional = true }. HF dotted keys walk nested objects ("rope_parameters.rope_theta");
+-- default = v, optional = true (or a format name: optional in that format only) }. HF dotted keys walk nested objects ("rope_parameters.rope_theta");
 -- in GGUF keys "{arch}" stands for general.architecture. Every value read is recorded in the plan as
 -- hparam.<name>. A required key that is absent is an error naming the keys that were tried.
 function nn.hparams(spec)
@@ -55,7 +55,7 @@ function nn.hparams(spec)
     end
     if v ~= nil then nn.check_hparam(name, k_used, v, s.default) end
     if v == nil then v = s.default end
-    if v == nil and not s.optional then
+    if v == nil and s.optional ~= true and s.optional ~= glm.format then
       error(("hyperparameter '%s': none of [%s] is in the %s metadata"):format(
         name, table.concat(keys or {}, ", "), glm.format), 2)
     end
@@ -63,6 +63,90 @@ function nn.hparams(spec)
     if v ~= nil and type(v) ~= "table" then glm.set_meta("hparam." .. name, tostring(v)) end
   end
   return hp
+end
+
+-- The weights' architecture names, each with where it came from: a GGUF file's general.architecture,
+-- a config.json's model_type and architectures.
+local function weights_archs()
+  local found = {}
+  local function add(v, key)
+    if type(v) == "string" then found[#found + 1] = { name = v, from = key } end
+  end
+  if glm.format == "gguf" then
+    add(glm.meta("general.architecture"), "general.architecture")
+  else
+    add(glm.meta("model_type"), "model_type")
+    local list = glm.meta("architectures")
+    for _, a in ipairs(type(list) == "table" and list or {}) do add(a, "architectures") end
+  end
+  return found
+end
+
+-- The first of the weights' names that an archs.lua entry lists, or nil.
+local function listed(entry, found)
+  for _, f in ipairs(found) do
+    for _, n in ipairs(entry[glm.format == "gguf" and "gguf" or "hf"]) do
+      if n == f.name then return f end
+    end
+  end
+end
+
+local function describe(found)
+  local t = {}
+  for _, f in ipairs(found) do t[#t + 1] = ("'%s' (%s)"):format(f.name, f.from) end
+  return table.concat(t, ", ") .. " in " .. glm.meta_file
+end
+
+-- glmc without a model file: the model file archs.lua gives for the weights, and why (one line).
+function nn.pick_model()
+  local found = weights_archs()
+  if #found == 0 then
+    error(("%s names no architecture (%s); give a model file"):format(glm.meta_file,
+      glm.format == "gguf" and "general.architecture" or "model_type, architectures"), 0)
+  end
+  for _, e in ipairs(require "archs") do
+    local f = listed(e, found)
+    if f then return e.file, ("architecture %s"):format(describe { f }) end
+  end
+  error(("%s/archs.lua has no model file for architecture %s; give a model file"):format(glm.library,
+    describe(found)), 0)
+end
+
+-- A model file's first call: which archs.lua entry it is. Weights of an architecture the entry does
+-- not list are an error naming both (a warning under glmc --force-model).
+function nn.architecture(name)
+  local entry
+  for _, e in ipairs(require "archs") do
+    if e.name == name then entry = e end
+  end
+  if not entry then error(("architecture '%s' has no entry in %s/archs.lua"):format(name, glm.library), 2) end
+  glm.set_meta("arch", name)
+  local found = weights_archs()
+  if listed(entry, found) then return end
+  local fmt = glm.format == "gguf" and "gguf" or "hf"
+  local runs = ("%s/archs.lua: '%s' runs %s %s"):format(glm.library, name, fmt == "gguf" and "GGUF" or "Hugging Face",
+    table.concat(entry[fmt], ", "))
+  local msg = #found == 0 and ("%s names no architecture; the model file is not checked (%s)"):format(glm.meta_file, runs)
+    or ("the model file is for another architecture than the weights: %s; the weights are %s"):format(runs,
+      describe(found))
+  if #found == 0 then glm.warn(msg); return end
+  if glm.options.force_model then glm.warn(msg .. "; compiling it anyway (--force-model)"); return end
+  error(msg .. "; give their model file (or none, and glmc picks it) or --force-model", 2)
+end
+
+-- Checkpoint tensors a model knowingly leaves unused (whole layers, named by prefix): glmc neither
+-- warns about them nor fails under --strict. The plan records them as weights.known_unused.
+local known_unused = {}
+function nn.unused_layers(first, count)
+  local prefix = glm.format == "gguf" and "blk.%d." or "model.layers.%d."
+  for l = first, first + count - 1 do known_unused[#known_unused + 1] = prefix:format(l) end
+  glm.set_meta("weights.known_unused", table.concat(known_unused, " "))
+end
+
+-- The MTP (multi-token prediction, "nextn") layers that follow the decoder's in DeepSeek-V3 and GLM
+-- checkpoints: speculative decoding would read them, one forward step does not (nor does llama.cpp's).
+function nn.unused_mtp_layers(hp)
+  if (hp.nextn or 0) > 0 then nn.unused_layers(hp.n_layer_all, hp.nextn) end
 end
 
 -- Canonical parameter names are GGUF's; this maps them to Hugging Face checkpoint names.
@@ -136,13 +220,20 @@ nn.column = { split = 1 }
 nn.row = { split = 2 }
 
 -- Rotary settings from HF metadata: rope_parameters (transformers 5) or rope_theta/rope_scaling (older
--- config.json files), partial_rotary_factor, and YaRN. Other scaling types are refused by name.
+-- config.json files), partial_rotary_factor, and the scaling of the inverse frequencies: YaRN, llama3
+-- (Llama 3.1+) or linear. Other scaling types are refused by name.
 function nn.hf_rope(head_dim)
   local rp = glm.meta("rope_parameters") or glm.meta("rope_scaling") or {}
   local theta = rp.rope_theta or glm.meta("rope_theta") or 10000.0
   local partial = rp.partial_rotary_factor or glm.meta("partial_rotary_factor") or 1.0
   local r = { theta = theta, rot_dim = math.floor(head_dim * partial) }
   local kind = rp.rope_type or rp.type or "default"
+  local function need(key)
+    if rp[key] == nil then
+      error(("%s: rope_type '%s' needs '%s'"):format(glm.meta_file, kind, key), 3)
+    end
+    return rp[key]
+  end
   if kind == "yarn" then
     r.yarn = {
       factor = rp.factor,
@@ -150,8 +241,13 @@ function nn.hf_rope(head_dim)
       beta_fast = rp.beta_fast, beta_slow = rp.beta_slow,
       mscale = rp.mscale, mscale_all_dim = rp.mscale_all_dim, attn_factor = rp.attention_factor,
     }
+  elseif kind == "llama3" then
+    r.llama3 = { factor = need("factor"), low_freq_factor = need("low_freq_factor"),
+                 high_freq_factor = need("high_freq_factor"), orig_ctx = need("original_max_position_embeddings") }
+  elseif kind == "linear" then
+    r.linear = { factor = need("factor") }
   elseif kind ~= "default" then
-    error(("rope_type '%s' is not supported (default, yarn)"):format(kind), 2)
+    error(("%s: rope_type '%s' is not supported (default, linear, llama3, yarn)"):format(glm.meta_file, kind), 2)
   end
   return r
 end
@@ -159,20 +255,30 @@ end
 local function blk(l, name) return ("blk.%d.%s"):format(l, name) end
 nn.blk = blk
 
--- Rotary settings from GGUF metadata ({arch}.rope.*): the base, the rotated dims and YaRN.
+-- Rotary settings from GGUF metadata ({arch}.rope.*): the base, the rotated dims, YaRN, linear scaling
+-- and per-frequency divisors. As llama.cpp reads them: an absent rope.scaling.type means linear, whose
+-- factor is rope.scaling.factor (or the older rope.scale_linear; none or 0 is 1), "none" never scales;
+-- rope_freqs.weight (Llama 3.1+: llama.cpp's converter writes the llama3 scaling as one divisor per
+-- frequency, with no scaling key) divides the frequencies whenever the file holds it.
 function nn.gguf_rope(head_dim)
   local arch = glm.meta("general.architecture")
   local function m(k) return glm.meta(arch .. "." .. k) end
   local r = { theta = m("rope.freq_base") or 10000.0, rot_dim = m("rope.dimension_count") or head_dim }
-  local kind = m("rope.scaling.type") or "none"
+  local kind = m("rope.scaling.type") or "linear"
   if kind == "yarn" then
     -- attn_factor: the cos/sin magnitude scale when the file gives one; without it the rope op uses
     -- YaRN's default 0.1·ln(factor) + 1, as ggml does (DeepSeek-style MLA overrides it, nn.mla_setup).
     r.yarn = { factor = m("rope.scaling.factor"), orig_ctx = m("rope.scaling.original_context_length"),
                beta_fast = m("rope.scaling.yarn_beta_fast"), beta_slow = m("rope.scaling.yarn_beta_slow"),
                attn_factor = m("rope.scaling.attn_factor") }
+  elseif kind == "linear" then
+    local f = m("rope.scaling.factor") or m("rope.scale_linear") or 0
+    if f ~= 0 and f ~= 1 then r.linear = { factor = f } end
   elseif kind ~= "none" then
-    error(("rope scaling '%s' is not supported (none, yarn)"):format(kind), 2)
+    error(("%s: rope scaling '%s' is not supported (none, linear, yarn)"):format(glm.meta_file, kind), 2)
+  end
+  if glm.weight_shape("rope_freqs.weight") then
+    r.freqs = glm.param("rope_freqs.weight", { r.rot_dim // 2 }, { source = "rope_freqs.weight" })
   end
   return r
 end
@@ -181,6 +287,14 @@ end
 function nn.rope(head_dim)
   if glm.format == "gguf" then return nn.gguf_rope(head_dim) end
   return nn.hf_rope(head_dim)
+end
+
+-- Rotary of t ([T, heads·head_dim]) at positions pos with the settings of nn.rope (rot_dim defaults to
+-- head_dim).
+function nn.rotate(t, pos, rope, heads, head_dim, rot_dim)
+  return glm.rope(t, pos, { heads = heads, head_dim = head_dim, rot_dim = rot_dim, interleaved = rope.interleaved,
+                            theta = rope.theta, yarn = rope.yarn, llama3 = rope.llama3, linear = rope.linear,
+                            freqs = rope.freqs })
 end
 
 -- Grouped-query attention block (covers MHA when kv_heads == heads), with optional qkv bias and
@@ -201,11 +315,7 @@ function nn.attention(x, l, hp, W, pos, rope, o)
     q = glm.rmsnorm(q:view("T", H, D), W(blk(l, "attn_q_norm.weight"), { D }), hp.eps):view("T", H * D)
     k = glm.rmsnorm(k:view("T", G, D), W(blk(l, "attn_k_norm.weight"), { D }), hp.eps):view("T", G * D)
   end
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = D, rot_dim = rope.rot_dim,
-                              interleaved = rope.interleaved, theta = rope.theta, yarn = rope.yarn })
-  end
-  q, k = rot(q, H), rot(k, G)
+  q, k = nn.rotate(q, pos, rope, H, D, rope.rot_dim), nn.rotate(k, pos, rope, G, D, rope.rot_dim)
   local kc, vc = glm.cache(blk(l, "k_cache"), { G * D }), glm.cache(blk(l, "v_cache"), { G * D })
   local a = glm.attention(q, k, v, kc, vc, pos, { heads = H, kv_heads = G, head_dim = D })
   return glm.linear(a, W(blk(l, "attn_output.weight"), { C, H * D }, nn.row))
@@ -261,6 +371,7 @@ nn.moe_hparams = {
   norm_topk = { hf = "norm_topk_prob", gguf = "{arch}.expert_weights_norm", default = false },
   routed_scale = { hf = "routed_scaling_factor", gguf = "{arch}.expert_weights_scale", default = 1.0 },
   first_dense = { hf = "first_k_dense_replace", gguf = "{arch}.leading_dense_block_count", default = 0 },
+  mlp_types = { hf = "mlp_layer_types", optional = true },   -- transformers 5: "dense" / "sparse" per layer
   -- GGUF: llama_expert_gating_func_type (1 softmax, 2 sigmoid), checked against the model's routing
   gating = { gguf = "{arch}.expert_gating_func", optional = true },
 }
@@ -272,7 +383,10 @@ nn.mla_hparams = {
   qk_nope = { hf = "qk_nope_head_dim", optional = true },
   qk_rope = { hf = "qk_rope_head_dim", gguf = "{arch}.rope.dimension_count" },
   qk_mla = { gguf = "{arch}.attention.key_length_mla", optional = true },
-  v_head = { hf = "v_head_dim", gguf = "{arch}.attention.value_length_mla" },
+  v_head = { hf = "v_head_dim", gguf = "{arch}.attention.value_length_mla", optional = "gguf" },
+  -- GGUF: the per-head key and value widths in files without the two *_mla keys (nn.mla_setup)
+  k_len = { gguf = "{arch}.attention.key_length", optional = true },
+  v_len = { gguf = "{arch}.attention.value_length", optional = true },
   -- eps of the two latent norms; not a llama.cpp key (tests/tools/mkgguf.c writes it), see nn.mla_setup
   lora_eps = { gguf = "{arch}.attention.lora_layer_norm_rms_epsilon", optional = true },
 }
@@ -291,7 +405,8 @@ end
 -- shared key k_pe (qk_rope values) — kv_lora + qk_rope values per token per layer, never per-head K/V.
 --   ql_h = W_UK[h]ᵀ q_nope_h;  score = scale · [ql_h ; q_pe_h] · [c ; k_pe];  o_h = W_UV[h] (Σ p · c)
 -- W_UK and W_UV are row slots of kv_b (per head: qk_nope rows of k, then v_head rows of v) in Hugging
--- Face checkpoints, and the split attn_k_b (stored transposed) / attn_v_b tensors in GGUF.
+-- Face checkpoints and older GGUF files (attn_kv_b, hp.kv_b_merged), and the split attn_k_b (stored
+-- transposed) / attn_v_b tensors in GGUF files since llama.cpp's MLA conversion.
 -- o: { scale = softmax scale, lora_eps = eps of the two latent norms, indexer = function(q_latent) giving
 -- the DSA selection, or nil for dense attention }.
 function nn.mla_attention(x, l, hp, W, pos, rope, o)
@@ -306,20 +421,19 @@ function nn.mla_attention(x, l, hp, W, pos, rope, o)
     q = glm.linear(x, W(blk(l, "attn_q.weight"), { H * Dq, C }, nn.column))
   end
   local qn, qr = glm.split(q:view("T", H, Dq), 3, { Dn, Dr })
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = Dr, interleaved = rope.interleaved, theta = rope.theta,
-                              yarn = rope.yarn })
-  end
+  local function rot(t, heads) return nn.rotate(t, pos, rope, heads, Dr) end
   qr = rot(qr:view("T", H * Dr), H)
   local c, kr = glm.split(glm.linear(x, W(blk(l, "attn_kv_a_mqa.weight"), { L + Dr, C })), 2, { L, Dr })
   c = glm.rmsnorm(c, W(blk(l, "attn_kv_a_norm.weight"), { L }), o.lora_eps)
   local latent = glm.concat({ c, rot(kr, 1) }, 2)
-  local gguf = glm.format == "gguf"
-  local wk = gguf and W(blk(l, "attn_k_b.weight"), { H, L, Dn }, nn.split1)
-                  or W(blk(l, "attn_k_b.weight"), { H, Dn, L }, { split = 1, rows = { stride = Dn + Dv, offset = 0 } })
-  local wv = gguf and W(blk(l, "attn_v_b.weight"), { H, Dv, L }, nn.split1)
-                  or W(blk(l, "attn_v_b.weight"), { H, Dv, L }, { split = 1, rows = { stride = Dn + Dv, offset = Dn } })
-  local ql = glm.matmul(qn:permute { 2, 1, 3 }, wk, { transpose_b = gguf })       -- [H, T, L]
+  local split = glm.format == "gguf" and not hp.kv_b_merged
+  local kv_b = glm.format == "gguf" and blk(l, "attn_kv_b.weight") or nil   -- nil: the name map's
+  local function slot(offset) return { split = 1, source = kv_b, rows = { stride = Dn + Dv, offset = offset } } end
+  local wk = split and W(blk(l, "attn_k_b.weight"), { H, L, Dn }, nn.split1)
+                    or W(blk(l, "attn_k_b.weight"), { H, Dn, L }, slot(0))
+  local wv = split and W(blk(l, "attn_v_b.weight"), { H, Dv, L }, nn.split1)
+                    or W(blk(l, "attn_v_b.weight"), { H, Dv, L }, slot(Dn))
+  local ql = glm.matmul(qn:permute { 2, 1, 3 }, wk, { transpose_b = split })      -- [H, T, L]
   local qabs = glm.concat({ ql:permute { 2, 1, 3 }, qr:view("T", H, Dr) }, 3)   -- [T, H, L + Dr]
   local cache = glm.cache(blk(l, "kv_latent"), { L + Dr })
   local sel = o.indexer and o.indexer(qc) or nil
@@ -340,8 +454,24 @@ end
 -- mscale² into the softmax scale and cancels ggml's built-in cos/sin magnitude scaling (attn_factor
 -- 1/(1 + 0.1·ln factor)), so the rotation itself is unscaled — HF's mscale/mscale_all_dim ratio, which
 -- is 1 for DeepSeek-V3 (mscale = mscale_all_dim).
+-- GGUF layouts, told apart by the keys as llama.cpp tells them (both *_mla keys, or not): llama.cpp's
+-- MLA conversion (April 2025 on) splits kv_b into attn_k_b / attn_v_b and writes key_length_mla =
+-- qk_nope + qk_rope and value_length_mla = v_head (key_length / value_length are then the latent's
+-- kv_lora + qk_rope and kv_lora); older files keep kv_b whole (attn_kv_b, [H * (qk_nope + v_head),
+-- kv_lora] as in Hugging Face) and key_length / value_length are the per-head qk_nope + qk_rope and
+-- v_head (hp.kv_b_merged).
 function nn.mla_setup(hp, hf_interleave)
   local gguf = glm.format == "gguf"
+  if gguf and not (hp.qk_mla and hp.v_head) then
+    local arch = glm.meta("general.architecture")
+    if not (hp.k_len and hp.v_len) then
+      error(("hyperparameters 'qk_mla', 'v_head': the gguf metadata has neither %s.attention.key_length_mla and "
+        .. "value_length_mla nor key_length and value_length"):format(arch), 2)
+    end
+    hp.kv_b_merged, hp.qk_mla, hp.v_head = true, hp.k_len, hp.v_len
+    glm.set_meta("hparam.v_head", hp.v_head)
+    glm.set_meta("mla.kv_b", "merged (attn_kv_b, before llama.cpp's MLA conversion)")
+  end
   if gguf then
     hp.qk_nope = hp.qk_nope or (hp.qk_mla - hp.qk_rope)
   end
@@ -365,14 +495,66 @@ function nn.mla_setup(hp, hf_interleave)
   return rope, scale, gguf and (hp.lora_eps or hp.eps) or 1e-6
 end
 
--- The DeepSeek-style decoder layer: (MLA | GQA) attention, then a dense MLP in the first_dense layers
--- and a sigmoid-routed MoE with shared experts after.
+-- Which layers have a dense MLP rather than experts (dense[l] for l = 0 .. n_layer - 1), as transformers
+-- builds them. GGUF files give leading_dense_block_count. A config.json may give first_k_dense_replace
+-- (the first k layers dense) and, written by transformers 5, mlp_layer_types ("dense" or "sparse" per
+-- layer; its length must be num_hidden_layers, as transformers checks). transformers 5 builds GLM-5
+-- (glm_moe_dsa) and GLM-4.7-Flash (glm4_moe_lite) from mlp_layer_types alone (first_k_dense_replace only
+-- fills it in when absent), but DeepSeek-V2/V3 and GLM-4.5 (glm4_moe) from first_k_dense_replace alone.
+-- glmc does the same; when both keys are given and disagree it says which one it followed. Where only
+-- mlp_layer_types is given, it is followed.
+local reads_first_k_only = { deepseek_v2 = true, deepseek_v3 = true, glm4_moe = true }
+function nn.dense_layers(hp)
+  local dense, types = {}, hp.mlp_types
+  for l = 0, hp.n_layer - 1 do dense[l] = l < hp.first_dense end
+  if types == nil then return dense end
+  local where = glm.meta_file .. ": mlp_layer_types"
+  if type(types) ~= "table" or #types ~= hp.n_layer_all then
+    error(("%s has %s entries, but num_hidden_layers is %d"):format(where,
+      type(types) == "table" and #types or "no", hp.n_layer_all), 0)
+  end
+  local differ
+  for i, t in ipairs(types) do
+    if t ~= "dense" and t ~= "sparse" then
+      error(("%s[%d] is '%s', not 'dense' or 'sparse'"):format(where, i - 1, tostring(t)), 0)
+    end
+    if differ == nil and (t == "dense") ~= (i - 1 < hp.first_dense) then differ = i - 1 end
+  end
+  local mt = glm.meta("model_type")
+  if differ and glm.meta("first_k_dense_replace") ~= nil then
+    local msg = ("%s makes layer %d %s, first_k_dense_replace = %d does not"):format(where, differ,
+      types[differ + 1], hp.first_dense)
+    if reads_first_k_only[mt] then
+      glm.warn(msg .. ("; following first_k_dense_replace, as transformers' %s does"):format(mt))
+      return dense
+    end
+    glm.warn(msg .. "; following mlp_layer_types, as transformers does")
+  end
+  for l = 0, hp.n_layer - 1 do dense[l] = types[l + 1] == "dense" end
+  return dense
+end
+
+-- The dense layers as plan metadata (hparam.dense_layers, "0,1"), for glmc dump and tests.
+local function record_dense(hp, dense)
+  local t = {}
+  for l = 0, hp.n_layer - 1 do
+    if dense[l] then t[#t + 1] = tostring(l) end
+  end
+  glm.set_meta("hparam.dense_layers", table.concat(t, ","))
+end
+
+-- The DeepSeek-style decoder layer: (MLA | GQA) attention, then a dense MLP in the dense layers
+-- (nn.dense_layers) and a sigmoid-routed MoE with shared experts in the others.
 function nn.moe_layer(x, l, hp, W, attn)
   local C = hp.n_embd
   local h = glm.rmsnorm(x, W(blk(l, "attn_norm.weight"), { C }), hp.eps)
   x = x + attn(h, l)
   h = glm.rmsnorm(x, W(blk(l, "ffn_norm.weight"), { C }), hp.eps)
-  if l < hp.first_dense then return x + nn.mlp(h, l, hp, W) end
+  if not hp.dense then
+    hp.dense = nn.dense_layers(hp)
+    record_dense(hp, hp.dense)
+  end
+  if hp.dense[l] then return x + nn.mlp(h, l, hp, W) end
   return x + nn.moe(h, l, hp, W, { func = "sigmoid", bias = true })
 end
 nn.split1 = { split = 1 }
@@ -382,10 +564,7 @@ nn.split1 = { split = 1 }
 -- dims), with its own per-layer key cache. Returns the selection for nn.mla_attention.
 function nn.dsa_indexer(x, qc, l, hp, W, pos, rope)
   local C, Hi, Di, Dr = hp.n_embd, hp.index_heads, hp.index_dim, hp.qk_rope
-  local function rot(t, heads)
-    return glm.rope(t, pos, { heads = heads, head_dim = Di, rot_dim = Dr, interleaved = rope.interleaved,
-                              theta = rope.theta, yarn = rope.yarn })
-  end
+  local function rot(t, heads) return nn.rotate(t, pos, rope, heads, Di, Dr) end
   local q = rot(glm.linear(qc, W(blk(l, "indexer.attn_q_b.weight"), { Hi * Di, hp.q_lora })), Hi)
   local k = glm.layernorm(glm.linear(x, W(blk(l, "indexer.attn_k.weight"), { Di, C })),
                           W(blk(l, "indexer.k_norm.weight"), { Di }), W(blk(l, "indexer.k_norm.bias"), { Di }), 1e-6)
@@ -424,8 +603,9 @@ nn.llama_hparams = {
   n_ctx = { hf = "max_position_embeddings", gguf = "{arch}.context_length" },
   tie = { hf = "tie_word_embeddings", optional = true },
   bos = { hf = "bos_token_id", gguf = "tokenizer.ggml.bos_token_id", optional = true },
-  -- GGUF only: llama.cpp's glm4moe and glm-dsa conversions count the MTP block(s) in block_count
-  nextn = { gguf = "{arch}.nextn_predict_layers", optional = true },
+  -- MTP layers after the decoder's: llama.cpp's glm4moe and glm-dsa conversions count them in
+  -- block_count, Hugging Face's num_hidden_layers does not
+  nextn = { hf = "num_nextn_predict_layers", gguf = "{arch}.nextn_predict_layers", optional = true },
   eos = { hf = "eos_token_id", gguf = "tokenizer.ggml.eos_token_id", optional = true },
 }
 
@@ -440,6 +620,7 @@ function nn.read_llama_hparams(extra)
     hp.n_layer = hp.n_layer - hp.nextn
     glm.set_meta("hparam.n_layer", hp.n_layer)
   end
+  hp.n_layer_all = hp.n_layer   -- the decoder's layers, --layers or not
   if glm.options.layers and glm.options.layers < hp.n_layer then
     hp.n_layer = glm.options.layers
     glm.set_meta("hparam.n_layer", hp.n_layer)

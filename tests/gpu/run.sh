@@ -181,6 +181,10 @@ record_tap steps "$OUT/steps.log"
 OUT=$OUT tests/gpu/nan.sh >"$OUT/nan.log" 2>&1
 record_tap nan "$OUT/nan.log"
 
+# Llama 3.1+ rotary scaling (llama3 from HF and as a GGUF's rope_freqs.weight; linear): tests/gpu/llama3_rope.sh.
+OUT=$OUT tests/gpu/llama3_rope.sh >"$OUT/llama3_rope.log" 2>&1
+record_tap llama3_rope "$OUT/llama3_rope.log"
+
 # Fusion and memory planning on the GPU: -O0 (no fusion, a buffer per value) gives the same tokens and
 # logits within 1e-5 of the optimised plan; a plan compiled for sm_80 is recompiled from its source here.
 p0=$OUT/llama-O0.plan
@@ -231,10 +235,10 @@ record_tap batch "$OUT/batch.log"
 # the CPU's greedy tokens on the llama fixture (chatml) and the GLM-5 fixture (glm5: MLA, DSA); a seed
 # repeats. The token ids of each turn come from --stats.
 build/tools/addvocab $OUT/l.gguf $FIX/ggml-vocab-gpt-2.gguf 512 $OUT/cm.gguf --special '<|im_start|>' --special '<|im_end|>' \
-	--chat-template "{{ '<|im_start|>' }}" >/dev/null
+	--chat-template "$(cat tests/data/templates/qwen3.jinja)" >/dev/null
 build/tools/addvocab $OUT/l.gguf $FIX/ggml-vocab-gpt-2.gguf 512 $OUT/g5.gguf --special '[gMASK]' --special '<sop>' \
 	--special '<|system|>' --special '<|user|>' --special '<|assistant|>' --special '<think>' --special '</think>' \
-	--chat-template '[gMASK]<sop>clear_thinking' >/dev/null
+	--chat-template "$(cat tests/data/templates/glm-4.7.jinja)" >/dev/null
 chat_ids() { printf 'Hello\nAgain\n' | bin/glmrun "$1" --tokenizer "$2" --device "$3" --chat -n 8 --system Brief --stats "${@:4}" 2>&1 >/dev/null | grep '^stats: chat'; }
 for c in "llama chatml:$OUT/lv.plan:$OUT/cm.gguf" "glm_moe_dsa glm5:$OUT/glm_moe_dsa-f32.plan:$OUT/g5.gguf"; do
 	IFS=: read -r name plan tk <<<"$c"

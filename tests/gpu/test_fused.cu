@@ -616,14 +616,15 @@ static void test_rope_qk_kv(int T, int H, int G, int D, int Dv, int R, int S)
 ** and the raw v; no other row may change.
 */
 template <typename A, int ROWB, bool IL>
-static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, double yarn)
+static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, int sc)
 {
 	const int D = ROWB / (int)sizeof(A), S = p + 40;
 	std::vector<A> q = to_type<A>(rnd((size_t)H * D, -2.0f, 2.0f)), k = to_type<A>(rnd((size_t)G * D, -2.0f, 2.0f));
 	std::vector<A> v = to_type<A>(rnd((size_t)G * D));
 	RefRope rr = {};
-	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0;
-	rr.yarn_factor = yarn, rr.yarn_orig_ctx = 4096;
+	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0, rr.scaling = sc;
+	rr.factor = sc == ROPE_LLAMA3 ? 8 : 4, rr.orig_ctx = sc == ROPE_LLAMA3 ? 64 : 4096; /* llama3: most pairs scaled */
+	rr.low_freq_factor = 1, rr.high_freq_factor = 4;
 	std::vector<float> inv(R / 2);
 	float cs;
 	ref_rope_freqs(&rr, inv.data(), &cs);
@@ -658,7 +659,7 @@ static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, dou
 									 dpos, dinv, dinv, cs, cs, H, G, D, D, R, 0.0f);
 	CK_LAUNCH();
 	std::string nm = fmt("attn_step_rope A=%s D=%d H=%d G=%d R=%d%s pos %d slot %d/%d%s", tname<A>(), D, H, G, R,
-			     IL ? " interleaved" : "", p, slot, nslots, yarn > 1 ? " yarn" : "");
+			     IL ? " interleaved" : "", p, slot, nslots, sc ? fmt(" %s", ref_rope_scaling_name(sc)).c_str() : "");
 	check_close(nm + " out", to_float(download(dy, (size_t)H * D)), want, tol<A>());
 	std::vector<A> kc = download(dkc, n), vc = download(dvc, n), ko = download(dko, row);
 	size_t rp = at + (size_t)p * row;
@@ -676,14 +677,16 @@ static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, dou
 template <typename A> static void attn_rope_suite()
 {
 	constexpr int B = (int)sizeof(A); /* D = ROWB / B: f32 32, 64, 128; bf16 64, 128, 256 */
-	test_attn_rope<A, 512, false>(8, 2, 512 / B, 0, 0, 1, 1);     /* pos 0: only the step's key */
-	test_attn_rope<A, 512, false>(8, 2, 512 / B, 700, 2, 3, 1);   /* several rounds, GQA 4, slot 2 */
-	test_attn_rope<A, 512, true>(4, 4, 512 / B - 16, 5, 1, 2, 4); /* H/G 1, R < D, yarn */
-	test_attn_rope<A, 256, false>(8, 2, 256 / B / 2, 130, 0, 1, 1);
-	test_attn_rope<A, 256, true>(6, 3, 256 / B, 2047, 1, 2, 1);   /* large pos */
-	test_attn_rope<A, 256, false>(4, 1, 256 / B, 300, 1, 2, 1);
-	test_attn_rope<A, 128, false>(4, 1, 128 / B, 63, 0, 1, 1);
-	test_attn_rope<A, 128, true>(16, 4, 128 / B / 2, 4000, 0, 1, 4);
+	const int P = ROPE_PLAIN;
+	test_attn_rope<A, 512, false>(8, 2, 512 / B, 0, 0, 1, P);             /* pos 0: only the step's key */
+	test_attn_rope<A, 512, false>(8, 2, 512 / B, 700, 2, 3, P);           /* several rounds, GQA 4, slot 2 */
+	test_attn_rope<A, 512, true>(4, 4, 512 / B - 16, 5, 1, 2, ROPE_YARN); /* H/G 1, R < D, yarn */
+	test_attn_rope<A, 256, false>(8, 2, 256 / B / 2, 130, 0, 1, P);
+	test_attn_rope<A, 256, true>(6, 3, 256 / B, 2047, 1, 2, P);           /* large pos */
+	test_attn_rope<A, 256, false>(4, 1, 256 / B, 300, 1, 2, P);
+	test_attn_rope<A, 256, false>(8, 2, 256 / B, 90, 0, 1, ROPE_LLAMA3);  /* Llama 3.1+ */
+	test_attn_rope<A, 128, false>(4, 1, 128 / B, 63, 0, 1, P);
+	test_attn_rope<A, 128, true>(16, 4, 128 / B / 2, 4000, 0, 1, ROPE_YARN);
 }
 
 template <typename T> static void shuffle(std::vector<T> &v)

@@ -975,15 +975,16 @@ template <typename A, typename W, bool HW, bool HB> static void test_layernorm(i
 /* Rope against ref_rope with the same RefRope; inv_freq and cs_scale come from ref_rope_freqs as glmc
 ** will pass them. in_place runs with y == x. */
 template <typename A, bool IL>
-static void test_rope(int T, int H, int D, int R, double yarn, std::vector<int> pos, bool in_place)
+static void test_rope(int T, int H, int D, int R, int sc, std::vector<int> pos, bool in_place)
 {
 	RefRope r = {};
 	r.head_dim = D;
 	r.rot_dim = R;
 	r.interleaved = IL;
 	r.theta = 10000;
-	r.yarn_factor = yarn;
-	r.yarn_orig_ctx = 4096;
+	r.scaling = sc;
+	r.factor = sc == ROPE_LLAMA3 ? 8 : 4, r.orig_ctx = sc == ROPE_LLAMA3 ? 64 : 4096; /* llama3: most pairs scaled */
+	r.low_freq_factor = 1, r.high_freq_factor = 4;
 	std::vector<float> inv(R / 2);
 	float cs;
 	ref_rope_freqs(&r, inv.data(), &cs);
@@ -994,7 +995,7 @@ static void test_rope(int T, int H, int D, int R, double yarn, std::vector<int> 
 	g_rope<A, IL><<<T * H, 128>>>(dy, dx, upload(pos), upload(inv), cs, H, D, R);
 	CK_LAUNCH();
 	check_close(fmt("rope A=%s %s T=%d H=%d D=%d R=%d%s%s (cs_scale %.4f)", tname<A>(),
-			IL ? "interleaved" : "split-half", T, H, D, R, yarn > 1 ? " yarn" : "", in_place ? " in-place" : "",
+			IL ? "interleaved" : "split-half", T, H, D, R, sc ? fmt(" %s", ref_rope_scaling_name(sc)).c_str() : "", in_place ? " in-place" : "",
 			cs),
 		    to_float(download(dy, x.size())), want, tol<A>());
 	free_all();
@@ -2441,10 +2442,12 @@ template <typename A> static void activation_suite()
 	test_swiglu<A>();
 	test_softmax<A>(3, 1000);
 	test_softmax<A>(2, 37);
-	test_rope<A, false>(3, 2, 72, 64, 1, {0, 7, 1000}, false);
-	test_rope<A, true>(3, 2, 72, 64, 1, {0, 7, 1000}, false);
-	test_rope<A, false>(2, 3, 64, 64, 4, {3, 5000}, true);
-	test_rope<A, true>(2, 3, 128, 64, 4, {3, 5000}, true);
+	test_rope<A, false>(3, 2, 72, 64, ROPE_PLAIN, {0, 7, 1000}, false);
+	test_rope<A, true>(3, 2, 72, 64, ROPE_PLAIN, {0, 7, 1000}, false);
+	test_rope<A, false>(2, 3, 64, 64, ROPE_YARN, {3, 5000}, true);
+	test_rope<A, true>(2, 3, 128, 64, ROPE_YARN, {3, 5000}, true);
+	test_rope<A, false>(3, 2, 64, 64, ROPE_LLAMA3, {5, 70, 9000}, false);
+	test_rope<A, true>(2, 2, 64, 32, ROPE_LINEAR, {3, 5000}, true);
 	test_attention<A>(4, 1, 192, 128, 5, 3, 1.0f / sqrtf(192.0f));
 	test_attention<A>(8, 2, 64, 64, 5, 3, 0.125f);
 	test_attention<A>(2, 2, 256, 256, 5, 3, 0.0625f);

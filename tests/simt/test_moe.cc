@@ -443,12 +443,14 @@ template <typename A> static double rel_err(const std::vector<A> &y, const std::
 ** (NaN) outside rows 0..p-1 of the slot; row p must hold k_rope_qk_kv's rotated k (bit for bit) and the raw
 ** v, no other row may change; then k_attn_step over the caches so written, from k_rope_qk_kv's q. */
 template <typename A, int ROWB, bool IL>
-static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, double yarn)
+static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, int sc)
 {
 	const int D = ROWB / (int)sizeof(A), S = p + 8;
 	std::vector<A> q = rnd_as<A>((size_t)H * D, -2, 2), k = rnd_as<A>((size_t)G * D, -2, 2), v = rnd_as<A>((size_t)G * D, -1, 1);
 	RefRope rr = {};
-	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0, rr.yarn_factor = yarn, rr.yarn_orig_ctx = 4096;
+	rr.head_dim = D, rr.rot_dim = R, rr.interleaved = IL, rr.theta = 10000.0, rr.scaling = sc;
+	rr.factor = sc == ROPE_LLAMA3 ? 8 : 4, rr.orig_ctx = sc == ROPE_LLAMA3 ? 64 : 4096; /* llama3: most pairs scaled */
+	rr.low_freq_factor = 1, rr.high_freq_factor = 4;
 	std::vector<float> inv(R / 2), wq((size_t)H * D), wk((size_t)G * D), want((size_t)H * D);
 	float cs;
 	ref_rope_freqs(&rr, inv.data(), &cs);
@@ -483,7 +485,7 @@ static void test_attn_rope(int H, int G, int R, int p, int slot, int nslots, dou
 		                                         0.0f, &zero, 0);
 	});
 	std::string nm = fmt("attn_step_rope A=%s D=%d H=%d G=%d R=%d%s pos %d slot %d/%d%s", tname<A>(), D, H, G, R,
-	                     IL ? " interleaved" : "", p, slot, nslots, yarn > 1 ? " yarn" : "");
+	                     IL ? " interleaved" : "", p, slot, nslots, sc ? fmt(" %s", ref_rope_scaling_name(sc)).c_str() : "");
 	double e = rel_err(y, want), tol = std::is_same<A, float>::value ? 1e-5 : 2e-2;
 	check(e <= tol, nm + " out", fmt("rel-L2 %.3g > %.3g", e, tol));
 	size_t rp = at + (size_t)p * row;
@@ -614,12 +616,14 @@ int main(void)
 	test_sample_split<float>(517, 2, 3, 64, 2);
 	test_sample_split<bf16>(40, 1, 8, 32, 0); /* slices of one vector, some empty */
 	/* the folded rotary + attention: pos 0 (only the step's key), GQA 4 over two rounds in slot 1, H/G 1 with
-	** partial interleaved rotary and yarn; rows of 512, 256 and 128 bytes */
-	test_attn_rope<bf16, 256, false>(8, 2, 128, 0, 0, 1, 1);
-	test_attn_rope<bf16, 256, false>(8, 2, 128, 300, 1, 2, 1);
-	test_attn_rope<float, 512, true>(4, 4, 96, 37, 0, 1, 4);
-	test_attn_rope<float, 128, false>(4, 1, 16, 70, 1, 3, 1);
-	test_attn_rope<bf16, 512, true>(2, 1, 256, 2000, 0, 1, 1);
+	** partial interleaved rotary and yarn, llama3 scaling (the table is all that changes); rows of 512, 256
+	** and 128 bytes */
+	test_attn_rope<bf16, 256, false>(8, 2, 128, 0, 0, 1, ROPE_PLAIN);
+	test_attn_rope<bf16, 256, false>(8, 2, 128, 300, 1, 2, ROPE_PLAIN);
+	test_attn_rope<float, 512, true>(4, 4, 96, 37, 0, 1, ROPE_YARN);
+	test_attn_rope<float, 128, false>(4, 1, 16, 70, 1, 3, ROPE_PLAIN);
+	test_attn_rope<float, 128, false>(4, 2, 32, 90, 0, 1, ROPE_LLAMA3);
+	test_attn_rope<bf16, 512, true>(2, 1, 256, 2000, 0, 1, ROPE_PLAIN);
 	/* the merging absorb: GLM-4.7-Flash's 16 ranges (bf16, Dv 512), GLM-5 tp 8's 32, one head's 64; Dv 40
 	** (float4 merge, scalar dots) and 37 (scalar merge); T 9 a second block of tokens; Do 44 idle warps */
 	test_vabsorb_merged<bf16, bf16>(1, 2, 512, 44, 16);

@@ -5,9 +5,11 @@
 ** models (vocab 512) get a working byte-level BPE and can answer text prompts in tests.
 ** --special TEXT (repeatable) makes the last ids CONTROL tokens with those texts instead (for chat
 ** formats: the tiny vocabulary has no room to add them); --chat-template TEXT stores
-** tokenizer.chat_template.
+** tokenizer.chat_template; --bos TEXT / --eos TEXT make one of the --special tokens the BOS / EOS token
+** (what a chat template's bos_token / eos_token are).
 **
-** usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT]
+** usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT] [--bos TEXT]
+**        [--eos TEXT]
 */
 #include "gguf.h"
 
@@ -38,7 +40,9 @@ static void copy_kv(GgufWriter *w, const GgufKV *kv)
 
 int main(int argc, char **argv)
 {
-	const char *usage = "usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT]";
+	const char *usage = "usage: addvocab MODEL.gguf VOCAB.gguf N OUT.gguf [--special TEXT]... [--chat-template TEXT] "
+	                    "[--bos TEXT] [--eos TEXT]";
+	const char *bos = NULL, *eos = NULL;
 	if (argc < 5)
 		die(usage, NULL);
 	int n = atoi(argv[3]), nspec = 0;
@@ -50,6 +54,10 @@ int main(int argc, char **argv)
 			spec[nspec++] = argv[++i];
 		else if (!strcmp(argv[i], "--chat-template"))
 			tmpl = argv[++i];
+		else if (!strcmp(argv[i], "--bos"))
+			bos = argv[++i];
+		else if (!strcmp(argv[i], "--eos"))
+			eos = argv[++i];
 		else
 			die(usage, NULL);
 	}
@@ -78,8 +86,15 @@ int main(int argc, char **argv)
 		tv[i] = gguf_arr_str(tokens, (uint64_t)i, &l);
 		types[i] = 1;
 	}
-	for (int k = 0; k < nspec; k++)
+	for (int k = 0; k < nspec; k++) {
 		tv[n - nspec + k] = spec[k], types[n - nspec + k] = 3;
+		if (bos && !strcmp(bos, spec[k]))
+			gguf_writer_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)(n - nspec + k)), bos = NULL;
+		if (eos && !strcmp(eos, spec[k]))
+			gguf_writer_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)(n - nspec + k)), eos = NULL;
+	}
+	if (bos || eos)
+		die("--bos/--eos: not one of the --special texts: ", bos ? bos : eos);
 	gguf_writer_arr_str(w, "tokenizer.ggml.tokens", tv, (uint64_t)n);
 	gguf_writer_arr(w, "tokenizer.ggml.token_type", GGUF_INT32, types, (uint64_t)n);
 	/* Keep a merge when its result is one of the kept tokens. */

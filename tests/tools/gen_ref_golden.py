@@ -56,7 +56,9 @@ def write(name, recs):
 
 # ---------------------------------------------------------------------------------------------
 # Rotary embeddings. params record: D, rot_dim, interleaved, theta, factor, orig_ctx, beta_fast,
-# beta_slow, mscale, mscale_all_dim, attn_factor, T, H (matching RefRope; 0 means absent).
+# beta_slow, mscale, mscale_all_dim, attn_factor, T, H (matching RefRope; 0 means absent). Without a
+# scaling record a factor > 1 is YaRN; with one, scaling = [kind (ops/ref.h ROPE_*: 2 llama3,
+# 3 linear), low_freq_factor, high_freq_factor].
 
 # Large positions too: the angle is rounded to float32 as in HF, which shows at 200000.
 POS = [0, 1, 7, 63, 4095, 65537, 200000]
@@ -177,6 +179,33 @@ def gen_rope():
 
 
 # ---------------------------------------------------------------------------------------------
+
+
+def gen_rope_scaled():
+    """6. llama3 (Llama 3.1+) and linear scaling through LlamaRotaryEmbedding: Llama 3.1's own numbers
+    (theta 500000, head 128, factor 8 over 8192) with positions past the original context, a small head
+    whose blended band covers two pairs (tests/data/llama3_rope's setting), and linear factor 4. Its own
+    generator, so the other cases' data stay as they were."""
+    g = torch.Generator().manual_seed(31)
+    pos = [0, 1, 7, 63, 4095, 8192, 65537, 131071]
+    T, H = len(pos), 2
+
+    def case(name, D, p, scaling):
+        cfg = LlamaConfig(hidden_size=2 * D, num_attention_heads=2, head_dim=D, rope_parameters=p,
+                          max_position_embeddings=131072)
+        params = rope_params(D, D, 0, p["rope_theta"], p["factor"], p.get("original_max_position_embeddings", 0),
+                             T=T, H=H)
+        rope_case(name, params, llama.LlamaRotaryEmbedding(cfg), hf_apply(llama.apply_rotary_pos_emb),
+                  torch.randn(T, H, D, generator=g), pos, [("scaling", scaling, np.float64)])
+
+    l31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+           "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+    case("rope_llama3", 128, l31, [2, 1.0, 4.0])
+    small = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+             "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+    case("rope_llama3_small", 16, small, [2, 1.0, 4.0])
+    case("rope_linear", 64, {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0}, [3, 0, 0])
+
 
 def gen_dense():
     V, C, ids = 10, 16, [3, 0, 9, 3, 7]
@@ -330,3 +359,4 @@ if __name__ == "__main__":
     gen_attention()
     gen_select()
     gen_convert()
+    gen_rope_scaled()

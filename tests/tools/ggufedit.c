@@ -1,8 +1,13 @@
 /*
-** tests/tools/ggufedit.c — copy a GGUF file, changing one tensor's recorded type id or shape, so tests
-** can make files that are well formed but wrong (an unknown type, a shape the model does not expect).
+** tests/tools/ggufedit.c — copy a GGUF file, changing one tensor's recorded type id or shape, setting one
+** string key, or adding copies of tensors under new names, so tests can make files that are well formed but
+** wrong (an unknown type, a shape the model does not expect, a metadata value glmc does not support, tensors
+** the model does not use).
 **
-** usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...]   (shape in ggml order)
+** usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...] [--str KEY=VALUE]
+**        [--copy NEW=OLD]... [--del KEY]...
+**        (shape in ggml order; --str replaces the key's value, or adds the key; --copy appends tensor NEW
+**        holding OLD's type, shape and bytes; --del leaves metadata key KEY out)
 */
 #include "gguf.h"
 
@@ -49,11 +54,16 @@ static void copy_kv(GgufWriter *w, const GgufKV *kv)
 int main(int argc, char **argv)
 {
 	if (argc < 3)
-		die("usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...]", NULL);
-	const char *tname = NULL, *sname = NULL;
-	int tid = 0, snd = 0;
+		die("usage: ggufedit IN.gguf OUT.gguf [--type NAME=ID] [--shape NAME=NE0,NE1,...] [--str KEY=VALUE] "
+		    "[--copy NEW=OLD]... [--del KEY]...", NULL);
+	const char *tname = NULL, *sname = NULL, *skey = NULL, *sval = NULL, *cnew[16], *cold[16], *del[16];
+	int tid = 0, snd = 0, ncopy = 0, ndel = 0;
 	int64_t sne[4] = {1, 1, 1, 1};
 	for (int i = 3; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--del") && ndel < 16) {
+			del[ndel++] = argv[i + 1];
+			continue;
+		}
 		char *eq = strchr(argv[i + 1], '=');
 		if (!eq)
 			die("expected NAME=VALUE, got ", argv[i + 1]);
@@ -64,8 +74,12 @@ int main(int argc, char **argv)
 			sname = argv[i + 1];
 			for (char *p = eq + 1; *p && snd < 4; p += strspn(p, ","))
 				sne[snd++] = strtoll(p, &p, 10);
-		} else
-			die("unknown option ", argv[i]);
+		} else if (!strcmp(argv[i], "--str"))
+			skey = argv[i + 1], sval = eq + 1;
+		else if (!strcmp(argv[i], "--copy") && ncopy < 16)
+			cnew[ncopy] = argv[i + 1], cold[ncopy++] = eq + 1;
+		else
+			die("unknown option (or more than 16 --copy) ", argv[i]);
 	}
 	Gguf g;
 	char err[1024];
@@ -75,9 +89,15 @@ int main(int argc, char **argv)
 	if (!w)
 		die("out of memory", NULL);
 	gguf_writer_set_alignment(w, g.alignment);
-	for (int i = 0; i < g.nkv; i++)
-		if (strcmp(g.kv[i].key, "general.alignment"))
+	for (int i = 0; i < g.nkv; i++) {
+		int drop = !strcmp(g.kv[i].key, "general.alignment") || (skey && !strcmp(g.kv[i].key, skey));
+		for (int k = 0; k < ndel; k++)
+			drop |= !strcmp(g.kv[i].key, del[k]);
+		if (!drop)
 			copy_kv(w, &g.kv[i]);
+	}
+	if (skey)
+		gguf_writer_str(w, skey, sval);
 	for (int i = 0; i < g.ntensor; i++) {
 		const GgufTensor *t = &g.t[i];
 		int type = tname && !strcmp(t->name, tname) ? tid : t->type, nd = t->ndim < 1 ? 1 : t->ndim;
@@ -85,6 +105,15 @@ int main(int argc, char **argv)
 		if (sname && !strcmp(t->name, sname))
 			ne = sne, nd = snd;
 		gguf_writer_tensor(w, t->name, type, nd, ne, gguf_tensor_data(&g, t), t->nbytes);
+	}
+	for (int k = 0; k < ncopy; k++) {
+		int i = 0;
+		while (i < g.ntensor && strcmp(g.t[i].name, cold[k]))
+			i++;
+		if (i == g.ntensor)
+			die("--copy: no tensor ", cold[k]);
+		const GgufTensor *t = &g.t[i];
+		gguf_writer_tensor(w, cnew[k], t->type, t->ndim < 1 ? 1 : t->ndim, t->ne, gguf_tensor_data(&g, t), t->nbytes);
 	}
 	if (gguf_writer_write(w, argv[2], err, sizeof err))
 		die(err, NULL);

@@ -6,7 +6,8 @@
 ** sub-block's range without ggml's scale search, in ggml's block layout).
 **
 **   HF model_type         GGUF arch   what the conversion does beyond renaming
-**   llama                 llama       q/k rows permuted per head (split-half -> interleaved RoPE pairs)
+**   llama                 llama       q/k rows permuted per head (split-half -> interleaved RoPE pairs);
+**                                     a "llama3" rope config becomes rope_freqs.weight (llama3_divisors)
 **   qwen3                 qwen3       -
 **   qwen3_moe             qwen3moe    per-expert tensors stacked into ffn_{gate,up,down}_exps
 **   glm4_moe              glm4moe     experts stacked; block_count counts the MTP layer(s) as llama.cpp's
@@ -32,12 +33,17 @@
 ** --order writes the tensors in the source file's order, reversed, or shuffled (seeded), so tests can
 ** check that a reader binds by name and not by position.
 **
+** --kv-b merged writes the MLA archs as llama.cpp's converter did before its MLA conversion (April 2025,
+** llama.cpp PR 12801): kv_b_proj whole as blk.N.attn_kv_b.weight (numpy [H * (nope + v), kv_lora], as in
+** HF), head_count_kv = num_key_value_heads, key_length = qk_nope + qk_rope and value_length = v_head
+** (the per-head widths), and no key_length_mla / value_length_mla. The default, split, is today's layout.
+**
 ** --roundtrip (with a quantized --type) stores each tensor that would be quantized as F32 holding its
 ** dequantized values: the same numbers through the F32 kernels, so a test can tell the quantized
 ** kernels' error apart from the rounding of the weights themselves.
 **
 **   mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]
-**          [--order file|reverse|shuffle]
+**          [--order file|reverse|shuffle] [--kv-b split|merged]
 **          [--seed N] [--alignment N]
 */
 #include "gguf.h"
@@ -45,6 +51,7 @@
 #include "st.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,14 +59,16 @@
 
 static const char usage[] =
 	"usage: mkgguf HF_DIR OUT.gguf [--arch NAME] [--type f32|q8_0|q4_k|q5_k|q6_k] [--roundtrip]\n"
-	"              [--order file|reverse|shuffle] [--seed N] [--alignment N]\n"
+	"              [--order file|reverse|shuffle] [--seed N] [--alignment N] [--kv-b split|merged]\n"
 	"Convert a Hugging Face checkpoint directory into a GGUF file with llama.cpp's tensor names and\n"
 	"metadata keys. --arch (an HF model_type or a GGUF architecture: llama, qwen3, qwen3moe, glm4moe,\n"
 	"deepseek2, glm-dsa) defaults to config.json's model_type. --type q8_0 quantizes every matrix whose\n"
 	"rows are whole blocks of 32 (vectors and the MoE router stay F32); q4_k, q5_k, q6_k those with rows\n"
 	"of whole blocks of 256, the others as q8_0. --order sets the tensor order in the file (default: the\n"
 	"order of the source file; shuffle uses --seed, default 1). --alignment defaults to 32.\n"
-	"--roundtrip (with a quantized type) stores the dequantized values as F32 instead.\n";
+	"--roundtrip (with a quantized type) stores the dequantized values as F32 instead.\n"
+	"--kv-b merged (MLA archs): llama.cpp's layout before its MLA conversion: attn_kv_b whole, per-head\n"
+	"key_length / value_length, no *_mla keys (default split: attn_k_b and attn_v_b).\n";
 
 /* One error line and a non-zero exit: the tool runs from tests and scripts, never interactively. */
 _Noreturn static void die(const char *fmt, ...)
@@ -272,8 +281,42 @@ static int cmp_file_order(const void *a, const void *b, void *ctx)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/* A GGUF tensor to write: one source tensor, the stack of a layer's experts, or half of kv_b. */
-enum { O_PLAIN, O_STACK, O_KB, O_VB };
+/*
+** rope_freqs.weight of a "llama3" rope config as llama.cpp's LlamaModel.generate_extra_tensors computes
+** it: per frequency f = 1/theta^(2i/dim) of the whole head (dim = head_dim) the divisor 1 when its
+** wavelength 2π/f is under orig/high_freq_factor, factor when past orig/low_freq_factor, else
+** 1/((1 - s)/factor + s) with s = (orig/λ - low_freq_factor)/(high_freq_factor - low_freq_factor); float32
+** throughout, scalar/tensor as torch does it (the reciprocal times the scalar). orig is config.json's
+** top-level original_max_position_embeddings, 8192 when absent, as the converter reads it (Llama 3.1's
+** own config gives 8192 only inside rope_scaling).
+*/
+static float *llama3_divisors(json_t *cfg, json_t *rp, double theta, long long dim)
+{
+	int found;
+	double factor = cfg_num(rp, "factor", 8.0, &found), low = cfg_num(rp, "low_freq_factor", 1.0, &found);
+	double high = cfg_num(rp, "high_freq_factor", 4.0, &found);
+	double orig = cfg_num(cfg, "original_max_position_embeddings", 8192, &found);
+	float *d = malloc(sizeof *d * (size_t)(dim / 2 + 1));
+	if (!d)
+		die("out of memory");
+	for (long long i = 0; i < dim / 2; i++) {
+		float f = 1.0f / powf((float)theta, (float)(2 * i) / (float)dim);
+		float wl = (1.0f / f) * (float)(2 * M_PI);
+		if (wl < (float)(orig / high))
+			d[i] = 1.0f;
+		else if (wl > (float)(orig / low))
+			d[i] = (float)factor;
+		else {
+			float sm = ((1.0f / wl) * (float)orig - (float)low) / (float)(high - low);
+			d[i] = 1.0f / ((1.0f - sm) / (float)factor + sm);
+		}
+	}
+	return d;
+}
+
+/* A GGUF tensor to write: one source tensor, the stack of a layer's experts, half of kv_b, or the
+** llama3 rope divisors. */
+enum { O_PLAIN, O_STACK, O_KB, O_VB, O_FREQS };
 typedef struct {
 	int kind;
 	char name[128];
@@ -298,7 +341,7 @@ static float *load_f32(const StDir *d, int ti, size_t *n)
 
 int main(int argc, char **argv)
 {
-	const char *src = NULL, *out = NULL, *arch_opt = NULL, *type = "f32", *order = "file";
+	const char *src = NULL, *out = NULL, *arch_opt = NULL, *type = "f32", *order = "file", *kvb = "split";
 	uint64_t seed = 1;
 	long alignment = 32;
 	int roundtrip = 0;
@@ -326,6 +369,8 @@ int main(int argc, char **argv)
 				seed = strtoull(v, NULL, 10) | 1;
 			else if (!strcmp(a, "--alignment"))
 				alignment = strtol(v, NULL, 10);
+			else if (!strcmp(a, "--kv-b"))
+				kvb = v;
 			else
 				die("unknown option %s\n%s", a, usage);
 		} else if (!src) {
@@ -347,6 +392,9 @@ int main(int argc, char **argv)
 		die("--order must be file, reverse or shuffle, not '%s'", order);
 	if (alignment <= 0 || alignment > (1l << 20) || (alignment & (alignment - 1)))
 		die("--alignment must be a power of two up to 2^20");
+	if (strcmp(kvb, "split") && strcmp(kvb, "merged"))
+		die("--kv-b must be split or merged, not '%s'", kvb);
+	int merged = !strcmp(kvb, "merged");
 
 	StDir d;
 	char err[1024];
@@ -369,6 +417,8 @@ int main(int argc, char **argv)
 		die("architecture '%s' is not supported (llama, qwen3, qwen3_moe, glm4_moe, deepseek_v2, deepseek_v3, "
 		    "glm4_moe_lite, glm_moe_dsa)", arch_opt);
 	int moe = fam >= F_QWEN3MOE, mla = fam == F_DEEPSEEK2 || fam == F_GLMDSA;
+	if (merged && !mla)
+		die("--kv-b merged: '%s' has no MLA attention", arch);
 
 	/* Hyperparameters and llama.cpp's metadata keys. */
 	long long n_layer = cfg_int(cfg, "num_hidden_layers", -1), n_embd = cfg_int(cfg, "hidden_size", -1);
@@ -397,9 +447,12 @@ int main(int argc, char **argv)
 			t = json_object_get(rp, "type");
 		rope_type = json_is_string(t) ? json_string_value(t) : NULL;
 	}
-	int yarn = rope_type && !strcmp(rope_type, "yarn");
-	if (rope_type && strcmp(rope_type, "default") && !yarn)
-		die("config.json: rope type '%s' is not supported (default, yarn)", rope_type);
+	int yarn = rope_type && !strcmp(rope_type, "yarn"), llama3 = rope_type && !strcmp(rope_type, "llama3");
+	int linear = rope_type && !strcmp(rope_type, "linear");
+	if (rope_type && strcmp(rope_type, "default") && !yarn && !llama3 && !linear)
+		die("config.json: rope type '%s' is not supported (default, linear, llama3, yarn)", rope_type);
+	if (llama3 && fam != F_LLAMA)
+		die("config.json: rope type 'llama3' is converted for llama only (as llama.cpp's LlamaModel does)");
 
 	/* MoE */
 	long long n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_shared = 0, first_dense = 0, n_nextn = 0;
@@ -447,12 +500,16 @@ int main(int argc, char **argv)
 	gguf_writer_u32(w, KEY("feed_forward_length"), (uint32_t)n_ff);
 	gguf_writer_u32(w, KEY("attention.head_count"), (uint32_t)n_head);
 	if (mla) {
-		/* MLA as llama.cpp runs it: MQA over the latent, keys kv_lora + rope wide, values kv_lora wide */
-		gguf_writer_u32(w, KEY("attention.head_count_kv"), 1);
-		gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)(kv_lora + qk_rope));
-		gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)kv_lora);
-		gguf_writer_u32(w, KEY("attention.key_length_mla"), (uint32_t)(qk_nope + qk_rope));
-		gguf_writer_u32(w, KEY("attention.value_length_mla"), (uint32_t)v_head);
+		/* MLA as llama.cpp runs it: MQA over the latent, keys kv_lora + rope wide, values kv_lora wide, the
+		** per-head widths in the *_mla keys; --kv-b merged (the older converter): the per-head widths in
+		** key_length / value_length, the config's kv head count, no *_mla keys */
+		gguf_writer_u32(w, KEY("attention.head_count_kv"), merged ? (uint32_t)n_kv : 1);
+		gguf_writer_u32(w, KEY("attention.key_length"), (uint32_t)(merged ? qk_nope + qk_rope : kv_lora + qk_rope));
+		gguf_writer_u32(w, KEY("attention.value_length"), (uint32_t)(merged ? v_head : kv_lora));
+		if (!merged) {
+			gguf_writer_u32(w, KEY("attention.key_length_mla"), (uint32_t)(qk_nope + qk_rope));
+			gguf_writer_u32(w, KEY("attention.value_length_mla"), (uint32_t)v_head);
+		}
 		if (q_lora > 0)
 			gguf_writer_u32(w, KEY("attention.q_lora_rank"), (uint32_t)q_lora);
 		gguf_writer_u32(w, KEY("attention.kv_lora_rank"), (uint32_t)kv_lora);
@@ -479,6 +536,10 @@ int main(int argc, char **argv)
 		double mall = cfg_num(rp, "mscale_all_dim", 0, &found);
 		if (mla && found)
 			gguf_writer_f32(w, KEY("rope.scaling.yarn_log_multiplier"), (float)(0.1 * mall));
+	}
+	if (linear) {
+		gguf_writer_str(w, KEY("rope.scaling.type"), "linear");
+		gguf_writer_f32(w, KEY("rope.scaling.factor"), (float)cfg_num(rp, "factor", 1.0, &found));
 	}
 	gguf_writer_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)eps);
 	if (mla)
@@ -525,13 +586,16 @@ int main(int argc, char **argv)
 	/* The output tensors, in source order: a layer's stacked experts take the place of its first
 	** expert tensor, kv_b's two halves the place of kv_b. */
 	int *ord = malloc(((size_t)d.ntensor + 1) * sizeof *ord);
-	Out *outs = calloc((size_t)d.ntensor + 1, sizeof *outs);
+	Out *outs = calloc((size_t)d.ntensor + 2, sizeof *outs);
 	if (!ord || !outs)
 		die("out of memory");
 	for (int i = 0; i < d.ntensor; i++)
 		ord[i] = i;
 	qsort_r(ord, (size_t)d.ntensor, sizeof *ord, cmp_file_order, &d);
 	int nout = 0;
+	float *divisors = llama3 ? llama3_divisors(cfg, rp, theta, head_dim) : NULL;
+	if (llama3) /* first, as the converter yields its extra tensors before the checkpoint's */
+		outs[nout++] = (Out){.kind = O_FREQS, .name = "rope_freqs.weight"};
 	for (int oi = 0; oi < d.ntensor; oi++) {
 		const StTensor *t = &d.t[ord[oi]];
 		Map m = map_name(t->name, n_layer);
@@ -540,6 +604,9 @@ int main(int argc, char **argv)
 		if (m.kind == M_PLAIN) {
 			outs[nout] = (Out){.kind = O_PLAIN, .qk = m.qk, .src = ord[oi]};
 			snprintf(outs[nout++].name, sizeof outs->name, "%s", m.name);
+		} else if (m.kind == M_KVB && merged) {
+			outs[nout] = (Out){.kind = O_PLAIN, .src = ord[oi]};
+			snprintf(outs[nout++].name, sizeof outs->name, "blk.%d.attn_kv_b.weight", m.layer);
 		} else if (m.kind == M_KVB) {
 			if (!mla)
 				die("%s: kv_b_proj in a non-MLA architecture", t->name);
@@ -623,6 +690,11 @@ int main(int argc, char **argv)
 			ndim = t->ndim;
 			for (int i = 0; i < ndim; i++)
 				ne[i] = t->shape[ndim - 1 - i];
+		} else if (o->kind == O_FREQS) {
+			n = (size_t)(head_dim / 2), ndim = 1, ne[0] = head_dim / 2;
+			if (!(x = malloc((n ? n : 1) * sizeof *x)))
+				die("out of memory");
+			memcpy(x, divisors, n * sizeof *x);
 		} else if (o->kind == O_STACK) {
 			/* PyTorch [E, rows, cols]: torch.stack of the per-expert [rows, cols] matrices */
 			const StTensor *t0 = &d.t[o->srcs[0]];
@@ -704,7 +776,7 @@ int main(int argc, char **argv)
 	}
 	for (int k = 0; k < nout; k++)
 		free(outs[k].srcs);
-	free(outs);
+	free(outs), free(divisors);
 	free(oo);
 	free(ord);
 	if (gguf_writer_write(w, out, err, sizeof err))

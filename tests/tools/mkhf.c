@@ -4,7 +4,7 @@
 ** with a model.safetensors.index.json. The .json files (config.json, ...) are copied unchanged; a source
 ** index is replaced by the new layout's own.
 **
-**   mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]...
+**   mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]... [--copy NEW=OLD]...
 */
 #include "st.h"
 
@@ -17,8 +17,9 @@
 #include <sys/stat.h>
 
 static const char usage[] =
-	"usage: mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]...\n"
-	"(--drop leaves tensor NAME out, to make a checkpoint that lacks it)\n"
+	"usage: mkhf SRC_DIR OUT_DIR [--dtype f32|f16|bf16] [--shards N] [--drop NAME]... [--copy NEW=OLD]...\n"
+	"(--drop leaves tensor NAME out, to make a checkpoint that lacks it; --copy adds tensor NEW, a copy of\n"
+	"OLD in OLD's shard, to make one with tensors the model does not use)\n"
 	"Copy a Hugging Face checkpoint directory (config.json + model.safetensors or a sharded index),\n"
 	"converting F32/F16/BF16 tensors to --dtype (round to nearest even; other dtypes are copied as they\n"
 	"are) and writing --shards N files (model-0000k-of-0000N.safetensors + model.safetensors.index.json)\n"
@@ -159,8 +160,8 @@ static int is_float(int dt)
 /* Parse the arguments, open SRC_DIR with the checked reader, write OUT_DIR shard by shard. */
 int main(int argc, char **argv)
 {
-	const char *pos[2] = {0}, *dts = NULL, *drop[16];
-	int npos = 0, shards = 1, dtype = -1, ndrop = 0;
+	const char *pos[2] = {0}, *dts = NULL, *drop[16], *copy_new[16], *copy_old[16];
+	int npos = 0, shards = 1, dtype = -1, ndrop = 0, ncopy = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			fputs(usage, stdout);
@@ -181,6 +182,12 @@ int main(int argc, char **argv)
 			if (i + 1 >= argc || ndrop == 16)
 				die("--drop needs a tensor name (at most 16)");
 			drop[ndrop++] = argv[++i];
+		} else if (!strcmp(argv[i], "--copy")) {
+			char *eq = i + 1 < argc ? strchr(argv[i + 1], '=') : NULL;
+			if (!eq || eq == argv[i + 1] || !eq[1] || ncopy == 16)
+				die("--copy needs NEW=OLD (at most 16)");
+			*eq = 0;
+			copy_new[ncopy] = argv[++i], copy_old[ncopy++] = eq + 1;
 		} else if (argv[i][0] == '-' && argv[i][1]) {
 			die("unknown option '%s' (see --help)", argv[i]);
 		} else if (npos < 2) {
@@ -223,7 +230,10 @@ int main(int argc, char **argv)
 	}
 
 	json_t *wm = json_object();
-	StWrite *w = calloc((size_t)n, sizeof *w);
+	for (int k = 0; k < ncopy; k++)
+		if (!st_find(&d, copy_old[k]))
+			die("--copy: no tensor '%s' in %s", copy_old[k], pos[0]);
+	StWrite *w = calloc((size_t)(n + ncopy), sizeof *w);
 	void **bufs = calloc((size_t)n, sizeof *bufs);
 	if (!wm || !w || !bufs)
 		die("out of memory");
@@ -266,6 +276,13 @@ int main(int argc, char **argv)
 			}
 			w[nw].data = bufs[i];
 		}
+		for (int k = 0, nt = nw; k < ncopy; k++)
+			for (int j = 0; j < nt; j++)
+				if (!strcmp(w[j].name, copy_old[k])) {
+					w[nw] = w[j];
+					w[nw++].name = copy_new[k];
+					json_object_set_new(wm, copy_new[k], json_string(fname));
+				}
 		if (st_write_file(path, w, nw, err, sizeof err))
 			die("%s", err);
 		for (int k = first; k < i; k++)
