@@ -20,8 +20,8 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,
 build() {
 	clang $CFLAGS "$@" /usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/$name" || exit 1
 }
-name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c
-name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c
+name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c compiler/arena.c # arena.c: seterr
+name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c runtime/rfile.c compiler/arena.c
 # Plans through weight binding: the whole library (the verifier and the CPU executor included).
 make -s build/gen/kernels_cuh.c || exit 1
 LIB=$(ls compiler/*.c ops/*.c runtime/*.c | grep -v '/main\.c$')
@@ -47,7 +47,7 @@ make -s bin/glmc || exit 1
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -o "$out/corpus_plan/llama.plan" 2>/dev/null
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -O0 -o "$out/corpus_plan/llama-O0.plan" 2>/dev/null
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama --tp 2 -o "$out/corpus_plan/llama-tp2.plan" 2>/dev/null
-clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c \
+clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime -Icompiler tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c runtime/rfile.c compiler/arena.c \
 	/usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/mkseed" &&
 	"$out/mkseed" "$out/corpus_gguf" "$out/corpus_st" || exit 1
 
