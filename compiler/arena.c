@@ -72,6 +72,21 @@ _Noreturn void glm_die(const char *file, int line, const char *what)
 	abort();
 }
 
+const char *esc_ctl(const char *s, char *buf, size_t n)
+{
+	size_t o = 0;
+	for (; s && *s && o + 5 < n; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x20 || c == 0x7f)
+			o += (size_t)snprintf(buf + o, n - o, "\\x%02x", c);
+		else
+			buf[o++] = (char)c;
+	}
+	if (n)
+		buf[o < n ? o : n - 1] = 0;
+	return buf;
+}
+
 /* Control bytes (newlines in hostile names or paths) become '?', so a message is always one line. */
 int seterr(char *err, size_t len, const char *fmt, ...)
 {

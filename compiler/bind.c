@@ -279,6 +279,7 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 		if (used[i])
 			continue;
 		WTensor t;
+		char nb[1024];
 		weights_get(wt, i, &t);
 		if (known_unused(g, t.name))
 			continue;
@@ -287,7 +288,8 @@ int bind_weights(Graph *g, const Weights *wt, int strict, FILE *warn, char *err,
 			break;
 		}
 		if (warn)
-			fprintf(warn, "glmc: warning: %s: tensor '%s' is not used by the model\n", wt->path, t.name);
+			fprintf(warn, "glmc: warning: %s: tensor '%s' is not used by the model\n", wt->path,
+			        esc_ctl(t.name, nb, sizeof nb));
 	}
 	free(used);
 	return rc;

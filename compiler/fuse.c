@@ -64,11 +64,15 @@ static void note(Graph *g, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
+	/* the next number after the latest note (they are appended in order; counting them all was n²) */
 	int k = 0;
-	for (int i = 0; i < g->nmeta; i++)
-		k += !strncmp(g->meta[i].key, "fusion.", 7);
+	for (int i = g->nmeta - 1; i >= 0; i--)
+		if (!strncmp(g->meta[i].key, "fusion.", 7)) {
+			k = atoi(g->meta[i].key + 7) + 1;
+			break;
+		}
 	snprintf(key, sizeof key, "fusion.%04d", k);
-	graph_set_meta(g, key, line);
+	graph_add_meta(g, key, line);
 }
 
 #define REFUSE(z, ...) (note((z)->g, "refused: " __VA_ARGS__), (z)->refused++)

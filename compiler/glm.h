@@ -33,6 +33,8 @@ void arena_free(Arena *a);
 _Noreturn void glm_die(const char *file, int line, const char *what);
 /* Write a one-line message into err (snprintf that never overflows); returns -1 for `return seterr(...)`. */
 int seterr(char *err, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* s with control bytes written as \xNN, in buf (truncated to n), for names from files printed raw. */
+const char *esc_ctl(const char *s, char *buf, size_t n);
 
 /*
 ** ir.c — values, nodes, graphs
@@ -243,6 +245,8 @@ typedef struct {
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;
+	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
+	                             ** fills it for cuda_wdtype; NULL: cuda_wdtype searches, as for a plan read back) */
 } Cuda;
 
 typedef struct {
@@ -265,6 +269,8 @@ typedef struct {
 void graph_init(Graph *g, Arena *A);
 int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
 void graph_set_meta(Graph *g, const char *key, const char *val);
+/* Append a key the caller knows is new (no search: fuse's notes are many). */
+void graph_add_meta(Graph *g, const char *key, const char *val);
 const char *graph_meta(const Graph *g, const char *key);
 const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
 int cuda_prefill_gemm(const Graph *g, int launch);
@@ -331,6 +337,7 @@ struct Weights;
 typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
+	double lua_seconds;          /* > 0: CPU time the Lua run may take (default LUA_SECONDS, --lua-time) */
 	int force_model;             /* run the model on weights of another architecture (glm.options.force_model) */
 } ModelMeta;
 
@@ -450,6 +457,7 @@ struct Exec {
 	struct Par *par;             /* the linears' threads (ops/par.h), started by the first large linear */
 	int par_tried;               /* 1 once that start was tried (par stays NULL on one thread) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */
+	int nan_ok;                  /* 1: non-finite logits are not an error (--verify compares them) */
 };
 
 /* Load every weight (converted to float32) from the weights path and size buffers for up to maxT

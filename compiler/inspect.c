@@ -20,6 +20,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* from glm.h (arena.c), whose shape_str differs from this file's */
+const char *esc_ctl(const char *s, char *buf, size_t n);
+
 static const char usage[] =
 	"usage: glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"List the metadata and tensors of WEIGHTS (a GGUF file or the first file of a split set, or a\n"
@@ -111,7 +114,8 @@ static void list_gguf(const Gguf *g)
 	printf("* Metadata\n");
 	for (int i = 0; i < g->nkv; i++) {
 		const GgufKV *kv = &g->kv[i];
-		printf("%6d: %-44s ", i + 1, kv->key);
+		char kb[1024];
+		printf("%6d: %-44s ", i + 1, esc_ctl(kv->key, kb, sizeof kb));
 		if (kv->type == GGUF_ARRAY) {
 			printf("[%s] x %" PRIu64 " = [", gguf_type_name(kv->arr_type), kv->n);
 			for (uint64_t j = 0; j < kv->n && j < SHOW_ELEMS; j++) {
@@ -131,9 +135,9 @@ static void list_gguf(const Gguf *g)
 	for (int i = 0; i < g->ntensor; i++) {
 		const GgufTensor *t = &g->t[i];
 		int64_t shape[GGUF_MAX_DIMS];
-		char sb[128];
+		char sb[128], nb[1024];
 		int nd = gguf_torch_shape(t, shape);
-		printf("%6d: %-44s %-8s %-22s %12" PRIu64 " bytes", i + 1, t->name, quant_type_name(t->type),
+		printf("%6d: %-44s %-8s %-22s %12" PRIu64 " bytes", i + 1, esc_ctl(t->name, nb, sizeof nb), quant_type_name(t->type),
 		       shape_str(sb, sizeof sb, shape, nd), t->nbytes);
 		if (g->nfile > 1)
 			printf("  (split %d)", t->file + 1);
@@ -156,15 +160,17 @@ static void list_hf(const StDir *d)
 	{
 		char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
 		size_t n = s ? strlen(s) : 0;
-		printf("%6d: %-44s %.*s%s\n", ++i, key, (int)(n > 80 ? 80 : n), s ? s : "?", n > 80 ? "..." : "");
+		char kb[1024];
+		printf("%6d: %-44s %.*s%s\n", ++i, esc_ctl(key, kb, sizeof kb), (int)(n > 80 ? 80 : n), s ? s : "?",
+		       n > 80 ? "..." : "");
 		free(s);
 	}
 	printf("* Tensors\n");
 	uint64_t total = 0;
 	for (int k = 0; k < d->ntensor; k++) {
 		const StTensor *t = &d->t[k];
-		char sb[160];
-		printf("%6d: %-44s %-8s %-22s %12" PRIu64 " bytes", k + 1, t->name, st_type_name(t->dtype),
+		char sb[160], nb[1024];
+		printf("%6d: %-44s %-8s %-22s %12" PRIu64 " bytes", k + 1, esc_ctl(t->name, nb, sizeof nb), st_type_name(t->dtype),
 		       shape_str(sb, sizeof sb, t->shape, t->ndim), t->nbytes);
 		if (d->nfile > 1) {
 			const char *base = strrchr(d->files[t->file].path, '/');

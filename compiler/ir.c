@@ -35,6 +35,11 @@ void graph_set_meta(Graph *g, const char *key, const char *val)
 			g->meta[i].val = arena_strdup(g->A, val);
 			return;
 		}
+	graph_add_meta(g, key, val);
+}
+
+void graph_add_meta(Graph *g, const char *key, const char *val)
+{
 	if (g->nmeta == g->metacap) {
 		int cap = g->metacap ? g->metacap * 2 : 32;
 		Meta *m = arena_alloc(g->A, sizeof(Meta) * (size_t)cap);
@@ -83,6 +88,9 @@ const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t 
 int cuda_wdtype(const Graph *g, int id)
 {
 	const Node *n = &g->node[id];
+	if (g->cuda.bias) /* the readers below, found once by emit_cuda */
+		return g->cuda.bias[id] == 2 ? DT_F32 : g->cuda.wconv >= 0 ? g->cuda.wconv : g->cuda.bias[id] ? g->cuda.act
+		       : n->dtype == DT_Q ? DT_F32 : n->dtype;
 	for (int i = id + 1; n->ndim == 1 && i < g->n; i++)
 		if (g->node[i].op == OP_ROPE && g->node[i].nin > 2 && g->node[i].in[2] == id)
 			return DT_F32;

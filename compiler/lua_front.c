@@ -14,19 +14,25 @@
 #include "glm.h"
 #include "ref.h"
 #include "weights.h"
+#include "rfile.h"
 
 #include <jansson.h>
 #include <lauxlib.h>
 #include <lua.h>
 #include <lualib.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
 
 #define TENSOR_MT "glm.tensor"
 #define FRONT_KEY "glm.front"
 #define LUA_MEM_LIMIT ((size_t)2 << 30)
-#define LUA_INSN_LIMIT 100000000LL
+#define LUA_SECONDS 5.0         /* default CPU time for the Lua run (glmc --lua-time) */
+#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (C calls, finalizers) */
 
 typedef struct {
 	Graph *g;
@@ -35,7 +41,11 @@ typedef struct {
 	const char *libdir;
 	size_t mem;                 /* bytes Lua holds now */
 	int layer;                  /* set by glm.layer, recorded in each node */
-	long long insns;            /* instructions run, in units of the hook period */
+	double t0, limit;           /* CPU time at the start and the seconds allowed (front_hook) */
+	int sealed;                 /* the model has returned: nothing may change the graph (finalizers) */
+	int late;                   /* a finalizer tried to change the graph after that (an error) */
+	lua_State *L;               /* for front_alloc's report of where memory ran out */
+	char oom_at[256];           /* the model line being run when the memory cap was hit, or "" */
 	char *pick, *why;           /* front_pick_model: the model file chosen and why (caller's buffers) */
 	size_t pick_len, why_len;
 } Front;
@@ -52,11 +62,26 @@ static Front *front_of(lua_State *L)
 	return f;
 }
 
+static int front_error(lua_State *L, const char *fmt, ...);
+
+/* front_of for the calls that change the graph: once the model has returned, a finalizer (__gc) that
+** runs later must not add nodes, outputs or metadata to the graph glmc is compiling. */
+static Front *unsealed(lua_State *L)
+{
+	Front *f = front_of(L);
+	if (f->sealed) {
+		f->late = 1; /* Lua turns errors in finalizers into warnings: front_run reports it */
+		front_error(L, "the model has returned; a finalizer cannot change the graph");
+	}
+	return f;
+}
+
 /*
-** The location a message should name: the innermost line in the model file itself, plus the innermost
-** Lua line when that is somewhere else (a library function the model called).
+** The location a message should name, written into buf ("" when no Lua line is running): the innermost
+** line in the model file itself, plus the innermost Lua line when that is somewhere else (a library
+** function the model called). Allocates nothing, so the allocator may call it.
 */
-static void push_where(lua_State *L, const Front *f)
+static void where_buf(lua_State *L, const Front *f, char *buf, size_t len)
 {
 	lua_Debug ar;
 	char inner[256] = "", model[256] = "";
@@ -71,11 +96,19 @@ static void push_where(lua_State *L, const Front *f)
 		}
 	}
 	if (model[0] && strcmp(model, inner))
-		lua_pushfstring(L, "%s: (in %s) ", model, inner);
+		snprintf(buf, len, "%.250s: (in %.250s) ", model, inner);
 	else if (model[0] || inner[0])
-		lua_pushfstring(L, "%s: ", model[0] ? model : inner);
+		snprintf(buf, len, "%.250s: ", model[0] ? model : inner);
 	else
-		lua_pushliteral(L, "");
+		snprintf(buf, len, "%s", "");
+}
+
+/* where_buf's location pushed as a Lua string. */
+static void push_where(lua_State *L, const Front *f)
+{
+	char w[520];
+	where_buf(L, f, w, sizeof w);
+	lua_pushstring(L, w);
 }
 
 /* Raise a Lua error located at the model's line. */
@@ -128,7 +161,7 @@ static int check_tensor(lua_State *L, int idx, const char *fn)
 /* Run the op's shape rule on n, then append it and push its tensor; errors carry the model line. */
 static int add_node(lua_State *L, Node *n)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	char err[512];
 	node_origin(L, f, n);
 	n->layer = f->layer;
@@ -251,6 +284,35 @@ static const Node *node_of(lua_State *L, int id)
 ** Leaves: parameters, step inputs, caches.
 */
 
+/*
+** A parameter's tensors must be in the checkpoint (random weights have none to check): found here, as
+** the graph is built, a missing one fails at its line at once rather than after the whole graph (a
+** config promising a million layers of a checkpoint with two). The message is bind's.
+*/
+static void param_present(lua_State *L, const Front *f, const Node *n, const char *source, int64_t parts)
+{
+	const struct Weights *w = f->mm ? f->mm->w : NULL;
+	if (!w || w->random_qtype >= 0)
+		return;
+	char name[512];
+	for (int64_t p = 0; p < (parts ? parts : 1); p++) {
+		if (parts)
+			snprintf(name, sizeof name, source, (int)p); /* one %d, checked by l_param */
+		if (weights_find(w, parts ? name : source, NULL) >= 0)
+			continue;
+		if (parts)
+			lua_pushfstring(L, "%s:%d: parameter '%s': part %d, tensor '%s', not found in %s", n->src ? n->src : "?",
+			                n->line, n->name, (int)p, name, w->path);
+		else if (strcmp(source, n->name))
+			lua_pushfstring(L, "%s:%d: parameter '%s': tensor '%s' not found in %s", n->src ? n->src : "?", n->line,
+			                n->name, source, w->path);
+		else
+			lua_pushfstring(L, "%s:%d: parameter '%s' not found in %s", n->src ? n->src : "?", n->line, n->name,
+			                w->path);
+		lua_error(L);
+	}
+}
+
 /* glm.param(name, shape, {source=, split=}) declares a weight by canonical name. */
 static int l_param(lua_State *L)
 {
@@ -297,11 +359,19 @@ static int l_param(lua_State *L)
 			return front_error(L, "param '%s': parts = N stacks N tensors along dim 1, which must be N, from a source "
 			                   "name with one %%d", name);
 	}
-	for (int i = 0; i < f->g->n; i++)
-		if (f->g->node[i].op == OP_PARAM && !strcmp(f->g->node[i].name, name))
-			return front_error(L, "param '%s' is declared twice (first at line %d)", name, f->g->node[i].line);
+	/* the names declared so far, a registry table name -> node id (a linear scan made this quadratic) */
+	lua_getfield(L, LUA_REGISTRYINDEX, "glm.params");
+	if (lua_getfield(L, -1, name) != LUA_TNIL)
+		return front_error(L, "param '%s' is declared twice (first at line %d)", name,
+		                   f->g->node[lua_tointeger(L, -1)].line);
+	lua_pop(L, 1);
 	source = arena_strdup(f->g->A, source);
 	add_node(L, &n);
+	lua_pushinteger(L, f->g->n - 1);
+	lua_setfield(L, -3, name);
+	lua_pop(L, 2); /* the tensor stays the result, below */
+	param_present(L, f, &f->g->node[f->g->n - 1], source, parts);
+	push_tensor(L, f->g->n - 1);
 	Graph *g = f->g;
 	if (g->nw == g->wcap) {
 		int cap = g->wcap ? g->wcap * 2 : 64;
@@ -344,9 +414,13 @@ static int l_cache(lua_State *L)
 	n.ndim = nd + 1;
 	n.dim[0] = DIM_S;
 	memcpy(n.dim + 1, d, sizeof(int64_t) * (size_t)nd);
-	for (int i = 0; i < f->g->n; i++)
-		if (f->g->node[i].op == OP_CACHE && !strcmp(f->g->node[i].name, name))
-			return front_error(L, "cache '%s' is declared twice", name);
+	lua_getfield(L, LUA_REGISTRYINDEX, "glm.caches"); /* the names so far (a scan made this quadratic) */
+	if (lua_getfield(L, -1, name) != LUA_TNIL)
+		return front_error(L, "cache '%s' is declared twice", name);
+	lua_pop(L, 1);
+	lua_pushboolean(L, 1);
+	lua_setfield(L, -2, name);
+	lua_pop(L, 1);
 	n.name = arena_strdup(f->g->A, name);
 	return add_node(L, &n);
 }
@@ -704,7 +778,7 @@ static int l_concat(lua_State *L)
 /* glm.output(name, t) marks a graph output; "logits" is what glmrun samples from. */
 static int l_output(lua_State *L)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	const char *name = luaL_checkstring(L, 1);
 	int id = check_tensor(L, 2, "output");
 	if (f->g->nout == 8)
@@ -851,13 +925,13 @@ static int l_warn(lua_State *L)
 /* glm.layer(i) tags the nodes built next with transformer layer i (-1: none), for per-layer reports. */
 static int l_layer(lua_State *L)
 {
-	front_of(L)->layer = (int)luaL_checkinteger(L, 1);
+	unsealed(L)->layer = (int)luaL_checkinteger(L, 1);
 	return 0;
 }
 
 static int l_set_meta(lua_State *L)
 {
-	Front *f = front_of(L);
+	Front *f = unsealed(L);
 	const char *key = luaL_checkstring(L, 1);
 	const char *val = luaL_tolstring(L, 2, NULL);
 	graph_set_meta(f->g, key, val);
@@ -978,21 +1052,108 @@ static void *front_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		f->mem -= osize;
 		return NULL;
 	}
-	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT)
+	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT) {
+		if (f->L && !f->oom_at[0]) /* the line at fault, for front_run's message */
+			where_buf(f->L, f, f->oom_at, sizeof f->oom_at);
 		return NULL;
+	}
 	void *p = realloc(ptr, nsize);
 	if (p)
 		f->mem += nsize - osize;
 	return p;
 }
 
-/* An instruction budget: a model that loops forever is stopped with its line. */
+/* This process's CPU time in seconds. */
+static double cpu_seconds(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* A CPU-time budget, checked every 10000 instructions: a model that loops forever is stopped with its
+** line. Time inside one C call (a backtracking string.find) or a finalizer (hooks are off there) is
+** caught by the hard limit of arm_hard_limit instead. */
 static void front_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	Front *f = front_of(L);
-	if (++f->insns * 100000 > LUA_INSN_LIMIT)
-		front_error(L, "the model ran more than %I Lua instructions (an endless loop?)", (lua_Integer)LUA_INSN_LIMIT);
+	if (cpu_seconds() - f->t0 > f->limit)
+		front_error(L, "the model ran more than %f s of CPU time (an endless loop? glmc --lua-time raises the "
+		            "limit)", f->limit);
+}
+
+/*
+** The hard limit: a CPU-time timer whose signal ends the process, for the time the hook cannot see (a
+** C library call that does not return, a finalizer, the state's close). Its message is prepared before
+** the timer is armed (a signal handler can only write it); that buffer is the one piece of process-wide
+** state here, as a signal handler reaches nothing else. seconds 0 disarms.
+*/
+static char hard_msg[768];
+
+static void on_hard_limit(int sig)
+{
+	(void)sig;
+	ssize_t w = write(2, hard_msg, strlen(hard_msg));
+	(void)w;
+	_exit(1);
+}
+
+static void arm_hard_limit(const char *model, double seconds)
+{
+	if (seconds > 0) {
+		snprintf(hard_msg, sizeof hard_msg, "glmc: %.500s: the model ran more than %g s of CPU time inside a library "
+		         "call or a finalizer (glmc --lua-time raises the limit)\n", model, seconds);
+		signal(SIGPROF, on_hard_limit);
+	}
+	struct itimerval it = {.it_value = {.tv_sec = (time_t)seconds,
+	                                    .tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)}};
+	setitimer(ITIMER_PROF, &it, NULL);
+	if (seconds <= 0)
+		signal(SIGPROF, SIG_DFL);
+}
+
+/*
+** luaL_loadfilex(L, path, "t") for regular files only: the file is opened without blocking and read
+** whole, so a FIFO or device given as the model or found in the library fails at once instead of hanging.
+*/
+static int load_regular(lua_State *L, const char *path)
+{
+	int fd = rfile_open(path);
+	char m[512];
+	if (fd < 0) {
+		rfile_err(path, m, sizeof m);
+		lua_pushfstring(L, "cannot open %s", m);
+		return LUA_ERRFILE;
+	}
+	size_t n = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	for (ssize_t r = 1; buf && r > 0;) {
+		if (n == cap) {
+			char *nb = cap < ((size_t)64 << 20) ? realloc(buf, cap *= 2) : NULL;
+			if (!nb)
+				free(buf);
+			buf = nb;
+			if (!buf)
+				break;
+		}
+		r = read(fd, buf + n, cap - n);
+		if (r < 0) {
+			free(buf);
+			buf = NULL;
+		} else
+			n += (size_t)r;
+	}
+	close(fd);
+	if (!buf) {
+		lua_pushfstring(L, "cannot read %s: too large (64 MiB at most) or unreadable", path);
+		return LUA_ERRFILE;
+	}
+	lua_pushfstring(L, "@%s", path);
+	int st = luaL_loadbufferx(L, buf, n, lua_tostring(L, -1), "t");
+	free(buf);
+	lua_remove(L, -2); /* the chunk name, under the chunk or the message */
+	return st;
 }
 
 /* require(name): text modules from the library directory only; names are plain identifiers with dots. */
@@ -1020,7 +1181,7 @@ static int l_require(lua_State *L)
 	luaL_addstring(&b, ".lua");
 	luaL_pushresult(&b);
 	const char *path = lua_tostring(L, -1);
-	int st = luaL_loadfilex(L, path, "t");
+	int st = load_regular(L, path);
 	if (st == LUA_ERRFILE)
 		return front_error(L, "require: no module '%s' in the model library (%s)", name, path);
 	if (st != LUA_OK)
@@ -1072,6 +1233,10 @@ static void open_sandbox(lua_State *L)
 	lua_register(L, "print", l_print);
 	lua_newtable(L);
 	lua_setfield(L, LUA_REGISTRYINDEX, "glm.loaded");
+	lua_newtable(L);
+	lua_setfield(L, LUA_REGISTRYINDEX, "glm.params");
+	lua_newtable(L);
+	lua_setfield(L, LUA_REGISTRYINDEX, "glm.caches");
 
 	luaL_newmetatable(L, TENSOR_MT);
 	luaL_setfuncs(L, tensor_meta, 0);
@@ -1116,17 +1281,34 @@ static void front_setup(lua_State *L, Front *f)
 		lua_setfield(L, -2, "meta_file");
 	}
 	lua_pop(L, 1);
-	lua_sethook(L, front_hook, LUA_MASKCOUNT, 100000);
+	lua_sethook(L, front_hook, LUA_MASKCOUNT, 10000);
 }
 
 static int front_main(lua_State *L)
 {
 	Front *f = lua_touserdata(L, 1);
 	front_setup(L, f);
-	if (luaL_loadfilex(L, f->model_path, "t") != LUA_OK)
+	if (load_regular(L, f->model_path) != LUA_OK)
 		return lua_error(L);
 	lua_call(L, 0, 0);
+	f->sealed = 1;
 	return 0;
+}
+
+/* The message handler of the model's run: an error value that is not a string (error(), error({}))
+** becomes one naming the line that raised it. */
+static int front_msgh(lua_State *L)
+{
+	if (lua_type(L, 1) == LUA_TSTRING)
+		return 1;
+	Front *f = front_of(L);
+	const char *tn = luaL_typename(L, 1);
+	if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+		return 1;
+	push_where(L, f);
+	lua_pushfstring(L, "the model raised an error whose value is %s, not a message", tn);
+	lua_concat(L, 2);
+	return 1;
 }
 
 /* The library's choice of model file for the weights: require("nn").pick_model() returns the file
@@ -1153,25 +1335,36 @@ static int front_pick_main(lua_State *L)
 /* Run fn(f) in a fresh sandboxed state; a Lua error becomes one line in err. */
 static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
 {
+	f->limit = f->mm && f->mm->lua_seconds > 0 ? f->mm->lua_seconds : LUA_SECONDS, f->t0 = cpu_seconds();
 	lua_State *L = lua_newstate(front_alloc, f);
 	if (!L)
 		return seterr(err, len, "%s: cannot create a Lua state", f->model_path);
+	f->L = L;
+	arm_hard_limit(f->model_path, f->limit + LUA_HARD_EXTRA);
+	lua_pushcfunction(L, front_msgh);
 	lua_pushcfunction(L, fn);
 	lua_pushlightuserdata(L, f);
-	int st = lua_pcall(L, 1, 0, 0);
+	int st = lua_pcall(L, 1, 0, 1);
 	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
-		seterr(err, len, "%s", st == LUA_ERRMEM ? "the model used more than the Lua memory limit (2 GiB)"
-		                       : m               ? m
-		                                         : "error object is not a string");
+		if (st == LUA_ERRMEM)
+			seterr(err, len, "%s%s", f->oom_at, "the model used more than the Lua memory limit (2 GiB)");
+		else
+			seterr(err, len, "%s", m ? m : "the model raised an error that is not a message");
 		/* One line: newlines in Lua messages (tracebacks) are folded. */
 		for (char *p = err; *p; p++)
 			if (*p == '\n')
 				*p = ' ';
+		f->sealed = 1;
 		lua_close(L);
+		arm_hard_limit(f->model_path, 0);
 		return -1;
 	}
 	lua_close(L);
+	arm_hard_limit(f->model_path, 0);
+	if (f->late)
+		return seterr(err, len, "%s: a finalizer (__gc) tried to change the graph after the model returned",
+		              f->model_path);
 	return 0;
 }
 

@@ -8,10 +8,12 @@
 */
 #include "glm.h"
 #include "inspect.h"
+#include "outpath.h"
 #include "tokenize.h"
 #include "quant.h"
 #include "weights.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +33,7 @@ typedef struct {
 	const char *config;
 	const char *random;
 	int layers;
+	double lua_seconds;
 	int opt;
 	int tp;
 	int strict;
@@ -66,6 +69,8 @@ static const char *usage =
 	"                   attn_v / attn_kv_b tensors; ffn_gate_inp stays f32; rows that are not whole\n"
 	"                   blocks fall back as llama.cpp does (Q4_K->Q5_0, Q6_K->Q8_0, else f16)\n"
 	"  --layers N       keep only the first N layers (benchmarks of a slice)\n"
+	"  --lua-time S     CPU seconds the model's Lua may run (default 5; finalizers and library calls\n"
+	"                   included: past S + 0.5 glmc stops)\n"
 	"  --strict         fail when the checkpoint holds tensors the model does not use (tensors a model\n"
 	"                   declares unused, such as MTP layers, are never reported)\n"
 	"  --force-model    compile MODEL.lua on weights of an architecture it does not list in\n"
@@ -227,7 +232,7 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
 		return -1;
-	ModelMeta mm = {.w = &d, .layers = o->layers, .force_model = o->force_model};
+	ModelMeta mm = {.w = &d, .layers = o->layers, .lua_seconds = o->lua_seconds, .force_model = o->force_model};
 	int rc = -1;
 	const char *model = o->model, *lib = find_lib(o, model, g->A);
 	if (!model && !(model = pick_model(g, lib, &mm, err, len)))
@@ -422,7 +427,8 @@ static void parse(Opts *o, int argc, char **argv)
 			o->opt = 1;
 		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
 		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype") || !strcmp(a, "--config") ||
-		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot")) {
+		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot") ||
+		         !strcmp(a, "--lua-time")) {
 			if (!next)
 				fail_usage("missing value after", a);
 			i++;
@@ -442,6 +448,13 @@ static void parse(Opts *o, int argc, char **argv)
 				o->dot = next;
 			else if (!strcmp(a, "--random-weights"))
 				o->random = next;
+			else if (!strcmp(a, "--lua-time")) {
+				char *end;
+				double v = strtod(next, &end);
+				if (*end || end == next || !(v >= 0.01 && v <= 86400))
+					fail_usage("--lua-time must be a number of seconds in [0.01, 86400], got", next);
+				o->lua_seconds = v;
+			}
 			else if (!strcmp(a, "--layers")) {
 				char *end;
 				long v = strtol(next, &end, 10);
@@ -472,8 +485,18 @@ static void parse(Opts *o, int argc, char **argv)
 	}
 }
 
+/* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */
+static void close_stdout(void)
+{
+	if (out_close_stdout()) {
+		fprintf(stderr, "glmc: standard output: write failed: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	atexit(close_stdout);
 	if (argc > 1 && !strcmp(argv[1], "inspect"))
 		return inspect_main(argc - 1, argv + 1);
 	if (argc > 1 && !strcmp(argv[1], "tokenize"))
@@ -535,6 +558,15 @@ int main(int argc, char **argv)
 			fail_usage("--after must be front, verify, bind, partition, fuse, memplan or emit, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
+	/* the outputs checked before any work: writable, and none of the inputs */
+	const char *lib = find_lib(&o, o.model, &A), *ls = strrchr(lib, '/');
+	OutInput in[] = {{o.model, "the model"}, {o.weights, "the weights"}, {o.config, "the config"},
+	                 {lib, "the model library"},
+	                 /* no model given: the one picked for the weights lies in the library's parent */
+	                 {o.model ? NULL : ls ? arena_printf(&A, "%.*s", (int)(ls - lib), lib) : ".", "a model file"}};
+	if ((o.out && out_check("-o", o.out, in, 5, err, sizeof err)) ||
+	    (o.dot && out_check("--dot", o.dot, in, 5, err, sizeof err)))
+		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);
 	if (o.out)

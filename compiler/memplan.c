@@ -170,35 +170,90 @@ static int place_before(const Buf *a, const Buf *b, int order)
 	return a->first < b->first;
 }
 
-/* Offsets for every buffer, greedily in `order`, each at the candidate offset with the tightest gap among
-** the placed buffers live at the same time (or stacked, without optimize); top gets each region's end. */
-static void place(Buf *b, int n, int order, int optimize, int64_t *top)
+/* place's sort: the placement order, ties to the lower index (the order a linear scan would pick). */
+typedef struct {
+	const Buf *b;
+	int order;
+} PlaceOrder;
+
+static int place_cmp(const void *pa, const void *pb, void *ctx)
 {
-	for (int i = 0; i < n; i++)
+	const PlaceOrder *o = ctx;
+	int i = *(const int *)pa, j = *(const int *)pb;
+	if (place_before(&o->b[i], &o->b[j], o->order))
+		return -1;
+	if (place_before(&o->b[j], &o->b[i], o->order))
+		return 1;
+	return (i > j) - (i < j);
+}
+
+/* A growable list of buffer indices (place's time buckets and overlap sets). */
+typedef struct {
+	int *v;
+	int n, cap;
+} IdList;
+
+static int idl_push(IdList *l, int x)
+{
+	if (l->n == l->cap) {
+		int cap = l->cap ? 2 * l->cap : 8;
+		int *v = realloc(l->v, sizeof *v * (size_t)cap);
+		if (!v)
+			return -1;
+		l->v = v, l->cap = cap;
+	}
+	l->v[l->n++] = x;
+	return 0;
+}
+
+#define PLACE_BUCKET 64 /* steps per time bucket of place's index of placed buffers */
+
+/*
+** Offsets for every buffer, greedily in `order`, each at the candidate offset with the tightest gap among
+** the placed buffers live at the same time (or stacked, without optimize); top gets each region's end.
+** The placed buffers are indexed by time buckets, so a buffer meets only those live near it: about
+** n log n + n·live², not n³. Returns -1 when out of memory.
+*/
+static int place(Buf *b, int n, int order, int optimize, int64_t *top)
+{
+	int m = 0, maxt = 0, rc = -1;
+	int *idx = malloc(sizeof(int) * (size_t)(n ? n : 1)), *stamp = calloc((size_t)(n ? n : 1), sizeof(int));
+	IdList S = {0}, *bk = NULL;
+	for (int i = 0; i < n; i++) {
 		b[i].placed = 0;
-	for (;;) {
-		int pick = -1;
-		for (int i = 0; i < n; i++)
-			if (b[i].size && !b[i].placed && (pick < 0 || place_before(&b[i], &b[pick], order)))
-				pick = i;
-		if (pick < 0)
-			break;
-		Buf *x = &b[pick];
-		int64_t best = -1, best_gap = INT64_MAX, at = 0;
-		if (!optimize) {
+		if (idx && b[i].size) {
+			idx[m++] = i;
+			maxt = b[i].last > maxt ? b[i].last : maxt;
+		}
+	}
+	int nb = maxt / PLACE_BUCKET + 1;
+	if (!idx || !stamp || !(bk = calloc((size_t)nb, sizeof *bk)))
+		goto out;
+	PlaceOrder po = {b, order};
+	qsort_r(idx, (size_t)m, sizeof *idx, place_cmp, &po);
+	for (int k = 0; k < m; k++) {
+		Buf *x = &b[idx[k]];
+		int64_t best = -1, best_gap = INT64_MAX;
+		if (!optimize)
 			best = top[x->region];
-		} else {
-			/* Candidate offsets: 0 and the end of every overlapping placed buffer; keep the tightest gap. */
-			for (int c = -1; c < n; c++) {
-				if (c >= 0 && !(b[c].placed && b[c].region == x->region && b[c].first <= x->last && x->first <= b[c].last))
-					continue;
-				at = c < 0 ? 0 : b[c].off + b[c].size;
-				int64_t gap_end = INT64_MAX;
-				int fits = 1;
-				for (int d = 0; d < n && fits; d++) {
-					const Buf *y = &b[d];
-					if (!y->placed || y->region != x->region || y->first > x->last || x->first > y->last)
+		else {
+			/* the placed buffers of this region live at the same time as x */
+			S.n = 0;
+			for (int t = x->first / PLACE_BUCKET; t <= x->last / PLACE_BUCKET; t++)
+				for (int q = 0; q < bk[t].n; q++) {
+					int c = bk[t].v[q];
+					if (stamp[c] == k + 1)
 						continue;
+					stamp[c] = k + 1;
+					if (b[c].region == x->region && b[c].first <= x->last && x->first <= b[c].last && idl_push(&S, c))
+						goto out;
+				}
+			/* Candidate offsets: 0 and the end of every overlapping placed buffer; keep the tightest gap. */
+			for (int c = -1; c < S.n; c++) {
+				int64_t at = c < 0 ? 0 : b[S.v[c]].off + b[S.v[c]].size, gap_end = INT64_MAX;
+				int fits = 1;
+				for (int d = 0; d < S.n && fits; d++) {
+					const Buf *y = &b[S.v[d]];
 					if (y->off < at + x->size && at < y->off + y->size)
 						fits = 0;
 					else if (y->off >= at + x->size && y->off < gap_end)
@@ -208,12 +263,21 @@ static void place(Buf *b, int n, int order, int optimize, int64_t *top)
 				if (fits && (gap < best_gap || (gap == best_gap && at < best)))
 					best = at, best_gap = gap;
 			}
+			for (int t = x->first / PLACE_BUCKET; t <= x->last / PLACE_BUCKET; t++)
+				if (idl_push(&bk[t], idx[k]))
+					goto out;
 		}
 		x->off = best;
 		x->placed = 1;
 		if (x->off + x->size > top[x->region])
 			top[x->region] = x->off + x->size;
 	}
+	rc = 0;
+out:
+	for (int t = 0; bk && t < nb; t++)
+		free(bk[t].v);
+	free(bk), free(S.v), free(idx), free(stamp);
+	return rc;
 }
 
 int memplan(Graph *g, int optimize, char *err, size_t len)
@@ -280,7 +344,10 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 	}
 	for (int order = 0; order < (optimize ? 3 : 1); order++) {
 		int64_t t[3] = {0, 0, 0};
-		place(b, n, order, optimize, t);
+		if (place(b, n, order, optimize, t)) {
+			free(first), free(last), free(group), free(glast), free(b), free(keep);
+			return seterr(err, len, "memplan: out of memory");
+		}
 		if (!order || t[MEM_TOKEN] < top[MEM_TOKEN] ||
 		    (t[MEM_TOKEN] == top[MEM_TOKEN] && t[MEM_STATIC] < top[MEM_STATIC])) {
 			memcpy(top, t, sizeof t);
@@ -396,6 +463,82 @@ static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t 
 	return 0;
 }
 
+/* A root value's lifetime and bytes, for no_overlap's sweep. */
+typedef struct {
+	int id, first, last, region;
+	int64_t off, end;
+} Live;
+
+/* Sweep order: by first access, then node id (an in-place value comes after the operand it overwrites). */
+static int live_by_first(const void *a, const void *b)
+{
+	const Live *x = a, *y = b;
+	return x->first != y->first ? (x->first > y->first) - (x->first < y->first) : (x->id > y->id) - (x->id < y->id);
+}
+
+/* Whether x lies before y in (region, offset) order. */
+static int live_below(const Live *x, const Live *y)
+{
+	return x->region != y->region ? x->region < y->region : x->off < y->off;
+}
+
+/*
+** No two roots live together in one schedule share bytes: a sweep over first accesses keeping the live
+** values in (region, offset) order, where they are disjoint, so a new value meets only its neighbours
+** (n log n + n·live rather than all pairs). An element-wise value may take over the bytes of the
+** operand that dies at the step it is born (memplan's in-place groups). items and act: scratch of nr.
+*/
+static int no_overlap(const Graph *g, const int *roots, int nr, const int *first, const int *last, const int *owner,
+                      Live *items, Live *act, const char *sched, char *err, size_t len)
+{
+	int ni = 0, na = 0;
+	for (int x = 0; x < nr; x++) {
+		int i = roots[x], r;
+		int64_t sz = value_bytes(&g->node[i], &r);
+		if (first[i] != INT_MAX && sz > 0)
+			items[ni++] = (Live){i, first[i], last[i], g->node[i].mem_region, g->node[i].mem_off,
+			                     g->node[i].mem_off + sz};
+	}
+	qsort(items, (size_t)ni, sizeof *items, live_by_first);
+	for (int x = 0; x < ni; x++) {
+		Live *v = &items[x];
+		int k = 0;
+		for (int q = 0; q < na; q++) /* those dead before this step leave */
+			if (act[q].last >= v->first)
+				act[k++] = act[q];
+		na = k;
+		int lo = 0, hi = na;
+		while (lo < hi) {
+			int mid = (lo + hi) / 2;
+			if (live_below(&act[mid], v))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		/* the live values overlapping v's bytes are contiguous around lo */
+		int q0 = lo;
+		while (q0 > 0 && act[q0 - 1].region == v->region && act[q0 - 1].end > v->off)
+			q0--;
+		int q1 = lo;
+		while (q1 < na && act[q1].region == v->region && act[q1].off < v->end)
+			q1++;
+		for (int q = q0; q < q1; q++) {
+			int i = act[q].id, j = v->id;
+			const Node *a = &g->node[i], *c = &g->node[j];
+			int shares = elementwise(c->op) && c->nin && act_root(g, c->in[0]) == i && a->mem_off == c->mem_off &&
+			             last[i] == first[j] && owner[first[j]] == j;
+			if (!shares)
+				return seterr(err, len, "memplan: %s %%%d and %s %%%d are live together but share bytes (%s)",
+				              op_table[a->op].name, i, op_table[c->op].name, j, sched);
+		}
+		/* the operands it took over are gone; v takes their place in the order */
+		memmove(act + q0 + 1, act + q1, sizeof *act * (size_t)(na - q1));
+		act[q0] = *v;
+		na += 1 - (q1 - q0);
+	}
+	return 0;
+}
+
 /* Prove that no two values live at the same time share bytes, in every schedule (views share their
 ** source's buffer by construction; an element-wise node may overwrite its first operand at the very step
 ** that operand dies, as memplan's in-place groups do). */
@@ -428,36 +571,15 @@ int memplan_check(const Graph *g, char *err, size_t len)
 	int nts = g->cuda.nl ? step_sizes(g, ts, 64) : 0;
 	for (int s = 0; s < nts && !rc; s++)
 		rc = dataflow(g, ts[s], (char *)owner, err, len);
+	Live *items = malloc(sizeof *items * (size_t)(nr ? nr : 1)), *act = malloc(sizeof *act * (size_t)(nr ? nr : 1));
+	if (!items || !act)
+		rc = seterr(err, len, "memplan: out of memory");
 	for (int s = -1; s < nts && !rc; s++) {
 		schedule(g, s < 0 ? 0 : ts[s], s < 0, first, last, owner);
-		for (int x = 0; x < nr && !rc; x++) {
-			int i = roots[x];
-			const Node *a = &g->node[i];
-			int ra;
-			int64_t sa = value_bytes(a, &ra);
-			if (first[i] == INT_MAX)
-				continue;
-			for (int y = x + 1; y < nr && !rc; y++) {
-				int j = roots[y];
-				const Node *c = &g->node[j];
-				int rc2;
-				if (c->mem_region != a->mem_region || first[j] == INT_MAX)
-					continue;
-				int64_t sc = value_bytes(c, &rc2);
-				if (!(a->mem_off < c->mem_off + sc && c->mem_off < a->mem_off + sa))
-					continue;
-				if (last[i] < first[j] || last[j] < first[i])
-					continue;
-				/* Allowed only when j writes over i at the one step where i dies and j is born. */
-				int shares = elementwise(c->op) && c->nin && act_root(g, c->in[0]) == i && a->mem_off == c->mem_off &&
-				             last[i] == first[j] && owner[first[j]] == j;
-				if (!shares)
-					rc = seterr(err, len, "memplan: %s %%%d and %s %%%d are live together but share bytes (%s)",
-					            op_table[a->op].name, i, op_table[c->op].name, j,
-					            s < 0 ? "CPU node order" : "GPU launches");
-			}
-		}
+		rc = no_overlap(g, roots, nr, first, last, owner, items, act, s < 0 ? "CPU node order" : "GPU launches", err,
+		                len);
 	}
+	free(items), free(act);
 	free(first), free(last), free(owner), free(roots);
 	return rc;
 }

@@ -5,9 +5,15 @@
 ** the bytes left, the checksum must match, and the graph is re-verified before anyone runs it.
 */
 #include "glm.h"
+#include "rfile.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 typedef struct {
@@ -88,6 +94,59 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	put_cuda_wq(b, c, nw);
 }
 
+/* All of buf written to fd (write may stop short). */
+static int write_all(int fd, const unsigned char *buf, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, buf, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		buf += w, n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+** Write head + body as the file at path without ever leaving a partial plan there: a temporary file in
+** the same directory (so the rename stays on one file system) is written, flushed to disk and renamed
+** over the target. A full disk or any write error leaves the previous file as it was and no temporary.
+*/
+static int write_atomic(const char *path, const void *head, size_t nh, const void *body, size_t nb, char *err,
+                        size_t len)
+{
+	char tmp[PATH_MAX];
+	if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
+		return seterr(err, len, "%s: path too long", path);
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+	if (fd < 0)
+		return seterr(err, len, "%s: cannot create the temporary plan file %s: %m", path, tmp);
+	int ok = !write_all(fd, head, nh) && !write_all(fd, body, nb) && !fsync(fd);
+	int e = errno;
+	ok = !close(fd) && ok;
+	if (!ok || rename(tmp, path)) {
+		e = ok ? errno : e;
+		unlink(tmp);
+		errno = e;
+		return seterr(err, len, "%s: write failed (the previous file, if any, is unchanged): %m", path);
+	}
+	/* the rename itself made durable; a directory that cannot be synced is not an error */
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else
+		slash[slash == dir] = 0; /* "/x" keeps "/" */
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	return 0;
+}
+
 int plan_write(const Graph *g, const char *path, char *err, size_t len)
 {
 	Buf b = {0};
@@ -139,17 +198,9 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	uint32_t ver = PLAN_VERSION, crc = (uint32_t)crc32_z(0L, b.p, b.n);
 	uint64_t n = b.n;
 	memcpy(hdr + 8, &ver, 4), memcpy(hdr + 12, &crc, 4), memcpy(hdr + 16, &n, 8);
-	FILE *f = fopen(path, "wb");
-	if (!f) {
-		free(b.p);
-		return seterr(err, len, "%s: cannot create the plan file: %m", path);
-	}
-	int ok = fwrite(hdr, 1, 24, f) == 24 && fwrite(b.p, 1, b.n, f) == b.n;
-	ok = (fclose(f) == 0) && ok;
+	int rc = write_atomic(path, hdr, 24, b.p, b.n, err, len);
 	free(b.p);
-	if (!ok)
-		return seterr(err, len, "%s: write failed: %m", path);
-	return 0;
+	return rc;
 }
 
 /* A bounds-checked reader; the first failure sticks and later reads return zeros. */
@@ -286,6 +337,33 @@ static void get_cuda(Graph *g, Rd *r)
 	get_cuda_wq(g, r);
 }
 
+/*
+** What glmc's front end (lua_front.c l_param) guarantees of a weight binding, checked again on a plan,
+** which may be forged with a valid checksum: the loaders index source rows with these fields (a row
+** stride on a weight that is not [blocks, rows, cols] reads out of bounds) and format `source` with
+** the part number. NULL when the entry is consistent, else what is wrong.
+*/
+static const char *weight_ref_bad(const Graph *g, const WeightRef *w)
+{
+	const Node *n = &g->node[w->node];
+	if (n->op != OP_PARAM || n->kind != VK_WEIGHT)
+		return "weight manifest entry on a node that is not a parameter";
+	if (w->rstride && (n->ndim != 3 || n->dim[1] < 1 || w->roff + n->dim[1] > w->rstride || w->slot_rows ||
+	                   w->row0 || w->unpermute || w->parts))
+		return "weight row stride on a parameter that is not [blocks, rows, cols] or with another row option";
+	if (!w->rstride && w->roff)
+		return "weight row offset without a row stride";
+	if ((w->slot_rows != 0 && w->slot_rows != 1) || (w->row0 && !w->slot_rows))
+		return "bad weight row slot";
+	if (w->split >= n->ndim)
+		return "weight split axis outside the parameter's rank";
+	const char *pc = strchr(w->source, '%');
+	if (w->parts && (w->parts != n->dim[0] || !pc || strncmp(pc, "%d", 2) || strchr(pc + 2, '%') || w->row0 ||
+	                 w->slot_rows || w->unpermute))
+		return "stacked weight whose part count or source name pattern is not what glmc writes";
+	return NULL;
+}
+
 static int read_payload(Graph *g, Rd *r)
 {
 	uint32_t nm = get_count(r, 8, 1u << 20);
@@ -355,6 +433,8 @@ static int read_payload(Graph *g, Rd *r)
 			r->fail = "bad weight manifest entry";
 			break;
 		}
+		if (!r->fail && (r->fail = weight_ref_bad(g, w)))
+			break;
 		g->nw++;
 	}
 	uint32_t no = get_count(r, 8, 8);
@@ -377,9 +457,15 @@ static int read_payload(Graph *g, Rd *r)
 
 int plan_read(Graph *g, const char *path, char *err, size_t len)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return seterr(err, len, "%s: cannot open the plan: %m", path);
+	int fd = rfile_open(path); /* a FIFO or device is refused at once, not read */
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+	if (!f) {
+		char m[512];
+		rfile_err(path, m, sizeof m);
+		if (fd >= 0)
+			close(fd);
+		return seterr(err, len, "cannot open the plan: %s", m);
+	}
 	unsigned char hdr[24];
 	size_t got = fread(hdr, 1, 24, f);
 	if (got < 8 || memcmp(hdr, PLAN_MAGIC, 8)) {

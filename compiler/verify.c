@@ -4,6 +4,7 @@
 */
 #include "glm.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Where a node came from, for messages: "llama.lua:42: " or "". */
@@ -54,6 +55,37 @@ static int verify_node(const Graph *g, int id, char *err, size_t len)
 	return 0;
 }
 
+/* Parameter names sorted (by name, then node), so duplicates are neighbours: n log n, not n². */
+typedef struct {
+	const char *name;
+	int id;
+} PName;
+
+static int pname_cmp(const void *a, const void *b)
+{
+	const PName *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+	return c ? c : (x->id > y->id) - (x->id < y->id);
+}
+
+/* No two parameters share a name. */
+static int unique_params(const Graph *g, char *err, size_t len)
+{
+	PName *p = malloc(sizeof *p * (size_t)(g->n ? g->n : 1));
+	if (!p)
+		return seterr(err, len, "verify: out of memory");
+	int np = 0, rc = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].op == OP_PARAM)
+			p[np++] = (PName){g->node[i].name, i};
+	qsort(p, (size_t)np, sizeof *p, pname_cmp);
+	for (int i = 1; i < np && !rc; i++)
+		if (!strcmp(p[i - 1].name, p[i].name))
+			rc = seterr(err, len, "parameter '%s' is declared twice (%%%d and %%%d)", p[i].name, p[i - 1].id, p[i].id);
+	free(p);
+	return rc;
+}
+
 int verify(const Graph *g, char *err, size_t len)
 {
 	for (int i = 0; i < g->n; i++)
@@ -65,10 +97,8 @@ int verify(const Graph *g, char *err, size_t len)
 		if (g->out[i] < 0 || g->out[i] >= g->n || g->node[g->out[i]].dtype != DT_F32)
 			return seterr(err, len, "output '%s' is not a float tensor of this graph", g->out_name[i]);
 	/* Parameter names are unique, and once bound every parameter has exactly one weight ref. */
-	for (int i = 0; i < g->n; i++)
-		for (int j = i + 1; j < g->n && g->node[i].op == OP_PARAM; j++)
-			if (g->node[j].op == OP_PARAM && !strcmp(g->node[i].name, g->node[j].name))
-				return seterr(err, len, "parameter '%s' is declared twice (%%%d and %%%d)", g->node[i].name, i, j);
+	if (unique_params(g, err, len))
+		return -1;
 	if (g->nw) {
 		int k = 0;
 		for (int i = 0; i < g->n; i++) {

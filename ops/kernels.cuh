@@ -1762,6 +1762,12 @@ __device__ __forceinline__ void block_sort_desc(unsigned *keys, unsigned mine)
 		}
 }
 
+/* Whether f is a NaN or an infinity (exponent bits all ones): k_sample's check of the logits. */
+__device__ __forceinline__ int non_finite(float f)
+{
+	return (__float_as_uint(f) & 0x7f800000u) == 0x7f800000u;
+}
+
 /* The Gumbel noise of token i at step hash hs (k_sample step 3): -log(-log(u)), u in (0, 1). */
 __device__ __forceinline__ float gumbel(unsigned hs, int i)
 {
@@ -1872,7 +1878,7 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 ** row took ~19 µs a decode step (--profile); the slices are read at once, by as many SMs.
 */
 template <typename A>
-__device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, unsigned *done)
+__device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, unsigned *done, int *nf)
 {
 	const int VE = 16 / (int)sizeof(A);
 	int nb = gridDim.y, y = blockIdx.y;
@@ -1881,10 +1887,17 @@ __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, 
 	int lo = y * L < V ? y * L : V, hi = lo + L < V ? lo + L : V;
 	float bv = neg_inf();
 	int bi = 0x7fffffff;
-	walk_row_vec(logits + lo, hi - lo, [&](int i, float v) { keep_best(bv, bi, v, lo + i); });
+	int nfc = 0; /* this thread's NaN and Inf count (k_sample's nf) */
+	walk_row_vec(logits + lo, hi - lo, [&](int i, float v) {
+		keep_best(bv, bi, v, lo + i);
+		nfc += non_finite(v);
+	});
 	block_best(bv, bi);
+	nfc = nf ? block_sum_int(nfc) : 0;
 	__shared__ int last;
 	if (threadIdx.x == 0) {
+		if (nfc)
+			atomicAdd(nf, nfc); /* counted before the block is, so the last block sees it */
 		part_v[b * nb + y] = bv;
 		part_i[b * nb + y] = bi;
 		__threadfence();
@@ -1896,6 +1909,10 @@ __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, 
 	if (!last)
 		return -1;
 	__threadfence();
+	if (nf && threadIdx.x == 0) { /* the row's verdict, and the count cleared for the next launch */
+		nf[1] = __ldcg(nf) != 0;
+		nf[0] = 0;
+	}
 	bv = neg_inf();
 	bi = 0x7fffffff;
 	for (int j = threadIdx.x; j < nb; j += blockDim.x)
@@ -1921,7 +1938,9 @@ __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, 
 ** The algorithm exactly, so that a CPU twin can reproduce it. Blocks (b, .) sample row b of `logits` (rows
 ** of V) for the sequence in slot seq[b], with seed = seed + seq[b] and its own counters at index b of
 ** next_token, next_pos and step (and ring out + b·cap); below, for one row, l_i = float(logits[i]); s = step[0]; key(f) = order_key (the float's
-** bits made monotone, -0 as +0); every tie goes to the lower index. Logits are assumed finite.
+** bits made monotone, -0 as +0); every tie goes to the lower index. Logits are assumed finite:
+** with nf (two ints a row; [2b] zero before the first launch, left zero) nf[2b + 1] is set to 1 when row b
+** holds a NaN or an Inf, else 0, for glmrun to refuse the token (the greedy split counts them per block).
 **   Greedy (temperature <= 0 or NaN): token = the first index of the max of l (as k_argmax).
 **   Otherwise, with z_i = l_i / temperature (IEEE float division):
 **   1. tau = 0. If 0 < top_k < V: tau = the largest 32-bit value with #{i : key(l_i) >= tau} >= top_k,
@@ -1953,7 +1972,8 @@ __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, 
 */
 template <typename A>
 __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int *step, const A *logits, int V,
-                         const float *params, const int *seq, float *part_v, int *part_i, unsigned *done)
+                         const float *params, const int *seq, float *part_v, int *part_i, unsigned *done,
+                         int *nf = nullptr)
 {
 	/* block b samples row b of the step (one sequence of a batch): its own token, position, step counter
 	** and history ring; the seed is offset by the row's sequence slot, so slot 0 draws as a lone sequence */
@@ -1961,6 +1981,7 @@ __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int 
 	logits += (long long)b * V;
 	out += (long long)b * cap;
 	next_token += b, next_pos += b, step += b;
+	nf = nf ? nf + 2 * b : nf;
 	const int CAP = 4096; /* candidate list capacity */
 	__shared__ float cand_l[CAP];
 	__shared__ int cand_i[CAP];
@@ -1972,7 +1993,7 @@ __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int 
 	int token;
 
 	if (!(temp > 0.0f)) {
-		token = split_argmax(logits, V, part_v, part_i, done);
+		token = split_argmax(logits, V, part_v, part_i, done, nf);
 		if (token < 0) /* not the row's last block: its part is counted */
 			return;
 	} else if (blockIdx.y > 0) { /* one block samples the row */
@@ -1982,10 +2003,16 @@ __device__ void k_sample(int *out, int cap, int *next_token, int *next_pos, int 
 		unsigned hs = mix32(mix32(seed ^ 0x9e3779b9u) ^ (unsigned)s);
 		/* the row's max (value, first index) and this thread's largest key (0 when it has none) */
 		float bv = neg_inf();
-		int bi = 0x7fffffff;
-		walk_row(logits, V, [&](int i, float l) { keep_best(bv, bi, l, i); });
+		int bi = 0x7fffffff, nfc = 0;
+		walk_row(logits, V, [&](int i, float l) {
+			keep_best(bv, bi, l, i);
+			nfc += non_finite(l);
+		});
 		unsigned mykey = bi != 0x7fffffff ? order_key(bv) : 0;
 		block_best(bv, bi);
+		nfc = nf ? block_sum_int(nfc) : 0;
+		if (nf && threadIdx.x == 0)
+			nf[1] = nfc != 0;
 		float lmax = bv;
 		int imax = bi;
 		SampleRow<A> row = {logits, V};

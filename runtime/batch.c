@@ -8,6 +8,7 @@
 #include "batch.h"
 #include "ref.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,7 @@ static int take(const BatchRun *b, Seq *s, int32_t tok, const float *row, int64_
 	s->ids[s->made++] = tok;
 	s->last = tok;
 	if (s->dump && row && fwrite(row, sizeof(float), (size_t)V, s->dump) != (size_t)V)
-		return seterr(err, len, "--dump-logits: write failed");
+		return seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
 	if (b->tk) {
 		if (!b->ignore_eos && tok_is_eog(b->tk, tok)) {
 			s->done = 1;
@@ -160,7 +161,7 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 			                 b->seed + (uint32_t)i, 0);
 		}
 		if (s->dump && fwrite(rows, sizeof(float), (size_t)(np * V), s->dump) != (size_t)(np * V))
-			rc = seterr(err, len, "--dump-logits: write failed");
+			rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
 		if (!rc)
 			rc = take(b, s, tok, NULL, V, err, len);
 	}
@@ -219,7 +220,7 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 	fflush(stdout);
 	for (int i = 0; i < b->nseq; i++) {
 		if (q[i].dump && fclose(q[i].dump) && !rc)
-			rc = seterr(err, len, "--dump-logits: write failed");
+			rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
 		if (b->tk)
 			tok_stream_free(&q[i].ts);
 		free(q[i].text), free(q[i].ids);

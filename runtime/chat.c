@@ -950,6 +950,11 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 		}
 		if (pos + (long)nids >= s->max_seq) {
 			free(ids);
+			if (turn == 0) { /* nothing could be answered: an error, not an empty chat */
+				rc = seterr(err, len, "the context is full: turn 1 needs %zu positions, %ld are available "
+				            "(--max-seq)", nids, s->max_seq);
+				break;
+			}
 			fprintf(stderr, "glmrun: the context is full: turn %ld needs %zu positions, %ld of %ld are left "
 			        "(--max-seq); the chat ends here\n", turn + 1, nids, s->max_seq - pos, s->max_seq);
 			break;

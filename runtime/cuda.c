@@ -105,6 +105,7 @@ struct Gpu {
 	int64_t maxT, S, V;
 	CUdeviceptr params, step, ring, rope_mem;
 	CUdeviceptr part_v, part_i, done; /* the greedy sampler's split: SAMPLE_NB partials and a counter a slot */
+	CUdeviceptr nf;              /* the sampler's NaN/Inf count and verdict, two ints a slot (k_sample) */
 	CUdeviceptr seq;             /* int[maxT]: the cache slot of each token of the step */
 	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
 	CUdeviceptr zero;            /* the KA_ZERO regions: cleared once, left zero by every kernel */
@@ -118,7 +119,8 @@ struct Gpu {
 	int *wq;                     /* per node: block type of a weight kept quantized (Cuda.wq), or -1 */
 	CUdeviceptr qscr;            /* prefill: a quantized weight dequantized for cuBLASLt (lt_qweight) */
 	size_t qscr_size;
-	int32_t *host_tok;           /* pinned */
+	int32_t *host_tok;           /* pinned; then (host_nf) the sampler's verdicts, two ints a row */
+	int32_t *host_nf;
 	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
 	void *host_raw;              /* pinned, one logits row as the device stores it */
 	CUevent *prof_ev;            /* --profile: two events per launch (before, after) and two for the sampler */
@@ -484,7 +486,8 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	** counter and SAMPLE_NB partial maxima (values, then indices), cleared once below. */
 	x->ring_cap = 4096;
 	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63, srows = ((size_t)x->nslots + 63) & ~(size_t)63;
-	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB), scr = 0, zb = 0;
+	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB) + srows * 8, scr = 0,
+	       zb = 0;
 	for (int i = 0; i < g->cuda.nl; i++) { /* a launch never runs past its tmax: size it there at most */
 		const Launch *l = &g->cuda.l[i];
 		int64_t T = x->maxT < l->tmax ? x->maxT : l->tmax;
@@ -543,6 +546,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	x->params = x->smem, x->step = x->smem + 256, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
 	x->done = x->ring + rows * (size_t)x->ring_cap * 4, x->part_v = x->done + srows * 4;
 	x->part_i = x->part_v + srows * SAMPLE_NB * 4;
+	x->nf = x->part_i + srows * SAMPLE_NB * 4;
 	x->zero = x->smem + zoff;
 	x->scr = x->amem + ab - scr;
 	return 0;
@@ -616,7 +620,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	float params[4] = {o->temp, (float)o->top_k, o->top_p, 0};
 	memcpy(&params[3], &o->seed, 4);
 	CK(x->cu.htod(x->params, params, sizeof params), "cuMemcpyHtoD (sampling parameters)");
-	CK(x->cu.alloc_host((void **)&x->host_tok, 4 * (size_t)x->nslots + 64), "cuMemAllocHost");
+	CK(x->cu.alloc_host((void **)&x->host_tok, 12 * (size_t)x->nslots + 128), "cuMemAllocHost");
+	x->host_nf = x->host_tok + x->nslots + 16;
 	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
 	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4 * (size_t)x->nslots), "cuMemAllocHost");
 	for (int i = 0; i < g->cuda.nl; i++)
@@ -954,7 +959,7 @@ static int launch_sample(Gpu *x, int64_t first, int rows, char *err, size_t len)
 	if (rows > x->nslots)
 		return seterr(err, len, "the sampler on %d rows; its buffers hold %d", rows, x->nslots);
 	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params, &x->seq, &x->part_v, &x->part_i,
-	                &x->done};
+	                &x->done, &x->nf};
 	CK(x->cu.launch(x->sample, (unsigned)rows, SAMPLE_NB, 1, 1024, 1, 1, 0, x->st, args, NULL),
 	   "launching the sampler");
 	return 0;
@@ -964,11 +969,23 @@ static int launch_sample(Gpu *x, int64_t first, int rows, char *err, size_t len)
 static int queue_readback(Gpu *x, int rows, int logits, char *err, size_t len)
 {
 	CK(x->cu.dtoh_async(x->host_tok, x->ptr[x->tokens], 4 * (size_t)rows, x->st), "cuMemcpyDtoHAsync (token)");
+	CK(x->cu.dtoh_async(x->host_nf, x->nf, 8 * (size_t)rows, x->st), "cuMemcpyDtoHAsync (NaN check)");
 	if (logits) {
 		size_t es = elsize(x, x->logits);
 		CK(x->cu.dtoh_async(x->host_raw, x->ptr[x->logits], (size_t)(rows * x->V) * es, x->st),
 		   "cuMemcpyDtoHAsync (logits)");
 	}
+	return 0;
+}
+
+/* The sampler's verdict on the rows it just sampled (read back with their tokens): a NaN or Inf in a
+** row's logits makes its token meaningless, so the step fails rather than answer with it. */
+static int logits_finite(Gpu *x, int rows, char *err, size_t len)
+{
+	for (int r = 0; r < rows; r++)
+		if (x->host_nf[2 * r + 1])
+			return seterr(err, len, "the logits hold NaN or Inf (sampled row %d): the model or its weights produce "
+			              "non-finite values (glmrun --verify names the first layer)", r);
 	return 0;
 }
 
@@ -1048,7 +1065,7 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 		return -1;
 	CK(x->cu.stream_sync(x->st), "prefill");
 	*next = *x->host_tok;
-	return 0;
+	return logits_finite(x, 1, err, len);
 }
 
 int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
@@ -1116,7 +1133,7 @@ int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, s
 	if (logits)
 		logits_out(x, rows, logits);
 	memcpy(next, x->host_tok, 4 * (size_t)rows);
-	return 0;
+	return logits_finite(x, rows, err, len);
 }
 
 int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err, size_t len)

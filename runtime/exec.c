@@ -9,6 +9,7 @@
 #include "weights.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <math.h>
 #include <string.h>
@@ -307,6 +308,28 @@ static void collective(Exec *x, int tp, int i)
 				       part);
 }
 
+/* The step's logits (the output named "logits", whole on rank 0) must be finite: a NaN or Inf would
+** otherwise be sampled as some token (argmax of NaNs is index 0) and the answer silently wrong. Names
+** the first row and vocabulary index at fault; x->nan_ok (--verify) leaves them for the comparison. */
+static int logits_finite(const Exec *x, const int32_t *pos, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	for (int k = 0; k < g->nout && !x->nan_ok; k++) {
+		const Node *n = &g->node[g->out[k]];
+		if (strcmp(g->out_name[k], "logits") || n->dtype != DT_F32 || n->ndim != 2)
+			continue;
+		const float *l = x->buf[g->out[k]];
+		int64_t V = exec_dim(x, g->out[k], 1), cnt = exec_numel(x, g->out[k]);
+		for (int64_t i = 0; i < cnt; i++)
+			if (!isfinite(l[i]))
+				return seterr(err, len, "the logits hold %s (token row %lld at position %d, vocabulary index %lld): "
+				              "the model or its weights produce non-finite values (glmrun --verify on a GPU names "
+				              "the first layer)", isnan(l[i]) ? "NaN" : "Inf", (long long)(i / V),
+				              pos ? pos[i / V] : -1, (long long)(i % V));
+	}
+	return 0;
+}
+
 /*
 ** All ranks in lockstep: each node on every rank, then the next, so a collective sees every rank's
 ** operand (tp 1 is the same loop with one rank). Each output is poisoned first, unless it is written
@@ -374,7 +397,7 @@ int exec_step_seq(Exec *xs, int tp, const int32_t *tokens, const int32_t *pos, c
 			round_node(x, i);
 		}
 	}
-	return 0;
+	return logits_finite(&xs[0], pos, err, len);
 }
 
 void exec_free(Exec *x)

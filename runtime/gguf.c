@@ -515,7 +515,7 @@ static int map_file(GgufFile *f, const char *path, char *err, size_t errlen)
 {
 	if (!(f->path = strdup(path)))
 		return fail(err, errlen, "%s: out of memory", path);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block: refused below */
 	if (fd < 0)
 		return fail(err, errlen, "%s: %s", path, strerror(errno));
 	struct stat st;

@@ -15,6 +15,7 @@
 #include "ref.h"
 #include "tok.h"
 #include "weights.h"
+#include "outpath.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -348,6 +349,30 @@ static _Noreturn void fail_gpu(Ranks *R, const char *err)
 	fail("%s", err);
 }
 
+/* A step's error prefixed with the step it ended: the prefill (0) or decode step i (the i-th generated
+** token's step), so a failure such as non-finite logits says when it happened. Rewrites err in place. */
+static const char *step_err(char *err, size_t len, long i)
+{
+	char pre[48];
+	size_t k = (size_t)(i ? snprintf(pre, sizeof pre, "decode step %ld: ", i) : snprintf(pre, sizeof pre, "prefill: "));
+	size_t m = strlen(err);
+	if (k + m + 1 > len)
+		m = len - k - 1;
+	memmove(err + k, err, m);
+	memcpy(err, pre, k);
+	err[k + m] = 0;
+	return err;
+}
+
+/* Whether n floats are all finite (--verify's search for the first NaN or Inf). */
+static int all_finite(const float *a, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(a[i]))
+			return 0;
+	return 1;
+}
+
 /* Relative L2 error of a against the reference b; NaN gives +inf. */
 static double rel_err(const float *a, const float *b, size_t n)
 {
@@ -435,6 +460,7 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 			fail_gpu(gpu, err);
 		for (int i = 0; i < nl; i++)
 			worst[i] = -1, wnode[i] = -1;
+		int nf_gpu = -1, nf_cpu = -1; /* the first node holding a NaN or Inf, on each side */
 		cuda_touched(g, T, stored);
 		for (int i = 0; i < g->n; i++) {
 			const Node *n = &g->node[i];
@@ -451,6 +477,10 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 			/* A value formed inside a fused kernel (a SwiGLU or norm in a decode GEMV) is never stored. */
 			if (!stored[i])
 				continue;
+			if (n->dtype == DT_F32 && nf_gpu < 0 && !all_finite(out[i], cnt))
+				nf_gpu = i;
+			if (n->dtype == DT_F32 && nf_cpu < 0 && !all_finite(cpu->buf[i], cnt))
+				nf_cpu = i;
 			int tie = n->op == OP_MOE_ROUTE && e > 0 ? route_tie(g, i, out, cpu, stored, T) : -1;
 			if (tie >= 0) {
 				printf("  %s %%%d (%s:%d) %d token%s routed differently at a near tie: the GPU's ids are the "
@@ -480,6 +510,14 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 			printf("  %-10s max rel-L2 %.3g  (%s %%%d, %s:%d)%s\n", label, worst[l], op_table[n->op].name, wnode[l],
 			       n->src ? n->src : "?", n->line, over ? "  (above the logits tolerance)" : "");
 		}
+		for (int side = 0; side < 2; side++) {
+			int f = side ? nf_cpu : nf_gpu;
+			if (f >= 0)
+				printf("  first NaN/Inf on the %s: %s %%%d (%s:%d, %s %d)\n", side ? "CPU" : "GPU", op_table[g->node[f].op].name,
+				       f, g->node[f].src ? g->node[f].src : "?", g->node[f].line,
+				       g->node[f].layer >= 0 ? "layer" : "outside the layers", g->node[f].layer);
+		}
+		bad |= nf_gpu >= 0;
 		int64_t V = g->node[g->out[0]].dim[1];
 		tok[0] = argmax_row((float *)cpu->buf[g->out[0]] + (size_t)(T - 1) * (size_t)V, V);
 	}
@@ -633,8 +671,18 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int
 	return 0;
 }
 
+/* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */
+static void close_stdout(void)
+{
+	if (out_close_stdout()) {
+		fprintf(stderr, "glmrun: standard output: write failed: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
+
 int main(int argc, char **argv)
 {
+	atexit(close_stdout);
 	Args a;
 	parse(&a, argc, argv);
 	char err[1024];
@@ -776,10 +824,12 @@ int main(int argc, char **argv)
 	Exec xr[8], *xp = xr;
 	Ranks *gpu = NULL;
 	int use_cpu = !cuda || a.verify;
-	for (int r = 0; use_cpu && r < tp; r++)
+	for (int r = 0; use_cpu && r < tp; r++) {
 		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err) ||
 		    (a.round_bf16 && exec_round_bf16(&xr[r], err, sizeof err)))
 			fail("%s", err);
+		xr[r].nan_ok = a.verify; /* --verify finds the first NaN itself */
+	}
 	if (cuda) {
 		a.gpu.progress = isatty(2);
 		a.gpu.keep_logits = a.dump != NULL;
@@ -827,12 +877,12 @@ int main(int argc, char **argv)
 	int32_t tok;
 	if (cuda) {
 		if (ranks_prefill(gpu, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
-			fail_gpu(gpu, err);
+			fail_gpu(gpu, step_err(err, sizeof err, 0));
 	} else {
 		for (int i = 0; i < np; i++)
 			pos[i] = i;
 		if (exec_step_ranks(xp, tp, prompt, pos, np, err, sizeof err))
-			fail("%s", err);
+			fail("%s", step_err(err, sizeof err, 0));
 		memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)(np * V));
 		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
 	}
@@ -840,7 +890,7 @@ int main(int argc, char **argv)
 		tok = a.force[0];
 	double t1 = now();
 	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
-		fail("%s: write failed", a.dump);
+		fail("%s: write failed: %s", a.dump, strerror(errno));
 	/* Text mode streams valid UTF-8 and stops at end-of-generation, a stop string or Ctrl-C. */
 	TokStream ts;
 	char *said = NULL;
@@ -870,20 +920,21 @@ int main(int argc, char **argv)
 		if (cuda) {
 			if (a.force ? ranks_decode_fed(gpu, tok, &tok, df ? rows : NULL, err, sizeof err)
 			            : ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
-				fail_gpu(gpu, err);
+				fail_gpu(gpu, step_err(err, sizeof err, i));
 		} else {
 			int32_t p = (int32_t)(np + i - 1);
 			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
-				fail("%s", err);
+				fail("%s", step_err(err, sizeof err, i));
 			memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)V);
 			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
 		}
 		if (a.force) /* the sampled token dropped, as after the prefill */
 			tok = a.force[i];
 		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
-			fail("%s: write failed", a.dump);
+			fail("%s: write failed: %s", a.dump, strerror(errno));
 		EMIT(tok);
-		fflush(stdout);
+		if (fflush(stdout))
+			close_stdout(); /* ends the run: the answer can no longer be delivered */
 	}
 #undef EMIT
 	if (tk) {
@@ -906,7 +957,7 @@ int main(int argc, char **argv)
 		tok_close(tk);
 	}
 	if (df && fclose(df))
-		fail("%s: write failed", a.dump);
+		fail("%s: write failed: %s", a.dump, strerror(errno));
 	if (a.stats) {
 		fprintf(stderr, "stats: device %s\n", cuda ? "cuda" : "cpu");
 		fprintf(stderr, "stats: prefill %d tokens in %.3f ms (%.1f tok/s)\n", np, 1e3 * (t1 - t0), np / (t1 - t0));

@@ -5,6 +5,7 @@
 ** All JSON (config, index, safetensors headers) goes through jansson.
 */
 #include "st.h"
+#include "rfile.h"
 
 #include "glm.h"
 
@@ -197,7 +198,7 @@ static int check_overlap(const StDir *d, int first, uint64_t base, const char *p
 ** tensors to d->t. Everything acquired is recorded in d at once, so st_close cleans up any failure. */
 static int parse_file(StDir *d, const char *path, char *err, size_t errlen)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* a FIFO must not block: refused below */
 	if (fd < 0)
 		return fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 	struct stat st;
@@ -338,9 +339,10 @@ static int cmp_str(const void *a, const void *b)
 static int open_index(StDir *d, const char *ipath, char *err, size_t errlen)
 {
 	json_error_t je;
-	json_t *idx = json_load_file(ipath, JSON_REJECT_DUPLICATES, &je);
+	json_t *idx = rfile_json(ipath, JSON_REJECT_DUPLICATES, &je);
+	char ln[32];
 	if (!idx)
-		return fail(err, errlen, "%s: %s (line %d)", ipath, je.text, je.line);
+		return fail(err, errlen, "%s: %s%s", ipath, rfile_line(&je, ln, sizeof ln), je.text);
 	const char **names = NULL, *key;
 	int rc = 0, nn = 0;
 	json_t *wm = json_object_get(idx, "weight_map"), *v;
@@ -451,9 +453,10 @@ int st_open_dir(StDir *d, const char *dir, char *err, size_t errlen)
 		goto bad;
 	}
 	json_error_t je;
-	d->config = json_load_file(p, JSON_REJECT_DUPLICATES, &je);
+	d->config = rfile_json(p, JSON_REJECT_DUPLICATES, &je);
+	char ln[32];
 	if (!d->config) {
-		fail(err, errlen, "%s: %s (line %d)", p, je.text, je.line);
+		fail(err, errlen, "%s: %s%s", p, rfile_line(&je, ln, sizeof ln), je.text);
 		goto bad;
 	}
 	if (!json_is_object(d->config)) {

@@ -5,6 +5,7 @@
 ** BOS/EOS tokens. What is not implemented is refused by name in one line, never guessed.
 */
 #include "tok_impl.h"
+#include "rfile.h"
 
 #include <jansson.h>
 #include <stdlib.h>
@@ -231,7 +232,8 @@ static json_t *load_beside(const char *dir, const char *name)
 	if (!p)
 		return NULL;
 	snprintf(p, n, "%s/%s", dir, name);
-	json_t *j = json_load_file(p, 0, NULL);
+	json_error_t je;
+	json_t *j = rfile_json(p, 0, &je);
 	free(p);
 	return j;
 }
@@ -306,9 +308,10 @@ int tok_open_json(Tok **out, const char *path, char *err, size_t len)
 {
 	*out = NULL;
 	json_error_t je;
-	json_t *root = json_load_file(path, 0, &je);
+	json_t *root = rfile_json(path, 0, &je);
+	char ln[32];
 	if (!root)
-		return seterr(err, len, "%s: line %d: %s", path, je.line, je.text);
+		return seterr(err, len, "%s: %s%s", path, rfile_line(&je, ln, sizeof ln), je.text);
 	Tok *t = NULL;
 	json_t *cfg = NULL, *conf = NULL, *gen = NULL;
 	char *dir = strdup(path);

@@ -2,6 +2,7 @@
 ** runtime/weights.c — checkpoints of either format behind one interface (see weights.h).
 */
 #include "weights.h"
+#include "rfile.h"
 #include "quant.h"
 #include "ref.h"
 
@@ -17,9 +18,10 @@ int weights_open_random(Weights *w, const char *config, int random_qtype, char *
 	w->format = WF_HF;
 	w->random_qtype = random_qtype;
 	json_error_t je;
-	w->st.config = json_load_file(config, JSON_REJECT_DUPLICATES, &je);
+	w->st.config = rfile_json(config, JSON_REJECT_DUPLICATES, &je);
+	char ln[32];
 	if (!w->st.config)
-		return seterr(err, len, "%s:%d: %s", config, je.line, je.text);
+		return seterr(err, len, "%s: %s%s", config, rfile_line(&je, ln, sizeof ln), je.text);
 	if (!json_is_object(w->st.config)) {
 		json_decref(w->st.config);
 		w->st.config = NULL;

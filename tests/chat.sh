@@ -199,6 +199,8 @@ rc=$?
 [ $rc -eq 0 ] && grep -q "^glmrun: the context is full" "$tmp/err" && grep -q "^glmrun: chat of [12] turns*:" "$tmp/err" &&
 	ok "a full context ends the chat in one line ($(grep -o 'chat of [0-9]* turns*' "$tmp/err"))" ||
 	bad "a full context ends the chat" "rc $rc: $(head -c 300 "$tmp/err")"
+# ... but a first turn that cannot fit at all is an error (nothing was answered).
+expect_fail "a first turn past the context is an error" "the context is full: turn 1 needs" bin/glmrun "$P" --device cpu --chat -n 4 --max-seq 4
 
 # Ctrl-C while the chat waits for the next line ends it (exit 0, the turns so far counted).
 mkfifo "$tmp/in"

@@ -182,6 +182,44 @@ static void launch_flags(const char *path)
 	arena_free(&A);
 }
 
+/*
+** Weight bindings that glmc's front end never writes, sealed with a valid checksum, must be refused by
+** plan_read: the loaders would index out of bounds (a row stride on a weight that is not [B, R, C]) or
+** format the source name with the part number (a '%s' in it).
+*/
+static void forged_manifests(const char *path)
+{
+	static const struct {
+		const char *what, *want;
+		WeightRef w;
+	} cases[] = {
+		{"row stride on a 2-D weight", "weight row stride on a parameter that is not [blocks, rows, cols]", {.rstride = 2}},
+		{"row offset without a stride", "weight row offset without a row stride", {.roff = 1}},
+		{"stacked weight with a %s source", "stacked weight whose part count", {.parts = 32, .source = "w.%s"}},
+		{"stacked weight with the wrong count", "stacked weight whose part count", {.parts = 3, .source = "w.%d"}},
+		{"row0 outside a slot", "bad weight row slot", {.row0 = 4}},
+		{"split axis past the rank", "weight split axis outside", {.split = 2}},
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		Arena A = {0}, B = {0};
+		Graph g, h;
+		char err[1024];
+		graph_init(&g, &A);
+		build(&g);
+		WeightRef *w = &g.w[0];
+		const WeightRef f = cases[i].w;
+		w->rstride = f.rstride, w->roff = f.roff, w->parts = f.parts, w->row0 = f.row0, w->split = f.split;
+		if (f.source)
+			w->source = f.source;
+		int wrote = plan_write(&g, path, err, sizeof err) == 0;
+		graph_init(&h, &B);
+		char name[128];
+		snprintf(name, sizeof name, "forged manifest refused: %s", cases[i].what);
+		check(wrote && plan_read(&h, path, err, sizeof err) < 0 && strstr(err, cases[i].want), name, "%s", err);
+		arena_free(&A), arena_free(&B);
+	}
+}
+
 int main(void)
 {
 	char path[] = "/tmp/glm-test-plan-XXXXXX", err[1024];
@@ -219,6 +257,8 @@ int main(void)
 	check(plan_read(&h, path, err, sizeof err) < 0 && strstr(err, "checksum mismatch"), "corruption detected", "%s",
 	      err);
 	arena_free(&B);
+
+	forged_manifests(path);
 
 	/* A shape the operands do not give must be caught by the verifier, even with a valid checksum. */
 	Graph bad;

@@ -7,6 +7,31 @@
 
 local nn = {}
 
+-- Hyperparameters that count something (layers, widths, heads, positions): positive integers.
+nn.counts = { n_layer = true, n_embd = true, n_head = true, n_kv = true, head_dim = true, n_ff = true,
+  n_ctx = true, vocab = true }
+-- ... and those that are positive numbers.
+nn.positive = { eps = true }
+
+-- A value read from the metadata must have the type its spec implies (a count, or the default's type);
+-- the error names the metadata file (config.json or the GGUF) and the key, not this library's line.
+function nn.check_hparam(name, key, v, default)
+  local want
+  if nn.counts[name] then
+    if math.type(v) == "integer" and v > 0 then return end
+    want = "a positive integer"
+  elseif nn.positive[name] then
+    if type(v) == "number" and v > 0 then return end
+    want = "a positive number"
+  elseif default ~= nil and type(v) ~= type(default) then
+    want = "a " .. type(default)
+  else
+    return
+  end
+  error(("%s: key '%s' (hyperparameter %s) must be %s, got %s"):format(glm.meta_file or "metadata", key, name,
+    want, type(v) == "string" and ("'" .. v .. "'") or tostring(v)), 0)
+end
+
 -- Read hyperparameters. spec maps our name to { hf = key or {keys...}, gguf = key or {keys...},
 -- default = v, optional = true (or a format name: optional in that format only) }. HF dotted keys walk nested objects ("rope_parameters.rope_theta");
 -- in GGUF keys "{arch}" stands for general.architecture. Every value read is recorded in the plan as
@@ -21,12 +46,14 @@ function nn.hparams(spec)
     local s = spec[name]
     local keys = s[glm.format]
     if type(keys) == "string" then keys = { keys } end
-    local v
+    local v, k_used
     for i, k in ipairs(keys or {}) do
       if arch then k = k:gsub("{arch}", arch); keys[i] = k end
       v = glm.meta(k)
+      k_used = k
       if v ~= nil then break end
     end
+    if v ~= nil then nn.check_hparam(name, k_used, v, s.default) end
     if v == nil then v = s.default end
     if v == nil and s.optional ~= true and s.optional ~= glm.format then
       error(("hyperparameter '%s': none of [%s] is in the %s metadata"):format(

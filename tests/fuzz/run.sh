@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# tests/fuzz/run.sh SECONDS — build the libFuzzer targets (GGUF and safetensors readers) with clang,
+# tests/fuzz/run.sh SECONDS — build the libFuzzer targets (GGUF and safetensors readers, plan loading
+# through weight binding) with clang,
 # AddressSanitizer and UBSan against the sources directly, then run each for SECONDS seconds (one
 # after the other; FUZZ_JOBS=parallel runs them side by side) and print the exec counts.
 # Corpora live in build/fuzz/corpus_*; crashes are written to build/fuzz/ and fail the script.
@@ -19,8 +20,14 @@ CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,
 build() {
 	clang $CFLAGS "$@" /usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/$name" || exit 1
 }
-name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c
-name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c
+name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c compiler/arena.c # arena.c: seterr
+name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c runtime/rfile.c compiler/arena.c
+# Plans through weight binding: the whole library (the verifier and the CPU executor included).
+make -s build/gen/kernels_cuh.c || exit 1
+LIB=$(ls compiler/*.c ops/*.c runtime/*.c | grep -v '/main\.c$')
+name=fuzz_plan; build tests/fuzz/fuzz_plan.c $LIB build/gen/kernels_cuh.c -I/usr/include/lua5.4 -I/usr/local/cuda/include \
+	/usr/lib/x86_64-linux-gnu/liblua5.4.a /usr/lib/x86_64-linux-gnu/libpcre2-8.a /usr/lib/x86_64-linux-gnu/libz.a \
+	-ldl -lpthread
 
 # Seeds: a few real files cut down to their first 64 KiB (headers), and generated small files.
 seed() {
@@ -35,14 +42,20 @@ seed() {
 # file come from mkseed.
 seed gguf ../shared/fixtures/gguf/quants.gguf ../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf
 seed st ../shared/fixtures/hf/llama/model.safetensors ../shared/fixtures/hf/qwen3/model.safetensors
-clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c \
+mkdir -p "$out/corpus_plan"
+make -s bin/glmc || exit 1
+bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -o "$out/corpus_plan/llama.plan" 2>/dev/null
+bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -O0 -o "$out/corpus_plan/llama-O0.plan" 2>/dev/null
+bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama --tp 2 -o "$out/corpus_plan/llama-tp2.plan" 2>/dev/null
+clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime -Icompiler tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c runtime/rfile.c compiler/arena.c \
 	/usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/mkseed" &&
 	"$out/mkseed" "$out/corpus_gguf" "$out/corpus_st" || exit 1
 
 run() {
 	local t=$1
-	local log=$out/$t.log
-	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=65536 \
+	local log=$out/$t.log ml=65536
+	[ $t = fuzz_plan ] && ml=1048576 # plans carry their CUDA source and cubin
+	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=$ml \
 		-dict="tests/fuzz/${t#fuzz_}.dict" -artifact_prefix="$out/$t-" "$out/corpus_${t#fuzz_}" >"$log" 2>&1
 	local rc=$?
 	local execs
@@ -54,10 +67,13 @@ fail=0
 if [ "${FUZZ_JOBS:-}" = parallel ]; then
 	run fuzz_gguf & p1=$!
 	run fuzz_st & p2=$!
+	run fuzz_plan & p3=$!
 	wait $p1 || fail=1
 	wait $p2 || fail=1
+	wait $p3 || fail=1
 else
 	run fuzz_gguf || fail=1
 	run fuzz_st || fail=1
+	run fuzz_plan || fail=1
 fi
 exit $fail

@@ -177,6 +177,9 @@ done
 # running the same plan (tests/gpu/steps.sh; reuses the plans above).
 OUT=$OUT LENGTHS=${STEPS_LENGTHS:-1 2 3 5 8 9} tests/gpu/steps.sh >"$OUT/steps.log" 2>&1
 record_tap steps "$OUT/steps.log"
+# Non-finite logits are refused, greedy, sampled and batched (tests/gpu/nan.sh).
+OUT=$OUT tests/gpu/nan.sh >"$OUT/nan.log" 2>&1
+record_tap nan "$OUT/nan.log"
 
 # Llama 3.1+ rotary scaling (llama3 from HF and as a GGUF's rope_freqs.weight; linear): tests/gpu/llama3_rope.sh.
 OUT=$OUT tests/gpu/llama3_rope.sh >"$OUT/llama3_rope.log" 2>&1

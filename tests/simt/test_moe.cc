@@ -519,6 +519,7 @@ template <typename A> static void test_sample_split(int V, int rows, int NB, int
 	std::vector<float> params = {0.0f, 0.0f, 1.0f, 0.0f}, pv((size_t)rows * NB, NAN);
 	std::vector<int> pi((size_t)rows * NB, -7);
 	std::vector<unsigned> done(rows, 0u);
+	std::vector<int> nf((size_t)2 * rows, 0);
 	for (int b = 0; b < rows; b++)
 		pos[b] = 10 + b;
 	for (int launch = 0; launch < 3 && bad.empty(); launch++) {
@@ -550,10 +551,13 @@ template <typename A> static void test_sample_split(int V, int rows, int NB, int
 		g.x = (unsigned)rows, g.y = (unsigned)NB, bl.x = (unsigned)block;
 		simt_launch(g, bl, [&] {
 			k_sample<A>(out.data(), cap, tok.data(), pos.data(), step.data(), lg.data(), V, params.data(), seq.data(),
-				    pv.data(), pi.data(), done.data());
+				    pv.data(), pi.data(), done.data(), nf.data());
 		});
 		for (int b = 0; b < rows && bad.empty(); b++) {
-			if (tok[b] != want[b] || out[(size_t)b * cap + launch % cap] != want[b])
+			if (nf[2 * b] != 0 || nf[2 * b + 1] != (kind == 2))
+				bad = fmt("launch %d row %d: NaN verdict %d (count left %d), want %d", launch, b, nf[2 * b + 1],
+					  nf[2 * b], kind == 2);
+			else if (tok[b] != want[b] || out[(size_t)b * cap + launch % cap] != want[b])
 				bad = fmt("launch %d row %d: token %d, want %d", launch, b, tok[b], want[b]);
 			else if (pos[b] != 11 + b + launch || step[b] != launch + 1)
 				bad = fmt("launch %d row %d: pos %d step %d, want %d %d", launch, b, pos[b], step[b], 11 + b + launch,
@@ -568,8 +572,44 @@ template <typename A> static void test_sample_split(int V, int rows, int NB, int
 	      bad);
 }
 
+/*
+** The sampler's NaN/Inf verdict (k_sample's nf) at temperature 0 (the split) and 1 (one block): row 0
+** finite, row 1 with an Inf (launch 0) or a NaN (launch 1) at a chosen index, then both finite again
+** (launch 2: the verdicts and counts must not stick).
+*/
+template <typename A> static void test_sample_nonfinite(int V, int NB, int block, float temp)
+{
+	std::string bad;
+	int rows = 2, cap = 4;
+	std::vector<int> out((size_t)rows * cap, -7), tok(rows, -7), pos(rows, 3), step(rows, 0), seq = {0, 1};
+	std::vector<float> params = {temp, 0.0f, 1.0f, 0.0f}, pv((size_t)rows * NB, NAN);
+	std::vector<int> pi((size_t)rows * NB, -7), nf((size_t)2 * rows, 0);
+	std::vector<unsigned> done(rows, 0u);
+	for (int launch = 0; launch < 3 && bad.empty(); launch++) {
+		std::vector<A> lg((size_t)rows * V);
+		for (size_t i = 0; i < lg.size(); i++)
+			lg[i] = h_from_f<A>(frand(-4.0f, 4.0f));
+		if (launch < 2)
+			lg[(size_t)V + (size_t)(launch ? V - 1 : V / 3)] = h_from_f<A>(launch ? NAN : -INFINITY);
+		dim3 g, bl;
+		g.x = (unsigned)rows, g.y = (unsigned)NB, bl.x = (unsigned)block;
+		simt_launch(g, bl, [&] {
+			k_sample<A>(out.data(), cap, tok.data(), pos.data(), step.data(), lg.data(), V, params.data(), seq.data(),
+				    pv.data(), pi.data(), done.data(), nf.data());
+		});
+		for (int b = 0; b < rows && bad.empty(); b++)
+			if (nf[2 * b] != 0 || nf[2 * b + 1] != (b == 1 && launch < 2))
+				bad = fmt("launch %d row %d: verdict %d count %d", launch, b, nf[2 * b + 1], nf[2 * b]);
+	}
+	check(bad.empty(), fmt("sample NaN/Inf verdict A=%s V=%d NB=%d temp %g", tname<A>(), V, NB, temp), bad);
+}
+
 int main(void)
 {
+	/* the sampler flags rows with a NaN or Inf (glmrun refuses their tokens) */
+	test_sample_nonfinite<float>(700, 4, 64, 0.0f);
+	test_sample_nonfinite<bf16>(515, 3, 32, 0.0f);
+	test_sample_nonfinite<float>(700, 4, 64, 1.0f);
 	/* the greedy sampler's split argmax (glmrun: 48 blocks of 1024; here fewer, smaller ones) */
 	test_sample_split<float>(1000, 2, 4, 64, 0);
 	test_sample_split<bf16>(1003, 3, 5, 32, 1);
