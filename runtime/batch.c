@@ -78,32 +78,28 @@ static int take(const BatchRun *b, Seq *s, int32_t tok, const float *row, int64_
 	return 0;
 }
 
-/* Upload the step buffer rows for the live sequences (in order) plus padding rows on free slots. */
-static int gpu_rows(Gpu *gpu, const BatchRun *b, Seq *q, const int *live, int nlive, int rows, char *err, size_t len)
+/* Set the step buffer's rows for the live sequences (in order) plus padding rows on free slots. */
+static int set_rows(Engine *e, const BatchRun *b, Seq *q, const int *live, int nlive, int rows, char *err, size_t len)
 {
-	int32_t tok[BATCH_MAX], pos[BATCH_MAX], seq[BATCH_MAX], step[BATCH_MAX];
+	EngineRow r[BATCH_MAX];
 	int free_slot = -1;
 	for (int i = 0; i < b->nseq && free_slot < 0; i++)
 		if (q[i].done)
 			free_slot = i;
-	for (int r = 0; r < rows; r++) {
-		if (r < nlive) {
-			Seq *s = &q[live[r]];
-			tok[r] = s->last, pos[r] = (int32_t)(b->np[live[r]] + s->made - 1), seq[r] = live[r];
-			step[r] = (int32_t)s->made;
+	for (int k = 0; k < rows; k++) {
+		if (k < nlive) {
+			Seq *s = &q[live[k]];
+			r[k] = (EngineRow){.slot = live[k], .token = s->last, .pos = (int32_t)(b->np[live[k]] + s->made - 1),
+			                   .step = (int32_t)s->made};
 		} else /* padding: a finished sequence's slot, from position 0; its results are ignored */
-			tok[r] = 0, pos[r] = 0, seq[r] = free_slot, step[r] = 0;
+			r[k] = (EngineRow){.slot = free_slot};
 	}
-	return gpu_set_rows(gpu, rows, tok, pos, seq, step, err, len);
+	return engine_set_rows(e, rows, r, err, len);
 }
 
-int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, char *err, size_t len)
+int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 {
-	int logits = g->out[0];
-	for (int i = 0; i < g->nout; i++)
-		if (!strcmp(g->out_name[i], "logits"))
-			logits = g->out[i];
-	int64_t V = g->node[logits].dim[1];
+	int64_t V = engine_vocab(e);
 	if (b->nseq < 1 || b->nseq > BATCH_MAX)
 		return seterr(err, len, "--batch: %d sequences, supported 1..%d", b->nseq, BATCH_MAX);
 	Seq *q = calloc((size_t)b->nseq, sizeof *q);
@@ -135,30 +131,13 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 	/* Prompts, one at a time, each into its own slot. */
 	for (int i = 0; i < b->nseq && !rc; i++) {
 		Seq *s = &q[i];
-		int32_t tok, zero = 0, slot = i;
+		int32_t tok;
 		int np = b->np[i];
-		if (gpu) {
-			if (gpu_set_rows(gpu, 1, &zero, &zero, &slot, &zero, err, len) ||
-			    gpu_prefill_slot(gpu, i, b->prompt[i], np, 0, &tok, s->dump ? rows : NULL, err, len)) {
-				rc = -1;
-				break;
-			}
-		} else {
-			int32_t *pos = malloc(sizeof *pos * (size_t)np), *seq = malloc(sizeof *seq * (size_t)np);
-			if (!pos || !seq) {
-				free(pos), free(seq);
-				rc = seterr(err, len, "out of memory");
-				break;
-			}
-			for (int k = 0; k < np; k++)
-				pos[k] = k, seq[k] = i;
-			rc = exec_step_seq(xs, tp, b->prompt[i], pos, seq, np, err, len);
-			free(pos), free(seq);
-			if (rc)
-				break;
-			memcpy(rows, xs[0].buf[logits], sizeof(float) * (size_t)(np * V));
-			tok = ref_sample(rows + (size_t)(np - 1) * (size_t)V, (int)V, b->temp, b->top_k, b->top_p,
-			                 b->seed + (uint32_t)i, 0);
+		EngineRow r0 = {.slot = i}; /* row 0 restarts this sequence's sampling steps at 0 */
+		if (engine_set_rows(e, 1, &r0, err, len) ||
+		    engine_prefill(e, i, b->prompt[i], np, 0, &tok, s->dump ? rows : NULL, err, len)) {
+			rc = -1;
+			break;
 		}
 		if (s->dump && fwrite(rows, sizeof(float), (size_t)(np * V), s->dump) != (size_t)(np * V))
 			rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
@@ -167,7 +146,7 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 	}
 	/* Decode: one step for all live sequences at a time. */
 	int live[BATCH_MAX], nlive = 0, rowsn = 0;
-	int32_t next[BATCH_MAX], pos[BATCH_MAX], seq[BATCH_MAX];
+	int32_t next[BATCH_MAX];
 	while (!rc && !(b->stop_flag && *b->stop_flag)) {
 		int before = nlive;
 		nlive = 0;
@@ -176,27 +155,15 @@ int batch_run(const Graph *g, Gpu *gpu, Exec *xs, int tp, const BatchRun *b, cha
 				live[nlive++] = i;
 		if (!nlive)
 			break;
-		if (gpu) {
-			int want = bucket_for(nlive, b->nseq);
-			if (want != rowsn || nlive != before) {
-				rowsn = want;
-				if ((rc = gpu_rows(gpu, b, q, live, nlive, rowsn, err, len)))
-					break;
-			}
-			if ((rc = gpu_decode_rows(gpu, rowsn, next, b->dump ? rows : NULL, err, len)))
+		/* The GPU runs buckets of rows (one captured graph each); the CPU reference the live rows alone. */
+		int want = engine_on_gpu(e) ? bucket_for(nlive, b->nseq) : nlive;
+		if (want != rowsn || nlive != before) {
+			rowsn = want;
+			if ((rc = set_rows(e, b, q, live, nlive, rowsn, err, len)))
 				break;
-		} else {
-			for (int r = 0; r < nlive; r++) {
-				Seq *s = &q[live[r]];
-				next[r] = s->last, pos[r] = (int32_t)(b->np[live[r]] + s->made - 1), seq[r] = live[r];
-			}
-			if ((rc = exec_step_seq(xs, tp, next, pos, seq, nlive, err, len)))
-				break;
-			memcpy(rows, xs[0].buf[logits], sizeof(float) * (size_t)(nlive * V));
-			for (int r = 0; r < nlive; r++)
-				next[r] = ref_sample(rows + (size_t)r * (size_t)V, (int)V, b->temp, b->top_k, b->top_p,
-				                     b->seed + (uint32_t)live[r], (int)q[live[r]].made);
 		}
+		if ((rc = engine_decode(e, rowsn, next, b->dump ? rows : NULL, err, len)))
+			break;
 		for (int r = 0; r < nlive && !rc; r++)
 			rc = take(b, &q[live[r]], next[r], rows + (size_t)r * (size_t)V, V, err, len);
 	}

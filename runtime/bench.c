@@ -6,7 +6,6 @@
 ** charges each with the bytes it moves, so the kernel furthest from the bandwidth limit is the first line.
 */
 #include "bench.h"
-#include "ranks.h"
 #include "ref.h"
 
 #include <math.h>
@@ -307,18 +306,17 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	return 0;
 }
 
-/* --profile: time the kernels and collectives (gpu_profile, or on every rank of a tp plan), then print the
-** tables (rank 0's times). */
-static int profile_report(const Graph *g, Gpu *gpu, Ranks *R, const BenchOpts *o, const double *wb, double ctx,
-                          double step_ms, int64_t V)
+/* --profile: time the kernels and collectives (on every rank of a tp plan), then print the tables (rank
+** 0's times). */
+static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const double *wb, double ctx, double step_ms,
+                          int64_t V)
 {
 	char err[1024];
 	double *us = calloc((size_t)g->cuda.nl + 1, sizeof *us), sample_us = 0;
 	int graph = 0;
 	if (!us)
 		return fprintf(stderr, "glmrun: out of memory\n"), 1;
-	if (R ? ranks_profile(R, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)
-	      : gpu_profile(gpu, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
+	if (engine_profile(e, (int)o->profile_steps, o->profile_eager, us, &sample_us, &graph, err, sizeof err)) {
 		fprintf(stderr, "glmrun: --profile: %s\n", err);
 		free(us);
 		return 1;
@@ -330,13 +328,110 @@ static int profile_report(const Graph *g, Gpu *gpu, Ranks *R, const BenchOpts *o
 	return rc ? 1 : 0;
 }
 
-/* glmrun --bench / --profile: open the plan on the device, prefill a random prompt, time the decode
-** steps, print the block (and the profile). With o->batch = B, B sequences (prompts drawn from the same
-** generator, one after another) fill B cache slots and every step decodes all B. */
-int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
-               const GpuOpts *go)
+/* The block of figures --bench prints (med: the median step in ms). */
+static void print_block(const Graph *g, const char *plan, const char *weights, const BenchOpts *o,
+                        const EngineStats *es, int pdl_asked, double med, double mean, double lo, double hi,
+                        double ctx, const BenchBytes *bb, const double *t)
 {
-	char err[1024], b1[32];
+	char b1[32];
+	int cuda = es->cuda;
+	double gbps = bb->total / (med * 1e6);
+	const char *wf = graph_meta(g, "weights.format"), *wt = graph_meta(g, "weights.random_type");
+	if (cuda && es->tp > 1)
+		printf("tp: %d GPUs (bytes, GB/s and %%bw below are per GPU: rank 0's share of the step)\n", es->tp);
+	printf("bench: glmrun decode benchmark (issue 8)\n");
+	printf("plan: %s\n", plan);
+	if (wf && !strcmp(wf, "random"))
+		printf("weights: random (%s): RANDOM WEIGHTS, generated, not a checkpoint\n", wt ? wt : "?");
+	else
+		printf("weights: %s (%s)\n", weights, wf ? wf : "?");
+	if (cuda)
+		printf("device: cuda %s (sm_%d%d)\n", es->name, es->cc_major, es->cc_minor);
+	else
+		printf("device: cpu (reference executor, %d rank%s)\n", es->tp, es->tp > 1 ? "s" : "");
+	printf("batch: %d\n", o->batch);
+	printf("prompt_tokens: %ld\n", o->prompt);
+	printf("warmup_steps: %ld\n", o->warmup);
+	printf("decode_steps: %ld\n", o->steps);
+	printf("context_mean: %.1f\n", ctx);
+	printf("setup_s: %.3f\n", t[0]);
+	if (cuda)
+		printf("upload_s: %.3f\n", es->upload_s);
+	printf("prefill_ms: %.3f\n", 1e3 * t[1]);
+	printf("prefill_tok_s: %.1f\n", (double)o->prompt * o->batch / t[1]);
+	printf("warmup_s: %.3f\n", t[2]);
+	printf("ms_per_step_median: %.4f\n", med);
+	printf("ms_per_step_mean: %.4f\n", mean);
+	printf("ms_per_step_min: %.4f\n", lo);
+	printf("ms_per_step_max: %.4f\n", hi);
+	printf("tok_s: %.2f\n", o->batch * 1e3 / med);
+	printf("bytes_per_step: %.0f\n", bb->total);
+	printf("bytes_per_step_weights: %.0f\n", bb->weights);
+	printf("bytes_per_step_experts: %.0f (of %s resident in expert tensors)\n", bb->experts,
+	       gb(bb->experts_resident, b1, sizeof b1));
+	printf("bytes_per_step_cache: %.0f\n", bb->cache);
+	printf("bytes_assumption: weights as resident on the device (%s); expert tensors: only the selected experts, "
+	       "k/E of each at batch 1; embedding: one row per sequence; caches: rows 0..pos per sequence (topk rows "
+	       "under a DSA selection); activations and cache writes not counted\n",
+	       cuda ? "gpu_weight_bytes" : "float32 on the CPU");
+	printf("achieved_gb_s: %.1f\n", gbps);
+	if (o->bw_gbps > 0)
+		printf("pct_of_bw: %.1f (of %.1f GB/s)\n", 100 * gbps / o->bw_gbps, o->bw_gbps);
+	if (cuda) {
+		printf("graph_launches_per_step: %.2f\n",
+		       es->decode_steps ? (double)es->graph_launches / (double)es->decode_steps : 0.0);
+		printf("kernels_per_step: %d\n", es->kernels_per_step);
+		printf("programmatic_launch: %s\n", es->pdl ? "on (--pdl)" : pdl_asked ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
+	} else {
+		printf("graph_launches_per_step: 0 (cpu)\n");
+	}
+	fflush(stdout);
+}
+
+/* Prefill B random prompts (one slot each), then time the decode steps of all B; ms[] gets each measured
+** step, t[1] the prefill (the second of two: the first loads cuBLASLt's kernels and warms the caches),
+** t[2] the warm-up steps. */
+static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, double *ms, double *t, char *err,
+                     size_t len)
+{
+	int B = o->batch;
+	long P = o->prompt;
+	int32_t tok[ENGINE_MAX_SLOTS];
+	EngineRow rows[ENGINE_MAX_SLOTS];
+	for (int rep = 0; rep < 2; rep++) {
+		double t0 = bench_now();
+		for (int b = 0; b < B; b++) {
+			EngineRow r0 = {.slot = b};
+			if (engine_set_rows(e, 1, &r0, err, len) ||
+			    engine_prefill(e, b, prompt + (size_t)b * (size_t)P, P, 0, &tok[b], NULL, err, len))
+				return -1;
+		}
+		t[1] = bench_now() - t0;
+	}
+	for (int b = 0; b < B; b++)
+		rows[b] = (EngineRow){.slot = b, .token = tok[b], .pos = (int32_t)P, .step = 1};
+	if (engine_set_rows(e, B, rows, err, len))
+		return -1;
+	double tw0 = bench_now();
+	for (long i = 0; i < o->warmup + o->steps; i++) {
+		double s0 = bench_now();
+		if (engine_decode(e, B, tok, NULL, err, len))
+			return -1;
+		if (i == o->warmup - 1)
+			t[2] = bench_now() - tw0;
+		if (i >= o->warmup)
+			ms[i - o->warmup] = 1e3 * (bench_now() - s0);
+	}
+	return 0;
+}
+
+/* glmrun --bench / --profile: open the plan through the engine (eo: device and sampling), prefill a
+** random prompt, time the decode steps, print the block (and the profile). With o->batch = B, B sequences
+** (prompts drawn from the same generator, one after another) fill B cache slots and every step decodes
+** all B. */
+int bench_main(const Graph *g, const char *plan, const char *weights, const EngineOpts *eo, const BenchOpts *o)
+{
+	char err[1024];
 	int B = o->batch < 1 ? 1 : o->batch;
 	if (B > 1 && o->profile) {
 		fprintf(stderr, "glmrun: --profile times batch 1; drop --batch\n");
@@ -351,19 +446,6 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		return 1;
 	}
 	int64_t V = g->node[logits].dim[1];
-	const char *tps = graph_meta(g, "tp");
-	int tp = tps ? atoi(tps) : 1;
-	if (tp < 1 || tp > 8) {
-		fprintf(stderr, "glmrun: %s: tp %d in the plan is outside 1..8\n", plan, tp);
-		return 1;
-	}
-	/* A partitioned plan on the GPU runs on tp GPUs through the rank workers (NCCL): batch 1 (--profile
-	** times rank 0's kernels and collectives while every rank runs its step). */
-	int multi = tp > 1 && cuda;
-	if (multi && B > 1) {
-		fprintf(stderr, "glmrun: --bench on %d GPUs times batch 1; drop --batch\n", tp);
-		return 1;
-	}
 	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? o->profile_steps + 1 : 0) + 1;
 	const char *ctxs = graph_meta(g, "n_ctx");
 	if (ctxs && S > atol(ctxs)) {
@@ -371,126 +453,36 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 		return 1;
 	}
 	/* A random prompt, the same for every run with one seed. */
-	int32_t *prompt = malloc(sizeof *prompt * (size_t)P * (size_t)B), *pos = malloc(sizeof *pos * (size_t)P);
-	int32_t *seq = malloc(sizeof *seq * (size_t)(P > B ? P : B));
+	int32_t *prompt = malloc(sizeof *prompt * (size_t)P * (size_t)B);
 	double *ms = malloc(sizeof *ms * (size_t)o->steps), *wb = calloc((size_t)g->n, sizeof *wb);
-	if (!prompt || !pos || !ms || !wb || !seq)
+	if (!prompt || !ms || !wb)
 		return fprintf(stderr, "glmrun: out of memory\n"), 1;
 	uint64_t st = 0x9e3779b97f4a7c15ULL ^ o->seed;
 	for (long i = 0; i < P * B; i++) {
 		st = st * 6364136223846793005ULL + 1442695040888963407ULL;
 		prompt[i] = (int32_t)((st >> 33) % (uint64_t)V);
 	}
-	for (long i = 0; i < P; i++)
-		pos[i] = (int32_t)i;
-	double t0 = bench_now();
-	Gpu *gpu = NULL;
-	Ranks *R = NULL;
-	Exec xr[8];
-	int nx = 0;
-	GpuStats gs = {0};
-	if (multi) {
-		RanksOpts ro = {.timeout = 60};
-		GpuOpts go2 = *go;
-		go2.keep_logits = 0;
-		if (ranks_opts_from_env(&ro, tp, err, sizeof err) ||
-		    ranks_open(&R, g, weights, P, S, &go2, &ro, err, sizeof err)) {
-			fprintf(stderr, "glmrun: %s\n", err);
-			if (R && !ranks_stuck(R))
-				ranks_close(R);
-			return 1;
-		}
-		for (int i = 0; i < g->n; i++) /* rank 0's bytes: the step's roofline is per GPU */
+	double t[3] = {0}, t0 = bench_now();
+	Engine *e = NULL;
+	EngineOpts eo2 = *eo;
+	eo2.slots = B, eo2.chunk = P > B ? P : B, eo2.max_seq = S, eo2.keep_logits = 0;
+	int rc = engine_open(&e, g, weights, &eo2, err, sizeof err);
+	if (!rc) {
+		for (int i = 0; i < g->n; i++) /* rank 0's bytes on the GPU: the step's roofline is per GPU */
 			if (g->node[i].kind == VK_WEIGHT)
-				wb[i] = (double)gpu_weight_bytes(ranks_gpu(R, 0), i);
-	} else if (cuda) {
-		GpuOpts go2 = *go;
-		go2.keep_logits = 0, go2.batch = B;
-		if (gpu_open(&gpu, g, weights, P > B ? P : B, S, &go2, err, sizeof err)) {
-			fprintf(stderr, "glmrun: %s\n", err);
-			gpu_close(gpu);
-			return 1;
-		}
-		for (int i = 0; i < g->n; i++)
-			if (g->node[i].kind == VK_WEIGHT)
-				wb[i] = (double)gpu_weight_bytes(gpu, i);
-	} else {
-		for (nx = 0; nx < tp; nx++)
-			if (exec_init_slots(&xr[nx], g, weights, P > B ? P : B, S, B, nx, tp, err, sizeof err)) {
-				fprintf(stderr, "glmrun: %s\n", err);
-				return 1;
-			}
-		for (int i = 0; i < g->n; i++) /* the CPU reference holds every weight as float32 */
-			if (g->node[i].kind == VK_WEIGHT)
-				wb[i] = (double)node_numel(&g->node[i], 0, 0) * 4;
-	}
-	double t1 = bench_now();
-	/* Prefill twice: the first run loads cuBLASLt's kernels and warms the caches, the second is timed. */
-	int32_t *tok = calloc((size_t)B, sizeof *tok), *at_pos = calloc((size_t)B, sizeof *at_pos);
-	int32_t *steps = calloc((size_t)B, sizeof *steps);
-	if (!tok || !at_pos || !steps)
-		return fprintf(stderr, "glmrun: out of memory\n"), 1;
-	double tp0 = 0, tp1 = 0;
-	int rc = 0;
-	for (int rep = 0; rep < 2 && !rc; rep++) {
-		tp0 = bench_now();
-		for (int b = 0; b < B && !rc; b++) {
-			const int32_t *pb = prompt + (size_t)b * (size_t)P;
-			int32_t zero = 0, slot = b;
-			if (multi)
-				rc = ranks_prefill(R, pb, P, 0, &tok[b], NULL, err, sizeof err);
-			else if (cuda)
-				rc = gpu_set_rows(gpu, 1, &zero, &zero, &slot, &zero, err, sizeof err) ||
-				     gpu_prefill_slot(gpu, b, pb, P, 0, &tok[b], NULL, err, sizeof err);
-			else {
-				for (long i = 0; i < P; i++)
-					seq[i] = b;
-				if (!(rc = exec_step_seq(xr, tp, pb, pos, seq, P, err, sizeof err)))
-					tok[b] = ref_sample((float *)xr[0].buf[logits] + (P - 1) * V, (int)V, go->temp, go->top_k,
-					                    go->top_p, go->seed + (uint32_t)b, 0);
-			}
-		}
-		tp1 = bench_now();
-	}
-	for (int b = 0; b < B; b++)
-		seq[b] = b, at_pos[b] = (int32_t)P, steps[b] = 1;
-	if (!rc && cuda && !multi)
-		rc = gpu_set_rows(gpu, B, tok, at_pos, seq, steps, err, sizeof err);
-	/* Decode: warm-up steps, then the measured ones, each timed alone. */
-	long at = P;
-	double tw0 = bench_now(), tw = 0;
-	for (long i = 0; i < o->warmup + o->steps && !rc; i++, at++) {
-		double s0 = bench_now();
-		if (multi)
-			rc = ranks_decode(R, tok, NULL, err, sizeof err);
-		else if (cuda)
-			rc = gpu_decode_rows(gpu, B, tok, NULL, err, sizeof err);
-		else {
-			for (int b = 0; b < B; b++)
-				at_pos[b] = (int32_t)at;
-			if (!(rc = exec_step_seq(xr, tp, tok, at_pos, seq, B, err, sizeof err)))
-				for (int b = 0; b < B; b++)
-					tok[b] = ref_sample((float *)xr[0].buf[logits] + (size_t)b * (size_t)V, (int)V, go->temp, go->top_k,
-					                    go->top_p, go->seed + (uint32_t)b, (int)i + 1);
-		}
-		if (i == o->warmup - 1)
-			tw = bench_now() - tw0;
-		if (i >= o->warmup)
-			ms[i - o->warmup] = 1e3 * (bench_now() - s0);
+				wb[i] = (double)engine_weight_bytes(e, i);
+		t[0] = bench_now() - t0;
+		rc = run_steps(e, o, prompt, ms, t, err, sizeof err);
 	}
 	if (rc) {
-		fprintf(stderr, "glmrun: --bench: %s\n", err);
-		if (R && ranks_stuck(R))
+		fprintf(stderr, "glmrun: %s%s\n", e ? "--bench: " : "", err);
+		if (engine_stuck(e))
 			_exit(1); /* a rank may still block in a collective: it can be neither joined nor freed */
+		engine_close(e);
 		return 1;
 	}
-	if (multi) {
-		RanksStats rs;
-		ranks_stats(R, &rs);
-		gs = rs.gpu;
-		printf("tp: %d GPUs (bytes, GB/s and %%bw below are per GPU: rank 0's share of the step)\n", tp);
-	} else if (cuda)
-		gpu_stats(gpu, &gs);
+	EngineStats es;
+	engine_stats(e, &es);
 	double mean = 0;
 	for (long i = 0; i < o->steps; i++)
 		mean += ms[i] / (double)o->steps;
@@ -498,67 +490,12 @@ int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, 
 	double med = o->steps % 2 ? ms[o->steps / 2] : 0.5 * (ms[o->steps / 2 - 1] + ms[o->steps / 2]);
 	/* Mean context of the measured steps: step i of the sequence (1-based) reads positions 0..P+i-1. */
 	double ctx = (double)P + (double)o->warmup + ((double)o->steps + 1) / 2;
-	size_t cache_es = cuda ? dtype_size(g->cuda.act) : 4;
 	BenchBytes bb;
-	bench_step_bytes(g, wb, cache_es, ctx, o->batch, &bb);
-	double gbps = bb.total / (med * 1e6);
-	const char *wf = graph_meta(g, "weights.format"), *wt = graph_meta(g, "weights.random_type");
-	int random = wf && !strcmp(wf, "random");
-	printf("bench: glmrun decode benchmark (issue 8)\n");
-	printf("plan: %s\n", plan);
-	if (random)
-		printf("weights: random (%s): RANDOM WEIGHTS, generated, not a checkpoint\n", wt ? wt : "?");
-	else
-		printf("weights: %s (%s)\n", weights, wf ? wf : "?");
-	if (cuda)
-		printf("device: cuda %s (sm_%d%d)\n", gs.name, gs.cc_major, gs.cc_minor);
-	else
-		printf("device: cpu (reference executor, %d rank%s)\n", tp, tp > 1 ? "s" : "");
-	printf("batch: %d\n", o->batch);
-	printf("prompt_tokens: %ld\n", P);
-	printf("warmup_steps: %ld\n", o->warmup);
-	printf("decode_steps: %ld\n", o->steps);
-	printf("context_mean: %.1f\n", ctx);
-	printf("setup_s: %.3f\n", t1 - t0);
-	if (cuda)
-		printf("upload_s: %.3f\n", gs.upload_s);
-	printf("prefill_ms: %.3f\n", 1e3 * (tp1 - tp0));
-	printf("prefill_tok_s: %.1f\n", (double)P * B / (tp1 - tp0));
-	printf("warmup_s: %.3f\n", tw);
-	printf("ms_per_step_median: %.4f\n", med);
-	printf("ms_per_step_mean: %.4f\n", mean);
-	printf("ms_per_step_min: %.4f\n", ms[0]);
-	printf("ms_per_step_max: %.4f\n", ms[o->steps - 1]);
-	printf("tok_s: %.2f\n", o->batch * 1e3 / med);
-	printf("bytes_per_step: %.0f\n", bb.total);
-	printf("bytes_per_step_weights: %.0f\n", bb.weights);
-	printf("bytes_per_step_experts: %.0f (of %s resident in expert tensors)\n", bb.experts,
-	       gb(bb.experts_resident, b1, sizeof b1));
-	printf("bytes_per_step_cache: %.0f\n", bb.cache);
-	printf("bytes_assumption: weights as resident on the device (%s); expert tensors: only the selected experts, "
-	       "k/E of each at batch 1; embedding: one row per sequence; caches: rows 0..pos per sequence (topk rows "
-	       "under a DSA selection); activations and cache writes not counted\n",
-	       cuda ? "gpu_weight_bytes" : "float32 on the CPU");
-	printf("achieved_gb_s: %.1f\n", gbps);
-	if (o->bw_gbps > 0)
-		printf("pct_of_bw: %.1f (of %.1f GB/s)\n", 100 * gbps / o->bw_gbps, o->bw_gbps);
-	if (cuda) {
-		printf("graph_launches_per_step: %.2f\n",
-		       gs.decode_steps ? (double)gs.graph_launches / (double)gs.decode_steps : 0.0);
-		printf("kernels_per_step: %d\n", gs.kernels_per_step);
-		printf("programmatic_launch: %s\n", gs.pdl ? "on (--pdl)" : go->pdl ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
-	} else {
-		printf("graph_launches_per_step: 0 (cpu)\n");
-	}
-	fflush(stdout);
+	bench_step_bytes(g, wb, es.cuda ? dtype_size(g->cuda.act) : 4, ctx, o->batch, &bb);
+	print_block(g, plan, weights, o, &es, eo->pdl, med, mean, ms[0], ms[o->steps - 1], ctx, &bb, t);
 	if (o->profile)
-		rc = profile_report(g, gpu, R, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
-	if (gpu)
-		gpu_close(gpu);
-	if (R)
-		ranks_close(R);
-	for (int r = 0; r < nx; r++)
-		exec_free(&xr[r]);
-	free(prompt), free(pos), free(ms), free(wb), free(seq), free(tok), free(at_pos), free(steps);
+		rc = profile_report(g, e, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
+	engine_close(e);
+	free(prompt), free(ms), free(wb);
 	return rc;
 }

@@ -5,8 +5,10 @@
 #ifndef GLM_BENCH_H
 #define GLM_BENCH_H
 
+#include "engine.h"
 #include "glm.h"
-#include "gpu.h"
+
+#include <stdio.h>
 
 typedef struct {
 	int profile;                 /* --profile: also time every kernel of the decode step */
@@ -16,7 +18,7 @@ typedef struct {
 	long warmup;                 /* decode steps run first and not measured (the first captures the graph) */
 	long profile_steps;          /* steps the per-kernel times are averaged over */
 	int profile_top;             /* rows of the per-kernel table */
-	int batch;                   /* sequences per step; only 1 runs so far (hook for --batch) */
+	int batch;                   /* sequences per step (--batch) */
 	double bw_gbps;              /* --bw: bandwidth the percentages refer to; 0 prints absolute figures only */
 	uint32_t seed;               /* seed of the random prompt */
 } BenchOpts;
@@ -56,7 +58,6 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 
 /* The whole --bench / --profile run on the plan; prints one "key: value" block (and the profile tables) on
 ** stdout. Returns the exit status. */
-int bench_main(const Graph *g, const char *plan, const char *weights, int cuda, const BenchOpts *o,
-               const GpuOpts *go);
+int bench_main(const Graph *g, const char *plan, const char *weights, const EngineOpts *eo, const BenchOpts *o);
 
 #endif

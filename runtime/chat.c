@@ -722,53 +722,6 @@ int chat_setup(ChatFmt *f, const char *path, const char *name, int no_think, con
 /* ---- the session ---- */
 
 /*
-** Evaluate ids[0..T) at positions pos0.. in steps of at most maxT tokens and sample the next token from
-** the last row. The GPU samples after every step, advancing its RNG counter, so the CPU counts each step
-** too: the same seed gives the same tokens on both.
-*/
-static int run_prefill(const ChatSession *s, const int32_t *ids, long T, long pos0, long *nsamp, int32_t *next,
-                       char *err, size_t len)
-{
-	int32_t *pos = s->gpu ? NULL : malloc(sizeof *pos * (size_t)s->maxT);
-	if (!s->gpu && !pos)
-		return seterr(err, len, "out of memory");
-	for (long off = 0; off < T; off += s->maxT) {
-		long c = T - off < s->maxT ? T - off : s->maxT;
-		if (s->gpu) {
-			if (ranks_prefill(s->gpu, ids + off, c, (int32_t)(pos0 + off), next, NULL, err, len))
-				return -1;
-		} else {
-			for (long i = 0; i < c; i++)
-				pos[i] = (int32_t)(pos0 + off + i);
-			if (exec_step_ranks(s->xs, s->tp, ids + off, pos, c, err, len))
-				return free(pos), -1;
-			const float *row = (const float *)s->xs[0].buf[s->logits] + (size_t)(c - 1) * (size_t)s->V;
-			*next = ref_sample(row, (int)s->V, s->samp.temp, s->samp.top_k, s->samp.top_p, s->samp.seed, (int)*nsamp);
-		}
-		(*nsamp)++;
-	}
-	free(pos);
-	return 0;
-}
-
-/* Feed back tok at position pos and sample the next token. */
-static int run_decode(const ChatSession *s, int32_t tok, long pos, long *nsamp, int32_t *next, char *err, size_t len)
-{
-	if (s->gpu) {
-		if (ranks_decode(s->gpu, next, NULL, err, len))
-			return -1;
-	} else {
-		int32_t p = (int32_t)pos;
-		if (exec_step_ranks(s->xs, s->tp, &tok, &p, 1, err, len))
-			return -1;
-		*next = ref_sample((const float *)s->xs[0].buf[s->logits], (int)s->V, s->samp.temp, s->samp.top_k,
-		                   s->samp.top_p, s->samp.seed, (int)*nsamp);
-	}
-	(*nsamp)++;
-	return 0;
-}
-
-/*
 ** The answer so far (b) and how much of it is printed (*shown): with a stop string, print up to its
 ** first occurrence and hold back the last len(stop) - 1 bytes until they cannot start one. Returns 1
 ** when the stop string was reached; stop == NULL prints everything held.
@@ -910,7 +863,7 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 	int tty = isatty(fileno(in)), rc = 0, full = 0, nh = 0;
 	ChatBuf msg = {0};
 	char **hist = NULL; /* user messages and answers as shown, for re-rendering a template */
-	long pos = 0, nsamp = 0, turn = 0, n_pre = 0, n_dec = 0, acap = 0;
+	long pos = 0, turn = 0, n_pre = 0, n_dec = 0, acap = 0;
 	int32_t *ans = NULL, pending = -1; /* pending: the last token of an answer cut short, shown but not fed */
 	double t_pre = 0, t_dec = 0;
 	for (;;) {
@@ -962,7 +915,7 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 		*s->sigs = 0;
 		int32_t tok;
 		double t0 = now_s();
-		if (run_prefill(s, ids, (long)nids, pos, &nsamp, &tok, err, len)) {
+		if (engine_prefill(s->e, 0, ids, (int64_t)nids, (int32_t)pos, &tok, NULL, err, len)) {
 			free(ids);
 			rc = -1;
 			break;
@@ -1024,7 +977,7 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 				break;
 			}
 			double d0 = now_s();
-			if (run_decode(s, tok, pos, &nsamp, &tok, err, len)) {
+			if (engine_decode(s->e, 1, &tok, NULL, err, len)) {
 				rc = -1;
 				break;
 			}

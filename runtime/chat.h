@@ -26,10 +26,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine.h"
 #include "glm.h"
-#include "gpu.h"
 #include "jinja.h"
-#include "ranks.h"
 #include "tok.h"
 
 enum { CHAT_GLM4, CHAT_GLM5, CHAT_DEEPSEEK3, CHAT_CHATML, CHAT_LLAMA3, CHAT_NFAMILY };
@@ -111,14 +110,8 @@ int chat_is_eot(const ChatFmt *f, int32_t id);
 ** Ctrl-C (*sigs becomes non-zero); a second Ctrl-C, EOF, or a full context (max_seq) ends the session.
 */
 typedef struct {
-	const Graph *g;
-	int logits;                  /* node of the 'logits' output */
-	int64_t V;
-	Exec *xs;                    /* the CPU ranks (tp of them), or NULL */
-	int tp;
-	Ranks *gpu;                  /* or the GPU(s): one worker per rank */
-	GpuOpts samp;                /* temp, top_k, top_p, seed */
-	long max_seq, maxT;          /* cache positions; tokens per prefill step */
+	Engine *e;                   /* one slot; a turn's prompt is prefilled in the engine's chunks */
+	long max_seq;                /* cache positions */
 	long n;                      /* tokens per answer at most (0: no limit) */
 	const char *stop;            /* --stop */
 	int ignore_eos, stats;

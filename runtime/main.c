@@ -1,25 +1,27 @@
 /*
-** runtime/main.c — glmrun: load a plan and its weights, prefill the prompt, then decode.
+** runtime/main.c — glmrun: the command line. main() parses the arguments and hands the plan to one mode
+** (text, chat, batch, bench, verify), each a short function over the engine (engine.h), which runs the
+** plan on the CPU reference or on the plan's GPUs the same way for all of them.
 **
 ** --device cpu runs the reference executor; --device cuda runs the plan's kernels, each decode step one
-** CUDA-graph launch per GPU (ranks.c: one worker per GPU of a tensor-parallel plan, NCCL in between);
-** without --device, the GPU is used when one is present. --verify runs the prompt and one decode step
-** on both and reports the per-layer error.
+** CUDA-graph launch per GPU; without --device, the GPU is used when one is present. --verify runs the
+** prompt and one decode step on both and reports the per-layer error.
 */
-#include "chat.h"
-#include "glm.h"
 #include "batch.h"
 #include "bench.h"
+#include "chat.h"
+#include "engine.h"
+#include "glm.h"
 #include "gpu.h"
-#include "ranks.h"
+#include "outpath.h"
 #include "ref.h"
 #include "tok.h"
 #include "weights.h"
-#include "outpath.h"
 
 #include <errno.h>
-#include <signal.h>
+#include <getopt.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,27 +38,29 @@ static const char *usage =
 	"end-of-generation, a --stop string, N tokens or Ctrl-C; prefill and decode speeds go to stderr.\n"
 	"With --tokens, exactly N ids are printed on one line (no end-of-sequence stop).\n"
 	"\n"
-	"  -p TEXT              prompt text; \"-\" reads it from stdin\n"
-	"  --chat               answer user messages from stdin in the model's chat format, keeping the\n"
+	"  -p, --prompt TEXT    prompt text; \"-\" reads it from stdin\n"
+	"  -f, --file FILE      prompt text from FILE\n"
+	"  --chat, -cnv        answer user messages from stdin in the model's chat format, keeping the\n"
 	"                       conversation in the KV cache (a turn prefills only its own tokens). A message\n"
 	"                       is one line (empty lines are skipped); a message of several lines starts with\n"
 	"                       a line beginning \"\"\" and ends with a line ending \"\"\" (or EOF). An answer ends\n"
 	"                       at end-of-turn, --stop, -n or Ctrl-C (what was shown stays in the conversation);\n"
 	"                       a second Ctrl-C, EOF or a full --max-seq ends the chat. With -p: the text is\n"
 	"                       one user turn, answered once\n"
-	"  --chat-template FILE|NAME  the chat template: a Jinja file, run as transformers runs it; default:\n"
+	"  --chat-template FILE|NAME  (also --chat-template-file) the chat template: a Jinja file, run as transformers runs it; default:\n"
 	"                       the weights' own (GGUF tokenizer.chat_template, HF chat_template.jinja or\n"
 	"                       tokenizer_config.json). Weights without one use a built-in format by their\n"
 	"                       architecture, or NAME: glm4 (GLM-4.5/4.6), glm5 (GLM-4.7, GLM-5), deepseek3\n"
 	"                       (DeepSeek-V3, V3.1), chatml (Qwen2/2.5/3), llama3 (Llama 3, 3.1+)\n"
-	"  --system TEXT        the chat's system prompt (default: none, or what the template adds itself)\n"
+	"  --system TEXT        (also --system-prompt) the chat's system prompt (default: none, or what the template adds itself)\n"
 	"  --no-think           enable_thinking=false for templates that read it (GLM, Qwen3); default: the\n"
 	"                       template's own; thinking text is printed as it comes\n"
 	"  --tokenizer PATH     tokenizer source (GGUF, HF directory or tokenizer.json; default: the weights)\n"
 	"  --stop STR           stop when the answer ends with STR\n"
 	"  --ignore-eos         do not stop at end-of-generation tokens\n"
 	"  --tokens IDS         prompt token ids, comma-separated\n"
-	"  -n N                 tokens to generate (default 16; with --chat per answer, default no limit)\n"
+	"  -n, --max-tokens N   tokens to generate (default 16; with --chat per answer, default no limit);\n"
+	"                       also --n-predict\n"
 	"  --force IDS          teacher forcing: after the prompt the generated tokens are these ids, comma-\n"
 	"                       separated, instead of sampled ones; each is fed back in its own one-token decode\n"
 	"                       step, exactly as a sampled token would be (so the steps split as a generation's\n"
@@ -67,15 +71,15 @@ static const char *usage =
 	"                       shared, or give B prompts (-p or --tokens repeated). Sequence i samples with\n"
 	"                       seed + i, ends at -n tokens, end-of-generation, --stop or a full --max-seq;\n"
 	"                       answers are printed at the end in order (ids one line each, or text blocks);\n"
-	"                       --dump-logits FILE writes FILE.0, FILE.1, ...; on the GPU, tp 1 plans\n"
+	"                       --dump-logits FILE writes FILE.0, FILE.1, ...; CPU, one GPU or tp N GPUs\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
-	"  --max-seq N          KV-cache capacity in positions (default: prompt + N; --chat: the model's\n"
+	"  -c, --ctx-size N     (also --max-seq) KV-cache capacity in positions (default: prompt + N; --chat: the model's\n"
 	"                       context, at most 4096)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
 	"                       (prompt positions, then each generated token fed back: n_prompt + N - 1 rows)\n"
-	"  --temp T             sampling temperature (default 0: greedy)\n"
+	"  --temp T             (also --temperature) sampling temperature (default 0: greedy)\n"
 	"  --top-k K, --top-p P restrict sampling to the K most likely tokens / the top P probability mass\n"
-	"  --seed S             sampling seed (default 0); the same seed gives the same tokens\n"
+	"  -s, --seed S         sampling seed (default 0); the same seed gives the same tokens\n"
 	"  --verify             run the prompt and one decode step on the GPU and the CPU reference and\n"
 	"                       report the largest relative error per layer; exit 1 above tolerance\n"
 	"  --round-bf16         round the CPU reference's values as a bf16 plan stores them on the GPU (the\n"
@@ -103,8 +107,14 @@ static const char *usage =
 	"                       least 60 while loading) is reported by rank; glmrun exits with status 1\n"
 	"                       (default 60)\n"
 	"  --weights PATH       weights directory (default: the one the plan was compiled with)\n"
+	"  -t, --threads N      CPU threads of the reference executor (default: all cores; sets\n"
+	"                       GLMRUN_THREADS)\n"
 	"  -h, --help           this text;  --version  print the version\n"
 	"\n"
+	"PLAN may also be given as -m/--model PLAN. Options take their value as --opt VALUE or --opt=VALUE.\n"
+	"Names as llama.cpp's llama-cli spells them: -m, -p, -f, -n/--n-predict, -c/--ctx-size, -s/--seed,\n"
+	"-t/--threads, --temp, --top-k, --top-p, --ignore-eos, -cnv, --chat-template-file, --system-prompt;\n"
+	"as vLLM's sampling parameters: --max-tokens, --temperature.\n"
 	"A plan compiled with --tp N runs on the first N visible GPUs (one worker thread each, NCCL between\n"
 	"them; GLMRUN_NCCL=PATH names libnccl.so.2 when the usual places lack it) or, with --device cpu, as N\n"
 	"ranks in one process. Allreduces up to GLMRUN_P2P_MAX bytes (default 262144; 0: none) take a\n"
@@ -194,7 +204,9 @@ typedef struct {
 	int nprompts, batch;
 	int ignore_eos, chat, no_think;
 	long n, max_seq;
-	GpuOpts gpu;
+	float temp, top_p;
+	int top_k, pdl;
+	uint32_t seed;
 	int verify, stats, round_bf16;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	long bench_prompt;
@@ -202,101 +214,130 @@ typedef struct {
 	double timeout;
 } Args;
 
-static void parse(Args *a, int argc, char **argv)
+/* getopt_long's table: long names (and aliases) to codes; short options are their own codes. */
+enum {
+	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
+	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
+	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION
+};
+static const struct option long_opts[] = {
+	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
+	{"prompt", required_argument, 0, 'p'}, {"file", required_argument, 0, 'f'},
+	{"chat", no_argument, 0, O_CHAT}, {"conversation", no_argument, 0, O_CHAT}, {"no-think", no_argument, 0, O_NO_THINK},
+	{"tokenizer", required_argument, 0, O_TOKENIZER}, {"stop", required_argument, 0, O_STOP},
+	{"chat-template", required_argument, 0, O_CHAT_TEMPLATE}, {"chat-template-file", required_argument, 0, O_CHAT_TEMPLATE},
+	{"system", required_argument, 0, O_SYSTEM}, {"system-prompt", required_argument, 0, O_SYSTEM},
+	{"ignore-eos", no_argument, 0, O_IGNORE_EOS}, {"tokens", required_argument, 0, O_TOKENS},
+	{"force", required_argument, 0, O_FORCE}, {"batch", required_argument, 0, O_BATCH},
+	{"max-tokens", required_argument, 0, 'n'}, {"n-predict", required_argument, 0, 'n'},
+	{"device", required_argument, 0, O_DEVICE}, {"max-seq", required_argument, 0, 'c'},
+	{"ctx-size", required_argument, 0, 'c'}, {"dump-logits", required_argument, 0, O_DUMP},
+	{"temp", required_argument, 0, O_TEMP}, {"temperature", required_argument, 0, O_TEMP},
+	{"top-k", required_argument, 0, O_TOP_K}, {"top-p", required_argument, 0, O_TOP_P},
+	{"seed", required_argument, 0, 's'}, {"threads", required_argument, 0, 't'},
+	{"verify", no_argument, 0, O_VERIFY}, {"round-bf16", no_argument, 0, O_ROUND_BF16},
+	{"stats", no_argument, 0, O_STATS}, {"pdl", no_argument, 0, O_PDL}, {"bench", no_argument, 0, O_BENCH},
+	{"bench-prompt", required_argument, 0, O_BENCH_PROMPT}, {"profile", no_argument, 0, O_PROFILE},
+	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
+	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
+	{"weights", required_argument, 0, O_WEIGHTS}, {0, 0, 0, 0},
+};
+
+/* The prompt of -f FILE, kept as -p TEXT would be (the file's bytes, read now). */
+static const char *read_file_prompt(const char *path)
 {
-	*a = (Args){.gpu = {.top_p = 1.0f}, .timeout = 60};
-	for (int i = 1; i < argc; i++) {
-		const char *s = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-			fputs(usage, stdout);
-			exit(0);
-		} else if (!strcmp(s, "--version")) {
-			printf("glmrun %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION);
-			exit(0);
-		} else if (!strcmp(s, "--verify"))
-			a->verify = 1;
-		else if (!strcmp(s, "--ignore-eos"))
-			a->ignore_eos = 1;
-		else if (!strcmp(s, "--chat"))
-			a->chat = 1;
-		else if (!strcmp(s, "--no-think"))
-			a->no_think = 1;
-		else if (!strcmp(s, "-p") || !strcmp(s, "--tokenizer") || !strcmp(s, "--stop") ||
-		         !strcmp(s, "--chat-template") || !strcmp(s, "--system")) {
-			if (!next)
-				fail("missing value after %s", s);
-			i++;
-			*(!strcmp(s, "-p") ? &a->prompt : !strcmp(s, "--stop") ? &a->stop : !strcmp(s, "--system") ? &a->system :
-			  !strcmp(s, "--chat-template") ? &a->chat_template : &a->tokenizer) = next;
-			if (!strcmp(s, "-p") && a->nprompts < BATCH_MAX)
-				a->prompts[a->nprompts++] = next;
-		}
-		else if (!strcmp(s, "--stats"))
-			a->stats = 1;
-		else if (!strcmp(s, "--round-bf16"))
-			a->round_bf16 = 1;
-		else if (!strcmp(s, "--bench"))
-			a->bench = 1;
-		else if (!strcmp(s, "--profile"))
-			a->profile = 1;
-		else if (!strcmp(s, "--pdl"))
-			a->gpu.pdl = 1;
-		else if (!strcmp(s, "--profile-eager"))
-			a->profile = a->profile_eager = 1;
-		else if (!strcmp(s, "--bench-prompt") || !strcmp(s, "--bw") || !strcmp(s, "--profile-top")) {
-			if (!next)
-				fail("missing value after %s", s);
-			i++;
-			if (!strcmp(s, "--bench-prompt"))
-				a->bench_prompt = parse_long(next, "--bench-prompt", 1, 1 << 20);
-			else if (!strcmp(s, "--profile-top"))
-				a->profile_top = (int)parse_long(next, "--profile-top", 1, 1 << 20);
-			else
-				a->bw = parse_double(next, "--bw", 1e-3, 1e6);
-		}
-		else if (!strcmp(s, "--tokens") || !strcmp(s, "-n") || !strcmp(s, "--device") || !strcmp(s, "--max-seq") ||
-		         !strcmp(s, "--dump-logits") || !strcmp(s, "--weights") || !strcmp(s, "--temp") ||
-		         !strcmp(s, "--top-k") || !strcmp(s, "--top-p") || !strcmp(s, "--seed") || !strcmp(s, "--batch") ||
-		         !strcmp(s, "--timeout") || !strcmp(s, "--force")) {
-			if (!next)
-				fail("missing value after %s", s);
-			i++;
-			if (!strcmp(s, "--tokens")) {
-				a->tokens = next;
-				if (a->nprompts < BATCH_MAX)
-					a->prompts[a->nprompts++] = next;
-			} else if (!strcmp(s, "--force")) {
-				free(a->force);
-				a->force = parse_tokens(next, "--force", &a->nforce);
-			} else if (!strcmp(s, "--batch"))
-				a->batch = (int)parse_long(next, "--batch", 1, BATCH_MAX);
-			else if (!strcmp(s, "-n"))
-				a->n = parse_long(next, "-n", 1, 1 << 24), a->n_set = 1;
-			else if (!strcmp(s, "--device"))
-				a->device = next;
-			else if (!strcmp(s, "--max-seq"))
-				a->max_seq = parse_long(next, "--max-seq", 1, 1 << 24);
-			else if (!strcmp(s, "--dump-logits"))
-				a->dump = next;
-			else if (!strcmp(s, "--weights"))
-				a->weights = next;
-			else if (!strcmp(s, "--temp"))
-				a->gpu.temp = (float)parse_double(next, "--temp", 0, 100);
-			else if (!strcmp(s, "--top-k"))
-				a->gpu.top_k = (int)parse_long(next, "--top-k", 0, 1 << 24);
-			else if (!strcmp(s, "--top-p"))
-				a->gpu.top_p = (float)parse_double(next, "--top-p", 0, 1);
-			else if (!strcmp(s, "--timeout"))
-				a->timeout = parse_double(next, "--timeout", 0.001, 1e6);
-			else
-				a->gpu.seed = (uint32_t)parse_long(next, "--seed", 0, UINT32_MAX);
-		} else if (s[0] == '-')
-			fail("unknown option %s (run 'glmrun --help')", s);
-		else if (!a->plan)
-			a->plan = s;
-		else
-			fail("unexpected argument '%s'", s);
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		fail("-f %s: cannot open: %s", path, strerror(errno));
+	size_t cap = 4096, k = 0;
+	char *b = malloc(cap + 1);
+	for (size_t r; b && (r = fread(b + k, 1, cap - k, f)) > 0;)
+		if ((k += r) == cap && !(b = realloc(b, (cap *= 2) + 1)))
+			break;
+	if (!b)
+		fail("out of memory reading %s", path);
+	if (ferror(f))
+		fail("-f %s: read failed: %s", path, strerror(errno));
+	fclose(f);
+	if (memchr(b, 0, k))
+		fail("-f %s: the file holds a NUL byte; a prompt is text", path);
+	b[k] = 0;
+	return b; /* lives until exit, like argv */
+}
+
+/* One option's effect on a (code from long_opts or a short option, v its value). */
+static void take_opt(Args *a, int c, const char *v, const char *name)
+{
+	switch (c) {
+	case 'h': fputs(usage, stdout); exit(0);
+	case O_VERSION: printf("glmrun %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION); exit(0);
+	case 'm':
+		if (a->plan && strcmp(a->plan, v))
+			fail("two plans given: '%s' and '%s'", a->plan, v);
+		a->plan = v;
+		break;
+	case 'f': /* the file's text is the prompt */
+		v = read_file_prompt(v);
+		/* fall through */
+	case 'p':
+		a->prompt = v;
+		if (a->nprompts < BATCH_MAX)
+			a->prompts[a->nprompts++] = v;
+		break;
+	case O_CHAT: a->chat = 1; break;
+	case O_NO_THINK: a->no_think = 1; break;
+	case O_TOKENIZER: a->tokenizer = v; break;
+	case O_STOP: a->stop = v; break;
+	case O_CHAT_TEMPLATE: a->chat_template = v; break;
+	case O_SYSTEM: a->system = v; break;
+	case O_IGNORE_EOS: a->ignore_eos = 1; break;
+	case O_TOKENS:
+		a->tokens = v;
+		if (a->nprompts < BATCH_MAX)
+			a->prompts[a->nprompts++] = v;
+		break;
+	case O_FORCE: free(a->force); a->force = parse_tokens(v, "--force", &a->nforce); break;
+	case O_BATCH: a->batch = (int)parse_long(v, "--batch", 1, BATCH_MAX); break;
+	case 'n': a->n = parse_long(v, name, 1, 1 << 24), a->n_set = 1; break;
+	case O_DEVICE: a->device = v; break;
+	case 'c': a->max_seq = parse_long(v, name, 1, 1 << 24); break;
+	case O_DUMP: a->dump = v; break;
+	case O_WEIGHTS: a->weights = v; break;
+	case O_TEMP: a->temp = (float)parse_double(v, name, 0, 100); break;
+	case O_TOP_K: a->top_k = (int)parse_long(v, "--top-k", 0, 1 << 24); break;
+	case O_TOP_P: a->top_p = (float)parse_double(v, "--top-p", 0, 1); break;
+	case 's': a->seed = (uint32_t)parse_long(v, "--seed", 0, UINT32_MAX); break;
+	case 't':
+		parse_long(v, "--threads", 1, 256);
+		setenv("GLMRUN_THREADS", v, 1);
+		break;
+	case O_TIMEOUT: a->timeout = parse_double(v, "--timeout", 0.001, 1e6); break;
+	case O_VERIFY: a->verify = 1; break;
+	case O_ROUND_BF16: a->round_bf16 = 1; break;
+	case O_STATS: a->stats = 1; break;
+	case O_PDL: a->pdl = 1; break;
+	case O_BENCH: a->bench = 1; break;
+	case O_PROFILE: a->profile = 1; break;
+	case O_PROFILE_EAGER: a->profile = a->profile_eager = 1; break;
+	case O_BENCH_PROMPT: a->bench_prompt = parse_long(v, "--bench-prompt", 1, 1 << 20); break;
+	case O_PROFILE_TOP: a->profile_top = (int)parse_long(v, "--profile-top", 1, 1 << 20); break;
+	case O_BW: a->bw = parse_double(v, "--bw", 1e-3, 1e6); break;
 	}
+}
+
+/* The option's name as the user wrote it, for messages ("-n", "--max-tokens", ...). */
+static const char *opt_name(char **argv, int at)
+{
+	static char name[64];
+	const char *s = argv[at];
+	size_t k = strcspn(s, "=");
+	snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), s);
+	return name;
+}
+
+/* The combinations that make no sense, refused before anything is loaded. */
+static void check_args(Args *a)
+{
 	if (!a->plan)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
@@ -336,12 +377,42 @@ static void parse(Args *a, int argc, char **argv)
 		fail("--batch runs plain prompts; drop %s", a->verify ? "--verify" : "the chat options");
 }
 
+/* The command line into a: getopt_long (--opt VALUE, --opt=VALUE, options anywhere), then check_args. */
+static void parse(Args *a, int argc, char **argv)
+{
+	*a = (Args){.top_p = 1.0f, .timeout = 60};
+	/* "-cnv" is llama.cpp's spelling of --chat: one dash, three letters, which getopt would read as -c nv. */
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "-cnv"))
+			argv[i] = "--chat";
+	opterr = 0;
+	for (;;) {
+		int at = optind, c = getopt_long(argc, argv, "+:hm:p:f:n:c:s:t:", long_opts, NULL);
+		if (c == -1) {
+			if (optind >= argc)
+				break;
+			/* "+": stop at the first operand; take it as the plan and go on after it */
+			const char *s = argv[optind++];
+			if (a->plan && strcmp(a->plan, s))
+				fail("unexpected argument '%s'", s);
+			a->plan = s;
+			continue;
+		}
+		if (c == ':')
+			fail("missing value after %s", opt_name(argv, at));
+		if (c == '?')
+			fail("unknown option %s (run 'glmrun --help')", argv[at]);
+		take_opt(a, c, optarg, opt_name(argv, at));
+	}
+	check_args(a);
+}
+
 /* A GPU failure. When a rank may still be blocked (the watchdog fired, or one rank failed while the
 ** others wait in a collective it never joined), the process ends with _exit: exit's clean-up would wait
 ** on those ranks' threads and GPUs. */
-static _Noreturn void fail_gpu(Ranks *R, const char *err)
+static _Noreturn void fail_gpu(const Engine *e, const char *err)
 {
-	if (ranks_stuck(R)) {
+	if (engine_stuck(e)) {
 		fflush(stdout);
 		fprintf(stderr, "glmrun: %s\n", err);
 		_exit(1);
@@ -393,7 +464,8 @@ static double rel_err(const float *a, const float *b, size_t n)
 ** routing kernel still fails. Returns the count of tokens routed differently, or -1 where the GPU's ids
 ** are not that routing (or its input was never stored).
 */
-static int route_tie(const Graph *g, int i, float **out, const Exec *cpu, const unsigned char *stored, int T)
+static int route_tie(const Graph *g, int i, float **out, float **ref, const Engine *cpu, const unsigned char *stored,
+                     int T)
 {
 	const Node *n = &g->node[i];
 	int src = n->in[0];
@@ -405,7 +477,7 @@ static int route_tie(const Graph *g, int i, float **out, const Exec *cpu, const 
 	if (!idx)
 		fail("out of memory");
 	int groups = n->ia[1] ? (int)n->ia[1] : 1;
-	ref_moe_route(idx, out[src], n->nin > 1 ? cpu->buf[n->in[1]] : NULL, T, (int)E, (int)n->ia[0], groups,
+	ref_moe_route(idx, out[src], n->nin > 1 ? engine_cpu_f32(cpu, n->in[1]) : NULL, T, (int)E, (int)n->ia[0], groups,
 	              n->ia[2] ? (int)n->ia[2] : groups, (int)n->ia[3]);
 	int same = 1, diff = 0;
 	for (int t = 0; t < T; t++) {
@@ -413,7 +485,7 @@ static int route_tie(const Graph *g, int i, float **out, const Exec *cpu, const 
 		for (int64_t j = 0; j < k; j++) {
 			size_t at = (size_t)t * (size_t)k + (size_t)j;
 			same &= out[i][at] == (float)idx[at];
-			d |= out[i][at] != (float)((int32_t *)cpu->buf[i])[at];
+			d |= out[i][at] != ref[i][at];
 		}
 		diff += d;
 	}
@@ -428,10 +500,10 @@ static int route_tie(const Graph *g, int i, float **out, const Exec *cpu, const 
 ** inside a layer and shrinks again at the norms), which still catches any broken kernel; between the
 ** two it is reported.
 */
-static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32_t *prompt, int np, double tol)
+static int verify_run(const Graph *g, Engine *gpu, Engine *cpu, const int32_t *prompt, int np, double tol)
 {
 	char err[1024];
-	float **out = calloc((size_t)g->n, sizeof *out);
+	float **out = calloc((size_t)g->n, sizeof *out), **ref = calloc((size_t)g->n, sizeof *ref);
 	int nl = 0;
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].layer + 2 > nl)
@@ -439,10 +511,11 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 	double *worst = calloc((size_t)nl, sizeof *worst);
 	int *wnode = calloc((size_t)nl, sizeof *wnode);
 	int32_t *pos = malloc(sizeof *pos * (size_t)np);
-	if (!out || !worst || !wnode || !pos)
+	if (!out || !ref || !worst || !wnode || !pos)
 		fail("out of memory");
 	for (int i = 0; i < g->n; i++)
-		if (g->node[i].kind == VK_ACT && !(out[i] = malloc(sizeof(float) * (size_t)node_numel(&g->node[i], np, cpu->S))))
+		if (g->node[i].kind == VK_ACT && (!(out[i] = malloc(sizeof(float) * engine_numel(cpu, i, np))) ||
+		                                  !(ref[i] = malloc(sizeof(float) * engine_numel(cpu, i, np)))))
 			fail("out of memory");
 	int bad = 0;
 	int32_t tok[1];
@@ -454,9 +527,9 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 		const int32_t *tk = step ? tok : prompt;
 		for (int i = 0; i < T; i++)
 			pos[i] = step ? np : i;
-		if (exec_step_ranks(cpu, tp, tk, pos, T, err, sizeof err))
+		if (engine_values(cpu, tk, pos, T, ref, err, sizeof err))
 			fail("%s", err);
-		if (ranks_step_outputs(gpu, tk, pos, T, out, err, sizeof err))
+		if (engine_values(gpu, tk, pos, T, out, err, sizeof err))
 			fail_gpu(gpu, err);
 		for (int i = 0; i < nl; i++)
 			worst[i] = -1, wnode[i] = -1;
@@ -466,22 +539,22 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 			const Node *n = &g->node[i];
 			if (n->kind != VK_ACT)
 				continue;
-			size_t cnt = (size_t)node_numel(n, T, cpu->S);
+			size_t cnt = engine_numel(cpu, i, T);
 			double e;
 			if (n->dtype == DT_I32) {
 				e = 0;
 				for (size_t k = 0; k < cnt; k++)
-					e += out[i][k] != (float)((int32_t *)cpu->buf[i])[k];
+					e += out[i][k] != ref[i][k];
 			} else
-				e = rel_err(out[i], cpu->buf[i], cnt);
+				e = rel_err(out[i], ref[i], cnt);
 			/* A value formed inside a fused kernel (a SwiGLU or norm in a decode GEMV) is never stored. */
 			if (!stored[i])
 				continue;
 			if (n->dtype == DT_F32 && nf_gpu < 0 && !all_finite(out[i], cnt))
 				nf_gpu = i;
-			if (n->dtype == DT_F32 && nf_cpu < 0 && !all_finite(cpu->buf[i], cnt))
+			if (n->dtype == DT_F32 && nf_cpu < 0 && !all_finite(ref[i], cnt))
 				nf_cpu = i;
-			int tie = n->op == OP_MOE_ROUTE && e > 0 ? route_tie(g, i, out, cpu, stored, T) : -1;
+			int tie = n->op == OP_MOE_ROUTE && e > 0 ? route_tie(g, i, out, ref, cpu, stored, T) : -1;
 			if (tie >= 0) {
 				printf("  %s %%%d (%s:%d) %d token%s routed differently at a near tie: the GPU's ids are the "
 				       "reference routing of its own scores\n", op_table[n->op].name, i, n->src ? n->src : "?",
@@ -519,12 +592,12 @@ static int verify_run(const Graph *g, Ranks *gpu, Exec *cpu, int tp, const int32
 		}
 		bad |= nf_gpu >= 0;
 		int64_t V = g->node[g->out[0]].dim[1];
-		tok[0] = argmax_row((float *)cpu->buf[g->out[0]] + (size_t)(T - 1) * (size_t)V, V);
+		tok[0] = argmax_row(ref[g->out[0]] + (size_t)(T - 1) * (size_t)V, V);
 	}
 	printf("verify: %s (tolerance %g)\n", bad ? "FAILED" : "passed", tol);
 	for (int i = 0; i < g->n; i++)
-		free(out[i]);
-	free(out), free(worst), free(wnode), free(pos), free(stored);
+		free(out[i]), free(ref[i]);
+	free(out), free(ref), free(worst), free(wnode), free(pos), free(stored);
 	return bad;
 }
 
@@ -582,20 +655,144 @@ static char *read_prompt(const char *p, size_t *n)
 	return b;
 }
 
+/* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */
+static void close_stdout(void)
+{
+	if (out_close_stdout()) {
+		fprintf(stderr, "glmrun: standard output: write failed: %s\n", strerror(errno));
+		_exit(1);
+	}
+}
+
+/* Where the plan runs: --device, else the GPU when the plan has kernels and a GPU is present. */
+static int want_cuda(const Args *a, const Graph *g)
+{
+	return a->device ? !strcmp(a->device, "cuda") : (g->cuda.source && gpu_present());
+}
+
+/* The weights path: --weights, else the one the plan was compiled with. */
+static const char *weights_of(const Args *a, const Graph *g)
+{
+	const char *w = a->weights ? a->weights : graph_meta(g, "weights.path");
+	if (!w)
+		fail("%s: the plan names no weights; pass --weights PATH", a->plan);
+	return w;
+}
+
+/* The engine options of the command line (device, sampling, GPU switches); the caller sets the sizes. */
+static EngineOpts engine_opts(const Args *a, int cuda)
+{
+	return (EngineOpts){.cuda = cuda, .slots = 1, .temp = a->temp, .top_k = a->top_k, .top_p = a->top_p,
+	                    .seed = a->seed, .pdl = a->pdl, .timeout = a->timeout, .progress = cuda && isatty(2),
+	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
+}
+
+/* Open an engine or end the run with its error. */
+static Engine *open_engine(const Graph *g, const char *weights, const EngineOpts *o)
+{
+	Engine *e;
+	char err[1024];
+	if (engine_open(&e, g, weights, o, err, sizeof err))
+		fail_gpu(e, err);
+	return e;
+}
+
+/* --bench / --profile (runtime/bench.c makes its own prompt and prints one block). */
+static int run_bench(const Args *a, const Graph *g)
+{
+	int cuda = want_cuda(a, g);
+	if (a->profile && !cuda)
+		fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
+	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = a->bench_prompt ? a->bench_prompt : 128,
+	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
+	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
+	                .batch = a->batch ? a->batch : 1};
+	EngineOpts eo = engine_opts(a, cuda);
+	return bench_main(g, a->plan, weights_of(a, g), &eo, &bo);
+}
+
+/* The tokenizer for -p / --chat: --tokenizer (GGUF, HF directory or tokenizer.json), else the weights'. */
+static Tok *load_tokenizer(const Args *a, const Graph *g)
+{
+	char err[1024];
+	const char *src = a->tokenizer ? a->tokenizer : graph_meta(g, "weights.path");
+	const char *wf = graph_meta(g, "weights.format");
+	int chat = a->chat && !a->prompt;
+	if (!a->tokenizer && wf && !strcmp(wf, "random"))
+		fail("%s: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens",
+		     chat ? "--chat" : "-p");
+	if (!src)
+		fail("-p: the plan names no weights to read a tokenizer from; give --tokenizer PATH");
+	size_t tl = strlen(src);
+	Tok *tk = NULL;
+	Weights tw;
+	if (tl > 5 && !strcmp(src + tl - 5, ".json")) {
+		if (tok_open_json(&tk, src, err, sizeof err))
+			fail("%s", err);
+	} else {
+		if (weights_open(&tw, src, err, sizeof err) || tok_open(&tk, &tw, err, sizeof err))
+			fail("%s", err);
+		weights_close(&tw);
+	}
+	return tk;
+}
+
+/* -p TEXT (in the chat format when chat options are given) as token ids. */
+static int32_t *encode_prompt(const Args *a, const Tok *tk, ChatFmt *cf, int templ, int *np)
+{
+	char err[1024];
+	size_t tn, nid = 1;
+	int32_t *prompt = NULL;
+	char *text = read_prompt(a->prompt, &tn);
+	if (templ) {
+		char *t = chat_prompt(cf, a->system, text, &tn, err, sizeof err);
+		free(text);
+		if (!(text = t))
+			fail("-p: %s", err);
+	}
+	if (tok_encode(tk, text, tn, !templ, 1, &prompt, &nid))
+		fail("-p: out of memory encoding the prompt");
+	free(text);
+	if (!nid)
+		fail("-p: the prompt encodes to no tokens");
+	*np = (int)nid;
+	return prompt;
+}
+
+/* Every id below the vocabulary size V. */
+static void check_ids(const char *what, const int32_t *ids, int n, int64_t V)
+{
+	for (int i = 0; i < n; i++)
+		if (ids[i] >= V)
+			fail("%s: token id %d is outside the vocabulary [0, %lld)", what, ids[i], (long long)V);
+}
+
+/* The vocabulary: the 'logits' output's columns (which must be [T, vocab]). */
+static int64_t vocab_of(const Args *a, const Graph *g)
+{
+	int logits = -1;
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			logits = g->out[i];
+	if (logits < 0)
+		fail("%s: the plan has no output named 'logits'", a->plan);
+	const Node *L = &g->node[logits];
+	if (L->ndim != 2 || L->dim[0] != DIM_T || L->dim[1] <= 0)
+		fail("%s: output 'logits' must be [T, vocab]", a->plan);
+	return L->dim[1];
+}
+
 /*
 ** --batch: every prompt (or the one prompt, shared) encoded, checked and run through batch_run with
 ** caches for all sequences; -n is per sequence and clipped where a context would overflow.
 */
-static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int tp, const char *weights)
+static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 {
 	char err[1024];
 	int n = a->batch;
 	int32_t *ids[BATCH_MAX];
 	int np[BATCH_MAX], maxp = 0;
-	int64_t V = g->node[g->out[0]].dim[1];
-	for (int i = 0; i < g->nout; i++)
-		if (!strcmp(g->out_name[i], "logits"))
-			V = g->node[g->out[i]].dim[1];
+	int64_t V = vocab_of(a, g);
 	for (int i = 0; i < n; i++) {
 		const char *src = a->prompts[a->nprompts > 1 ? i : 0];
 		if (i && a->nprompts == 1) { /* one prompt, shared */
@@ -617,67 +814,239 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk, int cuda, int
 			ids[i] = p, np[i] = (int)nid;
 		} else
 			ids[i] = parse_tokens(src, "--tokens", &np[i]);
-		for (int k = 0; k < np[i]; k++)
-			if (ids[i][k] >= V)
-				fail("--tokens: prompt %d: token id %d is outside the vocabulary [0, %lld)", i, ids[i][k], (long long)V);
+		char what[48];
+		snprintf(what, sizeof what, "--tokens: prompt %d", i);
+		check_ids(what, ids[i], np[i], V);
 		maxp = np[i] > maxp ? np[i] : maxp;
 	}
 	long max_seq = a->max_seq ? a->max_seq : maxp + a->n - 1;
 	const char *ctx = graph_meta(g, "n_ctx");
 	if (ctx && max_seq > atol(ctx))
 		fail("--max-seq %ld is more than the model's context of %s", max_seq, ctx);
-	int64_t maxT = maxp > n ? maxp : n;
-	BatchRun b = {.nseq = n, .prompt = (const int32_t *const *)ids, .np = np, .n = a->n, .max_seq = max_seq,
-	              .temp = a->gpu.temp, .top_p = a->gpu.top_p, .top_k = a->gpu.top_k, .seed = a->gpu.seed, .tk = tk,
+	BatchRun b = {.nseq = n, .prompt = (const int32_t *const *)ids, .np = np, .n = a->n, .max_seq = max_seq, .tk = tk,
 	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
-	Exec xr[8];
-	Gpu *gpu = NULL;
+	int cuda = want_cuda(a, g);
+	EngineOpts eo = engine_opts(a, cuda);
+	eo.slots = n, eo.chunk = maxp, eo.max_seq = max_seq;
 	double t0 = now();
-	if (cuda) {
-		GpuOpts o = a->gpu;
-		o.progress = isatty(2), o.keep_logits = a->dump != NULL, o.batch = n;
-		if (gpu_open(&gpu, g, weights, maxT, max_seq, &o, err, sizeof err))
-			fail("%s", err);
-	} else
-		for (int r = 0; r < tp; r++)
-			if (exec_init_slots(&xr[r], g, weights, maxT, max_seq, n, r, tp, err, sizeof err) ||
-			    (a->round_bf16 && exec_round_bf16(&xr[r], err, sizeof err)))
-				fail("%s", err);
+	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	double t1 = now();
 	if (tk)
 		signal(SIGINT, on_sigint);
-	if (batch_run(g, gpu, xr, tp, &b, err, sizeof err))
-		fail("%s", err);
+	if (batch_run(e, &b, err, sizeof err))
+		fail_gpu(e, err);
 	double t2 = now();
 	if (a->stats) {
+		EngineStats s;
+		engine_stats(e, &s);
 		fprintf(stderr, "stats: device %s, batch %d, %ld positions per sequence\n", cuda ? "cuda" : "cpu", n, max_seq);
 		fprintf(stderr, "stats: load %.3f s, prompts and decode %.3f s\n", t1 - t0, t2 - t1);
 		if (cuda) {
-			GpuStats s;
-			gpu_stats(gpu, &s);
 			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB\n",
 			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20), (double)s.cache_bytes / (1 << 20));
 			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step)\n", s.decode_steps,
 			        s.graph_launches, s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0);
 		}
 	}
-	if (gpu)
-		gpu_close(gpu);
-	else
-		for (int r = 0; r < tp; r++)
-			exec_free(&xr[r]);
+	engine_close(e);
 	for (int i = 0; i < n; i++)
 		free(ids[i]);
 	return 0;
 }
 
-/* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */
-static void close_stdout(void)
+/* The cache positions a one-sequence run needs (the prompt, -n tokens, --verify's step), checked against
+** the model's context and --max-seq; --max-seq itself when given. */
+static long positions(const Args *a, const Graph *g, int np)
 {
-	if (out_close_stdout()) {
-		fprintf(stderr, "glmrun: standard output: write failed: %s\n", strerror(errno));
-		_exit(1);
+	long need = np + a->n - 1 + a->verify;
+	const char *ctx = graph_meta(g, "n_ctx"), *forced = a->force ? " (--force)" : "";
+	if (ctx && need > atol(ctx))
+		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than the model's context of %s", np, a->n,
+		     forced, need, ctx);
+	long max_seq = a->max_seq ? a->max_seq : need;
+	if (need > max_seq)
+		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than --max-seq %ld", np, a->n, forced, need,
+		     max_seq);
+	return max_seq;
+}
+
+/* --verify: the prompt and one decode step on the GPU and on the CPU reference, node by node. */
+static int run_verify(const Args *a, Graph *g, const int32_t *prompt, int np)
+{
+	if (!want_cuda(a, g))
+		fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
+	/* Every node's value is needed, which the plan's shared arena overwrites once a node is dead: both
+	** sides run with one buffer per value. */
+	g->mem.planned = 0;
+	const char *w = weights_of(a, g);
+	EngineOpts co = engine_opts(a, 0), go = engine_opts(a, 1);
+	co.chunk = go.chunk = np, co.max_seq = go.max_seq = positions(a, g, np);
+	co.round_bf16 = a->round_bf16, co.nan_ok = 1;
+	Engine *cpu = open_engine(g, w, &co), *gpu = open_engine(g, w, &go);
+	int bad = verify_run(g, gpu, cpu, prompt, np, g->cuda.act == DT_BF16 ? 2e-2 : 1e-4);
+	engine_close(gpu);
+	engine_close(cpu);
+	return bad;
+}
+
+/* --chat: a conversation on stdin, the context the model's (at most 4096) unless --max-seq says. */
+static int run_chat(const Args *a, const Graph *g, const Tok *tk, const ChatFmt *cf)
+{
+	char err[1024];
+	const char *ctx = graph_meta(g, "n_ctx");
+	long cap = ctx && atol(ctx) > 0 && atol(ctx) < 4096 ? atol(ctx) : 4096;
+	if (ctx && a->max_seq > atol(ctx))
+		fail("--max-seq %ld is more than the model's context of %s", a->max_seq, ctx);
+	long max_seq = a->max_seq ? a->max_seq : cap;
+	EngineOpts eo = engine_opts(a, want_cuda(a, g));
+	eo.max_seq = max_seq, eo.chunk = max_seq < 512 ? max_seq : 512; /* a turn prefills in steps of 512 at most */
+	Engine *e = open_engine(g, weights_of(a, g), &eo);
+	ChatSession cs = {.e = e, .max_seq = max_seq, .n = a->n, .stop = a->stop, .ignore_eos = a->ignore_eos,
+	                  .stats = a->stats, .tk = tk, .fmt = cf, .system = a->system, .sigs = &interrupted};
+	int rc = chat_session(&cs, stdin, err, sizeof err);
+	if (rc)
+		fail_gpu(e, err);
+	engine_close(e);
+	return 0;
+}
+
+/* The streamed answer of text mode: ids on one line (--tokens), or text up to end-of-generation / --stop. */
+typedef struct {
+	const Tok *tk;
+	const ChatFmt *cf;           /* with chat options: its end-of-turn ids end the answer too */
+	const char *stop;
+	int ignore_eos, done;
+	long printed;
+	TokStream ts;
+	char *said;
+	size_t nsaid, cap, shown;
+} Answer;
+
+/* Print token id as part of the answer (or end it). */
+static void emit(Answer *an, int32_t id)
+{
+	if (!an->tk) {
+		printf(an->printed++ ? " %d" : "%d", id);
+		return;
 	}
+	if (!an->ignore_eos && (tok_is_eog(an->tk, id) || (an->cf && chat_is_eot(an->cf, id)))) {
+		an->done = 1;
+		return;
+	}
+	size_t pl;
+	const char *piece = tok_stream_put(&an->ts, id, &pl);
+	if (piece && pl)
+		an->done = say(&an->said, &an->nsaid, &an->cap, &an->shown, piece, pl, an->stop);
+}
+
+/* The end of the answer: what the tokenizer and --stop held back. */
+static void emit_end(Answer *an)
+{
+	if (!an->tk)
+		return;
+	size_t pl;
+	const char *rest = tok_stream_flush(&an->ts, &pl);
+	if (!an->done && rest && pl)
+		an->done = say(&an->said, &an->nsaid, &an->cap, &an->shown, rest, pl, an->stop);
+	if (!an->done)
+		say(&an->said, &an->nsaid, &an->cap, &an->shown, "", 0, NULL); /* what was held back for --stop */
+	tok_stream_free(&an->ts);
+	free(an->said);
+}
+
+/* --stats after a text run. */
+static void print_stats(const Engine *e, int np, long n, double t0, double t1, double t2)
+{
+	EngineStats s;
+	engine_stats(e, &s);
+	fprintf(stderr, "stats: device %s\n", s.cuda ? "cuda" : "cpu");
+	fprintf(stderr, "stats: prefill %d tokens in %.3f ms (%.1f tok/s)\n", np, 1e3 * (t1 - t0), np / (t1 - t0));
+	if (n > 1)
+		fprintf(stderr, "stats: decode %ld steps in %.3f ms (%.3f ms/step, %.1f tok/s)\n", n - 1, 1e3 * (t2 - t1),
+		        1e3 * (t2 - t1) / (double)(n - 1), (double)(n - 1) / (t2 - t1));
+	if (!s.cuda)
+		return;
+	if (s.nccl_version)
+		fprintf(stderr, "stats: ranks %d (GPUs 0..%d), NCCL %d.%d.%d from %s, peer access %d of %d pairs, %d "
+		        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P allreduces (up to %ld bytes)\n",
+		        s.tp, s.tp - 1, s.nccl_version / 10000, s.nccl_version / 100 % 100, s.nccl_version % 100,
+		        s.nccl_path, s.peer_ok, s.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls, s.p2p_max);
+	else
+		fprintf(stderr, "stats: ranks 1, no NCCL (%s)\n", s.nccl_note);
+	fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,
+	        s.recompiled ? ", kernels recompiled from the plan's source" : "");
+	fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
+	        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20), (double)s.cache_bytes / (1 << 20),
+	        s.upload_s);
+	fprintf(stderr, "stats: prefill matmuls %s (%ld calls)\n",
+	        s.have_lt ? "through cuBLASLt" : "through glmc's GEMM kernel (cuBLASLt not found)", s.lt_matmuls);
+	fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d, "
+	        "programmatic launch %s\n", s.decode_steps, s.graph_launches,
+	        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step,
+	        s.pdl ? "on" : "off");
+}
+
+/* Write rows of logits to --dump-logits, or end the run. */
+static void dump_rows(FILE *df, const char *path, const float *rows, size_t cnt)
+{
+	if (df && fwrite(rows, sizeof(float), cnt, df) != cnt)
+		fail("%s: write failed: %s", path, strerror(errno));
+}
+
+/* -p / --tokens (and --force): prefill the prompt, then decode up to -n tokens, streaming the answer. */
+static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt *cf, const int32_t *prompt, int np)
+{
+	char err[1024];
+	int64_t V = vocab_of(a, g);
+	EngineOpts eo = engine_opts(a, want_cuda(a, g));
+	eo.chunk = np, eo.max_seq = positions(a, g, np);
+	Engine *e = open_engine(g, weights_of(a, g), &eo);
+	FILE *df = NULL;
+	if (a->dump && !(df = fopen(a->dump, "wb")))
+		fail("%s: cannot create: %s", a->dump, strerror(errno));
+	float *rows = malloc(sizeof(float) * (size_t)(np * V));
+	if (!rows)
+		fail("out of memory");
+	double t0 = now();
+	int32_t tok;
+	if (engine_prefill(e, 0, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
+		fail_gpu(e, step_err(err, sizeof err, 0));
+	if (a->force) /* --force: the sampled token is dropped, and the next step is fed this one */
+		tok = a->force[0];
+	double t1 = now();
+	dump_rows(df, a->dump, rows, (size_t)(np * V));
+	Answer an = {.tk = tk, .cf = cf, .stop = a->stop, .ignore_eos = a->ignore_eos};
+	if (tk)
+		tok_stream_init(&an.ts, tk, 0);
+	emit(&an, tok);
+	fflush(stdout);
+	long made = 1;
+	for (long i = 1; i < a->n && !an.done && !interrupted; i++, made++) {
+		if ((a->force && engine_feed(e, tok, err, sizeof err)) ||
+		    engine_decode(e, 1, &tok, df ? rows : NULL, err, sizeof err))
+			fail_gpu(e, step_err(err, sizeof err, i));
+		if (a->force) /* the sampled token dropped, as after the prefill */
+			tok = a->force[i];
+		dump_rows(df, a->dump, rows, (size_t)V);
+		emit(&an, tok);
+		if (fflush(stdout))
+			close_stdout(); /* ends the run: the answer can no longer be delivered */
+	}
+	emit_end(&an);
+	printf("\n");
+	fflush(stdout);
+	double t2 = now();
+	if (tk)
+		fprintf(stderr, "glmrun: prefill %d tokens at %.1f tok/s, decode %ld tokens at %.1f tok/s%s\n", np,
+		        np / (t1 - t0), made - 1, made > 1 ? (double)(made - 1) / (t2 - t1) : 0.0,
+		        interrupted ? " (interrupted)" : "");
+	if (df && fclose(df))
+		fail("%s: write failed: %s", a->dump, strerror(errno));
+	if (a->stats)
+		print_stats(e, np, a->n, t0, t1, t2);
+	engine_close(e);
+	free(rows);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -691,309 +1060,45 @@ int main(int argc, char **argv)
 	graph_init(&g, &A);
 	if (plan_read(&g, a.plan, err, sizeof err))
 		fail("%s", err);
-	if (a.bench || a.profile) {
-		/* The benchmark modes (runtime/bench.c) make their own prompt and print one block. */
-		int on_gpu = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
-		if (a.profile && !on_gpu)
-			fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
-		const char *w = a.weights ? a.weights : graph_meta(&g, "weights.path");
-		if (!w)
-			fail("%s: the plan names no weights; pass --weights PATH", a.plan);
-		BenchOpts bo = {.profile = a.profile, .profile_eager = a.profile_eager, .prompt = a.bench_prompt ? a.bench_prompt : 128,
-		                .steps = a.n_set ? a.n : 64, .warmup = 3, .profile_steps = 10,
-		                .profile_top = a.profile_top ? a.profile_top : 30, .bw_gbps = a.bw, .seed = a.gpu.seed,
-		                .batch = a.batch ? a.batch : 1};
-		int rc = bench_main(&g, a.plan, w, on_gpu, &bo, &a.gpu);
-		arena_free(&A);
-		return rc;
-	}
-	int np;
-	int32_t *prompt = NULL;
-	Tok *tk = NULL;
-	int templ = a.chat || a.chat_template || a.system || a.no_think, chat = a.chat && !a.prompt;
-	ChatFmt cf = {0};
-	if (a.prompt || chat) {
-		const char *src = a.tokenizer ? a.tokenizer : graph_meta(&g, "weights.path");
-		const char *wf = graph_meta(&g, "weights.format");
-		if (!a.tokenizer && wf && !strcmp(wf, "random"))
-			fail("%s: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens",
-			     chat ? "--chat" : "-p");
-		size_t tl = src ? strlen(src) : 0;
-		Weights tw;
-		if (!src)
-			fail("-p: the plan names no weights to read a tokenizer from; give --tokenizer PATH");
-		if (tl > 5 && !strcmp(src + tl - 5, ".json")) {
-			if (tok_open_json(&tk, src, err, sizeof err))
-				fail("%s", err);
-		} else {
-			if (weights_open(&tw, src, err, sizeof err) || tok_open(&tk, &tw, err, sizeof err))
-				fail("%s", err);
-			weights_close(&tw);
-		}
-		if (templ && chat_setup(&cf, src, a.chat_template, a.no_think, tk, err, sizeof err))
-			fail("%s", err);
-		size_t tn, nid = 1;
-		char *text = a.prompt && a.batch <= 1 ? read_prompt(a.prompt, &tn) : NULL; /* run_batch encodes its own */
-		if (a.prompt && templ) {
-			char *t = chat_prompt(&cf, a.system, text, &tn, err, sizeof err);
-			chat_free(&cf); /* the end-of-turn ids stay */
-			free(text);
-			if (!(text = t))
-				fail("-p: %s", err);
-		}
-		if (text && tok_encode(tk, text, tn, !templ, 1, &prompt, &nid))
-			fail("-p: out of memory encoding the prompt");
-		free(text);
-		if (a.prompt && !nid)
-			fail("-p: the prompt encodes to no tokens");
-		np = (int)nid;
-		/* No SA_RESTART: a Ctrl-C also ends the wait for the next line of a chat. */
-		struct sigaction sa = {.sa_handler = on_sigint};
-		sigemptyset(&sa.sa_mask);
-		sigaction(SIGINT, &sa, NULL);
-	} else
-		prompt = parse_tokens(a.tokens, "--tokens", &np);
-	int cuda = a.device ? !strcmp(a.device, "cuda") : (g.cuda.source && gpu_present());
+	if (a.bench || a.profile)
+		return run_bench(&a, &g);
+	int64_t V = vocab_of(&a, &g);
 	if (a.round_bf16 && g.cuda.act != DT_BF16)
 		fail("%s: --round-bf16 mirrors a plan compiled with --dtype bf16; this one's activations are %s", a.plan,
 		     dtype_name(g.cuda.act));
-	if (a.round_bf16 && cuda && !a.verify)
+	if (a.round_bf16 && want_cuda(&a, &g) && !a.verify)
 		fail("--round-bf16 rounds the CPU reference as the GPU does; run it with --device cpu (or --verify)");
-
-	int logits = -1;
-	for (int i = 0; i < g.nout; i++)
-		if (!strcmp(g.out_name[i], "logits"))
-			logits = g.out[i];
-	if (logits < 0)
-		fail("%s: the plan has no output named 'logits'", a.plan);
-	const Node *L = &g.node[logits];
-	if (L->ndim != 2 || L->dim[0] != DIM_T || L->dim[1] <= 0)
-		fail("%s: output 'logits' must be [T, vocab]", a.plan);
-	int64_t V = L->dim[1];
-	for (int i = 0; prompt && i < np; i++)
-		if (prompt[i] >= V)
-			fail("--tokens: token id %d is outside the vocabulary [0, %lld)", prompt[i], (long long)V);
-	for (int i = 0; i < a.nforce; i++)
-		if (a.force[i] >= V)
-			fail("--force: token id %d is outside the vocabulary [0, %lld)", a.force[i], (long long)V);
-
-	const char *ctx = graph_meta(&g, "n_ctx");
-	if (chat) { /* a chat holds max_seq positions and prefills each turn in steps of at most np tokens */
-		long cap = ctx && atol(ctx) > 0 && atol(ctx) < 4096 ? atol(ctx) : 4096;
-		if (ctx && a.max_seq > atol(ctx))
-			fail("--max-seq %ld is more than the model's context of %s", a.max_seq, ctx);
-		a.max_seq = a.max_seq ? a.max_seq : cap;
-		np = (int)(a.max_seq < 512 ? a.max_seq : 512);
-	}
-	long need = chat ? a.max_seq : np + a.n - 1 + a.verify;
-	const char *forced = a.force ? " (--force)" : "";
-	if (a.batch <= 1 && ctx && need > atol(ctx))
-		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than the model's context of %s", np, a.n,
-		     forced, need, ctx);
-	long max_seq = a.max_seq ? a.max_seq : need;
-	if (a.batch <= 1 && need > max_seq)
-		fail("prompt of %d tokens + %ld generated%s needs %ld positions, more than --max-seq %ld", np, a.n, forced, need,
-		     max_seq);
 	const char *wfmt = graph_meta(&g, "weights.format");
 	if (wfmt && !strcmp(wfmt, "random"))
 		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
 		        "tokens mean nothing\n", graph_meta(&g, "weights.random_type") ? graph_meta(&g, "weights.random_type") : "?");
-	const char *weights = a.weights ? a.weights : graph_meta(&g, "weights.path");
-	if (!weights)
-		fail("%s: the plan names no weights; pass --weights PATH", a.plan);
-
-	/* --verify needs every node's value, which the plan's shared arena overwrites once a node is dead:
-	** both sides then run with one buffer per value. */
-	if (a.verify)
-		g.mem.planned = 0;
-	const char *tps = graph_meta(&g, "tp");
-	int tp = tps ? atoi(tps) : 1;
-	if (tp < 1 || tp > 8)
-		fail("%s: tp %d in the plan is outside 1..8", a.plan, tp);
-	if (a.batch > 1) {
-		if (tp > 1 && cuda)
-			fail("%s: --batch on the GPU runs tp 1 plans; this one is partitioned for %d GPUs (use --device cpu)",
-			     a.plan, tp);
-		int rc = run_batch(&a, &g, tk, cuda, tp, weights);
-		if (tk)
-			tok_close(tk);
-		free(prompt);
-		arena_free(&A);
-		return rc;
+	Tok *tk = a.prompt || a.chat ? load_tokenizer(&a, &g) : NULL;
+	int templ = a.chat || a.chat_template || a.system || a.no_think;
+	ChatFmt cf = {0};
+	if (templ && chat_setup(&cf, a.tokenizer ? a.tokenizer : graph_meta(&g, "weights.path"), a.chat_template,
+	                        a.no_think, tk, err, sizeof err))
+		fail("%s", err);
+	if (tk) { /* no SA_RESTART: a Ctrl-C also ends the wait for the next line of a chat */
+		struct sigaction sa = {.sa_handler = on_sigint};
+		sigemptyset(&sa.sa_mask);
+		sigaction(SIGINT, &sa, NULL);
 	}
-	Exec xr[8], *xp = xr;
-	Ranks *gpu = NULL;
-	int use_cpu = !cuda || a.verify;
-	for (int r = 0; use_cpu && r < tp; r++) {
-		if (exec_init_rank(&xr[r], &g, weights, np, max_seq, r, tp, err, sizeof err) ||
-		    (a.round_bf16 && exec_round_bf16(&xr[r], err, sizeof err)))
-			fail("%s", err);
-		xr[r].nan_ok = a.verify; /* --verify finds the first NaN itself */
+	int rc, np = 0;
+	int32_t *prompt = NULL;
+	if (a.batch > 1)
+		rc = run_batch(&a, &g, tk);
+	else if (a.chat && !a.prompt)
+		rc = run_chat(&a, &g, tk, &cf);
+	else {
+		prompt = a.prompt ? encode_prompt(&a, tk, &cf, templ, &np) : parse_tokens(a.tokens, "--tokens", &np);
+		check_ids("--tokens", prompt, np, V);
+		check_ids("--force", a.force, a.nforce, V);
+		rc = a.verify ? run_verify(&a, &g, prompt, np) : run_text(&a, &g, tk, templ ? &cf : NULL, prompt, np);
 	}
-	if (cuda) {
-		a.gpu.progress = isatty(2);
-		a.gpu.keep_logits = a.dump != NULL;
-		RanksOpts ro = {.timeout = a.timeout};
-		if (ranks_opts_from_env(&ro, tp, err, sizeof err))
-			fail("%s", err);
-		if (ranks_open(&gpu, &g, weights, np, max_seq, &a.gpu, &ro, err, sizeof err))
-			fail_gpu(gpu, err);
-	}
-	if (a.verify) {
-		if (!cuda)
-			fail("--verify compares the GPU with the CPU reference; it needs --device cuda");
-		int bad = verify_run(&g, gpu, xr, tp, prompt, np, g.cuda.act == DT_BF16 ? 2e-2 : 1e-4);
-		ranks_close(gpu);
-		for (int r = 0; r < tp; r++)
-			exec_free(&xr[r]);
-		return bad;
-	}
-
-	if (chat) {
-		ChatSession cs = {.g = &g, .logits = logits, .V = V, .xs = use_cpu ? xr : NULL, .tp = tp, .gpu = gpu,
-		                  .samp = a.gpu, .max_seq = max_seq, .maxT = np, .n = a.n, .stop = a.stop,
-		                  .ignore_eos = a.ignore_eos, .stats = a.stats, .tk = tk, .fmt = &cf, .system = a.system,
-		                  .sigs = &interrupted};
-		int rc = chat_session(&cs, stdin, err, sizeof err);
-		if (gpu)
-			ranks_close(gpu);
-		for (int r = 0; use_cpu && r < tp; r++)
-			exec_free(&xr[r]);
-		tok_close(tk);
-		chat_free(&cf);
-		arena_free(&A);
-		if (rc)
-			fail("%s", err);
-		return 0;
-	}
-	FILE *df = NULL;
-	if (a.dump && !(df = fopen(a.dump, "wb")))
-		fail("%s: cannot create: %s", a.dump, strerror(errno));
-	float *rows = malloc(sizeof(float) * (size_t)(np * V));
-	int32_t *pos = malloc(sizeof *pos * (size_t)np);
-	if (!rows || !pos)
-		fail("out of memory");
-	double t0 = now();
-	int32_t tok;
-	if (cuda) {
-		if (ranks_prefill(gpu, prompt, np, 0, &tok, df ? rows : NULL, err, sizeof err))
-			fail_gpu(gpu, step_err(err, sizeof err, 0));
-	} else {
-		for (int i = 0; i < np; i++)
-			pos[i] = i;
-		if (exec_step_ranks(xp, tp, prompt, pos, np, err, sizeof err))
-			fail("%s", step_err(err, sizeof err, 0));
-		memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)(np * V));
-		tok = ref_sample(rows + (np - 1) * V, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, 0);
-	}
-	if (a.force) /* --force: the sampled token is dropped, and the next step is fed this one */
-		tok = a.force[0];
-	double t1 = now();
-	if (df && fwrite(rows, sizeof(float), (size_t)(np * V), df) != (size_t)(np * V))
-		fail("%s: write failed: %s", a.dump, strerror(errno));
-	/* Text mode streams valid UTF-8 and stops at end-of-generation, a stop string or Ctrl-C. */
-	TokStream ts;
-	char *said = NULL;
-	size_t nsaid = 0, cap_said = 0, shown = 0;
-	long made = 1, nprinted = 0;
-	int done = 0;
 	if (tk)
-		tok_stream_init(&ts, tk, 0);
-#define EMIT(id)                                                                                            \
-	do {                                                                                                    \
-		if (!tk) {                                                                                          \
-			printf(nprinted++ ? " %d" : "%d", id);                                                          \
-			break;                                                                                          \
-		}                                                                                                   \
-		if (!a.ignore_eos && (tok_is_eog(tk, id) || (templ && chat_is_eot(&cf, id)))) {                   \
-			done = 1;                                                                                       \
-			break;                                                                                          \
-		}                                                                                                   \
-		size_t pl;                                                                                          \
-		const char *piece = tok_stream_put(&ts, id, &pl);                                                   \
-		if (piece && pl)                                                                                    \
-			done = say(&said, &nsaid, &cap_said, &shown, piece, pl, a.stop);                                \
-	} while (0)
-	EMIT(tok);
-	fflush(stdout);
-	for (long i = 1; i < a.n && !done && !interrupted; i++, made++) {
-		if (cuda) {
-			if (a.force ? ranks_decode_fed(gpu, tok, &tok, df ? rows : NULL, err, sizeof err)
-			            : ranks_decode(gpu, &tok, df ? rows : NULL, err, sizeof err))
-				fail_gpu(gpu, step_err(err, sizeof err, i));
-		} else {
-			int32_t p = (int32_t)(np + i - 1);
-			if (exec_step_ranks(xp, tp, &tok, &p, 1, err, sizeof err))
-				fail("%s", step_err(err, sizeof err, i));
-			memcpy(rows, xp[0].buf[logits], sizeof(float) * (size_t)V);
-			tok = ref_sample(rows, (int)V, a.gpu.temp, a.gpu.top_k, a.gpu.top_p, a.gpu.seed, (int)i);
-		}
-		if (a.force) /* the sampled token dropped, as after the prefill */
-			tok = a.force[i];
-		if (df && fwrite(rows, sizeof(float), (size_t)V, df) != (size_t)V)
-			fail("%s: write failed: %s", a.dump, strerror(errno));
-		EMIT(tok);
-		if (fflush(stdout))
-			close_stdout(); /* ends the run: the answer can no longer be delivered */
-	}
-#undef EMIT
-	if (tk) {
-		size_t pl;
-		const char *rest = tok_stream_flush(&ts, &pl);
-		if (!done && rest && pl)
-			done = say(&said, &nsaid, &cap_said, &shown, rest, pl, a.stop);
-		if (!done)
-			say(&said, &nsaid, &cap_said, &shown, "", 0, NULL); /* what was held back for --stop */
-		tok_stream_free(&ts);
-		free(said);
-	}
-	printf("\n");
-	fflush(stdout);
-	double t2 = now();
-	if (tk) {
-		fprintf(stderr, "glmrun: prefill %d tokens at %.1f tok/s, decode %ld tokens at %.1f tok/s%s\n", np,
-		        np / (t1 - t0), made - 1, made > 1 ? (double)(made - 1) / (t2 - t1) : 0.0,
-		        interrupted ? " (interrupted)" : "");
 		tok_close(tk);
-	}
-	if (df && fclose(df))
-		fail("%s: write failed: %s", a.dump, strerror(errno));
-	if (a.stats) {
-		fprintf(stderr, "stats: device %s\n", cuda ? "cuda" : "cpu");
-		fprintf(stderr, "stats: prefill %d tokens in %.3f ms (%.1f tok/s)\n", np, 1e3 * (t1 - t0), np / (t1 - t0));
-		if (a.n > 1)
-			fprintf(stderr, "stats: decode %ld steps in %.3f ms (%.3f ms/step, %.1f tok/s)\n", a.n - 1, 1e3 * (t2 - t1),
-			        1e3 * (t2 - t1) / (double)(a.n - 1), (double)(a.n - 1) / (t2 - t1));
-		if (cuda) {
-			RanksStats rs;
-			ranks_stats(gpu, &rs);
-			GpuStats s = rs.gpu;
-			if (rs.nccl_version)
-				fprintf(stderr, "stats: ranks %d (GPUs 0..%d), NCCL %d.%d.%d from %s, peer access %d of %d pairs, %d "
-				        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P allreduces (up to %ld bytes)\n",
-				        rs.tp, rs.tp - 1, rs.nccl_version / 10000, rs.nccl_version / 100 % 100, rs.nccl_version % 100,
-				        rs.nccl_path, rs.peer_ok, rs.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls,
-				        rs.p2p_max);
-			else
-				fprintf(stderr, "stats: ranks 1, no NCCL (%s)\n", rs.nccl_note);
-			fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,
-			        s.recompiled ? ", kernels recompiled from the plan's source" : "");
-			fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
-			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20),
-			        (double)s.cache_bytes / (1 << 20), s.upload_s);
-			fprintf(stderr, "stats: prefill matmuls %s (%ld calls)\n",
-			        s.have_lt ? "through cuBLASLt" : "through glmc's GEMM kernel (cuBLASLt not found)", s.lt_matmuls);
-			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step), kernels per step %d, "
-			        "programmatic launch %s\n", s.decode_steps, s.graph_launches,
-			        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step,
-			        s.pdl ? "on" : "off");
-		}
-	}
-	if (gpu)
-		ranks_close(gpu);
-	for (int r = 0; use_cpu && r < tp; r++)
-		exec_free(&xr[r]);
-	free(rows), free(pos), free(prompt), free(a.force);
+	chat_free(&cf);
+	free(prompt), free(a.force);
 	arena_free(&A);
-	return 0;
+	return rc;
 }

@@ -13,7 +13,10 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, CMD_PREFILL, CMD_DECODE, CMD_OUTPUTS, CMD_PROFILE, CMD_CLOSE };
+enum {
+	CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, /* set-up: before CMD_PREFILL (see run) */
+	CMD_PREFILL, CMD_SET_ROWS, CMD_FEED, CMD_DECODE, CMD_OUTPUTS, CMD_PROFILE, CMD_CLOSE
+};
 
 struct Ranks {
 	int tp;
@@ -29,9 +32,11 @@ struct Ranks {
 	unsigned char peer[CREW_MAX][CREW_MAX];
 	uint64_t mbox[CREW_MAX];     /* each rank's P2P mailbox (0: none) */
 	long p2p_max;                /* in use (0: NCCL only) */
-	int32_t next[CREW_MAX];
+	int32_t *next[CREW_MAX];     /* each rank's sampled tokens (slots entries) */
+	int slots;
 	float **none;                /* per node NULL: the outputs ranks other than 0 do not copy back */
-	float *mine[CREW_MAX];       /* ranks > 0: their decode logits, when rank 0's are asked for */
+	float *mine[CREW_MAX];       /* ranks > 0: their decode logits (mine_rows rows), when rank 0's are asked for */
+	int mine_rows;
 	int64_t V;
 	/* The current command's arguments (written by the main thread before crew_run). */
 	const char *weights;
@@ -40,10 +45,11 @@ struct Ranks {
 	const int32_t *tokens, *pos;
 	int64_t T;
 	int32_t pos0;
+	int slot, rows;              /* the prefill's cache slot; the decode step's rows */
+	const int32_t *r_tok, *r_pos, *r_seq, *r_step; /* ranks_set_rows */
 	float *logits, **out;
 	long step;                   /* decode steps so far */
-	int feeding;                 /* the decode step feeds `feed`, not the sampled token (ranks_decode_fed) */
-	int32_t feed;
+	int32_t feed;                /* ranks_feed */
 	int prof_steps, prof_eager;  /* --profile: every rank times its own step (collectives need them all) */
 	double *prof_us[CREW_MAX], prof_sample[CREW_MAX];
 	int prof_graph[CREW_MAX];
@@ -114,16 +120,22 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		if (R->ro.stall_rank == rank && R->ro.stall_step == 0)
 			stall(R, rank);
 		crew_note(R->crew, rank, "prefill: launching and waiting for the GPU");
-		return gpu_prefill(x, R->tokens, R->T, R->pos0, &R->next[rank], rank == 0 ? R->logits : NULL, err, len);
+		return gpu_prefill_slot(x, R->slot, R->tokens, R->T, R->pos0, R->next[rank], rank == 0 ? R->logits : NULL, err,
+		                        len);
+	case CMD_SET_ROWS:
+		crew_note(R->crew, rank, "setting the step buffer's rows");
+		return gpu_set_rows(x, R->rows, R->r_tok, R->r_pos, R->r_seq, R->r_step, err, len);
+	case CMD_FEED:
+		crew_note(R->crew, rank, "feeding a forced token");
+		return gpu_feed(x, R->feed, err, len);
 	case CMD_DECODE:
 		if (R->ro.stall_rank == rank && R->ro.stall_step == R->step)
 			stall(R, rank);
 		crew_note(R->crew, rank, "decode: capturing or launching the step's graph and waiting for the GPU");
-		if (R->feeding && gpu_feed(x, R->feed, err, len))
-			return -1;
 		/* Every rank reads its logits back when rank 0 does, so all capture the same graph (and the
 		** ranks' logits can be compared). */
-		return gpu_decode(x, &R->next[rank], rank == 0 || !R->logits ? R->logits : R->mine[rank], err, len);
+		return gpu_decode_rows(x, R->rows, R->next[rank], rank == 0 || !R->logits ? R->logits : R->mine[rank], err,
+		                       len);
 	case CMD_OUTPUTS:
 		crew_note(R->crew, rank, "running the step eagerly and copying every node back");
 		return gpu_step_outputs(x, R->tokens, R->pos, R->T, rank == 0 ? R->out : R->none, err, len);
@@ -214,6 +226,10 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 		return free(R), seterr(err, len, "out of memory");
 	*out = R;
 	R->tp = tp, R->g = g, R->ro = *ro, R->weights = weights, R->maxT = maxT, R->S = S, R->o = *o;
+	R->slots = o->batch > 1 ? o->batch : 1;
+	for (int r = 0; r < tp; r++)
+		if (!(R->next[r] = calloc((size_t)R->slots, sizeof *R->next[r])))
+			return seterr(err, len, "out of memory");
 	for (int i = 0; i < g->nout; i++)
 		if (!strcmp(g->out_name[i], "logits"))
 			R->V = g->node[g->out[i]].dim[1];
@@ -269,50 +285,64 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 	return 0;
 }
 
-/* Every rank must have sampled the same token (same seed, same gathered logits). */
-static int agree(Ranks *R, const char *when, int32_t *next, char *err, size_t len)
+/* Every rank must have sampled the same tokens (same seed, same gathered logits). */
+static int agree(Ranks *R, const char *when, int rows, int32_t *next, char *err, size_t len)
 {
 	for (int r = 1; r < R->tp; r++)
-		if (R->next[r] != R->next[0])
-			return seterr(err, len, "ranks disagree after %s: rank 0 sampled token %d, rank %d sampled %d (their logits "
-			              "differ: a collective or a rank's weights are wrong)", when, R->next[0], r, R->next[r]);
-	*next = R->next[0];
+		for (int i = 0; i < rows; i++)
+			if (R->next[r][i] != R->next[0][i])
+				return seterr(err, len, "ranks disagree after %s: rank 0 sampled token %d, rank %d sampled %d (their "
+				              "logits differ: a collective or a rank's weights are wrong)", when, R->next[0][i], r,
+				              R->next[r][i]);
+	memcpy(next, R->next[0], sizeof *next * (size_t)rows);
 	return 0;
 }
 
-int ranks_prefill(Ranks *R, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
-                  size_t len)
+int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
+                  char *err, size_t len)
 {
-	R->tokens = tokens, R->T = T, R->pos0 = pos0, R->logits = logits;
+	R->slot = slot, R->tokens = tokens, R->T = T, R->pos0 = pos0, R->logits = logits;
 	if (run(R, CMD_PREFILL, "prefill", err, len))
 		return -1;
-	return agree(R, "the prefill", next, err, len);
+	return agree(R, "the prefill", 1, next, err, len);
 }
 
-int ranks_decode(Ranks *R, int32_t *next, float *logits, char *err, size_t len)
+int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                   const int32_t *step, char *err, size_t len)
 {
-	for (int r = 1; logits && r < R->tp; r++)
-		if (!R->mine[r] && !(R->mine[r] = malloc(sizeof(float) * (size_t)R->V)))
-			return seterr(err, len, "out of memory");
-	R->logits = logits;
+	R->rows = rows, R->r_tok = tokens, R->r_pos = pos, R->r_seq = seq, R->r_step = step;
+	return run(R, CMD_SET_ROWS, "setting the rows of the next steps", err, len);
+}
+
+int ranks_feed(Ranks *R, int32_t tok, char *err, size_t len)
+{
+	R->feed = tok;
+	return run(R, CMD_FEED, "feeding a forced token", err, len);
+}
+
+int ranks_decode(Ranks *R, int rows, int32_t *next, float *logits, char *err, size_t len)
+{
+	if (rows < 1 || rows > R->slots)
+		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, R->slots);
+	if (logits && rows > R->mine_rows) {
+		for (int r = 1; r < R->tp; r++) {
+			free(R->mine[r]);
+			if (!(R->mine[r] = malloc(sizeof(float) * (size_t)R->V * (size_t)rows)))
+				return seterr(err, len, "out of memory");
+		}
+		R->mine_rows = rows;
+	}
+	R->logits = logits, R->rows = rows;
 	R->step++;
 	snprintf(R->what, sizeof R->what, "decode step %ld", R->step);
 	if (run(R, CMD_DECODE, R->what, err, len))
 		return -1;
 	/* The gathered logits are the same bytes on every rank; any difference is a broken collective. */
 	for (int r = 1; logits && r < R->tp; r++)
-		if (memcmp(R->mine[r], logits, sizeof(float) * (size_t)R->V))
+		if (memcmp(R->mine[r], logits, sizeof(float) * (size_t)R->V * (size_t)rows))
 			return seterr(err, len, "ranks disagree after %s: rank %d's logits differ from rank 0's (a collective or a "
 			              "rank's weights are wrong)", R->what, r);
-	return agree(R, R->what, next, err, len);
-}
-
-int ranks_decode_fed(Ranks *R, int32_t tok, int32_t *next, float *logits, char *err, size_t len)
-{
-	R->feeding = 1, R->feed = tok;
-	int rc = ranks_decode(R, next, logits, err, len);
-	R->feeding = 0;
-	return rc;
+	return agree(R, R->what, rows, next, err, len);
 }
 
 int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,
@@ -377,7 +407,7 @@ void ranks_close(Ranks *R)
 	if (R->have_nccl)
 		nccl_close(&R->nc);
 	for (int r = 0; r < R->tp; r++)
-		free(R->mine[r]);
+		free(R->mine[r]), free(R->next[r]);
 	free(R->none);
 	free(R);
 }

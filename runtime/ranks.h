@@ -33,13 +33,15 @@ typedef struct {
 int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o,
                const RanksOpts *ro, char *err, size_t len);
 
-/* gpu_prefill / gpu_decode / gpu_step_outputs on every rank. Every rank samples the next token from the
-** same full logits; a disagreement is an error. logits and out come from rank 0. */
-int ranks_prefill(Ranks *R, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
-                  size_t len);
-int ranks_decode(Ranks *R, int32_t *next, float *logits, char *err, size_t len);
-/* ranks_decode feeding `tok` on every rank instead of the token the last step sampled (glmrun --force). */
-int ranks_decode_fed(Ranks *R, int32_t tok, int32_t *next, float *logits, char *err, size_t len);
+/* gpu_prefill_slot / gpu_set_rows / gpu_feed / gpu_decode_rows / gpu_step_outputs on every rank. Every rank
+** samples the next tokens from the same full logits; a disagreement is an error. logits and out come
+** from rank 0. */
+int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
+                  char *err, size_t len);
+int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
+                   const int32_t *step, char *err, size_t len);
+int ranks_feed(Ranks *R, int32_t tok, char *err, size_t len);
+int ranks_decode(Ranks *R, int rows, int32_t *next, float *logits, char *err, size_t len);
 int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,
                        size_t len);
 

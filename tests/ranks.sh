@@ -135,6 +135,13 @@ if fake timeout 60 bin/glmrun $tmp/tp2.plan --device cuda --profile -n 4 --bench
 else
 	bad "--profile on a tp 2 plan" "$(head -c 300 $tmp/err) $(grep -E '^profile|allreduce' $tmp/prof | head -5)"
 fi
-fake bin/glmrun $tmp/tp2.plan --device cuda --bench --batch 2 >/dev/null 2>$tmp/err
-[ $? = 1 ] && [ "$(wc -l <$tmp/err)" = 1 ] && grep -q "drop --batch" $tmp/err && ok "--bench --batch on 2 GPUs refused in one line" ||
-	bad "--bench --batch on 2 GPUs refused" "$(head -c 300 $tmp/err)"
+# Batches on tp 2 (the engine's rows on every rank): --bench --batch and --batch with three prompts of
+# different lengths, one sequence clipped by -n; each step one graph launch of its bucket.
+fake bin/glmrun $tmp/tp2.plan --device cuda --bench --batch 2 -n 4 >$tmp/out 2>$tmp/err
+[ $? = 0 ] && grep -q "^batch: 2" $tmp/out && grep -q "^tp: 2 GPUs" $tmp/out && grep -q "^graph_launches_per_step: 1.00" $tmp/out &&
+	ok "--bench --batch 2 on a tp 2 plan" || bad "--bench --batch 2 on a tp 2 plan" "$(head -c 300 $tmp/err)"
+fake bin/glmrun $tmp/tp2.plan --device cuda --tokens 1,2,3 --tokens 4,5,6,7,8 --tokens 9 -n 5 --stats >$tmp/out 2>$tmp/err
+rc=$?
+[ $rc = 0 ] && [ "$(wc -l <$tmp/out)" = 3 ] && [ "$(awk '{print NF}' $tmp/out | tr '\n' ' ')" = "5 5 5 " ] &&
+	grep -q "graph launches 4 (1.00 per step)" $tmp/err && ok "--batch 3 on a tp 2 plan: three answers, one launch a step" ||
+	bad "--batch 3 on a tp 2 plan" "status $rc: $(head -c 300 $tmp/err) $(cat $tmp/out)"
