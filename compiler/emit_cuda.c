@@ -713,9 +713,9 @@ static void emit_qhelpers(Em *e)
 }
 
 /* Steps of up to this many tokens run an mla node's attention split over the context (k_mla_split);
-** larger steps fill the GPU with one k_mla block per (head, token). 16: a batch of 16 sequences at 8
-** took k_mla at 110 µs a layer (GLM-4.7-Flash, bench/NOTES.md entry 49), one block per head and token
-** walking its whole context. The range states' scratch grows with the step's tokens (per token the same
+** larger steps fill the GPU with one k_mla block per (head, token). 16: k_mla's one block per head and
+** token walking its whole context was the slowest part of a 16-sequence step (bench/NOTES.md entries 49
+** and 51). The range states' scratch grows with the step's tokens (per token the same
 ** as before: 16 ranges of 20 heads × 512 floats for GLM-4.7-Flash). */
 #define MLA_SPLIT_TMAX 16
 
@@ -743,8 +743,8 @@ static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv)
 ** The split (flash-decoding) MLA attention of a small step, one launch: k_mla_split writes each range's
 ** softmax state into two scratch regions, and the last block of each (token, head group) merges them,
 ** found through a counter in a KA_ZERO region; or, when the node's value absorb follows
-** (mla_absorb_merges), it stops at the states and every block of the absorb merges its head's (bench/
-** NOTES.md entry 23: the one merging block was 43% of the launch). The geometry is fixed here, for any
+** (mla_absorb_merges), it stops at the states and every block of the absorb merges its head's (one
+** merging block was a large part of the launch: bench/NOTES.md entry 23). The geometry is fixed here, for any
 ** position: NS ranges of the candidates per token (blocks past a token's ranges exit at once), heads in
 ** groups of HB = mla_split_hb(H) (ops/gemv_shape.h; GLM-4.7-Flash's 20 heads: 5 groups of 4; GLM-5's 64:
 ** 16; GLM-5 at tp 8, 8 heads per GPU: 4 groups of 2), NS = 64 / HB (128 KiB of states at dv 512).
@@ -1528,8 +1528,8 @@ static int qtc_type(int qt)
 /* Whether a group's 2..8-token step may run as two launches: k_qgemv_tc over its members of one block type
 ** (Q4_K, Q6_K or Q8_0) with the norm formed late and stored, then k_qgemv_fused's loop over the float
 ** members (a router GGUF keeps in f32, beside the shared expert's gate and up) reading that stored norm.
-** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop: GLM-5's norm +
-** router + shared gate/up took 115 µs a layer at 4 tokens against 21 at one (bench/NOTES.md 44, 47). */
+** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop, several times
+** slower than the one-token step (bench/NOTES.md 44, 47). */
 static int qtc_split_fits(const Em *e, const FuseKernel *f, const int *qt, int64_t K)
 {
 	if (f->pro != GP_RMSNORM || !f->store || f->res >= 0 || f->glu >= 0 || !qtc_fits(e, f, K))
@@ -1656,8 +1656,7 @@ static void emit_fk_gemv(Em *e, const FuseKernel *f)
 			w.L.tmin = w.L.tmax = 1;
 			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
 			/* a norm over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
-			** its ring, asked for before the staging, spills (bench/gemv --fused: the GLM-5 LM head 264 ->
-			** 291 µs; bench/NOTES.md entry 21) */
+			** its ring, asked for before the staging, spills and runs slower (bench/NOTES.md entry 21) */
 			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
 			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
 			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);

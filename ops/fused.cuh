@@ -10,8 +10,8 @@
 /* Pattern A: sum = a + b, then y = rmsnorm(sum) (optional weight), one row per block. sum may equal a
 ** (in place): each element is read before it is written, by the same thread. grid (rows), block 256.
 ** Rows of up to RN_REG values a thread are read in one round into registers and not read back: the
-** loop form's store to sum may alias a later load, so each of its rounds waited for the last (at tp 2,
-** GLM-5's 6144-wide row after each allreduce took 26 us in --profile, for 36 KB). */
+** loop form's store to sum may alias a later load, so each of its rounds waited for the last (slow on
+** the wide rows after each allreduce; bench/NOTES.md entry 54). */
 #define RN_REG 32
 template <typename A, typename W, bool HAS_W>
 __device__ void k_add_rmsnorm(A *sum, A *y, const A *a, const A *b, const W *w, int N, float eps)
@@ -539,7 +539,7 @@ __device__ __forceinline__ int mla_q_nl(int L, bool tb)
 **     loads in flight (up to 12); the 16 row groups' partial sums then meet in shared memory. (One thread per
 **     column walking all Dn rows, as before, kept one load in flight per thread over 2 blocks per head.)
 **     Those 12 loads go out before the rotary and the q staging, whose L2 trips and barrier they then
-**     overlap (bench/NOTES.md entry 40: 6.70 -> 6.18 µs a launch in GLM-4.7-Flash's graph).
+**     overlap (bench/NOTES.md entry 40).
 **   - [H, L, Dn]: one warp per output column, lanes reading the row in 4-element vectors.
 */
 template <typename A, typename W, bool TB, bool IL, bool ILI>
@@ -732,7 +732,8 @@ __device__ void k_mla_prep(A *qabs, A *iqo, const A *q, const W *wk, const A *iq
 ** rows itself from the split attention's NS range states (pml, pacc, k_mla_split's layout; a range that
 ** did not exist has m = -inf and is skipped), as k_mla_split's own merge does, bit for bit, rounded to A
 ** into shared memory. Its weights are asked for first, so the merge's L2 reads overlap them. Why: one
-** block merging a head group's ranges after a fence and a count took 43% of the attention's launch.
+** block merging a head group's ranges after a fence and a count was a large part of the attention's
+** launch (bench/NOTES.md entry 23).
 */
 template <typename A, typename W, bool MERGED = false>
 __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int Dv, int Do, const float *pacc = nullptr,
@@ -859,8 +860,8 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
 ** pays one launch and reads the logits once: k_moe_route's choice and k_moe_weights' weights (with their
 ** own function wsigmoid), bit for bit. grid (T), block a multiple of 32 (glmc emits 256); E <= 1024.
 ** Why not moe_route_warp: one warp picks the k experts in k dependent rounds after 8 double exps a lane
-** and then forms the weights, ~22k cycles at GLM-5's E 256 (11 µs in ncu, 12 µs a MoE layer in the
-** step). Here thread e scores expert e, every expert's rank comes from one pass over the keys (rank =
+** and then forms the weights, a long serial chain at GLM-5's E 256 (bench/NOTES.md entry 17). Here
+** thread e scores expert e, every expert's rank comes from one pass over the keys (rank =
 ** the experts ahead of it: a larger key, or an equal key and a lower index, the order of the rounds'
 ** picks), and the expert of rank r < k is slot r; slots past E get -1, as a round that finds none.
 ** The groups (n_group > 1, topk_group < n_group) and the softmax (warp 0) are moe_route_warp's steps.
@@ -1027,12 +1028,12 @@ __device__ __forceinline__ void moe_dfused_stage(float *sx, float *hx, const flo
 ** grid (ceil(C/8), T), block 256.
 **
 ** Why pipelined: a warp's rows (k experts and the shared one, 3 KB each on GLM-4.7-Flash) are short, so
-** a loop that waits for each load before the next leaves the memory system idle (29% of the bandwidth
-** on an H200). When every row is 16-byte aligned and whole vectors, the warp streams its rows as one
+** a loop that waits for each load before the next leaves the memory system idle (bench/NOTES.md entry
+** 22). When every row is 16-byte aligned and whole vectors, the warp streams its rows as one
 ** list of batches of U vectors per lane, the next batch in flight while this one is summed; the shared
 ** SwiGLU is formed once per block into shared memory (when Fs <= MOE_SX), not once per column, and so
 ** are token t's k rows of hid when they fit (k·F <= MOE_HX): otherwise each warp reads them again
-** through L1 and L2, 1.6x its weight bytes on GLM-4.7-Flash (bench/NOTES.md entry 22).
+** through L1 and L2, more bytes than its weights (bench/NOTES.md entry 22).
 */
 #define MOE_SX 4096
 #define MOE_HX 8192

@@ -22,12 +22,9 @@ static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *blo
 /* The one-token launch of a float GEMV group with no prologue and a residual sum (the o and down
 ** projections): blocks of 128 threads where rows are at least 256 16-byte vectors, else gemv_shape_h's
 ** shape; rb = 4 columns a block from 1056 columns (their grid then fits 8 blocks an SM, which
-** gemv_min_blocks1 gives a 64-register budget), 2 from 528. Measured (bench/gemv --llama --sweep,
-** bench/NOTES.md entry 28; bf16, µs, gemv_shape_h's 4 x 256 first): Llama-3-8B's down 4096x14336 32.79
-** -> 29.44 at rb 2, its o-projection 4096x4096 11.73 -> 10.92, GLM-4.7-Flash's 2048x5120 8.75 -> 7.85.
-** Then rb 4 with the register budget (entry 38, bench/ab.sh): Llama-3-8B 4.0656 -> 4.0044 ms a step,
-** GLM-4.7-Flash 3.5922 -> 3.5848. The groups with a norm had no common best shape in that sweep and
-** keep gemv_shape_h's. */
+** gemv_min_blocks1 gives a 64-register budget), 2 from 528: faster than gemv_shape_h's 4 x 256 on
+** Llama-3-8B's and GLM-4.7-Flash's o and down projections (bench/NOTES.md entries 28 and 38). The groups
+** with a norm had no common best shape in that sweep and keep gemv_shape_h's. */
 static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int *block, int *rb)
 {
 	gemv_shape_h(K, Ntot, wsize, block, rb);
@@ -40,12 +37,9 @@ static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int
 /* The one-token launch of a float GEMV group with the norm's late scale and no GLU (GEMV_PRO_RMSLATE: the
 ** q/k/v groups, a norm fused with the LM head): rb = 8 columns a block of 128 threads where rows are at
 ** least 512 16-byte vectors, a multiple of 256 (the threads' two-vector steps cover a row with no ragged
-** last step), and there are 2112 rows (264 blocks); else gemv_shape_h's shape. Measured (bench/gemv --llama
-** --sweep, bench/NOTES.md entry 31; bf16, µs, gemv_shape_h's 4 x 256 first): Llama-3-8B's q/k/v
-** 4096+2x1024 16.87 -> 15.73 (15.20 in the plan's graph), its norm + LM head 248.93 -> 241.09 (in the
-** plan's graph no gain: 234.24 -> 236.64 µs, entry 31), 8192+2x1024 43.11 -> 43.36 (no change);
-** 5120+2x1024 (640 vectors, ragged) would lose, 23.12 -> 24.79, and keeps 4 x 256; shorter rows (K 3584,
-** 2048, 768) were best elsewhere, as was the gate/up GLU (8 x 128 slower there). */
+** last step), and there are 2112 rows (264 blocks); else gemv_shape_h's shape. Why: in the sweep of
+** bench/NOTES.md entry 31 it was faster on Llama-3-8B's q/k/v and no slower on longer rows, it lost on
+** ragged rows, and shorter rows and the gate/up GLU were best elsewhere. */
 static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int *block, int *rb)
 {
 	long long nvec = K * wsize / 16;
@@ -59,7 +53,7 @@ static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int 
 /* The grid: one block per group of rb columns, or when there is a prologue (formed once per block) at most
 ** as many looping blocks of `block` threads as make GEMV_PRO_BLOCKS blocks of 256: a short row gets small
 ** blocks, and 264 of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV, K 768:
-** 64 threads, 15% of the bandwidth), while its prologue is cheap to repeat. At most 4x as many. */
+** 64 threads; bench/NOTES.md entry 54), while its prologue is cheap to repeat. At most 4x as many. */
 static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prologue)
 {
 	long long groups = (Ntot + rb - 1) / rb, mult = block >= 256 ? 1 : 256 / block, cap;
@@ -71,12 +65,9 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 ** one, ptxas keeps gemv_core at about 32 registers (every block of a 2048-block grid resident at once)
 ** and issues a step's second weight batch only after the first batch's sums: two HBM trips a step. A
 ** grid that fits 8 blocks of 128 an SM of an H200 loses nothing by a 64-register budget, with which
-** ptxas keeps the batches together. Measured (bench/NOTES.md entry 37, in the plan's graph, µs):
-** GLM-4.7-Flash's o-projection (rb 2, 1024 blocks) 8.49 -> 7.96, its router + shared gate/up (rb 4,
-** 784) 6.71 -> 6.18, q_a/kv_a (rb 4, 336) 4.40 -> 4.29; Llama-3-8B's q/k/v (rb 8, 768) lost, 15.2 ->
-** 17.4 (at rb 8 the 64 registers spill 64 bytes, ptxas -v), as did every grid too big for 8 blocks an
-** SM (its o and down at rb 2, 2048 blocks: 20.4 -> 23.2 a launch on average; gemv_shape_plain1 now
-** gives them rb 4, 1024 blocks, entry 38). rb 1 was not measured. */
+** ptxas keeps the batches together. Hence only for blocks of 128 at rb <= 4 on grids within 8 blocks an
+** SM: rb 8 spills at 64 registers, and bigger grids lost (bench/NOTES.md entries 37 and 38). rb 1 was
+** not measured. */
 static inline int gemv_min_blocks1(int block, int rb, long long grid)
 {
 	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;
@@ -85,9 +76,8 @@ static inline int gemv_min_blocks1(int block, int rb, long long grid)
 /* The launch of k_gemv_tc (ops/qfused.cuh: bf16 GEMV groups of 2..8-token steps on the tensor cores) for
 ** `rows` weight rows (a GLU group: gate and up rows both) of K values: tiles of 16 rows, two a block (*mt)
 ** where that still leaves 264 blocks, else one with twice the 32-value chunks in flight (*uc, so a lane
-** always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads). Measured
-** against one tile everywhere, twice the chunks, at most 4 warps, and both (bench/NOTES.md entry 43:
-** Llama-3-8B at 4 sequences 4.85 ms a step against 5.02, 5.68, 6.10 and 6.11). */
+** always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads): faster
+** than one tile everywhere, twice the chunks, at most 4 warps, or both (bench/NOTES.md entry 43). */
 static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
 {
 	long long kc = K / 32, nw;
@@ -100,9 +90,8 @@ static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, 
 
 /* ops/qfused.cuh k_qgemv_tc (Q4_K/Q6_K groups of 2..16 tokens): one tile of 16 rows a block, one block of
 ** 256 values in flight a warp (MT 1, UC 1), the warps splitting K's blocks two or more each, up to 8.
-** bench/gemv --fused (NOTES 45), GLM-5's six groups at 1 and 4 tokens: this shape is the best of MT 1/2 ×
-** UC 1/2 × 4/8 warps on five and within 2% on the sixth; the earlier MT 2 pick for >= 264 tiles was 1.5-1.8x
-** slower (the LM head 901 against 514 µs at 4 tokens). */
+** The best of MT 1/2 × UC 1/2 × 4/8 warps on GLM-5's groups, well ahead of MT 2 for >= 264 tiles
+** (bench/NOTES.md entry 45). */
 static inline void gemv_shape_qtc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
 {
 	long long kb = K / 256, nw = kb / 2 < 1 ? 1 : kb / 2 > 8 ? 8 : kb / 2;
@@ -118,9 +107,8 @@ static inline void gemv_shape_qtc(long long rows, long long K, int *mt, int *uc,
 #define Q_GRID_CAP (3 * 132)
 
 /* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about
-** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K. bench/gemv (NOTES entry
-** 15): with 256 blocks at WPR 1 (N = 4096) WPR 1 is faster than 2 (Q4_K 28.9% against 26.2% of the
-** bandwidth); with 128 (N = 2048) WPR 2 is. */
+** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K: with 256 blocks at WPR 1
+** (N = 4096) WPR 1 is faster than 2; with 128 (N = 2048) WPR 2 is (bench/NOTES.md entry 15). */
 static inline int q_wpr(long long N, long long K)
 {
 	int wpr = 1;
@@ -150,8 +138,8 @@ static inline long long qsk_smem(int qt, long long K, int nwarp, int s)
 	return 512 + (K / 4 + 127) / 128 * 128 + K / 256 * 1152 + (long long)nwarp * s * 16 * (qt == 14 ? 224 : 144);
 }
 
-/* The shape glmc emits it in: 8 warps a block, 3 slots a warp (bench/gemv's Q4sk/Q6sk rows, NOTES 46: best or
-** within 3% of 16 warps and of 2..6 slots on GLM-5's and Llama-3-8B's shapes), its shared memory at most
+/* The shape glmc emits it in: 8 warps a block, 3 slots a warp (best or close to it among 8/16 warps and 2..6
+** slots on GLM-5's and Llama-3-8B's shapes, bench/NOTES.md entry 46), its shared memory at most
 ** QSK_SMEM_MAX (an H200 block's 232448 bytes, less 1 KB for static shared memory), and the blocks an SM
 ** holds: what an SM's 233472 bytes of shared memory take (1 KB of each block reserved), at most 2 (its
 ** launch bounds' register budget). */
@@ -180,7 +168,7 @@ static inline void qsk_grid(long long tiles, long long K, int nwarp, long long w
 /* The routed experts a block of k_qmoe_down_mma streams (ops/qfused.cuh): the fewest, from 1, that bring
 ** its blocks (ceil(C/128) row blocks × (ceil(k/G) groups + the shared expert's)) within QM_GRID_CAP, as
 ** long as the group's hid rows fit one staged chunk (G·F <= 8192) and G <= min(k, 8). GLM-5 (C 6144, k 8,
-** F 2048): G 2, 240 blocks (bench/moe: 34.8 µs, against 42.2 at G 1 and 43.2 at G 4). */
+** F 2048): G 2, 240 blocks, faster than G 1 or G 4 (bench/NOTES.md entry 18). */
 static inline int qm_moe_group(long long C, int k, long long F, int shared)
 {
 	int g = 1, gmax = k < 8 ? k : 8;

@@ -32,9 +32,9 @@ __device__ __forceinline__ float to_f(bf16 v)
 }
 
 /* IEEE half to float, bit for bit as ref_f16_to_f32: subnormals are m·2^-24 (exact in float), inf and
-** NaN keep sign and payload. Finite values take the hardware's exact widening, one cvt: the integer
-** form (a branch per exponent class) held f16 GEMVs at 40-55% of the bandwidth, and a rescaling multiply
-** of the moved bits at 52-75%; the cvt gives 57-86% (bench/NOTES.md entry 13). Inf and NaN are formed
+** NaN keep sign and payload. Finite values take the hardware's exact widening, one cvt, which keeps f16
+** GEMVs nearer the bandwidth than an integer form or a rescaling multiply (bench/NOTES.md entry 13,
+** figures in entry 54). Inf and NaN are formed
 ** from the bits, so no payload depends on the hardware. */
 __device__ __forceinline__ float to_f(f16 v)
 {
@@ -311,8 +311,8 @@ __device__ __forceinline__ void walk_row(const A *x, int n, F f)
 
 /* Calls f(i, float(x[i])) for every i < n once, in an order of its choosing: in 16-byte vectors (four in
 ** flight a thread) when x is 16-byte aligned, else as walk_row. For reductions whose result does not
-** depend on the order (an argmax under ranks_before). Why: the greedy sampler's one block walked GLM-5's
-** 154880 logits in 2-byte loads, 38 dependent rounds of four a thread (29 µs a step in --profile). */
+** depend on the order (an argmax under ranks_before). Why: 2-byte loads over a 154880-logit row are 38
+** dependent rounds of four a thread (bench/NOTES.md entries 17 and 54). */
 template <typename A, typename F>
 __device__ __forceinline__ void walk_row_vec(const A *x, int n, F f)
 {
@@ -357,7 +357,7 @@ __device__ __forceinline__ void walk_row_vec(const A *x, int n, F f)
 ** one kernel waits ahead). The decode GEMVs (gemv_core) do the two halves themselves: launched so
 ** (their pdl argument, KA_PDL), they ask L2 for their first weights before glm_pdl_wait_only (the
 ** weights are constant, so those reads overlap the kernel before; launched plainly the same requests
-** only slow them, by 5-15% in build/bench/gemv), and they let the kernel after be scheduled
+** only slow them: bench/NOTES.md entry 54), and they let the kernel after be scheduled
 ** (glm_pdl_trigger) only once a block has loaded its last group, so that its blocks wait during this
 ** one's tail, not all of it. emit_cuda.c leaves the call out of their wrappers. No-ops for a kernel
 ** launched without the attribute, and in the CPU emulator. */
@@ -567,8 +567,8 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	** the first group's RB rows a thread streams first) go towards L2 before glm_pdl_wait. L2, not
 	** registers: holding them across the wait costs the plain GEMV 24 registers and half its blocks.
 	** The kernel after is let in (glm_pdl_trigger) when the block has its last group's weights. Not in
-	** plain launches, not even ahead of a prologue: there it cost the fused QKV and gate/up GEMVs 5% and
-	** 2% (bench/NOTES.md entry 12). */
+	** plain launches, not even ahead of a prologue: there it slowed the fused QKV and gate/up GEMVs
+	** (bench/NOTES.md entry 12). */
 	if (pdl && kvec && (int)blockIdx.x < ngroups) {
 #pragma unroll 1
 		for (int i = 0; i < RB; i++) {
@@ -1108,8 +1108,7 @@ __device__ void k_softmax(A *y, const A *x, int N)
 ** Rows of up to 32 elements a thread are read into registers with every load issued at once and summed in
 ** walk_row's order (thread i: i, i + blockDim.x, ...), so the result is bit for bit the walk's; the norm
 ** weights too, before any store (a load of w after a store to y that may alias it waits in line). Why: a
-** decode step's one row (GLM-5's 6144 before the LM head) took 12.5 µs in the graph, its weights read one
-** dependent trip at a time (bench/NOTES.md 48). */
+** decode step's one row otherwise reads its weights one dependent trip at a time (bench/NOTES.md 48). */
 template <typename A, typename W, bool HAS_W>
 __device__ void k_rmsnorm(A *y, const A *x, const W *w, int N, float eps)
 {
@@ -1874,8 +1873,8 @@ __device__ int sample_kept(const Set &set, int V, float temp, int top_k, float t
 ** ranks_before is a strict total order on distinct indices, so the result is the one-block argmax's
 ** (block_argmax: the first index of the max, NaN first) whatever order the parts arrive in. Returns
 ** the token in every thread of the row's last block, -1 in the row's other blocks. done[] must start at
-** zero (glmrun clears it once; every launch leaves it zero). Why: one block streaming GLM-5's 310 KB
-** row took ~19 µs a decode step (--profile); the slices are read at once, by as many SMs.
+** zero (glmrun clears it once; every launch leaves it zero). Why: one block streaming a whole vocabulary
+** row is slow (bench/NOTES.md entry 27); the slices are read at once, by as many SMs.
 */
 template <typename A>
 __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, unsigned *done, int *nf)
@@ -2227,7 +2226,7 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
 /* The number of ranges the split MLA kernels cut n candidates into: at most ns (the launch's), and at
 ** least 16 candidates per range, so a short context is not spread over blocks that each do too little
 ** to pay for its partial result, whose merge costs the last block of a group more time per range.
-** (32, one full pass of k_mla_split a range, was 1% slower a step: bench/NOTES.md entry 17.) */
+** (32, one full pass of k_mla_split a range, was slower: bench/NOTES.md entry 17.) */
 __host__ __device__ __forceinline__ int mla_split_ranges(int n, int ns)
 {
 	int r = (n + 15) / 16;
@@ -2344,8 +2343,7 @@ __device__ __forceinline__ void mla_split_stage_q(float *qs, const A *qb, int nq
 ** exit at once, so one launch geometry (fixed at plan time, as CUDA graphs need) serves any position.
 ** Without MERGE the kernel stops after the states (y and done unused) and blocks x >= nr write an empty
 ** one (m = -inf, l = 0; acc not written): k_mla_vabsorb<.., true> merges all NS ranges of a head in each of
-** its blocks, where this launch's last block alone took 5.5 of its 12.8 µs (GLM-4.7-Flash at a 200-row
-** context, bench/NOTES.md entry 23).
+** its blocks, because this launch's last block alone took a large part of it (bench/NOTES.md entry 23).
 ** grid (NS, ceil(H/HB), T), block 256; HB in {1, 2, 4, 8}, NS <= 256; Dk <= 1024, Dv <= 2·blockDim.x.
 **
 ** Why: k_mla runs one block per (head, token), H/tp blocks on a decode step, each walking the whole
@@ -2353,8 +2351,8 @@ __device__ __forceinline__ void mla_split_stage_q(float *qs, const A *qb, int nq
 ** merge rides in the same launch (the last block of each group does it), so splitting costs no launch.
 ** With vfirst a selection row holds its visible entries first (as k_indexer_select writes it), so only
 ** the first min(nsel, pos[t] + 1) are dealt out: a 200-row context with a 2048-entry selection then
-** takes 13 ranges of 16 rather than every range with 128 mostly invisible entries (bench/mla: 14.5 µs
-** at GLM-5's shape; the decode step's mla node 41 -> 37 µs with its absorb, NOTES entry 15).
+** takes 13 ranges of 16 rather than every range with 128 mostly invisible entries (bench/NOTES.md
+** entry 15).
 ** Dealing candidates out round-robin rather than in contiguous ranges spreads a DSA selection's visible
 ** entries, which come first (a short context lists rows 0..pos, then -1s), over every range.
 ** The block's q rows are staged in shared memory as float. Candidates go in passes of 32: warp w scores
@@ -2589,8 +2587,8 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 ** way). Token t reads the S key rows of slot seq[t]. grid (ceil(total/8), T), block 256.
 ** One warp per score: lane l takes heads l, l + 32, ... whole (each dot product in index order, the
 ** key row read by all lanes at once), and one shuffle sum ends the score. (A warp summing each head's
-** dot product across its lanes took 32 dependent shuffle sums a score: ~33 µs a GLM-5 decode layer at
-** a 200-row context, with the selection.) Accumulation is in float in the reference's order (dot,
+** dot product across its lanes takes 32 dependent shuffle sums a score: bench/NOTES.md entry 15.)
+** Accumulation is in float in the reference's order (dot,
 ** · scale, relu, · w, summed over h), where the reference uses double and rounds the sum once: a
 ** score may differ from ref_indexer's in its last bits. Exact zeros (every head's
 ** relu 0) and exactly representable cases agree bit for bit.
@@ -3004,7 +3002,7 @@ __device__ __forceinline__ void moe_group_keep(unsigned char *keep, const double
 **  3. each choice becomes a moe_key in place; each lane keeps its best (key, index).
 **  4. k rounds: the warp's best pair (ties to the lower index) is written to idx; the lane that owned
 **     it zeroes its key and rescans its own experts. A round that finds none (k > E) writes -1.
-** Cost at E = 256, k = 8: 22k cycles, 11 µs in ncu (estimated 1-1.5 µs before it was measured): the
+** Cost: k dependent rounds on one warp, slow at E = 256, k = 8 (bench/NOTES.md entry 17): the
 ** unfused k_moe_route keeps it; k_moe_route_weights (ops/fused.cuh), what plans run whenever routing and
 ** weights fuse, ranks with a thread an expert.
 */

@@ -11,7 +11,7 @@
 
 /* The tiles are built twice on x86-64, for AVX2 and for the baseline, and the loader picks one (an ifunc):
 ** the same operations in the same order either way (no FMA), so the same values; AVX2 packs 4 sums per
-** register instead of 2 (-30% time per multiply-add when the weights are in cache). */
+** register instead of 2, so each multiply-add costs less (bench/NOTES.md entry 54). */
 #if defined(__x86_64__)
 #define LIN_CLONES __attribute__((target_clones("avx2", "default")))
 #else

@@ -521,7 +521,7 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 					                                             kc);
 				if (!(single && staged) && !EARLY) {
 					/* Q6_K's loop already spills at 128 registers; the vector norm pushed more of it out
-					** (bench/gemv --fused: the LM head 262 -> 276-312 µs), so Q6_K keeps the scalar one */
+					** and was slower (bench/NOTES.md entry 54), so Q6_K keeps the scalar one */
 					qf_stage<A, NW, QT != 14>(xs, xsum, pro, x, u, nw, hs, inv, eps, t, 1, K, k0, kc, 8192, whole);
 					qm_restage_t<QT>(xs, xsum, kc);
 				}
@@ -781,8 +781,9 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
 ** row 16-byte aligned. grid (ceil(ΣN/(16·MT)); GLU: ceil(N0/(8·MT))), block 32..256 threads.
 **
 ** Why: gemv_core's rows-of-8 path spends a conversion and TR FMAs a weight on the CUDA cores and, at 2..8
-** tokens, a looping 264-block grid with x staged: Llama-3-8B's gate/up took 147 µs at 2 tokens and 204
-** at 4 (58 at one). The mma does 8 tokens of 16 rows per instruction, so the step stays a weight stream.
+** tokens, a looping 264-block grid with x staged, so a step of 2 tokens cost several times one token's
+** (bench/NOTES.md entry 43). The mma does 8 tokens of 16 rows per instruction, so the step stays a
+** weight stream.
 */
 /* Row R of a group's concatenated members for token t: the linear's result s (bias first) rounded to A,
 ** then member m's scale (EPI bit m) or, for member 0, the residual r (GEMV_EPI_RES), stored to y_m. */
@@ -1333,9 +1334,9 @@ __device__ __forceinline__ void qtc_block(float (&acc)[MT][NCS][4], const QtcW<8
 ** reduction ends it (the late norm's sums of squares with it). Each result rounded to A as the linear
 ** stores it (bias first), then the member's scale or the residual. grid ceil(ΣN / (16·MT)), block 32..256.
 **
-** Why: k_qgemv_fused's 8-rows-a-pass loop spent a conversion and T FMAs a weight on the CUDA cores (the
-** GLM-5 slice's LM head 2.64 ms at 4 tokens, 0.27 alone), and steps above 8 tokens fell to a tiled GEMM
-** of 0.66 ms a linear. Here a block's cost hardly depends on T: the weights are read once and one mma
+** Why: k_qgemv_fused's 8-rows-a-pass loop spent a conversion and T FMAs a weight on the CUDA cores, and
+** steps above 8 tokens fell to a tiled GEMM (bench/NOTES.md entry 44). Here a block's cost hardly
+** depends on T: the weights are read once and one mma
 ** serves 16 rows × 8 columns.
 */
 template <typename A, int QT, typename NW, int PRO, bool HAS_NW, int EPI, int MT, int NCS, int UC>
@@ -1450,8 +1451,9 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 ** T must be 1. grid (see qsk_grid: gridDim.x · NWARP <= the items), block 32·NWARP. K a multiple of 256.
 **
 ** Why: k_qgemv_fused_mma holds its ring of loads in registers (2 or 3 blocks a warp, 128 registers, 16
-** warps an SM) and restarts it, with x staged again when K > 8192, for every group of 128 rows; its
-** GLM-5 launches read 45-50% of the bandwidth where a plain read of the same bytes reaches 80-90%. Here
+** warps an SM) and restarts it, with x staged again when K > 8192, for every group of 128 rows, so its
+** launches read far less of the bandwidth than a plain read of the same bytes (bench/NOTES.md entry
+** 46). Here
 ** the bytes in flight live in shared memory (S − 1 slots a warp), every warp streams from its first item
 ** to its last without a restart, and the grid is one wave.
 */

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/quant_round.sh — a quantized-kernel change's round on the device machine, in one call each:
+# bench/quant_round.sh — a quantized-kernel change's round on the device machine, in one call each:
 #   ROUND=check: the quantized kernels against float64 (build/gpu/test_qgemv) and plans whose weights stay
 #                in blocks against the CPU reference (tests/gpu/quant_e2e.sh, PARTS, default "1 3 5");
 #   ROUND=bench: build/bench/gemv's rows of the changed type (ONLY, default "Q8_0 Q8mma"), then
@@ -8,7 +8,7 @@
 # OLD is the old build's bin directory (default build/old: glmc and glmrun of the commit before the
 # change, built on the development machine). Needs bin/ and build/ from `make gpu-bundle`.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-qround}
 mkdir -p "$OUT"
 OLD=${OLD:-build/old}

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/batch_round.sh — one device call for the decode GEMVs of 2..8-token steps (k_gemv_tc, issue 8's
+# bench/batch_round.sh — one device call for the decode GEMVs of 2..8-token steps (k_gemv_tc, issue 8's
 # batch 4 and 16 rows): the kernel checks, the GPU against the CPU at those step sizes, then old against
 # new plans at every batch size, alternated, with one traced run. Plans are compiled on the development
 # machine (PLANS holds <shape>-old.plan and <shape>-new.plan, e.g. llama, flash) and carried with bin,
@@ -8,7 +8,7 @@
 #   ROUNDS (3)  STEPS (64)  L2 (a 2-layer bf16 plan for --verify, optional)  OLDRUN (the glmrun that runs the
 #   old plans; default bin/glmrun, which runs the new ones)  QGEMV (1; 0 skips build/gpu/test_qgemv)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 ROUND=${ROUND:-all} PLANS=${PLANS:-build/probe/plans} SHAPES=${SHAPES:-llama flash}
 BATCHES=${BATCHES:-1 2 4 8 16} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64} L2=${L2:-} OLDRUN=${OLDRUN:-bin/glmrun}
 export NCCL_NVLS_ENABLE=0

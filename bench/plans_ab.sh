@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/plans_ab.sh — one device call comparing plans that differ only in their kernels (issue 8):
+# bench/plans_ab.sh — one device call comparing plans that differ only in their kernels (issue 8):
 # plans compiled on the development machine and carried, <PLANS>/<shape>-<variant>.plan. For each shape:
 # every variant's logits (--dump-logits, a 7-token prompt and 4 greedy steps) compared byte for byte with
 # the first variant's (a change meant to keep the arithmetic must print "identical"), then the variants
@@ -8,7 +8,7 @@
 #   PLANS (build/probe4)  SHAPES ("glm5:old,new")  ROUNDS (3)  STEPS (64)  KERNELS (rows to print)
 #   BATCH (1; more: the benchmark rows again with --batch BATCH)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 PLANS=${PLANS:-build/probe4} SHAPES=${SHAPES:-glm5:old,new} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64} KERNELS=${KERNELS:-}
 BATCH=${BATCH:-1}
 export NCCL_NVLS_ENABLE=0

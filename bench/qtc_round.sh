@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tests/gpu/qtc_round.sh — one device call for k_qgemv_tc (Q4_K/Q6_K decode GEMVs of 2..16 tokens on the
+# bench/qtc_round.sh — one device call for k_qgemv_tc (Q4_K/Q6_K decode GEMVs of 2..16 tokens on the
 # tensor cores): the GPU against the CPU reference on Q4_K_M plans at those step sizes, then old against new
-# plans at every batch size (tests/gpu/batch_round.sh ROUND=bench). Plans are compiled on the development
+# plans at every batch size (bench/batch_round.sh ROUND=bench). Plans are compiled on the development
 # machine and carried in PLANS: g5small.plan (models/glm5.lua, tests/data/glm5_q256.json, --random-weights
 # q4_k_m --dtype bf16), llamaq2.plan (Llama-3-8B Q4_K_M, 2 layers), and <shape>-old/new.plan for the bench.
 #   PLANS (build/probe)  CPLANS (the checked plans: "g5small llamaq2")  PROMPTS ("2 5 8 12")  CBATCHES ("4 12")  SHAPES ("glm5 llamaq")  BATCHES ("1 2 4 8 16")  ROUNDS (2)  ROUND (all|check|bench)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 PLANS=${PLANS:-build/probe} CPLANS=${CPLANS:-g5small llamaq2} PROMPTS=${PROMPTS:-2 5 8 12} CBATCHES=${CBATCHES:-4 12} SHAPES=${SHAPES:-glm5 llamaq} BATCHES=${BATCHES:-1 2 4 8 16} ROUNDS=${ROUNDS:-2} ROUND=${ROUND:-all}
 export NCCL_NVLS_ENABLE=0
 nvidia-smi --query-gpu=name,clocks.sm --format=csv,noheader || { echo "qtc_round: no GPU"; exit 1; }
@@ -41,4 +41,4 @@ if [ "$ROUND" != bench ]; then
 	done
 fi
 [ "$ROUND" = check ] && exit 0
-ROUND=bench PLANS=$PLANS SHAPES="$SHAPES" BATCHES="$BATCHES" ROUNDS=$ROUNDS STEPS=${STEPS:-32} tests/gpu/batch_round.sh
+ROUND=bench PLANS=$PLANS SHAPES="$SHAPES" BATCHES="$BATCHES" ROUNDS=$ROUNDS STEPS=${STEPS:-32} bench/batch_round.sh

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tests/gpu/perf_round.sh — one device call for a kernel change (issue 8): the three kernel test binaries,
+# bench/perf_round.sh — one device call for a kernel change (issue 8): the three kernel test binaries,
 # the GEMV micro-benchmarks (bf16 shapes, Llama-3-8B's fused groups, GLM-5's groups over blocks), the
 # MoE micro-benchmark (GLM-5's routed experts, build/bench/moe), then bench/decode.sh at batch 1 on
 # three shapes (PDL=1: each also with --pdl) and Llama-3-8B at batch 4 with the transformers peer. Prints a
 # short digest; the raw outputs stay in $OUT/r. Env: SHAPES, PEER_SHAPE (default llama3_8b:bf16; ""
 # skips the peer), KERNELS (the test binaries to run; "" none).
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-perf}
 mkdir -p "$OUT/r"
 export NCCL_NVLS_ENABLE=0

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# tests/gpu/qsk_round.sh — one device call for k_qgemv_sk (the one-token Q4_K/Q6_K SwiGLU + down GEMV past
+# bench/qsk_round.sh — one device call for k_qgemv_sk (the one-token Q4_K/Q6_K SwiGLU + down GEMV past
 # K 8192 as one stream of weights, bench/NOTES.md entry 46): the GPU against the CPU reference (--verify
 # --round-bf16) on plans that emit it, then the old against the new plan of a shape in turn, and the new
 # plan's in-graph kernel times (bench/trace.py). Plans are compiled on the development machine and carried:
 #   PLANS (build/probe3): <v>.plan for each of VPLANS, <s>-old.plan (OLDRUN, the glmrun of its plan format)
 #   and <s>-new.plan for each of SHAPES.  VPLANS ("llamaq2 g5l2"; empty: none)  SHAPES ("glm5")  ROUNDS (3)  STEPS (64)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 PLANS=${PLANS:-build/probe3} VPLANS=${VPLANS-llamaq2 g5l2} SHAPES=${SHAPES:-glm5} ROUNDS=${ROUNDS:-3} STEPS=${STEPS:-64}
 OLDRUN=${OLDRUN:-oldbin/glmrun_base}
 export NCCL_NVLS_ENABLE=0

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tests/gpu/mkprobe.sh — compiles, on the development machine, the plans that tests/gpu/qtc_round.sh and
-# tests/gpu/batch_round.sh carry to the device: for each shape <shape>-old.plan by OLD (a glmc built from an
+# bench/mkprobe.sh — compiles, on the development machine, the plans that bench/qtc_round.sh and
+# bench/batch_round.sh carry to the device: for each shape <shape>-old.plan by OLD (a glmc built from an
 # earlier commit, e.g. in a git worktree) and <shape>-new.plan by bin/glmc, with bench/decode.sh's flags
 # (random weights, bf16 activations), and <shape>v.plan (2 layers, bin/glmc) for the --verify checks.
 #   OUT (build/probe)  OLD (glmc of the baseline; empty: no -old plans)  SHAPES ("flashq8 flash glm5 llamaq8 llama")
 set -eu
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 OUT=${OUT:-build/probe} OLD=${OLD:-} SHAPES=${SHAPES:-flashq8 flash glm5 llamaq8 llama}
 mkdir -p "$OUT"
 for s in $SHAPES; do
