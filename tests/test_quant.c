@@ -71,6 +71,23 @@ static void check_type(const Gguf *g, const char *tname, const char *who)
 	free(ref);
 }
 
+/* How many q.<TYPE> tensors of g have a TYPE outside types[0..n) (so would go unchecked); *nq counts
+** all the q.* tensors. */
+static int unlisted_q(const Gguf *g, const char *const *types, size_t n, int *nq)
+{
+	int unlisted = 0;
+	*nq = 0;
+	for (int i = 0; i < g->ntensor; i++) {
+		if (strncmp(g->t[i].name, "q.", 2))
+			continue;
+		int found = 0;
+		for (size_t k = 0; k < n; k++)
+			found |= !strcmp(g->t[i].name + 2, types[k]);
+		unlisted += !found, (*nq)++;
+	}
+	return unlisted;
+}
+
 /* Every tensor of the fixture: each q.* has a ref.*, and every supported type appears. */
 static void check_fixture(void)
 {
@@ -84,15 +101,7 @@ static void check_fixture(void)
 	for (size_t i = 0; i < sizeof fixture_types / sizeof *fixture_types; i++)
 		check_type(&g, fixture_types[i], "ggml");
 	/* Nothing in the file is left unchecked: every q.* tensor's type is in the list above. */
-	int unlisted = 0;
-	for (int i = 0; i < g.ntensor; i++) {
-		if (strncmp(g.t[i].name, "q.", 2))
-			continue;
-		int found = 0;
-		for (size_t k = 0; k < sizeof fixture_types / sizeof *fixture_types; k++)
-			found |= !strcmp(g.t[i].name + 2, fixture_types[k]);
-		unlisted += !found;
-	}
+	int nq, unlisted = unlisted_q(&g, fixture_types, sizeof fixture_types / sizeof *fixture_types, &nq);
 	check(unlisted == 0, "every q.* tensor in quants.gguf checked", "%d unlisted", unlisted);
 
 	/* ggml quantized src.Q8_0 into q.Q8_0 with quantize_row_q8_0_ref: ours must give the same bytes. */
@@ -171,15 +180,7 @@ static void check_iq_data(void)
 	enum { NT = sizeof iq_types / sizeof *iq_types };
 	for (int i = 0; i < NT; i++)
 		check_type(&g, iq_types[i], "gguf-py");
-	int unlisted = 0, nq = 0;
-	for (int i = 0; i < g.ntensor; i++) {
-		if (strncmp(g.t[i].name, "q.", 2))
-			continue;
-		int found = 0;
-		for (int k = 0; k < NT; k++)
-			found |= !strcmp(g.t[i].name + 2, iq_types[k]);
-		unlisted += !found, nq++;
-	}
+	int nq, unlisted = unlisted_q(&g, iq_types, NT, &nq);
 	check(unlisted == 0 && nq == NT, "every q.* tensor in iq.gguf checked", "%d unlisted of %d", unlisted, nq);
 
 	/* The weights layer (what glmc binds a checkpoint through) takes each as a block type. */

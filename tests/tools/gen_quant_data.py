@@ -39,6 +39,17 @@ def half_bits(v):
     return int(h.view(np.uint16)[0])
 
 
+def set_half(block, qt, v):
+    """Store v (as a half) in the block scale field of a block of type qt (not NVFP4)."""
+    h = half_bits(v)
+    if qt == T.IQ1_M:
+        for k in range(4):                                # nibble k of the half: top of scale word k
+            block[49 + 2 * k] = (block[49 + 2 * k] & 0x0F) | ((h >> (4 * k) & 0xF) << 4)
+    else:
+        block[HALF_AT[qt]] = h & 0xFF
+        block[HALF_AT[qt] + 1] = h >> 8
+
+
 def blocks_for(qt, rng):
     blck, size = GGML_QUANT_SIZES[qt]
     nb = 8 if qt == T.NVFP4 else len(SCALES)
@@ -48,14 +59,8 @@ def blocks_for(qt, rng):
             raw[i, :4] = rng.integers(0, 0x80, size=4, dtype=np.uint8)
             if i == 0:
                 raw[i, :4] = [0x00, 0x7F, 0x01, 0x7E]   # both zero codes, the smallest and largest
-        elif qt == T.IQ1_M:
-            h = half_bits(SCALES[i] * (1 + 0.1 * rng.random()))
-            for k in range(4):                            # nibble k of the half: top of scale word k
-                raw[i, 49 + 2 * k] = (raw[i, 49 + 2 * k] & 0x0F) | ((h >> (4 * k) & 0xF) << 4)
         else:
-            h = half_bits(SCALES[i] * (1 + 0.1 * rng.random()))
-            raw[i, HALF_AT[qt]] = h & 0xFF
-            raw[i, HALF_AT[qt] + 1] = h >> 8
+            set_half(raw[i], qt, SCALES[i] * (1 + 0.1 * rng.random()))
     if qt in (T.IQ2_XXS, T.IQ3_XXS, T.IQ2_XS):         # every 7-bit sign index once over the 4 blocks
         perm = rng.permutation(128)
         for i in range(nb):
