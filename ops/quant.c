@@ -8,6 +8,7 @@
 ** products are exact in float32, so it could not change a bit, but a new type might).
 */
 #include "quant.h"
+#include "quant_grids.h"
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
@@ -27,19 +28,19 @@ static const QuantType types[QT_COUNT] = {
 	[10] = {10, "Q2_K", 256, 84, 1},    [11] = {11, "Q3_K", 256, 110, 1},
 	[12] = {12, "Q4_K", 256, 144, 1},   [13] = {13, "Q5_K", 256, 176, 1},
 	[14] = {14, "Q6_K", 256, 210, 1},   [15] = {15, "Q8_K", 256, 292, 0},
-	[16] = {16, "IQ2_XXS", 256, 66, 0}, [17] = {17, "IQ2_XS", 256, 74, 0},
-	[18] = {18, "IQ3_XXS", 256, 98, 0}, [19] = {19, "IQ1_S", 256, 50, 0},
-	[20] = {20, "IQ4_NL", 32, 18, 1},   [21] = {21, "IQ3_S", 256, 110, 0},
-	[22] = {22, "IQ2_S", 256, 82, 0},   [23] = {23, "IQ4_XS", 256, 136, 1},
+	[16] = {16, "IQ2_XXS", 256, 66, 1}, [17] = {17, "IQ2_XS", 256, 74, 1},
+	[18] = {18, "IQ3_XXS", 256, 98, 1}, [19] = {19, "IQ1_S", 256, 50, 1},
+	[20] = {20, "IQ4_NL", 32, 18, 1},   [21] = {21, "IQ3_S", 256, 110, 1},
+	[22] = {22, "IQ2_S", 256, 82, 1},   [23] = {23, "IQ4_XS", 256, 136, 1},
 	[24] = {24, "I8", 1, 1, 0},         [25] = {25, "I16", 1, 2, 0},
 	[26] = {26, "I32", 1, 4, 0},        [27] = {27, "I64", 1, 8, 0},
-	[28] = {28, "F64", 1, 8, 0},        [29] = {29, "IQ1_M", 256, 56, 0},
+	[28] = {28, "F64", 1, 8, 0},        [29] = {29, "IQ1_M", 256, 56, 1},
 	[30] = {30, "BF16", 1, 2, 1},       [31] = {31, "Q4_0_4_4", 0, 0, 0},
 	[32] = {32, "Q4_0_4_8", 0, 0, 0},   [33] = {33, "Q4_0_8_8", 0, 0, 0},
-	[34] = {34, "TQ1_0", 256, 54, 0},   [35] = {35, "TQ2_0", 256, 66, 0},
+	[34] = {34, "TQ1_0", 256, 54, 1},   [35] = {35, "TQ2_0", 256, 66, 1},
 	[36] = {36, "IQ4_NL_4_4", 0, 0, 0}, [37] = {37, "IQ4_NL_4_8", 0, 0, 0},
 	[38] = {38, "IQ4_NL_8_8", 0, 0, 0}, [39] = {39, "MXFP4", 32, 17, 1},
-	[40] = {40, "NVFP4", 64, 36, 0},    [41] = {41, "Q1_0", 128, 18, 0},
+	[40] = {40, "NVFP4", 64, 36, 1},    [41] = {41, "Q1_0", 128, 18, 0},
 	[42] = {42, "Q2_0", 64, 18, 0},
 };
 
@@ -410,6 +411,205 @@ static void dq_iq4_xs(const uint8_t *b, float *y)
 	}
 }
 
+/* ---- the grid types (IQ1/IQ2/IQ3): each 8 (IQ3: 4) values are one row of a codebook in
+** ops/quant_grids.h times a scale, with a sign per value ---- */
+
+/* n values of one grid row (byte j = magnitude of value j) times db, value j negated where bit j of
+** signs is set; the product order is ggml's (scale * magnitude, then the sign). */
+static void put_grid(float *y, int n, float db, uint64_t row, unsigned signs)
+{
+	for (int j = 0; j < n; j++)
+		y[j] = db * (float)(row >> 8 * j & 0xff) * ((signs >> j & 1) ? -1.0f : 1.0f);
+}
+
+/* IQ2_XXS: 8 groups of 32 in 8 bytes each: 4 grid indices (one per 8 values), then a 32-bit word of
+** four 7-bit sign indices (bits 0-27, through iq_ksigns) and the group's 4-bit scale (bits 28-31). */
+static void dq_iq2_xxs(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	for (int g = 0; g < 8; g++) {
+		const uint8_t *q = b + 2 + 8 * g;
+		const uint32_t aux = rd32(q + 4);
+		const float db = d * (0.5f + (float)(aux >> 28)) * 0.25f;
+		for (int l = 0; l < 4; l++)
+			put_grid(y + 32 * g + 8 * l, 8, db, iq2xxs_grid[q[l]], iq_ksigns[aux >> 7 * l & 127]);
+	}
+}
+
+/* IQ2_XS: 32 16-bit words (9-bit grid index, 7-bit sign index), then 8 scale bytes whose nibbles
+** scale the two halves (16 values each) of a group of 32. */
+static void dq_iq2_xs(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *sc = b + 66;
+	for (int g = 0; g < 8; g++) {
+		const float db[2] = {d * (0.5f + (float)(sc[g] & 0xf)) * 0.25f, d * (0.5f + (float)(sc[g] >> 4)) * 0.25f};
+		for (int l = 0; l < 4; l++) {
+			const uint16_t v = rd16(b + 2 + 2 * (4 * g + l));
+			put_grid(y + 32 * g + 8 * l, 8, db[l / 2], iq2xs_grid[v & 511], iq_ksigns[v >> 9]);
+		}
+	}
+}
+
+/* IQ2_S: 32 low index bytes, 32 explicit sign bytes, 8 bytes of 2-bit index tops (bits 2l..2l+1 of
+** byte g for row l of group g: 10-bit indices), 8 scale bytes as in IQ2_XS. */
+static void dq_iq2_s(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *qs = b + 2, *signs = b + 34, *qh = b + 66, *sc = b + 74;
+	for (int g = 0; g < 8; g++) {
+		const float db[2] = {d * (0.5f + (float)(sc[g] & 0xf)) * 0.25f, d * (0.5f + (float)(sc[g] >> 4)) * 0.25f};
+		for (int l = 0; l < 4; l++) {
+			const int idx = qs[4 * g + l] | (qh[g] >> 2 * l & 3) << 8;
+			put_grid(y + 32 * g + 8 * l, 8, db[l / 2], iq2s_grid[idx], signs[4 * g + l]);
+		}
+	}
+}
+
+/* IQ3_XXS: 64 grid index bytes (one per 4 values), then per group of 32 a 32-bit word laid out as in
+** IQ2_XXS (four 7-bit sign indices, 4-bit scale); one sign byte covers two rows of 4. */
+static void dq_iq3_xxs(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	for (int g = 0; g < 8; g++) {
+		const uint8_t *q = b + 2 + 8 * g;
+		const uint32_t aux = rd32(b + 66 + 4 * g);
+		const float db = d * (0.5f + (float)(aux >> 28)) * 0.5f;
+		for (int l = 0; l < 4; l++) {
+			const unsigned s = iq_ksigns[aux >> 7 * l & 127];
+			put_grid(y + 32 * g + 8 * l, 4, db, iq3xxs_grid[q[2 * l]], s);
+			put_grid(y + 32 * g + 8 * l + 4, 4, db, iq3xxs_grid[q[2 * l + 1]], s >> 4);
+		}
+	}
+}
+
+/* IQ3_S: 64 low index bytes, 8 bytes of index tops (bit k of byte g for index k of group g: 9-bit
+** indices), 32 explicit sign bytes, 4 scale bytes (a nibble per group: odd scale 1 + 2s). */
+static void dq_iq3_s(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *qs = b + 2, *qh = b + 66, *signs = b + 74, *sc = b + 106;
+	for (int g = 0; g < 8; g++) {
+		const float db = d * (float)(1 + 2 * (sc[g / 2] >> 4 * (g % 2) & 0xf));
+		for (int l = 0; l < 4; l++) {
+			const int i0 = qs[8 * g + 2 * l] | (qh[g] >> 2 * l & 1) << 8;
+			const int i1 = qs[8 * g + 2 * l + 1] | (qh[g] >> (2 * l + 1) & 1) << 8;
+			const unsigned s = signs[4 * g + l];
+			put_grid(y + 32 * g + 8 * l, 4, db, iq3s_grid[i0], s);
+			put_grid(y + 32 * g + 8 * l + 4, 4, db, iq3s_grid[i1], s >> 4);
+		}
+	}
+}
+
+/* 8 values of an IQ1 grid row (int8 -1/0/+1 per byte), each shifted by delta, times dl. */
+static void put_iq1(float *y, float dl, uint64_t row, float delta)
+{
+	for (int j = 0; j < 8; j++)
+		y[j] = dl * ((float)(int8_t)(row >> 8 * j & 0xff) + delta);
+}
+
+/* IQ1_S: 32 low index bytes, then per group of 32 a 16-bit word: four 3-bit index tops (11-bit
+** indices), a 3-bit odd scale 2s + 1 (bits 12-14) and the delta's sign (bit 15). */
+static void dq_iq1_s(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b));
+	const uint8_t *qs = b + 2;
+	for (int g = 0; g < 8; g++) {
+		const uint16_t h = rd16(b + 34 + 2 * g);
+		const float dl = d * (float)(2 * (h >> 12 & 7) + 1);
+		const float delta = (h & 0x8000) ? -IQ1_DELTA : IQ1_DELTA;
+		for (int l = 0; l < 4; l++)
+			put_iq1(y + 32 * g + 8 * l, dl, iq1s_grid[qs[4 * g + l] | (h >> 3 * l & 7) << 8], delta);
+	}
+}
+
+/* IQ1_M: no block-level half; its 16 bits are the top nibbles of the four 16-bit scale words (word k
+** gives bits 4k..4k+3). 32 low index bytes; a qh nibble per row (3-bit index top, delta sign); a 3-bit
+** odd scale per 16 values (word g/2, bits 6(g%2) and 6(g%2)+3 for the halves of group g). */
+static void dq_iq1_m(const uint8_t *b, float *y)
+{
+	const uint8_t *qs = b, *qh = b + 32;
+	uint16_t sc[4];
+	for (int k = 0; k < 4; k++)
+		sc[k] = rd16(b + 48 + 2 * k);
+	const float d = quant_f16_to_f32((uint16_t)(sc[0] >> 12 | (sc[1] >> 8 & 0xf0) | (sc[2] >> 4 & 0xf00) |
+	                                            (sc[3] & 0xf000)));
+	for (int g = 0; g < 8; g++) {
+		const int shift = 6 * (g % 2);
+		const float dl[2] = {d * (float)(2 * (sc[g / 2] >> shift & 7) + 1),
+		                     d * (float)(2 * (sc[g / 2] >> (shift + 3) & 7) + 1)};
+		for (int l = 0; l < 4; l++) {
+			const int h = qh[2 * g + l / 2] >> 4 * (l % 2);
+			const float delta = (h & 8) ? -IQ1_DELTA : IQ1_DELTA;
+			put_iq1(y + 32 * g + 8 * l, dl[l / 2], iq1s_grid[qs[4 * g + l] | (h & 7) << 8], delta);
+		}
+	}
+}
+
+/* ---- ternary (TQ) and NVFP4 ---- */
+
+/* One TQ1_0 byte holds 5 (qh: 4) trits as a base-3 fraction of 256: trit n of byte q is the top
+** base-3 digit of q * 3^n taken mod 256, i.e. ((q * 3^n mod 256) * 3) >> 8, stored +1. */
+static float tq1_trit(uint8_t q, int n, float d)
+{
+	static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+	const uint8_t v = (uint8_t)(q * pow3[n]);
+	return (float)(((uint16_t)v * 3 >> 8) - 1) * d;
+}
+
+/* TQ1_0: 48 bytes of 5 trits (the first 32 give values 32n + m, the next 16 give 160 + 16n + m), 4
+** bytes of 4 trits (240 + 4n + j), then the half scale. */
+static void dq_tq1_0(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b + 52));
+	for (int n = 0; n < 5; n++)
+		for (int m = 0; m < 32; m++)
+			y[32 * n + m] = tq1_trit(b[m], n, d);
+	for (int n = 0; n < 5; n++)
+		for (int m = 0; m < 16; m++)
+			y[160 + 16 * n + m] = tq1_trit(b[32 + m], n, d);
+	for (int n = 0; n < 4; n++)
+		for (int j = 0; j < 4; j++)
+			y[240 + 4 * n + j] = tq1_trit(b[48 + j], n, d);
+}
+
+/* TQ2_0: 64 bytes of four 2-bit values q (value q - 1): value 128h + 32l + m is bits 2l..2l+1 of
+** byte 32h + m; then the half scale. */
+static void dq_tq2_0(const uint8_t *b, float *y)
+{
+	const float d = quant_f16_to_f32(rd16(b + 64));
+	for (int h = 0; h < 2; h++)
+		for (int l = 0; l < 4; l++)
+			for (int m = 0; m < 32; m++)
+				y[128 * h + 32 * l + m] = (float)((b[32 * h + m] >> 2 * l & 3) - 1) * d;
+}
+
+/* The unsigned E4M3 scale of NVFP4, halved (the E2M1 codebook is doubled, as for MXFP4): exponent
+** bits 3-6 with bias 7, mantissa bits 0-2, bit 7 ignored; 0x00 and 0x7f (E4M3's NaN) give 0. */
+static float ue4m3_half(uint8_t x)
+{
+	if (x == 0 || x == 0x7f)
+		return 0.0f;
+	const uint32_t e = x >> 3 & 0xf, m = x & 7;
+	if (e == 0)
+		return (float)m * 0x1p-10f;                        /* subnormal: m * 2^-9, halved */
+	return from_bits((e + 119) << 23 | m << 20);           /* (1 + m/8) * 2^(e-7), halved */
+}
+
+/* NVFP4: 64 values as 4 sub-blocks of 16, a UE4M3 scale byte each, then 32 bytes: sub-block s takes
+** bytes 8s..8s+7, low nibbles its values 0-7, high nibbles 8-15. */
+static void dq_nvfp4(const uint8_t *b, float *y)
+{
+	for (int s = 0; s < 4; s++) {
+		const float d = ue4m3_half(b[s]);
+		const uint8_t *q = b + 4 + 8 * s;
+		for (int j = 0; j < 8; j++) {
+			y[16 * s + j] = (float)mxfp4_values[q[j] & 0xf] * d;
+			y[16 * s + j + 8] = (float)mxfp4_values[q[j] >> 4] * d;
+		}
+	}
+}
+
 /* Dispatch by type; the per-element types are converted in place, the block types block by block. */
 int quant_dequant(int type, const void *src, float *dst, size_t n)
 {
@@ -447,6 +647,16 @@ int quant_dequant(int type, const void *src, float *dst, size_t n)
 	case QT_IQ4_NL: fn = dq_iq4_nl; break;
 	case QT_IQ4_XS: fn = dq_iq4_xs; break;
 	case QT_MXFP4: fn = dq_mxfp4; break;
+	case QT_IQ2_XXS: fn = dq_iq2_xxs; break;
+	case QT_IQ2_XS: fn = dq_iq2_xs; break;
+	case QT_IQ2_S: fn = dq_iq2_s; break;
+	case QT_IQ3_XXS: fn = dq_iq3_xxs; break;
+	case QT_IQ3_S: fn = dq_iq3_s; break;
+	case QT_IQ1_S: fn = dq_iq1_s; break;
+	case QT_IQ1_M: fn = dq_iq1_m; break;
+	case QT_TQ1_0: fn = dq_tq1_0; break;
+	case QT_TQ2_0: fn = dq_tq2_0; break;
+	case QT_NVFP4: fn = dq_nvfp4; break;
 	default: return -1;
 	}
 	size_t nb = n / (size_t)t->blck;

@@ -1,8 +1,10 @@
 /*
 ** ops/quant.h — ggml tensor types: the id table (real ggml ids, as stored in GGUF tensor infos), block
 ** geometry, and CPU dequantization to float32 that is bit-exact against ggml's own `to_float` for every
-** type listed as supported below. Blocks are read byte by byte (little-endian), so any source alignment
-** works (GGUF blocks of 18, 22, 34 or 17 bytes are only byte- or 2-byte-aligned).
+** type listed as supported below (checked against ggml's output for the 4-8-bit types, against gguf-py's
+** numpy decoders for the IQ1/IQ2/IQ3 grid types, TQ1_0, TQ2_0 and NVFP4; their codebooks are
+** ops/quant_grids.h). Blocks are read byte by byte (little-endian), so any source alignment works (GGUF
+** blocks of 18, 22, 34 or 17 bytes are only byte- or 2-byte-aligned).
 */
 #ifndef GLM_QUANT_H
 #define GLM_QUANT_H

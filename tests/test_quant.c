@@ -1,30 +1,40 @@
 /*
 ** tests/test_quant.c — ggml dequantization (ops/quant.c) bit for bit against ggml itself: for every
 ** quantized tensor q.<TYPE> in the shared quants.gguf (written by ggml), dequantize it and compare the
-** float bits with ref.<TYPE>, ggml's own to_float of the same bytes. Also the type table, row sizes,
-** refusals, the Q8_0 quantizer against its defining rounding rule, and the round trip of the K-quant
-** quantizers used to write test checkpoints. Runs from the repository root.
+** float bits with ref.<TYPE>, ggml's own to_float of the same bytes. The 1-3-bit grid types, TQ1_0,
+** TQ2_0 and NVFP4 the same way against tests/data/quant/iq.gguf (written by gguf-py, ref.<TYPE> from
+** its numpy dequantization: tests/tools/gen_quant_data.py), a file that glmc's GGUF reader and weights
+** layer must also open and bind. Also the type table, row sizes, refusals (partial blocks, a truncated
+** file, a row that is not whole blocks), the Q8_0 quantizer against its defining rounding rule, and the
+** round trip of the K-quant quantizers used to write test checkpoints. Runs from the repository root.
 */
 #include "check.h"
 #include "gguf.h"
 #include "quant.h"
+#include "weights.h"
 
 #include <stdint.h>
 #include <string.h>
 
 #define QUANTS "../shared/fixtures/gguf/quants.gguf"
+#define IQ_DATA "tests/data/quant/iq.gguf"
 
 /* The fixture's types, in the README's order; each must be present and match. */
 static const char *const fixture_types[] = {"Q8_0", "Q4_0", "Q4_1",   "Q5_0",   "Q5_1", "Q2_K", "Q3_K", "Q4_K",
                                             "Q5_K", "Q6_K", "IQ4_XS", "IQ4_NL", "BF16", "F16",  "MXFP4"};
 
-/* Dequantize q.<TYPE> and compare with ref.<TYPE> bit for bit; one check per type. */
-static void check_type(const Gguf *g, const char *tname)
+/* The types iq.gguf holds (gguf-py's references), in tests/tools/gen_quant_data.py's order. */
+static const char *const iq_types[] = {"IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S",
+                                       "IQ1_S",   "IQ1_M",  "TQ1_0", "TQ2_0",   "NVFP4"};
+
+/* Dequantize q.<TYPE> and compare with ref.<TYPE> bit for bit; one check per type. "who" names the
+** reference's maker. */
+static void check_type(const Gguf *g, const char *tname, const char *who)
 {
 	char qn[64], rn[64], name[96];
 	snprintf(qn, sizeof qn, "q.%s", tname);
 	snprintf(rn, sizeof rn, "ref.%s", tname);
-	snprintf(name, sizeof name, "dequant %s bit-exact vs ggml", tname);
+	snprintf(name, sizeof name, "dequant %s bit-exact vs %s", tname, who);
 	const GgufTensor *q = gguf_find_tensor(g, qn), *r = gguf_find_tensor(g, rn);
 	if (!q || !r) {
 		check(0, name, "tensor %s or %s missing", qn, rn);
@@ -61,6 +71,23 @@ static void check_type(const Gguf *g, const char *tname)
 	free(ref);
 }
 
+/* How many q.<TYPE> tensors of g have a TYPE outside types[0..n) (so would go unchecked); *nq counts
+** all the q.* tensors. */
+static int unlisted_q(const Gguf *g, const char *const *types, size_t n, int *nq)
+{
+	int unlisted = 0;
+	*nq = 0;
+	for (int i = 0; i < g->ntensor; i++) {
+		if (strncmp(g->t[i].name, "q.", 2))
+			continue;
+		int found = 0;
+		for (size_t k = 0; k < n; k++)
+			found |= !strcmp(g->t[i].name + 2, types[k]);
+		unlisted += !found, (*nq)++;
+	}
+	return unlisted;
+}
+
 /* Every tensor of the fixture: each q.* has a ref.*, and every supported type appears. */
 static void check_fixture(void)
 {
@@ -72,17 +99,9 @@ static void check_fixture(void)
 	}
 	check(1, "open quants.gguf", "");
 	for (size_t i = 0; i < sizeof fixture_types / sizeof *fixture_types; i++)
-		check_type(&g, fixture_types[i]);
+		check_type(&g, fixture_types[i], "ggml");
 	/* Nothing in the file is left unchecked: every q.* tensor's type is in the list above. */
-	int unlisted = 0;
-	for (int i = 0; i < g.ntensor; i++) {
-		if (strncmp(g.t[i].name, "q.", 2))
-			continue;
-		int found = 0;
-		for (size_t k = 0; k < sizeof fixture_types / sizeof *fixture_types; k++)
-			found |= !strcmp(g.t[i].name + 2, fixture_types[k]);
-		unlisted += !found;
-	}
+	int nq, unlisted = unlisted_q(&g, fixture_types, sizeof fixture_types / sizeof *fixture_types, &nq);
 	check(unlisted == 0, "every q.* tensor in quants.gguf checked", "%d unlisted", unlisted);
 
 	/* ggml quantized src.Q8_0 into q.Q8_0 with quantize_row_q8_0_ref: ours must give the same bytes. */
@@ -104,6 +123,120 @@ static void check_fixture(void)
 		check(0, "Q8_0 quantizer byte-identical to ggml on src.Q8_0", "src.Q8_0 / q.Q8_0 missing or odd");
 	}
 	gguf_close(&g);
+}
+
+/* Read a whole file; NULL (and a failed check) when it cannot be read. */
+static uint8_t *slurp(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *buf = NULL;
+	long len = -1;
+	if (f && !fseek(f, 0, SEEK_END) && (len = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) &&
+	    (buf = malloc((size_t)len)) && fread(buf, 1, (size_t)len, f) == (size_t)len) {
+		fclose(f);
+		*n = (size_t)len;
+		return buf;
+	}
+	if (f)
+		fclose(f);
+	free(buf);
+	check(0, "read iq.gguf", "%s: cannot read", path);
+	return NULL;
+}
+
+/* The tensor-info field ne[0] of tensor `name` in a GGUF image: just after its length-prefixed name and
+** its u32 dimension count. NULL when the name is not found. */
+static uint8_t *ne0_field(uint8_t *img, size_t n, const char *name)
+{
+	size_t len = strlen(name);
+	for (size_t i = 8; i + len + 12 <= n; i++)
+		if (img[i - 8] == len && !memcmp(img + i - 7, "\0\0\0\0\0\0\0", 7) && !memcmp(img + i, name, len))
+			return img + i + len + 4;
+	return NULL;
+}
+
+/* A copy of the image opened from memory must fail, its message naming `want`. */
+static void check_refused(const uint8_t *img, size_t n, const char *want, const char *name)
+{
+	Gguf g;
+	char err[512] = "";
+	int rc = gguf_open_buffer(&g, img, n, "iq.gguf", err, sizeof err);
+	if (!rc)
+		gguf_close(&g);
+	check(rc != 0 && strstr(err, want), name, "rc %d, message '%s'", rc, err);
+}
+
+/* gguf-py's references for the grid, ternary and NVFP4 types; the file opens through the weights layer
+** with every q.* tensor bound as a block type; cut or reshaped copies are refused by name. */
+static void check_iq_data(void)
+{
+	Gguf g;
+	char err[512];
+	if (gguf_open(&g, IQ_DATA, err, sizeof err)) {
+		check(0, "open iq.gguf", "%s", err);
+		return;
+	}
+	check(1, "open iq.gguf (written by gguf-py)", "");
+	enum { NT = sizeof iq_types / sizeof *iq_types };
+	for (int i = 0; i < NT; i++)
+		check_type(&g, iq_types[i], "gguf-py");
+	int nq, unlisted = unlisted_q(&g, iq_types, NT, &nq);
+	check(unlisted == 0 && nq == NT, "every q.* tensor in iq.gguf checked", "%d unlisted of %d", unlisted, nq);
+
+	/* The weights layer (what glmc binds a checkpoint through) takes each as a block type. */
+	Weights w;
+	if (weights_open(&w, IQ_DATA, err, sizeof err)) {
+		check(0, "iq.gguf opens as weights", "%s", err);
+	} else {
+		int ok = 1;
+		for (int i = 0; i < NT; i++) {
+			char qn[64];
+			WTensor t;
+			snprintf(qn, sizeof qn, "q.%s", iq_types[i]);
+			int q = quant_type_from_name(iq_types[i]);
+			ok &= weights_find(&w, qn, &t) >= 0 && t.qtype == q && weights_dtype(t.qtype) == DT_Q &&
+			      t.nbytes == quant_row_bytes(q, t.shape[t.ndim - 1]) * (uint64_t)t.shape[0];
+		}
+		check(ok, "iq.gguf opens as weights; every q.* binds as a block type (DT_Q) of its size", "");
+		weights_close(&w);
+	}
+
+	/* Cut inside q.NVFP4's blocks: the reader names the tensor that runs past the end. */
+	size_t n = 0;
+	uint8_t *img = slurp(IQ_DATA, &n);
+	const GgufTensor *nv = gguf_find_tensor(&g, "q.NVFP4");
+	if (img && nv) {
+		size_t at = (size_t)(nv->off + nv->nbytes / 2);   /* off: from the start of the file, once opened */
+		check_refused(img, at, "q.NVFP4", "iq.gguf cut inside q.NVFP4's blocks refused, naming it");
+		/* A row that is not whole blocks: ne[0] of 128 for IQ2_XXS (blocks of 256), 32 for NVFP4 (64). */
+		uint8_t *f1 = ne0_field(img, n, "q.IQ2_XXS"), *f2 = ne0_field(img, n, "q.NVFP4");
+		if (f1 && f2 && f1[0] == 0 && f1[1] == 1 && f2[0] == 64) {
+			f1[1] = 0, f1[0] = 128;
+			check_refused(img, n, "not a multiple of IQ2_XXS's block size 256",
+			              "IQ2_XXS row of 128 values (half a block) refused");
+			f1[1] = 1, f1[0] = 0, f2[0] = 32;
+			check_refused(img, n, "not a multiple of NVFP4's block size 64", "NVFP4 row of 32 values refused");
+		} else {
+			check(0, "find the ne[0] fields of q.IQ2_XXS and q.NVFP4", "");
+		}
+	}
+	free(img);
+	gguf_close(&g);
+
+	/* quant_dequant itself: a partial last block of every new type is refused, nothing written. */
+	static uint8_t blk[2 * 110];
+	static float y[512];
+	int all = 1;
+	for (int i = 0; i < NT; i++) {
+		int q = quant_type_from_name(iq_types[i]), bs = quant_block_size(q);
+		for (size_t k = 0; k < sizeof blk; k++)
+			blk[k] = (uint8_t)(k * 29 + 3);
+		y[bs] = 7.0f;
+		all &= quant_supported(q) && quant_dequant(q, blk, y, (size_t)bs + (size_t)bs / 2) == -1 &&
+		       quant_dequant(q, blk, y, (size_t)bs - 1) == -1 && y[bs] == 7.0f && quant_row_bytes(q, bs + 1) == 0 &&
+		       quant_dequant(q, blk, y, (size_t)bs) == 0;
+	}
+	check(all, "each new type supported; a partial block (1.5 blocks, a block less one) refused", "");
 }
 
 /* Geometry, names and refusals: what a reader relies on to reject files and name types. */
@@ -168,16 +301,21 @@ static void check_table(void)
 	      "type names (known, removed, unknown)", "");
 	float y[256];
 	uint8_t blk[292] = {0};
-	check(quant_dequant(QT_IQ2_XXS, blk, y, 256) == -1 && quant_dequant(999, blk, y, 32) == -1 &&
-	          quant_dequant(4, blk, y, 32) == -1,
+	check(quant_dequant(QT_Q8_K, blk, y, 256) == -1 && quant_dequant(QT_Q1_0, blk, y, 128) == -1 &&
+	          quant_dequant(999, blk, y, 32) == -1 && quant_dequant(4, blk, y, 32) == -1,
 	      "unsupported types refused", "");
 	check(quant_dequant(QT_Q8_0, blk, y, 31) == -1, "partial block refused", "");
-	static const int listed[] = {QT_F32,  QT_F16,  QT_BF16, QT_Q4_0, QT_Q4_1, QT_Q5_0,   QT_Q5_1,   QT_Q8_0,
-	                             QT_Q2_K, QT_Q3_K, QT_Q4_K, QT_Q5_K, QT_Q6_K, QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4};
+	static const int listed[] = {QT_F32,    QT_F16,    QT_BF16,    QT_Q4_0,  QT_Q4_1,  QT_Q5_0,  QT_Q5_1,
+	                             QT_Q8_0,   QT_Q2_K,   QT_Q3_K,    QT_Q4_K,  QT_Q5_K,  QT_Q6_K,  QT_IQ4_NL,
+	                             QT_IQ4_XS, QT_MXFP4,  QT_IQ2_XXS, QT_IQ2_XS, QT_IQ2_S, QT_IQ3_XXS, QT_IQ3_S,
+	                             QT_IQ1_S,  QT_IQ1_M,  QT_TQ1_0,   QT_TQ2_0, QT_NVFP4};
 	int all = 1;
 	for (size_t i = 0; i < sizeof listed / sizeof *listed; i++)
 		all &= quant_supported(listed[i]);
-	check(all, "all 16 listed types supported", "");
+	int count = 0;
+	for (int t = 0; t < QT_COUNT; t++)
+		count += quant_supported(t);
+	check(all && count == 26, "all 26 listed types supported, and no others", "%d supported", count);
 }
 
 /* Half conversions: every half round-trips exactly through float, and float->half rounds to even. */
@@ -282,6 +420,7 @@ static void check_k_quants(void)
 int main(void)
 {
 	check_fixture();
+	check_iq_data();
 	check_table();
 	check_half();
 	check_q8_0();

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tests/iq_gguf.sh — a GGUF whose matrices are IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
+# TQ2_0 and NVFP4 blocks (a small llama-architecture model written by gguf-py: tests/tools/mk_iq_model.py)
+# is read, bound, compiled and run by glmc on the CPU, and its logits are bit for bit those of the same
+# model stored as F32 holding gguf-py's dequantization of the same blocks. Needs python3 with gguf and
+# numpy.
+# Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
+set -u
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+ok() { echo "ok - $1"; }
+bad() { echo "FAIL - $1: $2"; }
+
+TOKENS=1,17,42,99,3,200
+
+if ! python3 tests/tools/mk_iq_model.py "$tmp/q.gguf" "$tmp/f.gguf" 2>"$tmp/err"; then
+	bad "mk_iq_model.py writes the IQ/TQ/NVFP4 model" "$(tail -1 "$tmp/err") (needs: pip install gguf numpy)"
+	exit 0
+fi
+ok "mk_iq_model.py writes the IQ/TQ/NVFP4 model and its F32 twin"
+
+# glmc inspect names every type of the file.
+bin/glmc inspect "$tmp/q.gguf" >"$tmp/inspect" 2>&1
+miss=""
+for t in IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S TQ1_0 TQ2_0 NVFP4; do
+	grep -qE "^ *[0-9]+: [^ ]+ +$t +\[" "$tmp/inspect" || miss="$miss $t"
+done
+[ -z "$miss" ] && ok "glmc inspect lists the 10 types" || bad "glmc inspect lists the 10 types" "missing:$miss"
+
+# run NAME GGUF: compile and run the prompt on the CPU, logits into $tmp/NAME.f32, greedy ids into $tmp/NAME.ids.
+run() {
+	bin/glmc compile --weights "$2" -o "$tmp/$1.plan" 2>"$tmp/err" &&
+		bin/glmrun "$tmp/$1.plan" --device cpu --tokens $TOKENS -n 6 --dump-logits "$tmp/$1.f32" >"$tmp/$1.ids" 2>>"$tmp/err"
+}
+
+if run q "$tmp/q.gguf" && run f "$tmp/f.gguf"; then
+	# the logits carry signal (not all equal): their spread across the vocabulary is order 1
+	spread=$(python3 -c "import numpy as n,sys; print(float(n.fromfile(sys.argv[1], n.float32).std()))" "$tmp/q.f32")
+	if cmp -s "$tmp/q.f32" "$tmp/f.f32" && [ -s "$tmp/q.f32" ] && awk -v s="$spread" 'BEGIN { exit !(s > 0.1) }'; then
+		ok "IQ/TQ/NVFP4 GGUF logits bit-identical to the F32 twin's (greedy $(cat "$tmp/q.ids"), logit std $spread)"
+	else
+		bad "IQ/TQ/NVFP4 GGUF logits bit-identical to the F32 twin's" "$(build/tools/cmplogits --pair "$tmp/q.f32" "$tmp/f.f32" 0), std $spread"
+	fi
+else
+	bad "IQ/TQ/NVFP4 GGUF compiles and runs on the CPU" "$(tail -1 "$tmp/err")"
+fi
