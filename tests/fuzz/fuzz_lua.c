@@ -82,7 +82,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	Weights *w = fz_pick(data, size);
-	ModelMeta mm = {.w = w, .lua_seconds = 0.25, .lua_mem = (size_t)256 << 20};
+	ModelMeta mm = {.w = w, .lua_seconds = 0.25, .lua_mem = (size_t)64 << 20};
 	char err[1024];
 	Arena A = {0};
 	Graph g;

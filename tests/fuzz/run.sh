@@ -73,7 +73,7 @@ run() {
 	local t=$1
 	local log=$out/$t.log ml=65536
 	[ $t = fuzz_plan ] && ml=1048576 # plans carry their CUDA source and cubin
-	# fuzz_lua: leaks checked after each input (LeakSanitizer); its Lua state is capped at 256 MiB.
+	# fuzz_lua: leaks checked after each input (LeakSanitizer); its Lua state is capped at 64 MiB.
 	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=$ml -detect_leaks=1 \
 		-dict="tests/fuzz/${t#fuzz_}.dict" -artifact_prefix="$out/$t-" "$out/corpus_${t#fuzz_}" >"$log" 2>&1
 	local rc=$?
