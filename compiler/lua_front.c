@@ -32,7 +32,7 @@
 #define FRONT_KEY "glm.front"
 #define LUA_MEM_LIMIT ((size_t)2 << 30)
 #define LUA_SECONDS 5.0         /* default CPU time for the Lua run (glmc --lua-time) */
-#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (C calls, finalizers) */
+#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (one long C call) */
 #define LUA_PATTERN_STEPS 2e7   /* the most steps one pattern call may be able to take (pat_cost) */
 #define LUA_TABLE_MAX (1 << 22) /* elements one table.move or table.sort may go over */
 
@@ -44,7 +44,7 @@ typedef struct {
 	size_t mem, mem_limit;      /* bytes Lua holds now, and may hold (front_alloc) */
 	int layer;                  /* set by glm.layer, recorded in each node */
 	double t0, limit;           /* CPU time at the start and the seconds allowed (front_hook) */
-	int sealed;                 /* the model has returned: nothing may change the graph (finalizers) */
+	int sealed;                 /* the model has returned: nothing may change the graph (a finalizer, were one set) */
 	int late;                   /* a finalizer tried to change the graph after that (an error) */
 	lua_State *L;               /* for front_alloc's report of where memory ran out */
 	char oom_at[256];           /* the model line being run when the memory cap was hit, or "" */
