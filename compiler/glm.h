@@ -338,6 +338,7 @@ typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
 	double lua_seconds;          /* > 0: CPU time the Lua run may take (default LUA_SECONDS, --lua-time) */
+	size_t lua_mem;              /* > 0: bytes the Lua state may hold (default LUA_MEM_LIMIT, 2 GiB) */
 	int force_model;             /* run the model on weights of another architecture (glm.options.force_model) */
 } ModelMeta;
 
