@@ -96,6 +96,7 @@ static const char *usage =
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
 	"  --bench-prompt N     tokens of the random prompt (default 128)\n"
+	"  --json               with --bench: the block as one JSON object (numbers where a value is one)\n"
 	"  --profile            --bench, then time every kernel and collective of the decode step (CUDA events,\n"
 	"                       averaged over 10 steps): time, bytes, GB/s per kernel, by operator and by layer\n"
 	"                       (needs cuda; a tp plan: every rank runs its step, rank 0's times are shown)\n"
@@ -209,6 +210,7 @@ typedef struct {
 	uint32_t seed;
 	int verify, stats, round_bf16;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
+	int json;                    /* --bench --json */
 	long bench_prompt;
 	double bw;
 	double timeout;
@@ -218,7 +220,7 @@ typedef struct {
 enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
-	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION
+	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -240,7 +242,7 @@ static const struct option long_opts[] = {
 	{"bench-prompt", required_argument, 0, O_BENCH_PROMPT}, {"profile", no_argument, 0, O_PROFILE},
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
-	{"weights", required_argument, 0, O_WEIGHTS}, {0, 0, 0, 0},
+	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON}, {0, 0, 0, 0},
 };
 
 /* The prompt of -f FILE, kept as -p TEXT would be (the file's bytes, read now). */
@@ -322,6 +324,7 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_BENCH_PROMPT: a->bench_prompt = parse_long(v, "--bench-prompt", 1, 1 << 20); break;
 	case O_PROFILE_TOP: a->profile_top = (int)parse_long(v, "--profile-top", 1, 1 << 20); break;
 	case O_BW: a->bw = parse_double(v, "--bw", 1e-3, 1e6); break;
+	case O_JSON: a->json = 1; break;
 	}
 }
 
@@ -347,12 +350,14 @@ static void check_args(Args *a)
 			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
 		if (a->verify || a->dump || a->round_bf16 || a->force)
 			fail("--bench and --profile do not combine with --verify, --dump-logits, --round-bf16 or --force");
+		if (a->json && a->profile)
+			fail("--json prints --bench's block; --profile's tables are text (drop one)");
 		if (!a->n)
 			a->n = 16;
 		return;
 	}
-	if (a->bench_prompt || a->bw > 0 || a->profile_top)
-		fail("--bench-prompt, --bw and --profile-top go with --bench or --profile");
+	if (a->bench_prompt || a->bw > 0 || a->profile_top || a->json)
+		fail("--bench-prompt, --bw, --profile-top and --json go with --bench or --profile");
 	int templ = a->chat || a->chat_template || a->system || a->no_think;
 	if (a->tokens && (a->prompt || templ))
 		fail("--tokens takes token ids; -p, --chat, --chat-template, --system and --no-think take text");
@@ -706,7 +711,7 @@ static int run_bench(const Args *a, const Graph *g)
 	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = a->bench_prompt ? a->bench_prompt : 128,
 	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
 	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
-	                .batch = a->batch ? a->batch : 1};
+	                .batch = a->batch ? a->batch : 1, .json = a->json};
 	EngineOpts eo = engine_opts(a, cuda);
 	return bench_main(g, a->plan, weights_of(a, g), &eo, &bo);
 }
