@@ -692,6 +692,15 @@ static EngineOpts engine_opts(const Args *a, int cuda)
 	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
 }
 
+/* Said once before a run of a plan compiled with --random-weights (after the checks of the command line). */
+static void note_random(const Graph *g)
+{
+	const char *wf = graph_meta(g, "weights.format"), *ty = graph_meta(g, "weights.random_type");
+	if (wf && !strcmp(wf, "random"))
+		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
+		        "tokens mean nothing\n", ty ? ty : "?");
+}
+
 /* Open an engine or end the run with its error. */
 static Engine *open_engine(const Graph *g, const char *weights, const EngineOpts *o)
 {
@@ -833,6 +842,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
 	eo.slots = n, eo.chunk = maxp, eo.max_seq = max_seq;
+	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	double t1 = now();
@@ -887,6 +897,7 @@ static int run_verify(const Args *a, Graph *g, const int32_t *prompt, int np)
 	EngineOpts co = engine_opts(a, 0), go = engine_opts(a, 1);
 	co.chunk = go.chunk = np, co.max_seq = go.max_seq = positions(a, g, np);
 	co.round_bf16 = a->round_bf16, co.nan_ok = 1;
+	note_random(g);
 	Engine *cpu = open_engine(g, w, &co), *gpu = open_engine(g, w, &go);
 	int bad = verify_run(g, gpu, cpu, prompt, np, g->cuda.act == DT_BF16 ? 2e-2 : 1e-4);
 	engine_close(gpu);
@@ -905,6 +916,7 @@ static int run_chat(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	long max_seq = a->max_seq ? a->max_seq : cap;
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
 	eo.max_seq = max_seq, eo.chunk = max_seq < 512 ? max_seq : 512; /* a turn prefills in steps of 512 at most */
+	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	ChatSession cs = {.e = e, .max_seq = max_seq, .n = a->n, .stop = a->stop, .ignore_eos = a->ignore_eos,
 	                  .stats = a->stats, .tk = tk, .fmt = cf, .system = a->system, .sigs = &interrupted};
@@ -1005,6 +1017,7 @@ static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	int64_t V = vocab_of(a, g);
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
 	eo.chunk = np, eo.max_seq = positions(a, g, np);
+	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	FILE *df = NULL;
 	if (a->dump && !(df = fopen(a->dump, "wb")))
@@ -1073,10 +1086,6 @@ int main(int argc, char **argv)
 		     dtype_name(g.cuda.act));
 	if (a.round_bf16 && want_cuda(&a, &g) && !a.verify)
 		fail("--round-bf16 rounds the CPU reference as the GPU does; run it with --device cpu (or --verify)");
-	const char *wfmt = graph_meta(&g, "weights.format");
-	if (wfmt && !strcmp(wfmt, "random"))
-		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
-		        "tokens mean nothing\n", graph_meta(&g, "weights.random_type") ? graph_meta(&g, "weights.random_type") : "?");
 	Tok *tk = a.prompt || a.chat ? load_tokenizer(&a, &g) : NULL;
 	int templ = a.chat || a.chat_template || a.system || a.no_think;
 	ChatFmt cf = {0};
