@@ -25,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *usage =
@@ -112,7 +114,9 @@ static const char *usage =
 	"                       GLMRUN_THREADS)\n"
 	"  -h, --help           this text;  --version  print the version\n"
 	"\n"
-	"PLAN may also be given as -m/--model PLAN. Options take their value as --opt VALUE or --opt=VALUE.\n"
+	"PLAN may also be given as -m/--model PLAN; weights (a GGUF file or a Hugging Face directory) in its\n"
+	"place are compiled once by the glmc beside glmrun into $GLMC_CACHE (default ~/.cache/glmc)/plans and\n"
+	"the plan reused while the weights and glmc stay unchanged. Options take their value as --opt VALUE or --opt=VALUE.\n"
 	"Names as llama.cpp's llama-cli spells them: -m, -p, -f, -n/--n-predict, -c/--ctx-size, -s/--seed,\n"
 	"-t/--threads, --temp, --top-k, --top-p, --ignore-eos, -cnv, --chat-template-file, --system-prompt;\n"
 	"as vLLM's sampling parameters: --max-tokens, --temperature.\n"
@@ -669,6 +673,98 @@ static void close_stdout(void)
 	}
 }
 
+/* FNV-1a over n bytes, continuing h: the cache key of -m WEIGHTS. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Whether path is weights rather than a plan: a directory (a Hugging Face checkpoint) or a GGUF file. */
+static int is_weights(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return 1;
+	char magic[4] = {0};
+	FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+	size_t got = f ? fread(magic, 1, 4, f) : 0;
+	if (f)
+		fclose(f);
+	return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+/*
+** glmrun -m WEIGHTS: the plan glmc makes of the weights (the model file picked by their architecture),
+** compiled once into the cache folder ($GLMC_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/glmc, plans/) and
+** reused while the weights and glmc are unchanged (the key: their paths, sizes and times). glmc is the
+** one beside this glmrun.
+*/
+static const char *cached_plan(const char *weights)
+{
+	char self[4096], glmc[4096], real[4096], dir[4096];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (k <= 0)
+		fail("-m %s: cannot find glmc beside glmrun (/proc/self/exe): %s", weights, strerror(errno));
+	self[k] = 0;
+	char *slash = strrchr(self, '/');
+	snprintf(glmc, sizeof glmc, "%.*s/glmc", (int)(slash ? slash - self : 1), slash ? self : ".");
+	struct stat sw, sg, sc;
+	if (!realpath(weights, real) || stat(real, &sw))
+		fail("-m %s: %s", weights, strerror(errno));
+	if (stat(glmc, &sg))
+		fail("-m %s: the weights need compiling, and %s is missing: %s", weights, glmc, strerror(errno));
+	uint64_t h = fnv(0xcbf29ce484222325ULL, real, strlen(real));
+	int64_t fields[4] = {(int64_t)sw.st_size, (int64_t)sw.st_mtime, (int64_t)sg.st_size, (int64_t)sg.st_mtime};
+	h = fnv(h, fields, sizeof fields);
+	if (S_ISDIR(sw.st_mode)) { /* a checkpoint directory: its config too */
+		char cfg[4200];
+		snprintf(cfg, sizeof cfg, "%s/config.json", real);
+		if (!stat(cfg, &sc)) {
+			int64_t c[2] = {(int64_t)sc.st_size, (int64_t)sc.st_mtime};
+			h = fnv(h, c, sizeof c);
+		}
+	}
+	const char *env = getenv("GLMC_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (env && *env)
+		snprintf(dir, sizeof dir, "%s/plans", env);
+	else if (xdg && *xdg)
+		snprintf(dir, sizeof dir, "%s/glmc/plans", xdg);
+	else
+		snprintf(dir, sizeof dir, "%s/.cache/glmc/plans", home ? home : ".");
+	const char *base = strrchr(real, '/');
+	char *plan = malloc(strlen(dir) + strlen(base ? base : real) + 32);
+	if (!plan)
+		fail("out of memory");
+	sprintf(plan, "%s/%s-%016llx.plan", dir, base ? base + 1 : real, (unsigned long long)h);
+	if (!access(plan, R_OK))
+		return plan;
+	for (char *q = dir + 1; *q; q++) /* mkdir -p */
+		if (*q == '/') {
+			*q = 0;
+			mkdir(dir, 0755);
+			*q = '/';
+		}
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		fail("-m %s: cannot create the plan cache %s: %s", weights, dir, strerror(errno));
+	fprintf(stderr, "glmrun: compiling %s into %s (once; later runs reuse it)\n", weights, plan);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(glmc, glmc, "compile", "--weights", real, "-o", plan, (char *)NULL);
+		fprintf(stderr, "glmrun: cannot run %s: %s\n", glmc, strerror(errno));
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		fail("-m %s: cannot run %s: %s", weights, glmc, strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail("-m %s: glmc could not compile it (its error is above)", weights);
+	return plan;
+}
+
 /* Where the plan runs: --device, else the GPU when the plan has kernels and a GPU is present. */
 static int want_cuda(const Args *a, const Graph *g)
 {
@@ -1072,6 +1168,8 @@ int main(int argc, char **argv)
 	atexit(close_stdout);
 	Args a;
 	parse(&a, argc, argv);
+	if (is_weights(a.plan)) /* -m model.gguf or a checkpoint directory, as llama.cpp users give it */
+		a.plan = cached_plan(a.plan);
 	char err[1024];
 	Arena A = {0};
 	Graph g;
