@@ -299,10 +299,11 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 	e->l[e->nl++] = w->L;
 }
 
-/* Record a collective launch: no wrapper, glmrun runs it through NCCL (see KERNEL_ALLREDUCE). */
-static void w_collective(Em *e, Wr *w, const char *name)
+/* Record a collective launch (LK_ALLREDUCE or LK_ALLGATHER): no wrapper, glmrun runs it through NCCL. */
+static void w_collective(Em *e, Wr *w, int kind)
 {
-	w->L.kernel = arena_strdup(e->g->A, name);
+	w->L.kind = (int8_t)kind;
+	w->L.kernel = NULL;
 	w->L.block = 1;
 	if (e->nl == e->lcap) {
 		e->lcap = e->lcap ? e->lcap * 2 : 256;
@@ -340,7 +341,7 @@ static void emit_allgather(Em *e, int id)
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
 		if (lead_t)
 			w.L.tmax = 1;
-		w_collective(e, &w, KERNEL_ALLGATHER);
+		w_collective(e, &w, LK_ALLGATHER);
 		if (!lead_t)
 			return;
 	}
@@ -349,7 +350,7 @@ static void emit_allgather(Em *e, int id)
 	w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
 	if (lead == 1)
 		w.L.tmin = 2;
-	w_collective(e, &w, KERNEL_ALLGATHER);
+	w_collective(e, &w, LK_ALLGATHER);
 	int tmin = w.L.tmin;
 	char t[256];
 	w_start(&w, id);
@@ -791,7 +792,7 @@ static int ar_fusable(const Em *e, int id)
 		return -1;
 	const Launch *l = &e->l[e->nl - 1];
 	int ar = l->node;
-	if (strcmp(l->kernel, KERNEL_ALLREDUCE) || l->narg != 3 || l->tmin != 1 || l->tmax != 1 << 30)
+	if (l->kind != LK_ALLREDUCE || l->inside_next || l->tmin != 1 || l->tmax != 1 << 30)
 		return -1;
 	if ((n->in[0] == ar) == (n->in[1] == ar) || g->node[ar].dtype == DT_I32)
 		return -1;
@@ -873,9 +874,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 			w_null(&w);
 		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
 		w.L.grid[0] = sz_rows(g, id);
-		Launch *cl = &e->l[e->nl - 1]; /* the allreduce: a flag that this launch may do it */
-		GLM_ASSERT(cl->narg < MAXKARG);
-		cl->arg[cl->narg++] = (KArg){.kind = KA_INT, .s = sz_const(1)};
+		e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
 		snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
 		w_finish(e, &w, t);
 		return 0;
@@ -1243,7 +1242,7 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	}
 	case OP_ALLREDUCE:
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
-		w_collective(e, &w, KERNEL_ALLREDUCE);
+		w_collective(e, &w, LK_ALLREDUCE);
 		return 0;
 	case OP_ALLGATHER:
 		emit_allgather(e, id);
@@ -1718,23 +1717,23 @@ static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *tar
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->aux[1]], *kr = &g->node[f->aux[2]];
-	int X = f->m[1], ln = f->aux[5], ikr = f->aux[6];
+	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->mla_kv.norm], *kr = &g->node[f->mla_kv.rope];
+	int X = f->m[1], ln = f->mla_kv.inorm, ikr = f->mla_kv.irope;
 	const Node *Ln = ln >= 0 ? &g->node[ln] : NULL, *IR = ikr >= 0 ? &g->node[ikr] : NULL;
 	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
 	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
 		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
-	w_buf(w, g, f->aux[3], 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
+	w_buf(w, g, f->mla_kv.concat, 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
 	X >= 0 ? w_buf(w, g, ikr, 1, NULL) : w_null(w);
 	X >= 0 ? w_buf(w, g, g->node[X].in[3], 1, NULL) : w_null(w);
-	w_buf(w, g, f->aux[0], 0, NULL);
+	w_buf(w, g, f->mla_kv.kv, 0, NULL);
 	cw >= 0 ? w_buf(w, g, cw, 0, NULL) : w_null(w);
-	X >= 0 ? w_buf(w, g, f->aux[4], 0, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, f->mla_kv.ikey, 0, NULL) : w_null(w);
 	iw >= 0 ? w_buf(w, g, iw, 0, NULL) : w_null(w);
 	ib >= 0 ? w_buf(w, g, ib, 0, NULL) : w_null(w);
 	if (!in_prep)
 		w_buf(w, g, M->in[3], 0, NULL);
-	w_rope(w, f->aux[2]), w_float(w, rope_cs(kr));
+	w_rope(w, f->mla_kv.rope), w_float(w, rope_cs(kr));
 	if (IR)
 		w_rope(w, ikr), w_float(w, rope_cs(IR));
 	else
@@ -1757,17 +1756,17 @@ static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *tar
 static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t tlen)
 {
 	Graph *g = e->g;
-	const Node *cat = &g->node[f->aux[4]], *R = &g->node[f->aux[3]], *q3 = &g->node[f->aux[0]];
-	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
+	const Node *cat = &g->node[f->mla_q.concat], *R = &g->node[f->mla_q.rope], *q3 = &g->node[f->mla_q.q];
+	int iq = f->mla_q.irope, tb = f->mla_q.wuk_t, pos = g->node[f->m[0]].in[3];
 	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
 	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
 	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? IR->ia[0] : 0; /* mla_q_nl in ops/fused.cuh */
-	w_buf(w, g, f->aux[4], 1, NULL);
+	w_buf(w, g, f->mla_q.concat, 1, NULL);
 	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
-	w_buf(w, g, f->aux[0], 0, NULL), w_buf(w, g, f->aux[1], 0, NULL);
-	IR ? w_buf(w, g, f->aux[5], 0, NULL) : w_null(w);
+	w_buf(w, g, f->mla_q.q, 0, NULL), w_buf(w, g, f->mla_q.wuk, 0, NULL);
+	IR ? w_buf(w, g, f->mla_q.iquery, 0, NULL) : w_null(w);
 	w_buf(w, g, pos, 0, NULL);
-	w_rope(w, f->aux[3]), w_float(w, rope_cs(R));
+	w_rope(w, f->mla_q.rope), w_float(w, rope_cs(R));
 	if (IR)
 		w_rope(w, iq), w_float(w, rope_cs(IR));
 	else
@@ -1777,7 +1776,7 @@ static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t
 	IR ? w_int(w, Hi) : w_lit(w, "0");
 	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
 	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
-	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->mla_q.wuk), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
 	return H * NL + Hi;
 }
 
@@ -1841,13 +1840,13 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
-	int wv = f->aux[0], merged = mla_absorb_merges(g, f->m[0]);
+	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]);
 	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
 	Size T = sz_numel(g, n->in[3], 1);
 	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
 		Wr w;
 		w_start(&w, f->host);
-		w_buf(&w, g, f->aux[1], 1, NULL);
+		w_buf(&w, g, f->mla_out.out, 1, NULL);
 		pass ? w_buf(&w, g, f->m[0], 0, NULL) : w_null(&w);
 		w_buf(&w, g, wv, 0, NULL);
 		w_size(&w, T, 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
@@ -1903,7 +1902,7 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
-	int S = f->aux[1], sw = f->aux[2], r = f->aux[3];
+	int S = f->moe_down.sdown, sw = f->moe_down.sswiglu, r = f->moe_down.res;
 	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
 	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
@@ -1913,7 +1912,7 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
 	Wr w;
 	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[0], 1, NULL);
+	w_buf(&w, g, f->moe_down.out, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
 	if (mma)
 		w_scratch(&w, T, sz_const(nj * C), "float", 4), w_zero(&w, T, sz_const((C + 127) / 128), "int", 4);

@@ -121,16 +121,37 @@ typedef struct {
 	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
 	int fold;                    /* ROPE_KV: a 1-token step's attention may do it all itself (k_attn_step_rope;
 	                             ** emit_cuda.c decides by the rows' bytes), reading the raw q, k and v */
-	/* The MLA and MoE kernels (see fuse.c), by slot:
-	** MLA_KV   m[0] mla, m[1] indexer or -1; aux: kv rows, latent norm, k_pe rope, latent concat,
-	**          indexer key source, its layernorm, its rope
-	** MLA_Q    m[0] mla, m[1] indexer or -1; aux: q rows, W_UK, transposed, q_pe rope, q concat,
-	**          indexer query source, its rope
-	** MLA_OUT  m[0] mla; aux: W_UV, the [T, H, Dv] output (the last permute)
-	** MOE_ROUTE m[0] moe_route, m[1] moe_weights
-	** MOE_DOWN m[0] moe_ffn; aux: the node stored (the last add), shared down linear or -1, its swiglu,
-	**          the residual or -1 */
-	int aux[8];
+	/* The MLA and MoE kernels' other nodes (see fuse.c), one record per kind; -1 for an absent one. */
+	union {
+		struct {             /* FK_MLA_KV: m[0] mla, m[1] its indexer or -1 */
+			int kv;      /* the latent's rows (kv_a output) */
+			int norm;    /* the latent rmsnorm */
+			int rope;    /* the k_pe rope */
+			int concat;  /* the latent concat the cache row is */
+			int ikey;    /* the indexer key's source (its layernorm's input), or -1 */
+			int inorm;   /* the indexer key's layernorm, or -1 */
+			int irope;   /* the indexer key's rope, or -1 */
+		} mla_kv;
+		struct {             /* FK_MLA_Q: m[0] mla, m[1] its indexer or -1 */
+			int q;       /* the query rows [T, H, Dn + Dr] */
+			int wuk;     /* W_UK, the absorb matmul's weight */
+			int wuk_t;   /* 1 when that matmul reads W_UK transposed (a flag, not a node) */
+			int rope;    /* the q_pe rope */
+			int concat;  /* the query concat the attention reads */
+			int iquery;  /* the indexer query's source (its rope's input), or -1 */
+			int irope;   /* the indexer query's rope, or -1 */
+		} mla_q;
+		struct {             /* FK_MLA_OUT: m[0] mla */
+			int wuv;     /* W_UV, the absorb's weight */
+			int out;     /* the [T, H, Dv] output (the last permute) */
+		} mla_out;
+		struct {             /* FK_MOE_DOWN: m[0] moe_ffn */
+			int out;     /* the node stored (the last add) */
+			int sdown;   /* the shared expert's down linear, or -1 */
+			int sswiglu; /* its swiglu (valid with sdown) */
+			int res;     /* the residual added, or -1 */
+		} moe_down;
+	};
 	int ncover;
 	int cover[FK_MAXCOVER];      /* nodes whose own kernels this one replaces for its steps */
 } FuseKernel;
@@ -187,7 +208,7 @@ typedef struct {
 ** (glmrun --pdl; only launches with this argument are), else 0. The decode GEMVs take it: they ask L2
 ** for their first weights before waiting only when that overlaps the kernel before (kernels.cuh).
 ** KA_P2P: a pointer, the one-shot allreduce's control block (P2pCtl, ops/kernels.cuh) when glmrun skipped
-** the allreduce launched just before (marked by a fourth argument, KA_INT 1) so that this kernel does it,
+** the allreduce launched just before (marked by its Launch.inside_next) so that this kernel does it,
 ** else nullptr (k_add_rmsnorm_ar). */
 enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO, KA_PDL, KA_P2P };
 typedef struct {
@@ -196,12 +217,10 @@ typedef struct {
 	double f;                    /* FLOAT; SCRATCH, ZERO: bytes per element; BUF: 1 when the kernel writes it */
 } KArg;
 
-/* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
-** one-shot P2P kernel). Arguments: destination (KA_BUF, or KA_SCRATCH when a kernel reorders the
-** gathered parts next), source (KA_BUF), source elements (KA_LONG); an allreduce may have a fourth, KA_INT
-** 1: the next launch takes KA_P2P and may do this allreduce itself (glmrun skips this launch then). */
-#define KERNEL_ALLREDUCE "@allreduce"
-#define KERNEL_ALLGATHER "@allgather"
+/* What a launch is (Launch.kind). LK_KERNEL: a kernel of the module, by name. The collectives have no name:
+** glmrun runs them through NCCL (or its one-shot P2P kernel). Their arguments: destination (KA_BUF, or
+** KA_SCRATCH when a kernel reorders the gathered parts next), source (KA_BUF), source elements (KA_LONG). */
+enum { LK_KERNEL, LK_ALLREDUCE, LK_ALLGATHER, LK_NKINDS };
 /* The one-shot P2P allreduce (ops/kernels.cuh k_p2p_allreduce) that glmrun may run instead of NCCL for
 ** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
 #define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
@@ -220,7 +239,10 @@ typedef struct {
 #define MAXKARG 48
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
-	const char *kernel;          /* extern "C" name in the source */
+	int8_t kind;                 /* LK_* */
+	int8_t inside_next;          /* LK_ALLREDUCE: the next launch takes KA_P2P and may do this allreduce itself
+	                             ** (glmrun skips this launch then); 0 otherwise */
+	const char *kernel;          /* LK_KERNEL: extern "C" name in the source; NULL for a collective */
 	int tmin, tmax;              /* used when tmin <= T <= tmax */
 	int flags;                   /* LAUNCH_* */
 	Size grid[3];
@@ -260,6 +282,9 @@ typedef struct {
 	int nw, wcap;
 	Meta *meta;                  /* model metadata kept in the plan (arch, eos ids, ...) */
 	int nmeta, metacap;
+	const char **fusion;         /* fuse.c's decisions, one line each ("fused: ...", "refused: ..."), in order;
+	                             ** kept in the plan for glmc explain */
+	int nfusion, fusioncap;
 	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
 	MemPlan mem;
 	FuseKernel *fk;              /* fuse.c's decisions for emit_cuda.c (compile time only, not in the plan) */
@@ -269,10 +294,14 @@ typedef struct {
 void graph_init(Graph *g, Arena *A);
 int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
 void graph_set_meta(Graph *g, const char *key, const char *val);
-/* Append a key the caller knows is new (no search: fuse's notes are many). */
+/* Append a key the caller knows is new (no search). */
 void graph_add_meta(Graph *g, const char *key, const char *val);
+/* Append one fusion reason (copied into the graph's arena). */
+void graph_add_fusion(Graph *g, const char *text);
 const char *graph_meta(const Graph *g, const char *key);
 const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
+/* A launch's name for messages and dumps: its kernel, or "allreduce" / "allgather". */
+const char *launch_name(const Launch *l);
 int cuda_prefill_gemm(const Graph *g, int launch);
 int cuda_wdtype(const Graph *g, int weight);          /* a weight's element type on the GPU (DT_*) */
 const char *dtype_name(int dt);
@@ -415,15 +444,17 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** plan.c — the plan file, the contract between glmc and glmrun
 **
 ** Layout: 8-byte magic "GLMPLAN\n", u32 format version, u32 crc32 of the payload, u64 payload bytes,
-** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
+** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
+/* 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
+** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
+** 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
 ** (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 11
+#define PLAN_VERSION 12
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

@@ -189,7 +189,7 @@ static int kernel_counts(const Graph *g, int **per_layer, int *nl)
 		fail("out of memory");
 	if (g->cuda.source) {
 		for (int i = 0; i < g->cuda.nl; i++)
-			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') { /* collectives apart */
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kind == LK_KERNEL) { /* collectives apart */
 				step++;
 				int l = g->node[g->cuda.l[i].node].layer;
 				if (l >= 0)
@@ -265,9 +265,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (fuse(g, o->opt, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32))
 		goto oom;
 	if (dump_after(o, "fuse", g)) {
-		for (int i = 0; i < g->nmeta; i++)
-			if (!strncmp(g->meta[i].key, "fusion.", 7))
-				printf("%s\n", g->meta[i].val);
+		for (int i = 0; i < g->nfusion; i++)
+			printf("%s\n", g->fusion[i]);
 		goto done;
 	}
 	/* The launch list first (the memory plan takes its liveness from it), NVRTC after planning. */
@@ -286,9 +285,10 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (dump_after(o, "emit", g)) {
 		for (int i = 0; i < g->cuda.nl; i++) {
 			char tmpl[160];
-			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
-			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
-			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl),
+			const Launch *l = &g->cuda.l[i];
+			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s%s\n", l->node, launch_name(l), l->block,
+			       l->tmin, l->tmax, l->narg, l->kind == LK_KERNEL ? cuda_template(g, l->kernel, tmpl, sizeof tmpl) : "NCCL",
+			       l->inside_next ? " (may run inside the next kernel)" : "",
 			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
 			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
 		}
@@ -351,9 +351,8 @@ static void explain(const Graph *g)
 {
 	printf("fusion (%s fused, %s refused):\n", graph_meta(g, "fusions") ? graph_meta(g, "fusions") : "0",
 	       graph_meta(g, "fusions_refused") ? graph_meta(g, "fusions_refused") : "0");
-	for (int i = 0; i < g->nmeta; i++)
-		if (!strncmp(g->meta[i].key, "fusion.", 7))
-			printf("  %s\n", g->meta[i].val);
+	for (int i = 0; i < g->nfusion; i++)
+		printf("  %s\n", g->fusion[i]);
 	if (g->cuda.source) {
 		printf("quantized weights on the GPU:\n");
 		emit_quant_explain(g, stdout);
@@ -533,6 +532,8 @@ int main(int argc, char **argv)
 			fail(err);
 		for (int i = 0; i < g.nmeta; i++)
 			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
+		for (int i = 0; i < g.nfusion; i++)
+			printf("fusion %s\n", g.fusion[i]);
 		print_kernel_counts(&g, stdout);
 		ir_dump(&g, stdout);
 		arena_free(&A);
