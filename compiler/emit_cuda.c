@@ -32,6 +32,8 @@ typedef struct {
 	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
 	int *rope_fold;              /* per attention: the FK_ROPE_KV its 1-token launch does itself, or -1 */
 	int *fk_head, *fk_next;      /* per node its first hosted fused kernel, per fused kernel the next (-1 ends) */
+	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
+	Target t;                    /* the GPU of --arch */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -381,91 +383,8 @@ static int has_t(const Node *n)
 
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
-/*
-** ---- Quantized weights resident on the GPU (ops/quant.cuh) ----
-**
-** A DT_Q weight of a type with kernels (Q8_0, Q4_K, Q5_K, Q6_K) whose rows are whole blocks stays in its
-** GGUF blocks on the GPU when every node reading it has a quantized kernel for it: a linear (as its
-** weight, by its own kernel or in a fused decode GEMV or MoE end, ops/qfused.cuh), an embedding lookup
-** (as its table), or a routed-experts FFN (as gate, up or down, all three resident). Anything else (a
-** matmul, a slice) keeps the float conversion at upload. This is the one place residency is decided:
-** fusion does not depend on it (the fused kernels take each weight's type as a template argument). The
-** choice is recorded per weight in the plan (Cuda.wq); glmrun sizes and uploads the weight from it.
-*/
-
-/* The block size of a type the quant.cuh kernels read, or 0. */
-int cuda_qblock(int qtype)
-{
-	return qtype == 8 ? 32 : qtype >= 12 && qtype <= 14 ? 256 : 0;
-}
+/* The block size of a type the quant.cuh kernels read, or 0 (select.c decides which weights stay in blocks). */
 #define q_blck cuda_qblock
-
-/* Whether node c's kernels at every step size read its weights through quantized kernels: its own,
-** and the fused kernel computing it for small steps if any (a decode GEMV group or the MoE layer's end,
-** ops/qfused.cuh, read blocks; no other fused kernel computes a linear). */
-static int q_fused_ok(const Graph *g, int c)
-{
-	if (g->node[c].fused_into < 0)
-		return 1;
-	for (int k = 0; k < g->nfk; k++)
-		for (int i = 0; i < g->fk[k].ncover; i++)
-			if (g->fk[k].cover[i] == c && g->fk[k].kind != FK_GEMV && g->fk[k].kind != FK_MOE_DOWN)
-				return 0;
-	return 1;
-}
-
-/* Whether input k of node c may read weight w as blocks, given the candidate types cand[]. */
-static int q_use_ok(const Graph *g, int c, int k, const int *cand)
-{
-	const Node *n = &g->node[c];
-	int w = n->in[k];
-	switch (n->op) {
-	case OP_LINEAR: return k == 1 && g->node[w].ndim == 2 && q_fused_ok(g, c);
-	case OP_EMBEDDING: return k == 0 && g->node[w].ndim == 2;
-	case OP_MOE_FFN:
-		return k >= 3 && k <= 5 && g->node[w].ndim == 3 && cand[n->in[3]] >= 0 && cand[n->in[4]] >= 0 &&
-		       cand[n->in[5]] >= 0;
-	default: return 0;
-	}
-}
-
-/* Fill e->wq (per node) and g->cuda.wq (per weight). */
-static void q_choose(Em *e)
-{
-	Graph *g = e->g;
-	int *cand = e->wq, *used = calloc((size_t)g->n + 1, sizeof(int));
-	GLM_ASSERT(used);
-	for (int i = 0; i < g->n; i++)
-		cand[i] = -1;
-	for (int i = 0; i < g->nw; i++) {
-		const WeightRef *w = &g->w[i];
-		const Node *n = &g->node[w->node];
-		int b = q_blck(w->qtype);
-		if (w->dtype == DT_Q && b && n->ndim >= 2 && n->dim[n->ndim - 1] % b == 0)
-			cand[w->node] = w->qtype;
-	}
-	/* Refuse until stable: refusing one expert weight refuses its FFN's other two. */
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (int c = 0; c < g->n; c++)
-			for (int k = 0; k < g->node[c].nin; k++) {
-				int w = g->node[c].in[k];
-				if (cand[w] >= 0) {
-					used[w] = 1;
-					if (!q_use_ok(g, c, k, cand))
-						cand[w] = -1, changed = 1;
-				}
-			}
-	}
-	g->cuda.wq = arena_alloc(g->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
-	for (int i = 0; i < g->nw; i++) {
-		int nd = g->w[i].node;
-		if (!used[nd])
-			cand[nd] = -1;
-		g->cuda.wq[i] = cand[nd];
-	}
-	free(used);
-}
 
 /* The resident type of a weight node (ctype's view, without the Em). */
 static int wq_node(const Graph *g, int node)
@@ -483,56 +402,10 @@ static int wq_node(const Graph *g, int node)
 	return -1;
 }
 
-void emit_quant_explain(const Graph *g, FILE *f)
-{
-	int kept = 0, conv = 0, shown = 0;
-	double kb = 0, cb = 0;
-	for (int i = 0; i < g->nw; i++) {
-		const WeightRef *w = &g->w[i];
-		const Node *n = &g->node[w->node];
-		if (w->dtype != DT_Q)
-			continue;
-		int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
-		double fb = (double)node_numel(n, 0, 0) * (double)dtype_size(g->cuda.wconv >= 0 ? g->cuda.wconv : DT_F32);
-		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
-			kept++;
-			kb += (double)(((int64_t)K / q_blck(w->qtype) * quant_block_bytes(w->qtype) + 15) / 16 * 16) * (double)rows;
-			continue;
-		}
-		conv++;
-		cb += fb;
-		if (shown++ >= 12)
-			continue;
-		const char *why = "nothing reads it";
-		char buf[160];
-		if (!q_blck(w->qtype)) {
-			snprintf(buf, sizeof buf, "no GPU kernel reads %s blocks", quant_type_name(w->qtype));
-			why = buf;
-		} else if (n->ndim < 2 || K % q_blck(w->qtype)) {
-			why = "its rows (this rank's part) are not whole blocks";
-		} else {
-			for (int c = 0; c < g->n && why[0] == 'n'; c++)
-				for (int k = 0; k < g->node[c].nin; k++)
-					if (g->node[c].in[k] == w->node) {
-						snprintf(buf, sizeof buf, "read by %s %%%d (%s:%d), which has no quantized kernel for it",
-						         op_table[g->node[c].op].name, c, g->node[c].src ? g->node[c].src : "?", g->node[c].line);
-						why = buf;
-						break;
-					}
-		}
-		fprintf(f, "  converted: %s (%s): %s\n", n->name, quant_type_name(w->qtype), why);
-	}
-	if (shown > 12)
-		fprintf(f, "  ... and %d more converted\n", shown - 12);
-	fprintf(f, "  %d quantized weights kept as blocks on the GPU (%.1f MiB), %d converted to %s at upload (%.1f MiB)\n",
-	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
-}
-
 /* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
 ** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
 ** float linear in emit_node. */
-static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
-                     int hi, int ncs);
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi);
 
 static int emit_qlinear(Em *e, int id)
 {
@@ -569,7 +442,10 @@ static int emit_qlinear(Em *e, int id)
 				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"),
 				    w_lit(&w, "0");
 				w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
-				emit_qtc(e, &w, qt, "bf16", swiglu ? GP_SWIGLU : GP_NONE, 0, 0, N, K, ncs == 1 ? 2 : 9, 8 * ncs, ncs);
+				KSel r = {.kern = SK_QGEMV_TC, .tmin = ncs == 1 ? 2 : 9, .tmax = 8 * ncs, .qt = {qt},
+				          .pro = swiglu ? GP_SWIGLU : GP_NONE, .ncs = ncs};
+				gemv_shape_qtc(N, K, &r.mt, &r.uc, &r.block, &r.grid);
+				emit_qtc(e, &w, &r, "bf16", 0, 0);
 			}
 			continue;
 		}
@@ -600,14 +476,14 @@ static int emit_qlinear(Em *e, int id)
 		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
 			wpr = qm_wpr(N, K);
 			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
-			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
+			w.L.grid[0] = sz_const(K <= 8192 && nrg > 2 * e->t.sms ? 2 * e->t.sms : nrg); /* QM_GRID_CAP on the target */
 			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, qt, wpr, bool_s(bias >= 0 && !swiglu),
 			         bool_s(swiglu));
 			w_finish(e, &w, t);
 			continue;
 		}
 		int64_t nrg = (N + 16 / wpr - 1) / (16 / wpr);
-		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > Q_GRID_CAP ? Q_GRID_CAP : nrg);
+		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > 3 * e->t.sms ? 3 * e->t.sms : nrg); /* Q_GRID_CAP */
 		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
 		         bool_s(swiglu));
 		w_finish(e, &w, t);
@@ -1260,57 +1136,10 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 ** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
 */
 
-/* The type id ops/qfused.cuh reads weight node w as: its GGUF block type when it stays in blocks, else
-** its float type on the GPU (ggml's ids: 0 f32, 1 f16, 30 bf16). */
+/* The type id ops/qfused.cuh reads weight node w as (select.c). */
 static int wtype_id(const Em *e, int w)
 {
-	if (e->wq[w] >= 0)
-		return e->wq[w];
-	const char *t = ctype(e->g, w);
-	return !strcmp(t, "bf16") ? 30 : !strcmp(t, "f16") ? 1 : 0;
-}
-
-/* Whether an FK_GEMV group needs the kernel of per-member weight types (ops/qfused.cuh k_qgemv_fused): a
-** member's weight stays in blocks, or the members' float types differ. */
-static int gemv_mixed(const Em *e, const FuseKernel *f)
-{
-	const Graph *g = e->g;
-	int w0 = g->node[f->m[0]].in[1], q = 0;
-	for (int m = 0; m < f->nm; m++) {
-		int wm = g->node[f->m[m]].in[1];
-		q |= e->wq[wm] >= 0 || strcmp(ctype(g, wm), ctype(g, w0)) != 0;
-	}
-	return q;
-}
-
-/* Bytes of 256 values of a type id: how wide a member's rows are, to balance a fused group's blocks. */
-static int type_bytes256(int qt)
-{
-	switch (qt) {
-	case 0: return 1024;
-	case 1: case 30: return 512;
-	case 8: return 272;
-	case 12: return 144;
-	case 13: return 176;
-	default: return 210;
-	}
-}
-
-/* The K split of each member of a k_qgemv_fused launch (ops/qfused.cuh P_m): `base` for the members of
-** the narrowest rows, a power of two larger (up to 8, rounded in log scale) for members whose rows take
-** more bytes, so a block of an f32 router reads about what a block of Q4_K rows reads. */
-static void gemv_splits(const int *qt, int nm, int base, int *p)
-{
-	int minb = 1 << 30;
-	for (int m = 0; m < nm; m++)
-		minb = type_bytes256(qt[m]) < minb ? type_bytes256(qt[m]) : minb;
-	for (int m = 0; m < nm; m++) {
-		double ratio = (double)type_bytes256(qt[m]) / minb;
-		int sp = base;
-		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
-			sp *= 2;
-		p[m] = sp;
-	}
+	return select_wtype(e->g, e->wq, w);
 }
 
 /* The launch arguments of an FK_GEMV group (k_gemv_fused's and k_qgemv_fused's, the same list): weights as
@@ -1361,309 +1190,158 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 	return Ntot;
 }
 
-/* Whether an FK_GEMV group's launch for 2..tmax tokens can be ops/qfused.cuh's k_gemv_tc: bf16 weights
-** (every member) and activations, K a multiple of 32, no prologue or a norm (formed late; stored too when
-** other nodes read it, as GLM-4.7-Flash's norm + router + shared gate/up, whose experts read the norm),
-** no SwiGLU prologue. */
-static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
-{
-	const Graph *g = e->g;
-	if (g->cuda.act != DT_BF16 || K % 32 || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
-		return 0;
-	for (int m = 0; m < f->nm; m++)
-		if (g->node[g->node[f->m[m]].in[1]].dtype != DT_BF16)
-			return 0;
-	return 1;
-}
-
-/* k_gemv_tc's launches (their arguments already written by gemv_args), in ops/gemv_shape.h's shape: one
-** token tile (NT 1) for 2..8 tokens, two for 9..tmax (fuse.c gives bf16 groups up to 16). */
-static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t Ntot, int epi, const char *NW, int has_nw)
-{
-	int mt, uc;
-	long long grid;
-	gemv_shape_tc(Ntot, K, &mt, &uc, &w->L.block, &grid); /* a GLU group's Ntot: its gate and up rows */
-	w->L.grid[0] = sz_const(grid);
-	Wr w2 = *w;
-	for (int nt = 1; nt <= 2; nt++) {
-		Wr *v = nt == 1 ? w : &w2;
-		v->L.tmin = nt == 1 ? 2 : 9;
-		v->L.tmax = nt == 1 ? (f->tmax < 8 ? f->tmax : 8) : f->tmax;
-		if (v->L.tmin > v->L.tmax)
-			break;
-		v->L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
-		char t[256];
-		snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW,
-		         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, nt, uc);
-		w_finish(e, v, t);
-	}
-}
-
-/* An FK_GEMV group's 16-row tiles (each member's rows rounded up to 16). */
-static int64_t gemv_tiles(const Graph *g, const FuseKernel *f)
-{
-	int64_t tiles = 0;
-	for (int m = 0; m < f->nm; m++)
-		tiles += (g->node[g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
-	return tiles;
-}
-
-/* Whether an FK_GEMV group of Q4_K or of Q6_K members (type qt) takes ops/qfused.cuh's k_qgemv_sk for its
-** one-token step: a SwiGLU prologue over K > 8192, where k_qgemv_fused_mma would form and stage the SwiGLU
-** again for every group of 128 rows (K past one staged chunk); the stream stages it once a block. Its
-** shared memory (x whole, QSK_NWARP warps' rings) must fit an H200's block. bench/NOTES.md entry 46. */
-static int qsk_fits(const Em *e, const FuseKernel *f, int qt, int64_t K)
-{
-	int64_t tiles = gemv_tiles(e->g, f);
-	return f->pro == GP_SWIGLU && K > 8192 && K % 256 == 0 && !f->store && f->glu < 0 &&
-	       qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) <= QSK_SMEM_MAX && tiles * (K / 256) >= 132 * QSK_NWARP;
-}
-
-/* k_qgemv_sk's launch: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts' bound
-** and the dynamic shared memory; one wave of blocks (qsk_grid). */
-static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const char *NW)
+/* k_gemv_fused as selected (r): the FMA GEMV of float weights, one token row or 8. */
+static void emit_gemv_fused(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
 	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
 	Wr w;
 	int epi;
 	w_start(&w, f->host);
-	int64_t tiles = gemv_tiles(g, f);
-	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
-	long long smem = qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS), grid;
-	int maxseg;
-	qsk_grid(tiles, K, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
-	w_scratch(&w, sz_const(tiles * maxseg), sz_const(16), "float", 4);
-	w_zero(&w, sz_const(tiles), sz_const(1), "int", 4);
-	w_int(&w, maxseg);
-	w_callsep(&w);
-	cat(w.call, sizeof w.call, "glm_dsm");
-	w.L.tmin = w.L.tmax = 1;
-	w.L.block = 32 * QSK_NWARP;
-	w.L.smem = (int)smem;
-	w.L.grid[0] = sz_const(grid);
-	w.minb = 2; /* its registers: 128 at most (ptxas: 103-120, no spills) */
-	char t[256];
-	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, qt, NW, GP_SWIGLU, epi, QSK_NWARP, QSK_SLOTS);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb;
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]), NW, r->pro,
+	         bool_s(has_nw), epi, r->rb, r->tr);
 	w_finish(e, &w, t);
 }
 
-/* Whether an FK_GEMV group of Q4_K, of Q6_K or of Q8_0 members can take ops/qfused.cuh's k_qgemv_tc for its
-** 2..8-token steps: bf16 activations, K a multiple of 256, a norm (formed late, and stored when other nodes
-** read it) or a SwiGLU or no prologue. */
-static int qtc_fits(const Em *e, const FuseKernel *f, int64_t K)
+/* k_gemv_tc as selected: one launch per token tile count (its norm, if any, formed late: LAUNCH_NORM_TC). */
+static void emit_gemv_tc(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
-	return e->g->cuda.act == DT_BF16 && K % 256 == 0 &&
-	       (f->pro == GP_NONE || f->pro == GP_RMSNORM || f->pro == GP_SWIGLU);
+	char t[256];
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
+	snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW, r->pro, bool_s(has_nw), epi, r->mt,
+	         r->nt, r->uc);
+	w_finish(e, &w, t);
 }
 
-/* One k_qgemv_tc launch over tokens lo..hi (ncs sets of 8 B columns), its arguments k_gemv_tc's. */
-static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
-                     int hi, int ncs)
+/* k_qgemv_sk as selected: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts'
+** bound and the dynamic shared memory; one wave of blocks. */
+static void emit_qsk_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
-	int mt, uc;
-	long long grid;
-	gemv_shape_qtc(Ntot, K, &mt, &uc, &w->L.block, &grid);
-	w->L.grid[0] = sz_const(grid);
-	w->L.tmin = lo, w->L.tmax = hi;
-	w->L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	w_scratch(&w, sz_const(r->tiles * r->maxseg), sz_const(16), "float", 4);
+	w_zero(&w, sz_const(r->tiles), sz_const(1), "int", 4);
+	w_int(&w, r->maxseg);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.smem = (int)r->smem;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb; /* its registers: 128 at most (ptxas: 103-120, no spills) */
 	char t[256];
-	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", qt, NW, pro, bool_s(has_nw), epi, mt, ncs, uc);
+	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, r->qt[0], NW, r->pro, epi, QSK_NWARP, QSK_SLOTS);
+	w_finish(e, &w, t);
+}
+
+/* One k_qgemv_tc launch as selected (a group's, or a linear's own: r's shape, its arguments already in w). */
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi)
+{
+	w->L.block = r->block;
+	w->L.grid[0] = sz_const(r->grid);
+	w->L.tmin = r->tmin, w->L.tmax = r->tmax;
+	w->L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", r->qt[0], NW, r->pro, bool_s(has_nw), epi,
+	         r->mt, r->ncs, r->uc);
 	w_finish(e, w, t);
 }
 
-/* The 2..tmax-token launches of a qtc_fits group: one set of 8 tokens, or with a norm weight (x·nw in two
-** pieces, 4 tokens a set) one set for 2..4 and two for 5..8. */
-static void emit_qtc_group(Em *e, const FuseKernel *f, const char *NW, int has_nw)
+/* A group's k_qgemv_tc launch as selected. */
+static void emit_qtc_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
-	const Graph *g = e->g;
-	int qt = wtype_id(e, g->node[f->m[0]].in[1]), pro = f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro, epi;
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-	int tmax = f->tmax < 8 ? f->tmax : 8, split = pro == GP_RMSLATE && has_nw && tmax > 4;
-	for (int part = 0; part <= split; part++) {
-		Wr w;
-		w_start(&w, f->host);
-		int64_t Ntot = gemv_args(e, &w, f, "unsigned char", NULL, &epi);
-		emit_qtc(e, &w, qt, NW, pro, has_nw, epi, Ntot, K, part ? 5 : 2, split && !part ? 4 : tmax, part + 1);
-	}
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	emit_qtc(e, &w, r, NW, has_nw, epi);
 }
 
-/* The launch of k_qgemv_fused over group f's members (types qt) for one token (tm 1: K split as k_qgemv
-** chooses it for the group's rows, the prologue and epilogue as template values) or 2..tmax (tm 8). */
-static void emit_qfused(Em *e, const FuseKernel *f, const int *qt, int tm, const char *NW)
+/* k_qgemv_fused as selected: one token (the prologue and epilogue as template values) or 2..tmax (their
+** run-time values, one out-of-line body per type tuple, see ops/qfused.cuh). */
+static void emit_qfused(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0, nb = 0;
-	int split[FK_MAXM], epi;
+	int epi;
 	char t[256];
 	Wr w;
-	for (int m = 0; m < f->nm; m++)
-		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
-	for (int m = 0; m < f->nm; m++)
-		nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
 	w_start(&w, f->host);
-	gemv_args(e, &w, f, "unsigned char", split, &epi);
-	w.L.tmin = tm == 1 ? 1 : 2;
-	w.L.tmax = tm == 1 ? 1 : f->tmax;
-	w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
-	/* batch 1: the prologue and epilogue as template values (specialised code), a norm's scale after
-	** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
-	** type tuple, see ops/qfused.cuh) */
-	int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
-	w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW, pro,
-	         tm == 1 ? epi : -1, tm);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, r->qt[0], r->qt[1], r->qt[2], r->qt[3],
+	         NW, r->pro, r->tr == 1 ? epi : -1, r->tr);
 	w_finish(e, &w, t);
 }
 
-/* A block type k_qgemv_tc takes. */
-static int qtc_type(int qt)
-{
-	return qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0;
-}
-
-/* Whether a group's 2..8-token step may run as two launches: k_qgemv_tc over its members of one block type
-** (Q4_K, Q6_K or Q8_0) with the norm formed late and stored, then k_qgemv_fused's loop over the float
-** members (a router GGUF keeps in f32, beside the shared expert's gate and up) reading that stored norm.
-** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop: GLM-5's norm +
-** router + shared gate/up took 115 µs a layer at 4 tokens against 21 at one (bench/NOTES.md 44, 47). */
-static int qtc_split_fits(const Em *e, const FuseKernel *f, const int *qt, int64_t K)
-{
-	if (f->pro != GP_RMSNORM || !f->store || f->res >= 0 || f->glu >= 0 || !qtc_fits(e, f, K))
-		return 0;
-	int q = -1, ntc = 0;
-	for (int m = 0; m < f->nm; m++)
-		if (qtc_type(qt[m])) {
-			if (q >= 0 && qt[m] != q)
-				return 0;
-			q = qt[m], ntc++;
-		} else if (qt[m] != QT_F32 && qt[m] != QT_F16 && qt[m] != QT_BF16)
-			return 0;
-	return ntc > 0 && ntc < f->nm;
-}
-
-/* qtc_split_fits's two launches: the block members (their order kept) with the norm, then the others. */
-static void emit_qtc_split(Em *e, const FuseKernel *f, const int *qt, const char *NW, int has_nw)
-{
-	FuseKernel a = *f, b = *f;
-	int qb[FK_MAXM];
-	a.nm = b.nm = 0;
-	for (int m = 0; m < f->nm; m++) {
-		FuseKernel *d = qtc_type(qt[m]) ? &a : &b;
-		if (d == &b)
-			qb[b.nm] = qt[m];
-		d->m[d->nm] = f->m[m], d->out[d->nm] = f->out[m], d->nm++;
-	}
-	for (int m = b.nm; m < FK_MAXM; m++)
-		qb[m] = qb[0];
-	emit_qtc_group(e, &a, NW, has_nw);
-	b.pro = GP_NONE, b.store = 0; /* x is the norm node: its rows as the first launch stored them */
-	emit_qfused(e, &b, qb, 8, e->g->cuda.act == DT_BF16 ? "bf16" : "float");
-}
-
-/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
-** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
-** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
-static void emit_fk_gemv(Em *e, const FuseKernel *f)
+/* k_qgemv_fused_mma as selected: one token, every member of one type (Q4_K or Q6_K). */
+static void emit_qfused_mma(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1, epi;
-	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	int epi;
 	char t[256];
 	Wr w;
-	if (!gemv_mixed(e, f)) {
-		/* one launch for the one-token step (TR 1, fewer registers) and one for 2..tmax tokens (TR 8) */
-		for (int tr = 1; tr <= 8; tr += 7) {
-			if (tr == 8 && f->tmax < 2)
-				break;
-			int rb;
-			w_start(&w, f->host);
-			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
-			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-			int wsize = (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype);
-			if (tr == 8 && gemv_tc_fits(e, f, K)) {
-				emit_gemv_tc(e, &w, f, K, Ntot, epi, NW, nw >= 0);
-				continue;
-			}
-			GLM_ASSERT(tr == 1 || f->tmax <= 8); /* fuse.c gemv_tc16 gives 16 only to k_gemv_tc's groups */
-			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
-				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
-			else if (tr == 1 && f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm below */
-				gemv_shape_late1(K, Ntot, wsize, &w.L.block, &rb);
-			else
-				gemv_shape_h(K, Ntot, wsize, &w.L.block, &rb);
-			if (f->glu >= 0 && rb < 2)
-				rb = 2; /* a block takes gate and up columns in pairs */
-			/* the one-token launch of a norm: its scale after the dots (GP_RMSLATE), so its blocks
-			** start on their weights at once instead of after staging x; one group a block, as a GEMV
-			** without a prologue (block 0 stores the norm when other nodes read it) */
-			int pro = tr == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro;
-			unsigned grid = gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE);
-			w.L.grid[0] = sz_const(grid);
-			if (tr == 1)
-				w.minb = gemv_min_blocks1(w.L.block, rb, grid);
-			w.L.tmin = tr == 1 ? 1 : 2;
-			w.L.tmax = tr == 1 ? 1 : f->tmax;
-			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-			w_pdl(&w);
-			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-			         NW, pro, bool_s(nw >= 0), epi, rb, tr);
-			w_finish(e, &w, t);
-		}
-		return;
-	}
-	GLM_ASSERT(f->glu < 0); /* fuse.c gives the GLU epilogue float weights only */
-	int qt[FK_MAXM];
-	for (int m = 0; m < FK_MAXM; m++)
-		qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
-	for (int m = 0; m < f->nm; m++)
-		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	int one = 1; /* every member of one type: Q4_K or Q6_K for the one-token tensor-core kernels, Q8_0 too for
-	             ** k_qgemv_tc */
-	for (int m = 0; m < f->nm; m++)
-		one &= qt[m] == qt[0];
-	int allq = one && (qt[0] == QT_Q4_K || qt[0] == QT_Q6_K), alltc = allq || (one && qt[0] == QT_Q8_0);
-	for (int tm = 1; tm <= 8; tm += 7) {
-		if (tm == 8 && f->tmax < 2)
-			continue;
-		int split[FK_MAXM];
-		int64_t nb = 0;
-		if (tm == 8 && alltc && qtc_fits(e, f, K)) {
-			emit_qtc_group(e, f, NW, nw >= 0);
-			continue;
-		}
-		if (tm == 8 && qtc_split_fits(e, f, qt, K)) {
-			emit_qtc_split(e, f, qt, NW, nw >= 0);
-			continue;
-		}
-		if (tm == 1 && allq && qsk_fits(e, f, qt[0], K)) {
-			emit_qsk_group(e, f, qt[0], K, NW);
-			continue;
-		}
-		if (tm == 1 && allq) { /* one token, the members of one type: the tensor-core kernel */
-			int wpr = qm_wpr(Ntot, K);
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, r->qt[0], NW, r->pro, epi);
+	w_finish(e, &w, t);
+}
+
+/* The decode GEMV launches of FK_GEMV group k, as select.c chose them (g->sel, in launch order). */
+static void emit_fk_gemv(Em *e, int k)
+{
+	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	for (int i = e->sel_first[k]; i >= 0 && i < g->nsel && g->sel[i].fk == k; i++) {
+		const KSel *r = &g->sel[i];
+		const FuseKernel *h = f;
+		FuseKernel a, b;
+		if (r->sub) { /* a split group: the block members, or the float ones reading the norm they stored */
+			int qt[FK_MAXM], qb[FK_MAXM];
 			for (int m = 0; m < FK_MAXM; m++)
-				split[m] = wpr;
-			for (int m = 0; m < f->nm; m++)
-				nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 128 / wpr - 1) / (128 / wpr);
-			w_start(&w, f->host);
-			gemv_args(e, &w, f, "unsigned char", split, &epi);
-			w.L.tmin = w.L.tmax = 1;
-			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			/* a norm over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
-			** its ring, asked for before the staging, spills (bench/gemv --fused: the GLM-5 LM head 264 ->
-			** 291 µs; bench/NOTES.md entry 21) */
-			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
-			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
-			w_finish(e, &w, t);
-			continue;
+				qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
+			select_split_group(f, qt, &a, &b, qb);
+			h = r->sub == 1 ? &a : &b;
 		}
-		emit_qfused(e, f, qt, tm, NW);
+		switch (r->kern) {
+		case SK_GEMV_FUSED: emit_gemv_fused(e, h, r, NW, nw >= 0); break;
+		case SK_GEMV_TC: emit_gemv_tc(e, h, r, NW, nw >= 0); break;
+		case SK_QGEMV_FUSED: emit_qfused(e, h, r, r->sub == 2 ? A : NW); break;
+		case SK_QGEMV_FUSED_MMA: emit_qfused_mma(e, h, r, NW); break;
+		case SK_QGEMV_SK: emit_qsk_group(e, h, r, NW); break;
+		case SK_QGEMV_TC: emit_qtc_group(e, h, r, NW, nw >= 0); break;
+		default: GLM_ASSERT(!"unknown selected kernel");
+		}
 	}
 }
 
@@ -1987,7 +1665,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	for (int k = e->fk_head[id]; k >= 0 && !rc; k = e->fk_next[k]) {
 		const FuseKernel *f = &g->fk[k];
 		if (f->kind == FK_GEMV)
-			emit_fk_gemv(e, f);
+			emit_fk_gemv(e, k);
 		else if (f->kind == FK_ROPE_KV)
 			emit_fk_rope(e, f);
 		else if (f->kind == FK_MLA_KV)
@@ -2019,6 +1697,8 @@ static const char *emit_sampler(Em *e)
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
 {
 	Em e = {.g = g};
+	if (target_for_arch(arch, &e.t))
+		return seterr(err, len, "emit_cuda: unknown GPU architecture '%s'", arch);
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	/* cuda_wdtype's answer, found once rather than by a search per weight */
 	char *bias = arena_alloc(g->A, (size_t)g->n + 1);
@@ -2038,7 +1718,13 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	fk_prepare(&e);
 	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
-	q_choose(&e);
+	select_kernels(g, &e.t, e.wq);
+	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
+	GLM_ASSERT(e.sel_first);
+	for (int k = 0; k < g->nfk; k++)
+		e.sel_first[k] = -1;
+	for (int i = g->nsel - 1; i >= 0; i--)
+		e.sel_first[g->sel[i].fk] = i;
 	/* each node's hosted fused kernels in order, listed once (a search of all of them per node was n²) */
 	e.fk_head = malloc(sizeof(int) * nn), e.fk_next = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
 	GLM_ASSERT(e.fk_head && e.fk_next);
@@ -2077,7 +1763,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		free(e.keys[i]);
 	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
 	free(e.rope_fold);
-	free(e.wq), free(e.fk_head), free(e.fk_next);
+	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first);
 	if (rc || !compile)
 		return rc;
 	return emit_cuda_compile(g, warn, err, len);

@@ -289,6 +289,8 @@ typedef struct {
 	MemPlan mem;
 	FuseKernel *fk;              /* fuse.c's decisions for emit_cuda.c (compile time only, not in the plan) */
 	int nfk, fkcap;
+	struct KSel *sel;            /* select.c's kernel choices for emit_cuda.c (compile time only) */
+	int nsel, selcap;
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
@@ -416,12 +418,57 @@ int memplan_check(const Graph *g, char *err, size_t len);
 void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
 
 /*
+** select.c — kernel selection (after fuse, before emit): resident quantized weights, and per decode GEMV
+** group (FK_GEMV) the kernel of each step range with its chosen template parameters and why
+*/
+/* The GPU kernels are shaped for, from --arch. */
+typedef struct {
+	const char *arch;            /* "sm_90" */
+	int sms;                     /* streaming multiprocessors */
+	int smem_block;              /* dynamic shared memory a block may opt in to, bytes */
+	int smem_sm;                 /* shared memory of an SM, bytes */
+	int tc_gen;                  /* tensor-core generation (8: mma.sync, which every kernel uses; 9, 10 newer) */
+} Target;
+/* The Target of an --arch name; -1 for one glmc does not know. */
+int target_for_arch(const char *arch, Target *t);
+
+enum { SK_GEMV_FUSED, SK_GEMV_TC, SK_QGEMV_FUSED, SK_QGEMV_FUSED_MMA, SK_QGEMV_SK, SK_QGEMV_TC, SK_NKINDS };
+/* One launch of a decode GEMV group as chosen. Which fields a kernel uses: k_gemv_fused pro rb tr block grid
+** minb; k_gemv_tc pro mt nt uc block grid; k_qgemv_fused qt split pro (-1: run-time) tr grid; k_qgemv_fused_mma
+** qt[0] split pro grid; k_qgemv_sk qt[0] smem maxseg block grid minb; k_qgemv_tc qt[0] pro mt ncs uc block grid. */
+typedef struct KSel {
+	int fk;                      /* the group, an index into g->fk */
+	int kern;                    /* SK_* */
+	int sub;                     /* 0: all members; a split group's 1: its block members, 2: its float members */
+	int tmin, tmax;              /* the steps this launch serves */
+	int pro;                     /* the prologue's form: GP_*, GP_RMSLATE, or -1 (a run-time value) */
+	int rb, tr, mt, nt, uc, ncs; /* shape: rows a block, token rows, tiles, token tiles, unroll, column sets */
+	int qt[FK_MAXM];             /* the members' type ids (select_wtype) */
+	int split[FK_MAXM];          /* each member's K split */
+	int block, minb, maxseg;     /* threads; launch bounds' blocks an SM (0: none); k_qgemv_sk's parts bound */
+	long long grid, smem, tiles; /* blocks; dynamic shared memory; k_qgemv_sk's 16-row tiles */
+	const char *why;             /* why it won, and why the kernels preferred before it lost */
+} KSel;
+/* Choose: fill wq (per node: the GGUF type a weight stays in on the GPU, else -1), g->cuda.wq and g->sel.
+** Needs g->cuda.act, .wconv and .bias set (emit_cuda does, then calls this). */
+int select_kernels(Graph *g, const Target *t, int *wq);
+/* The type id ops/qfused.cuh reads weight node w as: its block type, else 0 f32, 1 f16, 30 bf16. */
+int select_wtype(const Graph *g, const int *wq, int w);
+/* A split group (KSel.sub): its block members in a, its float members in b (types qb, no prologue: they
+** read the norm a stored). */
+void select_split_group(const FuseKernel *f, const int *qt, FuseKernel *a, FuseKernel *b, int *qb);
+/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
+void select_quant_explain(const Graph *g, FILE *f);
+/* For glmc explain: the records of select_kernels. */
+void select_explain(const Graph *g, const Target *t, FILE *f);
+
+/*
 ** emit_cuda.c — kernels and launches for every node
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
 /* The GGUF block size of a type whose blocks the GPU kernels read directly (Q8_0, Q4_K, Q5_K, Q6_K), or 0:
-** such a weight with whole-block rows may stay quantized on the GPU (emit_cuda.c q_choose decides, after
+** such a weight with whole-block rows may stay quantized on the GPU (select.c q_choose decides, after
 ** fusion, which does not depend on it: the fused kernels read blocks too). */
 int cuda_qblock(int qtype);
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
@@ -429,8 +476,6 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 ** between emitting the launches and compiling them). */
 int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
-/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
-void emit_quant_explain(const Graph *g, FILE *f);
 
 /*
 ** nvrtc.c — NVRTC, loaded at run time so glmc and glmrun start without the CUDA toolkit

@@ -46,6 +46,8 @@ static const char *usage =
 	"       glmc dump PLAN\n"
 	"       glmc stats PLAN            key: value lines (kernels, arena, weights, cache, collectives)\n"
 	"       glmc explain PLAN          fusions and refusals, collectives, memory plan vs its lower bound\n"
+	"       glmc explain [MODEL.lua] --weights PATH [options]   the same, compiled now, and the kernel\n"
+	"                                  selection: each decode GEMV group's kernel per step range and why\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
@@ -353,9 +355,15 @@ static void explain(const Graph *g)
 	       graph_meta(g, "fusions_refused") ? graph_meta(g, "fusions_refused") : "0");
 	for (int i = 0; i < g->nfusion; i++)
 		printf("  %s\n", g->fusion[i]);
-	if (g->cuda.source) {
+	Target t;
+	if (g->cuda.source && !target_for_arch(g->cuda.arch, &t)) {
 		printf("quantized weights on the GPU:\n");
-		emit_quant_explain(g, stdout);
+		select_quant_explain(g, stdout);
+		if (g->fk) /* compiled now: the selection's records (a plan keeps only the launches chosen) */
+			select_explain(g, &t, stdout);
+		else
+			printf("kernel selection: the plan keeps the launches only; glmc explain with the model and weights "
+			       "shows each decode GEMV group's candidates\n");
 	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
@@ -506,7 +514,10 @@ int main(int argc, char **argv)
 		fail_usage("no command given (compile, dump, stats, explain, inspect, tokenize)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats") && strcmp(o.cmd, "explain"))
 		fail_usage("unknown command", o.cmd);
-	if (!o.model && (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump")))
+	/* explain takes a plan, or what compile takes (then it also shows the kernel selection's candidates) */
+	int from_model = !strcmp(o.cmd, "compile") || !strcmp(o.cmd, "dump") || (!strcmp(o.cmd, "explain") &&
+	                                                                          (o.weights || o.config));
+	if (!o.model && !from_model)
 		fail_usage(o.cmd, "needs a plan file");
 	if (!o.model && !strcmp(o.cmd, "dump") && !o.weights && !o.config)
 		fail_usage("dump", "needs a plan file, or --weights PATH (and a model file, or none to take archs.lua's)");
@@ -516,7 +527,7 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (!strcmp(o.cmd, "stats") || !strcmp(o.cmd, "explain")) {
+	if (!strcmp(o.cmd, "stats") || (!strcmp(o.cmd, "explain") && !from_model)) {
 		if (plan_read(&g, o.model, err, sizeof err))
 			fail(err);
 		if (!strcmp(o.cmd, "stats"))
@@ -570,6 +581,8 @@ int main(int argc, char **argv)
 		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);
+	if (!strcmp(o.cmd, "explain"))
+		explain(&g);
 	if (o.out)
 		fprintf(stderr, "glmc: wrote %s (%d nodes, %d weights)\n", o.out, g.n, g.nw);
 	arena_free(&A);
