@@ -709,8 +709,9 @@ static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
 	w_finish(e, &w, t);
 }
 
-/* The launches of one node's own kernels. */
-static int emit_own(Em *e, int id, char *err, size_t len)
+/* An rmsnorm its add's kernel computes (pattern A): alone only for the steps where a fused GEMV took that add
+** over. */
+static int emit_norm_alone(Em *e, int id)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
@@ -718,408 +719,658 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	if (e->add_of[id] >= 0) {
-		/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
-		** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
-		int tm = e->own_tmin[e->add_of[id]];
-		if (tm <= 1)
-			return 0;
-		int hw = n->nin > 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, n->in[1], 0, NULL);
+	/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
+	** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
+	int tm = e->own_tmin[e->add_of[id]];
+	if (tm <= 1)
+		return 0;
+	int hw = n->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	w.L.tmax = tm - 1;
+	snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A right after the allreduce ar of one operand: glmrun may do that allreduce inside it
+** (k_add_rmsnorm_ar; the allreduce's launch is marked inside_next). */
+static int emit_add_norm_ar(Em *e, int id, int ar)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
+	w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
+	w.L.grid[0] = sz_rows(g, id);
+	e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
+	snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A: the residual sum and its RMSNorm in one pass. */
+static int emit_add_norm(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	/* Pattern A: the residual sum and its RMSNorm in one pass. */
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
+	w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An embedding lookup (vocab-parallel: this rank's rows), or the resident table's. */
+static int emit_embedding(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int tab = n->in[0], ids = n->in[1];
+	if (e->wq[tab] >= 0)
+		return emit_qembedding(e, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+	if (n->ia[0])
+		w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
+	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+	w.L.grid[1] = sz_numel(g, ids, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A linear's own kernels: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above
+** (emit_qlinear for a resident weight). */
+static int emit_linear(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	if (e->wq[wt] >= 0)
+		return emit_qlinear(e, id);
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
+	/* variants: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above */
+	for (int variant = 0; variant < 3; variant++) {
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
+		if (bias >= 0)
+			w_buf(&w, g, bias, 0, NULL);
 		else
 			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		w.L.tmax = tm - 1;
-		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+		int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
+		if (variant < 2) {
+			int rb;
+			if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
+				continue;
+			w.L.tmin = variant == 0 ? 1 : 2;
+			w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
+			           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
+			gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
+			w.L.grid[0] = sz_const((N + rb - 1) / rb);
+			w_pdl(&w);
+			snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
+			         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
+		} else {
+			if (tmax_gemv >= (1 << 30))
+				continue;
+			w.L.tmin = (int)(tmax_gemv < 1 ? 1 : tmax_gemv + 1);
+			w.L.grid[0] = sz_const((N + 63) / 64);
+			w.L.grid[1] = sz_numel(g, x, K * 64);
+			snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+		}
 		w_finish(e, &w, t);
-		return 0;
 	}
+	return 0;
+}
+
+/* A batched matrix product (k_matmul, or k_matmul_tb with b transposed). */
+static int emit_matmul(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
+	int naxis = tb ? nd - 2 : nd - 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
+	w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
+	w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
+	w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
+	w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA attention: the cache write (unless a fused kernel did it), the split attention of small steps, k_mla
+** above. */
+static int emit_mla(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+	if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
+		return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
+		              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
+		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, cache);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	emit_mla_split(e, id);
+	w_start(&w, id);
+	w.L.tmin = MLA_SPLIT_TMAX + 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+	else
+		w_null(&w), w_int(&w, 0);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+	w_seq(&w, g, cache);
+	w.L.grid[0] = sz_const(n->ia[0]);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_mla<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* The sparse-attention indexer: key write, scores, the top-k selection. */
+static int emit_indexer(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
+	Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = T;
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, id);
+	w_scratch(&w, T, S, "float", 4);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+	w_seq(&w, g, kc);
+	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
+	w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
+	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
+	w.L.grid[0] = T;
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE routing: each token's experts. */
+static int emit_moe_route(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
+	if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
+		seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
+		       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
+	if (b >= 0)
+		w_buf(&w, g, b, 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
+	w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE weights of the chosen experts. */
+static int emit_moe_weights(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], ids = n->in[1];
+	if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
+		seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
+		       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
+	w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_weights<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Routed experts: k_moe_up then k_moe_down through one scratch region (emit_qmoe for resident weights). */
+static int emit_moe_ffn(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	if (e->wq[ga] >= 0)
+		return emit_qmoe(e, id);
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
+	w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise binary ops (broadcasting b). */
+static int emit_add(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise unary ops. */
+static int emit_scale(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* SwiGLU of gate and up. */
+static int emit_swiglu(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_swiglu<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Softmax over the last axis. */
+static int emit_softmax(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_int(&w, n->dim[n->ndim - 1]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_softmax<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* RMSNorm or LayerNorm over the last axis. */
+static int emit_rmsnorm(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int hw = n->nin > 1, hb = n->nin > 2;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	const char *W = hw ? ctype(g, n->in[1]) : A;
+	if (n->op == OP_LAYERNORM) {
+		if (hb)
+			w_buf(&w, g, n->in[2], 0, W);
+		else
+			w_null(&w);
+	}
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	if (n->op == OP_RMSNORM)
+		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
+	else
+		snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
+	if (hb && strcmp(ctype(g, n->in[2]), W))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Rotary embedding. */
+static int emit_rope(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_rope(&w, id);
+	w_float(&w, rope_cs(n));
+	w_int(&w, H), w_int(&w, D), w_int(&w, R);
+	w.L.grid[0] = sz_numel(g, id, D);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
+** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and 4 for prefills. */
+static int emit_attention(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
+	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_kv_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
+	for (int nw = 16; nw >= 4; nw -= 12) {
+		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+		if (fold)
+			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_const(H);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.block = 32 * nw;
+		w.L.tmin = nw == 16 ? 1 + fold : 9;
+		w.L.tmax = nw == 16 ? 8 : 1 << 30;
+		if (rowb)
+			snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
+		else
+			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+		w_finish(e, &w, t);
+	}
+	return 0;
+}
+
+/* Top-k or argmax over the last axis. */
+static int emit_topk(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
+	w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
+	if (n->op == OP_TOPK)
+		w_int(&w, n->ia[0]);
+	w.L.grid[0] = sz_rows(g, x);
+	snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A slice along one axis, as a slab copy. */
+static int emit_slice(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ax = (int)n->ia[0];
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+	w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
+	w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A concat: one slab copy per input. */
+static int emit_concat(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int ax = (int)n->ia[0];
+	int64_t at = 0;
+	const char *E = etype(g, id);
+	for (int i = 0; i < n->nin; i++) {
+		int x = n->in[i];
+		int64_t part = g->node[x].dim[ax];
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+		w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
+		w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
+		w.L.grid[0] = sz_numel(g, x, 256);
+		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+		w_finish(e, &w, t);
+		at += part;
+	}
+	return 0;
+}
+
+/* A permutation of up to 4 axes. */
+static int emit_permute(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], nd = g->node[x].ndim;
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	for (int i = 0; i < 4; i++)
+		w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
+	for (int i = 0; i < 4; i++)
+		w_int(&w, i < nd ? n->ia[i] : i);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_permute<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An allreduce: a collective launch. */
+static int emit_allreduce(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
+	w_collective(e, &w, LK_ALLREDUCE);
+	return 0;
+}
+
+/* The launches of one node's own kernels. */
+static int emit_own(Em *e, int id, char *err, size_t len)
+{
+	const Node *n = &e->g->node[id];
+	if (e->add_of[id] >= 0)
+		return emit_norm_alone(e, id);
 	int ar = n->op == OP_ADD && e->norm_of[id] >= 0 ? ar_fusable(e, id) : -1;
-	if (ar >= 0) {
-		/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
-		const Node *nm = &g->node[e->norm_of[id]];
-		int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
-		w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, nm->in[1], 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
-		w.L.grid[0] = sz_rows(g, id);
-		e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
-		snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	if (n->op == OP_ADD && e->norm_of[id] >= 0) {
-		/* Pattern A: the residual sum and its RMSNorm in one pass. */
-		const Node *nm = &g->node[e->norm_of[id]];
-		int hw = nm->nin > 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
-		w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		if (hw)
-			w_buf(&w, g, nm->in[1], 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
-		w_finish(e, &w, t);
-		return 0;
-	}
+	if (ar >= 0)
+		return emit_add_norm_ar(e, id, ar);
+	if (n->op == OP_ADD && e->norm_of[id] >= 0)
+		return emit_add_norm(e, id);
 	switch (n->op) {
 	case OP_INPUT: case OP_PARAM: case OP_CACHE: case OP_RESHAPE:
 		return 0; /* leaves have no kernel; a reshape aliases its input's buffer */
-	case OP_EMBEDDING: {
-		int tab = n->in[0], ids = n->in[1];
-		if (e->wq[tab] >= 0)
-			return emit_qembedding(e, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
-		w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
-		if (n->ia[0])
-			w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
-		w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
-		w.L.grid[1] = sz_numel(g, ids, 1);
-		snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_LINEAR: {
-		int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
-		if (e->wq[wt] >= 0)
-			return emit_qlinear(e, id);
-		int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-		/* variants: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above */
-		for (int variant = 0; variant < 3; variant++) {
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
-			if (bias >= 0)
-				w_buf(&w, g, bias, 0, NULL);
-			else
-				w_null(&w);
-			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-			if (variant < 2) {
-				int rb;
-				if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
-					continue;
-				w.L.tmin = variant == 0 ? 1 : 2;
-				w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
-				           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
-				w.L.grid[0] = sz_const((N + rb - 1) / rb);
-				w_pdl(&w);
-				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
-				         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
-			} else {
-				if (tmax_gemv >= (1 << 30))
-					continue;
-				w.L.tmin = (int)(tmax_gemv < 1 ? 1 : tmax_gemv + 1);
-				w.L.grid[0] = sz_const((N + 63) / 64);
-				w.L.grid[1] = sz_numel(g, x, K * 64);
-				snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
-			}
-			w_finish(e, &w, t);
-		}
-		return 0;
-	}
-	case OP_MATMUL: {
-		int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
-		int naxis = tb ? nd - 2 : nd - 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
-		w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
-		w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
-		w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
-		w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
-		w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
-		snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MLA: {
-		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-		if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
-			return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
-			              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
-		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
-			w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-			w_seq(&w, g, cache);
-			w.L.grid[0] = sz_numel(g, pos, 1);
-			snprintf(t, sizeof t, "k_mla_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		emit_mla_split(e, id);
-		w_start(&w, id);
-		w.L.tmin = MLA_SPLIT_TMAX + 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-		if (sel >= 0)
-			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
-		else
-			w_null(&w), w_int(&w, 0);
-		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
-		w_seq(&w, g, cache);
-		w.L.grid[0] = sz_const(n->ia[0]);
-		w.L.grid[1] = sz_numel(g, pos, 1);
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_mla<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_INDEXER: {
-		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
-		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
-		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
-			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = T;
-			snprintf(t, sizeof t, "k_mla_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		w_start(&w, id);
-		w_scratch(&w, T, S, "float", 4);
-		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
-		w_seq(&w, g, kc);
-		w.L.grid[0] = sz_dims(kc, 0, 1, 8);
-		w.L.grid[1] = T;
-		snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
-		w_finish(e, &w, t);
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
-		w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
-		w.L.grid[0] = T;
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_indexer_select<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_ROUTE: {
-		int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
-		if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
-			seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
-			       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
-			return 1;
-		}
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
-		if (b >= 0)
-			w_buf(&w, g, b, 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
-		w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
-		w.L.grid[0] = sz_dims(l, 0, 1, 1);
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_WEIGHTS: {
-		int l = n->in[0], ids = n->in[1];
-		if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
-			seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
-			       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
-			return 1;
-		}
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
-		w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
-		w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_dims(l, 0, 1, 1);
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_moe_weights<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_FFN: {
-		int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
-		if (e->wq[ga] >= 0)
-			return emit_qmoe(e, id);
-		int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
-		Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
-		w_scratch(&w, T, KF, "float", 4);
-		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
-		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-		/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
-		w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
-		w_finish(e, &w, t);
-		w_start(&w, id);
-		w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
-		w_buf(&w, g, id, 1, NULL);
-		w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
-		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
-		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-		w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
-		snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
-		int a = n->in[0], b = n->in[1];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID: {
-		int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
-		w_finish(e, &w, t);
-		return 0;
-	}
+	case OP_EMBEDDING:
+		return emit_embedding(e, id);
+	case OP_LINEAR:
+		return emit_linear(e, id);
+	case OP_MATMUL:
+		return emit_matmul(e, id);
+	case OP_MLA:
+		return emit_mla(e, id, err, len);
+	case OP_INDEXER:
+		return emit_indexer(e, id);
+	case OP_MOE_ROUTE:
+		return emit_moe_route(e, id, err, len);
+	case OP_MOE_WEIGHTS:
+		return emit_moe_weights(e, id, err, len);
+	case OP_MOE_FFN:
+		return emit_moe_ffn(e, id);
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
+		return emit_add(e, id);
+	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID:
+		return emit_scale(e, id);
 	case OP_SWIGLU:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_swiglu<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
+		return emit_swiglu(e, id);
 	case OP_SOFTMAX:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		w_int(&w, n->dim[n->ndim - 1]);
-		w.L.grid[0] = sz_rows(g, id);
-		snprintf(t, sizeof t, "k_softmax<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	case OP_RMSNORM: case OP_LAYERNORM: {
-		int hw = n->nin > 1, hb = n->nin > 2;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, n->in[1], 0, NULL);
-		else
-			w_null(&w);
-		const char *W = hw ? ctype(g, n->in[1]) : A;
-		if (n->op == OP_LAYERNORM) {
-			if (hb)
-				w_buf(&w, g, n->in[2], 0, W);
-			else
-				w_null(&w);
-		}
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		if (n->op == OP_RMSNORM)
-			snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
-		else
-			snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
-		if (hb && strcmp(ctype(g, n->in[2]), W))
-			return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ROPE: {
-		int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		w_rope(&w, id);
-		w_float(&w, rope_cs(n));
-		w_int(&w, H), w_int(&w, D), w_int(&w, R);
-		w.L.grid[0] = sz_numel(g, id, D);
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ATTENTION: {
-		int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
-		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
-		if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
-			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
-			w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = sz_numel(g, pos, 1);
-			snprintf(t, sizeof t, "k_kv_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
-		for (int nw = 16; nw >= 4; nw -= 12) {
-			int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
-			if (fold)
-				emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
-			w_buf(&w, g, pos, 0, NULL);
-			w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = sz_const(H);
-			w.L.grid[1] = sz_numel(g, pos, 1);
-			w.L.block = 32 * nw;
-			w.L.tmin = nw == 16 ? 1 + fold : 9;
-			w.L.tmax = nw == 16 ? 8 : 1 << 30;
-			if (rowb)
-				snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
-			else
-				snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
-			w_finish(e, &w, t);
-		}
-		return 0;
-	}
-	case OP_TOPK: case OP_ARGMAX: {
-		int x = n->in[0];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
-		w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
-		if (n->op == OP_TOPK)
-			w_int(&w, n->ia[0]);
-		w.L.grid[0] = sz_rows(g, x);
-		snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_SLICE: {
-		int x = n->in[0], ax = (int)n->ia[0];
-		const char *E = etype(g, id);
-		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
-		w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
-		w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_CONCAT: {
-		int ax = (int)n->ia[0];
-		int64_t at = 0;
-		const char *E = etype(g, id);
-		for (int i = 0; i < n->nin; i++) {
-			int x = n->in[i];
-			int64_t part = g->node[x].dim[ax];
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-			w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
-			w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
-			w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
-			w.L.grid[0] = sz_numel(g, x, 256);
-			snprintf(t, sizeof t, "k_copy_slab<%s>", E);
-			w_finish(e, &w, t);
-			at += part;
-		}
-		return 0;
-	}
-	case OP_PERMUTE: {
-		int x = n->in[0], nd = g->node[x].ndim;
-		const char *E = etype(g, id);
-		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-		for (int i = 0; i < 4; i++)
-			w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
-		for (int i = 0; i < 4; i++)
-			w_int(&w, i < nd ? n->ia[i] : i);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_permute<%s>", E);
-		w_finish(e, &w, t);
-		return 0;
-	}
+		return emit_softmax(e, id);
+	case OP_RMSNORM: case OP_LAYERNORM:
+		return emit_rmsnorm(e, id, err, len);
+	case OP_ROPE:
+		return emit_rope(e, id);
+	case OP_ATTENTION:
+		return emit_attention(e, id);
+	case OP_TOPK: case OP_ARGMAX:
+		return emit_topk(e, id);
+	case OP_SLICE:
+		return emit_slice(e, id);
+	case OP_CONCAT:
+		return emit_concat(e, id);
+	case OP_PERMUTE:
+		return emit_permute(e, id);
 	case OP_ALLREDUCE:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
-		w_collective(e, &w, LK_ALLREDUCE);
-		return 0;
+		return emit_allreduce(e, id);
 	case OP_ALLGATHER:
 		emit_allgather(e, id);
 		return 0;
