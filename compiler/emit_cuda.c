@@ -33,6 +33,7 @@ typedef struct {
 	int *rope_fold;              /* per attention: the FK_ROPE_KV its 1-token launch does itself, or -1 */
 	int *fk_head, *fk_next;      /* per node its first hosted fused kernel, per fused kernel the next (-1 ends) */
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
+	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
 } Em;
 
@@ -364,23 +365,6 @@ static void emit_allgather(Em *e, int id)
 	w_finish(e, &w, t);
 }
 
-/* Rows per token of a linear's input: its static extent apart from T, over K. */
-static int64_t rows_per_token(const Node *x)
-{
-	int64_t r = 1;
-	for (int i = 0; i < x->ndim - 1; i++)
-		r *= x->dim[i] == DIM_T ? 1 : x->dim[i];
-	return r;
-}
-
-static int has_t(const Node *n)
-{
-	for (int i = 0; i < n->ndim; i++)
-		if (n->dim[i] == DIM_T)
-			return 1;
-	return 0;
-}
-
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
 /* The block size of a type the quant.cuh kernels read, or 0 (select.c decides which weights stay in blocks). */
@@ -402,108 +386,136 @@ static int wq_node(const Graph *g, int node)
 	return -1;
 }
 
-/* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
-** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
-** float linear in emit_node. */
+/* One k_qgemv_tc launch as selected (below, with the decode GEMV groups). */
 static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi);
 
-static int emit_qlinear(Em *e, int id)
+/* A resident-weight linear's k_qgemv_tc launch (select.c's r): k_gemv_tc's argument list for one member. */
+static void emit_qlinear_tc(Em *e, int id, const KSel *r, int swiglu)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
+	bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
+	swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"), w_lit(&w, "0");
+	w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
+	emit_qtc(e, &w, r, "bf16", 0, 0);
+}
+
+/* A resident-weight linear's k_qgemv or k_qgemv_mma launch (one token, or up to 8 rows). */
+static void emit_qlinear_gemv(Em *e, int id, const KSel *r, int swiglu)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL);
+	if (swiglu)
+		w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
+	else
+		w_buf(&w, g, x, 0, NULL), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char");
+	if (bias >= 0 && !swiglu)
+		w_buf(&w, g, bias, 0, NULL);
+	else
+		w_null(&w);
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.grid[0] = sz_const(r->grid);
+	if (r->kern == SK_QGEMV_MMA)
+		snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, r->qt[0], r->split[0], bool_s(bias >= 0 && !swiglu),
+		         bool_s(swiglu));
+	else
+		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, r->qt[0], r->split[0], r->tr,
+		         bool_s(bias >= 0 && !swiglu), bool_s(swiglu));
+	w_finish(e, &w, t);
+}
+
+/* A linear's tiled GEMM (k_linear_gemm, or k_qlinear_gemm over blocks) for the steps past its GEMVs. */
+static void emit_linear_gemm(Em *e, int id, const KSel *r)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1, qt = e->wq[wt];
-	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-	int ht = has_t(&g->node[x]);
-	int64_t tmax_gemv = ht ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-	int tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-	const Node *xs = &g->node[x];
-	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
 	char t[256];
 	Wr w;
-	/* steps of 2..16 tokens over Q4_K, Q6_K or Q8_0 with bf16 activations: ops/qfused.cuh's k_qgemv_tc (one
-	** set of 8 B columns up to 8 tokens, two up to 16); the tiled GEMM from 17 */
-	int tc = (qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 &&
-	         ht;
-	if (tc)
-		tmax_gemv = 16;
-	/* decode: one row (TM = 1) when the step has T = 1 (or x has one row whatever T), else 8 */
-	for (int tm = 1; tm <= 8 && tmax >= 1; tm += 7) {
-		if (tm == 8 && tc) {
-			for (int ncs = 1; ncs <= 2; ncs++) {
-				w_start(&w, id);
-				w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
-				w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
-				bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
-				w_null(&w), w_null(&w), w_null(&w);
-				w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
-				swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
-				w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
-				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"),
-				    w_lit(&w, "0");
-				w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
-				KSel r = {.kern = SK_QGEMV_TC, .tmin = ncs == 1 ? 2 : 9, .tmax = 8 * ncs, .qt = {qt},
-				          .pro = swiglu ? GP_SWIGLU : GP_NONE, .ncs = ncs};
-				gemv_shape_qtc(N, K, &r.mt, &r.uc, &r.block, &r.grid);
-				emit_qtc(e, &w, &r, "bf16", 0, 0);
-			}
-			continue;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
+	w_buf(&w, g, wt, 0, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
+	if (bias >= 0)
+		w_buf(&w, g, bias, 0, NULL);
+	else
+		w_null(&w);
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w.L.tmin = r->tmin;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.grid[1] = sz_numel(g, x, K * 64);
+	if (r->kern == SK_QLINEAR_GEMM)
+		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, r->qt[0], bool_s(bias >= 0));
+	else
+		snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+	w_finish(e, &w, t);
+}
+
+/* A float linear's k_linear_gemv launch (one token row, or 8). */
+static void emit_linear_gemv(Em *e, int id, const KSel *r)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
+	if (bias >= 0)
+		w_buf(&w, g, bias, 0, NULL);
+	else
+		w_null(&w);
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), r->rb, r->tr);
+	w_finish(e, &w, t);
+}
+
+/* A linear's own launches, as select.c chose them (its records, in launch order). */
+static int emit_linear(Em *e, int id)
+{
+	const Graph *g = e->g;
+	const Node *xs = &g->node[g->node[id].in[0]];
+	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	for (int i = e->sel_node[id]; i >= 0 && i < g->nsel && g->sel[i].fk < 0 && g->sel[i].node == id; i++) {
+		const KSel *r = &g->sel[i];
+		switch (r->kern) {
+		case SK_QGEMV_TC: emit_qlinear_tc(e, id, r, swiglu); break;
+		case SK_QGEMV: case SK_QGEMV_MMA: emit_qlinear_gemv(e, id, r, swiglu); break;
+		case SK_QLINEAR_GEMM: case SK_LINEAR_GEMM: emit_linear_gemm(e, id, r); break;
+		case SK_LINEAR_GEMV: emit_linear_gemv(e, id, r); break;
+		default: GLM_ASSERT(!"unknown selected kernel for a linear");
 		}
-		int lo = 1, hi = tmax;
-		if (rpt == 1 && ht)
-			lo = tm == 1 ? 1 : 2, hi = tm == 1 ? 1 : tmax;
-		else if ((rpt == 1) != (tm == 1))
-			continue;
-		if (lo > hi)
-			continue;
-		int wpr = tm == 1 ? q_wpr(N, K) : 1;
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL);
-		if (swiglu)
-			w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
-		else
-			w_buf(&w, g, x, 0, NULL), w_null(&w);
-		w_buf(&w, g, wt, 0, "unsigned char");
-		if (bias >= 0 && !swiglu)
-			w_buf(&w, g, bias, 0, NULL);
-		else
-			w_null(&w);
-		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		w.L.tmin = lo, w.L.tmax = hi;
-		/* one token: the tensor-core kernel. Not Q8_0: its kernel (k_qgemv_mma<.., 8, ..>, int8 products) lost to
-		** the FMA loop in every plan measured, its 128-row blocks leaving the grids too small
-		** (bench/NOTES.md entry 42) */
-		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
-			wpr = qm_wpr(N, K);
-			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
-			w.L.grid[0] = sz_const(K <= 8192 && nrg > 2 * e->t.sms ? 2 * e->t.sms : nrg); /* QM_GRID_CAP on the target */
-			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, qt, wpr, bool_s(bias >= 0 && !swiglu),
-			         bool_s(swiglu));
-			w_finish(e, &w, t);
-			continue;
-		}
-		int64_t nrg = (N + 16 / wpr - 1) / (16 / wpr);
-		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > 3 * e->t.sms ? 3 * e->t.sms : nrg); /* Q_GRID_CAP */
-		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
-		         bool_s(swiglu));
-		w_finish(e, &w, t);
-	}
-	if (tmax_gemv < (1 << 30)) {
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, "unsigned char");
-		if (bias >= 0)
-			w_buf(&w, g, bias, 0, NULL);
-		else
-			w_null(&w);
-		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		w.L.tmin = tmax_gemv < 1 ? 1 : (int)tmax_gemv + 1;
-		w.L.grid[0] = sz_const((N + 63) / 64);
-		w.L.grid[1] = sz_numel(g, x, K * 64);
-		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, qt, bool_s(bias >= 0));
-		w_finish(e, &w, t);
 	}
 	return 0;
 }
+
+
 
 /* An embedding lookup in a resident table: the looked-up rows dequantized. */
 static int emit_qembedding(Em *e, int id)
@@ -813,54 +825,6 @@ static int emit_embedding(Em *e, int id)
 	return 0;
 }
 
-/* A linear's own kernels: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above
-** (emit_qlinear for a resident weight). */
-static int emit_linear(Em *e, int id)
-{
-	Graph *g = e->g;
-	const Node *n = &g->node[id];
-	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	char t[256];
-	Wr w;
-	w_start(&w, id);
-	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
-	if (e->wq[wt] >= 0)
-		return emit_qlinear(e, id);
-	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-	/* variants: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above */
-	for (int variant = 0; variant < 3; variant++) {
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
-		if (bias >= 0)
-			w_buf(&w, g, bias, 0, NULL);
-		else
-			w_null(&w);
-		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-		if (variant < 2) {
-			int rb;
-			if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
-				continue;
-			w.L.tmin = variant == 0 ? 1 : 2;
-			w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
-			           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-			gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
-			w.L.grid[0] = sz_const((N + rb - 1) / rb);
-			w_pdl(&w);
-			snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
-			         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
-		} else {
-			if (tmax_gemv >= (1 << 30))
-				continue;
-			w.L.tmin = (int)(tmax_gemv < 1 ? 1 : tmax_gemv + 1);
-			w.L.grid[0] = sz_const((N + 63) / 64);
-			w.L.grid[1] = sz_numel(g, x, K * 64);
-			snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
-		}
-		w_finish(e, &w, t);
-	}
-	return 0;
-}
 
 /* A batched matrix product (k_matmul, or k_matmul_tb with b transposed). */
 static int emit_matmul(Em *e, int id)
@@ -1970,12 +1934,14 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
 	select_kernels(g, &e.t, e.wq);
-	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
-	GLM_ASSERT(e.sel_first);
+	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1)), e.sel_node = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.sel_first && e.sel_node);
 	for (int k = 0; k < g->nfk; k++)
 		e.sel_first[k] = -1;
+	for (int i = 0; i < g->n; i++)
+		e.sel_node[i] = -1;
 	for (int i = g->nsel - 1; i >= 0; i--)
-		e.sel_first[g->sel[i].fk] = i;
+		*(g->sel[i].fk >= 0 ? &e.sel_first[g->sel[i].fk] : &e.sel_node[g->sel[i].node]) = i;
 	/* each node's hosted fused kernels in order, listed once (a search of all of them per node was n²) */
 	e.fk_head = malloc(sizeof(int) * nn), e.fk_next = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
 	GLM_ASSERT(e.fk_head && e.fk_next);
@@ -2014,7 +1980,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		free(e.keys[i]);
 	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
 	free(e.rope_fold);
-	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first);
+	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first), free(e.sel_node);
 	if (rc || !compile)
 		return rc;
 	return emit_cuda_compile(g, warn, err, len);

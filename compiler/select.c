@@ -366,6 +366,8 @@ static KSel *sel_add(Sx *s, const KSel *k, const char *fmt, ...)
 	va_end(ap);
 	KSel *r = &g->sel[g->nsel++];
 	*r = *k;
+	if (r->fk >= 0)
+		r->node = g->fk[r->fk].host;
 	r->why = arena_strdup(g->A, why);
 	return r;
 }
@@ -534,6 +536,120 @@ static void sel_quant8(Sx *s, int k, const int *qt, int alltc, int has_nw)
 	}
 }
 
+/*
+** ---- A linear's own kernels ----
+*/
+
+/* Rows per token of a linear's input: its static extent apart from T, over K. */
+static int64_t rows_per_token(const Node *x)
+{
+	int64_t r = 1;
+	for (int i = 0; i < x->ndim - 1; i++)
+		r *= x->dim[i] == DIM_T ? 1 : x->dim[i];
+	return r;
+}
+
+static int has_t(const Node *n)
+{
+	for (int i = 0; i < n->ndim; i++)
+		if (n->dim[i] == DIM_T)
+			return 1;
+	return 0;
+}
+
+/* The decode GEMV's step limit of a linear: 8 token rows in all (x's rows a token times the tokens); a
+** linear whose x has no T dim runs its GEMV for every step when it has at most 8 rows. */
+static int64_t linear_tmax_gemv(const Graph *g, int x)
+{
+	int64_t rpt = rows_per_token(&g->node[x]);
+	return has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
+}
+
+/* A record of linear id's own launch. */
+static KSel sel_own(int id, int kern, int64_t tmin, int64_t tmax)
+{
+	return (KSel){.fk = -1, .node = id, .kern = kern, .tmin = (int)tmin, .tmax = (int)(tmax > (1 << 30) ? 1 << 30 : tmax),
+	              .pro = GP_NONE};
+}
+
+/* A float linear: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv (TR 8), the tiled GEMM above. */
+static void sel_linear_float(Sx *s, int id)
+{
+	const Graph *g = s->g;
+	int x = g->node[id].in[0], wt = g->node[id].in[1], ht = has_t(&g->node[x]);
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], tg = linear_tmax_gemv(g, x);
+	for (int v = 0; v < 2; v++) {
+		if (tg < 1 || (v == 1 && (tg < 2 || !ht)))
+			continue;
+		KSel r = sel_own(id, SK_LINEAR_GEMV, v == 0 ? 1 : 2, v == 0 && ht ? 1 : tg);
+		gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &r.block, &r.rb);
+		r.grid = (N + r.rb - 1) / r.rb;
+		r.tr = v == 0 && ht ? 1 : 8;
+		sel_add(s, &r, "the FMA GEMV, %d token row%s", r.tr, r.tr > 1 ? "s" : "");
+	}
+	if (tg < (1 << 30)) {
+		KSel r = sel_own(id, SK_LINEAR_GEMM, tg < 1 ? 1 : tg + 1, 1 << 30);
+		r.grid = (N + 63) / 64, r.block = 256;
+		sel_add(s, &r, "past the GEMV's 8 token rows: the tiled GEMM");
+	}
+}
+
+/* A linear over a resident weight: k_qgemv for decode (TM 1 when the step has one row, TM 8 for up to 8;
+** one token over Q4_K or Q6_K: k_qgemv_mma, not Q8_0, whose int8 tensor-core kernel lost to the FMA loop,
+** bench/NOTES.md entry 42), k_qgemv_tc for 2..16 tokens over Q4_K, Q6_K or Q8_0 with bf16 activations (one
+** set of 8 B columns up to 8 tokens, two up to 16), k_qlinear_gemm for longer steps. */
+static void sel_linear_quant(Sx *s, int id)
+{
+	const Graph *g = s->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	int x = n->in[0], wt = n->in[1], qt = s->wq[wt], ht = has_t(xs);
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(xs), tg = linear_tmax_gemv(g, x);
+	int tmax = (int)(tg > (1 << 30) ? 1 << 30 : tg), swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	int tc = (qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 && ht;
+	if (tc)
+		tg = 16;
+	for (int tm = 1; tm <= 8 && tmax >= 1; tm += 7) {
+		if (tm == 8 && tc) {
+			for (int ncs = 1; ncs <= 2; ncs++) {
+				KSel r = sel_own(id, SK_QGEMV_TC, ncs == 1 ? 2 : 9, 8 * ncs);
+				r.qt[0] = qt, r.pro = swiglu ? GP_SWIGLU : GP_NONE, r.ncs = ncs;
+				gemv_shape_qtc(N, K, &r.mt, &r.uc, &r.block, &r.grid);
+				sel_add(s, &r, "bf16 activations over %s: the tensor-core GEMV, %d set%s of 8 token columns",
+				        quant_type_name(qt), ncs, ncs > 1 ? "s" : "");
+			}
+			continue;
+		}
+		int lo = 1, hi = tmax;
+		if (rpt == 1 && ht)
+			lo = tm == 1 ? 1 : 2, hi = tm == 1 ? 1 : tmax;
+		else if ((rpt == 1) != (tm == 1))
+			continue;
+		if (lo > hi)
+			continue;
+		KSel r = sel_own(id, SK_QGEMV, lo, hi);
+		r.qt[0] = qt, r.tr = tm, r.block = 256, r.pro = swiglu ? GP_SWIGLU : GP_NONE;
+		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
+			r.kern = SK_QGEMV_MMA;
+			r.split[0] = qm_wpr(N, K);
+			int64_t nrg = (N + 128 / r.split[0] - 1) / (128 / r.split[0]), cap = 2 * s->t->sms; /* QM_GRID_CAP */
+			r.grid = K <= 8192 && nrg > cap ? cap : nrg;
+			sel_add(s, &r, "one token over %s: the tensor-core GEMV", quant_type_name(qt));
+			continue;
+		}
+		r.split[0] = tm == 1 ? q_wpr(N, K) : 1;
+		int64_t nrg = (N + 16 / r.split[0] - 1) / (16 / r.split[0]), cap = 3 * s->t->sms; /* Q_GRID_CAP */
+		r.grid = tm == 1 && K <= 8192 && nrg > cap ? cap : nrg;
+		sel_add(s, &r, "%s: the FMA GEMV, %d token row%s", tm == 1 && qt == QT_Q8_0 ? "one token over Q8_0 (its "
+		        "tensor-core kernel lost, bench/NOTES.md 42)" : tm == 1 ? "one token" : "k_qgemv_tc lost (activations "
+		        "not bf16, K not whole 256-blocks, or not one row a token)", tm, tm > 1 ? "s" : "");
+	}
+	if (tg < (1 << 30)) {
+		KSel r = sel_own(id, SK_QLINEAR_GEMM, tg < 1 ? 1 : tg + 1, 1 << 30);
+		r.qt[0] = qt, r.grid = (N + 63) / 64, r.block = 256;
+		sel_add(s, &r, "past the GEMVs' steps: the tiled GEMM over blocks");
+	}
+}
+
 /* One FK_GEMV group's records, in launch order: the one-token kernel, then the 2..tmax one(s). */
 static void sel_group(Sx *s, int k)
 {
@@ -565,6 +681,9 @@ int select_kernels(Graph *g, const Target *t, int *wq)
 	q_choose(g, wq);
 	Sx s = {.g = g, .t = t, .wq = wq};
 	g->nsel = 0;
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].op == OP_LINEAR)
+			(wq[g->node[i].in[1]] >= 0 ? sel_linear_quant : sel_linear_float)(&s, i);
 	for (int k = 0; k < g->nfk; k++)
 		if (g->fk[k].kind == FK_GEMV && g->fk[k].nm > 0)
 			sel_group(&s, k);
@@ -572,34 +691,72 @@ int select_kernels(Graph *g, const Target *t, int *wq)
 }
 
 static const char *sk_name[SK_NKINDS] = {"k_gemv_fused", "k_gemv_tc", "k_qgemv_fused", "k_qgemv_fused_mma", "k_qgemv_sk",
-                                         "k_qgemv_tc"};
+                                         "k_qgemv_tc", "k_linear_gemv", "k_linear_gemm", "k_qgemv", "k_qgemv_mma",
+                                         "k_qlinear_gemm"};
+
+/* The fewest tokens a step must have for node id's own kernels to run: a fused kernel covering it serves
+** the smaller steps (emit_cuda.c fk_prepare applies the same rule to the launches). */
+static int own_tmin(const Graph *g, int id)
+{
+	int t = 1;
+	for (int k = 0; k < g->nfk; k++)
+		for (int c = 0; c < g->fk[k].ncover; c++)
+			if (g->fk[k].cover[c] == id && t < g->fk[k].tmax + 1)
+				t = g->fk[k].tmax + 1;
+	return t;
+}
+
+/* One record's line: where, the steps, the kernel, its parameters, why. */
+static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
+{
+	static const char *pro[] = {"run-time", "none", "norm", "swiglu", "norm-late"};
+	char ms[96] = "";
+	if (r->fk >= 0)
+		for (int m = 0; m < g->fk[r->fk].nm; m++)
+			snprintf(ms + strlen(ms), sizeof ms - strlen(ms), "%s%%%d", m ? "," : "", g->fk[r->fk].m[m]);
+	if (r->fk >= 0)
+		fprintf(f, "  gemv group [%s]%s", ms, r->sub == 1 ? " (block members)" : r->sub == 2 ? " (float members)" : "");
+	else
+		fprintf(f, "  linear %%%d (%s:%d)", r->node, g->node[r->node].src ? g->node[r->node].src : "?", g->node[r->node].line);
+	if (r->tmax >= 1 << 30)
+		fprintf(f, " T %d..: %s", tmin, sk_name[r->kern]);
+	else
+		fprintf(f, " T %d..%d: %s", tmin, r->tmax, sk_name[r->kern]);
+	if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM)
+		fprintf(f, " prologue %s", r->pro >= -1 && r->pro <= GP_RMSLATE ? pro[r->pro + 1] : "?");
+	if (r->kern == SK_GEMV_FUSED || r->kern == SK_LINEAR_GEMV)
+		fprintf(f, " rb %d tr %d", r->rb, r->tr);
+	else if (r->kern == SK_GEMV_TC || r->kern == SK_QGEMV_TC)
+		fprintf(f, " mt %d uc %d %s %d", r->mt, r->uc, r->kern == SK_GEMV_TC ? "nt" : "ncs",
+		        r->kern == SK_GEMV_TC ? r->nt : r->ncs);
+	else if (r->kern == SK_QGEMV_SK)
+		fprintf(f, " smem %lld maxseg %d", r->smem, r->maxseg);
+	else if (r->kern == SK_QGEMV || r->kern == SK_QGEMV_MMA)
+		fprintf(f, " tm %d wpr %d", r->tr, r->split[0]);
+	else if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM)
+		for (int m = 0; m < FK_MAXM && r->split[m] > 0; m++) /* set for the launch's members only */
+			fprintf(f, "%s%d", m ? "," : " split ", r->split[m]);
+	fprintf(f, " block %d grid %lld%s: %s\n", r->block, r->grid,
+	        r->kern == SK_LINEAR_GEMM || r->kern == SK_QLINEAR_GEMM ? " x token tiles" : "", r->why);
+}
 
 void select_explain(const Graph *g, const Target *t, FILE *f)
 {
 	fprintf(f, "kernel selection for %s (%d SMs, %d bytes of shared memory a block, tensor cores gen %d):\n", t->arch,
 	        t->sms, t->smem_block, t->tc_gen);
+	int dropped = 0;
 	for (int i = 0; i < g->nsel; i++) {
 		const KSel *r = &g->sel[i];
-		const FuseKernel *k = &g->fk[r->fk];
-		char ms[96] = "";
-		for (int m = 0; m < k->nm; m++)
-			snprintf(ms + strlen(ms), sizeof ms - strlen(ms), "%s%%%d", m ? "," : "", k->m[m]);
-		static const char *pro[] = {"run-time", "none", "norm", "swiglu", "norm-late"};
-		fprintf(f, "  gemv group [%s]%s T %d..%d: %s prologue %s", ms,
-		        r->sub == 1 ? " (block members)" : r->sub == 2 ? " (float members)" : "", r->tmin, r->tmax,
-		        sk_name[r->kern], r->pro >= -1 && r->pro <= GP_RMSLATE ? pro[r->pro + 1] : "?");
-		if (r->kern == SK_GEMV_FUSED)
-			fprintf(f, " rb %d tr %d", r->rb, r->tr);
-		else if (r->kern == SK_GEMV_TC || r->kern == SK_QGEMV_TC)
-			fprintf(f, " mt %d uc %d %s %d", r->mt, r->uc, r->kern == SK_GEMV_TC ? "nt" : "ncs",
-			        r->kern == SK_GEMV_TC ? r->nt : r->ncs);
-		else if (r->kern == SK_QGEMV_SK)
-			fprintf(f, " smem %lld maxseg %d", r->smem, r->maxseg);
+		int tmin = r->tmin;
+		if (r->fk < 0 && own_tmin(g, r->node) > tmin)
+			tmin = own_tmin(g, r->node);
+		if (tmin > r->tmax)
+			dropped++;
 		else
-			for (int m = 0; m < FK_MAXM && r->split[m] > 0; m++) /* set for the launch's members only */
-				fprintf(f, "%s%d", m ? "," : " split ", r->split[m]);
-		fprintf(f, " block %d grid %lld: %s\n", r->block, r->grid, r->why);
+			explain_one(g, r, tmin, f);
 	}
+	if (dropped)
+		fprintf(f, "  (%d launches of linears left out: their decode GEMV group serves those steps)\n", dropped);
 	if (!g->nsel)
-		fprintf(f, "  no decode GEMV groups\n");
+		fprintf(f, "  no linears\n");
 }
