@@ -7,6 +7,10 @@
 **
 ** Activations are float or bf16 (act); weights keep their stored type unless the plan converts float
 ** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
+**
+** Which weights stay in GGUF blocks, and which kernel (with which shape) each linear and each decode GEMV
+** or MoE-down group gets for which steps, is compiler/select.c's decision (g->cuda.wq, g->sel); the
+** functions here print those records. The other ops have one kernel each (or a fixed rule by step size).
 */
 #include "glm.h"
 #include "gemv_shape.h"
@@ -443,6 +447,19 @@ static void emit_qlinear_gemv(Em *e, int id, const KSel *r, int swiglu)
 	w_finish(e, &w, t);
 }
 
+/* Start a launch of linear id with the plain argument list of k_linear_gemv, k_linear_gemm and
+** k_qlinear_gemm: y, x, W (as wtype; NULL: its own type), the bias or null, x's rows, K, N. */
+static void w_linear(Wr *w, const Graph *g, int id, const char *wtype)
+{
+	const Node *n = &g->node[id];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	w_start(w, id);
+	w_buf(w, g, id, 1, NULL), w_buf(w, g, x, 0, NULL), w_buf(w, g, wt, 0, wtype);
+	bias >= 0 ? w_buf(w, g, bias, 0, NULL) : w_null(w);
+	w_size(w, sz_numel(g, x, K), 0), w_int(w, K), w_int(w, N);
+}
+
 /* A linear's tiled GEMM (k_linear_gemm, or k_qlinear_gemm over blocks) for the steps past its GEMVs. */
 static void emit_linear_gemm(Em *e, int id, const KSel *r)
 {
@@ -450,20 +467,12 @@ static void emit_linear_gemm(Em *e, int id, const KSel *r)
 	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
-	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
 	char t[256];
 	Wr w;
-	w_start(&w, id);
-	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
-	w_buf(&w, g, wt, 0, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
-	if (bias >= 0)
-		w_buf(&w, g, bias, 0, NULL);
-	else
-		w_null(&w);
-	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w_linear(&w, g, id, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
 	w.L.tmin = r->tmin;
 	w.L.grid[0] = sz_const(r->grid);
-	w.L.grid[1] = sz_numel(g, x, K * 64);
+	w.L.grid[1] = sz_numel(g, x, g->node[wt].dim[1] * 64);
 	if (r->kern == SK_QLINEAR_GEMM)
 		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, r->qt[0], bool_s(bias >= 0));
 	else
@@ -477,17 +486,10 @@ static void emit_linear_gemv(Em *e, int id, const KSel *r)
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
-	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	int wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
 	char t[256];
 	Wr w;
-	w_start(&w, id);
-	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
-	if (bias >= 0)
-		w_buf(&w, g, bias, 0, NULL);
-	else
-		w_null(&w);
-	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w_linear(&w, g, id, NULL);
 	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
 	w.L.block = r->block;
 	w.L.grid[0] = sz_const(r->grid);
@@ -1778,31 +1780,25 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
-/* Whether a down projection may take the tensor-core kernels: Q4_K or Q6_K (or absent, w < 0). */
-static int mma_type(const Em *e, int w)
-{
-	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K;
-}
-
 /* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
 ** (k_qmoe_down_fused when either down projection stays in blocks; k_qmoe_down_mma, split over the
 ** experts with a second scratch region for their dots and a count a row block, when both are Q4_K or
 ** Q6_K), right after the moe_ffn's own k_moe_up or k_qmoe_up (its scratch is the first region of both
 ** launches). */
-static void emit_fk_moe_down(Em *e, const FuseKernel *f)
+static void emit_fk_moe_down(Em *e, int k)
 {
 	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const KSel *sel = &g->sel[e->sel_first[k]]; /* select.c sel_moe_down: one record */
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
 	int S = f->moe_down.sdown, sw = f->moe_down.sswiglu, r = f->moe_down.res;
 	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
-	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
+	int sd = S >= 0 ? g->node[S].in[1] : -1, q = sel->kern != SK_MOE_DOWN_FUSED, mma = sel->kern == SK_QMOE_DOWN_MMA;
 	const char *wty = q ? "unsigned char" : NULL;
-	int64_t Fs = S >= 0 ? g->node[sw].dim[1] : 0;
-	int mma = q && mma_type(e, dn) && mma_type(e, sd) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
-	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
+	int nj = (int)K + (S >= 0), G = sel->split[0];
 	Wr w;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->moe_down.out, 1, NULL);
@@ -1826,11 +1822,11 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	w.L.tmax = f->tmax;
 	char t[256];
 	if (mma) /* ops/qfused.cuh */
-		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
-		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
 	else if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
-		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
-		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
 	else
 		snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), sd >= 0 ? ctype(g, sd) : A,
 		         bool_s(S >= 0), bool_s(r >= 0));
@@ -1892,7 +1888,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		else if (f->kind == FK_MOE_ROUTE)
 			emit_fk_moe_route(e, f);
 		else if (f->kind == FK_MOE_DOWN)
-			emit_fk_moe_down(e, f);
+			emit_fk_moe_down(e, k);
 	}
 	return rc;
 }

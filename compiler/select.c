@@ -676,6 +676,40 @@ static void sel_group(Sx *s, int k)
 		sel_quant8(s, k, qt, alltc, has_nw);
 }
 
+/* A down projection that may take the tensor-core kernels: Q4_K or Q6_K blocks (or absent, w < 0). */
+static int mma_type(const Sx *s, int w)
+{
+	return w < 0 || s->wq[w] == QT_Q4_K || s->wq[w] == QT_Q6_K;
+}
+
+/* The experts' down projections of a FK_MOE_DOWN (with the shared expert's and the adds), for its steps:
+** k_qmoe_down_mma when both down projections stay in Q4_K or Q6_K blocks and their hidden widths fit one
+** staged chunk (8192), split over G experts a block (qm_moe_group); k_qmoe_down_fused when either stays in
+** blocks; else k_moe_down_fused. */
+static void sel_moe_down(Sx *s, int k)
+{
+	const Graph *g = s->g;
+	const FuseKernel *f = &g->fk[k];
+	const Node *n = &g->node[f->m[0]];
+	int x = n->in[0], ids = n->in[1], ga = n->in[3], dn = n->in[5], S = f->moe_down.sdown;
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	int sd = S >= 0 ? g->node[S].in[1] : -1, q = s->wq[dn] >= 0 || (sd >= 0 && s->wq[sd] >= 0);
+	int64_t Fs = S >= 0 ? g->node[f->moe_down.sswiglu].dim[1] : 0;
+	int mma = q && mma_type(s, dn) && mma_type(s, sd) && Fd <= 8192 && Fs <= 8192;
+	KSel r = sel_new(k, mma ? SK_QMOE_DOWN_MMA : q ? SK_QMOE_DOWN_FUSED : SK_MOE_DOWN_FUSED, 1, f->tmax);
+	r.qt[0] = select_wtype(g, s->wq, dn), r.qt[1] = sd >= 0 ? select_wtype(g, s->wq, sd) : r.qt[0];
+	r.split[0] = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
+	r.block = 256;
+	if (mma)
+		sel_add(s, &r, "down projections in Q4_K/Q6_K blocks, hidden widths <= 8192: the tensor-core kernel, %d "
+		        "experts a block", r.split[0]);
+	else if (q)
+		sel_add(s, &r, "a down projection in blocks; k_qmoe_down_mma lost: %s", !mma_type(s, dn) || !mma_type(s, sd)
+		        ? "a down projection is not Q4_K or Q6_K" : "a hidden width exceeds one staged chunk (8192)");
+	else
+		sel_add(s, &r, "float down projections: the FMA kernel");
+}
+
 int select_kernels(Graph *g, const Target *t, int *wq)
 {
 	q_choose(g, wq);
@@ -687,12 +721,14 @@ int select_kernels(Graph *g, const Target *t, int *wq)
 	for (int k = 0; k < g->nfk; k++)
 		if (g->fk[k].kind == FK_GEMV && g->fk[k].nm > 0)
 			sel_group(&s, k);
+		else if (g->fk[k].kind == FK_MOE_DOWN)
+			sel_moe_down(&s, k);
 	return 0;
 }
 
 static const char *sk_name[SK_NKINDS] = {"k_gemv_fused", "k_gemv_tc", "k_qgemv_fused", "k_qgemv_fused_mma", "k_qgemv_sk",
                                          "k_qgemv_tc", "k_linear_gemv", "k_linear_gemm", "k_qgemv", "k_qgemv_mma",
-                                         "k_qlinear_gemm"};
+                                         "k_qlinear_gemm", "k_moe_down_fused", "k_qmoe_down_fused", "k_qmoe_down_mma"};
 
 /* The fewest tokens a step must have for node id's own kernels to run: a fused kernel covering it serves
 ** the smaller steps (emit_cuda.c fk_prepare applies the same rule to the launches). */
@@ -714,7 +750,9 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 	if (r->fk >= 0)
 		for (int m = 0; m < g->fk[r->fk].nm; m++)
 			snprintf(ms + strlen(ms), sizeof ms - strlen(ms), "%s%%%d", m ? "," : "", g->fk[r->fk].m[m]);
-	if (r->fk >= 0)
+	if (r->fk >= 0 && g->fk[r->fk].kind == FK_MOE_DOWN)
+		fprintf(f, "  moe_ffn %%%d's down projections", g->fk[r->fk].m[0]);
+	else if (r->fk >= 0)
 		fprintf(f, "  gemv group [%s]%s", ms, r->sub == 1 ? " (block members)" : r->sub == 2 ? " (float members)" : "");
 	else
 		fprintf(f, "  linear %%%d (%s:%d)", r->node, g->node[r->node].src ? g->node[r->node].src : "?", g->node[r->node].line);
@@ -722,7 +760,7 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 		fprintf(f, " T %d..: %s", tmin, sk_name[r->kern]);
 	else
 		fprintf(f, " T %d..%d: %s", tmin, r->tmax, sk_name[r->kern]);
-	if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM)
+	if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM && r->kern < SK_MOE_DOWN_FUSED)
 		fprintf(f, " prologue %s", r->pro >= -1 && r->pro <= GP_RMSLATE ? pro[r->pro + 1] : "?");
 	if (r->kern == SK_GEMV_FUSED || r->kern == SK_LINEAR_GEMV)
 		fprintf(f, " rb %d tr %d", r->rb, r->tr);
@@ -733,11 +771,17 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 		fprintf(f, " smem %lld maxseg %d", r->smem, r->maxseg);
 	else if (r->kern == SK_QGEMV || r->kern == SK_QGEMV_MMA)
 		fprintf(f, " tm %d wpr %d", r->tr, r->split[0]);
+	else if (r->kern == SK_QMOE_DOWN_MMA)
+		fprintf(f, " experts a block %d", r->split[0]);
+	else if (r->kern >= SK_MOE_DOWN_FUSED)
+		;
 	else if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM)
 		for (int m = 0; m < FK_MAXM && r->split[m] > 0; m++) /* set for the launch's members only */
 			fprintf(f, "%s%d", m ? "," : " split ", r->split[m]);
-	fprintf(f, " block %d grid %lld%s: %s\n", r->block, r->grid,
-	        r->kern == SK_LINEAR_GEMM || r->kern == SK_QLINEAR_GEMM ? " x token tiles" : "", r->why);
+	if (r->grid) /* the MoE kernels' grids follow the experts and the step, not a choice */
+		fprintf(f, " block %d grid %lld%s", r->block, r->grid,
+		        r->kern == SK_LINEAR_GEMM || r->kern == SK_QLINEAR_GEMM ? " x token tiles" : "");
+	fprintf(f, ": %s\n", r->why);
 }
 
 void select_explain(const Graph *g, const Target *t, FILE *f)

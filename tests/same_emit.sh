@@ -3,7 +3,7 @@
 # glmc binaries write, compared plan by plan (tests/tools/plan_text.py turns a plan of format 11 or later
 # into text, the collectives' kind and the "done inside the next kernel" mark read from either spelling).
 # For refactors that must not change what is emitted: every fixture model (f32 and bf16, and tp 2 for
-# three), and the bench shapes of tests/gpu/mkprobe.sh at --layers 2 (and tp 2 for two).
+# three), and the bench shapes of tests/gpu/mkprobe.sh at --layers 2 (GLM-5 also at 4, and tp 2 for two).
 #   BASE (glmc to compare against, required)  NEW (bin/glmc)  OUT (build/same_emit)
 # Plans are compiled without NVRTC where a mount namespace can hide it (unshare -m, as root: a second a
 # plan instead of 5-10 s); the cubin follows from the source and the arch compared here. Prints ok/FAIL lines.
@@ -32,6 +32,8 @@ plans() {
 		esac
 		echo "shape-$s|models/$m.lua --config models/configs/$c.json --random-weights $w --dtype bf16 --layers 2"
 	done
+	# GLM-5's first three layers are dense: four reach its MoE (k_qmoe_down_mma)
+	echo "shape-glm5-l4|models/glm5.lua --config models/configs/glm5.json --random-weights q4_k_m --dtype bf16 --layers 4"
 	echo "shape-flash-tp2|models/glm4_moe_lite.lua --config models/configs/glm4_7_flash.json --random-weights bf16 --dtype bf16 --layers 2 --tp 2"
 	echo "shape-glm5-tp2|models/glm5.lua --config models/configs/glm5.json --random-weights q4_k_m --dtype bf16 --layers 2 --tp 2"
 }
