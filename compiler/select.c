@@ -27,6 +27,7 @@ static const Target targets[] = {
 	{"sm_120", 170, 101376, 102400, 10}, /* RTX 5090 */
 };
 
+/* The table above by name: one struct for every shape decision, instead of one GPU's constants. */
 int target_for_arch(const char *arch, Target *t)
 {
 	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++)
@@ -144,6 +145,7 @@ static const char *q_why(const Graph *g, int i, char *buf, size_t len)
 	return "nothing reads it";
 }
 
+/* glmc explain: the weights kept in blocks, and each converted one with its reason (the first 12). */
 void select_quant_explain(const Graph *g, FILE *f)
 {
 	int kept = 0, conv = 0, shown = 0;
@@ -199,6 +201,7 @@ static int mw(const Graph *g, const FuseKernel *f, int m) { return g->node[f->m[
 static int64_t mrows(const Graph *g, const FuseKernel *f, int m) { return g->node[mw(g, f, m)].dim[0]; }
 static int64_t group_k(const Graph *g, const FuseKernel *f) { return g->node[mw(g, f, 0)].dim[1]; }
 
+/* A group's output rows, all members (a GLU group's gate and up rows both). */
 static int64_t group_rows(const Graph *g, const FuseKernel *f)
 {
 	int64_t n = 0;
@@ -332,6 +335,8 @@ static int qtc_split_fits(const Sx *s, const FuseKernel *f, const int *qt, int64
 	return ntc > 0 && ntc < f->nm;
 }
 
+/* Split group f (qtc_split_fits) into its block members and its float members, as select and emit both
+** need it: the records say which half a launch takes (KSel.sub), emit rebuilds the halves here. */
 void select_split_group(const FuseKernel *f, const int *qt, FuseKernel *a, FuseKernel *b, int *qb)
 {
 	*a = *f, *b = *f;
@@ -549,6 +554,7 @@ static int64_t rows_per_token(const Node *x)
 	return r;
 }
 
+/* Whether a node's shape has the step's token dim. */
 static int has_t(const Node *n)
 {
 	for (int i = 0; i < n->ndim; i++)
@@ -710,6 +716,8 @@ static void sel_moe_down(Sx *s, int k)
 		sel_add(s, &r, "float down projections: the FMA kernel");
 }
 
+/* The pass: residency first (the kernels depend on it), then the linears' own kernels in node order, then
+** the groups in g->fk order (emit_cuda finds each one's records from its first). */
 int select_kernels(Graph *g, const Target *t, int *wq)
 {
 	q_choose(g, wq);
@@ -784,6 +792,7 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 	fprintf(f, ": %s\n", r->why);
 }
 
+/* glmc explain: every record with the steps its launch really serves. */
 void select_explain(const Graph *g, const Target *t, FILE *f)
 {
 	fprintf(f, "kernel selection for %s (%d SMs, %d bytes of shared memory a block, tensor cores gen %d):\n", t->arch,

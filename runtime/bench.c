@@ -216,7 +216,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 			continue;
 		if (slot[l->node] < 0) {
 			slot[l->node] = nr;
-			row[nr] = (ProfRow){.node = l->node, .kernel = l->kernel};
+			row[nr] = (ProfRow){.node = l->node, .kernel = launch_name(l)};
 			bench_node_bytes(g, l->node, wb, act, act, ctx, o->batch, &row[nr].rd, &row[nr].wr);
 			nr++;
 		}
