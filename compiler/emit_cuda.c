@@ -762,7 +762,6 @@ static int emit_add_norm_ar(Em *e, int id, int ar)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
 	const Node *nm = &g->node[e->norm_of[id]];
 	int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
@@ -788,7 +787,6 @@ static int emit_add_norm(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	/* Pattern A: the residual sum and its RMSNorm in one pass. */
 	const Node *nm = &g->node[e->norm_of[id]];
 	int hw = nm->nin > 1;
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
