@@ -49,6 +49,8 @@ static const char *usage =
 	"       glmc dump PLAN\n"
 	"       glmc stats PLAN [--json]   key: value lines (kernels, arena, weights, cache, collectives)\n"
 	"       glmc explain PLAN          fusions and refusals, collectives, memory plan vs its lower bound\n"
+	"       glmc explain [MODEL.lua] --weights PATH [options]   the same, compiled now, and the kernel\n"
+	"                                  selection: each decode GEMV group's kernel per step range and why\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
@@ -193,7 +195,7 @@ static int kernel_counts(const Graph *g, int **per_layer, int *nl)
 		fail("out of memory");
 	if (g->cuda.source) {
 		for (int i = 0; i < g->cuda.nl; i++)
-			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') { /* collectives apart */
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kind == LK_KERNEL) { /* collectives apart */
 				step++;
 				int l = g->node[g->cuda.l[i].node].layer;
 				if (l >= 0)
@@ -269,9 +271,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (fuse(g, o->opt, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32))
 		goto oom;
 	if (dump_after(o, "fuse", g)) {
-		for (int i = 0; i < g->nmeta; i++)
-			if (!strncmp(g->meta[i].key, "fusion.", 7))
-				printf("%s\n", g->meta[i].val);
+		for (int i = 0; i < g->nfusion; i++)
+			printf("%s\n", g->fusion[i]);
 		goto done;
 	}
 	/* The launch list first (the memory plan takes its liveness from it), NVRTC after planning. */
@@ -290,9 +291,10 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (dump_after(o, "emit", g)) {
 		for (int i = 0; i < g->cuda.nl; i++) {
 			char tmpl[160];
-			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
-			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
-			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl),
+			const Launch *l = &g->cuda.l[i];
+			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s%s\n", l->node, launch_name(l), l->block,
+			       l->tmin, l->tmax, l->narg, l->kind == LK_KERNEL ? cuda_template(g, l->kernel, tmpl, sizeof tmpl) : "NCCL",
+			       l->inside_next ? " (may run inside the next kernel)" : "",
 			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
 			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
 		}
@@ -390,12 +392,17 @@ static void explain(const Graph *g)
 {
 	printf("fusion (%s fused, %s refused):\n", graph_meta(g, "fusions") ? graph_meta(g, "fusions") : "0",
 	       graph_meta(g, "fusions_refused") ? graph_meta(g, "fusions_refused") : "0");
-	for (int i = 0; i < g->nmeta; i++)
-		if (!strncmp(g->meta[i].key, "fusion.", 7))
-			printf("  %s\n", g->meta[i].val);
-	if (g->cuda.source) {
+	for (int i = 0; i < g->nfusion; i++)
+		printf("  %s\n", g->fusion[i]);
+	Target t;
+	if (g->cuda.source && !target_for_arch(g->cuda.arch, &t)) {
 		printf("quantized weights on the GPU:\n");
-		emit_quant_explain(g, stdout);
+		select_quant_explain(g, stdout);
+		if (g->fk) /* compiled now: the selection's records (a plan keeps only the launches chosen) */
+			select_explain(g, &t, stdout);
+		else
+			printf("kernel selection: the plan keeps the launches only; glmc explain with the model and weights "
+			       "shows each decode GEMV group's candidates\n");
 	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
@@ -593,7 +600,10 @@ int main(int argc, char **argv)
 		fail_usage("no command given (compile, dump, stats, explain, inspect, tokenize)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats") && strcmp(o.cmd, "explain"))
 		fail_usage("unknown command", o.cmd);
-	if (!o.model && (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump")))
+	/* explain takes a plan, or what compile takes (then it also shows the kernel selection's candidates) */
+	int from_model = !strcmp(o.cmd, "compile") || !strcmp(o.cmd, "dump") || (!strcmp(o.cmd, "explain") &&
+	                                                                          (o.weights || o.config));
+	if (!o.model && !from_model)
 		fail_usage(o.cmd, "needs a plan file");
 	if (!o.model && !strcmp(o.cmd, "dump") && !o.weights && !o.config)
 		fail_usage("dump", "needs a plan file, or --weights PATH (and a model file, or none to take archs.lua's)");
@@ -603,7 +613,7 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (!strcmp(o.cmd, "stats") || !strcmp(o.cmd, "explain")) {
+	if (!strcmp(o.cmd, "stats") || (!strcmp(o.cmd, "explain") && !from_model)) {
 		if (plan_read(&g, o.model, err, sizeof err))
 			fail(err);
 		if (!strcmp(o.cmd, "stats"))
@@ -619,6 +629,8 @@ int main(int argc, char **argv)
 			fail(err);
 		for (int i = 0; i < g.nmeta; i++)
 			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
+		for (int i = 0; i < g.nfusion; i++)
+			printf("fusion %s\n", g.fusion[i]);
 		print_kernel_counts(&g, stdout);
 		ir_dump(&g, stdout);
 		arena_free(&A);
@@ -655,6 +667,8 @@ int main(int argc, char **argv)
 		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);
+	if (!strcmp(o.cmd, "explain"))
+		explain(&g);
 	if (o.out)
 		fprintf(stderr, "glmc: wrote %s (%d nodes, %d weights)\n", o.out, g.n, g.nw);
 	arena_free(&A);

@@ -217,7 +217,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 			continue;
 		if (slot[l->node] < 0) {
 			slot[l->node] = nr;
-			row[nr] = (ProfRow){.node = l->node, .kernel = l->kernel};
+			row[nr] = (ProfRow){.node = l->node, .kernel = launch_name(l)};
 			bench_node_bytes(g, l->node, wb, act, act, ctx, o->batch, &row[nr].rd, &row[nr].wr);
 			nr++;
 		}
@@ -273,7 +273,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	}
 	int fused = 0; /* allreduces glmc marked for the residual sum's kernel (k_add_rmsnorm_ar) */
 	for (int i = 0; i < c->nl; i++)
-		fused += !strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && c->l[i].narg == 4 && c->l[i].tmin <= 1;
+		fused += c->l[i].inside_next && c->l[i].tmin <= 1;
 	if (fused)
 		fprintf(f, "  (%d allreduces are done inside the next kernel, the residual sum's, whenever the one-shot P2P "
 		        "path takes them (GLMRUN_P2P_MAX): their exchange and the wait for the other ranks are then timed "
