@@ -346,6 +346,7 @@ static int step(Server *S, char *err, size_t len)
 			S->pre = NULL;
 			if (!pre->cancelled)
 				take(S, pre, tok);
+			reap(S); /* an answer of one token frees its slot before its client hears of it */
 		}
 		pthread_mutex_unlock(&S->mu);
 	}
@@ -368,6 +369,7 @@ static int step(Server *S, char *err, size_t len)
 	for (int k = 0; k < nlive; k++)
 		if (!live[k]->done && !live[k]->cancelled)
 			take(S, live[k], next[k]);
+	reap(S); /* finished sequences free their slots at once */
 	pthread_mutex_unlock(&S->mu);
 	if (S->delay_us)
 		usleep((useconds_t)S->delay_us);
@@ -1161,6 +1163,34 @@ static void on_done(void *cls, struct MHD_Connection *c, void **con_cls, enum MH
 	*con_cls = NULL;
 }
 
+/* libmicrohttpd's own messages, as lines of the server log. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	char line[512];
+	vsnprintf(line, sizeof line, fmt, ap);
+	line[strcspn(line, "\n")] = 0;
+	slog("http: %s", line);
+}
+
+/* A listening TCP socket on host:port (IPv4), or -1 with err: the address and port named. */
+static int listen_on(const char *host, int port, char *err, size_t len)
+{
+	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	if (inet_pton(AF_INET, host, &addr.sin_addr) != 1)
+		return seterr(err, len, "--host '%s' is not an IPv4 address", host);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	if (fd < 0)
+		return seterr(err, len, "socket: %s", strerror(errno));
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+	    bind(fd, (struct sockaddr *)&addr, sizeof addr) || listen(fd, 128)) {
+		seterr(err, len, "cannot listen on %s:%d: %s", host, port, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 int serve_main(const ServeOpts *o, char *err, size_t len)
 {
 	Server *S = calloc(1, sizeof *S);
@@ -1193,25 +1223,28 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 	sigaddset(&sigs, SIGINT);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
-	struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)o->port)};
-	if (inet_pton(AF_INET, o->host, &addr.sin_addr) != 1) {
+	int fd = listen_on(o->host, o->port, err, len);
+	if (fd < 0) {
 		engine_close(S->e);
 		free(S);
-		return seterr(err, len, "--host '%s' is not an IPv4 address", o->host);
+		return -1;
 	}
 	pthread_t th;
 	if (pthread_create(&th, NULL, scheduler, S)) {
+		close(fd);
 		engine_close(S->e);
 		free(S);
 		return seterr(err, len, "cannot start the scheduler thread");
 	}
 	struct MHD_Daemon *d = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)o->port, NULL,
-		NULL, on_request, S, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_NOTIFY_COMPLETED, on_done, S,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
+		NULL, on_request, S, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_done, S,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
 	int rc = 0;
-	if (!d)
-		rc = seterr(err, len, "cannot listen on %s:%d: %s", o->host, o->port, strerror(errno));
+	if (!d) {
+		rc = seterr(err, len, "cannot start the HTTP server on %s:%d", o->host, o->port);
+		close(fd);
+	}
 	else {
 		slog("%s on http://%s:%d (%s, %d sequences of %ld positions, %ld prompt tokens per step, model '%s')", o->plan,
 		      o->host, o->port, engine_on_gpu(S->e) ? "cuda" : "cpu", o->max_seqs, o->max_seq, o->batch_tokens,
