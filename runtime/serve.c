@@ -226,7 +226,7 @@ static void take(Server *S, Req *r, int32_t tok)
 		}
 		char *hit = NULL;
 		size_t from = before >= r->stop_max ? before - r->stop_max + 1 : 0;
-		for (int i = 0; i < r->nstop; i++) {
+		for (int i = 0; i < r->nstop && r->text; i++) { /* no text yet: nothing to find */
 			char *at = memmem(r->text + from, r->ntext - from, r->stop[i], strlen(r->stop[i]));
 			if (at && (!hit || at < hit))
 				hit = at;
@@ -451,7 +451,16 @@ static json_t *error_json(int status, const char *msg, const char *param, const 
 {
 	const char *type = status == 401 ? "authentication_error" : status == 404 ? "not_found_error"
 	                 : status >= 500 ? "server_error" : "invalid_request_error";
-	return json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", msg, "type", type, "param", param, "code", code);
+	json_t *m = json_string(msg);
+	if (!m) { /* a message quoting the client's bytes that are not UTF-8 (a JSON parse error): those become '?' */
+		char safe[768];
+		size_t i = 0;
+		for (; msg[i] && i + 1 < sizeof safe; i++)
+			safe[i] = (unsigned char)msg[i] < 0x80 ? msg[i] : '?';
+		safe[i] = 0;
+		m = json_string(safe);
+	}
+	return json_pack("{s:{s:o, s:s, s:s?, s:s?}}", "error", "message", m, "type", type, "param", param, "code", code);
 }
 
 /* An error response, one line in the log. */
