@@ -146,7 +146,8 @@ static const char *usage =
 	"one-shot kernel over peer memory instead of NCCL; one followed by a residual sum and its RMSNorm is\n"
 	"done inside that sum's kernel.\n"
 	"Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R for ever before decode\n"
-	"step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
+	"step N (default 1; 0 is the prefill), to show the watchdog at work. GLMRUN_TEST_STEP_DELAY_MS=N: glmrun serve\n"
+	"pauses N ms after each decode step (tests/serve.sh, so that a tiny model's requests overlap).\n";
 
 static _Noreturn void fail(const char *fmt, ...)
 {
@@ -361,7 +362,7 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_PORT: a->port = (int)parse_long(v, "--port", 1, 65535); break;
 	case O_MAX_SEQS: a->max_seqs = (int)parse_long(v, name, 1, ENGINE_MAX_SLOTS - 1); break;
 	case O_BATCHED: a->batch_tokens = parse_long(v, name, 1, 1 << 20); break;
-	case O_MAX_QUEUE: a->max_queue = (int)parse_long(v, name, 0, 1 << 20); break;
+	case O_MAX_QUEUE: a->max_queue = (int)parse_long(v, name, 1, 1 << 20); break;
 	case O_API_KEY: a->api_key = v; break;
 	case O_MODEL_NAME: a->model_name = v; break;
 	}

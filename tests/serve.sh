@@ -4,8 +4,8 @@
 # positions, 8 prompt tokens per step and a 5 ms pause after each decode step (GLMRUN_TEST_STEP_DELAY_MS, so
 # the tiny model's requests really overlap), and tests/serve_client.py drives it with the openai package:
 # answers equal glmrun alone (--tokens, -p, --chat -p), streaming, stop strings, usage, 32 concurrent
-# clients, the metrics, every error status, cancellation. A second server checks --api-key and a full
-# queue (503). Both must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
+# clients, the metrics, every error status, cancellation. A second server checks --api-key, a full queue
+# (503) and sampling (--temp: the same tokens as glmrun with that seed; other sampling fields refused). Both must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
 set -u
 cd "$(dirname "$0")/.."
 FIX=../shared/fixtures/hf
@@ -79,7 +79,7 @@ if start main --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-toke
 	python3 tests/serve_client.py main "$url" "$P" "$tmp/main.log" "$tmp/chatml.gguf" || failed=1
 	stop main
 fi
-if start auth --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96; then
+if start auth --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96 --temp 0.8 --top-k 40 --seed 5; then
 	python3 tests/serve_client.py auth "$url" "$P" "$tmp/auth.log" "$tmp/chatml.gguf" || failed=1
 	stop auth
 fi

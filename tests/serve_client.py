@@ -46,8 +46,8 @@ def glmrun(*args):
     return out[:-1] if out.endswith("\n") else out, p.stderr.decode()
 
 
-def ref_ids(ids, n):
-    return [int(x) for x in glmrun("--tokens", ",".join(map(str, ids)), "-n", str(n))[0].split()]
+def ref_ids(ids, n, *more):
+    return [int(x) for x in glmrun("--tokens", ",".join(map(str, ids)), "-n", str(n), *more)[0].split()]
 
 
 def raw(method, path, body=None, headers=None, timeout=30):
@@ -310,8 +310,20 @@ def auth_tests():
     except openai.AuthenticationError:
         ok("--api-key: the openai client with a wrong key gets AuthenticationError")
     cl = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
-    r = cl.completions.create(model="x", prompt=[1, 2], max_tokens=3, extra_body={"return_token_ids": True, "ignore_eos": True})
-    check("--api-key: the right key is served", extra(r.choices[0], "token_ids") == ref_ids([1, 2], 3), str(r))
+    # This server samples (--temp 0.8 --top-k 40 --seed 5); idle, a request takes slot 0 and so samples with
+    # seed 5 + 0, as glmrun does.
+    samp = ("--temp", "0.8", "--top-k", "40", "--seed", "5")
+    r = cl.completions.create(model="x", prompt=[1, 2], max_tokens=12, temperature=0.8, seed=5,
+                              extra_body={"return_token_ids": True, "ignore_eos": True, "top_k": 40})
+    want = ref_ids([1, 2], 12, *samp)
+    check("--api-key: the right key is served; sampling as glmrun --temp 0.8 --top-k 40 --seed 5",
+          extra(r.choices[0], "token_ids") == want and want != ref_ids([1, 2], 12), f"{extra(r.choices[0], 'token_ids')} vs {want}")
+    for body, param, msg in ((b'{"prompt": [1], "temperature": 0}', "temperature", "'temperature' 0 differs from the server's 0.8"),
+                             (b'{"prompt": [1], "seed": 6}', "seed", "'seed' 6 differs from the server's 5"),
+                             (b'{"prompt": [1], "top_k": 5}', "top_k", "'top_k' 5 differs from the server's 40")):
+        st, j = raw("POST", "/v1/completions", body, {"Authorization": "Bearer " + key})
+        check(f"a sampling server refuses another {param} (400)", st == 400 and j["error"]["param"] == param and msg in j["error"]["message"],
+              f"{st} {j}")
 
     # One slot, a queue of one: a running stream, one waiting request, then 503.
     s = cl.completions.create(model="x", prompt=[1, 2], max_tokens=60, stream=True, extra_body={"ignore_eos": True})
