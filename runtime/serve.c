@@ -1247,8 +1247,8 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 	}
 	struct MHD_Daemon *d = MHD_start_daemon(
 		MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, (uint16_t)o->port, NULL,
-		NULL, on_request, S, MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_NOTIFY_COMPLETED, on_done, S,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
+		NULL, on_request, S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
+		MHD_OPTION_NOTIFY_COMPLETED, on_done, S, MHD_OPTION_CONNECTION_LIMIT, (unsigned)1024, MHD_OPTION_END);
 	int rc = 0;
 	if (!d) {
 		rc = seterr(err, len, "cannot start the HTTP server on %s:%d", o->host, o->port);

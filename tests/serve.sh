@@ -45,7 +45,7 @@ start() {
 	shift
 	local port
 	port=$(free_port)
-	GLMRUN_TEST_STEP_DELAY_MS=5 bin/glmrun serve "$P" --device cpu --port "$port" "$@" 2>"$tmp/$name.log" &
+	GLMRUN_TEST_STEP_DELAY_MS=5 bin/glmrun serve "$P" --port "$port" "$@" 2>"$tmp/$name.log" &
 	pid=$!
 	pids+=("$pid")
 	url=http://127.0.0.1:$port
@@ -75,13 +75,28 @@ stop() {
 		ok "$1: SIGTERM stops the server cleanly (exit 0)" || bad "$1: SIGTERM" "rc $rc: $(tail -c 300 "$tmp/$1.log")"
 }
 
-if start main --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-tokens 8; then
+if start main --device cpu --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-tokens 8; then
 	python3 tests/serve_client.py main "$url" "$P" "$tmp/main.log" "$tmp/chatml.gguf" || failed=1
 	stop main
 fi
-if start auth --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96 --temp 0.8 --top-k 40 --seed 5; then
+if start auth --device cpu --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96 --temp 0.8 --top-k 40 --seed 5; then
 	python3 tests/serve_client.py auth "$url" "$P" "$tmp/auth.log" "$tmp/chatml.gguf" || failed=1
 	stop auth
+fi
+
+# The GPU scheduling path (buckets of rows, the padding slot, prefill on the ranks) through the test doubles
+# of the driver and NCCL, on a tp 2 plan (ids as prompts: the fixture directory has no tokenizer).
+if bin/glmc compile models/llama.lua --weights $FIX/llama --tp 2 -o "$tmp/tp2.plan" 2>/dev/null; then
+	P0=$P
+	P=$tmp/tp2.plan
+	if LD_LIBRARY_PATH=build/fake GLMRUN_NCCL=build/fake/libnccl.so.2 start fake --device cuda --max-seqs 3 --max-seq 64 \
+		--max-num-batched-tokens 8; then
+		python3 tests/serve_client.py fake "$url" "$P" "$tmp/fake.log" "" || failed=1
+		stop fake
+	fi
+	P=$P0
+else
+	bad "fake: compile" "the tp 2 plan"
 fi
 
 # The command line: refusals in one line, a port in use, --help.

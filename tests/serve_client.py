@@ -343,8 +343,24 @@ def auth_tests():
           str(waiting))
 
 
+def fake_tests():
+    """The GPU path through the test doubles of the driver and NCCL (no kernels run: the tokens mean nothing):
+    buckets of rows with the padding slot, prefill on the ranks, five requests over three slots."""
+    def one(k):
+        st, j = raw("POST", "/v1/completions", json.dumps({"prompt": list(range(1, 3 + 5 * k)), "max_tokens": 5 + 3 * k}).encode())
+        return st, j.get("usage", {}).get("completion_tokens"), j.get("choices", [{}])[0].get("finish_reason")
+    mb = metrics()
+    with concurrent.futures.ThreadPoolExecutor(5) as ex:
+        got = list(ex.map(one, range(5)))
+    ma = metrics()
+    steps, rows = ma["glmc_decode_steps_total"] - mb["glmc_decode_steps_total"], ma["glmc_decode_rows_total"] - mb["glmc_decode_rows_total"]
+    check("tp 2 on the fake GPUs: five requests over three slots all answered in full, steps of several rows",
+          got == [(200, 5 + 3 * k, "length") for k in range(5)] and rows > steps and ma["glmc_kv_slots_used"] == 0,
+          f"{got}, rows {rows} steps {steps}")
+
+
 try:
-    main_tests() if mode == "main" else auth_tests()
+    {"main": main_tests, "auth": auth_tests, "fake": fake_tests}[mode]()
 except Exception as ex:  # a crash is a failure with its reason, not a silent exit
     bad(f"{mode} client", f"{type(ex).__name__}: {ex}")
 sys.exit(failed)
