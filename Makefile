@@ -142,7 +142,7 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 
 # The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
 # stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. All three
-# are part of `make test` (each a few minutes on 2 cores: every emulated thread is an OS thread).
+# are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh build/libglm.a
 	@mkdir -p build/simt

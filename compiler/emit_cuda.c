@@ -7,6 +7,10 @@
 **
 ** Activations are float or bf16 (act); weights keep their stored type unless the plan converts float
 ** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
+**
+** Which weights stay in GGUF blocks, and which kernel (with which shape) each linear and each decode GEMV
+** or MoE-down group gets for which steps, is compiler/select.c's decision (g->cuda.wq, g->sel); the
+** functions here print those records. The other ops have one kernel each (or a fixed rule by step size).
 */
 #include "glm.h"
 #include "gemv_shape.h"
@@ -32,6 +36,9 @@ typedef struct {
 	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
 	int *rope_fold;              /* per attention: the FK_ROPE_KV its 1-token launch does itself, or -1 */
 	int *fk_head, *fk_next;      /* per node its first hosted fused kernel, per fused kernel the next (-1 ends) */
+	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
+	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
+	Target t;                    /* the GPU of --arch */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -299,10 +306,11 @@ static void w_finish(Em *e, Wr *w, const char *tmpl)
 	e->l[e->nl++] = w->L;
 }
 
-/* Record a collective launch: no wrapper, glmrun runs it through NCCL (see KERNEL_ALLREDUCE). */
-static void w_collective(Em *e, Wr *w, const char *name)
+/* Record a collective launch (LK_ALLREDUCE or LK_ALLGATHER): no wrapper, glmrun runs it through NCCL. */
+static void w_collective(Em *e, Wr *w, int kind)
 {
-	w->L.kernel = arena_strdup(e->g->A, name);
+	w->L.kind = (int8_t)kind;
+	w->L.kernel = NULL;
 	w->L.block = 1;
 	if (e->nl == e->lcap) {
 		e->lcap = e->lcap ? e->lcap * 2 : 256;
@@ -340,7 +348,7 @@ static void emit_allgather(Em *e, int id)
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
 		if (lead_t)
 			w.L.tmax = 1;
-		w_collective(e, &w, KERNEL_ALLGATHER);
+		w_collective(e, &w, LK_ALLGATHER);
 		if (!lead_t)
 			return;
 	}
@@ -349,7 +357,7 @@ static void emit_allgather(Em *e, int id)
 	w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
 	if (lead == 1)
 		w.L.tmin = 2;
-	w_collective(e, &w, KERNEL_ALLGATHER);
+	w_collective(e, &w, LK_ALLGATHER);
 	int tmin = w.L.tmin;
 	char t[256];
 	w_start(&w, id);
@@ -361,110 +369,10 @@ static void emit_allgather(Em *e, int id)
 	w_finish(e, &w, t);
 }
 
-/* Rows per token of a linear's input: its static extent apart from T, over K. */
-static int64_t rows_per_token(const Node *x)
-{
-	int64_t r = 1;
-	for (int i = 0; i < x->ndim - 1; i++)
-		r *= x->dim[i] == DIM_T ? 1 : x->dim[i];
-	return r;
-}
-
-static int has_t(const Node *n)
-{
-	for (int i = 0; i < n->ndim; i++)
-		if (n->dim[i] == DIM_T)
-			return 1;
-	return 0;
-}
-
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
-/*
-** ---- Quantized weights resident on the GPU (ops/quant.cuh) ----
-**
-** A DT_Q weight of a type with kernels (Q8_0, Q4_K, Q5_K, Q6_K) whose rows are whole blocks stays in its
-** GGUF blocks on the GPU when every node reading it has a quantized kernel for it: a linear (as its
-** weight, by its own kernel or in a fused decode GEMV or MoE end, ops/qfused.cuh), an embedding lookup
-** (as its table), or a routed-experts FFN (as gate, up or down, all three resident). Anything else (a
-** matmul, a slice) keeps the float conversion at upload. This is the one place residency is decided:
-** fusion does not depend on it (the fused kernels take each weight's type as a template argument). The
-** choice is recorded per weight in the plan (Cuda.wq); glmrun sizes and uploads the weight from it.
-*/
-
-/* The block size of a type the quant.cuh kernels read, or 0. */
-int cuda_qblock(int qtype)
-{
-	return qtype == 8 ? 32 : qtype >= 12 && qtype <= 14 ? 256 : 0;
-}
+/* The block size of a type the quant.cuh kernels read, or 0 (select.c decides which weights stay in blocks). */
 #define q_blck cuda_qblock
-
-/* Whether node c's kernels at every step size read its weights through quantized kernels: its own,
-** and the fused kernel computing it for small steps if any (a decode GEMV group or the MoE layer's end,
-** ops/qfused.cuh, read blocks; no other fused kernel computes a linear). */
-static int q_fused_ok(const Graph *g, int c)
-{
-	if (g->node[c].fused_into < 0)
-		return 1;
-	for (int k = 0; k < g->nfk; k++)
-		for (int i = 0; i < g->fk[k].ncover; i++)
-			if (g->fk[k].cover[i] == c && g->fk[k].kind != FK_GEMV && g->fk[k].kind != FK_MOE_DOWN)
-				return 0;
-	return 1;
-}
-
-/* Whether input k of node c may read weight w as blocks, given the candidate types cand[]. */
-static int q_use_ok(const Graph *g, int c, int k, const int *cand)
-{
-	const Node *n = &g->node[c];
-	int w = n->in[k];
-	switch (n->op) {
-	case OP_LINEAR: return k == 1 && g->node[w].ndim == 2 && q_fused_ok(g, c);
-	case OP_EMBEDDING: return k == 0 && g->node[w].ndim == 2;
-	case OP_MOE_FFN:
-		return k >= 3 && k <= 5 && g->node[w].ndim == 3 && cand[n->in[3]] >= 0 && cand[n->in[4]] >= 0 &&
-		       cand[n->in[5]] >= 0;
-	default: return 0;
-	}
-}
-
-/* Fill e->wq (per node) and g->cuda.wq (per weight). */
-static void q_choose(Em *e)
-{
-	Graph *g = e->g;
-	int *cand = e->wq, *used = calloc((size_t)g->n + 1, sizeof(int));
-	GLM_ASSERT(used);
-	for (int i = 0; i < g->n; i++)
-		cand[i] = -1;
-	for (int i = 0; i < g->nw; i++) {
-		const WeightRef *w = &g->w[i];
-		const Node *n = &g->node[w->node];
-		int b = q_blck(w->qtype);
-		if (w->dtype == DT_Q && b && n->ndim >= 2 && n->dim[n->ndim - 1] % b == 0)
-			cand[w->node] = w->qtype;
-	}
-	/* Refuse until stable: refusing one expert weight refuses its FFN's other two. */
-	for (int changed = 1; changed;) {
-		changed = 0;
-		for (int c = 0; c < g->n; c++)
-			for (int k = 0; k < g->node[c].nin; k++) {
-				int w = g->node[c].in[k];
-				if (cand[w] >= 0) {
-					used[w] = 1;
-					if (!q_use_ok(g, c, k, cand))
-						cand[w] = -1, changed = 1;
-				}
-			}
-	}
-	g->cuda.wq = arena_alloc(g->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
-	for (int i = 0; i < g->nw; i++) {
-		int nd = g->w[i].node;
-		if (!used[nd])
-			cand[nd] = -1;
-		g->cuda.wq[i] = cand[nd];
-	}
-	free(used);
-}
 
 /* The resident type of a weight node (ctype's view, without the Em). */
 static int wq_node(const Graph *g, int node)
@@ -482,151 +390,134 @@ static int wq_node(const Graph *g, int node)
 	return -1;
 }
 
-void emit_quant_explain(const Graph *g, FILE *f)
+/* One k_qgemv_tc launch as selected (below, with the decode GEMV groups). */
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi);
+
+/* A resident-weight linear's k_qgemv_tc launch (select.c's r): k_gemv_tc's argument list for one member. */
+static void emit_qlinear_tc(Em *e, int id, const KSel *r, int swiglu)
 {
-	int kept = 0, conv = 0, shown = 0;
-	double kb = 0, cb = 0;
-	for (int i = 0; i < g->nw; i++) {
-		const WeightRef *w = &g->w[i];
-		const Node *n = &g->node[w->node];
-		if (w->dtype != DT_Q)
-			continue;
-		int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
-		double fb = (double)node_numel(n, 0, 0) * (double)dtype_size(g->cuda.wconv >= 0 ? g->cuda.wconv : DT_F32);
-		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
-			kept++;
-			kb += (double)(((int64_t)K / q_blck(w->qtype) * quant_block_bytes(w->qtype) + 15) / 16 * 16) * (double)rows;
-			continue;
-		}
-		conv++;
-		cb += fb;
-		if (shown++ >= 12)
-			continue;
-		const char *why = "nothing reads it";
-		char buf[160];
-		if (!q_blck(w->qtype)) {
-			snprintf(buf, sizeof buf, "no GPU kernel reads %s blocks", quant_type_name(w->qtype));
-			why = buf;
-		} else if (n->ndim < 2 || K % q_blck(w->qtype)) {
-			why = "its rows (this rank's part) are not whole blocks";
-		} else {
-			for (int c = 0; c < g->n && why[0] == 'n'; c++)
-				for (int k = 0; k < g->node[c].nin; k++)
-					if (g->node[c].in[k] == w->node) {
-						snprintf(buf, sizeof buf, "read by %s %%%d (%s:%d), which has no quantized kernel for it",
-						         op_table[g->node[c].op].name, c, g->node[c].src ? g->node[c].src : "?", g->node[c].line);
-						why = buf;
-						break;
-					}
-		}
-		fprintf(f, "  converted: %s (%s): %s\n", n->name, quant_type_name(w->qtype), why);
-	}
-	if (shown > 12)
-		fprintf(f, "  ... and %d more converted\n", shown - 12);
-	fprintf(f, "  %d quantized weights kept as blocks on the GPU (%.1f MiB), %d converted to %s at upload (%.1f MiB)\n",
-	        kept, kb / 1048576, conv, g->cuda.wconv == DT_BF16 ? "bf16" : "f32", cb / 1048576);
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
+	bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
+	swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"), w_lit(&w, "0");
+	w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
+	emit_qtc(e, &w, r, "bf16", 0, 0);
 }
 
-/* A linear over a resident weight: k_qgemv for decode (TM = 1 when the step has one row, TM = 8 for
-** up to 8), k_qlinear_gemm for longer prompts. Same T ranges, fusion (pattern B) and grids as the
-** float linear in emit_node. */
-static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
-                     int hi, int ncs);
+/* A resident-weight linear's k_qgemv or k_qgemv_mma launch (one token, or up to 8 rows). */
+static void emit_qlinear_gemv(Em *e, int id, const KSel *r, int swiglu)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL);
+	if (swiglu)
+		w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
+	else
+		w_buf(&w, g, x, 0, NULL), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char");
+	if (bias >= 0 && !swiglu)
+		w_buf(&w, g, bias, 0, NULL);
+	else
+		w_null(&w);
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.grid[0] = sz_const(r->grid);
+	if (r->kern == SK_QGEMV_MMA)
+		snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, r->qt[0], r->split[0], bool_s(bias >= 0 && !swiglu),
+		         bool_s(swiglu));
+	else
+		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, r->qt[0], r->split[0], r->tr,
+		         bool_s(bias >= 0 && !swiglu), bool_s(swiglu));
+	w_finish(e, &w, t);
+}
 
-static int emit_qlinear(Em *e, int id)
+/* Start a launch of linear id with the plain argument list of k_linear_gemv, k_linear_gemm and
+** k_qlinear_gemm: y, x, W (as wtype; NULL: its own type), the bias or null, x's rows, K, N. */
+static void w_linear(Wr *w, const Graph *g, int id, const char *wtype)
+{
+	const Node *n = &g->node[id];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	w_start(w, id);
+	w_buf(w, g, id, 1, NULL), w_buf(w, g, x, 0, NULL), w_buf(w, g, wt, 0, wtype);
+	bias >= 0 ? w_buf(w, g, bias, 0, NULL) : w_null(w);
+	w_size(w, sz_numel(g, x, K), 0), w_int(w, K), w_int(w, N);
+}
+
+/* A linear's tiled GEMM (k_linear_gemm, or k_qlinear_gemm over blocks) for the steps past its GEMVs. */
+static void emit_linear_gemm(Em *e, int id, const KSel *r)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1, qt = e->wq[wt];
-	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-	int ht = has_t(&g->node[x]);
-	int64_t tmax_gemv = ht ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-	int tmax = (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-	const Node *xs = &g->node[x];
-	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
 	char t[256];
 	Wr w;
-	/* steps of 2..16 tokens over Q4_K, Q6_K or Q8_0 with bf16 activations: ops/qfused.cuh's k_qgemv_tc (one
-	** set of 8 B columns up to 8 tokens, two up to 16); the tiled GEMM from 17 */
-	int tc = (qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0) && g->cuda.act == DT_BF16 && K % 256 == 0 && rpt == 1 &&
-	         ht;
-	if (tc)
-		tmax_gemv = 16;
-	/* decode: one row (TM = 1) when the step has T = 1 (or x has one row whatever T), else 8 */
-	for (int tm = 1; tm <= 8 && tmax >= 1; tm += 7) {
-		if (tm == 8 && tc) {
-			for (int ncs = 1; ncs <= 2; ncs++) {
-				w_start(&w, id);
-				w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
-				w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
-				bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
-				w_null(&w), w_null(&w), w_null(&w);
-				w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
-				swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
-				w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
-				w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"),
-				    w_lit(&w, "0");
-				w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
-				emit_qtc(e, &w, qt, "bf16", swiglu ? GP_SWIGLU : GP_NONE, 0, 0, N, K, ncs == 1 ? 2 : 9, 8 * ncs, ncs);
-			}
-			continue;
+	w_linear(&w, g, id, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
+	w.L.tmin = r->tmin;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.grid[1] = sz_numel(g, x, g->node[wt].dim[1] * 64);
+	if (r->kern == SK_QLINEAR_GEMM)
+		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, r->qt[0], bool_s(bias >= 0));
+	else
+		snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+	w_finish(e, &w, t);
+}
+
+/* A float linear's k_linear_gemv launch (one token row, or 8). */
+static void emit_linear_gemv(Em *e, int id, const KSel *r)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	char t[256];
+	Wr w;
+	w_linear(&w, g, id, NULL);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), r->rb, r->tr);
+	w_finish(e, &w, t);
+}
+
+/* A linear's own launches, as select.c chose them (its records, in launch order). */
+static int emit_linear(Em *e, int id)
+{
+	const Graph *g = e->g;
+	const Node *xs = &g->node[g->node[id].in[0]];
+	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	for (int i = e->sel_node[id]; i >= 0 && i < g->nsel && g->sel[i].fk < 0 && g->sel[i].node == id; i++) {
+		const KSel *r = &g->sel[i];
+		switch (r->kern) {
+		case SK_QGEMV_TC: emit_qlinear_tc(e, id, r, swiglu); break;
+		case SK_QGEMV: case SK_QGEMV_MMA: emit_qlinear_gemv(e, id, r, swiglu); break;
+		case SK_QLINEAR_GEMM: case SK_LINEAR_GEMM: emit_linear_gemm(e, id, r); break;
+		case SK_LINEAR_GEMV: emit_linear_gemv(e, id, r); break;
+		default: GLM_ASSERT(!"unknown selected kernel for a linear");
 		}
-		int lo = 1, hi = tmax;
-		if (rpt == 1 && ht)
-			lo = tm == 1 ? 1 : 2, hi = tm == 1 ? 1 : tmax;
-		else if ((rpt == 1) != (tm == 1))
-			continue;
-		if (lo > hi)
-			continue;
-		int wpr = tm == 1 ? q_wpr(N, K) : 1;
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL);
-		if (swiglu)
-			w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
-		else
-			w_buf(&w, g, x, 0, NULL), w_null(&w);
-		w_buf(&w, g, wt, 0, "unsigned char");
-		if (bias >= 0 && !swiglu)
-			w_buf(&w, g, bias, 0, NULL);
-		else
-			w_null(&w);
-		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		w.L.tmin = lo, w.L.tmax = hi;
-		/* one token: the tensor-core kernel. Not Q8_0: its kernel (k_qgemv_mma<.., 8, ..>, int8 products) lost to
-		** the FMA loop in every plan measured, its 128-row blocks leaving the grids too small
-		** (bench/NOTES.md entry 42) */
-		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
-			wpr = qm_wpr(N, K);
-			int64_t nrg = (N + 128 / wpr - 1) / (128 / wpr);
-			w.L.grid[0] = sz_const(K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg);
-			snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, qt, wpr, bool_s(bias >= 0 && !swiglu),
-			         bool_s(swiglu));
-			w_finish(e, &w, t);
-			continue;
-		}
-		int64_t nrg = (N + 16 / wpr - 1) / (16 / wpr);
-		w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nrg > Q_GRID_CAP ? Q_GRID_CAP : nrg);
-		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, qt, wpr, tm, bool_s(bias >= 0 && !swiglu),
-		         bool_s(swiglu));
-		w_finish(e, &w, t);
-	}
-	if (tmax_gemv < (1 << 30)) {
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, "unsigned char");
-		if (bias >= 0)
-			w_buf(&w, g, bias, 0, NULL);
-		else
-			w_null(&w);
-		w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-		w.L.tmin = tmax_gemv < 1 ? 1 : (int)tmax_gemv + 1;
-		w.L.grid[0] = sz_const((N + 63) / 64);
-		w.L.grid[1] = sz_numel(g, x, K * 64);
-		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, qt, bool_s(bias >= 0));
-		w_finish(e, &w, t);
 	}
 	return 0;
 }
+
+
 
 /* An embedding lookup in a resident table: the looked-up rows dequantized. */
 static int emit_qembedding(Em *e, int id)
@@ -791,7 +682,7 @@ static int ar_fusable(const Em *e, int id)
 		return -1;
 	const Launch *l = &e->l[e->nl - 1];
 	int ar = l->node;
-	if (strcmp(l->kernel, KERNEL_ALLREDUCE) || l->narg != 3 || l->tmin != 1 || l->tmax != 1 << 30)
+	if (l->kind != LK_ALLREDUCE || l->inside_next || l->tmin != 1 || l->tmax != 1 << 30)
 		return -1;
 	if ((n->in[0] == ar) == (n->in[1] == ar) || g->node[ar].dtype == DT_I32)
 		return -1;
@@ -832,8 +723,9 @@ static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
 	w_finish(e, &w, t);
 }
 
-/* The launches of one node's own kernels. */
-static int emit_own(Em *e, int id, char *err, size_t len)
+/* An rmsnorm its add's kernel computes (pattern A): alone only for the steps where a fused GEMV took that add
+** over. */
+static int emit_norm_alone(Em *e, int id)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
@@ -841,410 +733,608 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	if (e->add_of[id] >= 0) {
-		/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
-		** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
-		int tm = e->own_tmin[e->add_of[id]];
-		if (tm <= 1)
-			return 0;
-		int hw = n->nin > 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, n->in[1], 0, NULL);
+	/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
+	** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
+	int tm = e->own_tmin[e->add_of[id]];
+	if (tm <= 1)
+		return 0;
+	int hw = n->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	w.L.tmax = tm - 1;
+	snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A right after the allreduce ar of one operand: glmrun may do that allreduce inside it
+** (k_add_rmsnorm_ar; the allreduce's launch is marked inside_next). */
+static int emit_add_norm_ar(Em *e, int id, int ar)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
+	w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
+	w.L.grid[0] = sz_rows(g, id);
+	e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
+	snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A: the residual sum and its RMSNorm in one pass. */
+static int emit_add_norm(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
+	w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An embedding lookup (vocab-parallel: this rank's rows), or the resident table's. */
+static int emit_embedding(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int tab = n->in[0], ids = n->in[1];
+	if (e->wq[tab] >= 0)
+		return emit_qembedding(e, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+	if (n->ia[0])
+		w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
+	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+	w.L.grid[1] = sz_numel(g, ids, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+
+/* A batched matrix product (k_matmul, or k_matmul_tb with b transposed). */
+static int emit_matmul(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
+	int naxis = tb ? nd - 2 : nd - 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
+	w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
+	w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
+	w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
+	w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA attention: the cache write (unless a fused kernel did it), the split attention of small steps, k_mla
+** above. */
+static int emit_mla(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+	if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
+		return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
+		              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
+		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, cache);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	emit_mla_split(e, id);
+	w_start(&w, id);
+	w.L.tmin = MLA_SPLIT_TMAX + 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+	else
+		w_null(&w), w_int(&w, 0);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+	w_seq(&w, g, cache);
+	w.L.grid[0] = sz_const(n->ia[0]);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_mla<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* The sparse-attention indexer: key write, scores, the top-k selection. */
+static int emit_indexer(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
+	Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = T;
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, id);
+	w_scratch(&w, T, S, "float", 4);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+	w_seq(&w, g, kc);
+	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
+	w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
+	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
+	w.L.grid[0] = T;
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE routing: each token's experts. */
+static int emit_moe_route(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
+	if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
+		seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
+		       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
+	if (b >= 0)
+		w_buf(&w, g, b, 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
+	w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE weights of the chosen experts. */
+static int emit_moe_weights(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], ids = n->in[1];
+	if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
+		seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
+		       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
+	w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_weights<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Routed experts: k_moe_up then k_moe_down through one scratch region (emit_qmoe for resident weights). */
+static int emit_moe_ffn(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	if (e->wq[ga] >= 0)
+		return emit_qmoe(e, id);
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
+	w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise binary ops (broadcasting b). */
+static int emit_add(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise unary ops. */
+static int emit_scale(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* SwiGLU of gate and up. */
+static int emit_swiglu(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_swiglu<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Softmax over the last axis. */
+static int emit_softmax(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_int(&w, n->dim[n->ndim - 1]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_softmax<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* RMSNorm or LayerNorm over the last axis. */
+static int emit_rmsnorm(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int hw = n->nin > 1, hb = n->nin > 2;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	const char *W = hw ? ctype(g, n->in[1]) : A;
+	if (n->op == OP_LAYERNORM) {
+		if (hb)
+			w_buf(&w, g, n->in[2], 0, W);
 		else
 			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		w.L.tmax = tm - 1;
-		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
-		w_finish(e, &w, t);
-		return 0;
 	}
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	if (n->op == OP_RMSNORM)
+		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
+	else
+		snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
+	if (hb && strcmp(ctype(g, n->in[2]), W))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Rotary embedding. */
+static int emit_rope(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_rope(&w, id);
+	w_float(&w, rope_cs(n));
+	w_int(&w, H), w_int(&w, D), w_int(&w, R);
+	w.L.grid[0] = sz_numel(g, id, D);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
+** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and 4 for prefills. */
+static int emit_attention(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
+	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_kv_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
+	for (int nw = 16; nw >= 4; nw -= 12) {
+		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+		if (fold)
+			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_const(H);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.block = 32 * nw;
+		w.L.tmin = nw == 16 ? 1 + fold : 9;
+		w.L.tmax = nw == 16 ? 8 : 1 << 30;
+		if (rowb)
+			snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
+		else
+			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+		w_finish(e, &w, t);
+	}
+	return 0;
+}
+
+/* Top-k or argmax over the last axis. */
+static int emit_topk(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
+	w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
+	if (n->op == OP_TOPK)
+		w_int(&w, n->ia[0]);
+	w.L.grid[0] = sz_rows(g, x);
+	snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A slice along one axis, as a slab copy. */
+static int emit_slice(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ax = (int)n->ia[0];
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+	w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
+	w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A concat: one slab copy per input. */
+static int emit_concat(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int ax = (int)n->ia[0];
+	int64_t at = 0;
+	const char *E = etype(g, id);
+	for (int i = 0; i < n->nin; i++) {
+		int x = n->in[i];
+		int64_t part = g->node[x].dim[ax];
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+		w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
+		w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
+		w.L.grid[0] = sz_numel(g, x, 256);
+		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+		w_finish(e, &w, t);
+		at += part;
+	}
+	return 0;
+}
+
+/* A permutation of up to 4 axes. */
+static int emit_permute(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], nd = g->node[x].ndim;
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	for (int i = 0; i < 4; i++)
+		w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
+	for (int i = 0; i < 4; i++)
+		w_int(&w, i < nd ? n->ia[i] : i);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_permute<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An allreduce: a collective launch. */
+static int emit_allreduce(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
+	w_collective(e, &w, LK_ALLREDUCE);
+	return 0;
+}
+
+/* The launches of one node's own kernels. */
+static int emit_own(Em *e, int id, char *err, size_t len)
+{
+	const Node *n = &e->g->node[id];
+	if (e->add_of[id] >= 0)
+		return emit_norm_alone(e, id);
 	int ar = n->op == OP_ADD && e->norm_of[id] >= 0 ? ar_fusable(e, id) : -1;
-	if (ar >= 0) {
-		/* Pattern A right after the allreduce of one operand: glmrun may do that allreduce inside it. */
-		const Node *nm = &g->node[e->norm_of[id]];
-		int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
-		w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, nm->in[1], 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
-		w.L.grid[0] = sz_rows(g, id);
-		Launch *cl = &e->l[e->nl - 1]; /* the allreduce: a flag that this launch may do it */
-		GLM_ASSERT(cl->narg < MAXKARG);
-		cl->arg[cl->narg++] = (KArg){.kind = KA_INT, .s = sz_const(1)};
-		snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	if (n->op == OP_ADD && e->norm_of[id] >= 0) {
-		/* Pattern A: the residual sum and its RMSNorm in one pass. */
-		const Node *nm = &g->node[e->norm_of[id]];
-		int hw = nm->nin > 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
-		w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		if (hw)
-			w_buf(&w, g, nm->in[1], 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
-		w_finish(e, &w, t);
-		return 0;
-	}
+	if (ar >= 0)
+		return emit_add_norm_ar(e, id, ar);
+	if (n->op == OP_ADD && e->norm_of[id] >= 0)
+		return emit_add_norm(e, id);
 	switch (n->op) {
 	case OP_INPUT: case OP_PARAM: case OP_CACHE: case OP_RESHAPE:
 		return 0; /* leaves have no kernel; a reshape aliases its input's buffer */
-	case OP_EMBEDDING: {
-		int tab = n->in[0], ids = n->in[1];
-		if (e->wq[tab] >= 0)
-			return emit_qembedding(e, id);
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
-		w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
-		if (n->ia[0])
-			w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
-		w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
-		w.L.grid[1] = sz_numel(g, ids, 1);
-		snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_LINEAR: {
-		int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
-		if (e->wq[wt] >= 0)
-			return emit_qlinear(e, id);
-		int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0], rpt = rows_per_token(&g->node[x]);
-		/* variants: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv, the tiled GEMM above */
-		for (int variant = 0; variant < 3; variant++) {
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_buf(&w, g, wt, 0, NULL);
-			if (bias >= 0)
-				w_buf(&w, g, bias, 0, NULL);
-			else
-				w_null(&w);
-			w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
-			int64_t tmax_gemv = has_t(&g->node[x]) ? 8 / rpt : (rpt <= 8 ? 1 << 30 : 0);
-			if (variant < 2) {
-				int rb;
-				if (tmax_gemv < 1 || (variant == 1 && (tmax_gemv < 2 || !has_t(&g->node[x]))))
-					continue;
-				w.L.tmin = variant == 0 ? 1 : 2;
-				w.L.tmax = variant == 0 && has_t(&g->node[x]) ? 1
-				           : (int)(tmax_gemv > (1 << 30) ? 1 << 30 : tmax_gemv);
-				gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &w.L.block, &rb);
-				w.L.grid[0] = sz_const((N + rb - 1) / rb);
-				w_pdl(&w);
-				snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), rb,
-				         variant == 0 && has_t(&g->node[x]) ? 1 : 8);
-			} else {
-				if (tmax_gemv >= (1 << 30))
-					continue;
-				w.L.tmin = (int)(tmax_gemv < 1 ? 1 : tmax_gemv + 1);
-				w.L.grid[0] = sz_const((N + 63) / 64);
-				w.L.grid[1] = sz_numel(g, x, K * 64);
-				snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
-			}
-			w_finish(e, &w, t);
-		}
-		return 0;
-	}
-	case OP_MATMUL: {
-		int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
-		int naxis = tb ? nd - 2 : nd - 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
-		w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
-		w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
-		w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
-		w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
-		w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
-		snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MLA: {
-		int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-		if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
-			return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
-			              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
-		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
-			w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-			w_seq(&w, g, cache);
-			w.L.grid[0] = sz_numel(g, pos, 1);
-			snprintf(t, sizeof t, "k_mla_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		emit_mla_split(e, id);
-		w_start(&w, id);
-		w.L.tmin = MLA_SPLIT_TMAX + 1;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-		if (sel >= 0)
-			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
-		else
-			w_null(&w), w_int(&w, 0);
-		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
-		w_seq(&w, g, cache);
-		w.L.grid[0] = sz_const(n->ia[0]);
-		w.L.grid[1] = sz_numel(g, pos, 1);
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_mla<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_INDEXER: {
-		int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
-		Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
-		if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
-			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = T;
-			snprintf(t, sizeof t, "k_mla_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		w_start(&w, id);
-		w_scratch(&w, T, S, "float", 4);
-		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-		w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
-		w_seq(&w, g, kc);
-		w.L.grid[0] = sz_dims(kc, 0, 1, 8);
-		w.L.grid[1] = T;
-		snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
-		w_finish(e, &w, t);
-		w_start(&w, id);
-		w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
-		w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
-		w.L.grid[0] = T;
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_indexer_select<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_ROUTE: {
-		int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
-		if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
-			seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
-			       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
-			return 1;
-		}
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
-		if (b >= 0)
-			w_buf(&w, g, b, 0, NULL);
-		else
-			w_null(&w);
-		w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
-		w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
-		w.L.grid[0] = sz_dims(l, 0, 1, 1);
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_WEIGHTS: {
-		int l = n->in[0], ids = n->in[1];
-		if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
-			seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
-			       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
-			return 1;
-		}
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
-		w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
-		w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_dims(l, 0, 1, 1);
-		w.L.block = 32;
-		snprintf(t, sizeof t, "k_moe_weights<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_MOE_FFN: {
-		int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
-		if (e->wq[ga] >= 0)
-			return emit_qmoe(e, id);
-		int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
-		Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
-		w_scratch(&w, T, KF, "float", 4);
-		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
-		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-		/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
-		w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
-		w_finish(e, &w, t);
-		w_start(&w, id);
-		w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
-		w_buf(&w, g, id, 1, NULL);
-		w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
-		w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
-		w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
-		w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
-		snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
-		int a = n->in[0], b = n->in[1];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID: {
-		int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
-		w_finish(e, &w, t);
-		return 0;
-	}
+	case OP_EMBEDDING:
+		return emit_embedding(e, id);
+	case OP_LINEAR:
+		return emit_linear(e, id);
+	case OP_MATMUL:
+		return emit_matmul(e, id);
+	case OP_MLA:
+		return emit_mla(e, id, err, len);
+	case OP_INDEXER:
+		return emit_indexer(e, id);
+	case OP_MOE_ROUTE:
+		return emit_moe_route(e, id, err, len);
+	case OP_MOE_WEIGHTS:
+		return emit_moe_weights(e, id, err, len);
+	case OP_MOE_FFN:
+		return emit_moe_ffn(e, id);
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
+		return emit_add(e, id);
+	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID:
+		return emit_scale(e, id);
 	case OP_SWIGLU:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		w_size(&w, sz_numel(g, id, 1), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_swiglu<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
+		return emit_swiglu(e, id);
 	case OP_SOFTMAX:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		w_int(&w, n->dim[n->ndim - 1]);
-		w.L.grid[0] = sz_rows(g, id);
-		snprintf(t, sizeof t, "k_softmax<%s>", A);
-		w_finish(e, &w, t);
-		return 0;
-	case OP_RMSNORM: case OP_LAYERNORM: {
-		int hw = n->nin > 1, hb = n->nin > 2;
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-		if (hw)
-			w_buf(&w, g, n->in[1], 0, NULL);
-		else
-			w_null(&w);
-		const char *W = hw ? ctype(g, n->in[1]) : A;
-		if (n->op == OP_LAYERNORM) {
-			if (hb)
-				w_buf(&w, g, n->in[2], 0, W);
-			else
-				w_null(&w);
-		}
-		w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
-		w.L.grid[0] = sz_rows(g, id);
-		if (n->op == OP_RMSNORM)
-			snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
-		else
-			snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
-		if (hb && strcmp(ctype(g, n->in[2]), W))
-			return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ROPE: {
-		int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
-		w_rope(&w, id);
-		w_float(&w, rope_cs(n));
-		w_int(&w, H), w_int(&w, D), w_int(&w, R);
-		w.L.grid[0] = sz_numel(g, id, D);
-		w.L.block = 128;
-		snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_ATTENTION: {
-		int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
-		int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
-		if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
-			w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
-			w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = sz_numel(g, pos, 1);
-			snprintf(t, sizeof t, "k_kv_write<%s>", A);
-			w_finish(e, &w, t);
-		}
-		/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
-		for (int nw = 16; nw >= 4; nw -= 12) {
-			int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
-			if (fold)
-				emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
-			w_buf(&w, g, pos, 0, NULL);
-			w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
-			w_seq(&w, g, kc);
-			w.L.grid[0] = sz_const(H);
-			w.L.grid[1] = sz_numel(g, pos, 1);
-			w.L.block = 32 * nw;
-			w.L.tmin = nw == 16 ? 1 + fold : 9;
-			w.L.tmax = nw == 16 ? 8 : 1 << 30;
-			if (rowb)
-				snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
-			else
-				snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
-			w_finish(e, &w, t);
-		}
-		return 0;
-	}
-	case OP_TOPK: case OP_ARGMAX: {
-		int x = n->in[0];
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
-		w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
-		if (n->op == OP_TOPK)
-			w_int(&w, n->ia[0]);
-		w.L.grid[0] = sz_rows(g, x);
-		snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_SLICE: {
-		int x = n->in[0], ax = (int)n->ia[0];
-		const char *E = etype(g, id);
-		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
-		w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
-		w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
-		w_finish(e, &w, t);
-		return 0;
-	}
-	case OP_CONCAT: {
-		int ax = (int)n->ia[0];
-		int64_t at = 0;
-		const char *E = etype(g, id);
-		for (int i = 0; i < n->nin; i++) {
-			int x = n->in[i];
-			int64_t part = g->node[x].dim[ax];
-			w_start(&w, id);
-			w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-			w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
-			w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
-			w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
-			w.L.grid[0] = sz_numel(g, x, 256);
-			snprintf(t, sizeof t, "k_copy_slab<%s>", E);
-			w_finish(e, &w, t);
-			at += part;
-		}
-		return 0;
-	}
-	case OP_PERMUTE: {
-		int x = n->in[0], nd = g->node[x].ndim;
-		const char *E = etype(g, id);
-		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
-		for (int i = 0; i < 4; i++)
-			w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
-		for (int i = 0; i < 4; i++)
-			w_int(&w, i < nd ? n->ia[i] : i);
-		w.L.grid[0] = sz_numel(g, id, 256);
-		snprintf(t, sizeof t, "k_permute<%s>", E);
-		w_finish(e, &w, t);
-		return 0;
-	}
+		return emit_softmax(e, id);
+	case OP_RMSNORM: case OP_LAYERNORM:
+		return emit_rmsnorm(e, id, err, len);
+	case OP_ROPE:
+		return emit_rope(e, id);
+	case OP_ATTENTION:
+		return emit_attention(e, id);
+	case OP_TOPK: case OP_ARGMAX:
+		return emit_topk(e, id);
+	case OP_SLICE:
+		return emit_slice(e, id);
+	case OP_CONCAT:
+		return emit_concat(e, id);
+	case OP_PERMUTE:
+		return emit_permute(e, id);
 	case OP_ALLREDUCE:
-		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
-		w_collective(e, &w, KERNEL_ALLREDUCE);
-		return 0;
+		return emit_allreduce(e, id);
 	case OP_ALLGATHER:
 		emit_allgather(e, id);
 		return 0;
@@ -1261,57 +1351,10 @@ static int emit_own(Em *e, int id, char *err, size_t len)
 ** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
 */
 
-/* The type id ops/qfused.cuh reads weight node w as: its GGUF block type when it stays in blocks, else
-** its float type on the GPU (ggml's ids: 0 f32, 1 f16, 30 bf16). */
+/* The type id ops/qfused.cuh reads weight node w as (select.c). */
 static int wtype_id(const Em *e, int w)
 {
-	if (e->wq[w] >= 0)
-		return e->wq[w];
-	const char *t = ctype(e->g, w);
-	return !strcmp(t, "bf16") ? 30 : !strcmp(t, "f16") ? 1 : 0;
-}
-
-/* Whether an FK_GEMV group needs the kernel of per-member weight types (ops/qfused.cuh k_qgemv_fused): a
-** member's weight stays in blocks, or the members' float types differ. */
-static int gemv_mixed(const Em *e, const FuseKernel *f)
-{
-	const Graph *g = e->g;
-	int w0 = g->node[f->m[0]].in[1], q = 0;
-	for (int m = 0; m < f->nm; m++) {
-		int wm = g->node[f->m[m]].in[1];
-		q |= e->wq[wm] >= 0 || strcmp(ctype(g, wm), ctype(g, w0)) != 0;
-	}
-	return q;
-}
-
-/* Bytes of 256 values of a type id: how wide a member's rows are, to balance a fused group's blocks. */
-static int type_bytes256(int qt)
-{
-	switch (qt) {
-	case 0: return 1024;
-	case 1: case 30: return 512;
-	case 8: return 272;
-	case 12: return 144;
-	case 13: return 176;
-	default: return 210;
-	}
-}
-
-/* The K split of each member of a k_qgemv_fused launch (ops/qfused.cuh P_m): `base` for the members of
-** the narrowest rows, a power of two larger (up to 8, rounded in log scale) for members whose rows take
-** more bytes, so a block of an f32 router reads about what a block of Q4_K rows reads. */
-static void gemv_splits(const int *qt, int nm, int base, int *p)
-{
-	int minb = 1 << 30;
-	for (int m = 0; m < nm; m++)
-		minb = type_bytes256(qt[m]) < minb ? type_bytes256(qt[m]) : minb;
-	for (int m = 0; m < nm; m++) {
-		double ratio = (double)type_bytes256(qt[m]) / minb;
-		int sp = base;
-		while (sp < 8 && (double)(2 * sp) / base <= ratio * 1.41421356)
-			sp *= 2;
-		p[m] = sp;
-	}
+	return select_wtype(e->g, e->wq, w);
 }
 
 /* The launch arguments of an FK_GEMV group (k_gemv_fused's and k_qgemv_fused's, the same list): weights as
@@ -1362,308 +1405,158 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 	return Ntot;
 }
 
-/* Whether an FK_GEMV group's launch for 2..tmax tokens can be ops/qfused.cuh's k_gemv_tc: bf16 weights
-** (every member) and activations, K a multiple of 32, no prologue or a norm (formed late; stored too when
-** other nodes read it, as GLM-4.7-Flash's norm + router + shared gate/up, whose experts read the norm),
-** no SwiGLU prologue. */
-static int gemv_tc_fits(const Em *e, const FuseKernel *f, int64_t K)
-{
-	const Graph *g = e->g;
-	if (g->cuda.act != DT_BF16 || K % 32 || (f->pro != GP_NONE && f->pro != GP_RMSNORM))
-		return 0;
-	for (int m = 0; m < f->nm; m++)
-		if (g->node[g->node[f->m[m]].in[1]].dtype != DT_BF16)
-			return 0;
-	return 1;
-}
-
-/* k_gemv_tc's launches (their arguments already written by gemv_args), in ops/gemv_shape.h's shape: one
-** token tile (NT 1) for 2..8 tokens, two for 9..tmax (fuse.c gives bf16 groups up to 16). */
-static void emit_gemv_tc(Em *e, Wr *w, const FuseKernel *f, int64_t K, int64_t Ntot, int epi, const char *NW, int has_nw)
-{
-	int mt, uc;
-	long long grid;
-	gemv_shape_tc(Ntot, K, &mt, &uc, &w->L.block, &grid); /* a GLU group's Ntot: its gate and up rows */
-	w->L.grid[0] = sz_const(grid);
-	Wr w2 = *w;
-	for (int nt = 1; nt <= 2; nt++) {
-		Wr *v = nt == 1 ? w : &w2;
-		v->L.tmin = nt == 1 ? 2 : 9;
-		v->L.tmax = nt == 1 ? (f->tmax < 8 ? f->tmax : 8) : f->tmax;
-		if (v->L.tmin > v->L.tmax)
-			break;
-		v->L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
-		char t[256];
-		snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW,
-		         f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE, bool_s(has_nw), epi, mt, nt, uc);
-		w_finish(e, v, t);
-	}
-}
-
-/* An FK_GEMV group's 16-row tiles (each member's rows rounded up to 16). */
-static int64_t gemv_tiles(const Graph *g, const FuseKernel *f)
-{
-	int64_t tiles = 0;
-	for (int m = 0; m < f->nm; m++)
-		tiles += (g->node[g->node[f->m[m]].in[1]].dim[0] + 15) / 16;
-	return tiles;
-}
-
-/* Whether an FK_GEMV group of Q4_K or of Q6_K members (type qt) takes ops/qfused.cuh's k_qgemv_sk for its
-** one-token step: a SwiGLU prologue over K > 8192, where k_qgemv_fused_mma would form and stage the SwiGLU
-** again for every group of 128 rows (K past one staged chunk); the stream stages it once a block. Its
-** shared memory (x whole, QSK_NWARP warps' rings) must fit an H200's block. bench/NOTES.md entry 46. */
-static int qsk_fits(const Em *e, const FuseKernel *f, int qt, int64_t K)
-{
-	int64_t tiles = gemv_tiles(e->g, f);
-	return f->pro == GP_SWIGLU && K > 8192 && K % 256 == 0 && !f->store && f->glu < 0 &&
-	       qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) <= QSK_SMEM_MAX && tiles * (K / 256) >= 132 * QSK_NWARP;
-}
-
-/* k_qgemv_sk's launch: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts' bound
-** and the dynamic shared memory; one wave of blocks (qsk_grid). */
-static void emit_qsk_group(Em *e, const FuseKernel *f, int qt, int64_t K, const char *NW)
+/* k_gemv_fused as selected (r): the FMA GEMV of float weights, one token row or 8. */
+static void emit_gemv_fused(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
 	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
 	Wr w;
 	int epi;
 	w_start(&w, f->host);
-	int64_t tiles = gemv_tiles(g, f);
-	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
-	long long smem = qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS), grid;
-	int maxseg;
-	qsk_grid(tiles, K, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
-	w_scratch(&w, sz_const(tiles * maxseg), sz_const(16), "float", 4);
-	w_zero(&w, sz_const(tiles), sz_const(1), "int", 4);
-	w_int(&w, maxseg);
-	w_callsep(&w);
-	cat(w.call, sizeof w.call, "glm_dsm");
-	w.L.tmin = w.L.tmax = 1;
-	w.L.block = 32 * QSK_NWARP;
-	w.L.smem = (int)smem;
-	w.L.grid[0] = sz_const(grid);
-	w.minb = 2; /* its registers: 128 at most (ptxas: 103-120, no spills) */
-	char t[256];
-	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, qt, NW, GP_SWIGLU, epi, QSK_NWARP, QSK_SLOTS);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb;
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]), NW, r->pro,
+	         bool_s(has_nw), epi, r->rb, r->tr);
 	w_finish(e, &w, t);
 }
 
-/* Whether an FK_GEMV group of Q4_K, of Q6_K or of Q8_0 members can take ops/qfused.cuh's k_qgemv_tc for its
-** 2..8-token steps: bf16 activations, K a multiple of 256, a norm (formed late, and stored when other nodes
-** read it) or a SwiGLU or no prologue. */
-static int qtc_fits(const Em *e, const FuseKernel *f, int64_t K)
+/* k_gemv_tc as selected: one launch per token tile count (its norm, if any, formed late: LAUNCH_NORM_TC). */
+static void emit_gemv_tc(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
-	return e->g->cuda.act == DT_BF16 && K % 256 == 0 &&
-	       (f->pro == GP_NONE || f->pro == GP_RMSNORM || f->pro == GP_SWIGLU);
+	char t[256];
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
+	snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW, r->pro, bool_s(has_nw), epi, r->mt,
+	         r->nt, r->uc);
+	w_finish(e, &w, t);
 }
 
-/* One k_qgemv_tc launch over tokens lo..hi (ncs sets of 8 B columns), its arguments k_gemv_tc's. */
-static void emit_qtc(Em *e, Wr *w, int qt, const char *NW, int pro, int has_nw, int epi, int64_t Ntot, int64_t K, int lo,
-                     int hi, int ncs)
+/* k_qgemv_sk as selected: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts'
+** bound and the dynamic shared memory; one wave of blocks. */
+static void emit_qsk_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
-	int mt, uc;
-	long long grid;
-	gemv_shape_qtc(Ntot, K, &mt, &uc, &w->L.block, &grid);
-	w->L.grid[0] = sz_const(grid);
-	w->L.tmin = lo, w->L.tmax = hi;
-	w->L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	w_scratch(&w, sz_const(r->tiles * r->maxseg), sz_const(16), "float", 4);
+	w_zero(&w, sz_const(r->tiles), sz_const(1), "int", 4);
+	w_int(&w, r->maxseg);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.smem = (int)r->smem;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb; /* its registers: 128 at most (ptxas: 103-120, no spills) */
 	char t[256];
-	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", qt, NW, pro, bool_s(has_nw), epi, mt, ncs, uc);
+	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, r->qt[0], NW, r->pro, epi, QSK_NWARP, QSK_SLOTS);
+	w_finish(e, &w, t);
+}
+
+/* One k_qgemv_tc launch as selected (a group's, or a linear's own: r's shape, its arguments already in w). */
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi)
+{
+	w->L.block = r->block;
+	w->L.grid[0] = sz_const(r->grid);
+	w->L.tmin = r->tmin, w->L.tmax = r->tmax;
+	w->L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", r->qt[0], NW, r->pro, bool_s(has_nw), epi,
+	         r->mt, r->ncs, r->uc);
 	w_finish(e, w, t);
 }
 
-/* The 2..tmax-token launches of a qtc_fits group: one set of 8 tokens, or with a norm weight (x·nw in two
-** pieces, 4 tokens a set) one set for 2..4 and two for 5..8. */
-static void emit_qtc_group(Em *e, const FuseKernel *f, const char *NW, int has_nw)
+/* A group's k_qgemv_tc launch as selected. */
+static void emit_qtc_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
 {
-	const Graph *g = e->g;
-	int qt = wtype_id(e, g->node[f->m[0]].in[1]), pro = f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro, epi;
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-	int tmax = f->tmax < 8 ? f->tmax : 8, split = pro == GP_RMSLATE && has_nw && tmax > 4;
-	for (int part = 0; part <= split; part++) {
-		Wr w;
-		w_start(&w, f->host);
-		int64_t Ntot = gemv_args(e, &w, f, "unsigned char", NULL, &epi);
-		emit_qtc(e, &w, qt, NW, pro, has_nw, epi, Ntot, K, part ? 5 : 2, split && !part ? 4 : tmax, part + 1);
-	}
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	emit_qtc(e, &w, r, NW, has_nw, epi);
 }
 
-/* The launch of k_qgemv_fused over group f's members (types qt) for one token (tm 1: K split as k_qgemv
-** chooses it for the group's rows, the prologue and epilogue as template values) or 2..tmax (tm 8). */
-static void emit_qfused(Em *e, const FuseKernel *f, const int *qt, int tm, const char *NW)
+/* k_qgemv_fused as selected: one token (the prologue and epilogue as template values) or 2..tmax (their
+** run-time values, one out-of-line body per type tuple, see ops/qfused.cuh). */
+static void emit_qfused(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0, nb = 0;
-	int split[FK_MAXM], epi;
+	int epi;
 	char t[256];
 	Wr w;
-	for (int m = 0; m < f->nm; m++)
-		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, split);
-	for (int m = 0; m < f->nm; m++)
-		nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 16 / split[m] - 1) / (16 / split[m]);
 	w_start(&w, f->host);
-	gemv_args(e, &w, f, "unsigned char", split, &epi);
-	w.L.tmin = tm == 1 ? 1 : 2;
-	w.L.tmax = tm == 1 ? 1 : f->tmax;
-	w.L.grid[0] = sz_const(tm == 1 && K <= 8192 && nb > Q_GRID_CAP ? Q_GRID_CAP : nb);
-	/* batch 1: the prologue and epilogue as template values (specialised code), a norm's scale after
-	** the dots (GP_RMSLATE, qf_stage); larger steps: the run-time values (one out-of-line body per
-	** type tuple, see ops/qfused.cuh) */
-	int pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
-	w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, qt[0], qt[1], qt[2], qt[3], NW, pro,
-	         tm == 1 ? epi : -1, tm);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, r->qt[0], r->qt[1], r->qt[2], r->qt[3],
+	         NW, r->pro, r->tr == 1 ? epi : -1, r->tr);
 	w_finish(e, &w, t);
 }
 
-/* A block type k_qgemv_tc takes. */
-static int qtc_type(int qt)
-{
-	return qt == QT_Q4_K || qt == QT_Q6_K || qt == QT_Q8_0;
-}
-
-/* Whether a group's 2..8-token step may run as two launches: k_qgemv_tc over its members of one block type
-** (Q4_K, Q6_K or Q8_0) with the norm formed late and stored, then k_qgemv_fused's loop over the float
-** members (a router GGUF keeps in f32, beside the shared expert's gate and up) reading that stored norm.
-** One k_qgemv_fused launch over them all runs every member through its 8-rows-a-pass loop, several times
-** slower than the one-token step (bench/NOTES.md 44, 47). */
-static int qtc_split_fits(const Em *e, const FuseKernel *f, const int *qt, int64_t K)
-{
-	if (f->pro != GP_RMSNORM || !f->store || f->res >= 0 || f->glu >= 0 || !qtc_fits(e, f, K))
-		return 0;
-	int q = -1, ntc = 0;
-	for (int m = 0; m < f->nm; m++)
-		if (qtc_type(qt[m])) {
-			if (q >= 0 && qt[m] != q)
-				return 0;
-			q = qt[m], ntc++;
-		} else if (qt[m] != QT_F32 && qt[m] != QT_F16 && qt[m] != QT_BF16)
-			return 0;
-	return ntc > 0 && ntc < f->nm;
-}
-
-/* qtc_split_fits's two launches: the block members (their order kept) with the norm, then the others. */
-static void emit_qtc_split(Em *e, const FuseKernel *f, const int *qt, const char *NW, int has_nw)
-{
-	FuseKernel a = *f, b = *f;
-	int qb[FK_MAXM];
-	a.nm = b.nm = 0;
-	for (int m = 0; m < f->nm; m++) {
-		FuseKernel *d = qtc_type(qt[m]) ? &a : &b;
-		if (d == &b)
-			qb[b.nm] = qt[m];
-		d->m[d->nm] = f->m[m], d->out[d->nm] = f->out[m], d->nm++;
-	}
-	for (int m = b.nm; m < FK_MAXM; m++)
-		qb[m] = qb[0];
-	emit_qtc_group(e, &a, NW, has_nw);
-	b.pro = GP_NONE, b.store = 0; /* x is the norm node: its rows as the first launch stored them */
-	emit_qfused(e, &b, qb, 8, e->g->cuda.act == DT_BF16 ? "bf16" : "float");
-}
-
-/* The decode GEMV of an FK_GEMV group: ops/fused.cuh's k_gemv_fused, or ops/qfused.cuh's k_qgemv_fused
-** when a member's weight stays in blocks (one launch for T = 1 with an in-block split of K as k_qgemv
-** chooses it for the group's rows, one for 2 <= T <= tmax staging 8 rows; wider members split more). */
-static void emit_fk_gemv(Em *e, const FuseKernel *f)
+/* k_qgemv_fused_mma as selected: one token, every member of one type (Q4_K or Q6_K). */
+static void emit_qfused_mma(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1, epi;
-	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	int epi;
 	char t[256];
 	Wr w;
-	if (!gemv_mixed(e, f)) {
-		/* one launch for the one-token step (TR 1, fewer registers) and one for 2..tmax tokens (TR 8) */
-		for (int tr = 1; tr <= 8; tr += 7) {
-			if (tr == 8 && f->tmax < 2)
-				break;
-			int rb;
-			w_start(&w, f->host);
-			int64_t Ntot = gemv_args(e, &w, f, NULL, NULL, &epi);
-			int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1];
-			int wsize = (int)dtype_size(g->node[g->node[f->m[0]].in[1]].dtype);
-			if (tr == 8 && gemv_tc_fits(e, f, K)) {
-				emit_gemv_tc(e, &w, f, K, Ntot, epi, NW, nw >= 0);
-				continue;
-			}
-			GLM_ASSERT(tr == 1 || f->tmax <= 8); /* fuse.c gemv_tc16 gives 16 only to k_gemv_tc's groups */
-			if (tr == 1 && f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
-				gemv_shape_plain1(K, Ntot, wsize, &w.L.block, &rb);
-			else if (tr == 1 && f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm below */
-				gemv_shape_late1(K, Ntot, wsize, &w.L.block, &rb);
-			else
-				gemv_shape_h(K, Ntot, wsize, &w.L.block, &rb);
-			if (f->glu >= 0 && rb < 2)
-				rb = 2; /* a block takes gate and up columns in pairs */
-			/* the one-token launch of a norm: its scale after the dots (GP_RMSLATE), so its blocks
-			** start on their weights at once instead of after staging x; one group a block, as a GEMV
-			** without a prologue (block 0 stores the norm when other nodes read it) */
-			int pro = tr == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro;
-			unsigned grid = gemv_grid_h(Ntot, rb, w.L.block, pro != GP_NONE && pro != GP_RMSLATE);
-			w.L.grid[0] = sz_const(grid);
-			if (tr == 1)
-				w.minb = gemv_min_blocks1(w.L.block, rb, grid);
-			w.L.tmin = tr == 1 ? 1 : 2;
-			w.L.tmax = tr == 1 ? 1 : f->tmax;
-			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-			w_pdl(&w);
-			snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]),
-			         NW, pro, bool_s(nw >= 0), epi, rb, tr);
-			w_finish(e, &w, t);
-		}
-		return;
-	}
-	GLM_ASSERT(f->glu < 0); /* fuse.c gives the GLU epilogue float weights only */
-	int qt[FK_MAXM];
-	for (int m = 0; m < FK_MAXM; m++)
-		qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
-	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
-	for (int m = 0; m < f->nm; m++)
-		Ntot += g->node[g->node[f->m[m]].in[1]].dim[0];
-	int one = 1; /* every member of one type: Q4_K or Q6_K for the one-token tensor-core kernels, Q8_0 too for
-	             ** k_qgemv_tc */
-	for (int m = 0; m < f->nm; m++)
-		one &= qt[m] == qt[0];
-	int allq = one && (qt[0] == QT_Q4_K || qt[0] == QT_Q6_K), alltc = allq || (one && qt[0] == QT_Q8_0);
-	for (int tm = 1; tm <= 8; tm += 7) {
-		if (tm == 8 && f->tmax < 2)
-			continue;
-		int split[FK_MAXM];
-		int64_t nb = 0;
-		if (tm == 8 && alltc && qtc_fits(e, f, K)) {
-			emit_qtc_group(e, f, NW, nw >= 0);
-			continue;
-		}
-		if (tm == 8 && qtc_split_fits(e, f, qt, K)) {
-			emit_qtc_split(e, f, qt, NW, nw >= 0);
-			continue;
-		}
-		if (tm == 1 && allq && qsk_fits(e, f, qt[0], K)) {
-			emit_qsk_group(e, f, qt[0], K, NW);
-			continue;
-		}
-		if (tm == 1 && allq) { /* one token, the members of one type: the tensor-core kernel */
-			int wpr = qm_wpr(Ntot, K);
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, r->qt[0], NW, r->pro, epi);
+	w_finish(e, &w, t);
+}
+
+/* The decode GEMV launches of FK_GEMV group k, as select.c chose them (g->sel, in launch order). */
+static void emit_fk_gemv(Em *e, int k)
+{
+	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	for (int i = e->sel_first[k]; i >= 0 && i < g->nsel && g->sel[i].fk == k; i++) {
+		const KSel *r = &g->sel[i];
+		const FuseKernel *h = f;
+		FuseKernel a, b;
+		if (r->sub) { /* a split group: the block members, or the float ones reading the norm they stored */
+			int qt[FK_MAXM], qb[FK_MAXM];
 			for (int m = 0; m < FK_MAXM; m++)
-				split[m] = wpr;
-			for (int m = 0; m < f->nm; m++)
-				nb += (g->node[g->node[f->m[m]].in[1]].dim[0] + 128 / wpr - 1) / (128 / wpr);
-			w_start(&w, f->host);
-			gemv_args(e, &w, f, "unsigned char", split, &epi);
-			w.L.tmin = w.L.tmax = 1;
-			w.L.grid[0] = sz_const(K <= 8192 && nb > QM_GRID_CAP ? QM_GRID_CAP : nb);
-			/* a norm over Q4_K: its scale after the dots (GP_RMSLATE), x·nw staged at once. Not Q6_K:
-			** its ring, asked for before the staging, spills and runs slower (bench/NOTES.md entry 21) */
-			int pro = f->pro == GP_RMSNORM && K <= 8192 && qt[0] == QT_Q4_K ? GP_RMSLATE : f->pro;
-			w.L.flags = pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
-			snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, qt[0], NW, pro, epi);
-			w_finish(e, &w, t);
-			continue;
+				qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
+			select_split_group(f, qt, &a, &b, qb);
+			h = r->sub == 1 ? &a : &b;
 		}
-		emit_qfused(e, f, qt, tm, NW);
+		switch (r->kern) {
+		case SK_GEMV_FUSED: emit_gemv_fused(e, h, r, NW, nw >= 0); break;
+		case SK_GEMV_TC: emit_gemv_tc(e, h, r, NW, nw >= 0); break;
+		case SK_QGEMV_FUSED: emit_qfused(e, h, r, r->sub == 2 ? A : NW); break;
+		case SK_QGEMV_FUSED_MMA: emit_qfused_mma(e, h, r, NW); break;
+		case SK_QGEMV_SK: emit_qsk_group(e, h, r, NW); break;
+		case SK_QGEMV_TC: emit_qtc_group(e, h, r, NW, nw >= 0); break;
+		default: GLM_ASSERT(!"unknown selected kernel");
+		}
 	}
 }
 
@@ -1717,23 +1610,23 @@ static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *tar
 {
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->aux[1]], *kr = &g->node[f->aux[2]];
-	int X = f->m[1], ln = f->aux[5], ikr = f->aux[6];
+	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->mla_kv.norm], *kr = &g->node[f->mla_kv.rope];
+	int X = f->m[1], ln = f->mla_kv.inorm, ikr = f->mla_kv.irope;
 	const Node *Ln = ln >= 0 ? &g->node[ln] : NULL, *IR = ikr >= 0 ? &g->node[ikr] : NULL;
 	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
 	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
 		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
-	w_buf(w, g, f->aux[3], 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
+	w_buf(w, g, f->mla_kv.concat, 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
 	X >= 0 ? w_buf(w, g, ikr, 1, NULL) : w_null(w);
 	X >= 0 ? w_buf(w, g, g->node[X].in[3], 1, NULL) : w_null(w);
-	w_buf(w, g, f->aux[0], 0, NULL);
+	w_buf(w, g, f->mla_kv.kv, 0, NULL);
 	cw >= 0 ? w_buf(w, g, cw, 0, NULL) : w_null(w);
-	X >= 0 ? w_buf(w, g, f->aux[4], 0, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, f->mla_kv.ikey, 0, NULL) : w_null(w);
 	iw >= 0 ? w_buf(w, g, iw, 0, NULL) : w_null(w);
 	ib >= 0 ? w_buf(w, g, ib, 0, NULL) : w_null(w);
 	if (!in_prep)
 		w_buf(w, g, M->in[3], 0, NULL);
-	w_rope(w, f->aux[2]), w_float(w, rope_cs(kr));
+	w_rope(w, f->mla_kv.rope), w_float(w, rope_cs(kr));
 	if (IR)
 		w_rope(w, ikr), w_float(w, rope_cs(IR));
 	else
@@ -1756,17 +1649,17 @@ static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *tar
 static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t tlen)
 {
 	Graph *g = e->g;
-	const Node *cat = &g->node[f->aux[4]], *R = &g->node[f->aux[3]], *q3 = &g->node[f->aux[0]];
-	int iq = f->aux[6], tb = f->aux[2], pos = g->node[f->m[0]].in[3];
+	const Node *cat = &g->node[f->mla_q.concat], *R = &g->node[f->mla_q.rope], *q3 = &g->node[f->mla_q.q];
+	int iq = f->mla_q.irope, tb = f->mla_q.wuk_t, pos = g->node[f->m[0]].in[3];
 	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
 	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
 	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? IR->ia[0] : 0; /* mla_q_nl in ops/fused.cuh */
-	w_buf(w, g, f->aux[4], 1, NULL);
+	w_buf(w, g, f->mla_q.concat, 1, NULL);
 	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
-	w_buf(w, g, f->aux[0], 0, NULL), w_buf(w, g, f->aux[1], 0, NULL);
-	IR ? w_buf(w, g, f->aux[5], 0, NULL) : w_null(w);
+	w_buf(w, g, f->mla_q.q, 0, NULL), w_buf(w, g, f->mla_q.wuk, 0, NULL);
+	IR ? w_buf(w, g, f->mla_q.iquery, 0, NULL) : w_null(w);
 	w_buf(w, g, pos, 0, NULL);
-	w_rope(w, f->aux[3]), w_float(w, rope_cs(R));
+	w_rope(w, f->mla_q.rope), w_float(w, rope_cs(R));
 	if (IR)
 		w_rope(w, iq), w_float(w, rope_cs(IR));
 	else
@@ -1776,7 +1669,7 @@ static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t
 	IR ? w_int(w, Hi) : w_lit(w, "0");
 	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
 	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
-	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->aux[1]), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->mla_q.wuk), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
 	return H * NL + Hi;
 }
 
@@ -1840,13 +1733,13 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
-	int wv = f->aux[0], merged = mla_absorb_merges(g, f->m[0]);
+	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]);
 	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
 	Size T = sz_numel(g, n->in[3], 1);
 	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
 		Wr w;
 		w_start(&w, f->host);
-		w_buf(&w, g, f->aux[1], 1, NULL);
+		w_buf(&w, g, f->mla_out.out, 1, NULL);
 		pass ? w_buf(&w, g, f->m[0], 0, NULL) : w_null(&w);
 		w_buf(&w, g, wv, 0, NULL);
 		w_size(&w, T, 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
@@ -1885,34 +1778,28 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_finish(e, &w, t);
 }
 
-/* Whether a down projection may take the tensor-core kernels: Q4_K or Q6_K (or absent, w < 0). */
-static int mma_type(const Em *e, int w)
-{
-	return w < 0 || e->wq[w] == QT_Q4_K || e->wq[w] == QT_Q6_K;
-}
-
 /* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
 ** (k_qmoe_down_fused when either down projection stays in blocks; k_qmoe_down_mma, split over the
 ** experts with a second scratch region for their dots and a count a row block, when both are Q4_K or
 ** Q6_K), right after the moe_ffn's own k_moe_up or k_qmoe_up (its scratch is the first region of both
 ** launches). */
-static void emit_fk_moe_down(Em *e, const FuseKernel *f)
+static void emit_fk_moe_down(Em *e, int k)
 {
 	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const KSel *sel = &g->sel[e->sel_first[k]]; /* select.c sel_moe_down: one record */
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
-	int S = f->aux[1], sw = f->aux[2], r = f->aux[3];
+	int S = f->moe_down.sdown, sw = f->moe_down.sswiglu, r = f->moe_down.res;
 	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
-	int sd = S >= 0 ? g->node[S].in[1] : -1, q = e->wq[dn] >= 0 || (sd >= 0 && e->wq[sd] >= 0);
+	int sd = S >= 0 ? g->node[S].in[1] : -1, q = sel->kern != SK_MOE_DOWN_FUSED, mma = sel->kern == SK_QMOE_DOWN_MMA;
 	const char *wty = q ? "unsigned char" : NULL;
-	int64_t Fs = S >= 0 ? g->node[sw].dim[1] : 0;
-	int mma = q && mma_type(e, dn) && mma_type(e, sd) && Fd <= 8192 && Fs <= 8192, nj = (int)K + (S >= 0);
-	int G = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
+	int nj = (int)K + (S >= 0), G = sel->split[0];
 	Wr w;
 	w_start(&w, f->host);
-	w_buf(&w, g, f->aux[0], 1, NULL);
+	w_buf(&w, g, f->moe_down.out, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
 	if (mma)
 		w_scratch(&w, T, sz_const(nj * C), "float", 4), w_zero(&w, T, sz_const((C + 127) / 128), "int", 4);
@@ -1933,11 +1820,11 @@ static void emit_fk_moe_down(Em *e, const FuseKernel *f)
 	w.L.tmax = f->tmax;
 	char t[256];
 	if (mma) /* ops/qfused.cuh */
-		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
-		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
 	else if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
-		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, wtype_id(e, dn), sd >= 0 ? wtype_id(e, sd) :
-		         wtype_id(e, dn), bool_s(S >= 0), bool_s(r >= 0));
+		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
 	else
 		snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), sd >= 0 ? ctype(g, sd) : A,
 		         bool_s(S >= 0), bool_s(r >= 0));
@@ -1987,7 +1874,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 	for (int k = e->fk_head[id]; k >= 0 && !rc; k = e->fk_next[k]) {
 		const FuseKernel *f = &g->fk[k];
 		if (f->kind == FK_GEMV)
-			emit_fk_gemv(e, f);
+			emit_fk_gemv(e, k);
 		else if (f->kind == FK_ROPE_KV)
 			emit_fk_rope(e, f);
 		else if (f->kind == FK_MLA_KV)
@@ -1999,7 +1886,7 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 		else if (f->kind == FK_MOE_ROUTE)
 			emit_fk_moe_route(e, f);
 		else if (f->kind == FK_MOE_DOWN)
-			emit_fk_moe_down(e, f);
+			emit_fk_moe_down(e, k);
 	}
 	return rc;
 }
@@ -2019,6 +1906,8 @@ static const char *emit_sampler(Em *e)
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
 {
 	Em e = {.g = g};
+	if (target_for_arch(arch, &e.t))
+		return seterr(err, len, "emit_cuda: unknown GPU architecture '%s'", arch);
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	/* cuda_wdtype's answer, found once rather than by a search per weight */
 	char *bias = arena_alloc(g->A, (size_t)g->n + 1);
@@ -2038,7 +1927,15 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	fk_prepare(&e);
 	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
-	q_choose(&e);
+	select_kernels(g, &e.t, e.wq);
+	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1)), e.sel_node = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.sel_first && e.sel_node);
+	for (int k = 0; k < g->nfk; k++)
+		e.sel_first[k] = -1;
+	for (int i = 0; i < g->n; i++)
+		e.sel_node[i] = -1;
+	for (int i = g->nsel - 1; i >= 0; i--)
+		*(g->sel[i].fk >= 0 ? &e.sel_first[g->sel[i].fk] : &e.sel_node[g->sel[i].node]) = i;
 	/* each node's hosted fused kernels in order, listed once (a search of all of them per node was n²) */
 	e.fk_head = malloc(sizeof(int) * nn), e.fk_next = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
 	GLM_ASSERT(e.fk_head && e.fk_next);
@@ -2077,7 +1974,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		free(e.keys[i]);
 	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
 	free(e.rope_fold);
-	free(e.wq), free(e.fk_head), free(e.fk_next);
+	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first), free(e.sel_node);
 	if (rc || !compile)
 		return rc;
 	return emit_cuda_compile(g, warn, err, len);

@@ -59,20 +59,12 @@ int fuse_root(const Graph *g, int v)
 static void note(Graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void note(Graph *g, const char *fmt, ...)
 {
-	char line[512], key[32];
+	char line[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof line, fmt, ap);
 	va_end(ap);
-	/* the next number after the latest note (they are appended in order; counting them all was n²) */
-	int k = 0;
-	for (int i = g->nmeta - 1; i >= 0; i--)
-		if (!strncmp(g->meta[i].key, "fusion.", 7)) {
-			k = atoi(g->meta[i].key + 7) + 1;
-			break;
-		}
-	snprintf(key, sizeof key, "fusion.%04d", k);
-	graph_add_meta(g, key, line);
+	graph_add_fusion(g, line);
 }
 
 #define REFUSE(z, ...) (note((z)->g, "refused: " __VA_ARGS__), (z)->refused++)
@@ -575,8 +567,8 @@ static void fuse_mla_kv(Fz *z, int M)
 		X = -1;
 	FuseKernel *f = fk_new(g, FK_MLA_KV, host, ALL_T);
 	f->nm = 2, f->m[0] = M, f->m[1] = X;
-	int aux[7] = {kv, C->in[0], C->in[1], cat, ln >= 0 ? g->node[ln].in[0] : -1, ln, ikr};
-	memcpy(f->aux, aux, sizeof aux);
+	f->mla_kv.kv = kv, f->mla_kv.norm = C->in[0], f->mla_kv.rope = C->in[1], f->mla_kv.concat = cat;
+	f->mla_kv.ikey = ln >= 0 ? g->node[ln].in[0] : -1, f->mla_kv.inorm = ln, f->mla_kv.irope = ikr;
 	cov[5] = ln, cov[6] = ikr;
 	take(z, f, cov, 7, FUSE_MLA);
 	note(g, "fused: latent rmsnorm %%%d + rope %%%d + concat %%%d%s and the cache writes of mla %%%d%s (%s:%d): one "
@@ -657,8 +649,8 @@ static void fuse_mla_q(Fz *z, int M)
 	}
 	FuseKernel *f = fk_new(g, FK_MLA_Q, host, GEMV_TMAX);
 	f->nm = 2, f->m[0] = M, f->m[1] = iq >= 0 ? X : -1;
-	int aux[7] = {q3, mm->in[1], (int)mm->ia[0], Ri, cati, iq >= 0 ? g->node[iq].in[0] : -1, iq};
-	memcpy(f->aux, aux, sizeof aux);
+	f->mla_q.q = q3, f->mla_q.wuk = mm->in[1], f->mla_q.wuk_t = (int)mm->ia[0], f->mla_q.rope = Ri;
+	f->mla_q.concat = cati, f->mla_q.iquery = iq >= 0 ? g->node[iq].in[0] : -1, f->mla_q.irope = iq;
 	cov[7] = iq;
 	take(z, f, cov, 8, FUSE_MLA);
 	note(g, "fused: query absorb (matmul %%%d) + q_pe rope %%%d + concat %%%d of mla %%%d%s (%s:%d): one decode launch "
@@ -679,8 +671,8 @@ static void mla_prep_together(Fz *z, int M)
 	if (!q || !kv)
 		return;
 	/* the latent's split must be the query's: L = kv_lora values, then Dr rotary ones */
-	int64_t Lq = g->node[q->aux[4]].dim[2] - g->node[q->aux[3]].ia[1], Lkv = g->node[kv->aux[1]].dim[1];
-	if (Lq != Lkv || g->node[q->aux[3]].ia[1] != g->node[kv->aux[2]].ia[1]) {
+	int64_t Lq = g->node[q->mla_q.concat].dim[2] - g->node[q->mla_q.rope].ia[1], Lkv = g->node[kv->mla_kv.norm].dim[1];
+	if (Lq != Lkv || g->node[q->mla_q.rope].ia[1] != g->node[kv->mla_kv.rope].ia[1]) {
 		REFUSE(z, "query and latent preparation of mla %%%d in one launch: they split the latent differently", M);
 		return;
 	}
@@ -723,7 +715,7 @@ static void fuse_mla_out(Fz *z, int M)
 	}
 	FuseKernel *f = fk_new(g, FK_MLA_OUT, M, ALL_T);
 	f->nm = 1, f->m[0] = M;
-	f->aux[0] = MM->in[1], f->aux[1] = p2;
+	f->mla_out.wuv = MM->in[1], f->mla_out.out = p2;
 	take(z, f, cov, 3, FUSE_MLA);
 	note(g, "fused: permute %%%d + matmul %%%d + permute %%%d after mla %%%d (%s:%d): the value absorb reads the "
 	     "attention rows (small steps: its range states) and writes the output projection's input in one kernel",
@@ -823,7 +815,7 @@ static void fuse_moe_down(Fz *z, int E)
 		z->taken[a1] = 0;
 	FuseKernel *f = fk_new(g, FK_MOE_DOWN, E, GEMV_TMAX);
 	f->nm = 1, f->m[0] = E;
-	f->aux[0] = out, f->aux[1] = S, f->aux[2] = sw, f->aux[3] = r;
+	f->moe_down.out = out, f->moe_down.sdown = S, f->moe_down.sswiglu = sw, f->moe_down.res = r;
 	take(z, f, cov, 4, FUSE_MOE);
 	note(g, "fused: moe_ffn %%%d down projections%s%s (%s:%d): one decode launch after the experts' first half "
 	     "(steps up to %d tokens)", E, S >= 0 ? " + shared expert swiglu + down + add" : "",

@@ -121,16 +121,37 @@ typedef struct {
 	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
 	int fold;                    /* ROPE_KV: a 1-token step's attention may do it all itself (k_attn_step_rope;
 	                             ** emit_cuda.c decides by the rows' bytes), reading the raw q, k and v */
-	/* The MLA and MoE kernels (see fuse.c), by slot:
-	** MLA_KV   m[0] mla, m[1] indexer or -1; aux: kv rows, latent norm, k_pe rope, latent concat,
-	**          indexer key source, its layernorm, its rope
-	** MLA_Q    m[0] mla, m[1] indexer or -1; aux: q rows, W_UK, transposed, q_pe rope, q concat,
-	**          indexer query source, its rope
-	** MLA_OUT  m[0] mla; aux: W_UV, the [T, H, Dv] output (the last permute)
-	** MOE_ROUTE m[0] moe_route, m[1] moe_weights
-	** MOE_DOWN m[0] moe_ffn; aux: the node stored (the last add), shared down linear or -1, its swiglu,
-	**          the residual or -1 */
-	int aux[8];
+	/* The MLA and MoE kernels' other nodes (see fuse.c), one record per kind; -1 for an absent one. */
+	union {
+		struct {             /* FK_MLA_KV: m[0] mla, m[1] its indexer or -1 */
+			int kv;      /* the latent's rows (kv_a output) */
+			int norm;    /* the latent rmsnorm */
+			int rope;    /* the k_pe rope */
+			int concat;  /* the latent concat the cache row is */
+			int ikey;    /* the indexer key's source (its layernorm's input), or -1 */
+			int inorm;   /* the indexer key's layernorm, or -1 */
+			int irope;   /* the indexer key's rope, or -1 */
+		} mla_kv;
+		struct {             /* FK_MLA_Q: m[0] mla, m[1] its indexer or -1 */
+			int q;       /* the query rows [T, H, Dn + Dr] */
+			int wuk;     /* W_UK, the absorb matmul's weight */
+			int wuk_t;   /* 1 when that matmul reads W_UK transposed (a flag, not a node) */
+			int rope;    /* the q_pe rope */
+			int concat;  /* the query concat the attention reads */
+			int iquery;  /* the indexer query's source (its rope's input), or -1 */
+			int irope;   /* the indexer query's rope, or -1 */
+		} mla_q;
+		struct {             /* FK_MLA_OUT: m[0] mla */
+			int wuv;     /* W_UV, the absorb's weight */
+			int out;     /* the [T, H, Dv] output (the last permute) */
+		} mla_out;
+		struct {             /* FK_MOE_DOWN: m[0] moe_ffn */
+			int out;     /* the node stored (the last add) */
+			int sdown;   /* the shared expert's down linear, or -1 */
+			int sswiglu; /* its swiglu (valid with sdown) */
+			int res;     /* the residual added, or -1 */
+		} moe_down;
+	};
 	int ncover;
 	int cover[FK_MAXCOVER];      /* nodes whose own kernels this one replaces for its steps */
 } FuseKernel;
@@ -187,7 +208,7 @@ typedef struct {
 ** (glmrun --pdl; only launches with this argument are), else 0. The decode GEMVs take it: they ask L2
 ** for their first weights before waiting only when that overlaps the kernel before (kernels.cuh).
 ** KA_P2P: a pointer, the one-shot allreduce's control block (P2pCtl, ops/kernels.cuh) when glmrun skipped
-** the allreduce launched just before (marked by a fourth argument, KA_INT 1) so that this kernel does it,
+** the allreduce launched just before (marked by its Launch.inside_next) so that this kernel does it,
 ** else nullptr (k_add_rmsnorm_ar). */
 enum { KA_BUF, KA_INT, KA_LONG, KA_FLOAT, KA_ROPE, KA_SCRATCH, KA_SEQ, KA_RANK, KA_ZERO, KA_PDL, KA_P2P };
 typedef struct {
@@ -196,12 +217,10 @@ typedef struct {
 	double f;                    /* FLOAT; SCRATCH, ZERO: bytes per element; BUF: 1 when the kernel writes it */
 } KArg;
 
-/* Collective launches: names that are no kernel of the module. glmrun runs them through NCCL (or its
-** one-shot P2P kernel). Arguments: destination (KA_BUF, or KA_SCRATCH when a kernel reorders the
-** gathered parts next), source (KA_BUF), source elements (KA_LONG); an allreduce may have a fourth, KA_INT
-** 1: the next launch takes KA_P2P and may do this allreduce itself (glmrun skips this launch then). */
-#define KERNEL_ALLREDUCE "@allreduce"
-#define KERNEL_ALLGATHER "@allgather"
+/* What a launch is (Launch.kind). LK_KERNEL: a kernel of the module, by name. The collectives have no name:
+** glmrun runs them through NCCL (or its one-shot P2P kernel). Their arguments: destination (KA_BUF, or
+** KA_SCRATCH when a kernel reorders the gathered parts next), source (KA_BUF), source elements (KA_LONG). */
+enum { LK_KERNEL, LK_ALLREDUCE, LK_ALLGATHER, LK_NKINDS };
 /* The one-shot P2P allreduce (ops/kernels.cuh k_p2p_allreduce) that glmrun may run instead of NCCL for
 ** small messages; emitted into every plan with allreduces: (A *y, const A *x, long long n, P2pCtl *). */
 #define KERNEL_P2P_ALLREDUCE "glm_p2p_allreduce"
@@ -220,7 +239,10 @@ typedef struct {
 #define MAXKARG 48
 typedef struct {
 	int node;                    /* the node this launch computes (part of) */
-	const char *kernel;          /* extern "C" name in the source */
+	int8_t kind;                 /* LK_* */
+	int8_t inside_next;          /* LK_ALLREDUCE: the next launch takes KA_P2P and may do this allreduce itself
+	                             ** (glmrun skips this launch then); 0 otherwise */
+	const char *kernel;          /* LK_KERNEL: extern "C" name in the source; NULL for a collective */
 	int tmin, tmax;              /* used when tmin <= T <= tmax */
 	int flags;                   /* LAUNCH_* */
 	Size grid[3];
@@ -260,19 +282,28 @@ typedef struct {
 	int nw, wcap;
 	Meta *meta;                  /* model metadata kept in the plan (arch, eos ids, ...) */
 	int nmeta, metacap;
+	const char **fusion;         /* fuse.c's decisions, one line each ("fused: ...", "refused: ..."), in order;
+	                             ** kept in the plan for glmc explain */
+	int nfusion, fusioncap;
 	Cuda cuda;                   /* empty (nl == 0) for CPU-only plans */
 	MemPlan mem;
 	FuseKernel *fk;              /* fuse.c's decisions for emit_cuda.c (compile time only, not in the plan) */
 	int nfk, fkcap;
+	struct KSel *sel;            /* select.c's kernel choices for emit_cuda.c (compile time only) */
+	int nsel, selcap;
 } Graph;
 
 void graph_init(Graph *g, Arena *A);
 int graph_add(Graph *g, const Node *n);              /* copies n, returns its id */
 void graph_set_meta(Graph *g, const char *key, const char *val);
-/* Append a key the caller knows is new (no search: fuse's notes are many). */
+/* Append a key the caller knows is new (no search). */
 void graph_add_meta(Graph *g, const char *key, const char *val);
+/* Append one fusion reason (copied into the graph's arena). */
+void graph_add_fusion(Graph *g, const char *text);
 const char *graph_meta(const Graph *g, const char *key);
 const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t len); /* "k_linear_gemm<float, ...>" */
+/* A launch's name for messages and dumps: its kernel, or "allreduce" / "allgather". */
+const char *launch_name(const Launch *l);
 int cuda_prefill_gemm(const Graph *g, int launch);
 int cuda_wdtype(const Graph *g, int weight);          /* a weight's element type on the GPU (DT_*) */
 const char *dtype_name(int dt);
@@ -338,6 +369,7 @@ typedef struct {
 	const struct Weights *w;
 	int layers;                  /* > 0: truncate to this many layers (glm.options.layers) */
 	double lua_seconds;          /* > 0: CPU time the Lua run may take (default LUA_SECONDS, --lua-time) */
+	size_t lua_mem;              /* > 0: bytes the Lua state may hold (default LUA_MEM_LIMIT, 2 GiB) */
 	int force_model;             /* run the model on weights of another architecture (glm.options.force_model) */
 } ModelMeta;
 
@@ -387,12 +419,66 @@ int memplan_check(const Graph *g, char *err, size_t len);
 void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
 
 /*
+** select.c — kernel selection (after fuse, before emit): resident quantized weights, and per decode GEMV
+** group (FK_GEMV) the kernel of each step range with its chosen template parameters and why
+*/
+/* The GPU kernels are shaped for, from --arch. */
+typedef struct {
+	const char *arch;            /* "sm_90" */
+	int sms;                     /* streaming multiprocessors */
+	int smem_block;              /* dynamic shared memory a block may opt in to, bytes */
+	int smem_sm;                 /* shared memory of an SM, bytes */
+	int tc_gen;                  /* tensor-core generation (8: mma.sync, which every kernel uses; 9, 10 newer) */
+} Target;
+/* The Target of an --arch name; -1 for one glmc does not know. */
+int target_for_arch(const char *arch, Target *t);
+
+enum {
+	SK_GEMV_FUSED, SK_GEMV_TC, SK_QGEMV_FUSED, SK_QGEMV_FUSED_MMA, SK_QGEMV_SK, SK_QGEMV_TC, /* groups (and k_qgemv_tc) */
+	SK_LINEAR_GEMV, SK_LINEAR_GEMM, SK_QGEMV, SK_QGEMV_MMA, SK_QLINEAR_GEMM, /* a linear's own kernels */
+	SK_MOE_DOWN_FUSED, SK_QMOE_DOWN_FUSED, SK_QMOE_DOWN_MMA, /* FK_MOE_DOWN */
+	SK_NKINDS
+};
+/* One launch of a decode GEMV group as chosen. Which fields a kernel uses: k_gemv_fused pro rb tr block grid
+** minb; k_gemv_tc pro mt nt uc block grid; k_qgemv_fused qt split pro (-1: run-time) tr grid; k_qgemv_fused_mma
+** qt[0] split pro grid; k_qgemv_sk qt[0] smem maxseg block grid minb; k_qgemv_tc qt[0] pro mt ncs uc block grid;
+** a linear's own: k_linear_gemv rb tr block grid; k_qgemv and k_qgemv_mma qt[0] tr split[0] (warps a row) grid;
+** k_linear_gemm and k_qlinear_gemm grid (row tiles; the token tiles follow T); the MoE down projections qt[0]
+** (routed) qt[1] (shared), k_qmoe_down_mma split[0] (experts a block). */
+typedef struct KSel {
+	int fk;                      /* the group, an index into g->fk; -1 for a linear's own kernel */
+	int node;                    /* that linear (own kernels); the group's host otherwise */
+	int kern;                    /* SK_* */
+	int sub;                     /* 0: all members; a split group's 1: its block members, 2: its float members */
+	int tmin, tmax;              /* the steps this launch serves */
+	int pro;                     /* the prologue's form: GP_*, GP_RMSLATE, or -1 (a run-time value) */
+	int rb, tr, mt, nt, uc, ncs; /* shape: rows a block, token rows, tiles, token tiles, unroll, column sets */
+	int qt[FK_MAXM];             /* the members' type ids (select_wtype) */
+	int split[FK_MAXM];          /* each member's K split */
+	int block, minb, maxseg;     /* threads; launch bounds' blocks an SM (0: none); k_qgemv_sk's parts bound */
+	long long grid, smem, tiles; /* blocks; dynamic shared memory; k_qgemv_sk's 16-row tiles */
+	const char *why;             /* why it won, and why the kernels preferred before it lost */
+} KSel;
+/* Choose: fill wq (per node: the GGUF type a weight stays in on the GPU, else -1), g->cuda.wq and g->sel.
+** Needs g->cuda.act, .wconv and .bias set (emit_cuda does, then calls this). */
+int select_kernels(Graph *g, const Target *t, int *wq);
+/* The type id ops/qfused.cuh reads weight node w as: its block type, else 0 f32, 1 f16, 30 bf16. */
+int select_wtype(const Graph *g, const int *wq, int w);
+/* A split group (KSel.sub): its block members in a, its float members in b (types qb, no prologue: they
+** read the norm a stored). */
+void select_split_group(const FuseKernel *f, const int *qt, FuseKernel *a, FuseKernel *b, int *qb);
+/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
+void select_quant_explain(const Graph *g, FILE *f);
+/* For glmc explain: the records of select_kernels. */
+void select_explain(const Graph *g, const Target *t, FILE *f);
+
+/*
 ** emit_cuda.c — kernels and launches for every node
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
 /* The GGUF block size of a type whose blocks the GPU kernels read directly (Q8_0, Q4_K, Q5_K, Q6_K), or 0:
-** such a weight with whole-block rows may stay quantized on the GPU (emit_cuda.c q_choose decides, after
+** such a weight with whole-block rows may stay quantized on the GPU (select.c q_choose decides, after
 ** fusion, which does not depend on it: the fused kernels read blocks too). */
 int cuda_qblock(int qtype);
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
@@ -400,8 +486,6 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 ** between emitting the launches and compiling them). */
 int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
-/* For glmc explain: which quantized weights the GPU keeps as blocks, and why each other one is converted. */
-void emit_quant_explain(const Graph *g, FILE *f);
 
 /*
 ** nvrtc.c — NVRTC, loaded at run time so glmc and glmrun start without the CUDA toolkit
@@ -415,15 +499,17 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 ** plan.c — the plan file, the contract between glmc and glmrun
 **
 ** Layout: 8-byte magic "GLMPLAN\n", u32 format version, u32 crc32 of the payload, u64 payload bytes,
-** then the payload: metadata, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
+** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
+/* 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
+** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
+** 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
 ** (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 11
+#define PLAN_VERSION 12
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

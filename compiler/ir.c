@@ -52,6 +52,25 @@ void graph_add_meta(Graph *g, const char *key, const char *val)
 	g->nmeta++;
 }
 
+/* Fusion reasons have their own list (not metadata keys), grown by doubling like the metadata. */
+void graph_add_fusion(Graph *g, const char *text)
+{
+	if (g->nfusion == g->fusioncap) {
+		int cap = g->fusioncap ? g->fusioncap * 2 : 64;
+		const char **f = arena_alloc(g->A, sizeof *f * (size_t)cap);
+		if (g->nfusion)
+			memcpy(f, g->fusion, sizeof *f * (size_t)g->nfusion);
+		g->fusion = f, g->fusioncap = cap;
+	}
+	g->fusion[g->nfusion++] = arena_strdup(g->A, text);
+}
+
+/* Collectives carry no kernel name (Launch.kind says what they are); messages still need one. */
+const char *launch_name(const Launch *l)
+{
+	return l->kind == LK_ALLREDUCE ? "allreduce" : l->kind == LK_ALLGATHER ? "allgather" : l->kernel;
+}
+
 const char *graph_meta(const Graph *g, const char *key)
 {
 	for (int i = 0; i < g->nmeta; i++)

@@ -32,17 +32,19 @@
 #define FRONT_KEY "glm.front"
 #define LUA_MEM_LIMIT ((size_t)2 << 30)
 #define LUA_SECONDS 5.0         /* default CPU time for the Lua run (glmc --lua-time) */
-#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (C calls, finalizers) */
+#define LUA_HARD_EXTRA 0.5      /* then this much more before the process is ended (one long C call) */
+#define LUA_PATTERN_STEPS 2e7   /* the most steps one pattern call may be able to take (pat_cost) */
+#define LUA_TABLE_MAX (1 << 22) /* elements one table.move or table.sort may go over */
 
 typedef struct {
 	Graph *g;
 	const ModelMeta *mm;
 	const char *model_path;     /* as given; the chunkname is "@" model_path */
 	const char *libdir;
-	size_t mem;                 /* bytes Lua holds now */
+	size_t mem, mem_limit;      /* bytes Lua holds now, and may hold (front_alloc) */
 	int layer;                  /* set by glm.layer, recorded in each node */
 	double t0, limit;           /* CPU time at the start and the seconds allowed (front_hook) */
-	int sealed;                 /* the model has returned: nothing may change the graph (finalizers) */
+	int sealed;                 /* the model has returned: nothing may change the graph (a finalizer, were one set) */
 	int late;                   /* a finalizer tried to change the graph after that (an error) */
 	lua_State *L;               /* for front_alloc's report of where memory ran out */
 	char oom_at[256];           /* the model line being run when the memory cap was hit, or "" */
@@ -1052,7 +1054,7 @@ static void *front_alloc(void *ud, void *ptr, size_t osize, size_t nsize)
 		f->mem -= osize;
 		return NULL;
 	}
-	if (nsize > osize && f->mem + (nsize - osize) > LUA_MEM_LIMIT) {
+	if (nsize > osize && f->mem + (nsize - osize) > f->mem_limit) {
 		if (f->L && !f->oom_at[0]) /* the line at fault, for front_run's message */
 			where_buf(f->L, f, f->oom_at, sizeof f->oom_at);
 		return NULL;
@@ -1071,58 +1073,80 @@ static double cpu_seconds(void)
 	return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* A CPU-time budget, checked every 10000 instructions: a model that loops forever is stopped with its
-** line. Time inside one C call (a backtracking string.find) or a finalizer (hooks are off there) is
-** caught by the hard limit of arm_hard_limit instead. */
+/*
+** The time limit, in two stages on one CPU-time timer (ITIMER_PROF). The instruction hook checks the
+** budget every 10000 instructions; when the timer reaches the limit its signal also sets the hook to run
+** at the very next instruction, call or return, so a loop whose few instructions each call an expensive
+** C function (string.rep of 100 MB) stops within one call of the limit, with its line. LUA_HARD_EXTRA
+** seconds later the second signal ends the process: the hook cannot run inside one C call that does not
+** return, which the library wrappers below (front_wrap) exist to prevent. The signal handler reaches
+** only the three statics here (a handler can touch nothing else); lua_sethook is made to be called from
+** a signal handler (lua.c stops a script on Ctrl-C this way).
+*/
+static char hard_msg[768];
+static lua_State *volatile lim_L;        /* the state being run, for the first signal */
+static volatile sig_atomic_t lim_fired;  /* signals received since the timer was armed */
+
+/* The instruction hook: the budget, checked every 10000 instructions (or at once after the signal). */
 static void front_hook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	Front *f = front_of(L);
-	if (cpu_seconds() - f->t0 > f->limit)
+	if (lim_fired || cpu_seconds() - f->t0 > f->limit)
 		front_error(L, "the model ran more than %f s of CPU time (an endless loop? glmc --lua-time raises the "
 		            "limit)", f->limit);
 }
 
-/*
-** The hard limit: a CPU-time timer whose signal ends the process, for the time the hook cannot see (a
-** C library call that does not return, a finalizer, the state's close). Its message is prepared before
-** the timer is armed (a signal handler can only write it); that buffer is the one piece of process-wide
-** state here, as a signal handler reaches nothing else. seconds 0 disarms.
-*/
-static char hard_msg[768];
-
-static void on_hard_limit(int sig)
+static void on_limit(int sig)
 {
 	(void)sig;
+	if (!lim_fired++) { /* the first: the hook at once, unless the state is already closing */
+		if (lim_L)
+			lua_sethook(lim_L, front_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+		return;
+	}
 	ssize_t w = write(2, hard_msg, strlen(hard_msg));
 	(void)w;
 	_exit(1);
 }
 
-static void arm_hard_limit(const char *model, double seconds)
+/* Arm the timer for L: the hook forced at limit seconds of CPU time, the process ended LUA_HARD_EXTRA
+** later. L NULL disarms it and restores the default action. */
+static void arm_limit(lua_State *L, const char *model, double limit)
 {
-	if (seconds > 0) {
+	struct itimerval it = {{0, 0}, {0, 0}};
+	if (L) {
 		snprintf(hard_msg, sizeof hard_msg, "glmc: %.500s: the model ran more than %g s of CPU time inside a library "
-		         "call or a finalizer (glmc --lua-time raises the limit)\n", model, seconds);
-		signal(SIGPROF, on_hard_limit);
+		         "call (glmc --lua-time raises the limit)\n", model, limit + LUA_HARD_EXTRA);
+		lim_L = L, lim_fired = 0;
+		signal(SIGPROF, on_limit);
+		it.it_value.tv_sec = (time_t)limit;
+		it.it_value.tv_usec = (suseconds_t)((limit - (double)(time_t)limit) * 1e6);
+		it.it_interval.tv_usec = (suseconds_t)(LUA_HARD_EXTRA * 1e6);
+		if (it.it_value.tv_sec == 0 && it.it_value.tv_usec == 0)
+			it.it_value.tv_usec = 1;
 	}
-	struct itimerval it = {.it_value = {.tv_sec = (time_t)seconds,
-	                                    .tv_usec = (suseconds_t)((seconds - (double)(time_t)seconds) * 1e6)}};
 	setitimer(ITIMER_PROF, &it, NULL);
-	if (seconds <= 0)
+	if (!L) {
 		signal(SIGPROF, SIG_DFL);
+		lim_L = NULL;
+	}
 }
 
 /*
 ** luaL_loadfilex(L, path, "t") for regular files only: the file is opened without blocking and read
 ** whole, so a FIFO or device given as the model or found in the library fails at once instead of hanging.
+** The chunk name is pushed first: a Lua call that runs out of memory between the open and the close
+** would jump out of here and leak the descriptor and the buffer.
 */
 static int load_regular(lua_State *L, const char *path)
 {
+	lua_pushfstring(L, "@%s", path);
 	int fd = rfile_open(path);
 	char m[512];
 	if (fd < 0) {
 		rfile_err(path, m, sizeof m);
+		lua_pop(L, 1);
 		lua_pushfstring(L, "cannot open %s", m);
 		return LUA_ERRFILE;
 	}
@@ -1146,10 +1170,10 @@ static int load_regular(lua_State *L, const char *path)
 	}
 	close(fd);
 	if (!buf) {
+		lua_pop(L, 1);
 		lua_pushfstring(L, "cannot read %s: too large (64 MiB at most) or unreadable", path);
 		return LUA_ERRFILE;
 	}
-	lua_pushfstring(L, "@%s", path);
 	int st = luaL_loadbufferx(L, buf, n, lua_tostring(L, -1), "t");
 	free(buf);
 	lua_remove(L, -2); /* the chunk name, under the chunk or the message */
@@ -1197,6 +1221,151 @@ static int l_require(lua_State *L)
 	return 1;
 }
 
+/* A wrapped library function: the original (upvalue 1) called with the wrapper's arguments. */
+static int call_orig(lua_State *L)
+{
+	lua_pushvalue(L, lua_upvalueindex(1));
+	lua_insert(L, 1);
+	lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+	return lua_gettop(L);
+}
+
+/*
+** setmetatable without finalizers: a __gc function runs with the instruction hook off (Lua turns hooks
+** off in finalizers), at any collection or when the state closes, so only the process-ending hard limit
+** could stop an endless one. A model has no use for one; it is refused at its line. (Lua registers a
+** finalizer only for a __gc present, raw, when the metatable is set, which is what is checked.)
+*/
+static int l_setmetatable(lua_State *L)
+{
+	if (lua_type(L, 2) == LUA_TTABLE && (lua_pushliteral(L, "__gc"), lua_rawget(L, 2)) != LUA_TNIL)
+		return front_error(L, "setmetatable: a model may not set a __gc finalizer");
+	lua_settop(L, 2);
+	return call_orig(L);
+}
+
+/* Index just past the set that starts at p[i] ('['), by Lua's rules (a ']' first is a member, '%'
+** escapes); pl when it is not closed (the library reports that). */
+static size_t pat_set_end(const char *p, size_t pl, size_t i)
+{
+	if (++i < pl && p[i] == '^')
+		i++;
+	do {
+		if (i >= pl)
+			return pl;
+		if (p[i++] == '%')
+			i++;
+	} while (i < pl && p[i] != ']');
+	return i + 1;
+}
+
+/*
+** An upper bound on the steps Lua's matcher takes for pattern p on a subject of n bytes, over every
+** start position: each pattern item per start, times n+1 for each item that can match a varying length
+** and is retried on backtracking (x*, x+, x-), each balance (%b) or back reference (%1) that scans the
+** subject, and 2 for each x?. Lua patterns have no alternation or quantified groups, so this bounds it.
+*/
+static double pat_cost(const char *p, size_t pl, size_t n, int plain)
+{
+	double per = (double)n + 1.0, cost = ((double)pl + 1.0) * per;
+	for (size_t i = 0; !plain && i < pl;) {
+		if (p[i] == '%' && i + 1 < pl && (p[i + 1] == 'b' || ('0' <= p[i + 1] && p[i + 1] <= '9'))) {
+			cost *= per, i += p[i + 1] == 'b' ? 4 : 2;
+			continue;
+		}
+		if (p[i] == '%' && i + 1 < pl && p[i + 1] == 'f') {
+			i = pat_set_end(p, pl, i + 2);
+			continue;
+		}
+		if (p[i] == '(' || p[i] == ')') {
+			i++;
+			continue;
+		}
+		i = p[i] == '[' ? pat_set_end(p, pl, i) : i + (p[i] == '%' ? 2 : 1);
+		if (i < pl && (p[i] == '*' || p[i] == '+' || p[i] == '-'))
+			cost *= per, i++;
+		else if (i < pl && p[i] == '?')
+			cost *= 2, i++;
+	}
+	return cost;
+}
+
+/* string.find, match, gmatch and gsub (upvalue 2 names it): one C call that the hook cannot interrupt,
+** so a pattern that could backtrack for seconds on this subject (".-.-.-b" on 100 kB) is refused at
+** its line instead of ending the process at the hard limit. */
+static int l_pattern(lua_State *L)
+{
+	size_t n, pl;
+	luaL_checklstring(L, 1, &n);
+	const char *p = luaL_checklstring(L, 2, &pl), *fn = lua_tostring(L, lua_upvalueindex(2));
+	int plain = !strcmp(fn, "string.find") && lua_toboolean(L, 4);
+	if (pat_cost(p, pl, n, plain) > LUA_PATTERN_STEPS)
+		return front_error(L, "%s: pattern '%s' could backtrack too long on a subject of %I bytes (at most %d "
+		                   "steps; shorten the subject or the pattern's repetitions)", fn, pl > 60 ? "(long)" : p,
+		                   (lua_Integer)n, (int)LUA_PATTERN_STEPS);
+	return call_orig(L);
+}
+
+/* string.rep built by doubling copies, after a size check against the memory cap: the library copies
+** once per repetition, so ("a"):rep(2^30) would spend seconds in one uninterruptible call. */
+static int l_rep(lua_State *L)
+{
+	size_t l, ls;
+	const char *s = luaL_checklstring(L, 1, &l);
+	lua_Integer n = luaL_checkinteger(L, 2);
+	const char *sep = luaL_optlstring(L, 3, "", &ls);
+	if (n <= 0 || l + ls == 0) {
+		lua_pushliteral(L, "");
+		return 1;
+	}
+	Front *f = front_of(L);
+	size_t unit = l + ls;
+	if ((double)unit * (double)n - (double)ls > (double)f->mem_limit)
+		return front_error(L, "string.rep: %I copies of %I bytes are more than the Lua memory limit (%I MiB)", n,
+		                   (lua_Integer)unit, (lua_Integer)(f->mem_limit >> 20));
+	size_t total = unit * (size_t)n - ls, done = total < unit ? total : unit;
+	luaL_Buffer b;
+	char *p = luaL_buffinitsize(L, &b, total);
+	memcpy(p, s, l);
+	if (done > l)
+		memcpy(p + l, sep, ls);
+	while (done < total) { /* p holds whole units up to done: copy that prefix after it */
+		size_t c = done < total - done ? done : total - done;
+		memcpy(p + done, p, c);
+		done += c;
+	}
+	luaL_pushresultsize(&b, total);
+	return 1;
+}
+
+/* table.move and table.sort (upvalue 2 names it): C loops the hook cannot interrupt; table.move over a
+** range of nils costs time without memory, so both are held to LUA_TABLE_MAX elements. */
+static int l_table_loop(lua_State *L)
+{
+	const char *fn = lua_tostring(L, lua_upvalueindex(2));
+	lua_Integer n = 0;
+	if (!strcmp(fn, "table.move")) {
+		lua_Integer a = luaL_checkinteger(L, 2), e = luaL_checkinteger(L, 3);
+		n = e >= a ? (lua_Integer)((lua_Unsigned)e - (lua_Unsigned)a) : 0;
+	} else if (lua_type(L, 1) == LUA_TTABLE)
+		n = luaL_len(L, 1);
+	if (n >= LUA_TABLE_MAX)
+		return front_error(L, "%s: %I elements, more than a model may handle in one call (%d)", fn, n,
+		                   (int)LUA_TABLE_MAX);
+	return call_orig(L);
+}
+
+/* Replace lib.fn (a global table's function) by the C closure w over the original and its name. */
+static void front_wrap(lua_State *L, const char *lib, const char *fn, lua_CFunction w)
+{
+	lua_getglobal(L, lib);
+	lua_getfield(L, -1, fn);
+	lua_pushfstring(L, "%s.%s", lib, fn);
+	lua_pushcclosure(L, w, 2);
+	lua_setfield(L, -2, fn);
+	lua_pop(L, 1);
+}
+
 /* print goes to stderr, so a model's chatter never mixes with glmc's output. */
 static int l_print(lua_State *L)
 {
@@ -1230,6 +1399,18 @@ static void open_sandbox(lua_State *L)
 	lua_setfield(L, -2, "dump");
 	lua_pop(L, 1);
 	lua_register(L, "require", l_require);
+	lua_getglobal(L, "setmetatable");
+	lua_pushcclosure(L, l_setmetatable, 1);
+	lua_setglobal(L, "setmetatable");
+	static const char *pat[] = {"find", "match", "gmatch", "gsub", NULL};
+	for (const char **p = pat; *p; p++)
+		front_wrap(L, "string", *p, l_pattern);
+	lua_getglobal(L, "string");
+	lua_pushcfunction(L, l_rep);
+	lua_setfield(L, -2, "rep");
+	lua_pop(L, 1);
+	front_wrap(L, "table", "move", l_table_loop);
+	front_wrap(L, "table", "sort", l_table_loop);
 	lua_register(L, "print", l_print);
 	lua_newtable(L);
 	lua_setfield(L, LUA_REGISTRYINDEX, "glm.loaded");
@@ -1240,6 +1421,8 @@ static void open_sandbox(lua_State *L)
 
 	luaL_newmetatable(L, TENSOR_MT);
 	luaL_setfuncs(L, tensor_meta, 0);
+	lua_pushliteral(L, TENSOR_MT); /* getmetatable(t) gives this name: a model cannot add a __gc to tensors */
+	lua_setfield(L, -2, "__metatable");
 	luaL_newlib(L, glm_funcs);
 	lua_pushvalue(L, -1);
 	lua_setfield(L, -3, "__index"); /* methods: x:silu(), x:view(...), x:shape() */
@@ -1336,11 +1519,12 @@ static int front_pick_main(lua_State *L)
 static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
 {
 	f->limit = f->mm && f->mm->lua_seconds > 0 ? f->mm->lua_seconds : LUA_SECONDS, f->t0 = cpu_seconds();
+	f->mem_limit = f->mm && f->mm->lua_mem > 0 ? f->mm->lua_mem : LUA_MEM_LIMIT;
 	lua_State *L = lua_newstate(front_alloc, f);
 	if (!L)
 		return seterr(err, len, "%s: cannot create a Lua state", f->model_path);
 	f->L = L;
-	arm_hard_limit(f->model_path, f->limit + LUA_HARD_EXTRA);
+	arm_limit(L, f->model_path, f->limit);
 	lua_pushcfunction(L, front_msgh);
 	lua_pushcfunction(L, fn);
 	lua_pushlightuserdata(L, f);
@@ -1348,7 +1532,7 @@ static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
 	if (st != LUA_OK) {
 		const char *m = lua_tostring(L, -1);
 		if (st == LUA_ERRMEM)
-			seterr(err, len, "%s%s", f->oom_at, "the model used more than the Lua memory limit (2 GiB)");
+			seterr(err, len, "%sthe model used more than the Lua memory limit (%zu MiB)", f->oom_at, f->mem_limit >> 20);
 		else
 			seterr(err, len, "%s", m ? m : "the model raised an error that is not a message");
 		/* One line: newlines in Lua messages (tracebacks) are folded. */
@@ -1356,12 +1540,14 @@ static int front_call(Front *f, lua_CFunction fn, char *err, size_t len)
 			if (*p == '\n')
 				*p = ' ';
 		f->sealed = 1;
+		lim_L = NULL; /* the first signal must not reach a state being freed */
 		lua_close(L);
-		arm_hard_limit(f->model_path, 0);
+		arm_limit(NULL, f->model_path, 0);
 		return -1;
 	}
+	lim_L = NULL;
 	lua_close(L);
-	arm_hard_limit(f->model_path, 0);
+	arm_limit(NULL, f->model_path, 0);
 	if (f->late)
 		return seterr(err, len, "%s: a finalizer (__gc) tried to change the graph after the model returned",
 		              f->model_path);

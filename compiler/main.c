@@ -14,6 +14,8 @@
 #include "weights.h"
 
 #include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,14 +40,17 @@ typedef struct {
 	int tp;
 	int strict;
 	int force_model;
+	int json;                    /* stats: one JSON object instead of key: value lines */
 } Opts;
 
 static const char *usage =
 	"usage: glmc compile [MODEL.lua] --weights PATH -o OUT.plan [options]\n"
 	"       glmc dump [MODEL.lua] --weights PATH [--after PASS]\n"
 	"       glmc dump PLAN\n"
-	"       glmc stats PLAN            key: value lines (kernels, arena, weights, cache, collectives)\n"
+	"       glmc stats PLAN [--json]   key: value lines (kernels, arena, weights, cache, collectives)\n"
 	"       glmc explain PLAN          fusions and refusals, collectives, memory plan vs its lower bound\n"
+	"       glmc explain [MODEL.lua] --weights PATH [options]   the same, compiled now, and the kernel\n"
+	"                                  selection: each decode GEMV group's kernel per step range and why\n"
 	"       glmc inspect WEIGHTS [--tensor NAME --dump FILE]\n"
 	"       glmc tokenize WEIGHTS [--add-special] [--parse-special] [--decode]   (text on stdin)\n"
 	"\n"
@@ -53,9 +58,9 @@ static const char *usage =
 	"glmc takes the model file models/lib/archs.lua names for the weights' architecture (GGUF\n"
 	"general.architecture, config.json model_type / architectures) and says which on stderr.\n"
 	"\n"
-	"  --weights PATH   a GGUF file (or the first of a split set), or a Hugging Face checkpoint\n"
+	"  --weights PATH   (also -m PATH, as llama.cpp names its model file) a GGUF file (or the first of a split set), or a Hugging Face checkpoint\n"
 	"                   directory (config.json + *.safetensors)\n"
-	"  -o FILE          plan file to write\n"
+	"  -o, --output FILE  plan file to write\n"
 	"  --lib DIR        model library directory for require and archs.lua (default: MODEL's dir/lib,\n"
 	"                   else, and without MODEL.lua, <glmc's dir>/../models/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
@@ -84,7 +89,8 @@ static const char *usage =
 	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit\n"
 	"                   (default: bind)\n"
 	"  --dot FILE       with dump: also write the graph as Graphviz DOT\n"
-	"  -h, --help       this text;  --version  print the version\n";
+	"  -h, --help       this text (glmc COMMAND --help: that command's);  --version  print the version\n"
+	"Options take their value as --opt VALUE or --opt=VALUE, before or after the command.\n";
 
 static _Noreturn void fail(const char *msg)
 {
@@ -189,7 +195,7 @@ static int kernel_counts(const Graph *g, int **per_layer, int *nl)
 		fail("out of memory");
 	if (g->cuda.source) {
 		for (int i = 0; i < g->cuda.nl; i++)
-			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kernel[0] != '@') { /* collectives apart */
+			if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax && g->cuda.l[i].kind == LK_KERNEL) { /* collectives apart */
 				step++;
 				int l = g->node[g->cuda.l[i].node].layer;
 				if (l >= 0)
@@ -265,9 +271,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (fuse(g, o->opt, !strcmp(o->dtype, "bf16") ? DT_BF16 : DT_F32))
 		goto oom;
 	if (dump_after(o, "fuse", g)) {
-		for (int i = 0; i < g->nmeta; i++)
-			if (!strncmp(g->meta[i].key, "fusion.", 7))
-				printf("%s\n", g->meta[i].val);
+		for (int i = 0; i < g->nfusion; i++)
+			printf("%s\n", g->fusion[i]);
 		goto done;
 	}
 	/* The launch list first (the memory plan takes its liveness from it), NVRTC after planning. */
@@ -286,9 +291,10 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	if (dump_after(o, "emit", g)) {
 		for (int i = 0; i < g->cuda.nl; i++) {
 			char tmpl[160];
-			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s\n", g->cuda.l[i].node, g->cuda.l[i].kernel,
-			       g->cuda.l[i].block, g->cuda.l[i].tmin, g->cuda.l[i].tmax, g->cuda.l[i].narg,
-			       cuda_template(g, g->cuda.l[i].kernel, tmpl, sizeof tmpl),
+			const Launch *l = &g->cuda.l[i];
+			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s%s\n", l->node, launch_name(l), l->block,
+			       l->tmin, l->tmax, l->narg, l->kind == LK_KERNEL ? cuda_template(g, l->kernel, tmpl, sizeof tmpl) : "NCCL",
+			       l->inside_next ? " (may run inside the next kernel)" : "",
 			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
 			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
 		}
@@ -307,20 +313,47 @@ out:
 	return rc;
 }
 
-/* glmc stats PLAN: key: value lines for scripts and benchmarks. */
-static void print_stats(const Graph *g)
+/* glmc stats' output: key: value lines, or (--json) one JSON object of the same keys, integers as numbers. */
+typedef struct {
+	json_t *obj;                 /* NULL: print lines */
+} Kv;
+
+static void kv(Kv *k, const char *key, long long v)
 {
+	if (k->obj)
+		json_object_set_new(k->obj, key, json_integer(v));
+	else
+		printf("%s: %lld\n", key, v);
+}
+
+static void kv_str(Kv *k, const char *key, const char *v)
+{
+	if (k->obj)
+		json_object_set_new(k->obj, key, json_string(v));
+	else
+		printf("%s: %s\n", key, v);
+}
+
+/* glmc stats PLAN: key: value lines (or JSON) for scripts and benchmarks. */
+static void print_stats(const Graph *g, int json)
+{
+	Kv k = {json ? json_object() : NULL};
+	if (json && !k.obj)
+		fail("out of memory");
 	int *per_layer, nl, step = kernel_counts(g, &per_layer, &nl);
-	printf("device: %s\n", g->cuda.source ? "cuda+cpu" : "cpu");
-	printf("kernels_per_step: %d\n", step);
-	for (int l = 0; l < nl; l++)
-		printf("kernels_per_layer.%d: %d\n", l, per_layer[l]);
+	kv_str(&k, "device", g->cuda.source ? "cuda+cpu" : "cpu");
+	kv(&k, "kernels_per_step", step);
+	char key[48];
+	for (int l = 0; l < nl; l++) {
+		snprintf(key, sizeof key, "kernels_per_layer.%d", l);
+		kv(&k, key, per_layer[l]);
+	}
 	free(per_layer);
-	printf("arena_bytes: %lld\n", (long long)(g->mem.token_bytes + g->mem.static_bytes));
-	printf("arena_bytes_per_token: %lld\n", (long long)g->mem.token_bytes);
-	printf("arena_static_bytes: %lld\n", (long long)g->mem.static_bytes);
-	printf("arena_lower_bound: %lld\n", (long long)(g->mem.token_lower + g->mem.static_lower));
-	printf("arena_lower_bound_per_token: %lld\n", (long long)g->mem.token_lower);
+	kv(&k, "arena_bytes", g->mem.token_bytes + g->mem.static_bytes);
+	kv(&k, "arena_bytes_per_token", g->mem.token_bytes);
+	kv(&k, "arena_static_bytes", g->mem.static_bytes);
+	kv(&k, "arena_lower_bound", g->mem.token_lower + g->mem.static_lower);
+	kv(&k, "arena_lower_bound_per_token", g->mem.token_lower);
 	uint64_t wb = 0, total = 0, split = 0;
 	int tp = graph_meta(g, "tp") ? atoi(graph_meta(g, "tp")) : 1;
 	for (int i = 0; i < g->nw; i++) {
@@ -331,18 +364,26 @@ static void print_stats(const Graph *g)
 		else
 			wb += b;
 	}
-	printf("weight_bytes_per_gpu: %llu\n", (unsigned long long)wb);
-	printf("weight_bytes_total: %llu\n", (unsigned long long)total);
-	printf("weight_bytes_split: %llu\n", (unsigned long long)split);
+	kv(&k, "weight_bytes_per_gpu", (long long)wb);
+	kv(&k, "weight_bytes_total", (long long)total);
+	kv(&k, "weight_bytes_split", (long long)split);
 	int64_t cache = 0;
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].kind == VK_CACHE)
 			cache += node_numel(&g->node[i], 1, 1) * (int64_t)dtype_size(g->cuda.source ? g->cuda.act : DT_F32);
-	printf("cache_bytes_per_token: %lld\n", (long long)cache);
+	kv(&k, "cache_bytes_per_token", cache);
 	const char *ar = graph_meta(g, "allreduces_per_step"), *ag = graph_meta(g, "allgathers_per_step");
-	printf("allreduces_per_step: %s\n", ar ? ar : "0");
-	printf("allgathers_per_step: %s\n", ag ? ag : "0");
-	printf("tp: %s\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
+	kv(&k, "allreduces_per_step", ar ? atoll(ar) : 0);
+	kv(&k, "allgathers_per_step", ag ? atoll(ag) : 0);
+	kv(&k, "tp", tp);
+	if (k.obj) {
+		char *text = json_dumps(k.obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (!text)
+			fail("out of memory");
+		puts(text);
+		free(text);
+		json_decref(k.obj);
+	}
 }
 
 /* glmc explain PLAN: what the passes decided and why — fusions and refusals, the collectives in order,
@@ -351,12 +392,17 @@ static void explain(const Graph *g)
 {
 	printf("fusion (%s fused, %s refused):\n", graph_meta(g, "fusions") ? graph_meta(g, "fusions") : "0",
 	       graph_meta(g, "fusions_refused") ? graph_meta(g, "fusions_refused") : "0");
-	for (int i = 0; i < g->nmeta; i++)
-		if (!strncmp(g->meta[i].key, "fusion.", 7))
-			printf("  %s\n", g->meta[i].val);
-	if (g->cuda.source) {
+	for (int i = 0; i < g->nfusion; i++)
+		printf("  %s\n", g->fusion[i]);
+	Target t;
+	if (g->cuda.source && !target_for_arch(g->cuda.arch, &t)) {
 		printf("quantized weights on the GPU:\n");
-		emit_quant_explain(g, stdout);
+		select_quant_explain(g, stdout);
+		if (g->fk) /* compiled now: the selection's records (a plan keeps only the launches chosen) */
+			select_explain(g, &t, stdout);
+		else
+			printf("kernel selection: the plan keeps the launches only; glmc explain with the model and weights "
+			       "shows each decode GEMV group's candidates\n");
 	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
@@ -405,83 +451,130 @@ static int valid_arch(const char *a)
 	return 0;
 }
 
+/* Each command's own --help: the usage lines of that command, then the options it takes. */
+static void help_for(const char *cmd)
+{
+	static const struct {
+		const char *cmd, *text;
+	} h[] = {
+		{"compile", "usage: glmc compile [MODEL.lua] --weights PATH -o OUT.plan [options]\n"
+		            "Compile a model and its weights into a plan (options below: all but --after, --dot, --json).\n"},
+		{"dump", "usage: glmc dump [MODEL.lua] --weights PATH [--after PASS] [--dot FILE]\n"
+		         "       glmc dump PLAN\n"
+		         "The IR after a pass (default bind), or a plan's metadata, kernel counts and IR.\n"},
+		{"stats", "usage: glmc stats PLAN [--json]\n"
+		          "key: value lines (or one JSON object): kernels per step and per layer, arena, weight and cache\n"
+		          "bytes, collectives, tp.\n"},
+		{"explain", "usage: glmc explain PLAN\n"
+		            "Fusions and refusals, the quantized weights' kernels, collectives, the memory plan against its\n"
+		            "lower bound.\n"},
+	};
+	for (size_t i = 0; cmd && i < sizeof h / sizeof h[0]; i++)
+		if (!strcmp(cmd, h[i].cmd)) {
+			fputs(h[i].text, stdout);
+			if (!strcmp(cmd, "compile") || !strcmp(cmd, "dump"))
+				fputs(strstr(usage, "\n\n") + 1, stdout);
+			return;
+		}
+	fputs(usage, stdout);
+}
+
+enum { G_WEIGHTS = 256, G_LIB, G_TP, G_ARCH, G_AFTER, G_DTYPE, G_CONFIG, G_RANDOM, G_LAYERS, G_DOT, G_LUA_TIME,
+       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON };
+static const struct option long_opts[] = {
+	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, G_VERSION}, {"weights", required_argument, 0, G_WEIGHTS},
+	{"model", required_argument, 0, 'm'}, {"output", required_argument, 0, 'o'}, {"lib", required_argument, 0, G_LIB},
+	{"tp", required_argument, 0, G_TP}, {"arch", required_argument, 0, G_ARCH}, {"after", required_argument, 0, G_AFTER},
+	{"dtype", required_argument, 0, G_DTYPE}, {"config", required_argument, 0, G_CONFIG},
+	{"random-weights", required_argument, 0, G_RANDOM}, {"layers", required_argument, 0, G_LAYERS},
+	{"dot", required_argument, 0, G_DOT}, {"lua-time", required_argument, 0, G_LUA_TIME},
+	{"strict", no_argument, 0, G_STRICT}, {"force-model", no_argument, 0, G_FORCE_MODEL},
+	{"json", no_argument, 0, G_JSON}, {0, 0, 0, 0},
+};
+
+/* One option's effect on o (c from long_opts or a short option; v its value). */
+static void take_opt(Opts *o, int c, const char *v)
+{
+	char *end;
+	switch (c) {
+	case G_VERSION: printf("glmc %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION); exit(0);
+	case 'm': /* llama.cpp's -m names the weights file */
+	case G_WEIGHTS: o->weights = v; break;
+	case 'o': o->out = v; break;
+	case G_LIB: o->lib = v; break;
+	case G_ARCH: o->arch = v; break;
+	case G_AFTER: o->after = v; break;
+	case G_CONFIG: o->config = v; break;
+	case G_DOT: o->dot = v; break;
+	case G_RANDOM: o->random = v; break;
+	case G_STRICT: o->strict = 1; break;
+	case G_FORCE_MODEL: o->force_model = 1; break;
+	case G_JSON: o->json = 1; break;
+	case 'O':
+		if (v && strcmp(v, "0") && strcmp(v, "1"))
+			fail_usage("-O takes 0 or 1, got", v);
+		o->opt = v && !strcmp(v, "0") ? 0 : 1;
+		break;
+	case G_LUA_TIME: {
+		double d = strtod(v, &end);
+		if (*end || end == v || !(d >= 0.01 && d <= 86400))
+			fail_usage("--lua-time must be a number of seconds in [0.01, 86400], got", v);
+		o->lua_seconds = d;
+		break;
+	}
+	case G_LAYERS: {
+		long k = strtol(v, &end, 10);
+		if (*end || end == v || k < 1 || k > 100000)
+			fail_usage("--layers must be a positive integer, got", v);
+		o->layers = (int)k;
+		break;
+	}
+	case G_DTYPE:
+		if (strcmp(v, "f32") && strcmp(v, "bf16"))
+			fail_usage("--dtype must be f32 or bf16, got", v);
+		o->dtype = v;
+		break;
+	case G_TP: {
+		long k = strtol(v, &end, 10);
+		if (*end || end == v || (k != 1 && k != 2 && k != 4 && k != 8))
+			fail_usage("--tp must be 1, 2, 4 or 8, got", v);
+		o->tp = (int)k;
+		break;
+	}
+	}
+}
+
+/* The command line into o: getopt_long (--opt VALUE or --opt=VALUE, options anywhere), then the command
+** and the model or plan from the operands. --help after a command prints that command's help. */
 static void parse(Opts *o, int argc, char **argv)
 {
 	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1};
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-			fputs(usage, stdout);
-			exit(0);
-		} else if (!strcmp(a, "--version")) {
-			printf("glmc %s (plan format %d)\n", GLM_VERSION, PLAN_VERSION);
-			exit(0);
-		} else if (!strcmp(a, "--strict"))
-			o->strict = 1;
-		else if (!strcmp(a, "--force-model"))
-			o->force_model = 1;
-		else if (!strcmp(a, "-O0"))
-			o->opt = 0;
-		else if (!strcmp(a, "-O1") || !strcmp(a, "-O"))
-			o->opt = 1;
-		else if (!strcmp(a, "--weights") || !strcmp(a, "-o") || !strcmp(a, "--lib") || !strcmp(a, "--tp") ||
-		         !strcmp(a, "--arch") || !strcmp(a, "--after") || !strcmp(a, "--dtype") || !strcmp(a, "--config") ||
-		         !strcmp(a, "--random-weights") || !strcmp(a, "--layers") || !strcmp(a, "--dot") ||
-		         !strcmp(a, "--lua-time")) {
-			if (!next)
-				fail_usage("missing value after", a);
-			i++;
-			if (!strcmp(a, "--weights"))
-				o->weights = next;
-			else if (!strcmp(a, "-o"))
-				o->out = next;
-			else if (!strcmp(a, "--lib"))
-				o->lib = next;
-			else if (!strcmp(a, "--arch"))
-				o->arch = next;
-			else if (!strcmp(a, "--after"))
-				o->after = next;
-			else if (!strcmp(a, "--config"))
-				o->config = next;
-			else if (!strcmp(a, "--dot"))
-				o->dot = next;
-			else if (!strcmp(a, "--random-weights"))
-				o->random = next;
-			else if (!strcmp(a, "--lua-time")) {
-				char *end;
-				double v = strtod(next, &end);
-				if (*end || end == next || !(v >= 0.01 && v <= 86400))
-					fail_usage("--lua-time must be a number of seconds in [0.01, 86400], got", next);
-				o->lua_seconds = v;
-			}
-			else if (!strcmp(a, "--layers")) {
-				char *end;
-				long v = strtol(next, &end, 10);
-				if (*end || v < 1 || v > 100000)
-					fail_usage("--layers must be a positive integer, got", next);
-				o->layers = (int)v;
-			}
-			else if (!strcmp(a, "--dtype")) {
-				if (strcmp(next, "f32") && strcmp(next, "bf16"))
-					fail_usage("--dtype must be f32 or bf16, got", next);
-				o->dtype = next;
-			}
-			else {
-				char *end;
-				long v = strtol(next, &end, 10);
-				if (*end || (v != 1 && v != 2 && v != 4 && v != 8))
-					fail_usage("--tp must be 1, 2, 4 or 8, got", next);
-				o->tp = (int)v;
-			}
-		} else if (a[0] == '-')
-			fail_usage("unknown option", a);
-		else if (!o->cmd)
-			o->cmd = a;
-		else if (!o->model)
-			o->model = a;
+	int help = 0;
+	opterr = 0;
+	for (;;) {
+		int c = getopt_long(argc, argv, ":hm:o:O::", long_opts, NULL);
+		if (c == -1)
+			break;
+		if (c == 'h')
+			help = 1;
+		else if (c == ':')
+			fail_usage("missing value after", argv[optind - 1]); /* getopt has moved past it */
+		else if (c == '?')
+			fail_usage("unknown option", argv[optind - 1]);
 		else
-			fail_usage("unexpected argument", a);
+			take_opt(o, c, optarg);
+	}
+	for (int i = optind; i < argc; i++) {
+		if (!o->cmd)
+			o->cmd = argv[i];
+		else if (!o->model)
+			o->model = argv[i];
+		else
+			fail_usage("unexpected argument", argv[i]);
+	}
+	if (help) {
+		help_for(o->cmd);
+		exit(0);
 	}
 }
 
@@ -507,7 +600,10 @@ int main(int argc, char **argv)
 		fail_usage("no command given (compile, dump, stats, explain, inspect, tokenize)", NULL);
 	if (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump") && strcmp(o.cmd, "stats") && strcmp(o.cmd, "explain"))
 		fail_usage("unknown command", o.cmd);
-	if (!o.model && (strcmp(o.cmd, "compile") && strcmp(o.cmd, "dump")))
+	/* explain takes a plan, or what compile takes (then it also shows the kernel selection's candidates) */
+	int from_model = !strcmp(o.cmd, "compile") || !strcmp(o.cmd, "dump") || (!strcmp(o.cmd, "explain") &&
+	                                                                          (o.weights || o.config));
+	if (!o.model && !from_model)
 		fail_usage(o.cmd, "needs a plan file");
 	if (!o.model && !strcmp(o.cmd, "dump") && !o.weights && !o.config)
 		fail_usage("dump", "needs a plan file, or --weights PATH (and a model file, or none to take archs.lua's)");
@@ -517,11 +613,11 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (!strcmp(o.cmd, "stats") || !strcmp(o.cmd, "explain")) {
+	if (!strcmp(o.cmd, "stats") || (!strcmp(o.cmd, "explain") && !from_model)) {
 		if (plan_read(&g, o.model, err, sizeof err))
 			fail(err);
 		if (!strcmp(o.cmd, "stats"))
-			print_stats(&g);
+			print_stats(&g, o.json);
 		else
 			explain(&g);
 		arena_free(&A);
@@ -533,6 +629,8 @@ int main(int argc, char **argv)
 			fail(err);
 		for (int i = 0; i < g.nmeta; i++)
 			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
+		for (int i = 0; i < g.nfusion; i++)
+			printf("fusion %s\n", g.fusion[i]);
 		print_kernel_counts(&g, stdout);
 		ir_dump(&g, stdout);
 		arena_free(&A);
@@ -569,6 +667,8 @@ int main(int argc, char **argv)
 		fail(err);
 	if (compile(&o, &g, err, sizeof err))
 		fail(err);
+	if (!strcmp(o.cmd, "explain"))
+		explain(&g);
 	if (o.out)
 		fprintf(stderr, "glmc: wrote %s (%d nodes, %d weights)\n", o.out, g.n, g.nw);
 	arena_free(&A);

@@ -445,7 +445,7 @@ static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t 
 			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
 			if (r >= 0 && l->arg[k].f == 0 && !written[r])
 				return seterr(err, len, "launch %d (%s for %s %%%d) reads %s %%%d before any launch writes it in a "
-				              "step of %lld tokens", i, l->kernel, op_table[g->node[l->node].op].name, l->node,
+				              "step of %lld tokens", i, launch_name(l), op_table[g->node[l->node].op].name, l->node,
 				              op_table[g->node[r].op].name, r, (long long)T);
 		}
 		for (int k = 0; k < l->narg; k++) {

@@ -106,6 +106,131 @@ static int reshape_axis(const Node *in, int ax, const int64_t *out, int nd, int 
 	return -1;
 }
 
+/* A linear: column-parallel (its weight split by rows: output split), row-parallel (split by columns
+** over a split input: partial sums), else whole. */
+static int part_linear(Part *p, const Node *s, Node *n, Shard *out)
+{
+	int w = n->in[1];
+	if (is_split(p, w, 0)) {
+		n->in[0] = whole(p, n->in[0]);
+		if (n->nin > 2 && !is_split(p, n->in[2], 0))
+			return seterr(p->err, p->len, "%s:%d: a column-parallel linear needs its bias split too", s->src,
+			              s->line);
+		*out = sh_split(s->ndim - 1);
+	} else if (is_split(p, w, 1) && n->nin == 2) {
+		if (!is_split(p, n->in[0], -1))
+			n->in[0] = whole(p, n->in[0]), w = n->in[1] = whole(p, w);
+		else
+			*out = sh_partial();
+	} else {
+		for (int i = 0; i < n->nin; i++)
+			n->in[i] = whole(p, n->in[i]);
+	}
+	return 0;
+}
+
+/* add/sub/mul/div: partial sums stay partial (add, sub); otherwise split where both operands agree or one
+** broadcasts over the split axis, else whole. */
+static int part_binary(Part *p, const Node *s, Node *n, Shard *out)
+{
+	const Node *a = D(p, n->in[0]), *b = D(p, n->in[1]);
+	if ((s->op == OP_ADD || s->op == OP_SUB) && a->shard.kind == SH_PARTIAL && b->shard.kind == SH_PARTIAL) {
+		*out = sh_partial();
+		return 0;
+	}
+	n->in[0] = summed(p, n->in[0]), n->in[1] = summed(p, n->in[1]);
+	a = D(p, n->in[0]), b = D(p, n->in[1]);
+	int off = a->ndim - b->ndim;
+	if (a->shard.kind == SH_SPLIT && b->shard.kind == SH_REPLICATED && a->shard.axis < off)
+		*out = a->shard; /* b broadcasts over the split axis */
+	else if (a->shard.kind == SH_SPLIT && b->shard.kind == SH_SPLIT && b->shard.axis + off == a->shard.axis)
+		*out = a->shard;
+	else
+		n->in[0] = whole(p, n->in[0]), n->in[1] = whole(p, n->in[1]);
+	return 0;
+}
+
+/* Rotary embedding: split in whole heads when the heads are split, else whole. */
+static int part_rope(Part *p, const Node *s, Node *n, Shard *out)
+{
+	int tp = p->tp;
+	n->in[0] = summed(p, n->in[0]);
+	for (int i = 1; i < n->nin; i++) /* positions, and the frequency divisors when given */
+		n->in[i] = whole(p, n->in[i]);
+	const Node *x = D(p, n->in[0]);
+	/* [T, H·D] or [T, H, D]: heads are split when axis 1 is, in whole heads. */
+	if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && s->ia[0] % tp == 0 &&
+	    (x->ndim == 3 || x->dim[1] % s->ia[1] == 0)) {
+		n->ia[0] = s->ia[0] / tp;
+		*out = x->shard;
+	} else
+		n->in[0] = whole(p, n->in[0]);
+	return 0;
+}
+
+/* Attention: split by heads (and its caches with it) when q, k and v are split by heads that divide tp. */
+static int part_attention(Part *p, const Node *s, Node *n, Shard *out)
+{
+	int tp = p->tp;
+	for (int i = 0; i < 3; i++)
+		n->in[i] = summed(p, n->in[i]);
+	n->in[5] = whole(p, n->in[5]);
+	int H = (int)s->ia[0], G = (int)s->ia[1];
+	if (is_split(p, n->in[0], 1) && is_split(p, n->in[1], 1) && is_split(p, n->in[2], 1) && H % tp == 0 &&
+	    G % tp == 0) {
+		n->ia[0] = H / tp, n->ia[1] = G / tp;
+		for (int c = 3; c <= 4; c++) {
+			Node *cache = &p->d->node[n->in[c]];
+			cache->dim[1] = p->s->node[s->in[c]].dim[1] / tp;
+			cache->shard = sh_split(1);
+		}
+		*out = sh_split(1);
+	} else
+		for (int i = 0; i < 3; i++)
+			n->in[i] = whole(p, n->in[i]);
+	return 0;
+}
+
+/* Reshape: a split axis carried to the axis it becomes, when it divides; partial stays partial. */
+static int part_reshape(Part *p, const Node *s, Node *n, Shard *out)
+{
+	int tp = p->tp;
+	const Node *x = D(p, n->in[0]);
+	int nd = (int)s->ia[4];
+	if (x->shard.kind == SH_PARTIAL) {
+		*out = sh_partial();
+		return 0;
+	}
+	if (x->shard.kind == SH_SPLIT) {
+		const Node *gx = &p->s->node[s->in[0]];
+		int a = reshape_axis(gx, x->shard.axis, s->ia, nd, tp);
+		if (a >= 0) {
+			n->ia[a] = s->ia[a] / tp;
+			*out = sh_split(a);
+			return 0;
+		}
+		n->in[0] = whole(p, n->in[0]);
+	}
+	return 0;
+}
+
+/* Concat: the operands' common shard when they share one that is not the concatenated axis, else whole. */
+static int part_concat(Part *p, const Node *s, Node *n, Shard *out)
+{
+	Shard f = D(p, n->in[0])->shard;
+	int same = !(f.kind == SH_SPLIT && f.axis == s->ia[0]);
+	for (int i = 1; i < n->nin && same; i++) {
+		Shard o = D(p, n->in[i])->shard;
+		same = o.kind == f.kind && o.axis == f.axis;
+	}
+	if (same)
+		*out = f;
+	else
+		for (int i = 0; i < n->nin; i++)
+			n->in[i] = whole(p, n->in[i]);
+	return 0;
+}
+
 /* Partition one source node into the per-rank graph. */
 static int part_node(Part *p, int sid)
 {
@@ -139,48 +264,20 @@ static int part_node(Part *p, int sid)
 		} else
 			n.in[0] = whole(p, n.in[0]);
 		break;
-	case OP_LINEAR: {
-		int w = n.in[1];
-		if (is_split(p, w, 0)) {
-			n.in[0] = whole(p, n.in[0]);
-			if (n.nin > 2 && !is_split(p, n.in[2], 0))
-				return seterr(p->err, p->len, "%s:%d: a column-parallel linear needs its bias split too", s->src,
-				              s->line);
-			out = sh_split(s->ndim - 1);
-		} else if (is_split(p, w, 1) && n.nin == 2) {
-			if (!is_split(p, n.in[0], -1))
-				n.in[0] = whole(p, n.in[0]), w = n.in[1] = whole(p, w);
-			else
-				out = sh_partial();
-		} else {
-			for (int i = 0; i < n.nin; i++)
-				n.in[i] = whole(p, n.in[i]);
-		}
+	case OP_LINEAR:
+		if (part_linear(p, s, &n, &out))
+			return -1;
 		break;
-	}
 	case OP_MATMUL:
 		if (is_split(p, n.in[0], 0) && is_split(p, n.in[1], 0) && s->ndim == 3)
 			out = sh_split(0);
 		else
 			n.in[0] = whole(p, n.in[0]), n.in[1] = whole(p, n.in[1]);
 		break;
-	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV: {
-		const Node *a = D(p, n.in[0]), *b = D(p, n.in[1]);
-		if ((s->op == OP_ADD || s->op == OP_SUB) && a->shard.kind == SH_PARTIAL && b->shard.kind == SH_PARTIAL) {
-			out = sh_partial();
-			break;
-		}
-		n.in[0] = summed(p, n.in[0]), n.in[1] = summed(p, n.in[1]);
-		a = D(p, n.in[0]), b = D(p, n.in[1]);
-		int off = a->ndim - b->ndim;
-		if (a->shard.kind == SH_SPLIT && b->shard.kind == SH_REPLICATED && a->shard.axis < off)
-			out = a->shard; /* b broadcasts over the split axis */
-		else if (a->shard.kind == SH_SPLIT && b->shard.kind == SH_SPLIT && b->shard.axis + off == a->shard.axis)
-			out = a->shard;
-		else
-			n.in[0] = whole(p, n.in[0]), n.in[1] = whole(p, n.in[1]);
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
+		if (part_binary(p, s, &n, &out))
+			return -1;
 		break;
-	}
 	case OP_SCALE:
 		out = D(p, n.in[0])->shard;
 		break;
@@ -206,39 +303,14 @@ static int part_node(Part *p, int sid)
 		else
 			n.in[0] = whole(p, n.in[0]), n.in[1] = whole(p, n.in[1]);
 		break;
-	case OP_ROPE: {
-		n.in[0] = summed(p, n.in[0]);
-		for (int i = 1; i < n.nin; i++) /* positions, and the frequency divisors when given */
-			n.in[i] = whole(p, n.in[i]);
-		const Node *x = D(p, n.in[0]);
-		/* [T, H·D] or [T, H, D]: heads are split when axis 1 is, in whole heads. */
-		if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && s->ia[0] % tp == 0 &&
-		    (x->ndim == 3 || x->dim[1] % s->ia[1] == 0)) {
-			n.ia[0] = s->ia[0] / tp;
-			out = x->shard;
-		} else
-			n.in[0] = whole(p, n.in[0]);
+	case OP_ROPE:
+		if (part_rope(p, s, &n, &out))
+			return -1;
 		break;
-	}
-	case OP_ATTENTION: {
-		for (int i = 0; i < 3; i++)
-			n.in[i] = summed(p, n.in[i]);
-		n.in[5] = whole(p, n.in[5]);
-		int H = (int)s->ia[0], G = (int)s->ia[1];
-		if (is_split(p, n.in[0], 1) && is_split(p, n.in[1], 1) && is_split(p, n.in[2], 1) && H % tp == 0 &&
-		    G % tp == 0) {
-			n.ia[0] = H / tp, n.ia[1] = G / tp;
-			for (int c = 3; c <= 4; c++) {
-				Node *cache = &p->d->node[n.in[c]];
-				cache->dim[1] = p->s->node[s->in[c]].dim[1] / tp;
-				cache->shard = sh_split(1);
-			}
-			out = sh_split(1);
-		} else
-			for (int i = 0; i < 3; i++)
-				n.in[i] = whole(p, n.in[i]);
+	case OP_ATTENTION:
+		if (part_attention(p, s, &n, &out))
+			return -1;
 		break;
-	}
 	case OP_MLA:
 		n.in[0] = summed(p, n.in[0]);
 		for (int i = 1; i < n.nin; i++)
@@ -258,25 +330,10 @@ static int part_node(Part *p, int sid)
 			for (int i = 3; i < 6; i++)
 				n.in[i] = whole(p, n.in[i]);
 		break;
-	case OP_RESHAPE: {
-		const Node *x = D(p, n.in[0]);
-		int nd = (int)s->ia[4];
-		if (x->shard.kind == SH_PARTIAL) {
-			out = sh_partial();
-			break;
-		}
-		if (x->shard.kind == SH_SPLIT) {
-			const Node *gx = &p->s->node[s->in[0]];
-			int a = reshape_axis(gx, x->shard.axis, s->ia, nd, tp);
-			if (a >= 0) {
-				n.ia[a] = s->ia[a] / tp;
-				out = sh_split(a);
-				break;
-			}
-			n.in[0] = whole(p, n.in[0]);
-		}
+	case OP_RESHAPE:
+		if (part_reshape(p, s, &n, &out))
+			return -1;
 		break;
-	}
 	case OP_PERMUTE: {
 		const Node *x = D(p, n.in[0]);
 		if (x->shard.kind == SH_PARTIAL)
@@ -295,20 +352,10 @@ static int part_node(Part *p, int sid)
 			out = D(p, n.in[0])->shard;
 		break;
 	}
-	case OP_CONCAT: {
-		Shard f = D(p, n.in[0])->shard;
-		int same = !(f.kind == SH_SPLIT && f.axis == s->ia[0]);
-		for (int i = 1; i < n.nin && same; i++) {
-			Shard o = D(p, n.in[i])->shard;
-			same = o.kind == f.kind && o.axis == f.axis;
-		}
-		if (same)
-			out = f;
-		else
-			for (int i = 0; i < n.nin; i++)
-				n.in[i] = whole(p, n.in[i]);
+	case OP_CONCAT:
+		if (part_concat(p, s, &n, &out))
+			return -1;
 		break;
-	}
 	default: /* indexer, MoE routing: whole operands, replicated result */
 		for (int i = 0; i < n.nin; i++)
 			n.in[i] = whole(p, n.in[i]);

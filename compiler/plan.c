@@ -83,7 +83,8 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	put_u32(b, (uint32_t)c->nl);
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
-		put_u32(b, (uint32_t)l->node), put_str(b, l->kernel), put_u32(b, (uint32_t)l->tmin), put_u32(b, (uint32_t)l->tmax);
+		put_u32(b, (uint32_t)l->node), put_u8(b, l->kind), put_str(b, l->kernel), put_u8(b, l->inside_next);
+		put_u32(b, (uint32_t)l->tmin), put_u32(b, (uint32_t)l->tmax);
 		put_u8(b, l->flags);
 		for (int k = 0; k < 3; k++)
 			put_size(b, l->grid[k]);
@@ -153,6 +154,9 @@ int plan_write(const Graph *g, const char *path, char *err, size_t len)
 	put_u32(&b, (uint32_t)g->nmeta);
 	for (int i = 0; i < g->nmeta; i++)
 		put_str(&b, g->meta[i].key), put_str(&b, g->meta[i].val);
+	put_u32(&b, (uint32_t)g->nfusion);
+	for (int i = 0; i < g->nfusion; i++)
+		put_str(&b, g->fusion[i]);
 	put_u32(&b, (uint32_t)g->n);
 	for (int i = 0; i < g->n; i++) {
 		const Node *n = &g->node[i];
@@ -283,6 +287,37 @@ static void get_cuda_wq(Graph *g, Rd *r)
 	}
 }
 
+/* A launch's kind against its name and its node: a kernel has a name, a collective none and the op of its
+** node; only an allreduce may be done inside the next kernel (launch_p2p_bad checks the next one). NULL when
+** consistent, else what is wrong. */
+static const char *launch_bad(const Graph *g, const Launch *l)
+{
+	if (l->kind < LK_KERNEL || l->kind >= LK_NKINDS || (l->kind == LK_KERNEL) != (l->kernel != NULL))
+		return "kernel launch with a bad kind, or a name that does not match its kind";
+	if (l->node < 0 || l->node >= g->n)
+		return "bad kernel launch";
+	int op = g->node[l->node].op;
+	if ((l->kind == LK_ALLREDUCE && op != OP_ALLREDUCE) || (l->kind == LK_ALLGATHER && op != OP_ALLGATHER))
+		return "collective launch on a node of another op";
+	if (l->inside_next != 0 && (l->inside_next != 1 || l->kind != LK_ALLREDUCE))
+		return "bad inside-the-next-kernel mark";
+	return NULL;
+}
+
+/* An allreduce marked inside_next must be followed by a launch that takes KA_P2P (glmrun's skip relies on
+** it). NULL when so, else what is wrong. */
+static const char *launch_p2p_bad(const Cuda *c, int i)
+{
+	if (!c->l[i].inside_next)
+		return NULL;
+	if (i + 1 >= c->nl)
+		return "allreduce marked to run inside the next kernel, and no launch follows";
+	for (int k = 0; k < c->l[i + 1].narg; k++)
+		if (c->l[i + 1].arg[k].kind == KA_P2P)
+			return NULL;
+	return "allreduce marked to run inside the next kernel, which takes no KA_P2P argument";
+}
+
 static void get_cuda(Graph *g, Rd *r)
 {
 	Cuda *c = &g->cuda;
@@ -309,12 +344,15 @@ static void get_cuda(Graph *g, Rd *r)
 	c->l = arena_alloc(r->A, sizeof(Launch) * (nl ? nl : 1));
 	for (uint32_t i = 0; i < nl && !r->fail; i++) {
 		Launch *l = &c->l[i];
-		l->node = (int)get_u32(r), l->kernel = get_str(r), l->tmin = (int)get_u32(r), l->tmax = (int)get_u32(r);
+		l->node = (int)get_u32(r), l->kind = (int8_t)get_u8(r), l->kernel = get_str(r), l->inside_next = (int8_t)get_u8(r);
+		l->tmin = (int)get_u32(r), l->tmax = (int)get_u32(r);
 		l->flags = get_u8(r);
 		for (int k = 0; k < 3; k++)
 			l->grid[k] = get_size(g, r, 1);
 		l->block = (int)get_u32(r), l->smem = (int)get_u32(r), l->narg = get_u8(r);
-		if (!r->fail && (l->node < 0 || l->node >= g->n || !l->kernel || l->block < 1 || l->block > 1024 ||
+		if (!r->fail && (r->fail = launch_bad(g, l)))
+			break;
+		if (!r->fail && (l->block < 1 || l->block > 1024 ||
 		                 l->smem < 0 || l->smem > (1 << 20) ||
 		                 l->narg > MAXKARG || l->tmin < 1 || l->tmax < l->tmin || (l->flags & ~LAUNCH_FLAGS_ALL))) {
 			r->fail = "bad kernel launch";
@@ -334,6 +372,8 @@ static void get_cuda(Graph *g, Rd *r)
 		}
 		c->nl = (int)i + 1;
 	}
+	for (int i = 0; i < c->nl && !r->fail; i++)
+		r->fail = launch_p2p_bad(c, i);
 	get_cuda_wq(g, r);
 }
 
@@ -374,6 +414,15 @@ static int read_payload(Graph *g, Rd *r)
 			break;
 		}
 		graph_set_meta(g, k, v);
+	}
+	uint32_t nf = get_count(r, 4, 1u << 20);
+	for (uint32_t i = 0; i < nf && !r->fail; i++) {
+		const char *f = get_str(r);
+		if (!f) {
+			r->fail = r->fail ? r->fail : "null fusion reason";
+			break;
+		}
+		graph_add_fusion(g, f);
 	}
 	uint32_t nn = get_count(r, 16, 1u << 26);
 	for (uint32_t i = 0; i < nn && !r->fail; i++) {

@@ -8,7 +8,9 @@
 #include "bench.h"
 #include "ref.h"
 
+#include <jansson.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -215,7 +217,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 			continue;
 		if (slot[l->node] < 0) {
 			slot[l->node] = nr;
-			row[nr] = (ProfRow){.node = l->node, .kernel = l->kernel};
+			row[nr] = (ProfRow){.node = l->node, .kernel = launch_name(l)};
 			bench_node_bytes(g, l->node, wb, act, act, ctx, o->batch, &row[nr].rd, &row[nr].wr);
 			nr++;
 		}
@@ -271,7 +273,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	}
 	int fused = 0; /* allreduces glmc marked for the residual sum's kernel (k_add_rmsnorm_ar) */
 	for (int i = 0; i < c->nl; i++)
-		fused += !strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && c->l[i].narg == 4 && c->l[i].tmin <= 1;
+		fused += c->l[i].inside_next && c->l[i].tmin <= 1;
 	if (fused)
 		fprintf(f, "  (%d allreduces are done inside the next kernel, the residual sum's, whenever the one-shot P2P "
 		        "path takes them (GLMRUN_P2P_MAX): their exchange and the wait for the other ranks are then timed "
@@ -328,62 +330,96 @@ static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const d
 	return rc ? 1 : 0;
 }
 
+/* One figure of the --bench block: a "key: value" line, or (--json) a member of one object, a number where
+** the whole value reads as one. */
+typedef struct {
+	json_t *obj;                 /* NULL: print lines */
+} Bv;
+
+static void bv(Bv *k, const char *key, const char *fmt, ...)
+{
+	char v[1024], *end;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(v, sizeof v, fmt, ap);
+	va_end(ap);
+	if (!k->obj) {
+		printf("%s: %s\n", key, v);
+		return;
+	}
+	long long i = strtoll(v, &end, 10);
+	if (*v && !*end) {
+		json_object_set_new(k->obj, key, json_integer(i));
+		return;
+	}
+	double d = strtod(v, &end);
+	json_object_set_new(k->obj, key, *v && !*end ? json_real(d) : json_string(v));
+}
+
 /* The block of figures --bench prints (med: the median step in ms). */
 static void print_block(const Graph *g, const char *plan, const char *weights, const BenchOpts *o,
                         const EngineStats *es, int pdl_asked, double med, double mean, double lo, double hi,
                         double ctx, const BenchBytes *bb, const double *t)
 {
+	Bv k = {o->json ? json_object() : NULL};
 	char b1[32];
 	int cuda = es->cuda;
 	double gbps = bb->total / (med * 1e6);
 	const char *wf = graph_meta(g, "weights.format"), *wt = graph_meta(g, "weights.random_type");
 	if (cuda && es->tp > 1)
-		printf("tp: %d GPUs (bytes, GB/s and %%bw below are per GPU: rank 0's share of the step)\n", es->tp);
-	printf("bench: glmrun decode benchmark (issue 8)\n");
-	printf("plan: %s\n", plan);
+		bv(&k, "tp", "%d GPUs (bytes, GB/s and %%bw below are per GPU: rank 0's share of the step)", es->tp);
+	bv(&k, "bench", "glmrun decode benchmark (issue 8)");
+	bv(&k, "plan", "%s", plan);
 	if (wf && !strcmp(wf, "random"))
-		printf("weights: random (%s): RANDOM WEIGHTS, generated, not a checkpoint\n", wt ? wt : "?");
+		bv(&k, "weights", "random (%s): RANDOM WEIGHTS, generated, not a checkpoint", wt ? wt : "?");
 	else
-		printf("weights: %s (%s)\n", weights, wf ? wf : "?");
+		bv(&k, "weights", "%s (%s)", weights, wf ? wf : "?");
 	if (cuda)
-		printf("device: cuda %s (sm_%d%d)\n", es->name, es->cc_major, es->cc_minor);
+		bv(&k, "device", "cuda %s (sm_%d%d)", es->name, es->cc_major, es->cc_minor);
 	else
-		printf("device: cpu (reference executor, %d rank%s)\n", es->tp, es->tp > 1 ? "s" : "");
-	printf("batch: %d\n", o->batch);
-	printf("prompt_tokens: %ld\n", o->prompt);
-	printf("warmup_steps: %ld\n", o->warmup);
-	printf("decode_steps: %ld\n", o->steps);
-	printf("context_mean: %.1f\n", ctx);
-	printf("setup_s: %.3f\n", t[0]);
+		bv(&k, "device", "cpu (reference executor, %d rank%s)", es->tp, es->tp > 1 ? "s" : "");
+	bv(&k, "batch", "%d", o->batch);
+	bv(&k, "prompt_tokens", "%ld", o->prompt);
+	bv(&k, "warmup_steps", "%ld", o->warmup);
+	bv(&k, "decode_steps", "%ld", o->steps);
+	bv(&k, "context_mean", "%.1f", ctx);
+	bv(&k, "setup_s", "%.3f", t[0]);
 	if (cuda)
-		printf("upload_s: %.3f\n", es->upload_s);
-	printf("prefill_ms: %.3f\n", 1e3 * t[1]);
-	printf("prefill_tok_s: %.1f\n", (double)o->prompt * o->batch / t[1]);
-	printf("warmup_s: %.3f\n", t[2]);
-	printf("ms_per_step_median: %.4f\n", med);
-	printf("ms_per_step_mean: %.4f\n", mean);
-	printf("ms_per_step_min: %.4f\n", lo);
-	printf("ms_per_step_max: %.4f\n", hi);
-	printf("tok_s: %.2f\n", o->batch * 1e3 / med);
-	printf("bytes_per_step: %.0f\n", bb->total);
-	printf("bytes_per_step_weights: %.0f\n", bb->weights);
-	printf("bytes_per_step_experts: %.0f (of %s resident in expert tensors)\n", bb->experts,
+		bv(&k, "upload_s", "%.3f", es->upload_s);
+	bv(&k, "prefill_ms", "%.3f", 1e3 * t[1]);
+	bv(&k, "prefill_tok_s", "%.1f", (double)o->prompt * o->batch / t[1]);
+	bv(&k, "warmup_s", "%.3f", t[2]);
+	bv(&k, "ms_per_step_median", "%.4f", med);
+	bv(&k, "ms_per_step_mean", "%.4f", mean);
+	bv(&k, "ms_per_step_min", "%.4f", lo);
+	bv(&k, "ms_per_step_max", "%.4f", hi);
+	bv(&k, "tok_s", "%.2f", o->batch * 1e3 / med);
+	bv(&k, "bytes_per_step", "%.0f", bb->total);
+	bv(&k, "bytes_per_step_weights", "%.0f", bb->weights);
+	bv(&k, "bytes_per_step_experts", "%.0f (of %s resident in expert tensors)", bb->experts,
 	       gb(bb->experts_resident, b1, sizeof b1));
-	printf("bytes_per_step_cache: %.0f\n", bb->cache);
-	printf("bytes_assumption: weights as resident on the device (%s); expert tensors: only the selected experts, "
-	       "k/E of each at batch 1; embedding: one row per sequence; caches: rows 0..pos per sequence (topk rows "
-	       "under a DSA selection); activations and cache writes not counted\n",
-	       cuda ? "gpu_weight_bytes" : "float32 on the CPU");
-	printf("achieved_gb_s: %.1f\n", gbps);
+	bv(&k, "bytes_per_step_cache", "%.0f", bb->cache);
+	bv(&k, "bytes_assumption", "weights as resident on the device (%s); expert tensors: only the selected experts, "
+	   "k/E of each at batch 1; embedding: one row per sequence; caches: rows 0..pos per sequence (topk rows "
+	   "under a DSA selection); activations and cache writes not counted",
+	   cuda ? "gpu_weight_bytes" : "float32 on the CPU");
+	bv(&k, "achieved_gb_s", "%.1f", gbps);
 	if (o->bw_gbps > 0)
-		printf("pct_of_bw: %.1f (of %.1f GB/s)\n", 100 * gbps / o->bw_gbps, o->bw_gbps);
+		bv(&k, "pct_of_bw", "%.1f (of %.1f GB/s)", 100 * gbps / o->bw_gbps, o->bw_gbps);
 	if (cuda) {
-		printf("graph_launches_per_step: %.2f\n",
+		bv(&k, "graph_launches_per_step", "%.2f",
 		       es->decode_steps ? (double)es->graph_launches / (double)es->decode_steps : 0.0);
-		printf("kernels_per_step: %d\n", es->kernels_per_step);
-		printf("programmatic_launch: %s\n", es->pdl ? "on (--pdl)" : pdl_asked ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
+		bv(&k, "kernels_per_step", "%d", es->kernels_per_step);
+		bv(&k, "programmatic_launch", "%s", es->pdl ? "on (--pdl)" : pdl_asked ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
 	} else {
-		printf("graph_launches_per_step: 0 (cpu)\n");
+		bv(&k, "graph_launches_per_step", "0 (cpu)");
+	}
+	if (k.obj) {
+		char *text = json_dumps(k.obj, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (text)
+			puts(text);
+		free(text);
+		json_decref(k.obj);
 	}
 	fflush(stdout);
 }

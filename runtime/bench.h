@@ -21,6 +21,7 @@ typedef struct {
 	int batch;                   /* sequences per step (--batch) */
 	double bw_gbps;              /* --bw: bandwidth the percentages refer to; 0 prints absolute figures only */
 	uint32_t seed;               /* seed of the random prompt */
+	int json;                    /* --json: the block as one JSON object */
 } BenchOpts;
 
 /*

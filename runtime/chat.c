@@ -897,15 +897,134 @@ static int remember(char ***hist, int *nh, const char *s, size_t n)
 	return 0;
 }
 
+/* What a chat session carries from turn to turn. */
+typedef struct {
+	long pos, turn, n_pre, n_dec, acap;
+	int full, nh;
+	char **hist;                 /* user messages and answers as shown, for re-rendering a template */
+	int32_t *ans;                /* the current answer's ids (acap of room) */
+	int32_t pending;             /* the last token of an answer cut short, shown but not fed (-1: none) */
+	double t_pre, t_dec;
+} ChatState;
+
+/*
+** The ids turn st->turn + 1 feeds for user message msg into *ids (*nids of them): the template's text for
+** it, after the cut answer's last token when there is one. 1 when the context cannot hold them (said on
+** stderr, or an error on the first turn), -1 on an error, 0 to go on.
+*/
+static int turn_ids(const ChatSession *s, ChatState *st, const ChatBuf *msg, int32_t **ids, size_t *nids, char *err,
+                    size_t len)
+{
+	ChatBuf b = {0};
+	*ids = NULL, *nids = 0;
+	if (turn_text(s, st->hist, st->nh, msg->s, &b, err, len)) {
+		chat_buf_free(&b);
+		return -1;
+	}
+	if (b.oom || tok_encode(s->tk, b.s, b.n, 0, 1, ids, nids) || remember(&st->hist, &st->nh, msg->s, msg->n)) {
+		chat_buf_free(&b);
+		return seterr(err, len, "out of memory encoding turn %ld", st->turn + 1);
+	}
+	chat_buf_free(&b);
+	if (st->pending >= 0) { /* the cut answer's last token goes in first, so the cache holds what was shown */
+		int32_t *p = realloc(*ids, sizeof *p * (*nids + 1));
+		if (!p)
+			return seterr(err, len, "out of memory");
+		memmove(p + 1, p, sizeof *p * *nids);
+		p[0] = st->pending, *ids = p, (*nids)++;
+	}
+	if (st->pos + (long)*nids < s->max_seq)
+		return 0;
+	if (st->turn == 0) /* nothing could be answered: an error, not an empty chat */
+		return seterr(err, len, "the context is full: turn 1 needs %zu positions, %ld are available (--max-seq)", *nids,
+		              s->max_seq);
+	fprintf(stderr, "glmrun: the context is full: turn %ld needs %zu positions, %ld of %ld are left (--max-seq); the "
+	        "chat ends here\n", st->turn + 1, *nids, s->max_seq - st->pos, s->max_seq);
+	return 1;
+}
+
+/*
+** Stream the answer that starts with tok (sampled, not yet fed; feeding it takes position st->pos) until
+** end of turn, --stop, -n, Ctrl-C or a full context; records it in the history. *why says which ended it.
+*/
+static int answer(const ChatSession *s, ChatState *st, int32_t tok, long *k, const char **why, char *err, size_t len)
+{
+	static const char eot[] = "end of turn", stop[] = "stop string";
+	TokStream ts;
+	tok_stream_init(&ts, s->tk, 0);
+	ChatBuf said = {0};
+	size_t shown = 0;
+	long steps = 0;
+	int rc = 0;
+	*k = 0, *why = NULL;
+	for (;;) {
+		if (*k == st->acap) {
+			int32_t *p = realloc(st->ans, sizeof *p * (size_t)(st->acap = 2 * st->acap + 64));
+			if (!p) {
+				rc = seterr(err, len, "out of memory");
+				break;
+			}
+			st->ans = p;
+		}
+		st->ans[(*k)++] = tok;
+		if (!s->ignore_eos && (tok_is_eog(s->tk, tok) || chat_is_eot(s->fmt, tok))) {
+			*why = eot;
+			break;
+		}
+		size_t pl;
+		const char *piece = tok_stream_put(&ts, tok, &pl);
+		if (piece && pl)
+			addn(&said, piece, pl);
+		if (said.oom) {
+			rc = seterr(err, len, "out of memory");
+			break;
+		}
+		if (show(&said, &shown, s->stop)) {
+			*why = stop;
+			break;
+		}
+		fflush(stdout);
+		if (s->n && *k >= s->n)
+			*why = "-n";
+		else if (*s->sigs)
+			*why = "Ctrl-C";
+		else if (st->pos >= s->max_seq)
+			*why = "context full", st->full = 1;
+		if (*why)
+			break;
+		double d0 = now_s();
+		if (engine_decode(s->e, 1, &tok, NULL, err, len)) {
+			rc = -1;
+			break;
+		}
+		st->t_dec += now_s() - d0, steps++, st->pos++;
+	}
+	if (!rc) {
+		size_t pl;
+		const char *rest = tok_stream_flush(&ts, &pl);
+		if (*why && *why != stop) {
+			if (rest && pl)
+				addn(&said, rest, pl);
+			show(&said, &shown, NULL);
+		}
+		fputc('\n', stdout);
+		fflush(stdout);
+		/* an answer that did not end with its end-of-turn token has its last token still to feed */
+		st->pending = *why && *why != eot ? tok : -1;
+		if (said.oom || remember(&st->hist, &st->nh, said.s ? said.s : "", shown))
+			rc = seterr(err, len, "out of memory");
+	}
+	tok_stream_free(&ts);
+	chat_buf_free(&said);
+	st->n_dec += steps;
+	return rc;
+}
+
 int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 {
-	const ChatFmt *f = s->fmt;
-	int tty = isatty(fileno(in)), rc = 0, full = 0, nh = 0;
+	int tty = isatty(fileno(in)), rc = 0;
 	ChatBuf msg = {0};
-	char **hist = NULL; /* user messages and answers as shown, for re-rendering a template */
-	long pos = 0, turn = 0, n_pre = 0, n_dec = 0, acap = 0;
-	int32_t *ans = NULL, pending = -1; /* pending: the last token of an answer cut short, shown but not fed */
-	double t_pre = 0, t_dec = 0;
+	ChatState st = {.pending = -1};
 	for (;;) {
 		if (tty) {
 			fputs("> ", stdout);
@@ -916,140 +1035,40 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 				fputc('\n', stdout);
 			break;
 		}
-		ChatBuf b = {0};
-		if (turn_text(s, hist, nh, msg.s, &b, err, len)) {
-			chat_buf_free(&b);
-			rc = -1;
-			break;
-		}
-		int32_t *ids = NULL;
-		size_t nids = 0;
-		if (b.oom || tok_encode(s->tk, b.s, b.n, 0, 1, &ids, &nids) || remember(&hist, &nh, msg.s, msg.n)) {
-			chat_buf_free(&b);
+		int32_t *ids, tok;
+		size_t nids;
+		if ((rc = turn_ids(s, &st, &msg, &ids, &nids, err, len))) {
 			free(ids);
-			rc = seterr(err, len, "out of memory encoding turn %ld", turn + 1);
-			break;
-		}
-		chat_buf_free(&b);
-		if (pending >= 0) { /* the cut answer's last token goes in first, so the cache holds what was shown */
-			int32_t *p = realloc(ids, sizeof *p * (nids + 1));
-			if (!p) {
-				free(ids);
-				rc = seterr(err, len, "out of memory");
-				break;
-			}
-			memmove(p + 1, p, sizeof *p * nids);
-			p[0] = pending, ids = p, nids++;
-		}
-		if (pos + (long)nids >= s->max_seq) {
-			free(ids);
-			if (turn == 0) { /* nothing could be answered: an error, not an empty chat */
-				rc = seterr(err, len, "the context is full: turn 1 needs %zu positions, %ld are available "
-				            "(--max-seq)", nids, s->max_seq);
-				break;
-			}
-			fprintf(stderr, "glmrun: the context is full: turn %ld needs %zu positions, %ld of %ld are left "
-			        "(--max-seq); the chat ends here\n", turn + 1, nids, s->max_seq - pos, s->max_seq);
+			rc = rc < 0 ? -1 : 0;
 			break;
 		}
 		*s->sigs = 0;
-		int32_t tok;
 		double t0 = now_s();
-		if (engine_prefill(s->e, 0, ids, (int64_t)nids, (int32_t)pos, &tok, NULL, err, len)) {
+		if (engine_prefill(s->e, 0, ids, (int64_t)nids, (int32_t)st.pos, &tok, NULL, err, len)) {
 			free(ids);
 			rc = -1;
 			break;
 		}
-		double t1 = now_s();
-		t_pre += t1 - t0, n_pre += (long)nids;
+		st.t_pre += now_s() - t0, st.n_pre += (long)nids;
 		if (s->stats) {
-			fprintf(stderr, "stats: chat turn %ld: prompt %zu tokens at positions %ld-%ld: ", turn + 1, nids, pos,
-			        pos + (long)nids - 1);
+			fprintf(stderr, "stats: chat turn %ld: prompt %zu tokens at positions %ld-%ld: ", st.turn + 1, nids, st.pos,
+			        st.pos + (long)nids - 1);
 			print_ids(ids, (long)nids);
 			fputc('\n', stderr);
 		}
 		free(ids);
-		pos += (long)nids;
-		/* The answer: tok is always sampled but not yet fed; feeding it takes position pos. */
-		TokStream ts;
-		tok_stream_init(&ts, s->tk, 0);
-		ChatBuf said = {0};
-		size_t shown = 0;
-		long k = 0, steps = 0;
-		const char *why = NULL;
-		for (;;) {
-			if (k == acap) {
-				int32_t *p = realloc(ans, sizeof *p * (size_t)(acap = 2 * acap + 64));
-				if (!p) {
-					rc = seterr(err, len, "out of memory");
-					break;
-				}
-				ans = p;
-			}
-			ans[k++] = tok;
-			if (!s->ignore_eos && (tok_is_eog(s->tk, tok) || chat_is_eot(f, tok))) {
-				why = "end of turn";
-				break;
-			}
-			size_t pl;
-			const char *piece = tok_stream_put(&ts, tok, &pl);
-			if (piece && pl)
-				addn(&said, piece, pl);
-			if (said.oom) {
-				rc = seterr(err, len, "out of memory");
-				break;
-			}
-			if (show(&said, &shown, s->stop)) {
-				why = "stop string";
-				break;
-			}
-			fflush(stdout);
-			if (s->n && k >= s->n) {
-				why = "-n";
-				break;
-			}
-			if (*s->sigs) {
-				why = "Ctrl-C";
-				break;
-			}
-			if (pos >= s->max_seq) {
-				why = "context full", full = 1;
-				break;
-			}
-			double d0 = now_s();
-			if (engine_decode(s->e, 1, &tok, NULL, err, len)) {
-				rc = -1;
-				break;
-			}
-			t_dec += now_s() - d0, steps++, pos++;
-		}
-		if (!rc) {
-			size_t pl;
-			const char *rest = tok_stream_flush(&ts, &pl);
-			if (why && strcmp(why, "stop string")) {
-				if (rest && pl)
-					addn(&said, rest, pl);
-				show(&said, &shown, NULL);
-			}
-			fputc('\n', stdout);
-			fflush(stdout);
-			/* an answer that did not end with its end-of-turn token has its last token still to feed */
-			pending = why && strcmp(why, "end of turn") ? tok : -1;
-			if (said.oom || remember(&hist, &nh, said.s ? said.s : "", shown))
-				rc = seterr(err, len, "out of memory");
-		}
-		tok_stream_free(&ts);
-		chat_buf_free(&said);
-		n_dec += steps;
-		if (rc)
+		st.pos += (long)nids;
+		long k;
+		const char *why;
+		if ((rc = answer(s, &st, tok, &k, &why, err, len)))
 			break;
 		if (s->stats) {
-			fprintf(stderr, "stats: chat turn %ld: answer %ld tokens (%s): ", turn + 1, k, why);
-			print_ids(ans, k);
-			fprintf(stderr, "; the cache holds %ld positions\n", pos);
+			fprintf(stderr, "stats: chat turn %ld: answer %ld tokens (%s): ", st.turn + 1, k, why);
+			print_ids(st.ans, k);
+			fprintf(stderr, "; the cache holds %ld positions\n", st.pos);
 		}
-		turn++;
-		if (full) {
+		st.turn++;
+		if (st.full) {
 			fprintf(stderr, "glmrun: the context is full (%ld positions, --max-seq); the chat ends here\n",
 			        s->max_seq);
 			break;
@@ -1059,13 +1078,13 @@ int chat_session(const ChatSession *s, FILE *in, char *err, size_t len)
 		*s->sigs = 0;
 	}
 	chat_buf_free(&msg);
-	for (int i = 0; i < nh; i++)
-		free(hist[i]);
-	free(hist);
-	free(ans);
+	for (int i = 0; i < st.nh; i++)
+		free(st.hist[i]);
+	free(st.hist);
+	free(st.ans);
 	if (!rc)
 		fprintf(stderr, "glmrun: chat of %ld turn%s: prefill %ld tokens at %.1f tok/s, decode %ld tokens at %.1f "
-		        "tok/s\n", turn, turn == 1 ? "" : "s", n_pre, t_pre > 0 ? (double)n_pre / t_pre : 0.0, n_dec,
-		        t_dec > 0 ? (double)n_dec / t_dec : 0.0);
+		        "tok/s\n", st.turn, st.turn == 1 ? "" : "s", st.n_pre, st.t_pre > 0 ? (double)st.n_pre / st.t_pre : 0.0,
+		        st.n_dec, st.t_dec > 0 ? (double)st.n_dec / st.t_dec : 0.0);
 	return rc;
 }

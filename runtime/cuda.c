@@ -434,7 +434,7 @@ static int load_module(Gpu *x, char *err, size_t len)
 	if (!x->fn || !x->gemm)
 		return seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++) {
-		if (c->l[i].kernel[0] == '@')
+		if (c->l[i].kind != LK_KERNEL)
 			continue; /* a collective: NCCL, not a kernel of the module */
 		x->gemm[i] = (unsigned char)cuda_prefill_gemm(x->g, i);
 		r = x->cu.mod_fn(&x->fn[i], x->mod, c->l[i].kernel);
@@ -626,7 +626,7 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4 * (size_t)x->nslots), "cuMemAllocHost");
 	for (int i = 0; i < g->cuda.nl; i++)
 		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax) {
-			if (g->cuda.l[i].kernel[0] == '@')
+			if (g->cuda.l[i].kind != LK_KERNEL)
 				x->stats.collectives_per_step++;
 			else
 				x->stats.kernels_per_step++;
@@ -792,7 +792,7 @@ static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size
 }
 
 /*
-** Whether allreduce launch i (marked by glmc: a fourth argument) is left to launch i + 1, which takes
+** Whether allreduce launch i (marked by glmc: Launch.inside_next) is left to launch i + 1, which takes
 ** KA_P2P (k_add_rmsnorm_ar): the one-shot path is started, the message fits it, the step has at most
 ** P2P_NBMAX rows (one block each) and every buffer of the next kernel is 16-byte aligned.
 */
@@ -800,7 +800,7 @@ static int p2p_fused_next(const Gpu *x, int i, int64_t T)
 {
 	const Cuda *c = &x->g->cuda;
 	const Launch *l = &c->l[i], *n = i + 1 < c->nl ? &c->l[i + 1] : NULL;
-	if (l->narg != 4 || l->arg[3].kind != KA_INT || size_val(x, l->arg[3].s, T) != 1 || !n || T < n->tmin ||
+	if (!l->inside_next || !n || T < n->tmin ||
 	    T > n->tmax || T > P2P_NBMAX)
 		return 0;
 	int p2p = 0;
@@ -814,7 +814,7 @@ static int p2p_fused_next(const Gpu *x, int i, int64_t T)
 }
 
 /*
-** A collective launch ("@allreduce" / "@allgather", see emit_cuda.c): one NCCL call (or the one-shot P2P
+** A collective launch (LK_ALLREDUCE / LK_ALLGATHER, see emit_cuda.c): one NCCL call (or the one-shot P2P
 ** kernel for a small allreduce) on this rank's stream, eager or captured into the decode graph like a
 ** kernel. Arguments: the destination (a buffer, or the launch's scratch when a kernel reorders the
 ** gathered parts next), the source, and the source's element count.
@@ -822,7 +822,7 @@ static int p2p_fused_next(const Gpu *x, int i, int64_t T)
 static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len)
 {
 	const Node *n = &x->g->node[l->node];
-	if (!strcmp(l->kernel, KERNEL_ALLREDUCE) && x->g->node[l->arg[1].s.node].dtype != DT_I32) {
+	if (l->kind == LK_ALLREDUCE && x->g->node[l->arg[1].s.node].dtype != DT_I32) {
 		int done = p2p_launch(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], (size_t)size_val(x, l->arg[2].s, T),
 		                      elsize(x, l->arg[1].s.node), err, len);
 		if (done)
@@ -836,13 +836,13 @@ static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len
 	size_t cnt = (size_t)size_val(x, l->arg[2].s, T);
 	ncclDataType_t dt = x->g->node[src].dtype == DT_I32 ? ncclInt32 : elsize(x, src) == 2 ? ncclBfloat16 : ncclFloat32;
 	ncclResult_t r;
-	if (!strcmp(l->kernel, KERNEL_ALLREDUCE))
+	if (l->kind == LK_ALLREDUCE)
 		r = x->nc->allreduce((const void *)x->ptr[src], (void *)to, cnt, dt, ncclSum, x->comm, (cudaStream_t)x->st);
 	else
 		r = x->nc->allgather((const void *)x->ptr[src], (void *)to, cnt, dt, x->comm, (cudaStream_t)x->st);
 	if (r != ncclSuccess) {
 		char what[256];
-		snprintf(what, sizeof what, "%s of %zu values for node %%%d (%s:%d)", l->kernel + 1, cnt, l->node,
+		snprintf(what, sizeof what, "%s of %zu values for node %%%d (%s:%d)", launch_name(l), cnt, l->node,
 		         n->src ? n->src : "?", n->line);
 		return nccl_err(x->nc, r, what, err, len);
 	}
@@ -859,11 +859,11 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 		const Launch *l = &c->l[i];
 		if (T < l->tmin || T > l->tmax)
 			continue;
-		if (l->kernel[0] == '@') {
+		if (l->kind != LK_KERNEL) {
 			/* --profile times a collective as it does a kernel: its share of the step is issue 10's figure */
 			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
 				return -1;
-			if (!strcmp(l->kernel, KERNEL_ALLREDUCE) && p2p_fused_next(x, i, T))
+			if (l->kind == LK_ALLREDUCE && p2p_fused_next(x, i, T))
 				x->p2p_next = 1, x->stats.p2p_calls++;
 			else if (coll_launch(x, l, T, err, len))
 				return -1;

@@ -318,11 +318,85 @@ static uint64_t align_up(uint64_t x, uint64_t a)
 
 /* Parse one file image. Its KVs go to *kv_out (owned by the caller); its tensors are appended to g->t
 ** with file index fi. */
+/* Tensor info #i of file fi (name, dimensions, type, offset) into g->t[g->ntensor], checked: a known type whose
+** block divides the row, sizes that do not overflow. */
+static int read_tensor_info(Rd *rd, Gguf *g, int fi, uint64_t i)
+{
+	GgufFile *f = &g->files[fi];
+	char *err = rd->err, sb[SHOW_MAX + 4];
+	size_t errlen = rd->errlen;
+	const uint8_t *b;
+	GgufTensor *t = &g->t[g->ntensor];
+	memset(t, 0, sizeof *t);
+	char what[64];
+	snprintf(what, sizeof what, "tensor #%llu", (unsigned long long)i);
+	const uint8_t *s;
+	uint64_t len;
+	if (rd_str(rd, &s, &len, what))
+		return -1;
+	if (len == 0)
+		return fail(err, errlen, "%s: tensor #%llu has an empty name", f->path, (unsigned long long)i);
+	if (len > NAME_MAX_LEN)
+		return fail(err, errlen, "%s: tensor #%llu: name of %llu bytes is too long (at most %d)", f->path,
+		            (unsigned long long)i, (unsigned long long)len, NAME_MAX_LEN);
+	if (memchr(s, 0, len))
+		return fail(err, errlen, "%s: tensor #%llu: name contains a NUL byte", f->path, (unsigned long long)i);
+	if (!(t->name = malloc(len + 1)))
+		return fail(err, errlen, "%s: out of memory", f->path);
+	memcpy(t->name, s, len);
+	t->name[len] = 0;
+	g->ntensor++;
+	char twhat[SHOW_MAX + 16];
+	snprintf(twhat, sizeof twhat, "tensor '%s'", show(sb, t->name));
+	uint32_t nd;
+	if (rd_u32(rd, &nd, twhat))
+		return -1;
+	if (nd > GGUF_MAX_DIMS)
+		return fail(err, errlen, "%s: %s: %u dimensions (at most %d)", f->path, twhat, nd, GGUF_MAX_DIMS);
+	t->ndim = (int)nd;
+	t->nelem = 1;
+	for (int d = 0; d < GGUF_MAX_DIMS; d++)
+		t->ne[d] = 1;
+	for (uint32_t d = 0; d < nd; d++) {
+		uint64_t v;
+		if (rd_u64(rd, &v, twhat))
+			return -1;
+		int64_t e = (int64_t)v;
+		if (e < 0)
+			return fail(err, errlen, "%s: %s: ne[%u] = %lld is negative", f->path, twhat, d, (long long)e);
+		t->ne[d] = e;
+		if (e && t->nelem > INT64_MAX / e)
+			return fail(err, errlen, "%s: %s: element count overflows (ne[%u] = %lld)", f->path, twhat, d,
+			            (long long)e);
+		t->nelem *= e;
+	}
+	uint32_t ty;
+	if (rd_u32(rd, &ty, twhat) || take(rd, 8, &b, twhat))
+		return -1;
+	t->type = (int)(int32_t)ty;
+	t->off = le(b, 8);
+	t->file = fi;
+	const QuantType *qt = quant_type(t->type);
+	if (!qt || !qt->name)
+		return fail(err, errlen, "%s: %s: unknown ggml type id %d", f->path, twhat, t->type);
+	if (!qt->blck)
+		return fail(err, errlen, "%s: %s: ggml type %s (id %d) was removed from ggml and has no layout",
+		            f->path, twhat, qt->name, t->type);
+	if (t->ne[0] % qt->blck)
+		return fail(err, errlen, "%s: %s: row length ne[0] = %lld is not a multiple of %s's block size %d",
+		            f->path, twhat, (long long)t->ne[0], qt->name, qt->blck);
+	/* ne[0] is a whole number of blocks, so the element count is too. */
+	uint64_t blocks = (uint64_t)t->nelem / (uint64_t)qt->blck;
+	if (blocks > UINT64_MAX / (uint64_t)qt->bytes)
+		return fail(err, errlen, "%s: %s: byte size overflows", f->path, twhat);
+	t->nbytes = blocks * (uint64_t)qt->bytes;
+	return 0;
+}
+
 static int parse_file(Gguf *g, int fi, GgufKV **kv_out, int *nkv_out, char *err, size_t errlen)
 {
 	GgufFile *f = &g->files[fi];
 	Rd r = {f->map, f->size, 0, f->path, err, errlen};
-	const uint8_t *b;
 	char sb[SHOW_MAX + 4];
 	*kv_out = NULL;
 	*nkv_out = 0;
@@ -390,72 +464,9 @@ static int parse_file(Gguf *g, int fi, GgufKV **kv_out, int *nkv_out, char *err,
 		return fail(err, errlen, "%s: out of memory", f->path);
 	g->t = nt_arr;
 	int first = g->ntensor;
-	for (uint64_t i = 0; i < nt; i++) {
-		GgufTensor *t = &g->t[g->ntensor];
-		memset(t, 0, sizeof *t);
-		char what[64];
-		snprintf(what, sizeof what, "tensor #%llu", (unsigned long long)i);
-		const uint8_t *s;
-		uint64_t len;
-		if (rd_str(&r, &s, &len, what))
+	for (uint64_t i = 0; i < nt; i++)
+		if (read_tensor_info(&r, g, fi, i))
 			return -1;
-		if (len == 0)
-			return fail(err, errlen, "%s: tensor #%llu has an empty name", f->path, (unsigned long long)i);
-		if (len > NAME_MAX_LEN)
-			return fail(err, errlen, "%s: tensor #%llu: name of %llu bytes is too long (at most %d)", f->path,
-			            (unsigned long long)i, (unsigned long long)len, NAME_MAX_LEN);
-		if (memchr(s, 0, len))
-			return fail(err, errlen, "%s: tensor #%llu: name contains a NUL byte", f->path, (unsigned long long)i);
-		if (!(t->name = malloc(len + 1)))
-			return fail(err, errlen, "%s: out of memory", f->path);
-		memcpy(t->name, s, len);
-		t->name[len] = 0;
-		g->ntensor++;
-		char twhat[SHOW_MAX + 16];
-		snprintf(twhat, sizeof twhat, "tensor '%s'", show(sb, t->name));
-		uint32_t nd;
-		if (rd_u32(&r, &nd, twhat))
-			return -1;
-		if (nd > GGUF_MAX_DIMS)
-			return fail(err, errlen, "%s: %s: %u dimensions (at most %d)", f->path, twhat, nd, GGUF_MAX_DIMS);
-		t->ndim = (int)nd;
-		t->nelem = 1;
-		for (int d = 0; d < GGUF_MAX_DIMS; d++)
-			t->ne[d] = 1;
-		for (uint32_t d = 0; d < nd; d++) {
-			uint64_t v;
-			if (rd_u64(&r, &v, twhat))
-				return -1;
-			int64_t e = (int64_t)v;
-			if (e < 0)
-				return fail(err, errlen, "%s: %s: ne[%u] = %lld is negative", f->path, twhat, d, (long long)e);
-			t->ne[d] = e;
-			if (e && t->nelem > INT64_MAX / e)
-				return fail(err, errlen, "%s: %s: element count overflows (ne[%u] = %lld)", f->path, twhat, d,
-				            (long long)e);
-			t->nelem *= e;
-		}
-		uint32_t ty;
-		if (rd_u32(&r, &ty, twhat) || take(&r, 8, &b, twhat))
-			return -1;
-		t->type = (int)(int32_t)ty;
-		t->off = le(b, 8);
-		t->file = fi;
-		const QuantType *qt = quant_type(t->type);
-		if (!qt || !qt->name)
-			return fail(err, errlen, "%s: %s: unknown ggml type id %d", f->path, twhat, t->type);
-		if (!qt->blck)
-			return fail(err, errlen, "%s: %s: ggml type %s (id %d) was removed from ggml and has no layout",
-			            f->path, twhat, qt->name, t->type);
-		if (t->ne[0] % qt->blck)
-			return fail(err, errlen, "%s: %s: row length ne[0] = %lld is not a multiple of %s's block size %d",
-			            f->path, twhat, (long long)t->ne[0], qt->name, qt->blck);
-		/* ne[0] is a whole number of blocks, so the element count is too. */
-		uint64_t blocks = (uint64_t)t->nelem / (uint64_t)qt->blck;
-		if (blocks > UINT64_MAX / (uint64_t)qt->bytes)
-			return fail(err, errlen, "%s: %s: byte size overflows", f->path, twhat);
-		t->nbytes = blocks * (uint64_t)qt->bytes;
-	}
 
 	/* The data section starts at the next alignment boundary (only when there are tensors). */
 	if (nt) {

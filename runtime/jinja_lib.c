@@ -916,6 +916,241 @@ static JVal minmax(JR *r, JVal seq, const Args *a, int max, int line)
 	return best;
 }
 
+/* The filter batch(linecount, fill_with): the items in lists of linecount, the last one filled when fill_with is given. */
+static JVal f_batch(JR *r, JVal v, const Args *a, int line)
+{
+	int given;
+	int64_t size = arg_int(r, a, 0, "linecount", 1, line);
+	JVal fill = arg(a, 1, "fill_with", jv_none(), &given);
+	int fillit = given;
+	if (size <= 0)
+		jj_fail(&r->c, line, "batch: the size must be positive");
+	JVal it = jv_iter(r, v, line), out = jv_list(r, 0), cur = jv_list(r, 0);
+	for (size_t i = 0; i < it.u.l->n; i++) {
+		jl_push(r, cur.u.l, it.u.l->v[i]);
+		if ((int64_t)cur.u.l->n == size)
+			jl_push(r, out.u.l, cur), cur = jv_list(r, 0);
+	}
+	if (cur.u.l->n) {
+		while (fillit && (int64_t)cur.u.l->n < size)
+			jl_push(r, cur.u.l, fill);
+		jl_push(r, out.u.l, cur);
+	}
+	return out;
+}
+
+/* The filter dictsort(case_sensitive, by, reverse): a dict's (key, value) pairs sorted by key or value. */
+static JVal f_dictsort(JR *r, JVal v, const Args *a, int line)
+{
+	if (v.t != JV_DICT)
+		jj_fail(&r->c, line, "dictsort: a dict is needed, not %s", jv_type(v));
+	JVal cs = arg(a, 0, "case_sensitive", jv_bool(0), NULL), by = arg(a, 1, "by", jv_cstr("key"), NULL);
+	JVal rev = arg(a, 2, "reverse", jv_bool(0), NULL);
+	int byv = by.t == JV_STR && by.u.s.n == 5 && !memcmp(by.u.s.s, "value", 5);
+	if (!byv && !(by.t == JV_STR && by.u.s.n == 3 && !memcmp(by.u.s.s, "key", 3)))
+		jj_fail(&r->c, line, "dictsort: 'by' must be 'key' or 'value'");
+	JVal items = jv_list(r, v.u.d->n);
+	for (size_t i = 0; i < v.u.d->n; i++) {
+		JVal p = jv_list(r, 2);
+		p.flag = 1;
+		jl_push(r, p.u.l, v.u.d->k[i]);
+		jl_push(r, p.u.l, v.u.d->v[i]);
+		jl_push(r, items.u.l, p);
+	}
+	SortKey k = {r, !jv_truthy(cs), NULL, byv, line};
+	return sorted(r, items, &k, jv_truthy(rev), line);
+}
+
+/* The filter float(default): a number or numeric string as a float, else default. */
+static JVal f_float(JVal v, const Args *a)
+{
+	JVal d = arg(a, 0, "default", jv_float(0), NULL);
+	double f;
+	if (v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT)
+		return jv_float(v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b);
+	if (v.t == JV_STR && parse_float(v, &f))
+		return jv_float(f);
+	return d;
+}
+
+/* The filter int(default): a number or numeric string as an int (floats truncated), else default. */
+static JVal f_int(JVal v, const Args *a)
+{
+	JVal d = arg(a, 0, "default", jv_int(0), NULL);
+	int64_t i;
+	double f;
+	if (v.t == JV_INT || v.t == JV_BOOL)
+		return jv_int(v.t == JV_INT ? v.u.i : v.u.b);
+	if (v.t == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18)
+		return jv_int((int64_t)v.u.f);
+	if (v.t == JV_STR && parse_int(v, &i))
+		return jv_int(i);
+	if (v.t == JV_STR && parse_float(v, &f) && isfinite(f) && fabs(f) < 9.2e18)
+		return jv_int((int64_t)f);
+	return d;
+}
+
+/* The filter indent(width, first, blank): every line but the first (unless first) indented by width spaces or a string. */
+static JVal f_indent(JR *r, JVal v, const Args *a, int line)
+{
+	JVal w = arg(a, 0, "width", jv_int(4), NULL);
+	int first = jv_truthy(arg(a, 1, "first", jv_bool(0), NULL)), blank = jv_truthy(arg(a, 2, "blank", jv_bool(0), NULL));
+	JVal pad = w.t == JV_STR ? w : jv_none();
+	if (w.t != JV_STR) {
+		if (w.t != JV_INT || w.u.i < 0 || w.u.i > 1000)
+			jj_fail(&r->c, line, "indent: the width must be a small integer or a string");
+		JBuf pb = {0};
+		jb_add(r, &pb, "", 0);
+		for (int64_t i = 0; i < w.u.i; i++)
+			jb_add(r, &pb, " ", 1);
+		pad = substr(pb.s, pb.n);
+	}
+	v = jv_to_str(r, v);
+	JBuf b = {0};
+	jb_add(r, &b, "", 0);
+	const char *p = v.u.s.s, *end = p + v.u.s.n;
+	for (int ln = 0; p <= end; ln++) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		int empty = strip(substr(p, l), jv_none(), 3).u.s.n == 0;
+		if ((ln > 0 || first) && (blank || !empty))
+			jb_add(r, &b, pad.u.s.s, pad.u.s.n);
+		jb_add(r, &b, p, l);
+		if (!nl)
+			break;
+		jb_add(r, &b, "\n", 1);
+		p = nl + 1;
+	}
+	return substr(b.s, b.n);
+}
+
+/* The filter join(d, attribute): the items (or an attribute of each) as strings joined by d. */
+static JVal f_join(JR *r, JVal v, const Args *a, int line)
+{
+	JVal d = arg(a, 0, "d", jv_cstr(""), NULL), at = arg(a, 1, "attribute", jv_none(), NULL);
+	d = jv_to_str(r, d);
+	JVal it = jv_iter(r, v, line);
+	JBuf b = {0};
+	jb_add(r, &b, "", 0);
+	for (size_t i = 0; i < it.u.l->n; i++) {
+		if (i)
+			jb_add(r, &b, d.u.s.s, d.u.s.n);
+		JVal x = it.u.l->v[i];
+		if (at.t == JV_STR)
+			x = attr_path(r, x, at.u.s.s, line);
+		jv_str_into(r, &b, x);
+	}
+	return substr(b.s, b.n);
+}
+
+/* The filter reverse: a string's characters or a sequence's items in reverse order. */
+static JVal f_reverse(JR *r, JVal v, int line)
+{
+	if (v.t == JV_STR) {
+		JVal it = jv_iter(r, v, line);
+		JBuf b = {0};
+		jb_add(r, &b, "", 0);
+		for (size_t i = it.u.l->n; i-- > 0;)
+			jb_add(r, &b, it.u.l->v[i].u.s.s, it.u.l->v[i].u.s.n);
+		return substr(b.s, b.n);
+	}
+	JVal it = jv_iter(r, v, line), out = jv_list(r, it.u.l->n);
+	for (size_t i = it.u.l->n; i-- > 0;)
+		jl_push(r, out.u.l, it.u.l->v[i]);
+	return out;
+}
+
+/* The filter round(precision, method): common rounding as Python's round of the printed value, or ceil / floor. */
+static JVal f_round(JR *r, JVal v, const Args *a, int line)
+{
+	int64_t prec = arg_int(r, a, 0, "precision", 0, line);
+	JVal m = arg(a, 1, "method", jv_cstr("common"), NULL);
+	if (v.t != JV_INT && v.t != JV_FLOAT && v.t != JV_BOOL)
+		jj_fail(&r->c, line, "round: a number is needed, not %s", jv_type(v));
+	double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b;
+	if (m.t != JV_STR)
+		jj_fail(&r->c, line, "round: method must be common, ceil or floor");
+	if (m.u.s.n == 4 && !memcmp(m.u.s.s, "ceil", 4)) {
+		double s = pow(10, (double)prec);
+		return jv_float(ceil(x * s) / s);
+	}
+	if (m.u.s.n == 5 && !memcmp(m.u.s.s, "floor", 5)) {
+		double s = pow(10, (double)prec);
+		return jv_float(floor(x * s) / s);
+	}
+	if (v.t != JV_FLOAT && prec >= 0)
+		return jv_int(v.t == JV_INT ? v.u.i : v.u.b);
+	if (prec < 0 || prec > 300)
+		jj_fail(&r->c, line, "round: precision %lld is not supported", (long long)prec);
+	char buf[400];
+	snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
+	return jv_float(strtod(buf, NULL));
+}
+
+/* The filter sum(attribute, start): the items added to start, ints as ints (overflow is an error), floats as floats. */
+static JVal f_sum(JR *r, JVal v, const Args *a, int line)
+{
+	JVal at = arg(a, 0, "attribute", jv_none(), NULL), acc = arg(a, 1, "start", jv_int(0), NULL);
+	JVal it = jv_iter(r, v, line);
+	for (size_t i = 0; i < it.u.l->n; i++) {
+		JVal x = at.t == JV_STR ? attr_path(r, it.u.l->v[i], at.u.s.s, line) : it.u.l->v[i];
+		if ((acc.t != JV_INT && acc.t != JV_FLOAT && acc.t != JV_BOOL) ||
+		    (x.t != JV_INT && x.t != JV_FLOAT && x.t != JV_BOOL))
+			jj_fail(&r->c, line, "sum: unsupported operand type(s) for +: '%s' and '%s'", jv_type(acc), jv_type(x));
+		if (acc.t == JV_FLOAT || x.t == JV_FLOAT)
+			acc = jv_float((acc.t == JV_FLOAT ? acc.u.f : acc.t == JV_INT ? (double)acc.u.i : acc.u.b) +
+			               (x.t == JV_FLOAT ? x.u.f : x.t == JV_INT ? (double)x.u.i : x.u.b));
+		else {
+			int64_t s;
+			if (__builtin_add_overflow(acc.t == JV_INT ? acc.u.i : acc.u.b, x.t == JV_INT ? x.u.i : x.u.b, &s))
+				jj_fail(&r->c, line, "sum: integer overflow");
+			acc = jv_int(s);
+		}
+	}
+	return acc;
+}
+
+/* The filter tojson(ensure_ascii, indent, separators, sort_keys): the value as JSON, as Python's json.dumps writes it. */
+static JVal f_tojson(JR *r, JVal v, const Args *a, int line)
+{
+	JVal ea = arg(a, 0, "ensure_ascii", jv_bool(0), NULL), ind = arg(a, 1, "indent", jv_none(), NULL);
+	JVal sep = arg(a, 2, "separators", jv_none(), NULL), sk = arg(a, 3, "sort_keys", jv_bool(0), NULL);
+	int indent = -1;
+	if (ind.t == JV_INT || ind.t == JV_BOOL)
+		indent = (int)(ind.t == JV_INT ? (ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i) : ind.u.b);
+	else if (ind.t != JV_NONE)
+		jj_fail(&r->c, line, "tojson: indent must be an integer");
+	const char *isep = indent >= 0 ? "," : ", ", *ksep = ": ";
+	if (sep.t != JV_NONE) {
+		if (sep.t != JV_LIST || sep.u.l->n != 2 || sep.u.l->v[0].t != JV_STR || sep.u.l->v[1].t != JV_STR)
+			jj_fail(&r->c, line, "tojson: separators must be two strings");
+		isep = jv_str(r, sep.u.l->v[0].u.s.s, sep.u.l->v[0].u.s.n).u.s.s;
+		ksep = jv_str(r, sep.u.l->v[1].u.s.s, sep.u.l->v[1].u.s.n).u.s.s;
+	}
+	JBuf b = {0};
+	jb_add(r, &b, "", 0);
+	jj_json_into(r, &b, v, indent, 0, isep, ksep, jv_truthy(ea), jv_truthy(sk), line);
+	return substr(b.s, b.n);
+}
+
+/* The filter unique(case_sensitive, attribute): the items without repeats, first occurrences kept. */
+static JVal f_unique(JR *r, JVal v, const Args *a, int line)
+{
+	JVal cs = arg(a, 0, "case_sensitive", jv_bool(0), NULL), at = arg(a, 1, "attribute", jv_none(), NULL);
+	JVal it = jv_iter(r, v, line), out = jv_list(r, 0), seen = jv_list(r, 0);
+	for (size_t i = 0; i < it.u.l->n; i++) {
+		JVal k = at.t == JV_STR ? attr_path(r, it.u.l->v[i], at.u.s.s, line) : it.u.l->v[i];
+		if (k.t == JV_STR && !jv_truthy(cs))
+			k = recase(r, k, 0);
+		int dup = 0;
+		for (size_t j = 0; j < seen.u.l->n && !dup; j++)
+			dup = jv_equal(seen.u.l->v[j], k);
+		if (!dup)
+			jl_push(r, seen.u.l, k), jl_push(r, out.u.l, it.u.l->v[i]);
+	}
+	return out;
+}
+
 JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, JVal *kwv, int nkw, int line)
 {
 	Args a = {args, nargs, kwn, kwv, nkw};
@@ -933,25 +1168,7 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 		JVal n = arg_str(r, &a, 0, "name", line);
 		return jv_getattr(r, v, n.u.s.s, n.u.s.n, line);
 	}
-	case F_BATCH: {
-		int64_t size = arg_int(r, &a, 0, "linecount", 1, line);
-		JVal fill = arg(&a, 1, "fill_with", jv_none(), &given);
-		int fillit = given;
-		if (size <= 0)
-			jj_fail(&r->c, line, "batch: the size must be positive");
-		JVal it = jv_iter(r, v, line), out = jv_list(r, 0), cur = jv_list(r, 0);
-		for (size_t i = 0; i < it.u.l->n; i++) {
-			jl_push(r, cur.u.l, it.u.l->v[i]);
-			if ((int64_t)cur.u.l->n == size)
-				jl_push(r, out.u.l, cur), cur = jv_list(r, 0);
-		}
-		if (cur.u.l->n) {
-			while (fillit && (int64_t)cur.u.l->n < size)
-				jl_push(r, cur.u.l, fill);
-			jl_push(r, out.u.l, cur);
-		}
-		return out;
-	}
+	case F_BATCH: return f_batch(r, v, &a, line);
 	case F_CAPITALIZE: return recase(r, v, 2);
 	case F_COUNT:
 	case F_LENGTH: return jv_int(length(r, v, line));
@@ -962,25 +1179,7 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 			return d;
 		return v;
 	}
-	case F_DICTSORT: {
-		if (v.t != JV_DICT)
-			jj_fail(&r->c, line, "dictsort: a dict is needed, not %s", jv_type(v));
-		JVal cs = arg(&a, 0, "case_sensitive", jv_bool(0), NULL), by = arg(&a, 1, "by", jv_cstr("key"), NULL);
-		JVal rev = arg(&a, 2, "reverse", jv_bool(0), NULL);
-		int byv = by.t == JV_STR && by.u.s.n == 5 && !memcmp(by.u.s.s, "value", 5);
-		if (!byv && !(by.t == JV_STR && by.u.s.n == 3 && !memcmp(by.u.s.s, "key", 3)))
-			jj_fail(&r->c, line, "dictsort: 'by' must be 'key' or 'value'");
-		JVal items = jv_list(r, v.u.d->n);
-		for (size_t i = 0; i < v.u.d->n; i++) {
-			JVal p = jv_list(r, 2);
-			p.flag = 1;
-			jl_push(r, p.u.l, v.u.d->k[i]);
-			jl_push(r, p.u.l, v.u.d->v[i]);
-			jl_push(r, items.u.l, p);
-		}
-		SortKey k = {r, !jv_truthy(cs), NULL, byv, line};
-		return sorted(r, items, &k, jv_truthy(rev), line);
-	}
+	case F_DICTSORT: return f_dictsort(r, v, &a, line);
 	case F_E:
 	case F_ESCAPE:
 	case F_FORCEESCAPE: return html_escape(r, v);
@@ -992,60 +1191,9 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 		JVal it = jv_iter(r, v, line);
 		return it.u.l->n ? it.u.l->v[it.u.l->n - 1] : jv_undef(NULL);
 	}
-	case F_FLOAT: {
-		JVal d = arg(&a, 0, "default", jv_float(0), NULL);
-		double f;
-		if (v.t == JV_INT || v.t == JV_BOOL || v.t == JV_FLOAT)
-			return jv_float(v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b);
-		if (v.t == JV_STR && parse_float(v, &f))
-			return jv_float(f);
-		return d;
-	}
-	case F_INT: {
-		JVal d = arg(&a, 0, "default", jv_int(0), NULL);
-		int64_t i;
-		double f;
-		if (v.t == JV_INT || v.t == JV_BOOL)
-			return jv_int(v.t == JV_INT ? v.u.i : v.u.b);
-		if (v.t == JV_FLOAT && isfinite(v.u.f) && fabs(v.u.f) < 9.2e18)
-			return jv_int((int64_t)v.u.f);
-		if (v.t == JV_STR && parse_int(v, &i))
-			return jv_int(i);
-		if (v.t == JV_STR && parse_float(v, &f) && isfinite(f) && fabs(f) < 9.2e18)
-			return jv_int((int64_t)f);
-		return d;
-	}
-	case F_INDENT: {
-		JVal w = arg(&a, 0, "width", jv_int(4), NULL);
-		int first = jv_truthy(arg(&a, 1, "first", jv_bool(0), NULL)), blank = jv_truthy(arg(&a, 2, "blank", jv_bool(0), NULL));
-		JVal pad = w.t == JV_STR ? w : jv_none();
-		if (w.t != JV_STR) {
-			if (w.t != JV_INT || w.u.i < 0 || w.u.i > 1000)
-				jj_fail(&r->c, line, "indent: the width must be a small integer or a string");
-			JBuf pb = {0};
-			jb_add(r, &pb, "", 0);
-			for (int64_t i = 0; i < w.u.i; i++)
-				jb_add(r, &pb, " ", 1);
-			pad = substr(pb.s, pb.n);
-		}
-		v = jv_to_str(r, v);
-		JBuf b = {0};
-		jb_add(r, &b, "", 0);
-		const char *p = v.u.s.s, *end = p + v.u.s.n;
-		for (int ln = 0; p <= end; ln++) {
-			const char *nl = memchr(p, '\n', (size_t)(end - p));
-			size_t l = nl ? (size_t)(nl - p) : (size_t)(end - p);
-			int empty = strip(substr(p, l), jv_none(), 3).u.s.n == 0;
-			if ((ln > 0 || first) && (blank || !empty))
-				jb_add(r, &b, pad.u.s.s, pad.u.s.n);
-			jb_add(r, &b, p, l);
-			if (!nl)
-				break;
-			jb_add(r, &b, "\n", 1);
-			p = nl + 1;
-		}
-		return substr(b.s, b.n);
-	}
+	case F_FLOAT: return f_float(v, &a);
+	case F_INT: return f_int(v, &a);
+	case F_INDENT: return f_indent(r, v, &a, line);
 	case F_ITEMS: {
 		if (v.t == JV_UNDEF)
 			return jv_list(r, 0);
@@ -1053,22 +1201,7 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 			jj_fail(&r->c, line, "items: a dict is needed, not %s", jv_type(v));
 		return jj_method(r, jj_method_id(JV_DICT, "items", 5), v, NULL, 0, NULL, NULL, 0, line);
 	}
-	case F_JOIN: {
-		JVal d = arg(&a, 0, "d", jv_cstr(""), NULL), at = arg(&a, 1, "attribute", jv_none(), NULL);
-		d = jv_to_str(r, d);
-		JVal it = jv_iter(r, v, line);
-		JBuf b = {0};
-		jb_add(r, &b, "", 0);
-		for (size_t i = 0; i < it.u.l->n; i++) {
-			if (i)
-				jb_add(r, &b, d.u.s.s, d.u.s.n);
-			JVal x = it.u.l->v[i];
-			if (at.t == JV_STR)
-				x = attr_path(r, x, at.u.s.s, line);
-			jv_str_into(r, &b, x);
-		}
-		return substr(b.s, b.n);
-	}
+	case F_JOIN: return f_join(r, v, &a, line);
 	case F_LIST: {
 		JVal it = jv_iter(r, v, line), out = jv_list(r, it.u.l->n);
 		for (size_t i = 0; i < it.u.l->n; i++)
@@ -1109,44 +1242,8 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 		JVal o = jv_to_str(r, arg(&a, 0, "old", jv_cstr(""), NULL)), n = jv_to_str(r, arg(&a, 1, "new", jv_cstr(""), NULL));
 		return replace(r, v, o, n, arg_int(r, &a, 2, "count", -1, line));
 	}
-	case F_REVERSE: {
-		if (v.t == JV_STR) {
-			JVal it = jv_iter(r, v, line);
-			JBuf b = {0};
-			jb_add(r, &b, "", 0);
-			for (size_t i = it.u.l->n; i-- > 0;)
-				jb_add(r, &b, it.u.l->v[i].u.s.s, it.u.l->v[i].u.s.n);
-			return substr(b.s, b.n);
-		}
-		JVal it = jv_iter(r, v, line), out = jv_list(r, it.u.l->n);
-		for (size_t i = it.u.l->n; i-- > 0;)
-			jl_push(r, out.u.l, it.u.l->v[i]);
-		return out;
-	}
-	case F_ROUND: {
-		int64_t prec = arg_int(r, &a, 0, "precision", 0, line);
-		JVal m = arg(&a, 1, "method", jv_cstr("common"), NULL);
-		if (v.t != JV_INT && v.t != JV_FLOAT && v.t != JV_BOOL)
-			jj_fail(&r->c, line, "round: a number is needed, not %s", jv_type(v));
-		double x = v.t == JV_FLOAT ? v.u.f : v.t == JV_INT ? (double)v.u.i : v.u.b;
-		if (m.t != JV_STR)
-			jj_fail(&r->c, line, "round: method must be common, ceil or floor");
-		if (m.u.s.n == 4 && !memcmp(m.u.s.s, "ceil", 4)) {
-			double s = pow(10, (double)prec);
-			return jv_float(ceil(x * s) / s);
-		}
-		if (m.u.s.n == 5 && !memcmp(m.u.s.s, "floor", 5)) {
-			double s = pow(10, (double)prec);
-			return jv_float(floor(x * s) / s);
-		}
-		if (v.t != JV_FLOAT && prec >= 0)
-			return jv_int(v.t == JV_INT ? v.u.i : v.u.b);
-		if (prec < 0 || prec > 300)
-			jj_fail(&r->c, line, "round: precision %lld is not supported", (long long)prec);
-		char buf[400];
-		snprintf(buf, sizeof buf, "%.*f", (int)prec, x);
-		return jv_float(strtod(buf, NULL));
-	}
+	case F_REVERSE: return f_reverse(r, v, line);
+	case F_ROUND: return f_round(r, v, &a, line);
 	case F_SAFE: return v;
 	case F_SORT: {
 		JVal rev = arg(&a, 0, "reverse", jv_bool(0), NULL), cs = arg(&a, 1, "case_sensitive", jv_bool(0), NULL);
@@ -1155,65 +1252,13 @@ JVal jj_filter(JR *r, int id, JVal v, JVal *args, int nargs, const char **kwn, J
 		return sorted(r, v, &k, jv_truthy(rev), line);
 	}
 	case F_STRING: return jv_to_str(r, v);
-	case F_SUM: {
-		JVal at = arg(&a, 0, "attribute", jv_none(), NULL), acc = arg(&a, 1, "start", jv_int(0), NULL);
-		JVal it = jv_iter(r, v, line);
-		for (size_t i = 0; i < it.u.l->n; i++) {
-			JVal x = at.t == JV_STR ? attr_path(r, it.u.l->v[i], at.u.s.s, line) : it.u.l->v[i];
-			if ((acc.t != JV_INT && acc.t != JV_FLOAT && acc.t != JV_BOOL) ||
-			    (x.t != JV_INT && x.t != JV_FLOAT && x.t != JV_BOOL))
-				jj_fail(&r->c, line, "sum: unsupported operand type(s) for +: '%s' and '%s'", jv_type(acc), jv_type(x));
-			if (acc.t == JV_FLOAT || x.t == JV_FLOAT)
-				acc = jv_float((acc.t == JV_FLOAT ? acc.u.f : acc.t == JV_INT ? (double)acc.u.i : acc.u.b) +
-				               (x.t == JV_FLOAT ? x.u.f : x.t == JV_INT ? (double)x.u.i : x.u.b));
-			else {
-				int64_t s;
-				if (__builtin_add_overflow(acc.t == JV_INT ? acc.u.i : acc.u.b, x.t == JV_INT ? x.u.i : x.u.b, &s))
-					jj_fail(&r->c, line, "sum: integer overflow");
-				acc = jv_int(s);
-			}
-		}
-		return acc;
-	}
-	case F_TOJSON: {
-		JVal ea = arg(&a, 0, "ensure_ascii", jv_bool(0), NULL), ind = arg(&a, 1, "indent", jv_none(), NULL);
-		JVal sep = arg(&a, 2, "separators", jv_none(), NULL), sk = arg(&a, 3, "sort_keys", jv_bool(0), NULL);
-		int indent = -1;
-		if (ind.t == JV_INT || ind.t == JV_BOOL)
-			indent = (int)(ind.t == JV_INT ? (ind.u.i < 0 ? 0 : ind.u.i > 64 ? 64 : ind.u.i) : ind.u.b);
-		else if (ind.t != JV_NONE)
-			jj_fail(&r->c, line, "tojson: indent must be an integer");
-		const char *isep = indent >= 0 ? "," : ", ", *ksep = ": ";
-		if (sep.t != JV_NONE) {
-			if (sep.t != JV_LIST || sep.u.l->n != 2 || sep.u.l->v[0].t != JV_STR || sep.u.l->v[1].t != JV_STR)
-				jj_fail(&r->c, line, "tojson: separators must be two strings");
-			isep = jv_str(r, sep.u.l->v[0].u.s.s, sep.u.l->v[0].u.s.n).u.s.s;
-			ksep = jv_str(r, sep.u.l->v[1].u.s.s, sep.u.l->v[1].u.s.n).u.s.s;
-		}
-		JBuf b = {0};
-		jb_add(r, &b, "", 0);
-		jj_json_into(r, &b, v, indent, 0, isep, ksep, jv_truthy(ea), jv_truthy(sk), line);
-		return substr(b.s, b.n);
-	}
+	case F_SUM: return f_sum(r, v, &a, line);
+	case F_TOJSON: return f_tojson(r, v, &a, line);
 	case F_TRIM: {
 		JVal chars = arg(&a, 0, "chars", jv_none(), NULL);
 		return strip(jv_to_str(r, v), chars, 3);
 	}
-	case F_UNIQUE: {
-		JVal cs = arg(&a, 0, "case_sensitive", jv_bool(0), NULL), at = arg(&a, 1, "attribute", jv_none(), NULL);
-		JVal it = jv_iter(r, v, line), out = jv_list(r, 0), seen = jv_list(r, 0);
-		for (size_t i = 0; i < it.u.l->n; i++) {
-			JVal k = at.t == JV_STR ? attr_path(r, it.u.l->v[i], at.u.s.s, line) : it.u.l->v[i];
-			if (k.t == JV_STR && !jv_truthy(cs))
-				k = recase(r, k, 0);
-			int dup = 0;
-			for (size_t j = 0; j < seen.u.l->n && !dup; j++)
-				dup = jv_equal(seen.u.l->v[j], k);
-			if (!dup)
-				jl_push(r, seen.u.l, k), jl_push(r, out.u.l, it.u.l->v[i]);
-		}
-		return out;
-	}
+	case F_UNIQUE: return f_unique(r, v, &a, line);
 	case F_WORDCOUNT: {
 		JVal s = jv_to_str(r, v);
 		JVal w = split(r, s, jv_none(), -1, 0, line);

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *usage =
@@ -98,6 +100,7 @@ static const char *usage =
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
 	"  --bench-prompt N     tokens of the random prompt (default 128)\n"
+	"  --json               with --bench: the block as one JSON object (numbers where a value is one)\n"
 	"  --profile            --bench, then time every kernel and collective of the decode step (CUDA events,\n"
 	"                       averaged over 10 steps): time, bytes, GB/s per kernel, by operator and by layer\n"
 	"                       (needs cuda; a tp plan: every rank runs its step, rank 0's times are shown)\n"
@@ -136,7 +139,9 @@ static const char *usage =
 	"                       also vLLM's --served-model-name, llama-server's --alias\n"
 	"  --device, --tokenizer, --chat-template, --no-think, --weights, -t as above\n"
 	"\n"
-	"PLAN may also be given as -m/--model PLAN. Options take their value as --opt VALUE or --opt=VALUE.\n"
+	"PLAN may also be given as -m/--model PLAN; weights (a GGUF file or a Hugging Face directory) in its\n"
+	"place are compiled once by the glmc beside glmrun into $GLMC_CACHE (default ~/.cache/glmc)/plans and\n"
+	"the plan reused while the weights and glmc stay unchanged. Options take their value as --opt VALUE or --opt=VALUE.\n"
 	"Names as llama.cpp's llama-cli spells them: -m, -p, -f, -n/--n-predict, -c/--ctx-size, -s/--seed,\n"
 	"-t/--threads, --temp, --top-k, --top-p, --ignore-eos, -cnv, --chat-template-file, --system-prompt;\n"
 	"as vLLM's sampling parameters: --max-tokens, --temperature.\n"
@@ -238,6 +243,7 @@ typedef struct {
 	const char *host, *api_key, *model_name;
 	long batch_tokens;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
+	int json;                    /* --bench --json */
 	long bench_prompt;
 	double bw;
 	double timeout;
@@ -247,8 +253,8 @@ typedef struct {
 enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
-	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_HOST, O_PORT,
-	O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME
+	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -270,7 +276,8 @@ static const struct option long_opts[] = {
 	{"bench-prompt", required_argument, 0, O_BENCH_PROMPT}, {"profile", no_argument, 0, O_PROFILE},
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
-	{"weights", required_argument, 0, O_WEIGHTS}, {"host", required_argument, 0, O_HOST},
+	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON},
+	{"host", required_argument, 0, O_HOST},
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
 	{"max-model-len", required_argument, 0, 'c'}, {"max-num-batched-tokens", required_argument, 0, O_BATCHED},
@@ -358,6 +365,7 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_BENCH_PROMPT: a->bench_prompt = parse_long(v, "--bench-prompt", 1, 1 << 20); break;
 	case O_PROFILE_TOP: a->profile_top = (int)parse_long(v, "--profile-top", 1, 1 << 20); break;
 	case O_BW: a->bw = parse_double(v, "--bw", 1e-3, 1e6); break;
+	case O_JSON: a->json = 1; break;
 	case O_HOST: a->host = v; break;
 	case O_PORT: a->port = (int)parse_long(v, "--port", 1, 65535); break;
 	case O_MAX_SEQS: a->max_seqs = (int)parse_long(v, name, 1, ENGINE_MAX_SLOTS - 1); break;
@@ -401,12 +409,14 @@ static void check_args(Args *a)
 			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
 		if (a->verify || a->dump || a->round_bf16 || a->force)
 			fail("--bench and --profile do not combine with --verify, --dump-logits, --round-bf16 or --force");
+		if (a->json && a->profile)
+			fail("--json prints --bench's block; --profile's tables are text (drop one)");
 		if (!a->n)
 			a->n = 16;
 		return;
 	}
-	if (a->bench_prompt || a->bw > 0 || a->profile_top)
-		fail("--bench-prompt, --bw and --profile-top go with --bench or --profile");
+	if (a->bench_prompt || a->bw > 0 || a->profile_top || a->json)
+		fail("--bench-prompt, --bw, --profile-top and --json go with --bench or --profile");
 	int templ = a->chat || a->chat_template || a->system || a->no_think;
 	if (a->tokens && (a->prompt || templ))
 		fail("--tokens takes token ids; -p, --chat, --chat-template, --system and --no-think take text");
@@ -720,6 +730,98 @@ static void close_stdout(void)
 	}
 }
 
+/* FNV-1a over n bytes, continuing h: the cache key of -m WEIGHTS. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* Whether path is weights rather than a plan: a directory (a Hugging Face checkpoint) or a GGUF file. */
+static int is_weights(const char *path)
+{
+	struct stat st;
+	if (stat(path, &st))
+		return 0;
+	if (S_ISDIR(st.st_mode))
+		return 1;
+	char magic[4] = {0};
+	FILE *f = S_ISREG(st.st_mode) ? fopen(path, "rb") : NULL;
+	size_t got = f ? fread(magic, 1, 4, f) : 0;
+	if (f)
+		fclose(f);
+	return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+/*
+** glmrun -m WEIGHTS: the plan glmc makes of the weights (the model file picked by their architecture),
+** compiled once into the cache folder ($GLMC_CACHE, else ${XDG_CACHE_HOME:-~/.cache}/glmc, plans/) and
+** reused while the weights and glmc are unchanged (the key: their paths, sizes and times). glmc is the
+** one beside this glmrun.
+*/
+static const char *cached_plan(const char *weights)
+{
+	char self[4096], glmc[4096], real[4096], dir[4096];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (k <= 0)
+		fail("-m %s: cannot find glmc beside glmrun (/proc/self/exe): %s", weights, strerror(errno));
+	self[k] = 0;
+	char *slash = strrchr(self, '/');
+	snprintf(glmc, sizeof glmc, "%.*s/glmc", (int)(slash ? slash - self : 1), slash ? self : ".");
+	struct stat sw, sg, sc;
+	if (!realpath(weights, real) || stat(real, &sw))
+		fail("-m %s: %s", weights, strerror(errno));
+	if (stat(glmc, &sg))
+		fail("-m %s: the weights need compiling, and %s is missing: %s", weights, glmc, strerror(errno));
+	uint64_t h = fnv(0xcbf29ce484222325ULL, real, strlen(real));
+	int64_t fields[4] = {(int64_t)sw.st_size, (int64_t)sw.st_mtime, (int64_t)sg.st_size, (int64_t)sg.st_mtime};
+	h = fnv(h, fields, sizeof fields);
+	if (S_ISDIR(sw.st_mode)) { /* a checkpoint directory: its config too */
+		char cfg[4200];
+		snprintf(cfg, sizeof cfg, "%s/config.json", real);
+		if (!stat(cfg, &sc)) {
+			int64_t c[2] = {(int64_t)sc.st_size, (int64_t)sc.st_mtime};
+			h = fnv(h, c, sizeof c);
+		}
+	}
+	const char *env = getenv("GLMC_CACHE"), *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (env && *env)
+		snprintf(dir, sizeof dir, "%s/plans", env);
+	else if (xdg && *xdg)
+		snprintf(dir, sizeof dir, "%s/glmc/plans", xdg);
+	else
+		snprintf(dir, sizeof dir, "%s/.cache/glmc/plans", home ? home : ".");
+	const char *base = strrchr(real, '/');
+	char *plan = malloc(strlen(dir) + strlen(base ? base : real) + 32);
+	if (!plan)
+		fail("out of memory");
+	sprintf(plan, "%s/%s-%016llx.plan", dir, base ? base + 1 : real, (unsigned long long)h);
+	if (!access(plan, R_OK))
+		return plan;
+	for (char *q = dir + 1; *q; q++) /* mkdir -p */
+		if (*q == '/') {
+			*q = 0;
+			mkdir(dir, 0755);
+			*q = '/';
+		}
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		fail("-m %s: cannot create the plan cache %s: %s", weights, dir, strerror(errno));
+	fprintf(stderr, "glmrun: compiling %s into %s (once; later runs reuse it)\n", weights, plan);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(glmc, glmc, "compile", "--weights", real, "-o", plan, (char *)NULL);
+		fprintf(stderr, "glmrun: cannot run %s: %s\n", glmc, strerror(errno));
+		_exit(127);
+	}
+	int st = 0;
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		fail("-m %s: cannot run %s: %s", weights, glmc, strerror(errno));
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		fail("-m %s: glmc could not compile it (its error is above)", weights);
+	return plan;
+}
+
 /* Where the plan runs: --device, else the GPU when the plan has kernels and a GPU is present. */
 static int want_cuda(const Args *a, const Graph *g)
 {
@@ -743,6 +845,15 @@ static EngineOpts engine_opts(const Args *a, int cuda)
 	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
 }
 
+/* Said once before a run of a plan compiled with --random-weights (after the checks of the command line). */
+static void note_random(const Graph *g)
+{
+	const char *wf = graph_meta(g, "weights.format"), *ty = graph_meta(g, "weights.random_type");
+	if (wf && !strcmp(wf, "random"))
+		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
+		        "tokens mean nothing\n", ty ? ty : "?");
+}
+
 /* Open an engine or end the run with its error. */
 static Engine *open_engine(const Graph *g, const char *weights, const EngineOpts *o)
 {
@@ -762,7 +873,7 @@ static int run_bench(const Args *a, const Graph *g)
 	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = a->bench_prompt ? a->bench_prompt : 128,
 	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
 	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
-	                .batch = a->batch ? a->batch : 1};
+	                .batch = a->batch ? a->batch : 1, .json = a->json};
 	EngineOpts eo = engine_opts(a, cuda);
 	return bench_main(g, a->plan, weights_of(a, g), &eo, &bo);
 }
@@ -894,6 +1005,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
 	eo.slots = n, eo.chunk = maxp, eo.max_seq = max_seq;
+	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	double t1 = now();
@@ -948,6 +1060,7 @@ static int run_verify(const Args *a, Graph *g, const int32_t *prompt, int np)
 	EngineOpts co = engine_opts(a, 0), go = engine_opts(a, 1);
 	co.chunk = go.chunk = np, co.max_seq = go.max_seq = positions(a, g, np);
 	co.round_bf16 = a->round_bf16, co.nan_ok = 1;
+	note_random(g);
 	Engine *cpu = open_engine(g, w, &co), *gpu = open_engine(g, w, &go);
 	int bad = verify_run(g, gpu, cpu, prompt, np, g->cuda.act == DT_BF16 ? 2e-2 : 1e-4);
 	engine_close(gpu);
@@ -966,6 +1079,7 @@ static int run_chat(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	long max_seq = a->max_seq ? a->max_seq : cap;
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
 	eo.max_seq = max_seq, eo.chunk = max_seq < 512 ? max_seq : 512; /* a turn prefills in steps of 512 at most */
+	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	ChatSession cs = {.e = e, .max_seq = max_seq, .n = a->n, .stop = a->stop, .ignore_eos = a->ignore_eos,
 	                  .stats = a->stats, .tk = tk, .fmt = cf, .system = a->system, .sigs = &interrupted};
@@ -1066,6 +1180,7 @@ static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	int64_t V = vocab_of(a, g);
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
 	eo.chunk = np, eo.max_seq = positions(a, g, np);
+	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	FILE *df = NULL;
 	if (a->dump && !(df = fopen(a->dump, "wb")))
@@ -1131,6 +1246,7 @@ static int run_serve(const Args *a, const Graph *g)
 	if (ctx && a->max_seq > atol(ctx))
 		fail("--max-seq %ld is more than the model's context of %s", a->max_seq, ctx);
 	const char *base = strrchr(a->plan, '/') ? strrchr(a->plan, '/') + 1 : a->plan;
+	note_random(g);
 	ServeOpts so = {.g = g, .plan = a->plan, .weights = weights_of(a, g), .eo = engine_opts(a, want_cuda(a, g)),
 	                .tk = tk, .cf = chat ? &cf : NULL, .chat_err = cerr, .host = a->host ? a->host : "127.0.0.1",
 	                .port = a->port ? a->port : 8080, .max_seqs = a->max_seqs ? a->max_seqs : 4,
@@ -1150,6 +1266,8 @@ int main(int argc, char **argv)
 	atexit(close_stdout);
 	Args a;
 	parse(&a, argc, argv);
+	if (is_weights(a.plan)) /* -m model.gguf or a checkpoint directory, as llama.cpp users give it */
+		a.plan = cached_plan(a.plan);
 	char err[1024];
 	Arena A = {0};
 	Graph g;
@@ -1166,10 +1284,6 @@ int main(int argc, char **argv)
 		     dtype_name(g.cuda.act));
 	if (a.round_bf16 && want_cuda(&a, &g) && !a.verify)
 		fail("--round-bf16 rounds the CPU reference as the GPU does; run it with --device cpu (or --verify)");
-	const char *wfmt = graph_meta(&g, "weights.format");
-	if (wfmt && !strcmp(wfmt, "random"))
-		fprintf(stderr, "glmrun: note: RANDOM WEIGHTS (%s): this plan was compiled with --random-weights; its "
-		        "tokens mean nothing\n", graph_meta(&g, "weights.random_type") ? graph_meta(&g, "weights.random_type") : "?");
 	Tok *tk = a.prompt || a.chat ? load_tokenizer(&a, &g) : NULL;
 	int templ = a.chat || a.chat_template || a.system || a.no_think;
 	ChatFmt cf = {0};

@@ -71,6 +71,23 @@ if bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 -n 6 --bw 50 
 else
 	bad "--bench on the CPU" "$(cat $tmp/err)"
 fi
+# --json: the same block as one JSON object (Python's json parses it; numbers are numbers, the keys are the
+# lines' keys); not with --profile, not without --bench.
+if bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 -n 6 --bw 50 --json >$tmp/b.json 2>$tmp/err &&
+	python3 -c "
+import json, sys
+d = json.load(open(sys.argv[1]))
+keys = [l.split(': ')[0] for l in open(sys.argv[2])]
+assert list(d) == keys, (list(d), keys)
+assert d['prompt_tokens'] == 12 and d['decode_steps'] == 6 and isinstance(d['ms_per_step_median'], float)
+assert abs(d['tok_s'] * d['ms_per_step_median'] / 1000 - 1) < 1e-2
+" $tmp/b.json $tmp/b.txt 2>$tmp/py; then
+	ok "--bench --json: the block's keys as one JSON object, numbers as numbers"
+else
+	bad "--bench --json" "$(tail -2 $tmp/py) $(head -c 200 $tmp/err)"
+fi
+expect_fail "--json with --profile" "--profile's tables are text" bin/glmrun $P --profile --json
+expect_fail "--json without --bench" "go with --bench or --profile" bin/glmrun $P --json --tokens 1
 # Checkpoint weights are not flagged.
 bin/glmrun $P --device cpu --bench --bench-prompt 4 -n 3 >$tmp/c.txt 2>$tmp/err && ! grep -q "random" $tmp/c.txt &&
 	grep -q "^weights: .*fixtures/hf/llama (hf)" $tmp/c.txt && ok "--bench on checkpoint weights names them" ||

@@ -440,6 +440,21 @@ bin/glmc dump models/llama.lua --weights $FIX/llama --after fuse --dot $tmp/g.do
 	[ "$(grep -c ' -> ' $tmp/g.dot)" -gt 60 ] && grep -q 'fused' $tmp/g.dot && tail -1 $tmp/g.dot | grep -q '^}$' &&
 	ok "glmc dump --dot writes the graph with its fusions" || bad "glmc dump --dot" "$(head -c 200 $tmp/g.dot)"
 bin/glmc explain $tmp/llama.plan | grep -q "^memory: activation arena .* ratio 1.000" && ok "glmc explain reports the memory plan against its bound" || bad "glmc explain" "$(bin/glmc explain $tmp/llama.plan | tail -2)"
+# Kernel selection (compiler/select.c): glmc explain with the model shows each decode GEMV group's kernel per
+# step range and why; the target comes from --arch. GLM-5's SwiGLU down projection over K 12288 takes the
+# stream kernel on sm_90 (142 KB of shared memory, within an H100's 227 KB block) and loses it on sm_86 (99 KB).
+sel=$(bin/glmc explain models/llama.lua --weights $FIX/llama 2>&1)
+echo "$sel" | grep -q "^kernel selection for sm_90 (132 SMs" && echo "$sel" | grep -q "T 1..1: k_gemv_fused .*gemv_shape_late1" &&
+	echo "$sel" | grep -q "T 2..8: k_gemv_fused .*k_gemv_tc lost: activations are not bf16" &&
+	ok "glmc explain MODEL: the kernel chosen for each group's steps and why the tensor-core one lost" ||
+	bad "glmc explain MODEL" "$(echo "$sel" | grep -A3 '^kernel selection' | head -c 400)"
+g5="models/glm5.lua --config models/configs/glm5.json --random-weights q4_k_m --dtype bf16 --layers 2"
+# shellcheck disable=SC2086
+s90=$(bin/glmc explain $g5 2>&1 | grep -c "k_qgemv_sk prologue swiglu smem 144896")
+# shellcheck disable=SC2086
+s86=$(bin/glmc explain $g5 --arch sm_86 2>&1 | grep -c "k_qgemv_sk lost: its shared memory exceeds the target's block")
+[ "$s90" -eq 2 ] && [ "$s86" -eq 2 ] && ok "kernel selection by --arch: k_qgemv_sk on sm_90, refused for its shared memory on sm_86" ||
+	bad "kernel selection by --arch" "sm_90 chose k_qgemv_sk $s90 times (want 2), sm_86 refused it $s86 times (want 2)"
 
 # Text in, text out: the llama fixture in GGUF with GPT-2's first 512 tokens as its vocabulary (its byte
 # alphabet and first merges), so the tiny random model can take and give text. Greedy text equals the

@@ -129,7 +129,7 @@ else
 	bad "--bench on a tp 2 plan" "$(head -c 300 $tmp/err) $(grep -E '^(tp|graph)' $tmp/bench)"
 fi
 if fake timeout 60 bin/glmrun $tmp/tp2.plan --device cuda --profile -n 4 --bench-prompt 8 >$tmp/prof 2>$tmp/err &&
-	[ "$(grep -c ' @allreduce allreduce %' $tmp/prof)" -ge 4 ] && grep -qE '^  allreduce +[0-9]+ ' $tmp/prof &&
+	[ "$(grep -cE ' allreduce +allreduce %' $tmp/prof)" -ge 4 ] && grep -qE '^  allreduce +[0-9]+ ' $tmp/prof &&
 	grep -qE '^  \([0-9]+ allreduces are done inside the next kernel' $tmp/prof && ! grep -q nan $tmp/prof; then
 	ok "--profile on a tp 2 plan times both ranks' steps, a row per allreduce (and says which the sums do)"
 else

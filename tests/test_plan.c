@@ -183,6 +183,72 @@ static void launch_flags(const char *path)
 }
 
 /*
+** The typed launch contract of format 12: a collective is a kind with no kernel name, and "the next kernel
+** may do this allreduce" is its own field, both surviving the file; fusion reasons are their own list. Every
+** inconsistent launch glmc never writes is refused with what is wrong.
+*/
+static void launch_kinds(const char *path)
+{
+	char err[512];
+	Arena A = {0}, B = {0};
+	Graph g, h;
+	graph_init(&g, &A);
+	build(&g);
+	Node ar = {.op = OP_ALLREDUCE, .nin = 1, .in = {4}, .ia = {2}, .fused_into = -1};
+	op_table[OP_ALLREDUCE].shape(&g, &ar, err, sizeof err);
+	int ai = graph_add(&g, &ar);
+	graph_add_fusion(&g, "fused: one");
+	graph_add_fusion(&g, "refused: two");
+	int bufs[] = {ai, 4, 4}, rw[] = {1, 0, 0};
+	Launch ls[2] = {launch(ai, 1, 1 << 30, 3, bufs, rw), launch(5, 1, 1 << 30, 2, bufs + 1, rw + 1)};
+	ls[0].kind = LK_ALLREDUCE, ls[0].kernel = NULL, ls[0].inside_next = 1, ls[0].block = 1;
+	ls[0].arg[2] = (KArg){.kind = KA_LONG, .s = {.node = -1, .div = 16}};
+	ls[1].arg[ls[1].narg++] = (KArg){.kind = KA_P2P, .s = {.node = -1}};
+	g.cuda = (Cuda){.arch = "sm_90", .act = DT_BF16, .wconv = -1, .source = "// none", .sample_kernel = "s",
+	                .l = ls, .nl = 2};
+	graph_init(&h, &B);
+	int rc = plan_write(&g, path, err, sizeof err) || plan_read(&h, path, err, sizeof err);
+	int meta_fusion = 0;
+	for (int i = 0; !rc && i < h.nmeta; i++)
+		meta_fusion |= !strncmp(h.meta[i].key, "fusion.", 7);
+	check(!rc && h.cuda.nl == 2 && h.cuda.l[0].kind == LK_ALLREDUCE && !h.cuda.l[0].kernel && h.cuda.l[0].inside_next == 1 &&
+	          h.cuda.l[0].narg == 3 && h.cuda.l[1].kind == LK_KERNEL && !strcmp(h.cuda.l[1].kernel, "k") &&
+	          !h.cuda.l[1].inside_next,
+	      "plan round trip keeps a collective's kind and its inside-the-next-kernel mark", "%s", err);
+	check(!rc && h.nfusion == 2 && !strcmp(h.fusion[0], "fused: one") && !strcmp(h.fusion[1], "refused: two") &&
+	          !meta_fusion,
+	      "plan round trip keeps the fusion reasons as their own list, in order", "%s (%d reasons)", err, h.nfusion);
+	arena_free(&B);
+	static const struct {
+		const char *what, *want;
+		int l, kind, named, inside, p2p, node;
+	} bad[] = {
+		{"a kernel launch without a name", "name that does not match its kind", 1, LK_KERNEL, 0, 0, 1, 5},
+		{"a collective with a kernel name", "name that does not match its kind", 0, LK_ALLREDUCE, 1, 1, 1, -1},
+		{"an unknown launch kind", "bad kind", 0, LK_NKINDS, 0, 0, 1, -1},
+		{"an allgather on an allreduce node", "collective launch on a node of another op", 0, LK_ALLGATHER, 0, 0, 1, -1},
+		{"an allreduce on a rope node", "collective launch on a node of another op", 0, LK_ALLREDUCE, 0, 0, 1, 5},
+		{"the inside mark on a kernel", "bad inside-the-next-kernel mark", 1, LK_KERNEL, 1, 1, 1, 5},
+		{"the inside mark of 2", "bad inside-the-next-kernel mark", 0, LK_ALLREDUCE, 0, 2, 1, -1},
+		{"the inside mark before a kernel without KA_P2P", "which takes no KA_P2P argument", 0, LK_ALLREDUCE, 0, 1, 0, -1},
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		Launch m[2] = {ls[0], ls[1]}, *l = &m[bad[i].l];
+		l->kind = (int8_t)bad[i].kind, l->kernel = bad[i].named ? "k" : NULL, l->inside_next = (int8_t)bad[i].inside;
+		if (bad[i].node >= 0)
+			l->node = bad[i].node;
+		if (!bad[i].p2p)
+			m[1].narg--;
+		g.cuda.l = m;
+		graph_init(&h, &B);
+		rc = plan_write(&g, path, err, sizeof err);
+		check(!rc && plan_read(&h, path, err, sizeof err) < 0 && strstr(err, bad[i].want), bad[i].what, "%s", err);
+		arena_free(&B);
+	}
+	arena_free(&A);
+}
+
+/*
 ** Weight bindings that glmc's front end never writes, sealed with a valid checksum, must be refused by
 ** plan_read: the loaders would index out of bounds (a row stride on a weight that is not [B, R, C]) or
 ** format the source name with the part number (a '%s' in it).
@@ -291,6 +357,7 @@ int main(void)
 
 	launch_liveness();
 	launch_flags(path);
+	launch_kinds(path);
 
 	/* Fuzz: random byte flips, truncations and extensions of the payload, checksum resealed. */
 	unsigned long long seed = 0x9e3779b97f4a7c15ULL;

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh SECONDS — build the libFuzzer targets (GGUF and safetensors readers, plan loading
-# through weight binding) with clang,
+# through weight binding, the Lua front end with model source as input) with clang,
 # AddressSanitizer and UBSan against the sources directly, then run each for SECONDS seconds (one
 # after the other; FUZZ_JOBS=parallel runs them side by side) and print the exec counts.
 # Corpora live in build/fuzz/corpus_*; crashes are written to build/fuzz/ and fail the script.
@@ -22,12 +22,24 @@ build() {
 }
 name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c compiler/arena.c # arena.c: seterr
 name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c runtime/rfile.c compiler/arena.c
-# Plans through weight binding: the whole library (the verifier and the CPU executor included).
+# Plans through weight binding, and model sources through the front end: the whole library (the
+# verifier and the CPU executor included), compiled once into an archive both targets link.
 make -s build/gen/kernels_cuh.c || exit 1
-LIB=$(ls compiler/*.c ops/*.c runtime/*.c | grep -v '/main\.c$')
-name=fuzz_plan; build tests/fuzz/fuzz_plan.c $LIB build/gen/kernels_cuh.c -I/usr/include/lua5.4 -I/usr/local/cuda/include \
-	/usr/lib/x86_64-linux-gnu/liblua5.4.a /usr/lib/x86_64-linux-gnu/libpcre2-8.a /usr/lib/x86_64-linux-gnu/libz.a \
-	-ldl -lpthread
+mkdir -p "$out/lib"
+LIBOBJ=
+for f in $(ls compiler/*.c ops/*.c runtime/*.c | grep -v '/main\.c$') build/gen/kernels_cuh.c; do
+	o=$out/lib/$(echo "$f" | tr / _).o
+	LIBOBJ="$LIBOBJ $o"
+	[ "$o" -nt "$f" ] && [ "$o" -nt "$0" ] && [ -z "$(find compiler ops runtime -name '*.h' -newer "$o")" ] && continue
+	rm -f "$o" # a failed compile leaves none, and ar below fails
+	clang ${CFLAGS/fuzzer,/fuzzer-no-link,} -I/usr/include/lua5.4 -I/usr/local/cuda/include -c "$f" -o "$o" &
+	[ "$(jobs -r | wc -l)" -ge 2 ] && wait -n
+done
+wait
+rm -f "$out/libglm_fuzz.a" && ar rcs "$out/libglm_fuzz.a" $LIBOBJ || exit 1
+LUALIBS="/usr/lib/x86_64-linux-gnu/liblua5.4.a /usr/lib/x86_64-linux-gnu/libpcre2-8.a /usr/lib/x86_64-linux-gnu/libz.a -ldl -lpthread"
+name=fuzz_plan; build tests/fuzz/fuzz_plan.c "$out/libglm_fuzz.a" $LUALIBS
+name=fuzz_lua; build tests/fuzz/fuzz_lua.c "$out/libglm_fuzz.a" $LUALIBS
 
 # Seeds: a few real files cut down to their first 64 KiB (headers), and generated small files.
 seed() {
@@ -42,6 +54,12 @@ seed() {
 # file come from mkseed.
 seed gguf ../shared/fixtures/gguf/quants.gguf ../shared/fixtures/vocab/ggml-vocab-llama-spm.gguf
 seed st ../shared/fixtures/hf/llama/model.safetensors ../shared/fixtures/hf/qwen3/model.safetensors
+# Lua: the real model files and the library, and the hostile models of tests/models (endless loops,
+# finalizers, backtracking patterns, string bombs, errors that are not strings).
+mkdir -p "$out/corpus_lua"
+for f in models/*.lua models/lib/*.lua tests/models/*.lua; do
+	cp "$f" "$out/corpus_lua/seed_$(echo "$f" | tr / _)"
+done
 mkdir -p "$out/corpus_plan"
 make -s bin/glmc || exit 1
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -o "$out/corpus_plan/llama.plan" 2>/dev/null
@@ -55,25 +73,30 @@ run() {
 	local t=$1
 	local log=$out/$t.log ml=65536
 	[ $t = fuzz_plan ] && ml=1048576 # plans carry their CUDA source and cubin
-	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=$ml \
+	# fuzz_lua: leaks checked after each input (LeakSanitizer); its Lua state is capped at 64 MiB.
+	"$out/$t" -max_total_time="$secs" -print_final_stats=1 -rss_limit_mb=2048 -max_len=$ml -detect_leaks=1 \
 		-dict="tests/fuzz/${t#fuzz_}.dict" -artifact_prefix="$out/$t-" "$out/corpus_${t#fuzz_}" >"$log" 2>&1
 	local rc=$?
 	local execs
 	execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$')
 	echo "$t: ${secs}s, ${execs:-?} execs, exit $rc"
-	[ $rc -eq 0 ] || { tail -40 "$log"; return 1; }
+	[ $rc -eq 0 ] || { tail -40 "$log"; ls "$out"/fuzz_lua-current-*.lua 2>/dev/null | sed 's/^/last Lua input: /'; return 1; }
 }
+rm -f "$out"/fuzz_lua-current-*.lua # a hard-limit exit leaves its input here
 fail=0
 if [ "${FUZZ_JOBS:-}" = parallel ]; then
 	run fuzz_gguf & p1=$!
 	run fuzz_st & p2=$!
 	run fuzz_plan & p3=$!
+	run fuzz_lua & p4=$!
 	wait $p1 || fail=1
 	wait $p2 || fail=1
 	wait $p3 || fail=1
+	wait $p4 || fail=1
 else
 	run fuzz_gguf || fail=1
 	run fuzz_st || fail=1
 	run fuzz_plan || fail=1
+	run fuzz_lua || fail=1
 fi
 exit $fail

@@ -2,19 +2,23 @@
 ** tests/simt/simt.h — a CPU stand-in for the CUDA device environment, so that the warp-level kernel
 ** templates of ops/kernels.cuh and ops/fused.cuh can run against ops/ref.c on a machine without a GPU.
 **
-** Every CUDA thread of a block is a std::thread; the warp collectives (__shfl*_sync, __reduce_max_sync,
-** __syncwarp) meet at a per-warp rendezvous of all 32 lanes, __syncthreads at a block one. Blocks run
-** one after the other, so __shared__ (mapped to a function-local static) is one block's shared memory.
+** Every CUDA thread of a block is a fiber (its own stack, switched to by simt.cc on one OS thread): the
+** warp collectives (__shfl*_sync, __reduce_max_sync, __syncwarp) meet at a per-warp rendezvous of all 32
+** lanes, __syncthreads at a block one, and a fiber that waits there hands the CPU to the next one. Blocks
+** run one after the other, so __shared__ (mapped to a function-local static) is one block's shared memory.
+** The fibers are resumed in sweeps whose direction alternates, so a value read before the barrier that
+** should have ordered it after another lane's write is read stale in one sweep or the other.
 ** This checks a kernel's logic and order of operations (its index arithmetic, tie rules, guards,
 ** collectives and rounding points, with glibc's exp where the GPU has its own); it cannot see timing,
 ** alignment faults, or the hardware's float intrinsics. A collective reached by only part of a warp
-** (which the real kernels never do) deadlocks here.
+** (which the real kernels never do) is reported as a deadlock and aborts the test. A lane that spins on
+** another lane's store with no collective in the loop would hang (the tp 1 allreduce run here waits only
+** on its own flags).
 **
 ** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
 ** `asm` (under GLM_SIMT the one-shot allreduce's flags are __atomic builtins instead).
 */
 #pragma once
-#include <condition_variable>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -22,14 +26,12 @@
 #include <cstring>
 #include <functional>
 #include <math.h>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 struct dim3 {
 	unsigned x = 1, y = 1, z = 1;
 };
-extern thread_local dim3 threadIdx, blockIdx;
+extern dim3 threadIdx, blockIdx; /* the running fiber's (simt.cc swaps them) */
 extern dim3 blockDim, gridDim;
 
 struct uint4 {
@@ -53,11 +55,15 @@ static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d)
 	return uint4{a, b, c, d};
 }
 
-/* A reusable barrier of n threads. */
+/* Hands the CPU to the next fiber of the launch (simt.cc); returns when the scheduler resumes this one. */
+void simt_yield();
+/* Records that a fiber moved on (arrived at or left a rendezvous): a sweep without any is a deadlock. */
+extern int simt_progress;
+
+/* A reusable barrier of n fibers: the last to arrive opens it, the others yield until it has opened. */
 struct SimtBarrier {
-	std::mutex m;
-	std::condition_variable cv;
-	int n = 0, count = 0, gen = 0;
+	int n = 0, count = 0;
+	unsigned gen = 0;
 	void init(int k)
 	{
 		n = k;
@@ -65,15 +71,15 @@ struct SimtBarrier {
 	}
 	void wait()
 	{
-		std::unique_lock<std::mutex> l(m);
-		int g = gen;
+		unsigned g = gen;
+		simt_progress = 1;
 		if (++count == n) {
 			count = 0;
 			gen++;
-			cv.notify_all();
-		} else {
-			cv.wait(l, [&] { return g != gen; });
+			return;
 		}
+		while (g == gen)
+			simt_yield();
 	}
 };
 
@@ -205,9 +211,7 @@ static inline void __threadfence_system() {}
 static inline void __trap() { abort(); }
 template <typename T> static T atomicAdd(T *p, T v)
 {
-	static std::mutex m; /* a block's threads run at once: the read-modify-write under one lock */
-	std::lock_guard<std::mutex> lk(m);
-	T o = *p;
+	T o = *p; /* fibers switch only at a rendezvous: the read-modify-write is whole */
 	*p += v;
 	return o;
 }

@@ -3,8 +3,8 @@
 ** k_moe_up, k_moe_down, k_moe_down_fused), the MLA value absorb (k_mla_vabsorb, also merging the split
 ** attention's states), the 1-token attention with its rotary folded in (k_attn_step_rope) and the greedy
 ** sampler's split argmax (k_sample) run on the CPU through simt.h against ops/ref.c: most cases of tests/gpu/test_kernels.cu and test_fused.cu,
-** checkable before a GPU is at hand (`make simt-test`; minutes: every emulated thread is an OS thread,
-** every collective a mutex rendezvous). Routing ids must equal ref_moe_route's exactly, weights
+** checkable before a GPU is at hand (`make simt-test`; seconds: every emulated thread is a fiber,
+** every collective a rendezvous that yields). Routing ids must equal ref_moe_route's exactly, weights
 ** ref_moe_weights' within an ulp of A (here glibc's exp on both sides: usually bit for bit), the
 ** experts' and the attention's output the reference's within 1e-5 (float) or 2e-2 (bf16) relative L2.
 ** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".

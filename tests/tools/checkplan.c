@@ -2,7 +2,7 @@
 ** tests/tools/checkplan.c — check a plan's CUDA section without a GPU: the cubin is an ELF for the
 ** plan's arch, every launched kernel (and the sampler) is a function symbol in it, each launch's block
 ** equals the __launch_bounds__ its wrapper declares, and grid dims stay within the hardware limits for
-** every step size from 1 to --max-t tokens. Collective launches (KERNEL_ALLREDUCE / KERNEL_ALLGATHER) are
+** every step size from 1 to --max-t tokens. Collective launches (LK_ALLREDUCE / LK_ALLGATHER) are
 ** no kernels: each must name a collective node and carry destination, source and count. A launch glmrun
 ** may hand to cuBLASLt (cuda_prefill_gemm) must be exactly its linear: it writes that node's output and
 ** nothing else, and reads the linear's input and weight (so the memory plan's checker saw what cuBLASLt
@@ -121,13 +121,12 @@ int main(int argc, char **argv)
 	int distinct = 0, ncoll = 0, ngemm = 0, nfused = 0, nbound = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
-		if (l->kernel[0] == '@') {
+		if (l->kind != LK_KERNEL) {
 			int op = g.node[l->node].op;
-			int want = !strcmp(l->kernel, KERNEL_ALLREDUCE) ? OP_ALLREDUCE : !strcmp(l->kernel, KERNEL_ALLGATHER) ? OP_ALLGATHER : -1;
-			if (want < 0 || op != want)
-				fail("collective launch %s names %s node %%%d", l->kernel, op_table[op].name, l->node);
-			int fused = l->narg == 4 && want == OP_ALLREDUCE && l->arg[3].kind == KA_INT && l->arg[3].s.node < 0 &&
-			            l->arg[3].s.div == 1;
+			int want = l->kind == LK_ALLREDUCE ? OP_ALLREDUCE : OP_ALLGATHER;
+			if (op != want)
+				fail("collective launch %s names %s node %%%d", launch_name(l), op_table[op].name, l->node);
+			int fused = l->inside_next;
 			if (fused) { /* the next launch may do this allreduce: it must take the control block */
 				int p2p = 0;
 				for (int k = 0; i + 1 < c->nl && k < c->l[i + 1].narg; k++)
@@ -136,10 +135,10 @@ int main(int argc, char **argv)
 					fail("allreduce of node %%%d is marked as done by the next launch, which takes no KA_P2P", l->node);
 				nfused++;
 			}
-			if ((l->narg != 3 && !fused) || (l->arg[0].kind != KA_BUF && l->arg[0].kind != KA_SCRATCH) || l->arg[1].kind != KA_BUF ||
+			if (l->narg != 3 || (l->arg[0].kind != KA_BUF && l->arg[0].kind != KA_SCRATCH) || l->arg[1].kind != KA_BUF ||
 			    l->arg[2].kind != KA_LONG || (l->arg[0].kind == KA_BUF && l->arg[0].s.node != l->node) ||
 			    l->arg[1].s.node != g.node[l->node].in[0])
-				fail("collective launch %s of node %%%d has malformed arguments", l->kernel, l->node);
+				fail("collective launch %s of node %%%d has malformed arguments", launch_name(l), l->node);
 			ncoll++;
 			continue;
 		}
@@ -190,7 +189,7 @@ int main(int argc, char **argv)
 		}
 		int first = 1;
 		for (int k = 0; k < i && first; k++)
-			first = strcmp(c->l[k].kernel, l->kernel) != 0;
+			first = c->l[k].kind != LK_KERNEL || strcmp(c->l[k].kernel, l->kernel) != 0;
 		distinct += first;
 		for (int64_t T = l->tmin; T <= maxT && T <= l->tmax; T = T < 64 ? T + 1 : T * 2) {
 			int64_t gx = eval(&g, l->grid[0], T, 1 << 17), gy = eval(&g, l->grid[1], T, 1 << 17),
@@ -201,7 +200,7 @@ int main(int argc, char **argv)
 		}
 	}
 	for (int i = 0; i < c->nl; i++)
-		if (!strcmp(c->l[i].kernel, KERNEL_ALLREDUCE) && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
+		if (c->l[i].kind == LK_ALLREDUCE && !has_symbol(c->cubin, c->cubin_size, KERNEL_P2P_ALLREDUCE))
 			fail("the plan has allreduces but no %s in the cubin", KERNEL_P2P_ALLREDUCE);
 	printf("%s: %s, %d launches of %d distinct kernels, %d collectives (%d allreduces the next kernel may do), %d "
 	       "prefill GEMMs for cuBLASLt, cubin %zu bytes, %d one-token GEMV launches with a register budget\n", argv[1],

@@ -1,0 +1,2 @@
+-- A string bomb: refused before anything is allocated.
+local s = ("a"):rep(2^40)
