@@ -389,9 +389,8 @@ static void *scheduler(void *arg)
 			pthread_cond_wait(&S->wake, &S->mu);
 		if (S->quit)
 			break;
-		if (!S->nrun) {
+		if (!S->nrun) /* admit takes a waiting request whenever a slot is free: this is the queue of none */
 			continue;
-		}
 		if (S->broken[0]) { /* nothing more runs; the waiters get the error */
 			fail_all(S, 500, S->broken);
 			reap(S);
