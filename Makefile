@@ -7,6 +7,11 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Irunti
 LIBDIR  := /usr/lib/x86_64-linux-gnu
 STATIC  := $(LIBDIR)/liblua5.4.a $(LIBDIR)/libjansson.a $(LIBDIR)/libpcre2-8.a $(LIBDIR)/libz.a
 LDLIBS  := $(STATIC) -lm -ldl -lpthread
+# glmrun serve's HTTP: libmicrohttpd linked statically. Its archive calls GnuTLS (for HTTPS, unused here), and
+# Debian ships no static p11-kit or libunistring for a static GnuTLS, so GnuTLS comes as the system's shared
+# libgnutls.so.30 (which brings nettle, gmp, p11-kit, idn2, unistring): apt itself depends on it, so every
+# Debian machine, the GPU machine included, has it. Only glmrun links these.
+HTTPLIBS := $(LIBDIR)/libmicrohttpd.a -lgnutls
 
 MAINS   := compiler/main.c runtime/main.c
 LIBSRC  := $(filter-out $(MAINS),$(wildcard compiler/*.c ops/*.c runtime/*.c))
@@ -43,7 +48,7 @@ bin/glmc: build/compiler/main.o build/libglm.a
 
 bin/glmrun: build/runtime/main.o build/libglm.a
 	@mkdir -p bin
-	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) $^ $(HTTPLIBS) $(LDLIBS) -o $@
 
 build/tests/%: tests/%.c build/libglm.a $(HDRS)
 	@mkdir -p $(dir $@)

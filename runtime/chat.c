@@ -289,13 +289,14 @@ static json_t *message(const char *role, const char *text)
 	return m;
 }
 
-int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen,
-                      char *err, size_t len)
+/* messages[i] = {"role": roles[i], "content": texts[i]} through the Jinja template, appended to b. */
+static int render_jinja_msgs(const ChatFmt *f, ChatBuf *b, const char *const *roles, const char *const *texts, int n,
+                             int gen, char *err, size_t len)
 {
 	json_t *msgs = json_array(), *v = json_object();
-	int bad = !msgs || !v || (system && json_array_append_new(msgs, message("system", system)));
+	int bad = !msgs || !v;
 	for (int i = 0; i < n && !bad; i++)
-		bad = json_array_append_new(msgs, message(i % 2 ? "assistant" : "user", turns[i]));
+		bad = json_array_append_new(msgs, message(roles[i], texts[i]));
 	bad = bad || json_object_set(v, "messages", msgs) || json_object_set_new(v, "tools", json_null()) ||
 	      json_object_set_new(v, "documents", json_null()) ||
 	      json_object_set_new(v, "add_generation_prompt", json_boolean(gen)) ||
@@ -313,6 +314,45 @@ int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const ch
 	if (!rc && b->oom)
 		rc = seterr(err, len, "out of memory");
 	return rc;
+}
+
+int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen,
+                      char *err, size_t len)
+{
+	const char **roles = malloc(sizeof *roles * (size_t)(n + 1)), **texts = malloc(sizeof *texts * (size_t)(n + 1));
+	int k = 0;
+	if (!roles || !texts) {
+		free(roles), free(texts);
+		return seterr(err, len, "out of memory");
+	}
+	if (system)
+		roles[k] = "system", texts[k++] = system;
+	for (int i = 0; i < n; i++)
+		roles[k] = i % 2 ? "assistant" : "user", texts[k++] = turns[i];
+	int rc = render_jinja_msgs(f, b, roles, texts, k, gen, err, len);
+	free(roles), free(texts);
+	return rc;
+}
+
+int chat_render_msgs(const ChatFmt *f, ChatBuf *b, const char *const *roles, const char *const *texts, int n, int gen,
+                     char *err, size_t len)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(roles[i], "system") && strcmp(roles[i], "user") && strcmp(roles[i], "assistant"))
+			return seterr(err, len, "messages[%d]: unknown role '%s' (system, user or assistant)", i, roles[i]);
+	if (f->jinja)
+		return render_jinja_msgs(f, b, roles, texts, n, gen, err, len);
+	int at = 0;
+	chat_begin(f, b, n && !strcmp(roles[0], "system") ? texts[at++] : NULL);
+	for (int i = at; i < n; i++) {
+		if (!strcmp(roles[i], "system"))
+			return seterr(err, len, "messages[%d]: a system message after the first; this built-in chat format takes "
+			              "one only first", i);
+		(strcmp(roles[i], "user") ? chat_assistant : chat_user)(f, b, texts[i]);
+	}
+	if (gen)
+		chat_gen(f, b);
+	return b->oom ? seterr(err, len, "out of memory") : 0;
 }
 
 char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n, char *err, size_t len)

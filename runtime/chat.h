@@ -95,6 +95,12 @@ void chat_render(const ChatFmt *f, ChatBuf *b, const char *system, const char *c
 int chat_render_jinja(const ChatFmt *f, ChatBuf *b, const char *system, const char *const *turns, int n, int gen,
                       char *err, size_t len);
 
+/* Any conversation (glmrun serve): messages[i] = (roles[i], texts[i]), roles system, user or assistant, through
+** the Jinja template or the family (which takes a system message only first); gen adds the generation
+** prompt. Returns 0, or -1 with a one-line error (an unknown role is one). */
+int chat_render_msgs(const ChatFmt *f, ChatBuf *b, const char *const *roles, const char *const *texts, int n, int gen,
+                     char *err, size_t len);
+
 /* One templated user turn (system, text, the generation prompt) for glmrun -p: malloc'd (n bytes), or
 ** NULL with a one-line error. */
 char *chat_prompt(const ChatFmt *f, const char *system, const char *text, size_t *n, char *err, size_t len);

@@ -15,6 +15,7 @@
 #include "gpu.h"
 #include "outpath.h"
 #include "ref.h"
+#include "serve.h"
 #include "tok.h"
 #include "weights.h"
 
@@ -34,6 +35,7 @@ static const char *usage =
 	"       glmrun PLAN --chat [options]        a conversation: user messages from stdin (see --chat)\n"
 	"       glmrun PLAN --tokens ID,ID,... [options]\n"
 	"       glmrun PLAN --bench | --profile [options]   decode benchmark on a random prompt\n"
+	"       glmrun serve PLAN [serve options]   an OpenAI-compatible HTTP server (see 'serve' below)\n"
 	"\n"
 	"Run a plan compiled by glmc: evaluate the prompt, then generate up to N tokens. With -p the prompt is\n"
 	"text (\"-\" reads stdin), encoded by the model's tokenizer, and the answer is streamed as text until\n"
@@ -114,6 +116,29 @@ static const char *usage =
 	"                       GLMRUN_THREADS)\n"
 	"  -h, --help           this text;  --version  print the version\n"
 	"\n"
+	"\n"
+	"glmrun serve PLAN: POST /v1/completions (prompt text or token ids), POST /v1/chat/completions (messages\n"
+	"through the chat template), GET /v1/models, /health, /metrics (Prometheus). stream: true answers in\n"
+	"server-sent events ending with data: [DONE]; max_tokens (max_completion_tokens), stop (a string or a\n"
+	"list), ignore_eos and return_token_ids (vLLM's extensions). Continuous batching: new requests join\n"
+	"between decode steps, their prompts prefilled in chunks; a finished request or a client gone frees its\n"
+	"slot at once. Sampling is the server's (--temp, --top-k, --top-p, --seed; default greedy): a request\n"
+	"whose temperature, top_p or top_k means otherwise gets 400 naming the field and the server's value;\n"
+	"a sequence samples with --seed plus its KV-cache slot, so a request's seed must equal --seed when the\n"
+	"server samples (it is ignored when greedy). Ends cleanly on SIGTERM or Ctrl-C.\n"
+	"  --host ADDR          IPv4 address to listen on (default 127.0.0.1)\n"
+	"  --port N             TCP port (default 8080)\n"
+	"  --max-seqs B         sequences decoded at once, one KV-cache slot each (default 4); also vLLM's\n"
+	"                       --max-num-seqs, llama-server's --parallel\n"
+	"  -c, --max-seq N      positions per sequence, prompt included (default: the model's context, at most\n"
+	"                       4096); also llama-server's --ctx-size, vLLM's --max-model-len\n"
+	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step (default 256; vLLM's name)\n"
+	"  --max-queue N        requests waiting for a slot at most; more get 503 (default 64)\n"
+	"  --api-key KEY        /v1/ requires 'Authorization: Bearer KEY' (401 otherwise); both servers' name\n"
+	"  --model-name NAME    the model's id in responses and /v1/models (default: the plan's file name);\n"
+	"                       also vLLM's --served-model-name, llama-server's --alias\n"
+	"  --device, --tokenizer, --chat-template, --no-think, --weights, -t as above\n"
+	"\n"
 	"PLAN may also be given as -m/--model PLAN; weights (a GGUF file or a Hugging Face directory) in its\n"
 	"place are compiled once by the glmc beside glmrun into $GLMC_CACHE (default ~/.cache/glmc)/plans and\n"
 	"the plan reused while the weights and glmc stay unchanged. Options take their value as --opt VALUE or --opt=VALUE.\n"
@@ -126,7 +151,8 @@ static const char *usage =
 	"one-shot kernel over peer memory instead of NCCL; one followed by a residual sum and its RMSNorm is\n"
 	"done inside that sum's kernel.\n"
 	"Test hook: GLMRUN_TEST_STALL_RANK=R [GLMRUN_TEST_STALL_STEP=N] stalls rank R for ever before decode\n"
-	"step N (default 1; 0 is the prefill), to show the watchdog at work.\n";
+	"step N (default 1; 0 is the prefill), to show the watchdog at work. GLMRUN_TEST_STEP_DELAY_MS=N: glmrun serve\n"
+	"pauses N ms after each decode step (tests/serve.sh, so that a tiny model's requests overlap).\n";
 
 static _Noreturn void fail(const char *fmt, ...)
 {
@@ -213,6 +239,9 @@ typedef struct {
 	int top_k, pdl;
 	uint32_t seed;
 	int verify, stats, round_bf16;
+	int serve, port, max_seqs, max_queue;          /* glmrun serve (runtime/serve.c) */
+	const char *host, *api_key, *model_name;
+	long batch_tokens;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	int json;                    /* --bench --json */
 	long bench_prompt;
@@ -224,7 +253,8 @@ typedef struct {
 enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
-	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON
+	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -246,7 +276,14 @@ static const struct option long_opts[] = {
 	{"bench-prompt", required_argument, 0, O_BENCH_PROMPT}, {"profile", no_argument, 0, O_PROFILE},
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
-	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON}, {0, 0, 0, 0},
+	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON},
+	{"host", required_argument, 0, O_HOST},
+	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
+	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
+	{"max-model-len", required_argument, 0, 'c'}, {"max-num-batched-tokens", required_argument, 0, O_BATCHED},
+	{"max-queue", required_argument, 0, O_MAX_QUEUE}, {"api-key", required_argument, 0, O_API_KEY},
+	{"model-name", required_argument, 0, O_MODEL_NAME}, {"served-model-name", required_argument, 0, O_MODEL_NAME},
+	{"alias", required_argument, 0, O_MODEL_NAME}, {0, 0, 0, 0},
 };
 
 /* The prompt of -f FILE, kept as -p TEXT would be (the file's bytes, read now). */
@@ -329,6 +366,13 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_PROFILE_TOP: a->profile_top = (int)parse_long(v, "--profile-top", 1, 1 << 20); break;
 	case O_BW: a->bw = parse_double(v, "--bw", 1e-3, 1e6); break;
 	case O_JSON: a->json = 1; break;
+	case O_HOST: a->host = v; break;
+	case O_PORT: a->port = (int)parse_long(v, "--port", 1, 65535); break;
+	case O_MAX_SEQS: a->max_seqs = (int)parse_long(v, name, 1, ENGINE_MAX_SLOTS - 1); break;
+	case O_BATCHED: a->batch_tokens = parse_long(v, name, 1, 1 << 20); break;
+	case O_MAX_QUEUE: a->max_queue = (int)parse_long(v, name, 1, 1 << 20); break;
+	case O_API_KEY: a->api_key = v; break;
+	case O_MODEL_NAME: a->model_name = v; break;
 	}
 }
 
@@ -349,6 +393,17 @@ static void check_args(Args *a)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
 		fail("--device must be cpu or cuda, got '%s'", a->device);
+	int serve_opt = a->host || a->port || a->max_seqs || a->batch_tokens || a->max_queue || a->api_key || a->model_name;
+	if (a->serve) {
+		if (a->prompt || a->tokens || a->chat || a->batch || a->bench || a->profile || a->verify || a->force || a->dump ||
+		    a->system || a->n_set)
+			fail("glmrun serve takes its prompts over HTTP; drop -p/--tokens/--chat/--system/-n/--batch/--bench/"
+			     "--verify/--force/--dump-logits");
+		return;
+	}
+	if (serve_opt)
+		fail("--host, --port, --max-seqs, --max-num-batched-tokens, --max-queue, --api-key and --model-name go with "
+		     "'glmrun serve PLAN'");
 	if (a->bench || a->profile) {
 		if (a->tokens || a->prompt || a->chat)
 			fail("--bench and --profile make their own random prompt (--bench-prompt N); drop -p/--tokens/--chat");
@@ -390,6 +445,8 @@ static void check_args(Args *a)
 static void parse(Args *a, int argc, char **argv)
 {
 	*a = (Args){.top_p = 1.0f, .timeout = 60};
+	if (argc > 1 && !strcmp(argv[1], "serve")) /* the server mode: argv[1] plays the program name */
+		a->serve = 1, argc--, argv++;
 	/* "-cnv" is llama.cpp's spelling of --chat: one dash, three letters, which getopt would read as -c nv. */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "-cnv"))
@@ -821,13 +878,16 @@ static int run_bench(const Args *a, const Graph *g)
 	return bench_main(g, a->plan, weights_of(a, g), &eo, &bo);
 }
 
-/* The tokenizer for -p / --chat: --tokenizer (GGUF, HF directory or tokenizer.json), else the weights'. */
+/* The tokenizer for -p / --chat: --tokenizer (GGUF, HF directory or tokenizer.json), else the weights'.
+** glmrun serve runs without one (NULL: token-id prompts only) where the weights have none. */
 static Tok *load_tokenizer(const Args *a, const Graph *g)
 {
 	char err[1024];
 	const char *src = a->tokenizer ? a->tokenizer : graph_meta(g, "weights.path");
 	const char *wf = graph_meta(g, "weights.format");
 	int chat = a->chat && !a->prompt;
+	if (a->serve && !a->tokenizer && ((wf && !strcmp(wf, "random")) || !src))
+		return NULL;
 	if (!a->tokenizer && wf && !strcmp(wf, "random"))
 		fail("%s: this plan has random weights and no tokenizer; give --tokenizer PATH or use --tokens",
 		     chat ? "--chat" : "-p");
@@ -840,7 +900,14 @@ static Tok *load_tokenizer(const Args *a, const Graph *g)
 		if (tok_open_json(&tk, src, err, sizeof err))
 			fail("%s", err);
 	} else {
-		if (weights_open(&tw, src, err, sizeof err) || tok_open(&tk, &tw, err, sizeof err))
+		int bad = weights_open(&tw, src, err, sizeof err);
+		if (!bad && (bad = tok_open(&tk, &tw, err, sizeof err)))
+			weights_close(&tw);
+		if (bad && a->serve) {
+			fprintf(stderr, "glmrun serve: no tokenizer (%s): prompts as token ids only\n", err);
+			return NULL;
+		}
+		if (bad)
 			fail("%s", err);
 		weights_close(&tw);
 	}
@@ -1163,6 +1230,37 @@ static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	return 0;
 }
 
+/* glmrun serve: the tokenizer and chat format (either may be missing: the server then says so per
+** request), the context, then runtime/serve.c until SIGTERM. */
+static int run_serve(const Args *a, const Graph *g)
+{
+	char err[1024], cerr[1024] = "no tokenizer";
+	Tok *tk = load_tokenizer(a, g);
+	ChatFmt cf = {0};
+	int chat = tk && !chat_setup(&cf, a->tokenizer ? a->tokenizer : graph_meta(g, "weights.path"), a->chat_template,
+	                             a->no_think, tk, cerr, sizeof cerr);
+	if (tk && !chat)
+		fprintf(stderr, "glmrun serve: no chat format (%s): /v1/chat/completions answers 400\n", cerr);
+	const char *ctx = graph_meta(g, "n_ctx");
+	long cap = ctx && atol(ctx) > 0 && atol(ctx) < 4096 ? atol(ctx) : 4096;
+	if (ctx && a->max_seq > atol(ctx))
+		fail("--max-seq %ld is more than the model's context of %s", a->max_seq, ctx);
+	const char *base = strrchr(a->plan, '/') ? strrchr(a->plan, '/') + 1 : a->plan;
+	note_random(g);
+	ServeOpts so = {.g = g, .plan = a->plan, .weights = weights_of(a, g), .eo = engine_opts(a, want_cuda(a, g)),
+	                .tk = tk, .cf = chat ? &cf : NULL, .chat_err = cerr, .host = a->host ? a->host : "127.0.0.1",
+	                .port = a->port ? a->port : 8080, .max_seqs = a->max_seqs ? a->max_seqs : 4,
+	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 256,
+	                .max_queue = a->max_queue ? a->max_queue : 64, .api_key = a->api_key,
+	                .model_name = a->model_name ? a->model_name : base};
+	if (serve_main(&so, err, sizeof err))
+		fail("serve: %s", err);
+	if (tk)
+		tok_close(tk);
+	chat_free(&cf);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	atexit(close_stdout);
@@ -1178,6 +1276,8 @@ int main(int argc, char **argv)
 		fail("%s", err);
 	if (a.bench || a.profile)
 		return run_bench(&a, &g);
+	if (a.serve)
+		return run_serve(&a, &g);
 	int64_t V = vocab_of(&a, &g);
 	if (a.round_bf16 && g.cuda.act != DT_BF16)
 		fail("%s: --round-bf16 mirrors a plan compiled with --dtype bf16; this one's activations are %s", a.plan,
