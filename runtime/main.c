@@ -1096,6 +1096,7 @@ typedef struct {
 	const ChatFmt *cf;           /* with chat options: its end-of-turn ids end the answer too */
 	const char *stop;
 	int ignore_eos, done;
+	int stopped;                 /* done at the --stop string (else at end-of-generation, or not done) */
 	long printed;
 	TokStream ts;
 	char *said;
@@ -1116,7 +1117,7 @@ static void emit(Answer *an, int32_t id)
 	size_t pl;
 	const char *piece = tok_stream_put(&an->ts, id, &pl);
 	if (piece && pl)
-		an->done = say(&an->said, &an->nsaid, &an->cap, &an->shown, piece, pl, an->stop);
+		an->done = an->stopped = say(&an->said, &an->nsaid, &an->cap, &an->shown, piece, pl, an->stop);
 }
 
 /* The end of the answer: what the tokenizer and --stop held back. */
@@ -1127,8 +1128,8 @@ static void emit_end(Answer *an)
 	size_t pl;
 	const char *rest = tok_stream_flush(&an->ts, &pl);
 	if (!an->done && rest && pl)
-		an->done = say(&an->said, &an->nsaid, &an->cap, &an->shown, rest, pl, an->stop);
-	if (!an->done)
+		an->done = an->stopped = say(&an->said, &an->nsaid, &an->cap, &an->shown, rest, pl, an->stop);
+	if (!an->stopped) /* what was held back for --stop, also after end-of-generation */
 		say(&an->said, &an->nsaid, &an->cap, &an->shown, "", 0, NULL); /* what was held back for --stop */
 	tok_stream_free(&an->ts);
 	free(an->said);

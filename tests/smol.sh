@@ -114,4 +114,14 @@ elif cmp -s "$tmp/out" "$tmp/want"; then
 else
 	fail "smol.sh --batch $B -p: $(diff "$tmp/want" "$tmp/out" | head -c 400 | tr '\n' '|')"
 fi
+# An answer that ends at end-of-generation prints all of itself under --stop too: the bytes held back in case
+# they begin the stop string come out at the end (they were lost before).
+msg="What is the capital of France?"
+"$glmrun" "$plan" --device "$dev" -p "$msg" --chat-template chatml -n 40 >"$tmp/nostop" 2>/dev/null
+"$glmrun" "$plan" --device "$dev" -p "$msg" --chat-template chatml -n 40 --stop "xyz" >"$tmp/stop" 2>/dev/null
+if [ -s "$tmp/nostop" ] && cmp -s "$tmp/nostop" "$tmp/stop"; then
+	ok "smol.sh -p: an answer ended by end-of-generation prints whole under an unmet --stop: $(head -c 60 "$tmp/stop" | tr '\n' ' ')"
+else
+	fail "smol.sh -p --stop at end-of-generation: '$(cat "$tmp/stop")' vs '$(cat "$tmp/nostop")'"
+fi
 exit $failed
