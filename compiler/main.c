@@ -587,6 +587,26 @@ static void close_stdout(void)
 	}
 }
 
+/* glmc stats PLAN, explain PLAN and dump PLAN: what a written plan holds. */
+static void plan_cmd(const Opts *o, Graph *g)
+{
+	char err[1024];
+	if (plan_read(g, o->model, err, sizeof err))
+		fail(err);
+	if (!strcmp(o->cmd, "stats"))
+		print_stats(g, o->json);
+	else if (!strcmp(o->cmd, "explain"))
+		explain(g);
+	else {
+		for (int i = 0; i < g->nmeta; i++)
+			printf("meta %s = %s\n", g->meta[i].key, g->meta[i].val);
+		for (int i = 0; i < g->nfusion; i++)
+			printf("fusion %s\n", g->fusion[i]);
+		print_kernel_counts(g, stdout);
+		ir_dump(g, stdout);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	atexit(close_stdout);
@@ -613,26 +633,9 @@ int main(int argc, char **argv)
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
-	if (!strcmp(o.cmd, "stats") || (!strcmp(o.cmd, "explain") && !from_model)) {
-		if (plan_read(&g, o.model, err, sizeof err))
-			fail(err);
-		if (!strcmp(o.cmd, "stats"))
-			print_stats(&g, o.json);
-		else
-			explain(&g);
-		arena_free(&A);
-		return 0;
-	}
-	if (!strcmp(o.cmd, "dump") && !o.weights && !o.config) {
-		/* glmc dump PLAN */
-		if (plan_read(&g, o.model, err, sizeof err))
-			fail(err);
-		for (int i = 0; i < g.nmeta; i++)
-			printf("meta %s = %s\n", g.meta[i].key, g.meta[i].val);
-		for (int i = 0; i < g.nfusion; i++)
-			printf("fusion %s\n", g.fusion[i]);
-		print_kernel_counts(&g, stdout);
-		ir_dump(&g, stdout);
+	if (!strcmp(o.cmd, "stats") || (!strcmp(o.cmd, "explain") && !from_model) ||
+	    (!strcmp(o.cmd, "dump") && !o.weights && !o.config)) {
+		plan_cmd(&o, &g);
 		arena_free(&A);
 		return 0;
 	}
