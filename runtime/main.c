@@ -100,6 +100,8 @@ static const char *usage =
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
 	"  --bench-prompt N     tokens of the random prompt (default 128)\n"
+	"  -ub, --ubatch-size N prompt tokens one prefill step evaluates (default 2048; --chat 512): a longer\n"
+	"                       prompt runs in steps of N against the cache (bounded memory and time per step)\n"
 	"  --json               with --bench: the block as one JSON object (numbers where a value is one)\n"
 	"  --profile            --bench, then time every kernel and collective of the decode step (CUDA events,\n"
 	"                       averaged over 10 steps): time, bytes, GB/s per kernel, by operator and by layer\n"
@@ -244,6 +246,7 @@ typedef struct {
 	long batch_tokens;
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/bench.c) */
 	int json;                    /* --bench --json */
+	long ubatch;                 /* --ubatch-size: prompt tokens per prefill step (0: the mode's default) */
 	long bench_prompt;
 	double bw;
 	double timeout;
@@ -254,7 +257,7 @@ enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
 	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
-	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -277,6 +280,7 @@ static const struct option long_opts[] = {
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
 	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON},
+	{"ubatch-size", required_argument, 0, O_UBATCH},
 	{"host", required_argument, 0, O_HOST},
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
@@ -366,6 +370,7 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_PROFILE_TOP: a->profile_top = (int)parse_long(v, "--profile-top", 1, 1 << 20); break;
 	case O_BW: a->bw = parse_double(v, "--bw", 1e-3, 1e6); break;
 	case O_JSON: a->json = 1; break;
+	case O_UBATCH: a->ubatch = parse_long(v, "--ubatch-size", 1, 1 << 24); break;
 	case O_HOST: a->host = v; break;
 	case O_PORT: a->port = (int)parse_long(v, "--port", 1, 65535); break;
 	case O_MAX_SEQS: a->max_seqs = (int)parse_long(v, name, 1, ENGINE_MAX_SLOTS - 1); break;
@@ -447,10 +452,12 @@ static void parse(Args *a, int argc, char **argv)
 	*a = (Args){.top_p = 1.0f, .timeout = 60};
 	if (argc > 1 && !strcmp(argv[1], "serve")) /* the server mode: argv[1] plays the program name */
 		a->serve = 1, argc--, argv++;
-	/* "-cnv" is llama.cpp's spelling of --chat: one dash, three letters, which getopt would read as -c nv. */
+	/* llama.cpp's one-dash long names (-cnv, -ub), which getopt would read as -c nv and -u b */
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "-cnv"))
 			argv[i] = "--chat";
+		else if (!strcmp(argv[i], "-ub"))
+			argv[i] = "--ubatch-size";
 	opterr = 0;
 	for (;;) {
 		int at = optind, c = getopt_long(argc, argv, "+:hm:p:f:n:c:s:t:", long_opts, NULL);
@@ -854,6 +861,15 @@ static void note_random(const Graph *g)
 		        "tokens mean nothing\n", ty ? ty : "?");
 }
 
+/* Prompt tokens one prefill step evaluates: --ubatch-size, else 2048, never more than the longest prompt (np).
+** Each step is one command under the GPU watchdog and sizes the activation buffers, so a long prompt runs in
+** steps of bounded time and memory (bench/NOTES.md entry 55: a 16K-token prompt in one pass outlived it). */
+static int64_t prefill_chunk(const Args *a, int64_t np)
+{
+	int64_t c = a->ubatch ? a->ubatch : 2048;
+	return c < np ? c : np;
+}
+
 /* Open an engine or end the run with its error. */
 static Engine *open_engine(const Graph *g, const char *weights, const EngineOpts *o)
 {
@@ -1004,7 +1020,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
-	eo.slots = n, eo.chunk = maxp, eo.max_seq = max_seq;
+	eo.slots = n, eo.chunk = prefill_chunk(a, maxp), eo.max_seq = max_seq;
 	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
@@ -1078,7 +1094,7 @@ static int run_chat(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 		fail("--max-seq %ld is more than the model's context of %s", a->max_seq, ctx);
 	long max_seq = a->max_seq ? a->max_seq : cap;
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
-	eo.max_seq = max_seq, eo.chunk = max_seq < 512 ? max_seq : 512; /* a turn prefills in steps of 512 at most */
+	eo.max_seq = max_seq, eo.chunk = a->ubatch ? a->ubatch : max_seq < 512 ? max_seq : 512; /* a turn's steps */
 	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	ChatSession cs = {.e = e, .max_seq = max_seq, .n = a->n, .stop = a->stop, .ignore_eos = a->ignore_eos,
@@ -1180,7 +1196,7 @@ static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	char err[1024];
 	int64_t V = vocab_of(a, g);
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
-	eo.chunk = np, eo.max_seq = positions(a, g, np);
+	eo.chunk = prefill_chunk(a, np), eo.max_seq = positions(a, g, np);
 	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	FILE *df = NULL;

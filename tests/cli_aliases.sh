@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# tests/model_flag.sh — glmrun -m WEIGHTS, as a llama.cpp user types it: weights (a Hugging Face directory
-# or a GGUF file) where the plan goes are compiled once by the glmc beside glmrun into $GLMC_CACHE/plans
-# and the plan reused; the tokens equal those of a plan compiled by hand; a changed config compiles anew;
-# a missing path is one error line. CPU only.
+# tests/cli_aliases.sh — glmrun as a llama.cpp or vLLM user types it. -m WEIGHTS: weights (a Hugging Face
+# directory or a GGUF file) where the plan goes are compiled once by the glmc beside glmrun into
+# $GLMC_CACHE/plans and the plan reused; the tokens equal those of a plan compiled by hand; a changed config
+# compiles anew; a missing path is one error line. -ub N: the prompt in prefill steps of N tokens gives the
+# logits of one step (1e-5). The aliases and --opt=value give what the canonical flags give. CPU only.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,3 +48,17 @@ bin/glmrun -m $tmp/nonexistent --device cpu --tokens 1 >$tmp/out 2>$tmp/err
 rc=$?
 [ $rc = 1 ] && [ "$(wc -l <$tmp/err)" = 1 ] && grep -q "nonexistent" $tmp/err && ok "-m with a missing path: one error line" ||
 	bad "-m missing path" "rc $rc: $(cat $tmp/err)"
+
+# -ub 3 (--ubatch-size): a 20-token prompt in 7 prefill steps against the cache, logits of every row as one step.
+bin/glmrun $tmp/hand.plan --device cpu --tokens "$p" -n 4 --dump-logits $tmp/one.f32 >$tmp/one.ids 2>/dev/null
+bin/glmrun $tmp/hand.plan --device cpu --tokens "$p" -n 4 -ub 3 --dump-logits $tmp/ub.f32 >$tmp/ub.ids 2>/dev/null
+r=$($CMP --pair $tmp/ub.f32 $tmp/one.f32 1e-5 2>&1)
+[ $? = 0 ] && cmp -s $tmp/one.ids $tmp/ub.ids && ok "-ub 3: a prompt in prefill steps of 3 tokens gives one step's logits ($r)" ||
+	bad "-ub 3" "$r; $(cat $tmp/ub.ids) vs $(cat $tmp/one.ids)"
+
+# llama.cpp / vLLM spellings and --opt=value against the canonical flags (sampled, so every value matters).
+want=$(bin/glmrun $tmp/hand.plan --device cpu --tokens "$p" -n 5 --temp 0.9 --top-k 20 --seed 7 --max-seq 40 2>/dev/null)
+got=$(bin/glmrun --device=cpu -m $tmp/hand.plan --tokens="$p" --max-tokens 5 --temperature=0.9 --top-k=20 -s 7 -c 40 2>/dev/null)
+got2=$(bin/glmrun $tmp/hand.plan --device cpu --tokens "$p" --n-predict=5 --temp 0.9 --top-k 20 --seed=7 --ctx-size=40 2>/dev/null)
+[ -n "$want" ] && [ "$got" = "$want" ] && [ "$got2" = "$want" ] && ok "-m, --max-tokens, --n-predict, --temperature, -s, -c, --ctx-size and --opt=value as the canonical flags" ||
+	bad "aliases" "'$got' / '$got2' vs '$want'"
