@@ -15,6 +15,7 @@
 #include "gpu.h"
 #include "outpath.h"
 #include "ref.h"
+#include "rfile.h"
 #include "serve.h"
 #include "tok.h"
 #include "weights.h"
@@ -291,21 +292,35 @@ static const struct option long_opts[] = {
 	{"alias", required_argument, 0, O_MODEL_NAME}, {0, 0, 0, 0},
 };
 
-/* The prompt of -f FILE, kept as -p TEXT would be (the file's bytes, read now). */
-static const char *read_file_prompt(const char *path)
+/* All of f, NUL-terminated (*n bytes before the NUL), or the end of the run; what names f in messages. */
+static char *read_all(FILE *f, size_t *n, const char *what)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		fail("-f %s: cannot open: %s", path, strerror(errno));
 	size_t cap = 4096, k = 0;
 	char *b = malloc(cap + 1);
 	for (size_t r; b && (r = fread(b + k, 1, cap - k, f)) > 0;)
 		if ((k += r) == cap && !(b = realloc(b, (cap *= 2) + 1)))
 			break;
 	if (!b)
-		fail("out of memory reading %s", path);
+		fail("out of memory reading %s", what);
 	if (ferror(f))
-		fail("-f %s: read failed: %s", path, strerror(errno));
+		fail("%s: read failed: %s", what, strerror(errno));
+	b[k] = 0;
+	*n = k;
+	return b;
+}
+
+/* The prompt of -f FILE, kept as -p TEXT would be (the file's bytes, read now). */
+static const char *read_file_prompt(const char *path)
+{
+	char err[600];
+	int fd = rfile_open(path); /* a regular file only: a FIFO would block for ever */
+	FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+	if (!f) {
+		rfile_err(path, err, sizeof err);
+		fail("-f %s", err);
+	}
+	size_t k;
+	char *b = read_all(f, &k, path);
 	fclose(f);
 	if (memchr(b, 0, k))
 		fail("-f %s: the file holds a NUL byte; a prompt is text", path);
@@ -718,15 +733,7 @@ static char *read_prompt(const char *p, size_t *n)
 		*n = strlen(p);
 		return strdup(p);
 	}
-	size_t cap = 4096, k = 0;
-	char *b = malloc(cap);
-	for (size_t r; b && (r = fread(b + k, 1, cap - k, stdin)) > 0;)
-		if ((k += r) == cap && !(b = realloc(b, cap *= 2)))
-			break;
-	if (!b)
-		fail("out of memory reading the prompt");
-	*n = k;
-	return b;
+	return read_all(stdin, n, "standard input");
 }
 
 /* At exit: output lost on stdout (a full disk, a closed descriptor) is an error, not status 0. */

@@ -62,3 +62,10 @@ got=$(bin/glmrun --device=cpu -m $tmp/hand.plan --tokens="$p" --max-tokens 5 --t
 got2=$(bin/glmrun $tmp/hand.plan --device cpu --tokens "$p" --n-predict=5 --temp 0.9 --top-k 20 --seed=7 --ctx-size=40 2>/dev/null)
 [ -n "$want" ] && [ "$got" = "$want" ] && [ "$got2" = "$want" ] && ok "-m, --max-tokens, --n-predict, --temperature, -s, -c, --ctx-size and --opt=value as the canonical flags" ||
 	bad "aliases" "'$got' / '$got2' vs '$want'"
+
+# -f FILE: a FIFO is refused in one line instead of blocking (the text path is -p's, tests/smol.sh).
+mkfifo $tmp/fifo
+timeout 10 bin/glmrun $tmp/hand.plan --device cpu -f $tmp/fifo -n 2 >/dev/null 2>$tmp/err
+rc=$?
+[ $rc = 1 ] && [ "$(wc -l <$tmp/err)" = 1 ] && grep -q "fifo: not a regular file" $tmp/err && ok "-f with a FIFO: one error line, no wait" ||
+	bad "-f FIFO" "rc $rc: $(cat $tmp/err)"
