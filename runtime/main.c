@@ -398,12 +398,10 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 }
 
 /* The option's name as the user wrote it, for messages ("-n", "--max-tokens", ...). */
-static const char *opt_name(char **argv, int at)
+static const char *opt_name(const char *arg, char *name, size_t len)
 {
-	static char name[64];
-	const char *s = argv[at];
-	size_t k = strcspn(s, "=");
-	snprintf(name, sizeof name, "%.*s", (int)(k < sizeof name ? k : sizeof name - 1), s);
+	size_t k = strcspn(arg, "=");
+	snprintf(name, len, "%.*s", (int)(k < len ? k : len - 1), arg);
 	return name;
 }
 
@@ -475,6 +473,7 @@ static void parse(Args *a, int argc, char **argv)
 		else if (!strcmp(argv[i], "-ub"))
 			argv[i] = "--ubatch-size";
 	opterr = 0;
+	char name[64];
 	for (;;) {
 		int at = optind, c = getopt_long(argc, argv, "+:hm:p:f:n:c:s:t:", long_opts, NULL);
 		if (c == -1) {
@@ -488,10 +487,10 @@ static void parse(Args *a, int argc, char **argv)
 			continue;
 		}
 		if (c == ':')
-			fail("missing value after %s", opt_name(argv, at));
+			fail("missing value after %s", opt_name(argv[at], name, sizeof name));
 		if (c == '?')
 			fail("unknown option %s (run 'glmrun --help')", argv[at]);
-		take_opt(a, c, optarg, opt_name(argv, at));
+		take_opt(a, c, optarg, opt_name(argv[at], name, sizeof name));
 	}
 	check_args(a);
 }
