@@ -89,11 +89,6 @@ int64_t engine_vocab(const Engine *e)
 	return e->V;
 }
 
-int engine_tp(const Engine *e)
-{
-	return e->tp;
-}
-
 int engine_on_gpu(const Engine *e)
 {
 	return e->R != NULL;

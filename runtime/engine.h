@@ -50,9 +50,8 @@ typedef struct {
 */
 int engine_open(Engine **out, const Graph *g, const char *weights, const EngineOpts *o, char *err, size_t len);
 
-/* The vocabulary (the 'logits' output's columns) and the plan's tp. */
+/* The vocabulary (the 'logits' output's columns), and whether the GPUs run the plan. */
 int64_t engine_vocab(const Engine *e);
-int engine_tp(const Engine *e);
 int engine_on_gpu(const Engine *e);
 
 /*
