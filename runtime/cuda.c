@@ -609,7 +609,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		x->wq[g->w[i].node] = g->cuda.wq[i];
 	if (load_module(x, err, len) || alloc_buffers(x, err, len))
 		return -1;
-	lt_open(x);
+	if (!o->no_lt)
+		lt_open(x);
 	x->stats.have_lt = x->lt.h != NULL;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

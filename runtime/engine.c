@@ -57,7 +57,8 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 	e->maxT = e->o.chunk > e->o.slots ? e->o.chunk : e->o.slots;
 	if (o->cuda) {
 		GpuOpts go = {.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed, .progress = o->progress,
-		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl};
+		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl,
+		              .no_lt = o->no_lt};
 		RanksOpts ro = {.timeout = o->timeout > 0 ? o->timeout : 60};
 		if (ranks_opts_from_env(&ro, tp, err, len))
 			return -1;

@@ -37,6 +37,7 @@ typedef struct {
 	int nan_ok;                  /* CPU: non-finite values are not an error (--verify finds them itself) */
 	int progress;                /* GPU: a progress bar while the weights upload */
 	int pdl;                     /* GPU: programmatic dependent launch (--pdl) */
+	int no_lt;                   /* GPU: prefill GEMMs on the plan's own kernels, not cuBLASLt (--no-cublaslt) */
 	double timeout;              /* GPU: the watchdog's seconds without progress (0: 60) */
 } EngineOpts;
 

@@ -18,6 +18,7 @@ typedef struct {
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
 	int pdl;                     /* --pdl: let a kernel start while the one before finishes (see cuda.c) */
+	int no_lt;                   /* --no-cublaslt: prefill GEMMs on the plan's own kernels, not cuBLASLt */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
 	** `device`, and loads only its rank's slices of split weights. */
 	int device, rank, tp;
