@@ -75,9 +75,12 @@ for b in '{"prompt": "Hello world", "max_tokens": 5}' '{"prompt": [1, 2, 3], "te
 	'{"prompt": [[7, 8]], "stop": ["a", "b"], "stream": true, "top_p": 0.9}' \
 	'{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_completion_tokens": 3}' \
 	'{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, {"role": "assistant", "content": null}], "n": 1, "logprobs": false}'; do
-	printf '\001%s' "$b" >"$out/corpus_serve/seed_$i"
-	printf '\002%s' "$b" >"$out/corpus_serve/seed_$((i + 10))"
-	printf '\013%s' "$b" >"$out/corpus_serve/seed_$((i + 20))"
+	# the first byte (fuzz_serve.c): bit 0 chat, bit 1 a sampling server, bits 2-3 the context (1, 8, 96, 4096)
+	c=0
+	case $b in *messages*) c=1 ;; esac
+	for sel in $((c + 8)) $((c + 14)) $((c + 4)); do
+		printf "\\$(printf %03o $sel)%s" "$b" >"$out/corpus_serve/seed_${i}_$sel"
+	done
 	i=$((i + 1))
 done
 make -s build/tools/mkgguf build/tools/addvocab || exit 1
