@@ -81,6 +81,7 @@ typedef struct {
 	Engine *e;
 	int eslots;                  /* the engine's slots: max_seqs (+1 on the GPU: the padding rows' slot) */
 	int64_t vocab;               /* token ids a prompt may hold */
+	int row_samp;                /* the engine samples each row its own way (0: a GPU plan of an older glmc) */
 	pthread_mutex_t mu, render_mu;
 	pthread_cond_t wake;
 	Req *qhead, *qtail;
@@ -605,6 +606,18 @@ static int get_sampling(const Server *S, Req *r, const json_t *o, const char **p
 	*param = "top_logprobs";
 	if (tl && !json_is_null(tl) && !(json_is_integer(tl) && json_integer_value(tl) == 0))
 		return seterr(msg, len, "'top_logprobs': this server does not return log probabilities");
+	/* a plan whose sampler takes one setting for every row: only the server's (the engine would refuse the
+	** rows, and the step would fail for every request) */
+	int greedy = !(r->temp > 0) && !(e->temp > 0);
+	*param = !greedy && r->temp != e->temp ? "temperature" : greedy || r->top_k == e->top_k ? NULL : "top_k";
+	if (!*param && !greedy && r->top_p != e->top_p)
+		*param = "top_p";
+	if (!*param && !greedy && r->seed_given)
+		*param = "seed";
+	if (!S->row_samp && *param)
+		return seterr(msg, len, "'%s': this plan's GPU sampler (glm_sample, from an older glmc) samples every request "
+		              "as the server's flags say; recompile the plan for per-request sampling", *param);
+	*param = NULL;
 	return 0;
 }
 
@@ -814,7 +827,7 @@ int serve_parse(const ServeOpts *o, int64_t vocab, const char *body, size_t n, i
 	Server *S = calloc(1, sizeof *S);
 	if (!S)
 		return seterr(msg, len, "out of memory"), 500;
-	S->o = *o, S->vocab = vocab;
+	S->o = *o, S->vocab = vocab, S->row_samp = 1;
 	pthread_mutex_init(&S->render_mu, NULL);
 	Conn cn = {.body = (char *)body, .n = n};
 	int status;
@@ -1291,6 +1304,10 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 		return -1;
 	}
 	S->vocab = engine_vocab(S->e);
+	S->row_samp = !engine_on_gpu(S->e) || !strcmp(o->g->cuda.sample_kernel, "glm_sample_rows");
+	if (!S->row_samp)
+		slog("note: this plan's GPU sampler takes one setting for every request (compiled by an older glmc): "
+		     "requests that sample otherwise get 400; recompile the plan for per-request sampling");
 	pthread_mutex_init(&S->mu, NULL);
 	pthread_mutex_init(&S->render_mu, NULL);
 	pthread_cond_init(&S->wake, NULL);
