@@ -1940,15 +1940,17 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 }
 
 /* The sampler: one fixed wrapper, launched by glmrun on the last logits row of each sequence, grid (rows,
-** SAMPLE_NB), with the greedy split's partials and counters and the NaN/Inf verdicts (k_sample). */
+** SAMPLE_NB), with the greedy split's partials and counters and the NaN/Inf verdicts (k_sample). Each row
+** b samples with its own four parameters at params + 4b (glmrun serve: each request its own); the name
+** glm_sample_rows tells glmrun so (plans before it have glm_sample, one setting for every row). */
 static const char *emit_sampler(Em *e)
 {
 	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
-	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample(int *out, int cap, int *next_token, "
+	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample_rows(int *out, int cap, int *next_token, "
 	        "int *next_pos, int *step, const %s *logits, int V, const float *params, const int *seq, float *part_v, "
-	        "int *part_i, unsigned *done, int *nf) { k_sample<%s>(out, cap, next_token, next_pos, step, logits, V, params, "
-	        "seq, part_v, part_i, done, nf); }\n", A, A);
-	return "glm_sample";
+	        "int *part_i, unsigned *done, int *nf) { k_sample<%s>(out, cap, next_token, next_pos, step, logits, V, "
+	        "params + 4 * blockIdx.x, seq, part_v, part_i, done, nf); }\n", A, A);
+	return "glm_sample_rows";
 }
 
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
