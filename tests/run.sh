@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 one=$(mktemp)
 trap 'rm -f "$log" "$one"' EXIT
-for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh; do
+for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
 	[ -x "$t" ] || continue
 	echo "== $t"
 	"$t" >"$one" 2>&1
