@@ -67,6 +67,10 @@ check() {
 		[ "$(dirname "$f")" != "$(dirname "$dst")" ] && echo "$(dirname "$f") $(dirname "$dst") $f:$line" >>"$edges"
 	done < <(find compiler ops runtime tests bench -type f \( -name '*.c' -o -name '*.h' -o -name '*.cuh' -o -name '*.cu' \
 		-o -name '*.cc' \) 2>/dev/null | sort | xargs grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' /dev/null)
+	# Every source file belongs to a layer (one with no includes at all too).
+	for f in $(find compiler ops runtime -type f \( -name '*.[ch]' -o -name '*.cuh' \) | sort); do
+		[ -n "$(layer_of "$f")" ] || { echo "$f:1: is in no layer (put it in a layer folder)"; bad=1; }
+	done
 	# tsort names the folders of a loop; each step of it is shown with one include that makes it.
 	local loop
 	loop=$(cut -d' ' -f1,2 "$edges" | sort -u | tsort 2>&1 >/dev/null | sed -n 's/^tsort: \([^:]*\)$/\1/p')

@@ -168,7 +168,7 @@ int64_t node_numel(const Node *n, int64_t T, int64_t S)
 	return e;
 }
 
-/* exec_dim and exec_numel live here, below the op table's CPU references that call them (the executor is above). */
+/* Here in the core, not in exec.c: the op table's CPU references (ops.c) call them, as the executor above does. */
 int64_t exec_dim(const Exec *x, int id, int i)
 {
 	int64_t d = x->g->node[id].dim[i];
