@@ -1,7 +1,11 @@
 # glmc — build bin/glmc, bin/glmrun, the test programs; `make test` runs the CPU suite.
 CC      ?= cc
 CFLAGS  ?= -O2 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -Icompiler -Iops -Iruntime -I/usr/include/lua5.4 -I/usr/local/cuda/include
+# The layers, lowest first (README "Layout"; tests/layers.sh checks that each includes only itself and those
+# below): each has its own archive, linked highest first. Headers are included by bare name through -I.
+LAYERS  := ops runtime/core runtime/formats runtime/gpu runtime/exec compiler/passes runtime/cli compiler/cli
+INC     := $(addprefix -I,$(LAYERS))
+CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(INC) -I/usr/include/lua5.4 -I/usr/local/cuda/include
 # Lua and jansson are linked statically so the binaries run on machines without the -dev packages
 # (the GPU machine); glmc never links the CUDA driver.
 LIBDIR  := /usr/lib/x86_64-linux-gnu
@@ -13,10 +17,18 @@ LDLIBS  := $(STATIC) -lm -ldl -lpthread
 # Debian machine, the GPU machine included, has it. Only glmrun links these.
 HTTPLIBS := $(LIBDIR)/libmicrohttpd.a -lgnutls
 
-MAINS   := compiler/main.c runtime/main.c
-LIBSRC  := $(filter-out $(MAINS),$(wildcard compiler/*.c ops/*.c runtime/*.c))
-LIBOBJ  := $(LIBSRC:%.c=build/%.o) build/gen/kernels_cuh.o
-HDRS    := $(wildcard compiler/*.h ops/*.h runtime/*.h)
+MAINS   := compiler/cli/main.c runtime/cli/main.c
+# build/lib<layer>.a per layer (the two cli folders share libcli.a); ops also holds the embedded kernel source.
+layer_obj = $(patsubst %.c,build/%.o,$(filter-out $(MAINS),$(wildcard $(1)/*.c)))
+OPS_OBJ     := $(call layer_obj,ops) build/gen/kernels_cuh.o
+CORE_OBJ    := $(call layer_obj,runtime/core)
+FORMATS_OBJ := $(call layer_obj,runtime/formats)
+GPU_OBJ     := $(call layer_obj,runtime/gpu)
+EXEC_OBJ    := $(call layer_obj,runtime/exec)
+PASSES_OBJ  := $(call layer_obj,compiler/passes)
+CLI_OBJ     := $(call layer_obj,runtime/cli) $(call layer_obj,compiler/cli)
+LIBS    := build/libcli.a build/libpasses.a build/libexec.a build/libgpu.a build/libformats.a build/libcore.a build/libops.a
+HDRS    := $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
 # Test doubles of the CUDA driver and NCCL (no kernels run) for tests/ranks.sh.
@@ -38,25 +50,32 @@ build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quan
 	@mkdir -p build/gen
 	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/prefill.cuh | build/embed glm_kernels_cuh > $@
 
-build/libglm.a: $(LIBOBJ)
+build/libops.a: $(OPS_OBJ)
+build/libcore.a: $(CORE_OBJ)
+build/libformats.a: $(FORMATS_OBJ)
+build/libgpu.a: $(GPU_OBJ)
+build/libexec.a: $(EXEC_OBJ)
+build/libpasses.a: $(PASSES_OBJ)
+build/libcli.a: $(CLI_OBJ)
+$(LIBS):
 	@rm -f $@
 	ar rcs $@ $^
 
-bin/glmc: build/compiler/main.o build/libglm.a
+bin/glmc: build/compiler/cli/main.o $(LIBS)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(LDLIBS) -o $@
 
-bin/glmrun: build/runtime/main.o build/libglm.a
+bin/glmrun: build/runtime/cli/main.o $(LIBS)
 	@mkdir -p bin
 	$(CC) $(CFLAGS) $^ $(HTTPLIBS) $(LDLIBS) -o $@
 
-build/tests/%: tests/%.c build/libglm.a $(HDRS)
+build/tests/%: tests/%.c $(LIBS) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< build/libglm.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests $< $(LIBS) $(LDLIBS) -o $@
 
-build/tools/%: tests/tools/%.c build/libglm.a $(HDRS)
+build/tools/%: tests/tools/%.c $(LIBS) $(HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -Itests $< build/libglm.a $(LDLIBS) -o $@
+	$(CC) $(CFLAGS) -Itests $< $(LIBS) $(LDLIBS) -o $@
 
 build/fake/libcuda.so.1: tests/fake/cuda.c
 	@mkdir -p build/fake
@@ -95,14 +114,14 @@ build/bench/libglmtrace.so: bench/trace.c
 	cp -L $$(ls $(CUDA_HOME)/lib/libcupti.so.13 $(CUDA_HOME)/lib64/libcupti.so.13 2>/dev/null | head -1) build/bench/
 
 # The allreduce micro-benchmark (nvcc; run on the GPU machine by tests/gpu/tp.sh).
-build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/libnccl.h build/libglm.a
+build/bench/allreduce: bench/allreduce.cu ops/kernels.cuh runtime/gpu/libnccl.h $(LIBS)
 	@mkdir -p build/bench
-	$(NVCC) -std=c++17 -O2 -arch=sm_90 -Icompiler -Iruntime $< build/libglm.a -ldl -lpthread -o $@
+	$(NVCC) -std=c++17 -O2 -arch=sm_90 $(INC) $< $(LIBS) -ldl -lpthread -o $@
 
 # Everything tests/gpu/run.sh and tests/gpu/tp.sh need on the device machine (carry bin and build there).
 gpu-bundle: all build/bench/bandwidth build/bench/libglmtrace.so build/bench/allreduce build/bench/gemv build/bench/mla build/bench/moe
 	tests/gpu/build_kernels_test.sh
-	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 -Icompiler -Iops -Iruntime tests/gpu/test_qgemv.cu build/libglm.a $(LDLIBS) -o build/gpu/test_qgemv
+	mkdir -p build/gpu && nvcc -std=c++17 -O2 -arch=sm_90 $(INC) tests/gpu/test_qgemv.cu $(LIBS) $(LDLIBS) -o build/gpu/test_qgemv
 	mkdir -p build/fixtures
 	cp -r ../shared/fixtures/hf/* ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf build/fixtures/
 
@@ -141,24 +160,24 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
 # The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
-# stand-in for the device), for checking kernel logic without a GPU; needs a C++17 compiler. All three
-# are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
+# stand-in for the device), and the tensor-core prefill kernels, for checking kernel logic without a GPU;
+# needs a C++17 compiler. All four are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
 CXX     ?= c++
-build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh build/libglm.a
+build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh $(LIBS)
 	@mkdir -p build/simt
-	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h build/libglm.a
+build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h $(LIBS)
 	@mkdir -p build/simt
-	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh build/libglm.a
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh $(LIBS)
 	@mkdir -p build/simt
-	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc $(LIBS) $(LDLIBS) -o $@
 
-build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/quant.cuh ops/prefill.cuh build/libglm.a
+build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/quant.cuh ops/prefill.cuh $(LIBS)
 	@mkdir -p build/simt
-	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
 simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill
 	build/simt/test_moe

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/bf16_cpu.sh — glmrun --round-bf16 (runtime/exec.c exec_round_bf16): the CPU reference rounds the
+# tests/bf16_cpu.sh — glmrun --round-bf16 (runtime/exec/exec.c exec_round_bf16): the CPU reference rounds the
 # weights and every float activation as a bf16 plan stores them on the GPU, so the GPU's bf16 error on
 # the fixtures is predicted, and held, without a GPU (the GPU round compares the two: tests/gpu/run.sh).
 # Per fixture: a --dtype bf16 plan run teacher-forced (the prompt and the fixture's first 11 greedy tokens

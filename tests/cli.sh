@@ -440,7 +440,7 @@ bin/glmc dump models/llama.lua --weights $FIX/llama --after fuse --dot $tmp/g.do
 	[ "$(grep -c ' -> ' $tmp/g.dot)" -gt 60 ] && grep -q 'fused' $tmp/g.dot && tail -1 $tmp/g.dot | grep -q '^}$' &&
 	ok "glmc dump --dot writes the graph with its fusions" || bad "glmc dump --dot" "$(head -c 200 $tmp/g.dot)"
 bin/glmc explain $tmp/llama.plan | grep -q "^memory: activation arena .* ratio 1.000" && ok "glmc explain reports the memory plan against its bound" || bad "glmc explain" "$(bin/glmc explain $tmp/llama.plan | tail -2)"
-# Kernel selection (compiler/select.c): glmc explain with the model shows each decode GEMV group's kernel per
+# Kernel selection (compiler/passes/select.c): glmc explain with the model shows each decode GEMV group's kernel per
 # step range and why; the target comes from --arch. GLM-5's SwiGLU down projection over K 12288 takes the
 # stream kernel on sm_90 (142 KB of shared memory, within an H100's 227 KB block) and loses it on sm_86 (99 KB).
 sel=$(bin/glmc explain models/llama.lua --weights $FIX/llama 2>&1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/ranks.sh — glmrun's multi-GPU orchestration (runtime/ranks.c, crew.c, the collective launches of
+# tests/ranks.sh — glmrun's multi-GPU orchestration (runtime/exec/ranks.c, crew.c, the collective launches of
 # cuda.c) on CI, through test doubles of the driver and NCCL (tests/fake/: they run no kernels, so no
 # number computed here means anything; the GPU half is tests/gpu/tp.sh). Checked: a tp 2 plan runs on two
 # "GPUs" in lockstep with one graph launch per step; the collectives are enqueued in step order and each

@@ -4,6 +4,7 @@
 ** types glmc's --random-weights q4_k_m gives each tensor, against llama.cpp's Q4_K_M rule applied by hand.
 */
 #include "bench.h"
+#include "passes.h"
 #include "check.h"
 #include "quant.h"
 #include "weights.h"

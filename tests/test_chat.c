@@ -1,8 +1,8 @@
 /*
-** tests/test_chat.c — chat templates (runtime/chat.h).
+** tests/test_chat.c — chat templates (runtime/cli/chat.h).
 **
 ** - Each family renders a two-turn conversation with a system prompt exactly as its official template
-**   does (the expected strings were worked out by hand from those templates, as runtime/chat.c cites
+**   does (the expected strings were worked out by hand from those templates, as runtime/cli/chat.c cites
 **   them, with transformers' trim_blocks/lstrip_blocks rules): GLM-4.5/4.6 and GLM-4.7/5 with thinking on
 **   and off, DeepSeek-V3 and V3.1, Qwen3 and Qwen2.5 (default system prompt), Llama 3 and 3.1 (date
 **   header); past answers lose their reasoning where the template drops it.

@@ -1,5 +1,5 @@
 /*
-** tests/test_crew.c — the watchdog of glmrun's per-GPU workers (runtime/crew.c) with plain threads: every
+** tests/test_crew.c — the watchdog of glmrun's per-GPU workers (runtime/exec/crew.c) with plain threads: every
 ** command runs once on every worker; a failure is reported at once with its rank, even while another
 ** worker is blocked (as in a collective the failed rank never joins); a stalled worker turns into an
 ** error naming it within the timeout; progress notes keep a slow but moving worker alive.

@@ -1,5 +1,5 @@
 /*
-** tests/test_engine.c — the engine interface (runtime/engine.h) on the CPU backend, with the llama
+** tests/test_engine.c — the engine interface (runtime/exec/engine.h) on the CPU backend, with the llama
 ** fixture's plan (compiled here by bin/glmc): the contracts every driver relies on. A prompt prefilled in
 ** chunks gives the rows of one prefill; two sequences decoded together in the rows of one step give
 ** what each gives alone (tokens identical, logits within 1e-5); a forced token gives the logits of a

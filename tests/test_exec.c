@@ -4,7 +4,7 @@
 ** written here, on fresh random inputs. The kernels themselves are tested in test_ref.c.
 */
 #include "check.h"
-#include "glm.h"
+#include "exec.h"
 #include "ref.h"
 
 #include <string.h>

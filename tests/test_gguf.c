@@ -1,5 +1,5 @@
 /*
-** tests/test_gguf.c — the GGUF reader and writer (runtime/gguf.c): the shared quants.gguf and vocab
+** tests/test_gguf.c — the GGUF reader and writer (runtime/formats/gguf.c): the shared quants.gguf and vocab
 ** files, a writer round trip over every value type, split sets, a table of malformed files built at
 ** test time (each must fail with a one-line message naming the file and containing a given phrase),
 ** a seeded fuzz loop that must never crash, the mkgguf conversion of the HF fixtures, and glmc inspect.

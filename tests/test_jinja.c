@@ -1,5 +1,5 @@
 /*
-** tests/test_jinja.c — the Jinja interpreter (runtime/jinja.h) against jinja2.
+** tests/test_jinja.c — the Jinja interpreter (runtime/formats/jinja.h) against jinja2.
 **
 ** - tests/data/templates/expected.json (made by tests/tools/render_templates.py with transformers' own
 **   renderer) holds the real chat templates of GLM-4.5/4.6, GLM-4.7, DeepSeek-V3 and V3.1, Qwen3,

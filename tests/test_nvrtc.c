@@ -4,7 +4,8 @@
 ** sm_90 for each block type, and a compile error is reported in one line quoting the generated source line.
 */
 #include "check.h"
-#include "glm.h"
+#include "passes.h"
+#include "libnvrtc.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /*
-** tests/test_st.c — the safetensors / HF checkpoint reader (runtime/st.c): the real llama fixture,
+** tests/test_st.c — the safetensors / HF checkpoint reader (runtime/formats/st.c): the real llama fixture,
 ** write/read round trips, a sharded directory, a table of malformed files that must each fail with a
 ** specific message, and a seeded fuzz loop that must never crash. Runs from the repository root.
 */

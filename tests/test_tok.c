@@ -1,5 +1,5 @@
 /*
-** tests/test_tok.c — tokenizers (runtime/tok.h).
+** tests/test_tok.c — tokenizers (runtime/formats/tok.h).
 **
 ** - llama.cpp's vocab test vectors (../shared/fixtures/vocab: gpt-2, deepseek-coder, llama-spm): every
 **   .inp string encodes to exactly the .out ids (produced by the Hugging Face tokenizers), decodes back to

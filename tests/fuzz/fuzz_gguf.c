@@ -1,5 +1,5 @@
 /*
-** tests/fuzz/fuzz_gguf.c — libFuzzer target for the GGUF reader (runtime/gguf.c): parse the input as a
+** tests/fuzz/fuzz_gguf.c — libFuzzer target for the GGUF reader (runtime/formats/gguf.c): parse the input as a
 ** GGUF image; when it opens, touch every key, array element and tensor (dequantizing the supported
 ** types) so that any bound the reader failed to check shows up under AddressSanitizer.
 ** Build and run with tests/fuzz/run.sh.

@@ -1,5 +1,5 @@
 /*
-** tests/fuzz/fuzz_st.c — libFuzzer target for the safetensors reader (runtime/st.c): the input is
+** tests/fuzz/fuzz_st.c — libFuzzer target for the safetensors reader (runtime/formats/st.c): the input is
 ** written to a memfd and opened through /proc/self/fd with st_open_file; when it opens, every
 ** tensor's bytes are touched and the float types converted. Build and run with tests/fuzz/run.sh.
 */

@@ -17,18 +17,18 @@ if ! command -v clang >/dev/null; then
 fi
 
 CFLAGS="-std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined
-	-fno-sanitize-recover=undefined -Iops -Iruntime -Icompiler"
+	-fno-sanitize-recover=undefined -Iops -Iruntime/core -Iruntime/formats -Iruntime/gpu -Iruntime/exec -Icompiler/passes -Iruntime/cli -Icompiler/cli"
 build() {
 	clang $CFLAGS "$@" /usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/$name" || exit 1
 }
-name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/gguf.c ops/quant.c compiler/arena.c # arena.c: seterr
-name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/st.c runtime/rfile.c compiler/arena.c
+name=fuzz_gguf; build tests/fuzz/fuzz_gguf.c runtime/formats/gguf.c ops/quant.c runtime/core/arena.c # arena.c: seterr
+name=fuzz_st; build tests/fuzz/fuzz_st.c runtime/formats/st.c runtime/core/rfile.c runtime/core/arena.c
 # Plans through weight binding, and model sources through the front end: the whole library (the
 # verifier and the CPU executor included), compiled once into an archive both targets link.
 make -s build/gen/kernels_cuh.c || exit 1
 mkdir -p "$out/lib"
 LIBOBJ=
-for f in $(ls compiler/*.c ops/*.c runtime/*.c | grep -v '/main\.c$') build/gen/kernels_cuh.c; do
+for f in $(ls compiler/passes/*.c compiler/cli/*.c ops/*.c runtime/*/*.c | grep -v '/main\.c$') build/gen/kernels_cuh.c; do
 	o=$out/lib/$(echo "$f" | tr / _).o
 	LIBOBJ="$LIBOBJ $o"
 	[ "$o" -nt "$f" ] && [ "$o" -nt "$0" ] && [ -z "$(find compiler ops runtime -name '*.h' -newer "$o")" ] && continue
@@ -89,7 +89,7 @@ build/tools/mkgguf ../shared/fixtures/hf/llama "$out/serve_base.gguf" >/dev/null
 		--special "<|im_start|>" --special "<|im_end|>" --special "<|endoftext|>" \
 		--chat-template "$(cat tests/data/templates/qwen3.jinja)" --eos "<|im_end|>" >/dev/null || exit 1
 export GLM_FUZZ_SERVE_TOK=$out/serve_tok.gguf
-clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime -Icompiler tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c runtime/rfile.c compiler/arena.c \
+clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime/core -Iruntime/formats -Iruntime/gpu -Iruntime/exec -Icompiler/passes -Iruntime/cli -Icompiler/cli tests/fuzz/mkseed.c runtime/formats/gguf.c ops/quant.c runtime/formats/st.c runtime/core/rfile.c runtime/core/arena.c \
 	/usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/mkseed" &&
 	"$out/mkseed" "$out/corpus_gguf" "$out/corpus_st" || exit 1
 

@@ -9,12 +9,12 @@ cd "$(dirname "$0")/../.."
 out=build/fuzz
 mkdir -p "$out"
 make -s build/gen/kernels_cuh.c bin/glmc build/tools/mkgguf build/tools/addvocab || exit 1
-LIB=$(ls compiler/*.c ops/*.c runtime/*.c | grep -v 'compiler/main\.c$')
+LIB=$(ls compiler/passes/*.c compiler/cli/*.c ops/*.c runtime/*/*.c | grep -v 'compiler/cli/main\.c$')
 L=/usr/lib/x86_64-linux-gnu
 if [ ! -x "$out/glmrun-asan" ] || [ -n "$(find runtime compiler ops -newer "$out/glmrun-asan" -name '*.[ch]' | head -1)" ]; then
 	echo "serve.sh: building $out/glmrun-asan" >&2
 	cc -std=c11 -D_GNU_SOURCE -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined \
-		-Icompiler -Iops -Iruntime -I/usr/include/lua5.4 -I/usr/local/cuda/include $LIB build/gen/kernels_cuh.c \
+		-Iops -Iruntime/core -Iruntime/formats -Iruntime/gpu -Iruntime/exec -Icompiler/passes -Iruntime/cli -Icompiler/cli -I/usr/include/lua5.4 -I/usr/local/cuda/include $LIB build/gen/kernels_cuh.c \
 		$L/libmicrohttpd.a -lgnutls $L/liblua5.4.a $L/libjansson.a $L/libpcre2-8.a $L/libz.a -lm -ldl -lpthread \
 		-o "$out/glmrun-asan" || exit 1
 fi

@@ -9,7 +9,7 @@
 #      two generators must agree for the logits to agree, and --verify checks every layer; Q4_K and Q8_0
 #      also with bf16 activations (Q8_0's 6- and 12-token prompts on the tensor cores, k_qgemv_tc);
 #   4. longer prompts: 20 tokens run the prefill linears through k_qlinear_gemm, 40 through a
-#      dequantized copy of the weight and cuBLASLt (runtime/cuda.c lt_qweight, from 32 rows on);
+#      dequantized copy of the weight and cuBLASLt (runtime/exec/cuda.c lt_qweight, from 32 rows on);
 #   5. GLM-5 (MLA, the DSA indexer, MoE with a shared expert) 256 wide (tests/data/glm5_q256.json), random
 #      weights in the Q4_K_M mix and in Q8_0/Q5_K/Q6_K: the decode step (and prompts of up to 8 tokens)
 #      run the fused kernels over blocks (ops/qfused.cuh k_qgemv_fused with an f32 router member,

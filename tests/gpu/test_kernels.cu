@@ -1817,7 +1817,7 @@ template <typename A> static void test_mla(int H, int Dk, int Dv, int prefill, i
 	free_all();
 }
 
-/* Heads per block and ranges per token, as glmc's emit_mla_split (compiler/emit_cuda.c) picks them. */
+/* Heads per block and ranges per token, as glmc's emit_mla_split (compiler/passes/emit_cuda.c) picks them. */
 static void mla_split_geometry(int H, int &HB, int &NS)
 {
 	HB = mla_split_hb(H);

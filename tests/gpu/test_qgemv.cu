@@ -6,7 +6,7 @@
 ** on the GPU machine only (`make gpu-bundle` builds build/gpu/test_qgemv; tests/gpu/run.sh runs it).
 **
 ** Weights are random GGUF blocks made by the GPU generator (k_qrand), whose bytes must equal the CPU
-** generator's (runtime/weights.c weights_random_byte), and blocks written by the test-checkpoint
+** generator's (runtime/formats/weights.c weights_random_byte), and blocks written by the test-checkpoint
 ** quantizers (quant_q4_k etc.) from random floats, whose scales and minima look like real ones.
 ** Activations are fresh random values; every output is poisoned (0xFF bytes, NaN) before the launch.
 ** Tolerances (relative L2 error over all outputs): 1e-5 with float activations (the weights are exact

@@ -2,7 +2,7 @@
 ** tests/simt/test_qgemv.cc — the decode kernels over GGUF blocks (ops/quant.cuh k_qgemv and k_qmoe_up,
 ** ops/qfused.cuh k_qgemv_fused and k_qmoe_down_fused) run on the CPU through simt.h, so their block decoding, staging (the
 ** one-token path and the general one), in-block K split and chunking are checked in CI, where no GPU is.
-** Weights are random GGUF blocks of every type (runtime/weights.c's generator, the bytes --random-weights
+** Weights are random GGUF blocks of every type (runtime/formats/weights.c's generator, the bytes --random-weights
 ** plans use), dequantized by ops/quant.c (exact, ggml's own); the reference is a float64 dot with the
 ** input as the kernel stages it (rounded to A, the SwiGLU or RMSNorm formed first). Relative L2 over the
 ** outputs, floored as tests/gpu/test_qgemv.cu's (‖x·w‖ terms / sqrt(K)): 1e-5 with float activations,
@@ -25,7 +25,7 @@
 extern "C" {
 #include "../../ops/quant.h"
 #include "../../ops/ref.h"
-/* runtime/weights.h's random-block generator (that header's C-only includes stay out of C++) */
+/* runtime/formats/weights.h's random-block generator (that header's C-only includes stay out of C++) */
 uint64_t weights_random_seed(const char *name);
 uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g);
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tests/tools/plan_text.py PLAN: a plan file (compiler/plan.c, format 11 or 12) as text, one record a line,
+"""tests/tools/plan_text.py PLAN: a plan file (runtime/core/plan.c, format 11 or 12) as text, one record a line,
 for tests/same_emit.sh to compare what two glmc binaries wrote. The parts that format 12 spells differently
 print alike: a collective launch (11: a kernel name "@allreduce" / "@allgather"; 12: a launch kind) prints as
 "kind=allreduce" with no kernel name, the mark that the next kernel may do an allreduce itself (11: a fourth

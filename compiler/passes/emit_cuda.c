@@ -1,0 +1,2053 @@
+/*
+** compiler/passes/emit_cuda.c — CUDA emission. For every node the op's kernel template (ops/kernels.cuh) is
+** instantiated by a small extern "C" wrapper whose parameters are exactly the launch's arguments, so the
+** plan's launch list and the kernel signatures cannot disagree: both are written here from one list.
+** Identical wrappers (same template instantiation and parameter types) are emitted once and shared, so
+** a 78-layer model compiles as few kernels as one layer. NVRTC turns the program into one cubin.
+**
+** Activations are float or bf16 (act); weights keep their stored type unless the plan converts float
+** weights to bf16 at upload (wconv). Shapes reach kernels as Size expressions evaluated per step.
+**
+** Which weights stay in GGUF blocks, and which kernel (with which shape) each linear and each decode GEMV
+** or MoE-down group gets for which steps, is compiler/select.c's decision (g->cuda.wq, g->sel); the
+** functions here print those records. The other ops have one kernel each (or a fixed rule by step size).
+*/
+#include "passes.h"
+#include "gemv_shape.h"
+#include "libnvrtc.h"
+#include "quant.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+	Graph *g;
+	char *src;                   /* the wrappers, appended to the template file */
+	size_t n, cap;
+	int nkern;
+	char **keys;                 /* dedup: "params|call" per emitted kernel */
+	int nkeys, keycap;
+	Launch *l;
+	int nl, lcap;
+	int *norm_of;                /* per add node: the rmsnorm fused into it (pattern A), or -1 */
+	int *wq;                     /* per node: the ggml type a weight stays in on the GPU (quant.cuh), or -1 */
+	int *add_of;                 /* per rmsnorm: the add whose kernel computes it, or -1 */
+	int *own_tmin;               /* per node: its own kernels run for steps of at least this many tokens */
+	int *tail_tmin;              /* per moe_ffn: its last kernel runs for steps of at least this many */
+	char *kv_fused;              /* per attention, mla, indexer: a fused kernel writes its cache rows */
+	int *rope_fold;              /* per attention: the FK_ROPE_KV its 1-token launch does itself, or -1 */
+	int *fk_head, *fk_next;      /* per node its first hosted fused kernel, per fused kernel the next (-1 ends) */
+	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
+	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
+	Target t;                    /* the GPU of --arch */
+} Em;
+
+/* One wrapper under construction: formal parameters and the template call's arguments. */
+typedef struct {
+	char formal[1024], call[1024];
+	int nf;
+	int minb; /* the launch bounds' blocks-per-SM figure, 0 for none (ptxas's register budget) */
+	Launch L;
+} Wr;
+
+static void appendf(Em *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void appendf(Em *e, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int k = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	if (e->n + (size_t)k + 1 > e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 1 << 16;
+		while (cap < e->n + (size_t)k + 1)
+			cap *= 2;
+		char *s = realloc(e->src, cap);
+		GLM_ASSERT(s);
+		e->src = s, e->cap = cap;
+	}
+	va_start(ap, fmt);
+	vsnprintf(e->src + e->n, (size_t)k + 1, fmt, ap);
+	va_end(ap);
+	e->n += (size_t)k;
+}
+
+static void cat(char *dst, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void cat(char *dst, size_t cap, const char *fmt, ...)
+{
+	size_t k = strlen(dst);
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(dst + k, cap - k, fmt, ap);
+	va_end(ap);
+}
+
+static Size sz_const(int64_t k) { return (Size){.node = -1, .div = k}; }
+static Size sz_dims(int node, int lo, int hi, int64_t div) { return (Size){.node = node, .lo = (int8_t)lo, .hi = (int8_t)hi, .div = div}; }
+static Size sz_numel(const Graph *g, int node, int64_t div) { return sz_dims(node, 0, g->node[node].ndim, div); }
+/* Rows of a node: everything but its last dim. */
+static Size sz_rows(const Graph *g, int node) { return sz_dims(node, 0, g->node[node].ndim - 1, 1); }
+
+static int wq_node(const Graph *g, int node);
+
+/* The C++ element type a kernel sees for a node's buffer. */
+static const char *ctype(const Graph *g, int id)
+{
+	const Node *n = &g->node[id];
+	if (n->dtype == DT_I32)
+		return "int";
+	/* GGUF blocks: only the quant.cuh kernels read them (any other template fails to compile on it) */
+	if (n->kind == VK_WEIGHT && wq_node(g, id) >= 0)
+		return "unsigned char";
+	/* Quantized weights are dequantized at upload (to float, or bf16 with wconv) until the quantized
+	** GEMV kernels exist. */
+	int dt = n->kind == VK_WEIGHT ? cuda_wdtype(g, id) : g->cuda.act;
+	return dt == DT_BF16 ? "bf16" : dt == DT_F16 ? "f16" : "float";
+}
+
+/* Element type by size, for ops that only move bytes. */
+static const char *etype(const Graph *g, int id)
+{
+	const Node *n = &g->node[id];
+	int dt = n->dtype == DT_I32 ? DT_I32 : n->kind == VK_WEIGHT ? cuda_wdtype(g, id) : g->cuda.act;
+	return dtype_size(dt) == 2 ? "unsigned short" : "unsigned int";
+}
+
+
+static void w_start(Wr *w, int node)
+{
+	memset(w, 0, sizeof *w);
+	w->L.node = node;
+	w->L.tmin = 1, w->L.tmax = 1 << 30;
+	w->L.block = 256;
+	for (int i = 0; i < 3; i++)
+		w->L.grid[i] = sz_const(1);
+}
+
+static void w_sep(Wr *w)
+{
+	if (w->nf++)
+		cat(w->formal, sizeof w->formal, ", ");
+}
+
+static void w_callsep(Wr *w)
+{
+	if (w->call[0])
+		cat(w->call, sizeof w->call, ", ");
+}
+
+/* A buffer argument; outputs are writable, inputs const. */
+static void w_buf(Wr *w, const Graph *g, int node, int out, const char *type)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s%s *a%d", out ? "" : "const ", type ? type : ctype(g, node), w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_BUF, .s = {.node = node}, .f = out ? 1 : 0};
+}
+
+static void w_null(Wr *w)
+{
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "nullptr");
+}
+
+/* A constant in the template call that is not a launch argument (an absent member's extent, a unit scale). */
+static void w_lit(Wr *w, const char *lit)
+{
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "%s", lit);
+}
+
+static void w_size(Wr *w, Size s, int wide)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s a%d", wide ? "long long" : "int", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = wide ? KA_LONG : KA_INT, .s = s};
+}
+
+static void w_int(Wr *w, int64_t v) { w_size(w, sz_const(v), 0); }
+
+/* An argument that glmrun fills in at launch (KA_RANK, KA_PDL: an int; KA_P2P: the one-shot allreduce's
+** control block when glmrun lets this kernel do the allreduce launched before it, else nullptr). */
+static void w_runtime(Wr *w, int kind, const char *type)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s a%d", type, w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = (int8_t)kind};
+}
+
+/* The rank of the GPU that runs the launch, as an int. */
+static void w_rank(Wr *w) { w_runtime(w, KA_RANK, "int"); }
+
+/* 1 when glmrun launches this kernel programmatically (KA_PDL), as the kernel's last argument. */
+static void w_pdl(Wr *w) { w_runtime(w, KA_PDL, "int"); }
+
+static void w_float(Wr *w, double f)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "float a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_FLOAT, .f = f};
+}
+
+/* A scratch region of s × s2 elements of `type` (its size in bytes is es). */
+static void w_scratch(Wr *w, Size s, Size s2, const char *type, int es)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s *a%d", type, w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_SCRATCH, .s = s, .s2 = s2, .f = es};
+}
+
+/* A region of s × s2 elements of `type` in the buffer that starts zero and is left zero (KA_ZERO). */
+static void w_zero(Wr *w, Size s, Size s2, const char *type, int es)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "%s *a%d", type, w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ZERO, .s = s, .s2 = s2, .f = es};
+}
+
+static void w_rope(Wr *w, int node)
+{
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "const float *a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_ROPE, .s = {.node = node}};
+}
+
+/* A rope node's cos/sin multiplier (its table goes as a KA_ROPE argument; frequency divisors, which
+** glmrun folds into the table, never change the multiplier). */
+static float rope_cs(const Node *r)
+{
+	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+	GLM_ASSERT(inv);
+	op_rope_table(r, NULL, inv, &cs);
+	free(inv);
+	return cs;
+}
+
+/* The sequence slots of the step's tokens, then S, the rows of one slot in `cache`: every kernel that
+** reads or writes a cache takes these last, so one plan serves any number of sequences. */
+static void w_seq(Wr *w, const Graph *g, int cache)
+{
+	GLM_ASSERT(w->L.narg < MAXKARG);
+	w_sep(w);
+	cat(w->formal, sizeof w->formal, "const int *a%d", w->L.narg);
+	w_callsep(w);
+	cat(w->call, sizeof w->call, "a%d", w->L.narg);
+	w->L.arg[w->L.narg++] = (KArg){.kind = KA_SEQ};
+	(void)g;
+	w_size(w, sz_dims(cache, 0, 1, 1), 0);
+}
+
+/* Templates that call glm_pdl_wait themselves (gemv_core, kernels.cuh): their wrappers do not. */
+static int pdl_self_wait(const char *tmpl)
+{
+	return !strncmp(tmpl, "k_linear_gemv<", 14) || !strncmp(tmpl, "k_gemv_fused<", 13);
+}
+
+/* The launch bounds' second figure for the quantized decode kernels (k_qgemv, k_qgemv_fused and the
+** MoE ones, 256 threads, 35 KB of static shared memory): three blocks an SM, which shared memory allows
+** and registers otherwise would not (up to 126 a thread gives two; ncu, bench/NOTES.md entry 14). */
+static int q_min_blocks(const char *tmpl, int block)
+{
+	if (block == 256 && (!strncmp(tmpl, "k_qgemv_mma<", 12) || !strncmp(tmpl, "k_qgemv_fused_mma<", 18) ||
+	                     !strncmp(tmpl, "k_qmoe_up_mma<", 14) || !strncmp(tmpl, "k_qmoe_down_mma<", 16)))
+		return 2; /* their blocks' loads in flight take 128 registers (bench/NOTES.md entry 16) */
+	return block == 256 && (!strncmp(tmpl, "k_qgemv", 7) || !strncmp(tmpl, "k_qmoe", 6)) ? 3 : 0;
+}
+
+/* Emit (or reuse) the wrapper for `tmpl(call)` and record the launch. */
+static void w_finish(Em *e, Wr *w, const char *tmpl)
+{
+	char key[2600];
+	int minb = w->minb ? w->minb : q_min_blocks(tmpl, w->L.block);
+	char lb[16] = "";
+	if (minb)
+		snprintf(lb, sizeof lb, ", %d", minb);
+	snprintf(key, sizeof key, "%d%s|%s|%s|%s", w->L.block, lb, w->formal, tmpl, w->call);
+	int k;
+	for (k = 0; k < e->nkeys; k++)
+		if (!strcmp(e->keys[k], key))
+			break;
+	if (k == e->nkeys) {
+		if (e->nkeys == e->keycap) {
+			e->keycap = e->keycap ? e->keycap * 2 : 64;
+			e->keys = realloc(e->keys, sizeof *e->keys * (size_t)e->keycap);
+			GLM_ASSERT(e->keys);
+		}
+		e->keys[e->nkeys++] = strdup(key);
+		/* glm_pdl_wait: glmrun may start this kernel before the one before it has finished (kernels.cuh);
+		** the decode GEMVs call it themselves, after asking L2 for their first weights */
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(%d%s) glm_k%d(%s) { %s%s%s(%s); }\n",
+		        w->L.block, lb, k, w->formal, pdl_self_wait(tmpl) ? "" : "glm_pdl_wait(); ",
+		        w->L.smem ? "extern __shared__ __align__(128) unsigned char glm_dsm[]; " : "", tmpl, w->call);
+	}
+	w->L.kernel = arena_printf(e->g->A, "glm_k%d", k);
+	if (e->nl == e->lcap) {
+		e->lcap = e->lcap ? e->lcap * 2 : 256;
+		e->l = realloc(e->l, sizeof *e->l * (size_t)e->lcap);
+		GLM_ASSERT(e->l);
+	}
+	e->l[e->nl++] = w->L;
+}
+
+/* Record a collective launch (LK_ALLREDUCE or LK_ALLGATHER): no wrapper, glmrun runs it through NCCL. */
+static void w_collective(Em *e, Wr *w, int kind)
+{
+	w->L.kind = (int8_t)kind;
+	w->L.kernel = NULL;
+	w->L.block = 1;
+	if (e->nl == e->lcap) {
+		e->lcap = e->lcap ? e->lcap * 2 : 256;
+		e->l = realloc(e->l, sizeof *e->l * (size_t)e->lcap);
+		GLM_ASSERT(e->l);
+	}
+	e->l[e->nl++] = w->L;
+}
+
+/*
+** An allgather along axis ax. NCCL lays the ranks' parts one after another, which is the gathered tensor
+** itself when only dims of 1 (and T, at T = 1) precede the axis: the decode step's vocab-parallel logits
+** [1, V/tp] gather in place. Otherwise the parts go to scratch and k_gather_interleave puts each in its
+** place along the axis.
+*/
+static void emit_allgather(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int x = n->in[0], ax = (int)n->ia[0], tp = (int)n->ia[1];
+	const Node *in = &g->node[x];
+	int64_t lead = 1;
+	int lead_t = 0;
+	for (int i = 0; i < ax; i++) {
+		if (in->dim[i] == DIM_T)
+			lead_t = 1;
+		else
+			lead *= in->dim[i] < 0 ? 2 : in->dim[i]; /* DIM_S: never 1 */
+	}
+	const char *E = etype(g, id);
+	int es = !strcmp(E, "unsigned short") ? 2 : 4;
+	Wr w;
+	if (lead == 1) {
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
+		if (lead_t)
+			w.L.tmax = 1;
+		w_collective(e, &w, LK_ALLGATHER);
+		if (!lead_t)
+			return;
+	}
+	w_start(&w, id);
+	w_scratch(&w, sz_numel(g, x, 1), sz_const(tp), E, es);
+	w_buf(&w, g, x, 0, NULL), w_size(&w, sz_numel(g, x, 1), 1);
+	if (lead == 1)
+		w.L.tmin = 2;
+	w_collective(e, &w, LK_ALLGATHER);
+	int tmin = w.L.tmin;
+	char t[256];
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	w_buf(&w, g, id, 1, E), w_scratch(&w, sz_numel(g, x, 1), sz_const(tp), E, es);
+	w_size(&w, sz_dims(x, 0, ax, 1), 1), w_size(&w, sz_dims(x, ax, in->ndim, 1), 1), w_int(&w, tp);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_gather_interleave<%s>", E);
+	w_finish(e, &w, t);
+}
+
+static const char *bool_s(int b) { return b ? "true" : "false"; }
+
+/* The block size of a type the quant.cuh kernels read, or 0 (select.c decides which weights stay in blocks). */
+#define q_blck cuda_qblock
+
+/* The resident type of a weight node (ctype's view, without the Em). */
+static int wq_node(const Graph *g, int node)
+{
+	int lo = 0, hi = g->nw - 1; /* the bindings are in node order (verify) */
+	while (g->cuda.wq && lo <= hi) {
+		int mid = lo + (hi - lo) / 2;
+		if (g->w[mid].node == node)
+			return g->cuda.wq[mid];
+		if (g->w[mid].node < node)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+/* One k_qgemv_tc launch as selected (below, with the decode GEMV groups). */
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi);
+
+/* A resident-weight linear's k_qgemv_tc launch (select.c's r): k_gemv_tc's argument list for one member. */
+static void emit_qlinear_tc(Em *e, int id, const KSel *r, int swiglu)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char"), w_null(&w), w_null(&w), w_null(&w);
+	bias >= 0 && !swiglu ? w_buf(&w, g, bias, 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w);
+	w_buf(&w, g, swiglu ? xs->in[0] : x, 0, NULL);
+	swiglu ? w_buf(&w, g, xs->in[1], 0, NULL) : w_null(&w);
+	w_null(&w), w_null(&w), w_null(&w); /* nw, hs, r */
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N), w_lit(&w, "0"), w_lit(&w, "0"), w_lit(&w, "0");
+	w_lit(&w, "0.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f"), w_lit(&w, "1.0f");
+	emit_qtc(e, &w, r, "bf16", 0, 0);
+}
+
+/* A resident-weight linear's k_qgemv or k_qgemv_mma launch (one token, or up to 8 rows). */
+static void emit_qlinear_gemv(Em *e, int id, const KSel *r, int swiglu)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id], *xs = &g->node[n->in[0]];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL);
+	if (swiglu)
+		w_buf(&w, g, xs->in[0], 0, NULL), w_buf(&w, g, xs->in[1], 0, NULL);
+	else
+		w_buf(&w, g, x, 0, NULL), w_null(&w);
+	w_buf(&w, g, wt, 0, "unsigned char");
+	if (bias >= 0 && !swiglu)
+		w_buf(&w, g, bias, 0, NULL);
+	else
+		w_null(&w);
+	w_size(&w, sz_numel(g, x, K), 0), w_int(&w, K), w_int(&w, N);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.grid[0] = sz_const(r->grid);
+	if (r->kern == SK_QGEMV_MMA)
+		snprintf(t, sizeof t, "k_qgemv_mma<%s, %d, %d, %s, %s>", A, r->qt[0], r->split[0], bool_s(bias >= 0 && !swiglu),
+		         bool_s(swiglu));
+	else
+		snprintf(t, sizeof t, "k_qgemv<%s, %d, 2, %d, %d, %s, %s>", A, r->qt[0], r->split[0], r->tr,
+		         bool_s(bias >= 0 && !swiglu), bool_s(swiglu));
+	w_finish(e, &w, t);
+}
+
+/* Start a launch of linear id with the plain argument list of k_linear_gemv, k_linear_gemm and
+** k_qlinear_gemm: y, x, W (as wtype; NULL: its own type), the bias or null, x's rows, K, N. */
+static void w_linear(Wr *w, const Graph *g, int id, const char *wtype)
+{
+	const Node *n = &g->node[id];
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	int64_t K = g->node[wt].dim[1], N = g->node[wt].dim[0];
+	w_start(w, id);
+	w_buf(w, g, id, 1, NULL), w_buf(w, g, x, 0, NULL), w_buf(w, g, wt, 0, wtype);
+	bias >= 0 ? w_buf(w, g, bias, 0, NULL) : w_null(w);
+	w_size(w, sz_numel(g, x, K), 0), w_int(w, K), w_int(w, N);
+}
+
+/* A linear's tiled GEMM (k_linear_gemm, k_gemm_tc on the tensor cores, or k_qlinear_gemm over blocks) for
+** the steps past its GEMVs: 64 token rows a block, 128 for k_gemm_tc. */
+static void emit_linear_gemm(Em *e, int id, const KSel *r)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	char t[256];
+	Wr w;
+	w_linear(&w, g, id, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
+	w.L.tmin = r->tmin;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.grid[1] = sz_numel(g, x, g->node[wt].dim[1] * (r->kern == SK_GEMM_TC ? 128 : 64));
+	if (r->kern == SK_GEMM_TC)
+		snprintf(t, sizeof t, "k_gemm_tc<%s>", bool_s(bias >= 0));
+	else if (r->kern == SK_QLINEAR_GEMM)
+		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, r->qt[0], bool_s(bias >= 0));
+	else
+		snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
+	w_finish(e, &w, t);
+}
+
+/* A float linear's k_linear_gemv launch (one token row, or 8). */
+static void emit_linear_gemv(Em *e, int id, const KSel *r)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int wt = n->in[1], bias = n->nin > 2 ? n->in[2] : -1;
+	char t[256];
+	Wr w;
+	w_linear(&w, g, id, NULL);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_linear_gemv<%s, %s, %s, %d, %d>", A, ctype(g, wt), bool_s(bias >= 0), r->rb, r->tr);
+	w_finish(e, &w, t);
+}
+
+/* A linear's own launches, as select.c chose them (its records, in launch order). */
+static int emit_linear(Em *e, int id)
+{
+	const Graph *g = e->g;
+	const Node *xs = &g->node[g->node[id].in[0]];
+	int swiglu = xs->fuse_pattern == FUSE_SWIGLU_GEMV && xs->fused_into == id;
+	for (int i = e->sel_node[id]; i >= 0 && i < g->nsel && g->sel[i].fk < 0 && g->sel[i].node == id; i++) {
+		const KSel *r = &g->sel[i];
+		switch (r->kern) {
+		case SK_QGEMV_TC: emit_qlinear_tc(e, id, r, swiglu); break;
+		case SK_QGEMV: case SK_QGEMV_MMA: emit_qlinear_gemv(e, id, r, swiglu); break;
+		case SK_QLINEAR_GEMM: case SK_LINEAR_GEMM: case SK_GEMM_TC: emit_linear_gemm(e, id, r); break;
+		case SK_LINEAR_GEMV: emit_linear_gemv(e, id, r); break;
+		default: GLM_ASSERT(!"unknown selected kernel for a linear");
+		}
+	}
+	return 0;
+}
+
+
+
+/* An embedding lookup in a resident table: the looked-up rows dequantized. */
+static int emit_qembedding(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int tab = n->in[0], ids = n->in[1];
+	char t[128];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, "unsigned char"), w_buf(&w, g, ids, 0, NULL);
+	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+	w.L.grid[1] = sz_numel(g, ids, 1);
+	snprintf(t, sizeof t, "k_qembedding<%s, %d>", g->cuda.act == DT_BF16 ? "bf16" : "float", e->wq[tab]);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Routed experts over resident gate/up/down: k_qmoe_up then k_qmoe_down, through the same scratch
+** region as the float kernels. */
+static int emit_qmoe(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	char t[128];
+	Wr w;
+	w_start(&w, id);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_buf(&w, g, ga, 0, "unsigned char"), w_buf(&w, g, up, 0, "unsigned char");
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	if (e->wq[ga] == QT_Q4_K && e->wq[up] == QT_Q4_K) { /* the tensor-core kernel: 64 f a block */
+		w.L.grid[0] = sz_const((Fd + 63) / 64), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
+	} else {
+		w.L.grid[0] = sz_const((Fd + 7) / 8), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+		snprintf(t, sizeof t, "k_qmoe_up<%s, %d, %d>", A, e->wq[ga], e->wq[up]);
+	}
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((C + 15) / 16), w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_qmoe_down<%s, %d>", A, e->wq[dn]);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* glmrun's helpers, by fixed name: glm_qdequant_<id> (blocks to the activation type, for converted
+** random weights and cuBLASLt prefill) for each block type with kernels among the plan's weights, and
+** for random plans the generators glm_qrand_<id> and glm_rand_{f32,bf16,f16}. */
+static void emit_qhelpers(Em *e)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const char *wf = graph_meta(g, "weights.format");
+	int random = wf && !strcmp(wf, "random"), seen[16] = {0};
+	for (int i = 0; i < g->nw; i++) {
+		int q = g->w[i].qtype;
+		if (g->w[i].dtype != DT_Q || !q_blck(q) || seen[q])
+			continue;
+		seen[q] = 1;
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_qdequant_%d(%s *y, const unsigned char *w, "
+		        "long long n, int K) { k_qdequant<%s, %d>(y, w, n, K); }\n", q, A, A, q);
+		if (random)
+			appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_qrand_%d(unsigned char *d, long long rows, "
+			        "int bpr, long long stride, unsigned long long seed, long long K, long long part, long long inner, "
+			        "int tp, int rank, int cparts, int crank) { k_qrand<%d>(d, rows, bpr, stride, seed, K, part, inner, "
+			        "tp, rank, cparts, crank); }\n", q, q);
+	}
+	static const char *ft[3][2] = {{"f32", "float"}, {"bf16", "bf16"}, {"f16", "f16"}};
+	for (int i = 0; random && i < 3; i++)
+		appendf(e, "extern \"C\" __global__ void __launch_bounds__(256) glm_rand_%s(%s *d, long long n, unsigned long "
+		        "long seed, int cols, int vec, long long part, long long inner, int tp, int rank) { k_rand_float<%s>(d, "
+		        "n, seed, cols, vec, part, inner, tp, rank); }\n", ft[i][0], ft[i][1], ft[i][1]);
+}
+
+/* Steps of up to this many tokens run an mla node's attention split over the context (k_mla_split);
+** larger steps fill the GPU with one k_mla block per (head, token). 16: k_mla's one block per head and
+** token walking its whole context was the slowest part of a 16-sequence step (bench/NOTES.md entries 49
+** and 51). The range states' scratch grows with the step's tokens (per token the same
+** as before: 16 ranges of 20 heads × 512 floats for GLM-4.7-Flash). */
+#define MLA_SPLIT_TMAX 16
+
+/* Whether mla node id's value absorb (FK_MLA_OUT, hosted at id: its launches follow the attention's)
+** merges the split attention's range states itself, so that k_mla_split stops after writing them. The
+** merging absorb's limits (dv <= 512, 64 ranges) are the mla node's own: its emission refuses dv > 512. */
+static int mla_absorb_merges(const Graph *g, int id)
+{
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].kind == FK_MLA_OUT && g->fk[k].m[0] == id && g->fk[k].host == id &&
+		    g->fk[k].tmax >= MLA_SPLIT_TMAX)
+			return 1;
+	return 0;
+}
+
+/* The split attention's two scratch regions (range accumulators, then (m, l) pairs), declared alike by
+** k_mla_split and the absorb that merges them: a launch's regions are laid out in their order. */
+static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv)
+{
+	int NS = 64 / mla_split_hb(H);
+	w_scratch(w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(w, T, sz_const(NS * H * 2), "float", 4);
+}
+
+/*
+** The split (flash-decoding) MLA attention of a small step, one launch: k_mla_split writes each range's
+** softmax state into two scratch regions, and the last block of each (token, head group) merges them,
+** found through a counter in a KA_ZERO region; or, when the node's value absorb follows
+** (mla_absorb_merges), it stops at the states and every block of the absorb merges its head's (one
+** merging block was a large part of the launch: bench/NOTES.md entry 23). The geometry is fixed here, for any
+** position: NS ranges of the candidates per token (blocks past a token's ranges exit at once), heads in
+** groups of HB = mla_split_hb(H) (ops/gemv_shape.h; GLM-4.7-Flash's 20 heads: 5 groups of 4; GLM-5's 64:
+** 16; GLM-5 at tp 8, 8 heads per GPU: 4 groups of 2), NS = 64 / HB (128 KiB of states at dv 512).
+*/
+static void emit_mla_split(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+	int64_t H = n->ia[0], Dv = n->ia[2];
+	int HB = mla_split_hb(H), HG = (int)((H + HB - 1) / HB), NS = 64 / HB, merge = !mla_absorb_merges(g, id);
+	Size T = sz_numel(g, pos, 1);
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w.L.tmax = MLA_SPLIT_TMAX;
+	merge ? w_buf(&w, g, id, 1, NULL) : w_null(&w); /* y: not written when the absorb merges */
+	w_mla_states(&w, T, H, Dv);
+	merge ? w_zero(&w, T, sz_const(HG), "int", 4) : w_null(&w);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	/* an indexer's selection lists its visible rows first (k_indexer_select), so the kernel deals out
+	** only those; any other selection is taken in any order */
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]), w_int(&w, g->node[sel].op == OP_INDEXER);
+	else
+		w_null(&w), w_int(&w, 0), w_int(&w, 0);
+	w_int(&w, H), w_int(&w, n->ia[1]), w_int(&w, Dv), w_float(&w, n->fa[0]);
+	w_seq(&w, g, cache);
+	w.L.grid[0] = sz_const(NS), w.L.grid[1] = sz_const(HG), w.L.grid[2] = T;
+	snprintf(t, sizeof t, "k_mla_split<%s, %d, %s>", A, HB, bool_s(merge));
+	w_finish(e, &w, t);
+}
+
+/* The allreduce whose output add id (Pattern A) may form itself (k_add_rmsnorm_ar: glmrun then skips the
+** allreduce's launch and runs the one-shot exchange inside the add's kernel), or -1. It must be the launch
+** just before, for every step size, of an operand of the same shape, with rows the kernel keeps in
+** registers in 16-byte units (N <= RN_REG · 256 = 8192, ops/fused.cuh). */
+static int ar_fusable(const Em *e, int id)
+{
+	const Graph *g = e->g;
+	const Node *n = &g->node[id];
+	if (!e->nl || e->own_tmin[id] > 1 || n->nin != 2)
+		return -1;
+	const Launch *l = &e->l[e->nl - 1];
+	int ar = l->node;
+	if (l->kind != LK_ALLREDUCE || l->inside_next || l->tmin != 1 || l->tmax != 1 << 30)
+		return -1;
+	if ((n->in[0] == ar) == (n->in[1] == ar) || g->node[ar].dtype == DT_I32)
+		return -1;
+	int64_t N = n->dim[n->ndim - 1], es = (int64_t)dtype_size(g->cuda.act);
+	if (node_numel(&g->node[ar], 1, 1) != node_numel(n, 1, 1) || (N * es) % 16 || N > 8192)
+		return -1;
+	return ar;
+}
+
+/* k_attn_step's row bytes for attention node n (128, 256 or 512: a 16-byte load per lane), or 0 when its
+** rows do not suit it (k_attention runs). */
+static int attn_step_rowb(const Graph *g, const Node *n)
+{
+	int64_t rowb = n->ia[2] * (int64_t)dtype_size(g->cuda.act);
+	return n->ia[2] == n->ia[3] && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
+}
+
+/* A 1-token step's attention with its rotary and k/v cache writes (the ROPE_KV f, whose kernel then runs
+** for larger steps only): ops/fused.cuh's k_attn_step_rope, reading the raw q, k and v. */
+static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]], *rk = &g->node[f->m[1]];
+	Wr w;
+	w_start(&w, f->attn);
+	w_buf(&w, g, f->attn, 1, NULL), w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
+	w_int(&w, at->ia[0]), w_int(&w, at->ia[1]), w_int(&w, rq->ia[2]), w_float(&w, at->fa[0]);
+	w_seq(&w, g, at->in[3]);
+	w.L.grid[0] = sz_const(at->ia[0]);
+	w.L.block = 512;
+	w.L.tmin = w.L.tmax = 1;
+	char t[256];
+	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(rq->ia[3]));
+	w_finish(e, &w, t);
+}
+
+/* An rmsnorm its add's kernel computes (pattern A): alone only for the steps where a fused GEMV took that add
+** over. */
+static int emit_norm_alone(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	/* Computed by its add's kernel; where a fused GEMV took that add over for small steps, the norm runs
+	** alone for those (unless a fused kernel forms it too: emit_node then drops this launch). */
+	int tm = e->own_tmin[e->add_of[id]];
+	if (tm <= 1)
+		return 0;
+	int hw = n->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	w.L.tmax = tm - 1;
+	snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A right after the allreduce ar of one operand: glmrun may do that allreduce inside it
+** (k_add_rmsnorm_ar; the allreduce's launch is marked inside_next). */
+static int emit_add_norm_ar(Em *e, int id, int ar)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1, other = n->in[0] == ar ? n->in[1] : n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL), w_buf(&w, g, ar, 1, NULL);
+	w_buf(&w, g, other, 0, NULL), w_buf(&w, g, g->node[ar].in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
+	w.L.grid[0] = sz_rows(g, id);
+	e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
+	snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Pattern A: the residual sum and its RMSNorm in one pass. */
+static int emit_add_norm(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	const Node *nm = &g->node[e->norm_of[id]];
+	int hw = nm->nin > 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, e->norm_of[id], 1, NULL);
+	w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	if (hw)
+		w_buf(&w, g, nm->in[1], 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An embedding lookup (vocab-parallel: this rank's rows), or the resident table's. */
+static int emit_embedding(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int tab = n->in[0], ids = n->in[1];
+	if (e->wq[tab] >= 0)
+		return emit_qembedding(e, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
+	if (n->ia[0])
+		w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
+	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
+	w.L.grid[1] = sz_numel(g, ids, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+
+/* A batched matrix product (k_matmul, or k_matmul_tb with b transposed). */
+static int emit_matmul(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
+	int naxis = tb ? nd - 2 : nd - 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
+	w_size(&w, sz_dims(b, naxis, naxis + 1, 1), 0);
+	w.L.grid[0] = sz_dims(b, naxis, naxis + 1, tb ? 8 : 256);
+	w.L.grid[1] = sz_dims(a, nd - 2, nd - 1, 1);
+	w.L.grid[2] = sz_dims(a, 0, nd - 2, 1);
+	snprintf(t, sizeof t, "%s<%s, %s>", tb ? "k_matmul_tb" : "k_matmul", A, ctype(g, b));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA attention: the cache write (unless a fused kernel did it), the split attention of small steps, k_mla
+** above. */
+static int emit_mla(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
+	if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
+		return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
+		              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
+		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, cache);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	emit_mla_split(e, id);
+	/* prefills on the tensor cores (k_mla_tc) when bf16, dense (no DSA selection) and its tiles fit */
+	int64_t Dk = n->ia[1], Dv = n->ia[2], tc_smem = (64 + 32) * (Dk + 8) * 2;
+	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
+	if (g->cuda.act == DT_BF16 && sel < 0 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block) {
+		w_start(&w, id);
+		w.L.tmin = MLA_SPLIT_TMAX + 1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, n->ia[0]), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, cache);
+		w_size(&w, sz_numel(g, pos, 1), 0);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_numel(g, q, 64 * Dk); /* q is [T, H·Dk]: 64 of its rows a block */
+		w.L.grid[1] = sz_const(Dv / DS);
+		w.L.block = 128;
+		w.L.smem = (int)tc_smem;
+		snprintf(t, sizeof t, "k_mla_tc<%d>", DS);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	w_start(&w, id);
+	w.L.tmin = MLA_SPLIT_TMAX + 1;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	if (sel >= 0)
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
+	else
+		w_null(&w), w_int(&w, 0);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+	w_seq(&w, g, cache);
+	w.L.grid[0] = sz_const(n->ia[0]);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_mla<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* The sparse-attention indexer: key write, scores, the top-k selection. */
+static int emit_indexer(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
+	Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
+	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = T;
+		snprintf(t, sizeof t, "k_mla_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, id);
+	w_scratch(&w, T, S, "float", 4);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+	w_seq(&w, g, kc);
+	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
+	w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
+	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
+	w.L.grid[0] = T;
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE routing: each token's experts. */
+static int emit_moe_route(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], b = n->nin > 1 ? n->in[1] : -1;
+	if (g->node[l].dim[1] > 1024) { /* k_moe_route keeps a token's choices in shared memory */
+		seterr(err, len, "moe_route (%%%d, %s:%d) over %lld experts has no CUDA kernel (at most 1024)", id,
+		       n->src ? n->src : "?", n->line, (long long)g->node[l].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL);
+	if (b >= 0)
+		w_buf(&w, g, b, 0, NULL);
+	else
+		w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
+	w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MoE weights of the chosen experts. */
+static int emit_moe_weights(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int l = n->in[0], ids = n->in[1];
+	if (g->node[ids].dim[1] > 1024) { /* k_moe_weights keeps a token's scores in shared memory */
+		seterr(err, len, "moe_weights (%%%d, %s:%d) of %lld experts per token has no CUDA kernel (at most 1024)",
+		       id, n->src ? n->src : "?", n->line, (long long)g->node[ids].dim[1]);
+		return 1;
+	}
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
+	w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 32;
+	snprintf(t, sizeof t, "k_moe_weights<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Routed experts: k_moe_up then k_moe_down through one scratch region (emit_qmoe for resident weights). */
+static int emit_moe_ffn(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	if (e->wq[ga] >= 0)
+		return emit_qmoe(e, id);
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	w_scratch(&w, T, KF, "float", 4);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
+	w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
+	w_finish(e, &w, t);
+	w_start(&w, id);
+	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
+	snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise binary ops (broadcasting b). */
+static int emit_add(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int a = n->in[0], b = n->in[1];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_size(&w, sz_numel(g, b, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_binary<%s, %s, %d>", A, ctype(g, b), n->op - OP_ADD);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Elementwise unary ops. */
+static int emit_scale(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* SwiGLU of gate and up. */
+static int emit_swiglu(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_size(&w, sz_numel(g, id, 1), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_swiglu<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Softmax over the last axis. */
+static int emit_softmax(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	w_int(&w, n->dim[n->ndim - 1]);
+	w.L.grid[0] = sz_rows(g, id);
+	snprintf(t, sizeof t, "k_softmax<%s>", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* RMSNorm or LayerNorm over the last axis. */
+static int emit_rmsnorm(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int hw = n->nin > 1, hb = n->nin > 2;
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
+	if (hw)
+		w_buf(&w, g, n->in[1], 0, NULL);
+	else
+		w_null(&w);
+	const char *W = hw ? ctype(g, n->in[1]) : A;
+	if (n->op == OP_LAYERNORM) {
+		if (hb)
+			w_buf(&w, g, n->in[2], 0, W);
+		else
+			w_null(&w);
+	}
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w.L.grid[0] = sz_rows(g, id);
+	if (n->op == OP_RMSNORM)
+		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
+	else
+		snprintf(t, sizeof t, "k_layernorm<%s, %s, %s, %s>", A, W, bool_s(hw), bool_s(hb));
+	if (hb && strcmp(ctype(g, n->in[2]), W))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", id);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Rotary embedding. */
+static int emit_rope(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
+	w_rope(&w, id);
+	w_float(&w, rope_cs(n));
+	w_int(&w, H), w_int(&w, D), w_int(&w, R);
+	w.L.grid[0] = sz_numel(g, id, D);
+	w.L.block = 128;
+	snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* Whether a prefill's attention runs on the tensor cores (ops/prefill.cuh k_attn_tc): bf16, and key and
+** value heads of one size, a multiple of 16 up to 128 (the mma's k step; the registers of a 16-row tile). */
+static int attn_tc_dim(const Graph *g, const Node *n)
+{
+	int64_t D = n->ia[2];
+	return g->cuda.act == DT_BF16 && n->ia[3] == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
+}
+
+/* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
+** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and for prefills
+** k_attn_tc (64 tokens a block on the tensor cores) where it applies, else k_attention's 4 warps. */
+static int emit_attention(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
+	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		snprintf(t, sizeof t, "k_kv_write<%s>", A);
+		w_finish(e, &w, t);
+	}
+	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
+	for (int nw = 16; nw >= 4; nw -= 12) {
+		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+		int tc = nw == 4 ? attn_tc_dim(g, n) : 0;
+		if (tc) {
+			w_start(&w, id);
+			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+			w_buf(&w, g, pos, 0, NULL);
+			w_int(&w, H), w_int(&w, G), w_float(&w, n->fa[0]);
+			w_seq(&w, g, kc);
+			w_size(&w, sz_numel(g, pos, 1), 0);
+			w.L.grid[0] = sz_const(H);
+			w.L.grid[1] = sz_numel(g, pos, 64);
+			w.L.block = 128;
+			w.L.tmin = 9, w.L.tmax = 1 << 30;
+			snprintf(t, sizeof t, "k_attn_tc<%d>", tc);
+			w_finish(e, &w, t);
+			continue;
+		}
+		if (fold)
+			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+		w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_const(H);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.block = 32 * nw;
+		w.L.tmin = nw == 16 ? 1 + fold : 9;
+		w.L.tmax = nw == 16 ? 8 : 1 << 30;
+		if (rowb)
+			snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
+		else
+			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+		w_finish(e, &w, t);
+	}
+	return 0;
+}
+
+/* Top-k or argmax over the last axis. */
+static int emit_topk(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0];
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
+	w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
+	if (n->op == OP_TOPK)
+		w_int(&w, n->ia[0]);
+	w.L.grid[0] = sz_rows(g, x);
+	snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A slice along one axis, as a slab copy. */
+static int emit_slice(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], ax = (int)n->ia[0];
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+	w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
+	w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* A concat: one slab copy per input. */
+static int emit_concat(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int ax = (int)n->ia[0];
+	int64_t at = 0;
+	const char *E = etype(g, id);
+	for (int i = 0; i < n->nin; i++) {
+		int x = n->in[i];
+		int64_t part = g->node[x].dim[ax];
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+		w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
+		w_size(&w, sz_const(part), 1), w_size(&w, sz_const(part), 1), w_size(&w, sz_const(0), 1);
+		w_size(&w, sz_dims(id, ax, ax + 1, 1), 1), w_size(&w, sz_const(at), 1);
+		w.L.grid[0] = sz_numel(g, x, 256);
+		snprintf(t, sizeof t, "k_copy_slab<%s>", E);
+		w_finish(e, &w, t);
+		at += part;
+	}
+	return 0;
+}
+
+/* A permutation of up to 4 axes. */
+static int emit_permute(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	char t[256];
+	Wr w;
+	w_start(&w, id);
+	int x = n->in[0], nd = g->node[x].ndim;
+	const char *E = etype(g, id);
+	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
+	for (int i = 0; i < 4; i++)
+		w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
+	for (int i = 0; i < 4; i++)
+		w_int(&w, i < nd ? n->ia[i] : i);
+	w.L.grid[0] = sz_numel(g, id, 256);
+	snprintf(t, sizeof t, "k_permute<%s>", E);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* An allreduce: a collective launch. */
+static int emit_allreduce(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	Wr w;
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_size(&w, sz_numel(g, n->in[0], 1), 1);
+	w_collective(e, &w, LK_ALLREDUCE);
+	return 0;
+}
+
+/* The launches of one node's own kernels. */
+static int emit_own(Em *e, int id, char *err, size_t len)
+{
+	const Node *n = &e->g->node[id];
+	if (e->add_of[id] >= 0)
+		return emit_norm_alone(e, id);
+	int ar = n->op == OP_ADD && e->norm_of[id] >= 0 ? ar_fusable(e, id) : -1;
+	if (ar >= 0)
+		return emit_add_norm_ar(e, id, ar);
+	if (n->op == OP_ADD && e->norm_of[id] >= 0)
+		return emit_add_norm(e, id);
+	switch (n->op) {
+	case OP_INPUT: case OP_PARAM: case OP_CACHE: case OP_RESHAPE:
+		return 0; /* leaves have no kernel; a reshape aliases its input's buffer */
+	case OP_EMBEDDING:
+		return emit_embedding(e, id);
+	case OP_LINEAR:
+		return emit_linear(e, id);
+	case OP_MATMUL:
+		return emit_matmul(e, id);
+	case OP_MLA:
+		return emit_mla(e, id, err, len);
+	case OP_INDEXER:
+		return emit_indexer(e, id);
+	case OP_MOE_ROUTE:
+		return emit_moe_route(e, id, err, len);
+	case OP_MOE_WEIGHTS:
+		return emit_moe_weights(e, id, err, len);
+	case OP_MOE_FFN:
+		return emit_moe_ffn(e, id);
+	case OP_ADD: case OP_SUB: case OP_MUL: case OP_DIV:
+		return emit_add(e, id);
+	case OP_SCALE: case OP_SILU: case OP_GELU: case OP_SIGMOID:
+		return emit_scale(e, id);
+	case OP_SWIGLU:
+		return emit_swiglu(e, id);
+	case OP_SOFTMAX:
+		return emit_softmax(e, id);
+	case OP_RMSNORM: case OP_LAYERNORM:
+		return emit_rmsnorm(e, id, err, len);
+	case OP_ROPE:
+		return emit_rope(e, id);
+	case OP_ATTENTION:
+		return emit_attention(e, id);
+	case OP_TOPK: case OP_ARGMAX:
+		return emit_topk(e, id);
+	case OP_SLICE:
+		return emit_slice(e, id);
+	case OP_CONCAT:
+		return emit_concat(e, id);
+	case OP_PERMUTE:
+		return emit_permute(e, id);
+	case OP_ALLREDUCE:
+		return emit_allreduce(e, id);
+	case OP_ALLGATHER:
+		emit_allgather(e, id);
+		return 0;
+	default:
+		/* Not an error: the plan then runs on the CPU only (emit_cuda says so). */
+		seterr(err, len, "%s (%%%d, %s:%d) has no CUDA kernel yet", n->op >= 0 && n->op < OP_NOPS ? op_table[n->op].name : "?", id,
+		       n->src ? n->src : "?", n->line);
+		return 1;
+	}
+}
+
+/*
+** Fused kernels (compiler/fuse.c's g->fk): each launched where its host node's kernels are, for steps of
+** up to fk->tmax tokens; the nodes it covers run their own kernels only for larger steps.
+*/
+
+/* The type id ops/qfused.cuh reads weight node w as (select.c). */
+static int wtype_id(const Em *e, int w)
+{
+	return select_wtype(e->g, e->wq, w);
+}
+
+/* The launch arguments of an FK_GEMV group (k_gemv_fused's and k_qgemv_fused's, the same list): weights as
+** wtype (NULL: their own element type), then for k_qgemv_fused (split != NULL) each member's K split.
+** Returns the members' total rows; *epi gets the epilogue bits. */
+static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, const int *split, int *epi)
+{
+	Graph *g = e->g;
+	int x = g->node[f->m[0]].in[0], src = x, up = -1, nw = -1;
+	if (f->pro == GP_RMSNORM)
+		src = g->node[x].in[0], nw = g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	else if (f->pro == GP_SWIGLU)
+		src = g->node[x].in[0], up = g->node[x].in[1];
+	int64_t K = g->node[g->node[f->m[0]].in[1]].dim[1], Ntot = 0;
+	for (int m = 0; m < FK_MAXM; m++) /* the GLU epilogue stores member 0's column pairs as one output */
+		m < f->nm && (f->glu < 0 || m == 0) ? w_buf(w, g, f->out[m], 1, NULL) : w_null(w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm ? w_buf(w, g, g->node[f->m[m]].in[1], 0, wtype) : w_null(w);
+	for (int m = 0; m < FK_MAXM; m++)
+		m < f->nm && g->node[f->m[m]].nin > 2 ? w_buf(w, g, g->node[f->m[m]].in[2], 0, NULL) : w_null(w);
+	w_buf(w, g, src, 0, NULL);
+	up >= 0 ? w_buf(w, g, up, 0, NULL) : w_null(w);
+	nw >= 0 ? w_buf(w, g, nw, 0, NULL) : w_null(w);
+	f->store ? w_buf(w, g, x, 1, NULL) : w_null(w);
+	f->res >= 0 ? w_buf(w, g, f->res, 0, NULL) : w_null(w);
+	w_size(w, sz_numel(g, src, K), 0), w_int(w, K);
+	for (int m = 0; m < FK_MAXM; m++) {
+		if (m < f->nm) {
+			int64_t N = g->node[g->node[f->m[m]].in[1]].dim[0];
+			w_int(w, N);
+			Ntot += N;
+		} else
+			w_lit(w, "0");
+	}
+	*epi = f->res >= 0 ? 16 : f->glu >= 0 ? 32 : 0; /* GEMV_EPI_RES, GEMV_EPI_GLU */
+	for (int m = 0; m < f->nm; m++)
+		if (f->out[m] != f->m[m] && g->node[f->out[m]].op == OP_SCALE)
+			*epi |= 1 << m;
+	if (split) { /* k_qgemv_fused: the splits, then the prologue and epilogue as run-time values */
+		for (int m = 0; m < FK_MAXM; m++)
+			m < f->nm ? w_int(w, split[m]) : w_lit(w, "1");
+		w_int(w, f->pro), w_int(w, *epi);
+	}
+	f->pro == GP_RMSNORM ? w_float(w, g->node[x].fa[0]) : w_lit(w, "0.0f");
+	for (int m = 0; m < FK_MAXM; m++)
+		(*epi >> m) & 1 ? w_float(w, g->node[f->out[m]].fa[0]) : w_lit(w, "1.0f");
+	w->L.tmax = f->tmax;
+	return Ntot;
+}
+
+/* k_gemv_fused as selected (r): the FMA GEMV of float weights, one token row or 8. */
+static void emit_gemv_fused(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256];
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb;
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	w_pdl(&w);
+	snprintf(t, sizeof t, "k_gemv_fused<%s, %s, %s, %d, %s, %d, %d, %d>", A, ctype(g, g->node[f->m[0]].in[1]), NW, r->pro,
+	         bool_s(has_nw), epi, r->rb, r->tr);
+	w_finish(e, &w, t);
+}
+
+/* k_gemv_tc as selected: one launch per token tile count (its norm, if any, formed late: LAUNCH_NORM_TC). */
+static void emit_gemv_tc(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
+{
+	char t[256];
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, NULL, NULL, &epi);
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.flags = f->pro == GP_RMSNORM ? LAUNCH_NORM_TC : 0;
+	snprintf(t, sizeof t, "k_gemv_tc<bf16, bf16, %s, %d, %s, %d, %d, %d, %d>", NW, r->pro, bool_s(has_nw), epi, r->mt,
+	         r->nt, r->uc);
+	w_finish(e, &w, t);
+}
+
+/* k_qgemv_sk as selected: gemv_args' list, then its parts (scratch), counts (a KA_ZERO region), the parts'
+** bound and the dynamic shared memory; one wave of blocks. */
+static void emit_qsk_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	w_scratch(&w, sz_const(r->tiles * r->maxseg), sz_const(16), "float", 4);
+	w_zero(&w, sz_const(r->tiles), sz_const(1), "int", 4);
+	w_int(&w, r->maxseg);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.smem = (int)r->smem;
+	w.L.grid[0] = sz_const(r->grid);
+	w.minb = r->minb; /* its registers: 128 at most (ptxas: 103-120, no spills) */
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_sk<%s, %d, %s, %d, %d, %d, %d>", A, r->qt[0], NW, r->pro, epi, QSK_NWARP, QSK_SLOTS);
+	w_finish(e, &w, t);
+}
+
+/* One k_qgemv_tc launch as selected (a group's, or a linear's own: r's shape, its arguments already in w). */
+static void emit_qtc(Em *e, Wr *w, const KSel *r, const char *NW, int has_nw, int epi)
+{
+	w->L.block = r->block;
+	w->L.grid[0] = sz_const(r->grid);
+	w->L.tmin = r->tmin, w->L.tmax = r->tmax;
+	w->L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	char t[256];
+	snprintf(t, sizeof t, "k_qgemv_tc<bf16, %d, %s, %d, %s, %d, %d, %d, %d>", r->qt[0], NW, r->pro, bool_s(has_nw), epi,
+	         r->mt, r->ncs, r->uc);
+	w_finish(e, w, t);
+}
+
+/* A group's k_qgemv_tc launch as selected. */
+static void emit_qtc_group(Em *e, const FuseKernel *f, const KSel *r, const char *NW, int has_nw)
+{
+	Wr w;
+	int epi;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", NULL, &epi);
+	emit_qtc(e, &w, r, NW, has_nw, epi);
+}
+
+/* k_qgemv_fused as selected: one token (the prologue and epilogue as template values) or 2..tmax (their
+** run-time values, one out-of-line body per type tuple, see ops/qfused.cuh). */
+static void emit_qfused(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int epi;
+	char t[256];
+	Wr w;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused<%s, %d, %d, %d, %d, %s, %d, %d, %d>", A, r->qt[0], r->qt[1], r->qt[2], r->qt[3],
+	         NW, r->pro, r->tr == 1 ? epi : -1, r->tr);
+	w_finish(e, &w, t);
+}
+
+/* k_qgemv_fused_mma as selected: one token, every member of one type (Q4_K or Q6_K). */
+static void emit_qfused_mma(Em *e, const FuseKernel *f, const KSel *r, const char *NW)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int epi;
+	char t[256];
+	Wr w;
+	w_start(&w, f->host);
+	gemv_args(e, &w, f, "unsigned char", r->split, &epi);
+	w.L.tmin = r->tmin, w.L.tmax = r->tmax;
+	w.L.block = r->block;
+	w.L.grid[0] = sz_const(r->grid);
+	w.L.flags = r->pro == GP_RMSLATE ? LAUNCH_NORM_LATE : 0;
+	snprintf(t, sizeof t, "k_qgemv_fused_mma<%s, %d, %s, %d, %d>", A, r->qt[0], NW, r->pro, epi);
+	w_finish(e, &w, t);
+}
+
+/* The decode GEMV launches of FK_GEMV group k, as select.c chose them (g->sel, in launch order). */
+static void emit_fk_gemv(Em *e, int k)
+{
+	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	int x = g->node[f->m[0]].in[0], nw = f->pro == GP_RMSNORM && g->node[x].nin > 1 ? g->node[x].in[1] : -1;
+	const char *NW = nw >= 0 ? ctype(g, nw) : A;
+	for (int i = e->sel_first[k]; i >= 0 && i < g->nsel && g->sel[i].fk == k; i++) {
+		const KSel *r = &g->sel[i];
+		const FuseKernel *h = f;
+		FuseKernel a, b;
+		if (r->sub) { /* a split group: the block members, or the float ones reading the norm they stored */
+			int qt[FK_MAXM], qb[FK_MAXM];
+			for (int m = 0; m < FK_MAXM; m++)
+				qt[m] = wtype_id(e, g->node[f->m[m < f->nm ? m : 0]].in[1]);
+			select_split_group(f, qt, &a, &b, qb);
+			h = r->sub == 1 ? &a : &b;
+		}
+		switch (r->kern) {
+		case SK_GEMV_FUSED: emit_gemv_fused(e, h, r, NW, nw >= 0); break;
+		case SK_GEMV_TC: emit_gemv_tc(e, h, r, NW, nw >= 0); break;
+		case SK_QGEMV_FUSED: emit_qfused(e, h, r, r->sub == 2 ? A : NW); break;
+		case SK_QGEMV_FUSED_MMA: emit_qfused_mma(e, h, r, NW); break;
+		case SK_QGEMV_SK: emit_qsk_group(e, h, r, NW); break;
+		case SK_QGEMV_TC: emit_qtc_group(e, h, r, NW, nw >= 0); break;
+		default: GLM_ASSERT(!"unknown selected kernel");
+		}
+	}
+}
+
+/* Rotary (after per-head norms) of q and k with the cache writes: ops/fused.cuh's k_rope_qk_kv. */
+static void emit_fk_rope(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]];
+	int nq = f->norm[0], nk = f->norm[1], norm = nq >= 0;
+	int hw = norm && g->node[nq].nin > 1 && g->node[nk].nin > 1;
+	int src_q = norm ? g->node[nq].in[0] : rq->in[0], src_k = norm ? g->node[nk].in[0] : g->node[f->m[1]].in[0];
+	int64_t H = at->ia[0], G = at->ia[1], D = at->ia[2], Dv = at->ia[3], R = rq->ia[2];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL);
+	w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, src_q, 0, NULL), w_buf(&w, g, src_k, 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	hw ? w_buf(&w, g, g->node[nq].in[1], 0, NULL) : w_null(&w);
+	hw ? w_buf(&w, g, g->node[nk].in[1], 0, NULL) : w_null(&w);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]);
+	w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(&g->node[f->m[1]]));
+	w_int(&w, H), w_int(&w, G), w_int(&w, D), w_int(&w, Dv), w_int(&w, R);
+	norm ? w_float(&w, g->node[nq].fa[0]) : w_lit(&w, "0.0f");
+	w_seq(&w, g, at->in[3]);
+	w.L.grid[0] = sz_const(H + G);
+	w.L.grid[1] = sz_numel(g, at->in[5], 1);
+	w.L.block = 128;
+	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: k_attn_step_rope does it */
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
+	         bool_s(hw), bool_s(rq->ia[3]));
+	w_finish(e, &w, t);
+}
+
+/* The other MLA preparation of the same mla node (FK_MLA_Q for an FK_MLA_KV and back), or NULL. */
+static const FuseKernel *mla_partner(const Graph *g, const FuseKernel *f)
+{
+	int want = f->kind == FK_MLA_KV ? FK_MLA_Q : FK_MLA_KV;
+	for (int k = 0; k < g->nfk; k++)
+		if (g->fk[k].kind == want && g->fk[k].m[0] == f->m[0])
+			return &g->fk[k];
+	return NULL;
+}
+
+/* k_mla_kvprep's arguments (in k_mla_prep, where the query part gave them, without pos, L and Dr); its
+** template arguments after the activation type go to targs. */
+static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *targs, size_t tlen, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *M = &g->node[f->m[0]], *cn = &g->node[f->mla_kv.norm], *kr = &g->node[f->mla_kv.rope];
+	int X = f->m[1], ln = f->mla_kv.inorm, ikr = f->mla_kv.irope;
+	const Node *Ln = ln >= 0 ? &g->node[ln] : NULL, *IR = ikr >= 0 ? &g->node[ikr] : NULL;
+	int cw = cn->nin > 1 ? cn->in[1] : -1, iw = Ln && Ln->nin > 1 ? Ln->in[1] : -1, ib = Ln && Ln->nin > 2 ? Ln->in[2] : -1;
+	if (iw >= 0 && ib >= 0 && strcmp(ctype(g, iw), ctype(g, ib)))
+		return seterr(err, len, "layernorm (%%%d): weight and bias must have the same type", ln);
+	w_buf(w, g, f->mla_kv.concat, 1, NULL), w_buf(w, g, M->in[2], 1, NULL);
+	X >= 0 ? w_buf(w, g, ikr, 1, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, g->node[X].in[3], 1, NULL) : w_null(w);
+	w_buf(w, g, f->mla_kv.kv, 0, NULL);
+	cw >= 0 ? w_buf(w, g, cw, 0, NULL) : w_null(w);
+	X >= 0 ? w_buf(w, g, f->mla_kv.ikey, 0, NULL) : w_null(w);
+	iw >= 0 ? w_buf(w, g, iw, 0, NULL) : w_null(w);
+	ib >= 0 ? w_buf(w, g, ib, 0, NULL) : w_null(w);
+	if (!in_prep)
+		w_buf(w, g, M->in[3], 0, NULL);
+	w_rope(w, f->mla_kv.rope), w_float(w, rope_cs(kr));
+	if (IR)
+		w_rope(w, ikr), w_float(w, rope_cs(IR));
+	else
+		w_null(w), w_lit(w, "1.0f");
+	if (!in_prep)
+		w_int(w, cn->dim[1]), w_int(w, kr->ia[1]);
+	w_int(w, kr->ia[2]);
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	w_float(w, cn->fa[0]);
+	Ln ? w_float(w, Ln->fa[0]) : w_lit(w, "0.0f");
+	w_seq(w, g, M->in[2]);
+	snprintf(targs, tlen, "%s, %s, %s, %s", cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A, bool_s(kr->ia[3]),
+	         bool_s(IR && IR->ia[3]));
+	return 0;
+}
+
+/* k_mla_qprep's arguments; its template arguments after the activation type go to targs. Returns its
+** number of blocks. */
+static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t tlen)
+{
+	Graph *g = e->g;
+	const Node *cat = &g->node[f->mla_q.concat], *R = &g->node[f->mla_q.rope], *q3 = &g->node[f->mla_q.q];
+	int iq = f->mla_q.irope, tb = f->mla_q.wuk_t, pos = g->node[f->m[0]].in[3];
+	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
+	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
+	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? IR->ia[0] : 0; /* mla_q_nl in ops/fused.cuh */
+	w_buf(w, g, f->mla_q.concat, 1, NULL);
+	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
+	w_buf(w, g, f->mla_q.q, 0, NULL), w_buf(w, g, f->mla_q.wuk, 0, NULL);
+	IR ? w_buf(w, g, f->mla_q.iquery, 0, NULL) : w_null(w);
+	w_buf(w, g, pos, 0, NULL);
+	w_rope(w, f->mla_q.rope), w_float(w, rope_cs(R));
+	if (IR)
+		w_rope(w, iq), w_float(w, rope_cs(IR));
+	else
+		w_null(w), w_lit(w, "1.0f");
+	w_size(w, sz_numel(g, pos, 1), 0);
+	w_int(w, H), w_int(w, Dn), w_int(w, Dr), w_int(w, R->ia[2]), w_int(w, L);
+	IR ? w_int(w, Hi) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
+	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->mla_q.wuk), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	return H * NL + Hi;
+}
+
+/* MLA latent (and indexer key) preparation with the cache writes: k_mla_kvprep; when the query's
+** preparation exists too, steps it serves run both as k_mla_prep and larger ones k_mla_kvprep alone. */
+static int emit_fk_mla_kv(Em *e, const FuseKernel *f, char *err, size_t len)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const FuseKernel *q = mla_partner(g, f);
+	int pos = g->node[f->m[0]].in[3], jobs = f->m[1] >= 0 ? 2 : 1;
+	char t[512], qa[128], ka[128];
+	Wr w;
+	if (q) {
+		w_start(&w, f->host);
+		int64_t nq = args_mla_q(e, &w, q, qa, sizeof qa);
+		if (args_mla_kv(e, &w, f, 1, ka, sizeof ka, err, len))
+			return -1;
+		w.L.grid[0] = sz_const(nq + jobs);
+		w.L.grid[1] = sz_numel(g, pos, 1);
+		w.L.tmax = q->tmax;
+		w.minb = MLA_Q_MIN_BLOCKS;
+		snprintf(t, sizeof t, "k_mla_prep<%s, %s, %s>", A, qa, ka);
+		w_finish(e, &w, t);
+	}
+	w_start(&w, f->host);
+	if (args_mla_kv(e, &w, f, 0, ka, sizeof ka, err, len))
+		return -1;
+	w.L.grid[0] = sz_const(jobs);
+	w.L.grid[1] = sz_numel(g, pos, 1);
+	w.L.tmin = q ? q->tmax + 1 : 1;
+	w.L.tmax = f->tmax;
+	snprintf(t, sizeof t, "k_mla_kvprep<%s, %s>", A, ka);
+	w_finish(e, &w, t);
+	return 0;
+}
+
+/* MLA query absorb + rotary (and the indexer query's rotary) for small steps: k_mla_qprep (or, with the
+** latent's preparation, k_mla_prep, which emit_fk_mla_kv writes). */
+static void emit_fk_mla_q(Em *e, const FuseKernel *f)
+{
+	if (mla_partner(e->g, f))
+		return;
+	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
+	char t[256], qa[128];
+	Wr w;
+	w_start(&w, f->host);
+	int64_t nq = args_mla_q(e, &w, f, qa, sizeof qa);
+	w.L.grid[0] = sz_const(nq);
+	w.L.tmax = f->tmax;
+	w.minb = MLA_Q_MIN_BLOCKS;
+	snprintf(t, sizeof t, "k_mla_qprep<%s, %s>", A, qa);
+	w_finish(e, &w, t);
+}
+
+/* The MLA value absorb from the attention's rows straight into the output projection's input: k_mla_vabsorb.
+** Steps that take the split attention get the variant that merges its range states (mla_absorb_merges),
+** right after it at the same node; larger steps read the attention's rows. */
+static void emit_fk_mla_out(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *n = &g->node[f->m[0]];
+	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]);
+	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
+	Size T = sz_numel(g, n->in[3], 1);
+	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
+		Wr w;
+		w_start(&w, f->host);
+		w_buf(&w, g, f->mla_out.out, 1, NULL);
+		pass ? w_buf(&w, g, f->m[0], 0, NULL) : w_null(&w);
+		w_buf(&w, g, wv, 0, NULL);
+		w_size(&w, T, 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
+		if (!pass)
+			w_mla_states(&w, T, H, Dv), w_int(&w, 64 / mla_split_hb(H));
+		w.L.grid[0] = sz_const((Do + 8 * MLA_VR - 1) / (8 * MLA_VR));
+		w.L.grid[1] = sz_numel(g, n->in[3], 8);
+		w.L.grid[2] = sz_const(H);
+		w.L.tmin = pass && merged ? MLA_SPLIT_TMAX + 1 : 1;
+		w.L.tmax = pass ? f->tmax : MLA_SPLIT_TMAX;
+		char t[256];
+		snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s, %s>", A, ctype(g, wv), bool_s(!pass));
+		w_finish(e, &w, t);
+	}
+}
+
+/* MoE routing and weights in one kernel: k_moe_route_weights. */
+static void emit_fk_moe_route(Em *e, const FuseKernel *f)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *R = &g->node[f->m[0]], *W = &g->node[f->m[1]];
+	int l = R->in[0], b = R->nin > 1 ? R->in[1] : -1;
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL), w_buf(&w, g, l, 0, NULL);
+	b >= 0 ? w_buf(&w, g, b, 0, NULL) : w_null(&w);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, R->ia[0]), w_int(&w, R->ia[1] ? R->ia[1] : 1);
+	w_int(&w, R->ia[2] ? R->ia[2] : (R->ia[1] ? R->ia[1] : 1)), w_int(&w, R->ia[3]);
+	w_int(&w, W->ia[0]), w_int(&w, W->ia[1]), w_float(&w, W->fa[0]);
+	w.L.grid[0] = sz_dims(l, 0, 1, 1);
+	w.L.block = 256; /* a thread an expert (E <= 1024: a thread takes up to four) */
+	w.L.tmax = f->tmax;
+	char t[256];
+	snprintf(t, sizeof t, "k_moe_route_weights<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
+	w_finish(e, &w, t);
+}
+
+/* The experts' down projections with the shared expert and the adds for small steps: k_moe_down_fused
+** (k_qmoe_down_fused when either down projection stays in blocks; k_qmoe_down_mma, split over the
+** experts with a second scratch region for their dots and a count a row block, when both are Q4_K or
+** Q6_K), right after the moe_ffn's own k_moe_up or k_qmoe_up (its scratch is the first region of both
+** launches). */
+static void emit_fk_moe_down(Em *e, int k)
+{
+	Graph *g = e->g;
+	const FuseKernel *f = &g->fk[k];
+	const KSel *sel = &g->sel[e->sel_first[k]]; /* select.c sel_moe_down: one record */
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *n = &g->node[f->m[0]];
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], dn = n->in[5];
+	int S = f->moe_down.sdown, sw = f->moe_down.sswiglu, r = f->moe_down.res;
+	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
+	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
+	int sd = S >= 0 ? g->node[S].in[1] : -1, q = sel->kern != SK_MOE_DOWN_FUSED, mma = sel->kern == SK_QMOE_DOWN_MMA;
+	const char *wty = q ? "unsigned char" : NULL;
+	int nj = (int)K + (S >= 0), G = sel->split[0];
+	Wr w;
+	w_start(&w, f->host);
+	w_buf(&w, g, f->moe_down.out, 1, NULL);
+	w_scratch(&w, T, KF, "float", 4);
+	if (mma)
+		w_scratch(&w, T, sz_const(nj * C), "float", 4), w_zero(&w, T, sz_const((C + 127) / 128), "int", 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, wty);
+	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	if (mma)
+		w_int(&w, G);
+	if (S >= 0) {
+		w_buf(&w, g, sd, 0, wty), w_buf(&w, g, g->node[sw].in[0], 0, NULL);
+		w_buf(&w, g, g->node[sw].in[1], 0, NULL), w_int(&w, g->node[sw].dim[1]);
+	} else
+		w_null(&w), w_null(&w), w_null(&w), w_lit(&w, "0");
+	r >= 0 ? w_buf(&w, g, r, 0, NULL) : w_null(&w);
+	if (mma)
+		w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = sz_const((K + G - 1) / G + (S >= 0)), w.L.grid[2] = T;
+	else
+		w.L.grid[0] = sz_const(q ? (C + 15) / 16 : (C + 7) / 8), w.L.grid[1] = T;
+	w.L.tmax = f->tmax;
+	char t[256];
+	if (mma) /* ops/qfused.cuh */
+		snprintf(t, sizeof t, "k_qmoe_down_mma<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
+	else if (q) /* ops/qfused.cuh: the routed and the shared down projections each in blocks or floats */
+		snprintf(t, sizeof t, "k_qmoe_down_fused<%s, %d, %d, %s, %s>", A, sel->qt[0], sel->qt[1], bool_s(S >= 0),
+		         bool_s(r >= 0));
+	else
+		snprintf(t, sizeof t, "k_moe_down_fused<%s, %s, %s, %s, %s>", A, ctype(g, dn), sd >= 0 ? ctype(g, sd) : A,
+		         bool_s(S >= 0), bool_s(r >= 0));
+	w_finish(e, &w, t);
+}
+
+/* Which steps each node's own kernels serve, and which adds and attentions fused kernels take part of. */
+static void fk_prepare(Em *e)
+{
+	Graph *g = e->g;
+	for (int i = 0; i < g->n; i++)
+		e->norm_of[i] = e->add_of[i] = e->rope_fold[i] = -1, e->own_tmin[i] = e->tail_tmin[i] = 1, e->kv_fused[i] = 0;
+	for (int k = 0; k < g->nfk; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->kind == FK_ADD_NORM) {
+			e->norm_of[f->host] = f->m[0], e->add_of[f->m[0]] = f->host;
+			continue;
+		}
+		if (f->kind == FK_ROPE_KV)
+			e->kv_fused[f->attn] = 1, e->rope_fold[f->attn] = f->fold && attn_step_rowb(g, &g->node[f->attn]) ? k : -1;
+		if (f->kind == FK_MLA_KV)
+			for (int m = 0; m < 2; m++)
+				if (f->m[m] >= 0)
+					e->kv_fused[f->m[m]] = 1;
+		if (f->kind == FK_MOE_DOWN)
+			e->tail_tmin[f->m[0]] = f->tmax + 1;
+		for (int c = 0; c < f->ncover; c++)
+			if (e->own_tmin[f->cover[c]] < f->tmax + 1)
+				e->own_tmin[f->cover[c]] = f->tmax + 1;
+	}
+}
+
+/* The launches at node id: its own kernels for the steps they serve, then the fused kernels hosted there
+** (after, so that one may read what the host's own kernels wrote: the cache row, the experts' scratch). */
+static int emit_node(Em *e, int id, char *err, size_t len)
+{
+	Graph *g = e->g;
+	int first = e->nl, rc = emit_own(e, id, err, len), keep = first;
+	for (int i = first; i < e->nl; i++) {
+		Launch *l = &e->l[i];
+		if (l->tmin < e->own_tmin[id])
+			l->tmin = e->own_tmin[id];
+		if (l->tmin <= l->tmax)
+			e->l[keep++] = *l;
+	}
+	e->nl = keep;
+	for (int k = e->fk_head[id]; k >= 0 && !rc; k = e->fk_next[k]) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->kind == FK_GEMV)
+			emit_fk_gemv(e, k);
+		else if (f->kind == FK_ROPE_KV)
+			emit_fk_rope(e, f);
+		else if (f->kind == FK_MLA_KV)
+			rc = emit_fk_mla_kv(e, f, err, len);
+		else if (f->kind == FK_MLA_Q)
+			emit_fk_mla_q(e, f);
+		else if (f->kind == FK_MLA_OUT)
+			emit_fk_mla_out(e, f);
+		else if (f->kind == FK_MOE_ROUTE)
+			emit_fk_moe_route(e, f);
+		else if (f->kind == FK_MOE_DOWN)
+			emit_fk_moe_down(e, k);
+	}
+	return rc;
+}
+
+/* The sampler: one fixed wrapper, launched by glmrun on the last logits row of each sequence, grid (rows,
+** SAMPLE_NB), with the greedy split's partials and counters and the NaN/Inf verdicts (k_sample). Each row
+** b samples with its own four parameters at params + 4b (glmrun serve: each request its own); the name
+** glm_sample_rows tells glmrun so (plans before it have glm_sample, one setting for every row). */
+static const char *emit_sampler(Em *e)
+{
+	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
+	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample_rows(int *out, int cap, int *next_token, "
+	        "int *next_pos, int *step, const %s *logits, int V, const float *params, const int *seq, float *part_v, "
+	        "int *part_i, unsigned *done, int *nf) { k_sample<%s>(out, cap, next_token, next_pos, step, logits, V, "
+	        "params + 4 * blockIdx.x, seq, part_v, part_i, done, nf); }\n", A, A);
+	return "glm_sample_rows";
+}
+
+int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
+{
+	Em e = {.g = g};
+	if (target_for_arch(arch, &e.t))
+		return seterr(err, len, "emit_cuda: unknown GPU architecture '%s'", arch);
+	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
+	/* cuda_wdtype's answer, found once rather than by a search per weight */
+	char *bias = arena_alloc(g->A, (size_t)g->n + 1);
+	memset(bias, 0, (size_t)g->n + 1);
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].op == OP_LINEAR && g->node[i].nin > 2)
+			bias[g->node[i].in[2]] = 1;
+	for (int i = 0; i < g->n; i++) /* a rope's frequency table (2) stays float whatever the plan converts */
+		if (g->node[i].op == OP_ROPE && g->node[i].nin > 2 && g->node[g->node[i].in[2]].ndim == 1)
+			bias[g->node[i].in[2]] = 2;
+	g->cuda.bias = bias;
+	appendf(&e, "%s\n/* ---- generated by glmc: one wrapper per distinct instantiation ---- */\n", glm_kernels_cuh);
+	size_t nn = (size_t)(g->n ? g->n : 1);
+	e.norm_of = malloc(sizeof(int) * nn), e.add_of = malloc(sizeof(int) * nn), e.own_tmin = malloc(sizeof(int) * nn);
+	e.kv_fused = malloc(nn), e.tail_tmin = malloc(sizeof(int) * nn), e.rope_fold = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.norm_of && e.add_of && e.own_tmin && e.kv_fused && e.tail_tmin && e.rope_fold);
+	fk_prepare(&e);
+	e.wq = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.wq);
+	select_kernels(g, &e.t, e.wq);
+	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1)), e.sel_node = malloc(sizeof(int) * nn);
+	GLM_ASSERT(e.sel_first && e.sel_node);
+	for (int k = 0; k < g->nfk; k++)
+		e.sel_first[k] = -1;
+	for (int i = 0; i < g->n; i++)
+		e.sel_node[i] = -1;
+	for (int i = g->nsel - 1; i >= 0; i--)
+		*(g->sel[i].fk >= 0 ? &e.sel_first[g->sel[i].fk] : &e.sel_node[g->sel[i].node]) = i;
+	/* each node's hosted fused kernels in order, listed once (a search of all of them per node was n²) */
+	e.fk_head = malloc(sizeof(int) * nn), e.fk_next = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1));
+	GLM_ASSERT(e.fk_head && e.fk_next);
+	for (int i = 0; i < g->n; i++)
+		e.fk_head[i] = -1;
+	for (int k = g->nfk - 1; k >= 0; k--)
+		if (g->fk[k].host >= 0 && g->fk[k].host < g->n)
+			e.fk_next[k] = e.fk_head[g->fk[k].host], e.fk_head[g->fk[k].host] = k;
+	int rc = 0;
+	for (int i = 0; i < g->n && !rc; i++)
+		rc = emit_node(&e, i, err, len);
+	if (rc == 1) {
+		if (warn)
+			fprintf(warn, "glmc: warning: the plan runs on the CPU only: %s\n", err);
+		err[0] = 0;
+		g->cuda = (Cuda){0};
+		compile = 0;
+		rc = 0;
+	} else if (!rc) {
+		g->cuda.sample_kernel = emit_sampler(&e);
+		int reduces = 0;
+		for (int i = 0; i < g->n; i++)
+			reduces |= g->node[i].op == OP_ALLREDUCE;
+		if (reduces) {
+			const char *A = act == DT_BF16 ? "bf16" : "float";
+			appendf(&e, "extern \"C\" __global__ void __launch_bounds__(512) %s(%s *y, const %s *x, long long n, const "
+			        "P2pCtl *c) { k_p2p_allreduce<%s>(y, x, n, c); }\n", KERNEL_P2P_ALLREDUCE, A, A, A);
+		}
+		emit_qhelpers(&e);
+		g->cuda.source = arena_strdup(g->A, e.src);
+		g->cuda.l = arena_alloc(g->A, sizeof(Launch) * (size_t)(e.nl ? e.nl : 1));
+		memcpy(g->cuda.l, e.l, sizeof(Launch) * (size_t)e.nl);
+		g->cuda.nl = e.nl;
+	}
+	for (int i = 0; i < e.nkeys; i++)
+		free(e.keys[i]);
+	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
+	free(e.rope_fold);
+	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first), free(e.sel_node);
+	if (rc || !compile)
+		return rc;
+	return emit_cuda_compile(g, warn, err, len);
+}
+
+int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
+{
+	if (!g->cuda.source)
+		return 0;
+	if (!nvrtc_available()) {
+		if (warn)
+			fprintf(warn, "glmc: warning: NVRTC not found; the plan holds kernel source only and glmrun will compile "
+			        "it at load\n");
+		return 0;
+	}
+	unsigned char *cubin;
+	size_t n;
+	if (nvrtc_compile(g->cuda.source, g->cuda.arch, &cubin, &n, err, len))
+		return -1;
+	unsigned char *c = arena_alloc(g->A, n);
+	memcpy(c, cubin, n);
+	free(cubin);
+	g->cuda.cubin = c, g->cuda.cubin_size = n;
+	return 0;
+}

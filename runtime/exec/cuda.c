@@ -1,0 +1,1497 @@
+/*
+** runtime/exec/cuda.c — glmrun on one GPU: driver API through dlopen, one module per plan, one device
+** allocation each for weights, activations and caches, eager prefill, and a decode step that is one
+** CUDA-graph launch. The graph reads and writes only device buffers: the sampler writes the next token
+** and position where the next replay reads them, so a whole step needs no host-to-device copy.
+*/
+#include "gemv_shape.h"
+#include "gpu.h"
+#include "libcuda.h"
+#include "libnccl.h"
+#include "libnvrtc.h"
+#include "ref.h"
+#include "weights.h"
+#include "quant.h"
+
+#include <cublasLt.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* cuBLASLt for prefill matmuls, when the library is present; else glmc's own GEMM kernel runs. */
+typedef struct {
+	void *so;
+	cublasLtHandle_t h;
+	__typeof__(cublasLtCreate) *create;
+	__typeof__(cublasLtDestroy) *destroy;
+	__typeof__(cublasLtMatmulDescCreate) *desc_create;
+	__typeof__(cublasLtMatmulDescSetAttribute) *desc_set;
+	__typeof__(cublasLtMatmulDescDestroy) *desc_destroy;
+	__typeof__(cublasLtMatrixLayoutCreate) *layout_create;
+	__typeof__(cublasLtMatrixLayoutDestroy) *layout_destroy;
+	__typeof__(cublasLtMatmulPreferenceCreate) *pref_create;
+	__typeof__(cublasLtMatmulPreferenceSetAttribute) *pref_set;
+	__typeof__(cublasLtMatmulPreferenceDestroy) *pref_destroy;
+	__typeof__(cublasLtMatmulAlgoGetHeuristic) *heuristic;
+	__typeof__(cublasLtMatmul) *matmul;
+	CUdeviceptr ws;
+	size_t ws_size;
+} Lt;
+
+struct Gpu {
+	Cu cu;
+	Lt lt;
+	const Graph *g;
+	CUdevice dev;
+	CUcontext ctx;
+	CUstream st;
+	CUmodule mod;
+	CUfunction *fn;              /* per launch */
+	unsigned char *gemm;         /* per launch: 1 when it is a linear's prefill GEMM, which cuBLASLt may run */
+	CUfunction sample;
+	CUdeviceptr *ptr;            /* per node */
+	CUdeviceptr *rope;           /* per node: rope tables */
+	CUdeviceptr wmem, amem, cmem, smem;
+	int tokens, pos, logits;     /* node ids */
+	int64_t maxT, S, V;
+	CUdeviceptr params, step, ring, rope_mem;
+	CUdeviceptr part_v, part_i, done; /* the greedy sampler's split: SAMPLE_NB partials and a counter a slot */
+	CUdeviceptr nf;              /* the sampler's NaN/Inf count and verdict, two ints a slot (k_sample) */
+	CUdeviceptr seq;             /* int[maxT]: the cache slot of each token of the step */
+	CUdeviceptr scr;             /* shared scratch for kernels that need workspace */
+	CUdeviceptr zero;            /* the KA_ZERO regions: cleared once, left zero by every kernel */
+	int ring_cap;
+	int nslots;                  /* sequences the caches hold */
+	int samp_rows;               /* the sampler reads 4 parameters a row (glm_sample_rows); 0: one set for all */
+	float samp0[4];              /* the GpuOpts' parameters (seed bits last) */
+	CUgraph *graph;              /* per batch bucket (index = rows), captured on first use */
+	CUgraphExec *exec;
+	int *captured_logits;
+	int capturing;
+	int want_pdl;                /* GpuOpts.pdl */
+	int *wq;                     /* per node: block type of a weight kept quantized (Cuda.wq), or -1 */
+	CUdeviceptr qscr;            /* prefill: a quantized weight dequantized for cuBLASLt (lt_qweight) */
+	size_t qscr_size;
+	int32_t *host_tok;           /* pinned; then (host_nf) the sampler's verdicts, two ints a row */
+	int32_t *host_nf;
+	float *host_logits;          /* pinned, V floats (converted from bf16 when needed) */
+	void *host_raw;              /* pinned, one logits row as the device stores it */
+	CUevent *prof_ev;            /* --profile: two events per launch (before, after) and two for the sampler */
+	GpuStats stats;
+	/* Tensor parallelism: rank of tp on CUDA device `device`; collectives go through comm. */
+	int device, rank, tp;
+	const Nccl *nc;
+	ncclComm_t comm;
+	/* The one-shot P2P allreduce: used for allreduces of at most p2p_max bytes once started. */
+	CUfunction p2p;
+	CUdeviceptr p2p_mbox, p2p_ctl;
+	size_t p2p_cap, p2p_max;
+	int p2p_next;                /* the allreduce just skipped: the next launch's KA_P2P does it */
+};
+
+/* The host image of ops/kernels.cuh's P2pCtl (same layout). */
+#define P2P_MAXRANK 8
+#define P2P_NBMAX 64
+#define P2P_FLAGS_BYTES (2 * P2P_MAXRANK * P2P_NBMAX * 4)
+typedef struct {
+	uint64_t mbox[P2P_MAXRANK];
+	uint64_t seq, arrive;
+	int32_t rank, tp;
+	int64_t cap;
+} P2pCtl;
+
+static void lt_open(Gpu *x);
+static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto);
+static size_t region_bytes(const Gpu *x, const Launch *l, int kind, int64_t T, int upto);
+static size_t q_bytes(const Gpu *x, int node);
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len);
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len);
+static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
+
+static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
+{
+	const char *s = NULL;
+	if (x->cu.errstr)
+		x->cu.errstr(r, &s);
+	return seterr(err, len, "CUDA: %s failed: %s (error %d)", what, s ? s : "unknown error", (int)r);
+}
+
+#define CK(call, what)                                \
+	do {                                              \
+		CUresult r_ = (call);                         \
+		if (r_ != CUDA_SUCCESS)                       \
+			return cuerr(x, r_, what, err, len);      \
+	} while (0)
+
+/* Evaluate a Size with T and S bound. */
+static int64_t size_val(const Gpu *x, Size s, int64_t T)
+{
+	if (s.node < 0)
+		return s.div;
+	const Node *n = &x->g->node[s.node];
+	int64_t p = 1;
+	for (int i = s.lo; i < s.hi; i++)
+		p *= n->dim[i] == DIM_T ? T : n->dim[i] == DIM_S ? x->S : n->dim[i];
+	return (p + s.div - 1) / s.div;
+}
+
+/* Device element size of a node's buffer. */
+static size_t elsize(const Gpu *x, int id)
+{
+	const Node *n = &x->g->node[id];
+	const Cuda *c = &x->g->cuda;
+	if (n->dtype == DT_I32)
+		return 4;
+	if (n->kind == VK_WEIGHT)
+		return dtype_size(cuda_wdtype(x->g, id));
+	return dtype_size(c->act);
+}
+
+static void progress(const Gpu *x, const GpuOpts *o, size_t done, size_t total)
+{
+	(void)x;
+	if (!o->progress || !total)
+		return;
+	fprintf(stderr, "\rglmrun: uploading weights %3d%% (%.2f / %.2f GiB)", (int)(100.0 * (double)done / (double)total),
+	        (double)done / (1 << 30), (double)total / (1 << 30));
+	if (done == total)
+		fprintf(stderr, "\n");
+}
+
+/* Each rope node's table of inverse frequencies, as the CPU reference computes them: with frequency
+** divisors (a third input, e.g. a GGUF's rope_freqs.weight) read from the checkpoint d, or generated as
+** the CPU executor generates them for a --random-weights plan. */
+static int upload_rope_tables(Gpu *x, const Weights *d, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (n->op != OP_ROPE)
+			continue;
+		size_t half = (size_t)n->ia[2] / 2;
+		float *inv = malloc(sizeof(float) * 2 * (half ? half : 1)), *div = NULL, cs;
+		if (!inv)
+			return seterr(err, len, "out of memory");
+		for (int k = 0; n->nin > 2 && k < g->nw && !div; k++)
+			if (g->w[k].node == n->in[2]) {
+				div = inv + half;
+				if (weights_load_f32(d, g, &g->w[k], x->rank, x->tp, div, err, len))
+					return free(inv), -1;
+			}
+		if (n->nin > 2 && !div) {
+			free(inv);
+			return seterr(err, len, "plan: the frequency divisors of rope %%%d are not a weight", i);
+		}
+		op_rope_table(n, div, inv, &cs);
+		CUresult r = x->cu.htod(x->rope[i], inv, sizeof(float) * half);
+		free(inv);
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuMemcpyHtoD (rope table)", err, len);
+	}
+	return 0;
+}
+
+/*
+** Upload every weight through a pinned staging buffer. Stored bytes go up as they are when the device
+** type is the stored type and no transform applies; otherwise the weight is loaded as float32
+** (dequantized, rows transformed) and narrowed to the device type.
+*/
+static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	Weights d = {.random_qtype = -1};
+	const char *wf = graph_meta(g, "weights.format");
+	int random = wf && !strcmp(wf, "random");
+	if (random)
+		d.random_qtype = 0; /* generated here, flagged in glmrun's output */
+	else if (weights_open(&d, weights, err, len))
+		return -1;
+	size_t total = 0, done = 0, stage_cap = 64u << 20;
+	for (int i = 0; i < g->nw; i++)
+		total += x->wq[g->w[i].node] >= 0 ? q_bytes(x, g->w[i].node)
+		                                  : (size_t)node_numel(&g->node[g->w[i].node], 0, 0) * elsize(x, g->w[i].node);
+	unsigned char *stage = NULL;
+	CUresult r = x->cu.alloc_host((void **)&stage, stage_cap);
+	if (r != CUDA_SUCCESS) {
+		weights_close(&d);
+		return cuerr(x, r, "cuMemAllocHost (weight staging)", err, len);
+	}
+	int rc = 0;
+	for (int i = 0; i < g->nw && !rc; i++) {
+		const WeightRef *w = &g->w[i];
+		const Node *n = &g->node[w->node];
+		if (random || x->wq[w->node] >= 0) {
+			/* generated on the GPU, or GGUF blocks kept as they are (quantized weights, below) */
+			size_t b = x->wq[w->node] >= 0 ? q_bytes(x, w->node) : (size_t)node_numel(n, 0, 0) * elsize(x, w->node);
+			rc = random ? q_upload_random(x, i, 0, 1, err, len) : q_upload_blocks(x, &d, i, 0, 1, stage, stage_cap, err, len);
+			done += b;
+			progress(x, o, done, total);
+			continue;
+		}
+		size_t numel = (size_t)node_numel(n, 0, 0), es = elsize(x, w->node);
+		int devtype = es == 4 ? DT_F32 : x->g->cuda.wconv >= 0 ? x->g->cuda.wconv : w->dtype;
+		const void *raw = NULL;
+		WTensor t;
+		if (!random && devtype == w->dtype && !w->unpermute && !w->row0 && !w->rstride && !w->parts &&
+		    (w->split < 0 || x->tp == 1)) {
+			if (weights_find(&d, w->source, &t) < 0 || t.qtype != w->qtype || t.nbytes != w->nbytes) {
+				rc = seterr(err, len, "%s: tensor '%s' differs from the plan's manifest; recompile the plan",
+				            weights, w->source);
+				break;
+			}
+			raw = t.data;
+		}
+		float *f = NULL;
+		if (!raw) {
+			if (!(f = malloc(numel * sizeof(float)))) {
+				rc = seterr(err, len, "out of memory loading '%s'", w->source);
+				break;
+			}
+			if ((rc = weights_load_f32(&d, g, w, x->rank, x->tp, f, err, len)))
+				break;
+		}
+		for (size_t at = 0; at < numel && !rc;) {
+			size_t cnt = stage_cap / es;
+			if (cnt > numel - at)
+				cnt = numel - at;
+			if (raw)
+				memcpy(stage, (const unsigned char *)raw + at * es, cnt * es);
+			else if (es == 4)
+				memcpy(stage, f + at, cnt * 4);
+			else
+				for (size_t k = 0; k < cnt; k++)
+					((uint16_t *)stage)[k] = devtype == DT_BF16 ? ref_f32_to_bf16(f[at + k]) : ref_f32_to_f16(f[at + k]);
+			r = x->cu.htod(x->ptr[w->node] + at * es, stage, cnt * es);
+			if (r != CUDA_SUCCESS)
+				rc = cuerr(x, r, "cuMemcpyHtoD (weights)", err, len);
+			at += cnt;
+			done += cnt * es;
+			progress(x, o, done, total);
+		}
+		free(f);
+		if (o->beat)
+			o->beat(o->beat_ctx, "uploading weights");
+	}
+	x->cu.free_host(stage);
+	if (!rc)
+		rc = upload_rope_tables(x, &d, err, len);
+	if (!random)
+		weights_close(&d);
+	return rc;
+}
+
+/* Launch i asks for dynamic shared memory (k_qgemv_sk): past 48 KB a kernel must be allowed it, and the
+** GPU must have it beside the kernel's static shared memory. */
+static int smem_allow(Gpu *x, int i, char *err, size_t len)
+{
+	const Launch *l = &x->g->cuda.l[i];
+	int optin = 0, stat = 0, cur = 0;
+	CK(x->cu.dev_attr(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, x->dev), "cuDeviceGetAttribute");
+	CK(x->cu.fn_attr(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute");
+	if (l->smem + stat > optin)
+		return seterr(err, len, "plan: kernel %s of node %%%d needs %d bytes of shared memory a block, this GPU has %d",
+		              l->kernel, l->node, l->smem + stat, optin);
+	CK(x->cu.fn_attr(&cur, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute");
+	if (l->smem > cur)
+		CK(x->cu.fn_set(x->fn[i], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, l->smem),
+		   "cuFuncSetAttribute (dynamic shared memory)");
+	return 0;
+}
+
+/* The module: the plan's cubin when it was built for this GPU, else NVRTC from the plan's source. */
+static int load_module(Gpu *x, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	int major = 0, minor = 0;
+	CK(x->cu.dev_attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, x->dev), "cuDeviceGetAttribute");
+	CK(x->cu.dev_attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, x->dev), "cuDeviceGetAttribute");
+	x->stats.cc_major = major, x->stats.cc_minor = minor;
+	/* kernels.cuh's griddepcontrol needs sm_90; the plan's wrappers wait (glm_pdl_wait) either way */
+	x->stats.pdl = major >= 9 && x->cu.launch_ex && x->want_pdl;
+	char arch[16];
+	snprintf(arch, sizeof arch, "sm_%d%d", major, minor);
+	unsigned char *own = NULL;
+	const void *image = c->cubin;
+	if (!c->cubin || strcmp(c->arch, arch)) {
+		size_t n;
+		if (nvrtc_compile(c->source, arch, &own, &n, err, len))
+			return -1;
+		image = own;
+		x->stats.recompiled = 1;
+	}
+	CUresult r = x->cu.mod_load(&x->mod, image);
+	free(own);
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuModuleLoadData", err, len);
+	x->fn = calloc((size_t)c->nl + 1, sizeof *x->fn);
+	x->gemm = calloc((size_t)c->nl + 1, 1);
+	if (!x->fn || !x->gemm)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < c->nl; i++) {
+		if (c->l[i].kind != LK_KERNEL)
+			continue; /* a collective: NCCL, not a kernel of the module */
+		x->gemm[i] = (unsigned char)cuda_prefill_gemm(x->g, i);
+		r = x->cu.mod_fn(&x->fn[i], x->mod, c->l[i].kernel);
+		if (r != CUDA_SUCCESS)
+			return seterr(err, len, "plan: kernel %s of node %%%d is missing from the module", c->l[i].kernel,
+			              c->l[i].node);
+		int maxt = 0;
+		x->cu.fn_attr(&maxt, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, x->fn[i]);
+		if (c->l[i].block > maxt)
+			return seterr(err, len, "plan: kernel %s launches %d threads but allows %d", c->l[i].kernel,
+			              c->l[i].block, maxt);
+		if (c->l[i].smem > 0 && smem_allow(x, i, err, len))
+			return -1;
+	}
+	CK(x->cu.mod_fn(&x->sample, x->mod, c->sample_kernel), "cuModuleGetFunction (sampler)");
+	x->samp_rows = !strcmp(c->sample_kernel, "glm_sample_rows");
+	return 0;
+}
+
+/* Lay out every buffer, check the total against free memory, then allocate. */
+static int alloc_buffers(Gpu *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	size_t wb = 0, ab = 0, cb = 0, rb = 0;
+	size_t *off = calloc((size_t)g->n, sizeof *off);
+	x->ptr = calloc((size_t)g->n, sizeof *x->ptr);
+	x->rope = calloc((size_t)g->n, sizeof *x->rope);
+	if (!off || !x->ptr || !x->rope)
+		return free(off), seterr(err, len, "out of memory");
+	/* Activations: the memory plan's arena when there is one (offsets computed for float32 values, which
+	** also hold bf16 ones). */
+	int planned = g->mem.planned;
+	if (planned)
+		ab = (size_t)(g->mem.token_bytes * x->maxT + g->mem.static_bytes + 256);
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		size_t bytes = ((n->kind == VK_WEIGHT && x->wq[i] >= 0 ? q_bytes(x, i)
+		                                                      : (size_t)node_numel(n, x->maxT, x->S) * elsize(x, i)) +
+		                255) & ~(size_t)255;
+		if (n->op == OP_ROPE)
+			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
+		if (n->op == OP_RESHAPE || (planned && n->kind == VK_ACT))
+			continue;
+		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
+		off[i] = *acc;
+		*acc += n->kind == VK_CACHE ? bytes * (size_t)x->nslots : bytes;
+	}
+	/* The step buffer: sampling parameters (4 floats per sequence slot, in 256-byte units), then per row of a step its step counter and sequence slot,
+	** then each row's ring of sampled tokens, then per sequence slot (a sampler row) the greedy split's
+	** counter and SAMPLE_NB partial maxima (values, then indices), cleared once below. */
+	x->ring_cap = 4096;
+	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63, srows = ((size_t)x->nslots + 63) & ~(size_t)63;
+	size_t pb = ((size_t)x->nslots * 16 + 255) & ~(size_t)255;
+	size_t sb = pb + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB) + srows * 8, scr = 0,
+	       zb = 0;
+	for (int i = 0; i < g->cuda.nl; i++) { /* a launch never runs past its tmax: size it there at most */
+		const Launch *l = &g->cuda.l[i];
+		int64_t T = x->maxT < l->tmax ? x->maxT : l->tmax;
+		size_t b = scratch_bytes(x, l, T, MAXKARG), z = region_bytes(x, l, KA_ZERO, T, MAXKARG);
+		scr = b > scr ? b : scr, zb = z > zb ? z : zb;
+	}
+	ab += scr;
+	/* The kernels' zero regions (KA_ZERO) follow the step buffer, which is cleared once below. */
+	size_t zoff = (sb + 255) & ~(size_t)255;
+	sb = zoff + zb;
+	size_t need = wb + ab + cb + rb + sb, free_b = 0, total_b = 0;
+	CUresult r = x->cu.mem_info(&free_b, &total_b);
+	if (r != CUDA_SUCCESS)
+		return free(off), cuerr(x, r, "cuMemGetInfo", err, len);
+	if (need + (256u << 20) > free_b) {
+		free(off);
+		return seterr(err, len, "not enough GPU memory: the plan needs %.2f GiB (weights %.2f, activations %.2f, "
+		              "KV cache %.2f for %d sequence%s of %lld positions) but %.2f GiB are free; lower --max-seq or "
+		              "--batch", (double)need / (1 << 30), (double)wb / (1 << 30), (double)ab / (1 << 30),
+		              (double)cb / (1 << 30), x->nslots, x->nslots > 1 ? "s" : "", (long long)x->S,
+		              (double)free_b / (1 << 30));
+	}
+	if ((wb && (r = x->cu.alloc(&x->wmem, wb))) || (ab && (r = x->cu.alloc(&x->amem, ab))) ||
+	    (cb && (r = x->cu.alloc(&x->cmem, cb))) || (r = x->cu.alloc(&x->smem, sb)) ||
+	    (rb && (r = x->cu.alloc(&x->rope_mem, rb)))) {
+		free(off);
+		return cuerr(x, r, "cuMemAlloc", err, len);
+	}
+	x->stats.weight_bytes = wb, x->stats.act_bytes = ab, x->stats.cache_bytes = cb;
+	size_t ro = 0;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (planned && n->kind == VK_ACT) {
+			int64_t o = n->mem_region == MEM_TOKEN ? n->mem_off * x->maxT : g->mem.token_bytes * x->maxT + n->mem_off;
+			x->ptr[i] = x->amem + (CUdeviceptr)o;
+		} else if (n->op == OP_RESHAPE) {
+			x->ptr[i] = x->ptr[n->in[0]];
+			continue;
+		} else {
+			CUdeviceptr base = n->kind == VK_WEIGHT ? x->wmem : n->kind == VK_CACHE ? x->cmem : x->amem;
+			x->ptr[i] = base + off[i];
+		}
+		if (n->op == OP_ROPE) { /* filled by upload_rope_tables */
+			x->rope[i] = x->rope_mem + ro;
+			ro += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
+		}
+	}
+	free(off);
+	/* Poison activations (NaN in f32 and bf16) so a kernel that skips an element is visible; caches start
+	** at zero, since attention never reads rows past the position. */
+	if (ab)
+		CK(x->cu.memset8(x->amem, 0xff, ab), "cuMemsetD8");
+	if (cb)
+		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
+	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
+	x->params = x->smem, x->step = x->smem + pb, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
+	x->done = x->ring + rows * (size_t)x->ring_cap * 4, x->part_v = x->done + srows * 4;
+	x->part_i = x->part_v + srows * SAMPLE_NB * 4;
+	x->nf = x->part_i + srows * SAMPLE_NB * 4;
+	x->zero = x->smem + zoff;
+	x->scr = x->amem + ab - scr;
+	return 0;
+}
+
+int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o, char *err,
+             size_t len)
+{
+	*out = NULL;
+	if (!g->cuda.source)
+		return seterr(err, len, "the plan has no GPU kernels (glmc wrote it for the CPU only and said why when it "
+		              "compiled it); run it with --device cpu");
+	Gpu *x = calloc(1, sizeof *x);
+	if (!x)
+		return seterr(err, len, "out of memory");
+	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
+	x->nslots = o->batch > 1 ? o->batch : 1;
+	x->device = o->device, x->rank = o->rank, x->tp = o->tp > 0 ? o->tp : 1, x->want_pdl = o->pdl;
+	*out = x;
+	if (x->nslots > maxT)
+		return seterr(err, len, "%d sequences need step buffers for %d tokens, sized for %lld", x->nslots, x->nslots,
+		              (long long)maxT);
+	x->graph = calloc((size_t)x->nslots + 1, sizeof *x->graph);
+	x->exec = calloc((size_t)x->nslots + 1, sizeof *x->exec);
+	x->captured_logits = calloc((size_t)x->nslots + 1, sizeof *x->captured_logits);
+	if (!x->graph || !x->exec || !x->captured_logits)
+		return seterr(err, len, "out of memory");
+	if (cu_load(&x->cu, err, len))
+		return -1;
+	CUresult r = x->cu.init(0);
+	if (r == CUDA_ERROR_NO_DEVICE)
+		return seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuInit", err, len);
+	int ndev = 0;
+	CK(x->cu.dev_count(&ndev), "cuDeviceGetCount");
+	if (ndev < 1)
+		return seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	if (x->device < 0 || x->device >= ndev)
+		return seterr(err, len, "--device cuda: GPU %d asked for, %d visible", x->device, ndev);
+	CK(x->cu.dev_get(&x->dev, x->device), "cuDeviceGet");
+	x->cu.dev_name(x->stats.name, sizeof x->stats.name, x->dev);
+	CK(x->cu.ctx_retain(&x->ctx, x->dev), "cuDevicePrimaryCtxRetain");
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	CK(x->cu.stream_create(&x->st, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+	for (int i = 0; i < g->n; i++)
+		if (g->node[i].op == OP_INPUT)
+			*(strcmp(g->node[i].name, "tokens") ? &x->pos : &x->tokens) = i;
+	for (int i = 0; i < g->nout; i++)
+		if (!strcmp(g->out_name[i], "logits"))
+			x->logits = g->out[i];
+	if (x->tokens < 0 || x->pos < 0 || x->logits < 0)
+		return seterr(err, len, "plan: needs inputs 'tokens' and 'pos' and an output 'logits'");
+	x->V = g->node[x->logits].dim[1];
+	if (!(x->wq = malloc(sizeof(int) * (size_t)(g->n ? g->n : 1))))
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < g->n; i++)
+		x->wq[i] = -1;
+	for (int i = 0; g->cuda.wq && i < g->nw; i++)
+		x->wq[g->w[i].node] = g->cuda.wq[i];
+	if (load_module(x, err, len) || alloc_buffers(x, err, len))
+		return -1;
+	if (!o->no_lt)
+		lt_open(x);
+	x->stats.have_lt = x->lt.h != NULL;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (upload_weights(x, weights, o, err, len))
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	x->stats.upload_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	/* every slot's row starts with the GpuOpts' sampling (an older plan's sampler reads row 0 only) */
+	x->samp0[0] = o->temp, x->samp0[1] = (float)o->top_k, x->samp0[2] = o->top_p;
+	memcpy(&x->samp0[3], &o->seed, 4);
+	float *params = malloc(16 * (size_t)x->nslots);
+	if (!params)
+		return seterr(err, len, "out of memory");
+	for (int r = 0; r < x->nslots; r++)
+		memcpy(params + 4 * r, x->samp0, 16);
+	CUresult pr = x->cu.htod(x->params, params, 16 * (size_t)x->nslots);
+	free(params);
+	if (pr != CUDA_SUCCESS)
+		return cuerr(x, pr, "cuMemcpyHtoD (sampling parameters)", err, len);
+	CK(x->cu.alloc_host((void **)&x->host_tok, 12 * (size_t)x->nslots + 128), "cuMemAllocHost");
+	x->host_nf = x->host_tok + x->nslots + 16;
+	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
+	CK(x->cu.alloc_host(&x->host_raw, (size_t)x->V * 4 * (size_t)x->nslots), "cuMemAllocHost");
+	for (int i = 0; i < g->cuda.nl; i++)
+		if (g->cuda.l[i].tmin <= 1 && 1 <= g->cuda.l[i].tmax) {
+			if (g->cuda.l[i].kind != LK_KERNEL)
+				x->stats.collectives_per_step++;
+			else
+				x->stats.kernels_per_step++;
+		}
+	x->stats.kernels_per_step++; /* the sampler */
+	return 0;
+}
+
+/* Open cuBLASLt and its workspace; on any failure prefill simply keeps glmc's GEMM kernel. */
+static void lt_open(Gpu *x)
+{
+	Lt *lt = &x->lt;
+	static const char *names[] = {"libcublasLt.so.13", "libcublasLt.so", "/usr/local/cuda/lib64/libcublasLt.so.13",
+	                              NULL};
+	for (const char **n = names; *n && !lt->so; n++)
+		lt->so = dlopen(*n, RTLD_NOW | RTLD_LOCAL);
+	if (!lt->so)
+		return;
+	int ok = 1;
+#define SYM(f, name) ok = ok && (*(void **)&lt->f = dlsym(lt->so, name)) != NULL;
+	SYM(create, "cublasLtCreate");
+	SYM(destroy, "cublasLtDestroy");
+	SYM(desc_create, "cublasLtMatmulDescCreate");
+	SYM(desc_set, "cublasLtMatmulDescSetAttribute");
+	SYM(desc_destroy, "cublasLtMatmulDescDestroy");
+	SYM(layout_create, "cublasLtMatrixLayoutCreate");
+	SYM(layout_destroy, "cublasLtMatrixLayoutDestroy");
+	SYM(pref_create, "cublasLtMatmulPreferenceCreate");
+	SYM(pref_set, "cublasLtMatmulPreferenceSetAttribute");
+	SYM(pref_destroy, "cublasLtMatmulPreferenceDestroy");
+	SYM(heuristic, "cublasLtMatmulAlgoGetHeuristic");
+	SYM(matmul, "cublasLtMatmul");
+#undef SYM
+	lt->ws_size = 32u << 20;
+	if (!ok || lt->create(&lt->h) != CUBLAS_STATUS_SUCCESS || x->cu.alloc(&lt->ws, lt->ws_size) != CUDA_SUCCESS) {
+		if (lt->h)
+			lt->destroy(lt->h);
+		dlclose(lt->so);
+		memset(lt, 0, sizeof *lt);
+	}
+}
+
+/*
+** A prefill linear through cuBLASLt: row-major Y[M,N] = X[M,K]·W[N,K]ᵀ is column-major Yᵀ = op(W)·Xᵀ with
+** W seen as a K×N column-major matrix, transposed. Only for matching types (f32/f32 or bf16/bf16, bias of
+** the same type); returns 1 when it ran, 0 to let the kernel run instead, -1 on error.
+*/
+static int lt_linear(Gpu *x, int id, int64_t T, char *err, size_t len)
+{
+	Lt *lt = &x->lt;
+	const Graph *g = x->g;
+	const Node *n = &g->node[id];
+	if (!lt->h || n->op != OP_LINEAR)
+		return 0;
+	int xi = n->in[0], wi = n->in[1], bi = n->nin > 2 ? n->in[2] : -1;
+	size_t es = elsize(x, xi), wes = x->wq[wi] >= 0 ? es : elsize(x, wi); /* blocks: dequantized to es below */
+	CUdeviceptr wp = x->ptr[wi];
+	if (wes != es || (bi >= 0 && elsize(x, bi) != es) || g->node[wi].dtype == DT_F16)
+		return 0;
+	if (x->wq[wi] >= 0) {
+		int q = lt_qweight(x, wi, T, &wp, err, len);
+		if (q <= 0)
+			return q;
+	}
+	cudaDataType_t dt = es == 4 ? CUDA_R_32F : CUDA_R_16BF;
+	int64_t K = g->node[wi].dim[1], N = g->node[wi].dim[0], M = node_numel(&g->node[xi], T, x->S) / K;
+	cublasLtMatmulDesc_t desc = NULL;
+	cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+	cublasLtMatmulPreference_t pref = NULL;
+	cublasOperation_t opT = CUBLAS_OP_T, opN = CUBLAS_OP_N;
+	cublasLtMatmulHeuristicResult_t heur;
+	int found = 0, rc = 0;
+	float one = 1, zero = 0;
+	CUdeviceptr bias = bi >= 0 ? x->ptr[bi] : 0;
+	cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+	cublasStatus_t st = lt->desc_create(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+	if (!st)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+	if (!st)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_TRANSB, &opN, sizeof opN);
+	if (!st && bi >= 0)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi);
+	if (!st && bi >= 0)
+		st = lt->desc_set(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+	if (!st)
+		st = lt->layout_create(&la, dt, (uint64_t)K, (uint64_t)N, K);
+	if (!st)
+		st = lt->layout_create(&lb, dt, (uint64_t)K, (uint64_t)M, K);
+	if (!st)
+		st = lt->layout_create(&lc, dt, (uint64_t)N, (uint64_t)M, N);
+	if (!st)
+		st = lt->pref_create(&pref);
+	if (!st)
+		st = lt->pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &lt->ws_size, sizeof lt->ws_size);
+	if (!st)
+		st = lt->heuristic(lt->h, desc, la, lb, lc, lc, pref, 1, &heur, &found);
+	if (!st && found > 0) {
+		st = lt->matmul(lt->h, desc, &one, (void *)wp, la, (void *)x->ptr[xi], lb, &zero, (void *)x->ptr[id], lc,
+		                (void *)x->ptr[id], lc, &heur.algo, (void *)lt->ws, lt->ws_size, (cudaStream_t)x->st);
+		rc = st ? seterr(err, len, "cuBLASLt: matmul for linear %%%d (%lld×%lld·%lld) failed (status %d)", id,
+		                 (long long)M, (long long)K, (long long)N, (int)st)
+		        : 1;
+	}
+	if (pref)
+		lt->pref_destroy(pref);
+	if (lc)
+		lt->layout_destroy(lc);
+	if (lb)
+		lt->layout_destroy(lb);
+	if (la)
+		lt->layout_destroy(la);
+	if (desc)
+		lt->desc_destroy(desc);
+	if (rc == 1)
+		x->stats.lt_matmuls++;
+	return rc;
+}
+
+/* Bytes of a launch's regions of one kind (KA_SCRATCH or KA_ZERO) among its first `upto` arguments at T
+** tokens (each region 256-byte aligned): the offset of argument upto's region, or with MAXKARG the total. */
+static size_t region_bytes(const Gpu *x, const Launch *l, int kind, int64_t T, int upto)
+{
+	size_t b = 0;
+	for (int k = 0; k < l->narg && k < upto; k++)
+		if (l->arg[k].kind == kind)
+			b += ((size_t)(size_val(x, l->arg[k].s, T) * size_val(x, l->arg[k].s2, T) * (int64_t)l->arg[k].f) + 255) &
+			     ~(size_t)255;
+	return b;
+}
+
+static size_t scratch_bytes(const Gpu *x, const Launch *l, int64_t T, int upto)
+{
+	return region_bytes(x, l, KA_SCRATCH, T, upto);
+}
+
+/* --profile: record ev on the stream; under capture it becomes an event node of the graph. */
+static int prof_record(Gpu *x, CUevent ev, char *err, size_t len)
+{
+	CK(x->capturing ? x->cu.event_record_flags(ev, x->st, CU_EVENT_RECORD_EXTERNAL) : x->cu.event_record(ev, x->st),
+	   "cuEventRecord (--profile)");
+	return 0;
+}
+
+/* Whether the one-shot P2P allreduce is started and a message of `bytes` from `from` to `to` fits it. */
+static int p2p_fits(const Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t bytes)
+{
+	return x->p2p_max && bytes <= x->p2p_max && bytes % 16 == 0 && to % 16 == 0 && from % 16 == 0;
+}
+
+/* The one-shot P2P allreduce, when started and the message fits it: 1 launched, 0 not taken. */
+static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size_t es, char *err, size_t len)
+{
+	size_t bytes = cnt * es, nv = bytes / 16;
+	if (!p2p_fits(x, to, from, bytes))
+		return 0;
+	unsigned nb = (unsigned)((nv + 511) / 512);
+	nb = nb < 1 ? 1 : nb > P2P_NBMAX ? P2P_NBMAX : nb;
+	long long n = (long long)cnt;
+	void *args[] = {&to, &from, &n, &x->p2p_ctl};
+	CK(x->cu.launch(x->p2p, nb, 1, 1, 512, 1, 1, 0, x->st, args, NULL), "launching the P2P allreduce");
+	x->stats.p2p_calls++;
+	return 1;
+}
+
+/*
+** Whether allreduce launch i (marked by glmc: Launch.inside_next) is left to launch i + 1, which takes
+** KA_P2P (k_add_rmsnorm_ar): the one-shot path is started, the message fits it, the step has at most
+** P2P_NBMAX rows (one block each) and every buffer of the next kernel is 16-byte aligned.
+*/
+static int p2p_fused_next(const Gpu *x, int i, int64_t T)
+{
+	const Cuda *c = &x->g->cuda;
+	const Launch *l = &c->l[i], *n = i + 1 < c->nl ? &c->l[i + 1] : NULL;
+	if (!l->inside_next || !n || T < n->tmin ||
+	    T > n->tmax || T > P2P_NBMAX)
+		return 0;
+	int p2p = 0;
+	for (int k = 0; k < n->narg; k++) {
+		p2p |= n->arg[k].kind == KA_P2P;
+		if (n->arg[k].kind == KA_BUF && x->ptr[n->arg[k].s.node] % 16)
+			return 0;
+	}
+	size_t bytes = (size_t)size_val(x, l->arg[2].s, T) * elsize(x, l->arg[1].s.node);
+	return p2p && p2p_fits(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], bytes);
+}
+
+/*
+** A collective launch (LK_ALLREDUCE / LK_ALLGATHER, see emit_cuda.c): one NCCL call (or the one-shot P2P
+** kernel for a small allreduce) on this rank's stream, eager or captured into the decode graph like a
+** kernel. Arguments: the destination (a buffer, or the launch's scratch when a kernel reorders the
+** gathered parts next), the source, and the source's element count.
+*/
+static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len)
+{
+	const Node *n = &x->g->node[l->node];
+	if (l->kind == LK_ALLREDUCE && x->g->node[l->arg[1].s.node].dtype != DT_I32) {
+		int done = p2p_launch(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], (size_t)size_val(x, l->arg[2].s, T),
+		                      elsize(x, l->arg[1].s.node), err, len);
+		if (done)
+			return done < 0 ? -1 : 0;
+	}
+	if (!x->comm)
+		return seterr(err, len, "plan: %s %%%d (%s:%d) needs an NCCL communicator, and this GPU has none (tp %d)",
+		              op_table[n->op].name, l->node, n->src ? n->src : "?", n->line, x->tp);
+	int src = l->arg[1].s.node;
+	CUdeviceptr to = l->arg[0].kind == KA_SCRATCH ? x->scr + scratch_bytes(x, l, T, 0) : x->ptr[l->arg[0].s.node];
+	size_t cnt = (size_t)size_val(x, l->arg[2].s, T);
+	ncclDataType_t dt = x->g->node[src].dtype == DT_I32 ? ncclInt32 : elsize(x, src) == 2 ? ncclBfloat16 : ncclFloat32;
+	ncclResult_t r;
+	if (l->kind == LK_ALLREDUCE)
+		r = x->nc->allreduce((const void *)x->ptr[src], (void *)to, cnt, dt, ncclSum, x->comm, (cudaStream_t)x->st);
+	else
+		r = x->nc->allgather((const void *)x->ptr[src], (void *)to, cnt, dt, x->comm, (cudaStream_t)x->st);
+	if (r != ncclSuccess) {
+		char what[256];
+		snprintf(what, sizeof what, "%s of %zu values for node %%%d (%s:%d)", launch_name(l), cnt, l->node,
+		         n->src ? n->src : "?", n->line);
+		return nccl_err(x->nc, r, what, err, len);
+	}
+	x->stats.nccl_calls++;
+	return 0;
+}
+
+/* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
+static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	int after_kernel = 0; /* the last thing queued on the stream was one of the plan's kernels */
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		if (T < l->tmin || T > l->tmax)
+			continue;
+		if (l->kind != LK_KERNEL) {
+			/* --profile times a collective as it does a kernel: its share of the step is issue 10's figure */
+			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
+				return -1;
+			if (l->kind == LK_ALLREDUCE && p2p_fused_next(x, i, T))
+				x->p2p_next = 1, x->stats.p2p_calls++;
+			else if (coll_launch(x, l, T, err, len))
+				return -1;
+			after_kernel = 0;
+			if (x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
+				return -1;
+			continue;
+		}
+		/* A linear's GEMM (steps above the decode GEMVs' tokens) may go through cuBLASLt; no other launch
+		** does. Inside a graph capture (a decode step of 9..16 sequences) only over float weights: the
+		** matmul is captured with the fixed workspace, while blocks would dequantize in every replay. */
+		if (x->gemm[i] && (!x->capturing || x->wq[x->g->node[l->node].in[1]] < 0)) {
+			int done = lt_linear(x, l->node, T, err, len);
+			if (done < 0)
+				return -1;
+			if (done) {
+				after_kernel = 0;
+				continue;
+			}
+		}
+		/* programmatic dependent launch (--pdl): only the kernels that take KA_PDL (the decode GEMVs, which
+		** ask L2 for their first weights before they wait), after another kernel; never under --profile */
+		int prog = 0;
+		for (int k = 0; k < l->narg; k++)
+			prog |= l->arg[k].kind == KA_PDL;
+		prog = prog && after_kernel && x->stats.pdl && !x->prof_ev;
+		void *args[MAXKARG];
+		union {
+			CUdeviceptr p;
+			int i;
+			long long l;
+			float f;
+		} v[MAXKARG];
+		for (int k = 0; k < l->narg; k++) {
+			const KArg *a = &l->arg[k];
+			switch (a->kind) {
+			case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
+			case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
+			case KA_SCRATCH: v[k].p = x->scr + scratch_bytes(x, l, T, k); break;
+			case KA_SEQ: v[k].p = x->seq; break;
+			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
+			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
+			case KA_RANK: v[k].i = x->rank; break;
+			case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
+			case KA_PDL: v[k].i = prog; break;
+			case KA_P2P: v[k].p = x->p2p_next ? x->p2p_ctl : 0; break;
+			default: v[k].f = (float)a->f; break;
+			}
+			args[k] = &v[k];
+		}
+		x->p2p_next = 0;
+		unsigned gx = (unsigned)size_val(x, l->grid[0], T), gy = (unsigned)size_val(x, l->grid[1], T),
+		         gz = (unsigned)size_val(x, l->grid[2], T);
+		if (!gx || !gy || !gz)
+			continue;
+		if (x->prof_ev && prof_record(x, x->prof_ev[2 * i], err, len))
+			return -1;
+		CUresult r;
+		if (prog) {
+			/* this kernel's blocks may start (and ask L2 for weights) while the kernel before finishes; it
+			** waits for it (kernels.cuh, glm_pdl_wait) */
+			CUlaunchAttribute at = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+			at.value.programmaticStreamSerializationAllowed = 1;
+			CUlaunchConfig cfg = {.gridDimX = gx, .gridDimY = gy, .gridDimZ = gz, .blockDimX = (unsigned)l->block,
+			                      .blockDimY = 1, .blockDimZ = 1, .sharedMemBytes = (unsigned)l->smem, .hStream = x->st,
+			                      .attrs = &at, .numAttrs = 1};
+			r = x->cu.launch_ex(&cfg, x->fn[i], args, NULL);
+		} else {
+			r = x->cu.launch(x->fn[i], gx, gy, gz, (unsigned)l->block, 1, 1, (unsigned)l->smem, x->st, args, NULL);
+		}
+		after_kernel = 1;
+		if (r == CUDA_SUCCESS && x->prof_ev && prof_record(x, x->prof_ev[2 * i + 1], err, len))
+			return -1;
+		if (r != CUDA_SUCCESS) {
+			const Node *n = &x->g->node[l->node];
+			char what[256];
+			snprintf(what, sizeof what, "launching %s for %s node %%%d (%s:%d)", l->kernel, op_table[n->op].name,
+			         l->node, n->src ? n->src : "?", n->line);
+			return cuerr(x, r, what, err, len);
+		}
+	}
+	return 0;
+}
+
+/* The sampler: SAMPLE_NB blocks a row (they split a greedy argmax), blocks (b, .) on logits row first + b,
+** writing row b's token and position where the next step reads them. rows <= nslots: the split's
+** partials and counters are sized so. */
+static int launch_sample(Gpu *x, int64_t first, int rows, char *err, size_t len)
+{
+	CUdeviceptr logits = x->ptr[x->logits] + (CUdeviceptr)(first * x->V * (int64_t)elsize(x, x->logits));
+	CUdeviceptr tok = x->ptr[x->tokens], pos = x->ptr[x->pos];
+	int cap = x->ring_cap, V = (int)x->V;
+	if (rows > x->nslots)
+		return seterr(err, len, "the sampler on %d rows; its buffers hold %d", rows, x->nslots);
+	void *args[] = {&x->ring, &cap, &tok, &pos, &x->step, &logits, &V, &x->params, &x->seq, &x->part_v, &x->part_i,
+	                &x->done, &x->nf};
+	CK(x->cu.launch(x->sample, (unsigned)rows, SAMPLE_NB, 1, 1024, 1, 1, 0, x->st, args, NULL),
+	   "launching the sampler");
+	return 0;
+}
+
+/* Queue the copies of the sampled tokens of `rows` rows and (optionally) their logits into pinned memory. */
+static int queue_readback(Gpu *x, int rows, int logits, char *err, size_t len)
+{
+	CK(x->cu.dtoh_async(x->host_tok, x->ptr[x->tokens], 4 * (size_t)rows, x->st), "cuMemcpyDtoHAsync (token)");
+	CK(x->cu.dtoh_async(x->host_nf, x->nf, 8 * (size_t)rows, x->st), "cuMemcpyDtoHAsync (NaN check)");
+	if (logits) {
+		size_t es = elsize(x, x->logits);
+		CK(x->cu.dtoh_async(x->host_raw, x->ptr[x->logits], (size_t)(rows * x->V) * es, x->st),
+		   "cuMemcpyDtoHAsync (logits)");
+	}
+	return 0;
+}
+
+/* The sampler's verdict on the rows it just sampled (read back with their tokens): a NaN or Inf in a
+** row's logits makes its token meaningless, so the step fails rather than answer with it. */
+static int logits_finite(Gpu *x, int rows, char *err, size_t len)
+{
+	for (int r = 0; r < rows; r++)
+		if (x->host_nf[2 * r + 1])
+			return seterr(err, len, "the logits hold NaN or Inf (sampled row %d): the model or its weights produce "
+			              "non-finite values (glmrun --verify names the first layer)", r);
+	return 0;
+}
+
+/* The pinned logits rows as float32. */
+static void logits_out(Gpu *x, int rows, float *dst)
+{
+	size_t cnt = (size_t)(rows * x->V);
+	if (elsize(x, x->logits) == 4)
+		memcpy(dst, x->host_raw, cnt * 4);
+	else
+		for (size_t i = 0; i < cnt; i++)
+			dst[i] = ref_bf16_to_f32(((uint16_t *)x->host_raw)[i]);
+}
+
+/* Fill n ints of the device array at d with v (a small host write before a step). */
+static int fill_ints(Gpu *x, CUdeviceptr d, int32_t v, int64_t n, char *err, size_t len)
+{
+	int32_t *h = malloc(sizeof *h * (size_t)n);
+	if (!h)
+		return seterr(err, len, "out of memory");
+	for (int64_t i = 0; i < n; i++)
+		h[i] = v;
+	CUresult r = x->cu.htod(d, h, sizeof *h * (size_t)n);
+	free(h);
+	return r == CUDA_SUCCESS ? 0 : cuerr(x, r, "cuMemcpyHtoD (step buffer)", err, len);
+}
+
+int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
+                size_t len)
+{
+	return gpu_prefill_slot(x, 0, tokens, T, pos0, next, logits, err, len);
+}
+
+int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
+                     char *err, size_t len)
+{
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "prefill of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	if (slot < 0 || slot >= x->nslots)
+		return seterr(err, len, "prefill into sequence slot %d; the caches hold %d", slot, x->nslots);
+	if (fill_ints(x, x->seq, slot, T, err, len))
+		return -1;
+	int32_t *pos = malloc(sizeof *pos * (size_t)T);
+	if (!pos)
+		return seterr(err, len, "out of memory");
+	for (int64_t i = 0; i < T; i++)
+		pos[i] = pos0 + (int32_t)i;
+	CUresult r = x->cu.htod_async(x->ptr[x->tokens], tokens, (size_t)T * 4, x->st);
+	if (r == CUDA_SUCCESS)
+		r = x->cu.htod_async(x->ptr[x->pos], pos, (size_t)T * 4, x->st);
+	if (r != CUDA_SUCCESS)
+		return free(pos), cuerr(x, r, "cuMemcpyHtoDAsync (prompt)", err, len);
+	if (launch_step(x, T, err, len))
+		return free(pos), -1;
+	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
+	/* All rows of logits, then the sampler, which expects the position of the row it samples in pos[0]. */
+	if (logits) {
+		size_t es = elsize(x, x->logits), cnt = (size_t)(T * x->V);
+		void *raw = malloc(cnt * es);
+		if (!raw)
+			return free(pos), seterr(err, len, "out of memory");
+		r = x->cu.stream_sync(x->st);
+		if (r == CUDA_SUCCESS)
+			r = x->cu.dtoh(raw, x->ptr[x->logits], cnt * es);
+		if (r != CUDA_SUCCESS)
+			return free(raw), free(pos), cuerr(x, r, "prefill", err, len);
+		for (size_t k = 0; k < cnt; k++)
+			logits[k] = es == 4 ? ((float *)raw)[k] : ref_bf16_to_f32(((uint16_t *)raw)[k]);
+		free(raw);
+	}
+	int32_t last = pos0 + (int32_t)T - 1;
+	r = x->cu.htod_async(x->ptr[x->pos], &last, 4, x->st);
+	free(pos);
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuMemcpyHtoDAsync (position)", err, len);
+	if (launch_sample(x, T - 1, 1, err, len) || queue_readback(x, 1, 0, err, len))
+		return -1;
+	CK(x->cu.stream_sync(x->st), "prefill");
+	*next = *x->host_tok;
+	return logits_finite(x, 1, err, len);
+}
+
+int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
+                 const float *samp, char *err, size_t len)
+{
+	if (rows < 1 || rows > x->nslots)
+		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, x->nslots);
+	for (int r = 0; r < rows; r++)
+		if (seq[r] < 0 || seq[r] >= x->nslots)
+			return seterr(err, len, "row %d names sequence slot %d; the caches hold %d", r, seq[r], x->nslots);
+	for (int r = 0; samp && !x->samp_rows && r < rows; r++)
+		if (memcmp(samp + 4 * r, x->samp0, 16))
+			return seterr(err, len, "row %d samples otherwise than the rest, but this plan's sampler (glm_sample, "
+			              "from an older glmc) takes one setting for every row: recompile the plan", r);
+	if (samp && x->samp_rows)
+		CK(x->cu.htod(x->params, samp, 16 * (size_t)rows), "cuMemcpyHtoD (sampling parameters)");
+	CK(x->cu.htod(x->ptr[x->tokens], tokens, 4 * (size_t)rows), "cuMemcpyHtoD (tokens)");
+	CK(x->cu.htod(x->ptr[x->pos], pos, 4 * (size_t)rows), "cuMemcpyHtoD (positions)");
+	CK(x->cu.htod(x->seq, seq, 4 * (size_t)rows), "cuMemcpyHtoD (sequence slots)");
+	CK(x->cu.htod(x->step, step, 4 * (size_t)rows), "cuMemcpyHtoD (step counters)");
+	return 0;
+}
+
+/* Row 0's token in the step buffer, where the sampler of the step before wrote its pick: the previous
+** step has synchronised its stream, so a plain copy lands before the next replay reads it. */
+int gpu_feed(Gpu *x, int32_t tok, char *err, size_t len)
+{
+	CK(x->cu.htod(x->ptr[x->tokens], &tok, 4), "cuMemcpyHtoD (forced token)");
+	return 0;
+}
+
+int gpu_decode(Gpu *x, int32_t *next, float *logits, char *err, size_t len)
+{
+	return gpu_decode_rows(x, 1, next, logits, err, len);
+}
+
+/* Each bucket (number of rows) has its own graph, captured on its first step; the rows' tokens, positions
+** and slots are already in the step buffer (the previous replay's sampler or gpu_set_rows put them there). */
+int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, size_t len)
+{
+	if (rows < 1 || rows > x->nslots)
+		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, x->nslots);
+	if (!x->exec[rows] || x->captured_logits[rows] != (logits != NULL)) {
+		if (x->exec[rows]) {
+			x->cu.graph_exec_destroy(x->exec[rows]);
+			x->cu.graph_destroy(x->graph[rows]);
+			x->exec[rows] = NULL;
+		}
+		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
+		x->capturing = 1;
+		int rc = launch_step(x, rows, err, len);
+		x->capturing = 0;
+		if (!rc && logits)
+			rc = queue_readback(x, rows, 1, err, len);
+		if (!rc)
+			rc = launch_sample(x, 0, rows, err, len);
+		if (!rc)
+			rc = queue_readback(x, rows, 0, err, len);
+		CUresult r = x->cu.capture_end(x->st, &x->graph[rows]);
+		if (rc)
+			return -1;
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuStreamEndCapture", err, len);
+		CK(x->cu.graph_inst(&x->exec[rows], x->graph[rows], 0), "cuGraphInstantiate");
+		x->captured_logits[rows] = logits != NULL;
+	}
+	CK(x->cu.graph_launch(x->exec[rows], x->st), "cuGraphLaunch");
+	x->stats.graph_launches++;
+	x->stats.decode_steps++;
+	CK(x->cu.stream_sync(x->st), "decode step");
+	if (logits)
+		logits_out(x, rows, logits);
+	memcpy(next, x->host_tok, 4 * (size_t)rows);
+	return logits_finite(x, rows, err, len);
+}
+
+int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err, size_t len)
+{
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "step of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	CK(x->cu.htod(x->ptr[x->tokens], tokens, (size_t)T * 4), "cuMemcpyHtoD (tokens)");
+	CK(x->cu.htod(x->ptr[x->pos], pos, (size_t)T * 4), "cuMemcpyHtoD (positions)");
+	if (fill_ints(x, x->seq, 0, T, err, len))
+		return -1;
+	if (launch_step(x, T, err, len))
+		return -1;
+	CK(x->cu.stream_sync(x->st), "step");
+	const Graph *g = x->g;
+	for (int i = 0; i < g->n; i++) {
+		const Node *n = &g->node[i];
+		if (!out[i] || n->kind != VK_ACT)
+			continue;
+		size_t cnt = (size_t)node_numel(n, T, x->S), es = elsize(x, i);
+		void *tmp = malloc(cnt * es);
+		if (!tmp)
+			return seterr(err, len, "out of memory");
+		CUresult r = x->cu.dtoh(tmp, x->ptr[i], cnt * es);
+		if (r != CUDA_SUCCESS)
+			return free(tmp), cuerr(x, r, "cuMemcpyDtoH", err, len);
+		for (size_t k = 0; k < cnt; k++)
+			out[i][k] = n->dtype == DT_I32 ? (float)((int32_t *)tmp)[k]
+			            : es == 2         ? ref_bf16_to_f32(((uint16_t *)tmp)[k])
+			                              : ((float *)tmp)[k];
+		free(tmp);
+	}
+	return 0;
+}
+
+void gpu_stats(const Gpu *x, GpuStats *s)
+{
+	*s = x->stats;
+}
+
+void gpu_drop_graphs(Gpu *x)
+{
+	if (!x || !x->cu.so || !x->ctx)
+		return;
+	for (int b = 0; x->exec && b <= x->nslots; b++)
+		if (x->exec[b])
+			x->cu.graph_exec_destroy(x->exec[b]), x->cu.graph_destroy(x->graph[b]), x->exec[b] = NULL;
+}
+
+void gpu_close(Gpu *x)
+{
+	if (!x)
+		return;
+	if (x->cu.so && x->ctx) {
+		gpu_drop_graphs(x);
+		if (x->mod)
+			x->cu.mod_unload(x->mod);
+		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl};
+		for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+			if (m[i])
+				x->cu.free(m[i]);
+		if (x->host_tok)
+			x->cu.free_host(x->host_tok);
+		if (x->host_logits)
+			x->cu.free_host(x->host_logits);
+		if (x->host_raw)
+			x->cu.free_host(x->host_raw);
+		if (x->lt.h)
+			x->lt.destroy(x->lt.h), x->cu.free(x->lt.ws);
+		if (x->qscr)
+			x->cu.free(x->qscr);
+		if (x->st)
+			x->cu.stream_destroy(x->st);
+		x->cu.ctx_release(x->dev);
+	}
+	if (x->lt.so)
+		dlclose(x->lt.so);
+	if (x->cu.so)
+		dlclose(x->cu.so);
+	free(x->fn), free(x->gemm), free(x->ptr), free(x->rope), free(x->wq);
+	free(x->graph), free(x->exec), free(x->captured_logits);
+	free(x);
+}
+
+/*
+** ---- Quantized weights on the GPU (ops/quant.cuh, emit_cuda.c q_choose) ----
+**
+** A weight the plan keeps quantized (Cuda.wq) is uploaded as its GGUF blocks, each row padded to 16 bytes.
+** Random plans generate every weight on the GPU with the generators of ops/quant.cuh, which make the same
+** bytes and floats as runtime/formats/weights.c makes on the CPU (so --verify compares like with like), without
+** staging anything on the host: quantized weights as blocks (dequantized in place of the float
+** conversion when the plan keeps them as floats), float weights with k_rand_float.
+*/
+
+/* Device bytes of a weight kept as blocks. */
+static size_t q_bytes(const Gpu *x, int node)
+{
+	const Node *n = &x->g->node[node];
+	int64_t K = n->dim[n->ndim - 1];
+	return quant_dev_row_bytes(x->wq[node], K) * (size_t)(node_numel(n, 0, 0) / K);
+}
+
+/* One of the plan's helper kernels (emit_cuda.c emit_qhelpers): `base` alone, or with the type id. */
+static int q_fn(Gpu *x, CUfunction *f, const char *base, int id, char *err, size_t len)
+{
+	char name[64];
+	if (id >= 0)
+		snprintf(name, sizeof name, "%s_%d", base, id);
+	else
+		snprintf(name, sizeof name, "%s", base);
+	CUresult r = x->cu.mod_fn(f, x->mod, name);
+	if (r != CUDA_SUCCESS)
+		return seterr(err, len, "plan: helper kernel %s is missing (a plan from an older glmc? recompile it)", name);
+	return 0;
+}
+
+/* Launch a helper over n threads (blocks of 256) and wait for it. */
+static int q_launch(Gpu *x, CUfunction f, long long n, void **args, const char *what, char *err, size_t len)
+{
+	if (n <= 0)
+		return 0;
+	CK(x->cu.launch(f, (unsigned)((n + 255) / 256), 1, 1, 256, 1, 1, 0, x->st, args, NULL), what);
+	CK(x->cu.stream_sync(x->st), what);
+	return 0;
+}
+
+/*
+** Weight wi of a random plan, generated in place: rank's part of tp (this GPU path runs rank 0 of 1).
+** The generators map the part to the whole tensor: floats by elements (part, inner) along the split
+** axis; blocks by rows (part, inner) for a leading axis, by block columns (cparts, crank) for the last.
+*/
+static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	const WeightRef *w = &g->w[wi];
+	const Node *n = &g->node[w->node];
+	unsigned long long seed = weights_random_seed(n->name);
+	int last = n->ndim - 1, ax = w->split >= 0 && tp > 1 ? w->split : -1, vec = n->ndim == 1;
+	long long numel = node_numel(n, 0, 0), K = n->dim[last], rows = numel / K, part = numel, inner = 1;
+	int tpr = 1, rk = 0, cparts = ax == last ? tp : 1, crank = ax == last ? rank : 0, cols = (int)(K * cparts);
+	CUdeviceptr dst = x->ptr[w->node];
+	CUfunction f;
+	char what[300];
+	snprintf(what, sizeof what, "generating random weight '%s'", n->name);
+	if (ax >= 0) {
+		part = n->dim[ax], tpr = tp, rk = rank;
+		for (int i = ax + 1; i < n->ndim; i++)
+			inner *= n->dim[i];
+	}
+	if (w->dtype != DT_Q) {
+		size_t es = elsize(x, w->node);
+		int dt = es == 4 ? DT_F32 : g->cuda.wconv >= 0 ? g->cuda.wconv : w->dtype;
+		char fname[32];
+		snprintf(fname, sizeof fname, "glm_rand_%s", dt == DT_F32 ? "f32" : dt == DT_BF16 ? "bf16" : "f16");
+		if (q_fn(x, &f, fname, -1, err, len))
+			return -1;
+		void *args[] = {&dst, &numel, &seed, &cols, &vec, &part, &inner, &tpr, &rk};
+		return q_launch(x, f, numel, args, what, err, len);
+	}
+	/* blocks: rows of the leading axes, so a leading split's inner extent is in rows */
+	if (ax >= 0 && ax < last)
+		inner /= K;
+	else
+		part = rows, inner = 1, tpr = 1, rk = 0;
+	int q = w->qtype, bpr = (int)(K / quant_block_size(q));
+	long long stride = (long long)quant_dev_row_bytes(q, K), nb = rows * stride, Kw = K * cparts;
+	CUdeviceptr blocks = dst;
+	if (!stride)
+		return seterr(err, len, "random weight '%s': type %s has no GPU generator", n->name, quant_type_name(q));
+	if (x->wq[w->node] < 0) {
+		CUresult r = x->cu.alloc(&blocks, (size_t)nb);
+		if (r != CUDA_SUCCESS)
+			return cuerr(x, r, "cuMemAlloc (random blocks to dequantize)", err, len);
+	}
+	void *args[] = {&blocks, &rows, &bpr, &stride, &seed, &Kw, &part, &inner, &tpr, &rk, &cparts, &crank};
+	int rc = q_fn(x, &f, "glm_qrand", q, err, len) || q_launch(x, f, nb, args, what, err, len) ? -1 : 0;
+	if (!rc && x->wq[w->node] < 0) {
+		/* the plan reads this weight as floats: dequantize the blocks into it */
+		int k = (int)K;
+		void *dargs[] = {&dst, &blocks, &numel, &k};
+		rc = q_fn(x, &f, "glm_qdequant", q, err, len) || q_launch(x, f, numel, dargs, what, err, len) ? -1 : 0;
+	}
+	if (blocks != dst)
+		x->cu.free(blocks);
+	return rc;
+}
+
+/* Weight wi's blocks from the checkpoint (rank's part of tp), rows padded to the device stride, through
+** the staging buffer. */
+static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
+                           size_t len)
+{
+	const Graph *g = x->g;
+	const WeightRef *w = &g->w[wi];
+	const Node *n = &g->node[w->node];
+	int64_t K = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / K;
+	size_t stride = quant_dev_row_bytes(x->wq[w->node], K);
+	int64_t per = stride ? (int64_t)(cap / stride) : 0;
+	if (per < 1)
+		return seterr(err, len, "weight '%s': rows of %zu bytes do not fit the upload buffer", n->name, stride);
+	for (int64_t r0 = 0; r0 < rows; r0 += per) {
+		int64_t nr = rows - r0 < per ? rows - r0 : per;
+		if (weights_load_raw(d, g, w, rank, tp, r0, nr, stage, stride, err, len))
+			return -1;
+		for (int64_t r = 0; r < nr; r++) /* the GGUF blocks into their device slots (Q6_K) */
+			quant_dev_spread(x->wq[w->node], stage + (size_t)r * stride, K);
+		CK(x->cu.htod(x->ptr[w->node] + (CUdeviceptr)((size_t)r0 * stride), stage, (size_t)nr * stride),
+		   "cuMemcpyHtoD (quantized weights)");
+	}
+	return 0;
+}
+
+/*
+** cuBLASLt for a prefill linear over a quantized weight: from QLT_MIN_T rows on, dequantize the weight
+** into a scratch buffer of the activation type and let cuBLASLt run the GEMM (its GEMM is much faster
+** than k_qlinear_gemm, and the extra pass over the weight is small next to T·N·K work); below that,
+** or when the scratch cannot be allocated, the plan's k_qlinear_gemm runs. 1: *wp is the dequantized
+** weight; 0: use the kernel; -1: error. QLT_MIN_T is a first guess to measure.
+*/
+#define QLT_MIN_T 32
+static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len)
+{
+	const Node *n = &x->g->node[wnode];
+	if (T < QLT_MIN_T)
+		return 0;
+	long long numel = node_numel(n, 0, 0);
+	int K = (int)n->dim[n->ndim - 1];
+	size_t need = (size_t)numel * dtype_size(x->g->cuda.act);
+	if (need > x->qscr_size) {
+		if (x->qscr)
+			x->cu.free(x->qscr);
+		x->qscr = 0, x->qscr_size = 0;
+		if (x->cu.alloc(&x->qscr, need) != CUDA_SUCCESS) {
+			x->qscr = 0;
+			return 0;
+		}
+		x->qscr_size = need;
+	}
+	CUfunction f;
+	if (q_fn(x, &f, "glm_qdequant", x->wq[wnode], err, len))
+		return -1;
+	CUdeviceptr src = x->ptr[wnode];
+	void *args[] = {&x->qscr, &src, &numel, &K};
+	CK(x->cu.launch(f, (unsigned)((numel + 255) / 256), 1, 1, 256, 1, 1, 0, x->st, args, NULL),
+	   "launching glm_qdequant (prefill)");
+	*wp = x->qscr;
+	return 1;
+}
+
+/* Whether a GPU can be used here: the driver loads and reports at least one device. */
+int gpu_present(void)
+{
+	Cu cu;
+	char err[256];
+	int n = 0;
+	int ok = cu_load(&cu, err, sizeof err) == 0 && cu.init(0) == CUDA_SUCCESS &&
+	         cu.dev_count(&n) == CUDA_SUCCESS && n > 0;
+	if (cu.so)
+		dlclose(cu.so);
+	return ok;
+}
+
+/* The device bytes of weight node id (what a step reads when it reads all of it): as uploaded: its GGUF
+** blocks (rows padded to 16 bytes) when it stays quantized on the GPU, else its elements at the device
+** type. */
+size_t gpu_weight_bytes(const Gpu *x, int id)
+{
+	if (x->wq && x->wq[id] >= 0)
+		return q_bytes(x, id);
+	return (size_t)node_numel(&x->g->node[id], 0, 0) * elsize(x, id);
+}
+
+/* One --profile step: the plan's decode kernels and the sampler, each between its two events. */
+static int prof_step(Gpu *x, char *err, size_t len)
+{
+	int nl = x->g->cuda.nl;
+	if (launch_step(x, 1, err, len) || prof_record(x, x->prof_ev[2 * nl], err, len) || launch_sample(x, 0, 1, err, len))
+		return -1;
+	return prof_record(x, x->prof_ev[2 * nl + 1], err, len);
+}
+
+/*
+** --profile: `steps` decode steps with an event before and after every kernel and collective, averaged. The step is
+** captured into a graph whose event nodes sit between the kernels, so the times are those of a graph
+** replay without the host's launch gaps; with `eager`, or when the capture fails (an old driver), the
+** step runs eagerly and *graph says so. us[i] is launch i's time (0 when it is not launched at T = 1).
+*/
+int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	int ne = 2 * c->nl + 2, rc = 0, nok = 0;
+	CUevent *ev = calloc((size_t)ne, sizeof *ev);
+	if (!ev)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < ne && !rc; i++) {
+		CUresult r = x->cu.event_create(&ev[i], CU_EVENT_DEFAULT);
+		if (r != CUDA_SUCCESS)
+			rc = cuerr(x, r, "cuEventCreate (--profile)", err, len);
+	}
+	CUgraph pg = NULL;
+	CUgraphExec pe = NULL;
+	*graph = 0;
+	x->prof_ev = ev;
+	if (!rc && !eager && x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL) == CUDA_SUCCESS) {
+		char e2[256];
+		x->capturing = 1;
+		int bad = prof_step(x, e2, sizeof e2);
+		x->capturing = 0;
+		CUresult r = x->cu.capture_end(x->st, &pg);
+		if (!bad && r == CUDA_SUCCESS && x->cu.graph_inst(&pe, pg, 0) == CUDA_SUCCESS)
+			*graph = 1;
+		else if (pg) {
+			x->cu.graph_destroy(pg);
+			pg = NULL;
+		}
+	}
+	for (int i = 0; i < c->nl; i++)
+		us[i] = 0;
+	*sample_us = 0;
+	for (int s = 0; s < steps && !rc; s++) {
+		CUresult r;
+		if (*graph) {
+			r = x->cu.graph_launch(pe, x->st);
+			if (r != CUDA_SUCCESS) {
+				rc = cuerr(x, r, "cuGraphLaunch (--profile)", err, len);
+				break;
+			}
+		} else if ((rc = prof_step(x, err, len)))
+			break;
+		if ((r = x->cu.stream_sync(x->st)) != CUDA_SUCCESS) {
+			rc = cuerr(x, r, "--profile step", err, len);
+			break;
+		}
+		for (int i = 0; i <= c->nl && !rc; i++) {
+			if (i < c->nl && !(c->l[i].tmin <= 1 && 1 <= c->l[i].tmax))
+				continue;
+			float ms = 0;
+			r = x->cu.event_elapsed(&ms, ev[2 * i], ev[2 * i + 1]);
+			if (r == CUDA_ERROR_INVALID_HANDLE || r == CUDA_ERROR_NOT_READY)
+				continue; /* a launch skipped for an empty grid recorded nothing */
+			if (r != CUDA_SUCCESS)
+				rc = cuerr(x, r, "cuEventElapsedTime (--profile)", err, len);
+			else if (i < c->nl)
+				us[i] += 1e3 * ms / steps, nok++;
+			else
+				*sample_us += 1e3 * ms / steps, nok++;
+		}
+	}
+	x->prof_ev = NULL;
+	if (pe)
+		x->cu.graph_exec_destroy(pe);
+	if (pg)
+		x->cu.graph_destroy(pg);
+	for (int i = 0; i < ne; i++)
+		if (ev[i])
+			x->cu.event_destroy(ev[i]);
+	free(ev);
+	/* Event nodes that gave no times at all (a driver that does not time them): measure eagerly. */
+	if (!rc && *graph && !nok)
+		return gpu_profile(x, steps, 1, us, sample_us, graph, err, len);
+	return rc;
+}
+
+/*
+** Multi-GPU additions, driven by ranks.c.
+*/
+
+int gpu_count(int *n, char *err, size_t len)
+{
+	Gpu x = {0};
+	*n = 0;
+	if (cu_load(&x.cu, err, len))
+		return -1;
+	CUresult r = x.cu.init(0);
+	if (r == CUDA_ERROR_NO_DEVICE)
+		r = CUDA_SUCCESS; /* counted as 0 below */
+	else if (r == CUDA_SUCCESS)
+		r = x.cu.dev_count(n);
+	int rc = r == CUDA_SUCCESS ? 0 : cuerr(&x, r, "cuInit / cuDeviceGetCount", err, len);
+	if (!rc && *n < 1)
+		rc = seterr(err, len, "--device cuda: no GPU found; run with --device cpu");
+	dlclose(x.cu.so);
+	return rc;
+}
+
+/* Peer access is per context pair and one-way: this rank's context gets to reach the peer's memory
+** (NCCL's P2P transport and the one-shot allreduce read and write it directly). */
+int gpu_enable_peer(Gpu *x, int peer, char *err, size_t len)
+{
+	CUdevice pd;
+	int can = 0;
+	CK(x->cu.dev_get(&pd, peer), "cuDeviceGet (peer)");
+	CK(x->cu.can_peer(&can, x->dev, pd), "cuDeviceCanAccessPeer");
+	if (!can)
+		return 0;
+	CUcontext pc;
+	CK(x->cu.ctx_retain(&pc, pd), "cuDevicePrimaryCtxRetain (peer)");
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	CUresult r = x->cu.enable_peer(pc, 0);
+	/* The peer's own rank holds its primary context, so this reference can go at once. */
+	x->cu.ctx_release(pd);
+	if (r != CUDA_SUCCESS && r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)
+		return cuerr(x, r, "cuCtxEnablePeerAccess", err, len);
+	return 1;
+}
+
+void gpu_set_comm(Gpu *x, const Nccl *nc, void *comm)
+{
+	x->nc = nc, x->comm = comm;
+}
+
+/* The mailbox (flags, then two slots of tp parts of cap bytes) and the control block (P2pCtl, then the
+** call counter and the arrival counter), all zero. Plans without the kernel give 0. */
+int gpu_p2p_alloc(Gpu *x, size_t cap, uint64_t *mbox, char *err, size_t len)
+{
+	*mbox = 0;
+	if (x->tp > P2P_MAXRANK || x->cu.mod_fn(&x->p2p, x->mod, KERNEL_P2P_ALLREDUCE) != CUDA_SUCCESS) {
+		x->p2p = NULL;
+		return 0;
+	}
+	size_t mb = P2P_FLAGS_BYTES + 2 * (size_t)x->tp * cap;
+	CK(x->cu.alloc(&x->p2p_mbox, mb), "cuMemAlloc (P2P mailbox)");
+	CK(x->cu.alloc(&x->p2p_ctl, 256), "cuMemAlloc (P2P control)");
+	CK(x->cu.memset8(x->p2p_mbox, 0, mb), "cuMemsetD8");
+	CK(x->cu.memset8(x->p2p_ctl, 0, 256), "cuMemsetD8");
+	x->p2p_cap = cap;
+	*mbox = (uint64_t)x->p2p_mbox;
+	return 1;
+}
+
+int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, size_t len)
+{
+	P2pCtl c = {.seq = (uint64_t)x->p2p_ctl + 128, .arrive = (uint64_t)x->p2p_ctl + 132, .rank = x->rank, .tp = x->tp,
+	            .cap = (int64_t)x->p2p_cap};
+	for (int q = 0; q < x->tp; q++)
+		c.mbox[q] = mbox[q];
+	CK(x->cu.htod(x->p2p_ctl, &c, sizeof c), "cuMemcpyHtoD (P2P control)");
+	x->p2p_max = max_bytes < x->p2p_cap ? max_bytes : x->p2p_cap;
+	return 0;
+}
+
+int gpu_bind_thread(Gpu *x, char *err, size_t len)
+{
+	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	return 0;
+}
