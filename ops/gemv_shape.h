@@ -25,7 +25,7 @@ static inline long long gemv_pro_blocks(int sms)
 ** fewer when that would leave under two blocks per SM (of sms). */
 static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int sms, int *block, int *rb)
 {
-	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32, b2 = 2LL * sms;
+	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32, b2 = gemv_pro_blocks(sms);
 	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
 	*rb = Ntot >= 4 * b2 ? 4 : Ntot >= 2 * b2 ? 2 : 1;
 }
@@ -40,7 +40,7 @@ static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int
 {
 	gemv_shape_h(K, Ntot, wsize, sms, block, rb);
 	if (K * wsize / 16 >= 256) {
-		long long b2 = 2LL * sms;
+		long long b2 = gemv_pro_blocks(sms);
 		*block = 128;
 		*rb = Ntot >= 4 * b2 ? 4 : Ntot >= 2 * b2 ? 2 : 1;
 	}
