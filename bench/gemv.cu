@@ -101,7 +101,7 @@ typedef void (*Launch)(void *y, const void *x, const void *w, int K, int N, cuda
 template <typename A, typename W> static void run_plain(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
 	int bt, rb; /* the shape glmc emits, or GEMV_RB=8 (eight columns a block: an experiment) */
-	gemv_shape_h(K, N, sizeof(W), &bt, &rb);
+	gemv_shape_h(K, N, sizeof(W), GEMV_SMS_SM90, &bt, &rb);
 	if (getenv("GEMV_RB") && atoi(getenv("GEMV_RB")) == 8 && N >= 8 * 264)
 		g_gemv<A, W, 8><<<(N + 7) / 8, bt, 0, s>>>((A *)y, (const A *)x, (const W *)w, 1, K, N);
 	else if (rb == 4)
@@ -115,18 +115,19 @@ template <typename A, typename W> static void run_plain(void *y, const void *x, 
 template <typename A, int QT, int WPR>
 static void run_q(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
-	int nrg = (N + 16 / WPR - 1) / (16 / WPR); /* capped as emit_cuda.c's Q_GRID_CAP */
-	g_qgemv<A, QT, WPR><<<K <= 8192 && nrg > 3 * 132 ? 3 * 132 : nrg, 256, 0, s>>>((A *)y, (const A *)x,
-	                                                                               (const unsigned char *)w, 1, K, N);
+	int nrg = (N + 16 / WPR - 1) / (16 / WPR); /* capped as glmc caps it (q_grid_cap) */
+	int cap = (int)q_grid_cap(GEMV_SMS_SM90);
+	g_qgemv<A, QT, WPR><<<K <= 8192 && nrg > cap ? cap : nrg, 256, 0, s>>>((A *)y, (const A *)x, (const unsigned char *)w,
+	                                                                   1, K, N);
 }
 
 /* The tensor-core path (k_qgemv_mma over QT): 16 rows a warp, 128/WPR a block, the grid capped as
-** emit_cuda.c's QM_GRID_CAP. */
+** glmc's cap (qm_grid_cap). */
 template <typename A, int QT, int WPR>
 static void run_qm(void *y, const void *x, const void *w, int K, int N, cudaStream_t s)
 {
-	int nrg = (N + 128 / WPR - 1) / (128 / WPR);
-	g_qmma<A, QT, WPR><<<K <= 8192 && nrg > QM_GRID_CAP ? QM_GRID_CAP : nrg, 256, 0, s>>>(
+	int nrg = (N + 128 / WPR - 1) / (128 / WPR), cap = (int)qm_grid_cap(GEMV_SMS_SM90);
+	g_qmma<A, QT, WPR><<<K <= 8192 && nrg > cap ? cap : nrg, 256, 0, s>>>(
 		(A *)y, (const A *)x, (const unsigned char *)w, K, N);
 }
 
@@ -142,10 +143,11 @@ static void run_qsk(void *y, const void *x, const void *w, int K, int N, cudaStr
 	static int bps = -1;
 	long long smem = qsk_smem(QT, K, NWARP, S);
 	if (bps < 0) {
-		if (smem > QSK_SMEM_MAX) {
+		if (smem > qsk_smem_max(GEMV_SMEM_BLOCK_SM90)) {
 			bps = 0;
 		} else {
-			CK(cudaFuncSetAttribute(g_qsk<A, QT, NWARP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, 232448));
+			CK(cudaFuncSetAttribute(g_qsk<A, QT, NWARP, S>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			                        GEMV_SMEM_BLOCK_SM90));
 			CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, g_qsk<A, QT, NWARP, S>, NWARP * 32, (size_t)smem));
 		}
 		if (!sk_part) {
@@ -155,10 +157,10 @@ static void run_qsk(void *y, const void *x, const void *w, int K, int N, cudaStr
 		}
 	}
 	if (bps <= 0)
-		return; /* does not fit: run() skips the variant (qsk_smem > QSK_SMEM_MAX) */
+		return; /* does not fit: run() skips the variant (qsk_smem > qsk_smem_max) */
 	long long grid;
 	int maxseg;
-	qsk_grid((N + 15) / 16, K, NWARP, 132LL * bps, &grid, &maxseg);
+	qsk_grid((N + 15) / 16, K, NWARP, (long long)GEMV_SMS_SM90 * bps, &grid, &maxseg);
 	g_qsk<A, QT, NWARP, S><<<(unsigned)grid, NWARP * 32, (size_t)smem, s>>>((A *)y, (const A *)x, (const unsigned char *)w,
 	                                                                      K, N, sk_part, sk_cnt, maxseg);
 }
@@ -324,7 +326,8 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 			int pick = strstr(k.name, "mma") ? qm_wpr(N, K) : q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
 				int snw, ssl; /* a stream variant whose shared memory does not fit a block is not timed */
-				if (skn && sscanf(skn[i], "%dx%d", &snw, &ssl) == 2 && qsk_smem(k.qt, K, snw, ssl) > QSK_SMEM_MAX) {
+				if (skn && sscanf(skn[i], "%dx%d", &snw, &ssl) == 2 &&
+				    qsk_smem(k.qt, K, snw, ssl) > qsk_smem_max(GEMV_SMEM_BLOCK_SM90)) {
 					printf("%-5s %6lldx%-6lld %4s  skipped: %lld bytes of shared memory\n", k.name, N, K, skn[i],
 					       qsk_smem(k.qt, K, snw, ssl));
 					continue;
@@ -626,7 +629,7 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 	};
 	double tu = time_fn(unfused, copies), tf = time_fn(fused, copies), gbs = bytes / (tf * 1e-6) / 1e9;
 	printf("%-34s %6lld %6lld %8s %9.2f %9.2f %6.2fx %6.1f%%", name, ntot, K, splits, tu, tf, tu / tf, 100 * gbs / bw);
-	/* members of one Q4_K or Q6_K type: the tensor-core kernel glmc emits (qm_wpr's split, QM_GRID_CAP), and
+	/* members of one Q4_K or Q6_K type: the tensor-core kernel glmc emits (qm_wpr's split, qm_grid_cap), and
 	** the same launch without its prologue (x taken as it is), which shows what the prologue costs */
 	constexpr bool ONE = (Q0 == 12 || Q0 == 14) && Q1 == Q0 && Q2 == Q0 && Q3 == Q0; /* run_fused pads with Q0 */
 	if constexpr (ONE) {
@@ -634,7 +637,7 @@ static void fused_group(const char *name, std::vector<long long> N, long long K,
 		unsigned nbm = 0;
 		for (int m = 0; m < M; m++)
 			nbm += (unsigned)((N[m] + 128 / wpr - 1) / (128 / wpr));
-		unsigned grid = K <= 8192 && nbm > QM_GRID_CAP ? QM_GRID_CAP : nbm;
+		unsigned grid = K <= 8192 && nbm > qm_grid_cap(GEMV_SMS_SM90) ? qm_grid_cap(GEMV_SMS_SM90) : nbm;
 		auto mma = [&](int pro) { /* 1: the group's prologue, 0: none, 2: RMSLATE */
 			return [&, pro](int c, cudaStream_t s) {
 				auto k = pro == 1 ? g_qfused_mma<A, Q0, PRO, EPI>
@@ -690,7 +693,7 @@ __global__ void __launch_bounds__(128, 8)
 
 /*
 ** One bf16 group of Llama-3-8B's decode step as glmc emits it (k_gemv_fused at gemv_shape_h's shape, the
-** GLU epilogue's columns in pairs, prologue kernels on GEMV_PRO_BLOCKS looping blocks) against the
+** GLU epilogue's columns in pairs, prologue kernels on gemv_pro_blocks looping blocks) against the
 ** unfused chain (the norm or SwiGLU kernel, one k_linear_gemv per member, the swiglu or add after).
 ** Weights in enough copies to exceed 4× L2.
 */
@@ -718,15 +721,15 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 	};
 	int bt, rb;
 	if (PRO == GEMV_PRO_NONE && EPI == GEMV_EPI_RES)
-		gemv_shape_plain1(K, ntot, 2, &bt, &rb);
+		gemv_shape_plain1(K, ntot, 2, GEMV_SMS_SM90, &bt, &rb);
 	else
-		gemv_shape_h(K, ntot, 2, &bt, &rb);
+		gemv_shape_h(K, ntot, 2, GEMV_SMS_SM90, &bt, &rb);
 	if ((EPI & GEMV_EPI_GLU) && rb < 2)
 		rb = 2;
-	unsigned grid = gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE);
+	unsigned grid = gemv_grid_h(ntot, rb, bt, PRO != GEMV_PRO_NONE, GEMV_SMS_SM90);
 	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1;
 	auto kern = rb == 4 ? g_ffused<A, PRO, EPI, 4> : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, R1>;
-	if (gemv_min_blocks1(bt, rb, grid) == 8) /* as glmc declares it (only rb <= 4 at 128 threads) */
+	if (gemv_min_blocks1(bt, rb, grid, GEMV_SMS_SM90) == 8) /* as glmc declares it (only rb <= 4 at 128 threads) */
 		kern = rb == 4 ? g_ffused_b8<A, PRO, EPI, 4> : rb == 2 ? g_ffused_b8<A, PRO, EPI, 2> : g_ffused_b8<A, PRO, EPI, R1>;
 	auto fused = [&](int c, cudaStream_t s) {
 		kern<<<grid, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0), M > 1 ? wp(c, 1) : nullptr,
@@ -743,8 +746,8 @@ static void float_group(const char *name, std::vector<long long> N, long long K,
 		/* the late form at the one-token shape glmc emits for it */
 		int bl = bt, rl = rb;
 		if (!(EPI & GEMV_EPI_GLU))
-			gemv_shape_late1(K, ntot, 2, &bl, &rl);
-		unsigned g1 = gemv_grid_h(ntot, rl, bl, 0);
+			gemv_shape_late1(K, ntot, 2, GEMV_SMS_SM90, &bl, &rl);
+		unsigned g1 = gemv_grid_h(ntot, rl, bl, 0, GEMV_SMS_SM90);
 		auto other = [&](auto k) {
 			return [&, k](int c, cudaStream_t s) {
 				k<<<g1, bl, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], wp(c, 0),
@@ -779,11 +782,11 @@ static void float_sweep(const char *name, std::vector<long long> N, long long K,
 	A *x = b.x, *u = b.u, *nw = b.nw, *r = b.r, **y = b.y;
 	int bt0, rb0;
 	if (PRO == GEMV_PRO_NONE && EPI == GEMV_EPI_RES)
-		gemv_shape_plain1(K, gw.ntot, 2, &bt0, &rb0);
+		gemv_shape_plain1(K, gw.ntot, 2, GEMV_SMS_SM90, &bt0, &rb0);
 	else if (PRO == GEMV_PRO_RMSLATE && !(EPI & GEMV_EPI_GLU))
-		gemv_shape_late1(K, gw.ntot, 2, &bt0, &rb0);
+		gemv_shape_late1(K, gw.ntot, 2, GEMV_SMS_SM90, &bt0, &rb0);
 	else
-		gemv_shape_h(K, gw.ntot, 2, &bt0, &rb0);
+		gemv_shape_h(K, gw.ntot, 2, GEMV_SMS_SM90, &bt0, &rb0);
 	if ((EPI & GEMV_EPI_GLU) && rb0 < 2)
 		rb0 = 2;
 	printf("%-34s", name);
@@ -793,7 +796,7 @@ static void float_sweep(const char *name, std::vector<long long> N, long long K,
 		for (int bt = 64; bt <= 256; bt *= 2) {
 			auto k = rb == 8 ? g_ffused<A, PRO, EPI, 8> : rb == 4 ? g_ffused<A, PRO, EPI, 4>
 			       : rb == 2 ? g_ffused<A, PRO, EPI, 2> : g_ffused<A, PRO, EPI, (EPI & GEMV_EPI_GLU) ? 2 : 1>;
-			unsigned grid = gemv_grid_h(gw.ntot, rb, bt, 0);
+			unsigned grid = gemv_grid_h(gw.ntot, rb, bt, 0, GEMV_SMS_SM90);
 			auto f = [&](int c, cudaStream_t s) {
 				k<<<grid, bt, 0, s>>>(y[0], (EPI & GEMV_EPI_GLU) ? nullptr : y[1], y[2], y[3], (const bf16 *)gw.at(c, 0),
 				                      M > 1 ? (const bf16 *)gw.at(c, 1) : nullptr, M > 2 ? (const bf16 *)gw.at(c, 2) : nullptr,

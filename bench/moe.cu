@@ -284,7 +284,8 @@ int main(int argc, char **argv)
 			},
 			iters);
 		char name[64];
-		snprintf(name, sizeof name, "k_qmoe_down_mma G %d%s (8 + shared)", G, G == qm_moe_group(C, KX, F, 1) ? "*" : "");
+		snprintf(name, sizeof name, "k_qmoe_down_mma G %d%s (8 + shared)", G,
+		         G == qm_moe_group(C, KX, F, 1, GEMV_SMS_SM90) ? "*" : "");
 		row(name, t, (double)(KX + 1) * C * sd);
 		tm = tm == 0 || t < tm ? t : tm;
 	}

@@ -88,8 +88,8 @@ int main(int argc, char **argv)
 	g_rand<bf16><<<(K + 255) / 256, 256>>>(x, K, K);
 	CK(cudaDeviceSynchronize());
 	int bt, rb;
-	gemv_shape_h(K, N, 2, &bt, &rb);
-	unsigned grid = gemv_grid_h(N, rb, bt, 0);
+	gemv_shape_h(K, N, 2, GEMV_SMS_SM90, &bt, &rb);
+	unsigned grid = gemv_grid_h(N, rb, bt, 0, GEMV_SMS_SM90);
 	auto gemv = [&](int i, cudaStream_t s) {
 		const bf16 *wi = w + (size_t)(i % COPIES) * wn;
 		if (rb == 4)

@@ -7,57 +7,69 @@
 #ifndef GLM_GEMV_SHAPE_H
 #define GLM_GEMV_SHAPE_H
 
-#define GEMV_PRO_BLOCKS 264 /* blocks of a GEMV with a prologue: two per SM of an H100/H200 */
+/* The shapes below take the target GPU's SM count (sms) and shared memory, which glmc reads from --arch
+** (compiler/select.c's Target). They were measured on H100/H200 (sm_90): the GPU tests and bench/, which
+** must launch what glmc emits for sm_90, pass these. */
+#define GEMV_SMS_SM90 132            /* SMs of an H100 SXM5 / H200 */
+#define GEMV_SMEM_BLOCK_SM90 232448  /* dynamic shared memory a block may opt in to, bytes (227 KB) */
+#define GEMV_SMEM_SM_SM90 233472     /* shared memory of an SM, bytes (228 KB) */
+
+/* Blocks of a GEMV with a prologue: two per SM. */
+static inline long long gemv_pro_blocks(int sms)
+{
+	return 2LL * sms;
+}
 
 /* Ntot output columns of K weights of wsize bytes: enough threads that each streams about two 16-byte
 ** vectors of every row (32 to 256), and rb = 4 columns per block (so each thread has 8 loads in flight),
-** fewer when that would leave under two blocks per SM of an H100/H200 (132 SMs). */
-static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int *block, int *rb)
+** fewer when that would leave under two blocks per SM (of sms). */
+static inline void gemv_shape_h(long long K, long long Ntot, int wsize, int sms, int *block, int *rb)
 {
-	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32;
+	long long nvec = K * wsize / 16, bt = ((nvec + 1) / 2 + 31) / 32 * 32, b2 = gemv_pro_blocks(sms);
 	*block = (int)(bt < 32 ? 32 : bt > 256 ? 256 : bt);
-	*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
+	*rb = Ntot >= 4 * b2 ? 4 : Ntot >= 2 * b2 ? 2 : 1;
 }
 
 /* The one-token launch of a float GEMV group with no prologue and a residual sum (the o and down
 ** projections): blocks of 128 threads where rows are at least 256 16-byte vectors, else gemv_shape_h's
-** shape; rb = 4 columns a block from 1056 columns (their grid then fits 8 blocks an SM, which
-** gemv_min_blocks1 gives a 64-register budget), 2 from 528: faster than gemv_shape_h's 4 x 256 on
+** shape; rb = 4 columns a block from 8 columns an SM (1056 on 132 SMs: their grid then fits 8 blocks an SM,
+** which gemv_min_blocks1 gives a 64-register budget), 2 from 4 an SM: faster than gemv_shape_h's 4 x 256 on
 ** Llama-3-8B's and GLM-4.7-Flash's o and down projections (bench/NOTES.md entries 28 and 38). The groups
 ** with a norm had no common best shape in that sweep and keep gemv_shape_h's. */
-static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int *block, int *rb)
+static inline void gemv_shape_plain1(long long K, long long Ntot, int wsize, int sms, int *block, int *rb)
 {
-	gemv_shape_h(K, Ntot, wsize, block, rb);
+	gemv_shape_h(K, Ntot, wsize, sms, block, rb);
 	if (K * wsize / 16 >= 256) {
+		long long b2 = gemv_pro_blocks(sms);
 		*block = 128;
-		*rb = Ntot >= 4 * 264 ? 4 : Ntot >= 2 * 264 ? 2 : 1;
+		*rb = Ntot >= 4 * b2 ? 4 : Ntot >= 2 * b2 ? 2 : 1;
 	}
 }
 
 /* The one-token launch of a float GEMV group with the norm's late scale and no GLU (GEMV_PRO_RMSLATE: the
 ** q/k/v groups, a norm fused with the LM head): rb = 8 columns a block of 128 threads where rows are at
 ** least 512 16-byte vectors, a multiple of 256 (the threads' two-vector steps cover a row with no ragged
-** last step), and there are 2112 rows (264 blocks); else gemv_shape_h's shape. Why: in the sweep of
-** bench/NOTES.md entry 31 it was faster on Llama-3-8B's q/k/v and no slower on longer rows, it lost on
-** ragged rows, and shorter rows and the gate/up GLU were best elsewhere. */
-static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int *block, int *rb)
+** last step), and there are 16 rows an SM (2112 on 132 SMs: two blocks an SM); else gemv_shape_h's shape.
+** Why: in the sweep of bench/NOTES.md entry 31 it was faster on Llama-3-8B's q/k/v and no slower on longer
+** rows, it lost on ragged rows, and shorter rows and the gate/up GLU were best elsewhere. */
+static inline void gemv_shape_late1(long long K, long long Ntot, int wsize, int sms, int *block, int *rb)
 {
 	long long nvec = K * wsize / 16;
-	gemv_shape_h(K, Ntot, wsize, block, rb);
-	if (nvec >= 512 && nvec % 256 == 0 && Ntot >= 8 * 264) {
+	gemv_shape_h(K, Ntot, wsize, sms, block, rb);
+	if (nvec >= 512 && nvec % 256 == 0 && Ntot >= 8 * gemv_pro_blocks(sms)) {
 		*block = 128;
 		*rb = 8;
 	}
 }
 
 /* The grid: one block per group of rb columns, or when there is a prologue (formed once per block) at most
-** as many looping blocks of `block` threads as make GEMV_PRO_BLOCKS blocks of 256: a short row gets small
-** blocks, and 264 of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV, K 768:
-** 64 threads; bench/NOTES.md entry 54), while its prologue is cheap to repeat. At most 4x as many. */
-static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prologue)
+** as many looping blocks of `block` threads as make gemv_pro_blocks blocks of 256: a short row gets small
+** blocks, and two an SM of them would leave an SM with too few loads in flight (GLM-4.7-Flash's q_b GEMV,
+** K 768: 64 threads; bench/NOTES.md entry 54), while its prologue is cheap to repeat. At most 4x as many. */
+static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prologue, int sms)
 {
 	long long groups = (Ntot + rb - 1) / rb, mult = block >= 256 ? 1 : 256 / block, cap;
-	cap = GEMV_PRO_BLOCKS * (mult > 4 ? 4 : mult);
+	cap = gemv_pro_blocks(sms) * (mult > 4 ? 4 : mult);
 	return (unsigned)(prologue && groups > cap ? cap : groups);
 }
 
@@ -68,20 +80,21 @@ static inline unsigned gemv_grid_h(long long Ntot, int rb, int block, int prolog
 ** ptxas keeps the batches together. Hence only for blocks of 128 at rb <= 4 on grids within 8 blocks an
 ** SM: rb 8 spills at 64 registers, and bigger grids lost (bench/NOTES.md entries 37 and 38). rb 1 was
 ** not measured. */
-static inline int gemv_min_blocks1(int block, int rb, long long grid)
+static inline int gemv_min_blocks1(int block, int rb, long long grid, int sms)
 {
-	return block == 128 && rb <= 4 && grid <= 8 * 132 ? 8 : 0;
+	return block == 128 && rb <= 4 && grid <= 8LL * sms ? 8 : 0;
 }
 
 /* The launch of k_gemv_tc (ops/qfused.cuh: bf16 GEMV groups of 2..8-token steps on the tensor cores) for
 ** `rows` weight rows (a GLU group: gate and up rows both) of K values: tiles of 16 rows, two a block (*mt)
-** where that still leaves 264 blocks, else one with twice the 32-value chunks in flight (*uc, so a lane
-** always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads): faster
+** where that still leaves two blocks an SM, else one with twice the 32-value chunks in flight (*uc, so a
+** lane always has 8 16-byte weight loads out), and warps splitting K, at most 8 (*block threads): faster
 ** than one tile everywhere, twice the chunks, at most 4 warps, or both (bench/NOTES.md entry 43). */
-static inline void gemv_shape_tc(long long rows, long long K, int *mt, int *uc, int *block, long long *grid)
+static inline void gemv_shape_tc(long long rows, long long K, int sms, int *mt, int *uc, int *block,
+                                 long long *grid)
 {
 	long long kc = K / 32, nw;
-	*mt = (rows + 31) / 32 >= 264 ? 2 : 1;
+	*mt = (rows + 31) / 32 >= gemv_pro_blocks(sms) ? 2 : 1;
 	*uc = 4 / *mt;
 	nw = kc / *uc < 1 ? 1 : kc / *uc > 8 ? 8 : kc / *uc;
 	*block = (int)(32 * nw);
@@ -101,10 +114,12 @@ static inline void gemv_shape_qtc(long long rows, long long K, int *mt, int *uc,
 }
 
 /* The quantized decode GEMVs (ops/quant.cuh, ops/qfused.cuh). The grid of a one-token quantized GEMV
-** whose x fits one staged chunk (K <= 8192): three blocks an SM of an H200, each looping over row groups
-** with x staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x
-** again. */
-#define Q_GRID_CAP (3 * 132)
+** whose x fits one staged chunk (K <= 8192): three blocks an SM, each looping over row groups with x
+** staged once (k_qgemv, k_qgemv_fused), instead of one block a group that each stage all of x again. */
+static inline long long q_grid_cap(int sms)
+{
+	return 3LL * sms;
+}
 
 /* Warps that split K in k_qgemv's batch-1 kernel (rows per block 16/WPR): at least 192 blocks (about
 ** 1.5 an SM of an H200), as long as every warp keeps two 1024-value units of K: with 256 blocks at WPR 1
@@ -120,7 +135,10 @@ static inline int q_wpr(long long N, long long K)
 /* The tensor-core GEMVs' grid cap (k_qgemv_mma over Q4_K or Q6_K, two blocks an SM) and their K split:
 ** warps per row group (rows per block 128/WPR) doubled until there are 192 blocks, as long as every warp
 ** keeps two 256-value blocks of K (bench/gemv, NOTES entry 16; 64, 128, 264 and 384 measured no better). */
-#define QM_GRID_CAP (2 * 132)
+static inline long long qm_grid_cap(int sms)
+{
+	return 2LL * sms;
+}
 
 static inline int qm_wpr(long long N, long long K)
 {
@@ -140,19 +158,22 @@ static inline long long qsk_smem(int qt, long long K, int nwarp, int s)
 
 /* The shape glmc emits it in: 8 warps a block, 3 slots a warp (best or close to it among 8/16 warps and 2..6
 ** slots on GLM-5's and Llama-3-8B's shapes, bench/NOTES.md entry 46), its shared memory at most
-** QSK_SMEM_MAX (an H200 block's 232448 bytes, less 1 KB for static shared memory), and the blocks an SM
-** holds: what an SM's 233472 bytes of shared memory take (1 KB of each block reserved), at most 2 (its
-** launch bounds' register budget). */
+** qsk_smem_max (the dynamic shared memory a block may opt in to, less 1 KB for static shared memory), and
+** the blocks an SM holds: what an SM's shared memory (smem_sm bytes) takes (1 KB of each block reserved),
+** at most 2 (its launch bounds' register budget). */
 #define QSK_NWARP 8
 #define QSK_SLOTS 3
-#define QSK_SMEM_MAX (232448 - 1024)
-static inline int qsk_bps(long long smem)
+static inline long long qsk_smem_max(long long smem_block)
 {
-	long long b = 233472 / (smem + 1024);
+	return smem_block - 1024;
+}
+static inline int qsk_bps(long long smem, long long smem_sm)
+{
+	long long b = smem_sm / (smem + 1024);
 	return b > 2 ? 2 : b < 1 ? 1 : (int)b;
 }
 
-/* Its grid and the bound on a tile's parts for `tiles` tiles of K values: `wave` blocks (132 SMs × the blocks
+/* Its grid and the bound on a tile's parts for `tiles` tiles of K values: `wave` blocks (the SMs × the blocks
 ** an SM holds: one wave), cut to one warp an item at most; maxseg = the most warps' ranges a tile's K/256
 ** items can meet when every range holds at least floor(items / warps) of them. */
 static inline void qsk_grid(long long tiles, long long K, int nwarp, long long wave, long long *grid, int *maxseg)
@@ -166,13 +187,13 @@ static inline void qsk_grid(long long tiles, long long K, int nwarp, long long w
 }
 
 /* The routed experts a block of k_qmoe_down_mma streams (ops/qfused.cuh): the fewest, from 1, that bring
-** its blocks (ceil(C/128) row blocks × (ceil(k/G) groups + the shared expert's)) within QM_GRID_CAP, as
+** its blocks (ceil(C/128) row blocks × (ceil(k/G) groups + the shared expert's)) within qm_grid_cap, as
 ** long as the group's hid rows fit one staged chunk (G·F <= 8192) and G <= min(k, 8). GLM-5 (C 6144, k 8,
 ** F 2048): G 2, 240 blocks, faster than G 1 or G 4 (bench/NOTES.md entry 18). */
-static inline int qm_moe_group(long long C, int k, long long F, int shared)
+static inline int qm_moe_group(long long C, int k, long long F, int shared, int sms)
 {
 	int g = 1, gmax = k < 8 ? k : 8;
-	while (g < gmax && (g + 1) * F <= 8192 && (C + 127) / 128 * ((k + g - 1) / g + shared) > QM_GRID_CAP)
+	while (g < gmax && (g + 1) * F <= 8192 && (C + 127) / 128 * ((k + g - 1) / g + shared) > qm_grid_cap(sms))
 		g++;
 	return g;
 }

@@ -7,6 +7,9 @@
 #   BASE (glmc to compare against, required)  NEW (bin/glmc)  OUT (build/same_emit)
 # Plans are compiled without NVRTC where a mount namespace can hide it (unshare -m, as root: a second a
 # plan instead of 5-10 s); the cubin follows from the source and the arch compared here. Prints ok/FAIL lines.
+#   SHAPE_H_BASE (optional): the baseline's ops/gemv_shape.h. Every plan's source starts with that header's
+#   text; when only its host-side shape helpers changed, the new plans' copy is read as the baseline's (each
+#   new source must hold the new header exactly once) and everything else must still match.
 set -u
 cd "$(dirname "$0")/.."
 BASE=${BASE:?BASE=path/to/the/baseline/glmc} NEW=${NEW:-bin/glmc} OUT=${OUT:-build/same_emit}
@@ -63,6 +66,13 @@ plans | while IFS='|' read -r name args; do
 		echo "FAIL - $name: plan_text.py"
 		continue
 	}
+	if [ -n "${SHAPE_H_BASE:-}" ] && ! python3 -c 'import sys
+t, new, old = (open(f).read() for f in sys.argv[1:4])
+sys.exit(t.count(new) != 1 or open(sys.argv[1], "w").write(t.replace(new, old)) < 0)' \
+		"$OUT/new/$name.txt" ops/gemv_shape.h "$SHAPE_H_BASE"; then
+		echo "FAIL - $name: the new source does not hold ops/gemv_shape.h once"
+		continue
+	fi
 	if cmp -s "$OUT/base/$name.txt" "$OUT/new/$name.txt"; then
 		echo "ok - $name: same source, launches, weight types and fusion reasons ($(grep -c '^launch ' "$OUT/new/$name.txt") launches)"
 	else

@@ -25,7 +25,10 @@ static void build(Graph *g)
 	char err[256];
 	op_table[OP_EMBEDDING].shape(g, &x, err, sizeof err);
 	int xi = graph_add(g, &x);
-	Node r = {.op = OP_ROPE, .nin = 2, .in = {xi, p}, .ia = {2, 8, 8, 1, 4096}, .fa = {10000, 4, 32, 1, 1, 1, 0}};
+	Node r = {.op = OP_ROPE, .nin = 2, .in = {xi, p}};
+	AS_rope_heads(&r, 2), AS_rope_head_dim(&r, 8), AS_rope_rot_dim(&r, 8), AS_rope_interleaved(&r, 1);
+	AS_rope_orig_ctx(&r, 4096), AS_rope_theta(&r, 10000), AS_rope_factor(&r, 4), AS_rope_beta_fast(&r, 32);
+	AS_rope_beta_slow(&r, 1), AS_rope_mscale(&r, 1), AS_rope_mscale_all_dim(&r, 1), AS_rope_attn_factor(&r, 0);
 	op_table[OP_ROPE].shape(g, &r, err, sizeof err);
 	int ri = graph_add(g, &r);
 	g->w = arena_alloc(g->A, sizeof(WeightRef));
@@ -111,7 +114,8 @@ static void launch_liveness(void)
 	int v[4];
 	v[0] = graph_add(&g, &x);
 	for (int i = 1; i < 4; i++) {
-		Node r = {.op = OP_ROPE, .nin = 2, .in = {v[i - 1], p}, .ia = {2, 8, 8, 0, 0}, .fa = {10000}, .fused_into = -1};
+		Node r = {.op = OP_ROPE, .nin = 2, .in = {v[i - 1], p}, .fused_into = -1};
+		AS_rope_heads(&r, 2), AS_rope_head_dim(&r, 8), AS_rope_rot_dim(&r, 8), AS_rope_theta(&r, 10000);
 		op_table[OP_ROPE].shape(&g, &r, err, sizeof err);
 		v[i] = graph_add(&g, &r);
 	}
@@ -194,7 +198,8 @@ static void launch_kinds(const char *path)
 	Graph g, h;
 	graph_init(&g, &A);
 	build(&g);
-	Node ar = {.op = OP_ALLREDUCE, .nin = 1, .in = {4}, .ia = {2}, .fused_into = -1};
+	Node ar = {.op = OP_ALLREDUCE, .nin = 1, .in = {4}, .fused_into = -1};
+	AS_allreduce_axis(&ar, 2);
 	op_table[OP_ALLREDUCE].shape(&g, &ar, err, sizeof err);
 	int ai = graph_add(&g, &ar);
 	graph_add_fusion(&g, "fused: one");

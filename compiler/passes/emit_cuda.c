@@ -234,7 +234,7 @@ static void w_rope(Wr *w, int node)
 ** glmrun folds into the table, never change the multiplier). */
 static float rope_cs(const Node *r)
 {
-	float *inv = malloc(sizeof(float) * (size_t)(r->ia[2] / 2 + 1)), cs;
+	float *inv = malloc(sizeof(float) * (size_t)(A_rope_rot_dim(r) / 2 + 1)), cs;
 	GLM_ASSERT(inv);
 	op_rope_table(r, NULL, inv, &cs);
 	free(inv);
@@ -331,7 +331,7 @@ static void emit_allgather(Em *e, int id)
 {
 	Graph *g = e->g;
 	const Node *n = &g->node[id];
-	int x = n->in[0], ax = (int)n->ia[0], tp = (int)n->ia[1];
+	int x = n->in[0], ax = (int)A_allgather_axis(n), tp = (int)A_allgather_ranks(n);
 	const Node *in = &g->node[x];
 	int64_t lead = 1;
 	int lead_t = 0;
@@ -650,7 +650,7 @@ static void emit_mla_split(Em *e, int id)
 	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	int q = n->in[0], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-	int64_t H = n->ia[0], Dv = n->ia[2];
+	int64_t H = A_mla_heads(n), Dv = A_mla_dv(n);
 	int HB = mla_split_hb(H), HG = (int)((H + HB - 1) / HB), NS = 64 / HB, merge = !mla_absorb_merges(g, id);
 	Size T = sz_numel(g, pos, 1);
 	char t[256];
@@ -667,7 +667,7 @@ static void emit_mla_split(Em *e, int id)
 		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]), w_int(&w, g->node[sel].op == OP_INDEXER);
 	else
 		w_null(&w), w_int(&w, 0), w_int(&w, 0);
-	w_int(&w, H), w_int(&w, n->ia[1]), w_int(&w, Dv), w_float(&w, n->fa[0]);
+	w_int(&w, H), w_int(&w, A_mla_dk(n)), w_int(&w, Dv), w_float(&w, A_mla_scale(n));
 	w_seq(&w, g, cache);
 	w.L.grid[0] = sz_const(NS), w.L.grid[1] = sz_const(HG), w.L.grid[2] = T;
 	snprintf(t, sizeof t, "k_mla_split<%s, %d, %s>", A, HB, bool_s(merge));
@@ -700,8 +700,9 @@ static int ar_fusable(const Em *e, int id)
 ** rows do not suit it (k_attention runs). */
 static int attn_step_rowb(const Graph *g, const Node *n)
 {
-	int64_t rowb = n->ia[2] * (int64_t)dtype_size(g->cuda.act);
-	return n->ia[2] == n->ia[3] && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
+	int64_t rowb = A_attention_head_dim(n) * (int64_t)dtype_size(g->cuda.act);
+	int same = A_attention_head_dim(n) == A_attention_v_head_dim(n);
+	return same && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
 }
 
 /* A 1-token step's attention with its rotary and k/v cache writes (the ROPE_KV f, whose kernel then runs
@@ -717,13 +718,14 @@ static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
 	w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
 	w_buf(&w, g, at->in[5], 0, NULL);
 	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
-	w_int(&w, at->ia[0]), w_int(&w, at->ia[1]), w_int(&w, rq->ia[2]), w_float(&w, at->fa[0]);
+	w_int(&w, A_attention_heads(at)), w_int(&w, A_attention_kv_heads(at)), w_int(&w, A_rope_rot_dim(rq)),
+		w_float(&w, A_attention_scale(at));
 	w_seq(&w, g, at->in[3]);
-	w.L.grid[0] = sz_const(at->ia[0]);
+	w.L.grid[0] = sz_const(A_attention_heads(at));
 	w.L.block = 512;
 	w.L.tmin = w.L.tmax = 1;
 	char t[256];
-	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(rq->ia[3]));
+	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(A_rope_interleaved(rq)));
 	w_finish(e, &w, t);
 }
 
@@ -748,7 +750,7 @@ static int emit_norm_alone(Em *e, int id)
 		w_buf(&w, g, n->in[1], 0, NULL);
 	else
 		w_null(&w);
-	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, A_rmsnorm_eps(n));
 	w.L.grid[0] = sz_rows(g, id);
 	w.L.tmax = tm - 1;
 	snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, n->in[1]) : A, bool_s(hw));
@@ -774,7 +776,7 @@ static int emit_add_norm_ar(Em *e, int id, int ar)
 		w_buf(&w, g, nm->in[1], 0, NULL);
 	else
 		w_null(&w);
-	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]), w_runtime(&w, KA_P2P, "const P2pCtl *");
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, A_rmsnorm_eps(nm)), w_runtime(&w, KA_P2P, "const P2pCtl *");
 	w.L.grid[0] = sz_rows(g, id);
 	e->l[e->nl - 1].inside_next = 1; /* the allreduce: this launch may do it */
 	snprintf(t, sizeof t, "k_add_rmsnorm_ar<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
@@ -799,7 +801,7 @@ static int emit_add_norm(Em *e, int id)
 		w_buf(&w, g, nm->in[1], 0, NULL);
 	else
 		w_null(&w);
-	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, nm->fa[0]);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, A_rmsnorm_eps(nm));
 	w.L.grid[0] = sz_rows(g, id);
 	snprintf(t, sizeof t, "k_add_rmsnorm<%s, %s, %s>", A, hw ? ctype(g, nm->in[1]) : A, bool_s(hw));
 	w_finish(e, &w, t);
@@ -820,11 +822,12 @@ static int emit_embedding(Em *e, int id)
 		return emit_qembedding(e, id);
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, tab, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 	w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, g->node[tab].dim[1]);
-	if (n->ia[0])
+	if (A_embedding_vocab_parallel(n))
 		w_int(&w, g->node[tab].dim[0]), w_rank(&w); /* vocab-parallel: this rank's rows */
 	w.L.grid[0] = sz_const((g->node[tab].dim[1] + 255) / 256);
 	w.L.grid[1] = sz_numel(g, ids, 1);
-	snprintf(t, sizeof t, "%s<%s, %s>", n->ia[0] ? "k_embedding_vp" : "k_embedding", A, ctype(g, tab));
+	snprintf(t, sizeof t, "%s<%s, %s>", A_embedding_vocab_parallel(n) ? "k_embedding_vp" : "k_embedding", A,
+	         ctype(g, tab));
 	w_finish(e, &w, t);
 	return 0;
 }
@@ -839,7 +842,7 @@ static int emit_matmul(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	int a = n->in[0], b = n->in[1], nd = n->ndim, tb = n->ia[0] != 0;
+	int a = n->in[0], b = n->in[1], nd = n->ndim, tb = A_matmul_transpose_b(n) != 0;
 	int naxis = tb ? nd - 2 : nd - 1;
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, a, 0, NULL), w_buf(&w, g, b, 0, NULL);
 	w_size(&w, sz_dims(a, nd - 2, nd - 1, 1), 0), w_size(&w, sz_dims(a, nd - 1, nd, 1), 0);
@@ -863,11 +866,11 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	Wr w;
 	w_start(&w, id);
 	int q = n->in[0], kv = n->in[1], cache = n->in[2], pos = n->in[3], sel = n->nin > 4 ? n->in[4] : -1;
-	if (n->ia[1] > 1024 || n->ia[2] > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
+	if (A_mla_dk(n) > 1024 || A_mla_dv(n) > 512) /* k_mla and k_mla_split keep q and the outputs on chip */
 		return seterr(err, len, "mla (%%%d, %s:%d): dk %lld / dv %lld exceed the CUDA kernels' 1024 / 512", id,
-		              n->src ? n->src : "?", n->line, (long long)n->ia[1], (long long)n->ia[2]);
+		              n->src ? n->src : "?", n->line, (long long)A_mla_dk(n), (long long)A_mla_dv(n));
 	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's cache rows */
-		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_buf(&w, g, cache, 1, NULL), w_buf(&w, g, kv, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, A_mla_dk(n));
 		w_seq(&w, g, cache);
 		w.L.grid[0] = sz_numel(g, pos, 1);
 		snprintf(t, sizeof t, "k_mla_write<%s>", A);
@@ -901,9 +904,9 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]);
 	else
 		w_null(&w), w_int(&w, 0);
-	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_int(&w, n->ia[2]), w_float(&w, n->fa[0]);
+	w_int(&w, A_mla_heads(n)), w_int(&w, A_mla_dk(n)), w_int(&w, A_mla_dv(n)), w_float(&w, A_mla_scale(n));
 	w_seq(&w, g, cache);
-	w.L.grid[0] = sz_const(n->ia[0]);
+	w.L.grid[0] = sz_const(A_mla_heads(n));
 	w.L.grid[1] = sz_numel(g, pos, 1);
 	w.L.block = 128;
 	snprintf(t, sizeof t, "k_mla<%s>", A);
@@ -923,7 +926,7 @@ static int emit_indexer(Em *e, int id)
 	int q = n->in[0], k = n->in[1], wt = n->in[2], kc = n->in[3], pos = n->in[4];
 	Size T = sz_numel(g, pos, 1), S = sz_dims(kc, 0, 1, 1);
 	if (!e->kv_fused[id]) { /* else the fused latent kernel wrote this step's key rows */
-		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, n->ia[1]);
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, pos, 0, NULL), w_int(&w, A_indexer_dim(n));
 		w_seq(&w, g, kc);
 		w.L.grid[0] = T;
 		snprintf(t, sizeof t, "k_mla_write<%s>", A);
@@ -932,7 +935,7 @@ static int emit_indexer(Em *e, int id)
 	w_start(&w, id);
 	w_scratch(&w, T, S, "float", 4);
 	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-	w_int(&w, n->ia[0]), w_int(&w, n->ia[1]), w_size(&w, S, 0), w_float(&w, n->fa[0]);
+	w_int(&w, A_indexer_heads(n)), w_int(&w, A_indexer_dim(n)), w_size(&w, S, 0), w_float(&w, A_indexer_scale(n));
 	w_seq(&w, g, kc);
 	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
 	w.L.grid[1] = T;
@@ -940,7 +943,7 @@ static int emit_indexer(Em *e, int id)
 	w_finish(e, &w, t);
 	w_start(&w, id);
 	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
-	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, n->ia[2]);
+	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, A_indexer_topk(n));
 	w.L.grid[0] = T;
 	w.L.block = 32;
 	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
@@ -968,8 +971,11 @@ static int emit_moe_route(Em *e, int id, char *err, size_t len)
 		w_buf(&w, g, b, 0, NULL);
 	else
 		w_null(&w);
-	w_int(&w, g->node[l].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1] ? n->ia[1] : 1);
-	w_int(&w, n->ia[2] ? n->ia[2] : (n->ia[1] ? n->ia[1] : 1)), w_int(&w, n->ia[3]);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, A_moe_route_k(n)),
+		w_int(&w, A_moe_route_groups(n) ? A_moe_route_groups(n) : 1);
+	w_int(&w, A_moe_route_topk_groups(n) ? A_moe_route_topk_groups(n)
+	                                     : (A_moe_route_groups(n) ? A_moe_route_groups(n) : 1)),
+		w_int(&w, A_moe_route_sigmoid(n));
 	w.L.grid[0] = sz_dims(l, 0, 1, 1);
 	w.L.block = 32;
 	snprintf(t, sizeof t, "k_moe_route<%s, %s>", A, b >= 0 ? ctype(g, b) : A);
@@ -993,8 +999,9 @@ static int emit_moe_weights(Em *e, int id, char *err, size_t len)
 		return 1;
 	}
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, l, 0, NULL), w_buf(&w, g, ids, 0, NULL);
-	w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, n->ia[0]), w_int(&w, n->ia[1]);
-	w_float(&w, n->fa[0]);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, g->node[ids].dim[1]), w_int(&w, A_moe_weights_sigmoid(n)),
+		w_int(&w, A_moe_weights_norm(n));
+	w_float(&w, A_moe_weights_scale(n));
 	w.L.grid[0] = sz_dims(l, 0, 1, 1);
 	w.L.block = 32;
 	snprintf(t, sizeof t, "k_moe_weights<%s>", A);
@@ -1063,9 +1070,9 @@ static int emit_scale(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (n->ia[0] ? 3 : 2) : 4;
+	int kind = n->op == OP_SCALE ? 0 : n->op == OP_SILU ? 1 : n->op == OP_GELU ? (A_gelu_tanh(n) ? 3 : 2) : 4;
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL);
-	w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? n->fa[0] : 0);
+	w_size(&w, sz_numel(g, id, 1), 1), w_float(&w, n->op == OP_SCALE ? A_scale_s(n) : 0);
 	w.L.grid[0] = sz_numel(g, id, 256);
 	snprintf(t, sizeof t, "k_unary<%s, %d>", A, kind);
 	w_finish(e, &w, t);
@@ -1128,7 +1135,7 @@ static int emit_rmsnorm(Em *e, int id, char *err, size_t len)
 		else
 			w_null(&w);
 	}
-	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, n->fa[0]);
+	w_int(&w, n->dim[n->ndim - 1]), w_float(&w, A_norm_eps(n));
 	w.L.grid[0] = sz_rows(g, id);
 	if (n->op == OP_RMSNORM)
 		snprintf(t, sizeof t, "k_rmsnorm<%s, %s, %s>", A, W, bool_s(hw));
@@ -1149,14 +1156,14 @@ static int emit_rope(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+	int64_t H = A_rope_heads(n), D = A_rope_head_dim(n), R = A_rope_rot_dim(n);
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, n->in[0], 0, NULL), w_buf(&w, g, n->in[1], 0, NULL);
 	w_rope(&w, id);
 	w_float(&w, rope_cs(n));
 	w_int(&w, H), w_int(&w, D), w_int(&w, R);
 	w.L.grid[0] = sz_numel(g, id, D);
 	w.L.block = 128;
-	snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(n->ia[3]));
+	snprintf(t, sizeof t, "k_rope<%s, %s>", A, bool_s(A_rope_interleaved(n)));
 	w_finish(e, &w, t);
 	return 0;
 }
@@ -1181,7 +1188,8 @@ static int emit_attention(Em *e, int id)
 	Wr w;
 	w_start(&w, id);
 	int q = n->in[0], k = n->in[1], v = n->in[2], kc = n->in[3], vc = n->in[4], pos = n->in[5];
-	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	int64_t H = A_attention_heads(n), G = A_attention_kv_heads(n), Dk = A_attention_head_dim(n),
+	        Dv = A_attention_v_head_dim(n);
 	if (!e->kv_fused[id]) { /* else the fused rotary kernel wrote this step's cache rows */
 		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL), w_buf(&w, g, k, 0, NULL), w_buf(&w, g, v, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL), w_int(&w, G * Dk), w_int(&w, G * Dv);
@@ -1214,7 +1222,7 @@ static int emit_attention(Em *e, int id)
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
-		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_int(&w, H), w_int(&w, G), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, A_attention_scale(n));
 		w_seq(&w, g, kc);
 		w.L.grid[0] = sz_const(H);
 		w.L.grid[1] = sz_numel(g, pos, 1);
@@ -1243,7 +1251,7 @@ static int emit_topk(Em *e, int id)
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, x, 0, NULL);
 	w_int(&w, g->node[x].dim[g->node[x].ndim - 1]);
 	if (n->op == OP_TOPK)
-		w_int(&w, n->ia[0]);
+		w_int(&w, A_topk_k(n));
 	w.L.grid[0] = sz_rows(g, x);
 	snprintf(t, sizeof t, "%s<%s>", n->op == OP_TOPK ? "k_topk" : "k_argmax", A);
 	w_finish(e, &w, t);
@@ -1258,12 +1266,12 @@ static int emit_slice(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	int x = n->in[0], ax = (int)n->ia[0];
+	int x = n->in[0], ax = (int)A_slice_axis(n);
 	const char *E = etype(g, id);
 	w_buf(&w, g, id, 1, E), w_buf(&w, g, x, 0, E);
 	w_size(&w, sz_dims(id, 0, ax, 1), 1), w_size(&w, sz_dims(id, ax + 1, n->ndim, 1), 1);
-	w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
-	w_size(&w, sz_const(n->ia[1]), 1), w_size(&w, sz_const(n->ia[2]), 1), w_size(&w, sz_const(0), 1);
+	w_size(&w, sz_const(A_slice_len(n)), 1), w_size(&w, sz_dims(x, ax, ax + 1, 1), 1);
+	w_size(&w, sz_const(A_slice_start(n)), 1), w_size(&w, sz_const(A_slice_len(n)), 1), w_size(&w, sz_const(0), 1);
 	w.L.grid[0] = sz_numel(g, id, 256);
 	snprintf(t, sizeof t, "k_copy_slab<%s>", E);
 	w_finish(e, &w, t);
@@ -1278,7 +1286,7 @@ static int emit_concat(Em *e, int id)
 	char t[256];
 	Wr w;
 	w_start(&w, id);
-	int ax = (int)n->ia[0];
+	int ax = (int)A_concat_axis(n);
 	int64_t at = 0;
 	const char *E = etype(g, id);
 	for (int i = 0; i < n->nin; i++) {
@@ -1311,7 +1319,7 @@ static int emit_permute(Em *e, int id)
 	for (int i = 0; i < 4; i++)
 		w_size(&w, i < nd ? sz_dims(x, i, i + 1, 1) : sz_const(1), 0);
 	for (int i = 0; i < 4; i++)
-		w_int(&w, i < nd ? n->ia[i] : i);
+		w_int(&w, i < nd ? A_permute_axis(n, i) : i);
 	w.L.grid[0] = sz_numel(g, id, 256);
 	snprintf(t, sizeof t, "k_permute<%s>", E);
 	w_finish(e, &w, t);
@@ -1447,9 +1455,9 @@ static int64_t gemv_args(Em *e, Wr *w, const FuseKernel *f, const char *wtype, c
 			m < f->nm ? w_int(w, split[m]) : w_lit(w, "1");
 		w_int(w, f->pro), w_int(w, *epi);
 	}
-	f->pro == GP_RMSNORM ? w_float(w, g->node[x].fa[0]) : w_lit(w, "0.0f");
+	f->pro == GP_RMSNORM ? w_float(w, A_rmsnorm_eps(&g->node[x])) : w_lit(w, "0.0f");
 	for (int m = 0; m < FK_MAXM; m++)
-		(*epi >> m) & 1 ? w_float(w, g->node[f->out[m]].fa[0]) : w_lit(w, "1.0f");
+		(*epi >> m) & 1 ? w_float(w, A_scale_s(&g->node[f->out[m]])) : w_lit(w, "1.0f");
 	w->L.tmax = f->tmax;
 	return Ntot;
 }
@@ -1618,7 +1626,8 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	int nq = f->norm[0], nk = f->norm[1], norm = nq >= 0;
 	int hw = norm && g->node[nq].nin > 1 && g->node[nk].nin > 1;
 	int src_q = norm ? g->node[nq].in[0] : rq->in[0], src_k = norm ? g->node[nk].in[0] : g->node[f->m[1]].in[0];
-	int64_t H = at->ia[0], G = at->ia[1], D = at->ia[2], Dv = at->ia[3], R = rq->ia[2];
+	int64_t H = A_attention_heads(at), G = A_attention_kv_heads(at), D = A_attention_head_dim(at),
+	        Dv = A_attention_v_head_dim(at), R = A_rope_rot_dim(rq);
 	Wr w;
 	w_start(&w, f->host);
 	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL);
@@ -1630,7 +1639,7 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]);
 	w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(&g->node[f->m[1]]));
 	w_int(&w, H), w_int(&w, G), w_int(&w, D), w_int(&w, Dv), w_int(&w, R);
-	norm ? w_float(&w, g->node[nq].fa[0]) : w_lit(&w, "0.0f");
+	norm ? w_float(&w, A_rmsnorm_eps(&g->node[nq])) : w_lit(&w, "0.0f");
 	w_seq(&w, g, at->in[3]);
 	w.L.grid[0] = sz_const(H + G);
 	w.L.grid[1] = sz_numel(g, at->in[5], 1);
@@ -1639,7 +1648,7 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
-	         bool_s(hw), bool_s(rq->ia[3]));
+	         bool_s(hw), bool_s(A_rope_interleaved(rq)));
 	w_finish(e, &w, t);
 }
 
@@ -1681,15 +1690,15 @@ static int args_mla_kv(Em *e, Wr *w, const FuseKernel *f, int in_prep, char *tar
 	else
 		w_null(w), w_lit(w, "1.0f");
 	if (!in_prep)
-		w_int(w, cn->dim[1]), w_int(w, kr->ia[1]);
-	w_int(w, kr->ia[2]);
-	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
-	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
-	w_float(w, cn->fa[0]);
-	Ln ? w_float(w, Ln->fa[0]) : w_lit(w, "0.0f");
+		w_int(w, cn->dim[1]), w_int(w, A_rope_head_dim(kr));
+	w_int(w, A_rope_rot_dim(kr));
+	IR ? w_int(w, A_rope_head_dim(IR)) : w_lit(w, "0");
+	IR ? w_int(w, A_rope_rot_dim(IR)) : w_lit(w, "0");
+	w_float(w, A_rmsnorm_eps(cn));
+	Ln ? w_float(w, A_layernorm_eps(Ln)) : w_lit(w, "0.0f");
 	w_seq(w, g, M->in[2]);
-	snprintf(targs, tlen, "%s, %s, %s, %s", cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A, bool_s(kr->ia[3]),
-	         bool_s(IR && IR->ia[3]));
+	snprintf(targs, tlen, "%s, %s, %s, %s", cw >= 0 ? ctype(g, cw) : A, iw >= 0 ? ctype(g, iw) : A,
+	         bool_s(A_rope_interleaved(kr)), bool_s(IR && A_rope_interleaved(IR)));
 	return 0;
 }
 
@@ -1701,8 +1710,8 @@ static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t
 	const Node *cat = &g->node[f->mla_q.concat], *R = &g->node[f->mla_q.rope], *q3 = &g->node[f->mla_q.q];
 	int iq = f->mla_q.irope, tb = f->mla_q.wuk_t, pos = g->node[f->m[0]].in[3];
 	const Node *IR = iq >= 0 ? &g->node[iq] : NULL;
-	int64_t H = cat->dim[1], Dr = R->ia[1], Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
-	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? IR->ia[0] : 0; /* mla_q_nl in ops/fused.cuh */
+	int64_t H = cat->dim[1], Dr = A_rope_head_dim(R), Dn = q3->dim[2] - Dr, L = cat->dim[2] - Dr;
+	int64_t NL = tb ? (L + 7) / 8 : (L + 63) / 64, Hi = IR ? A_rope_heads(IR) : 0; /* mla_q_nl in ops/fused.cuh */
 	w_buf(w, g, f->mla_q.concat, 1, NULL);
 	IR ? w_buf(w, g, iq, 1, NULL) : w_null(w);
 	w_buf(w, g, f->mla_q.q, 0, NULL), w_buf(w, g, f->mla_q.wuk, 0, NULL);
@@ -1714,11 +1723,12 @@ static int64_t args_mla_q(Em *e, Wr *w, const FuseKernel *f, char *targs, size_t
 	else
 		w_null(w), w_lit(w, "1.0f");
 	w_size(w, sz_numel(g, pos, 1), 0);
-	w_int(w, H), w_int(w, Dn), w_int(w, Dr), w_int(w, R->ia[2]), w_int(w, L);
+	w_int(w, H), w_int(w, Dn), w_int(w, Dr), w_int(w, A_rope_rot_dim(R)), w_int(w, L);
 	IR ? w_int(w, Hi) : w_lit(w, "0");
-	IR ? w_int(w, IR->ia[1]) : w_lit(w, "0");
-	IR ? w_int(w, IR->ia[2]) : w_lit(w, "0");
-	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->mla_q.wuk), bool_s(tb), bool_s(R->ia[3]), bool_s(IR && IR->ia[3]));
+	IR ? w_int(w, A_rope_head_dim(IR)) : w_lit(w, "0");
+	IR ? w_int(w, A_rope_rot_dim(IR)) : w_lit(w, "0");
+	snprintf(targs, tlen, "%s, %s, %s, %s", ctype(g, f->mla_q.wuk), bool_s(tb), bool_s(A_rope_interleaved(R)),
+	         bool_s(IR && A_rope_interleaved(IR)));
 	return H * NL + Hi;
 }
 
@@ -1783,7 +1793,7 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
 	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]);
-	int64_t H = n->ia[0], Dv = n->ia[2], Do = g->node[wv].dim[1];
+	int64_t H = A_mla_heads(n), Dv = A_mla_dv(n), Do = g->node[wv].dim[1];
 	Size T = sz_numel(g, n->in[3], 1);
 	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
 		Wr w;
@@ -1816,9 +1826,12 @@ static void emit_fk_moe_route(Em *e, const FuseKernel *f)
 	w_start(&w, f->host);
 	w_buf(&w, g, f->m[0], 1, NULL), w_buf(&w, g, f->m[1], 1, NULL), w_buf(&w, g, l, 0, NULL);
 	b >= 0 ? w_buf(&w, g, b, 0, NULL) : w_null(&w);
-	w_int(&w, g->node[l].dim[1]), w_int(&w, R->ia[0]), w_int(&w, R->ia[1] ? R->ia[1] : 1);
-	w_int(&w, R->ia[2] ? R->ia[2] : (R->ia[1] ? R->ia[1] : 1)), w_int(&w, R->ia[3]);
-	w_int(&w, W->ia[0]), w_int(&w, W->ia[1]), w_float(&w, W->fa[0]);
+	w_int(&w, g->node[l].dim[1]), w_int(&w, A_moe_route_k(R)),
+		w_int(&w, A_moe_route_groups(R) ? A_moe_route_groups(R) : 1);
+	w_int(&w, A_moe_route_topk_groups(R) ? A_moe_route_topk_groups(R)
+	                                     : (A_moe_route_groups(R) ? A_moe_route_groups(R) : 1)),
+		w_int(&w, A_moe_route_sigmoid(R));
+	w_int(&w, A_moe_weights_sigmoid(W)), w_int(&w, A_moe_weights_norm(W)), w_float(&w, A_moe_weights_scale(W));
 	w.L.grid[0] = sz_dims(l, 0, 1, 1);
 	w.L.block = 256; /* a thread an expert (E <= 1024: a thread takes up to four) */
 	w.L.tmax = f->tmax;

@@ -385,13 +385,14 @@ static void fuse_rope_kv(Fz *z, int at)
 		why = "q or k is not the output of a rope";
 	else if (Rq->in[1] != pos || Rk->in[1] != pos)
 		why = "the rotary positions are not the attention's";
-	else if (Rq->ndim != 2 || Rk->ndim != 2 || Rq->ia[0] != A->ia[0] || Rk->ia[0] != A->ia[1] ||
-	         Rq->ia[1] != A->ia[2] || Rk->ia[1] != A->ia[2])
+	else if (Rq->ndim != 2 || Rk->ndim != 2 || A_rope_heads(Rq) != A_attention_heads(A) ||
+	         A_rope_heads(Rk) != A_attention_kv_heads(A) || A_rope_head_dim(Rq) != A_attention_head_dim(A) ||
+	         A_rope_head_dim(Rk) != A_attention_head_dim(A))
 		why = "the rotary heads do not match the attention's";
-	else if (Rq->ia[2] != Rk->ia[2] || Rq->ia[3] != Rk->ia[3])
+	else if (A_rope_rot_dim(Rq) != A_rope_rot_dim(Rk) || A_rope_interleaved(Rq) != A_rope_interleaved(Rk))
 		why = "q and k rotate different dims";
-	else if (A->ia[2] > 1024 || z->nr[A->in[3]] != 1 || z->nr[A->in[4]] != 1)
-		why = A->ia[2] > 1024 ? "head_dim above 1024" : "another node reads the caches";
+	else if (A_attention_head_dim(A) > 1024 || z->nr[A->in[3]] != 1 || z->nr[A->in[4]] != 1)
+		why = A_attention_head_dim(A) > 1024 ? "head_dim above 1024" : "another node reads the caches";
 	if (!why) {
 		sq = Rq->in[0], sk = Rk->in[0];
 		/* Per-head norms: rope(reshape(rmsnorm(reshape(lin) to [T, H, D])) to [T, H*D]). */
@@ -400,9 +401,10 @@ static void fuse_rope_kv(Fz *z, int at)
 		if (hq && hk) {
 			nq = g->node[sq].in[0], nk = g->node[sk].in[0];
 			const Node *Nq = &g->node[nq], *Nk = &g->node[nk];
-			if (Nq->ndim != 3 || Nk->ndim != 3 || Nq->dim[2] != A->ia[2] || Nk->dim[2] != A->ia[2])
+			if (Nq->ndim != 3 || Nk->ndim != 3 || Nq->dim[2] != A_attention_head_dim(A) ||
+			    Nk->dim[2] != A_attention_head_dim(A))
 				why = "the q/k norms are not per head";
-			else if (Nq->fa[0] != Nk->fa[0] || Nq->nin != Nk->nin)
+			else if (A_rmsnorm_eps(Nq) != A_rmsnorm_eps(Nk) || Nq->nin != Nk->nin)
 				why = "the q and k norms differ in eps or weight";
 			else if (only_reader(z, nq) != sq || only_reader(z, nk) != sk || only_reader(z, sq) != rq ||
 			         only_reader(z, sk) != rk)
@@ -433,7 +435,8 @@ static void fuse_rope_kv(Fz *z, int at)
 	f->nm = 2, f->m[0] = rq, f->m[1] = rk, f->norm[0] = nq, f->norm[1] = nk, f->attn = at;
 	/* 1-token steps may leave it all to the attention's kernel, which then reads the raw rows (the launch
 	** lists them, so the memory plan keeps them alive to it) and alone reads the rotated ones' readers */
-	const char *nofold = nq >= 0 ? "per-head norms come first)" : A->ia[2] != A->ia[3] ? "key and value dims differ)" :
+	const char *nofold = nq >= 0 ? "per-head norms come first)" :
+	                     A_attention_head_dim(A) != A_attention_v_head_dim(A) ? "key and value dims differ)" :
 	                     only_reader(z, rq) != at || only_reader(z, rk) != at ? "the rotated q or k has other readers)" :
 	                     NULL;
 	f->fold = !nofold;
@@ -460,14 +463,15 @@ static const Node *op_node(const Graph *g, int v, int op)
 /* A [1, 0, 2] permute of a 3-D value (heads and tokens swapped). */
 static int swap01(const Node *n)
 {
-	return n && n->op == OP_PERMUTE && n->ndim == 3 && n->ia[0] == 1 && n->ia[1] == 0 && n->ia[2] == 2;
+	return n && n->op == OP_PERMUTE && n->ndim == 3 && A_permute_p0(n) == 1 && A_permute_p1(n) == 0 &&
+	       A_permute_p2(n) == 2;
 }
 
 /* A rope of a [T, heads·head_dim] value at positions pos, with one kernel's layout. */
 static int plain_rope(const Node *r, int pos)
 {
 	return r && r->op == OP_ROPE && r->in[1] == pos && r->ndim == 2 && r->dim[0] == DIM_T &&
-	       r->dim[1] == r->ia[0] * r->ia[1] && r->ia[1] <= 1024;
+	       r->dim[1] == A_rope_heads(r) * A_rope_head_dim(r) && A_rope_head_dim(r) <= 1024;
 }
 
 /* Whether any of nodes[0..n) is already computed inside another fused kernel. */
@@ -507,15 +511,15 @@ static void fuse_mla_kv(Fz *z, int M)
 	int pos = Mn->in[3], cat = Mn->in[1];
 	const Node *C = op_node(g, cat, OP_CONCAT), *cn = NULL, *kr = NULL, *s1 = NULL, *s2 = NULL;
 	const char *why = NULL;
-	if (!C || C->nin != 2 || C->ia[0] != 1 || C->ndim != 2)
+	if (!C || C->nin != 2 || A_concat_axis(C) != 1 || C->ndim != 2)
 		why = "the latent is not a concat of two row parts";
 	else if (!(cn = op_node(g, C->in[0], OP_RMSNORM)) || !plain_rope(kr = op_node(g, C->in[1], OP_ROPE), pos) ||
-	         kr->ia[0] != 1)
+	         A_rope_heads(kr) != 1)
 		why = "the latent is not [rmsnorm(c), rope(k_pe)]";
 	else if (!(s1 = op_node(g, cn->in[0], OP_SLICE)) || !(s2 = op_node(g, kr->in[0], OP_SLICE)) ||
-	         s1->in[0] != s2->in[0] || s1->ia[0] != 1 || s2->ia[0] != 1 || s1->ia[1] != 0 || s2->ia[1] != s1->ia[2] ||
-	         s1->ia[2] + s2->ia[2] != g->node[s1->in[0]].dim[1] || g->node[s1->in[0]].ndim != 2 ||
-	         C->dim[1] != Mn->ia[1] || kr->ia[1] != s2->ia[2])
+	         s1->in[0] != s2->in[0] || A_slice_axis(s1) != 1 || A_slice_axis(s2) != 1 || A_slice_start(s1) != 0 ||
+	         A_slice_start(s2) != A_slice_len(s1) || A_slice_len(s1) + A_slice_len(s2) != g->node[s1->in[0]].dim[1] ||
+	         g->node[s1->in[0]].ndim != 2 || C->dim[1] != A_mla_dk(Mn) || A_rope_head_dim(kr) != A_slice_len(s2))
 		why = "c and k_pe are not the two parts of one projected row";
 	else if (only_reader(z, cn->in[0]) != C->in[0] || only_reader(z, kr->in[0]) != C->in[1] ||
 	         only_reader(z, C->in[0]) != cat || only_reader(z, C->in[1]) != cat)
@@ -537,7 +541,7 @@ static void fuse_mla_kv(Fz *z, int M)
 	if (Xn && Xn->in[4] == pos) {
 		const Node *R = &g->node[Xn->in[1]], *Ln = op_node(g, R->in[0], OP_LAYERNORM);
 		const char *iwhy = NULL;
-		if (!plain_rope(R, pos) || R->ia[0] != 1 || !Ln || Ln->ndim != 2 || Ln->dim[1] != Xn->ia[1])
+		if (!plain_rope(R, pos) || A_rope_heads(R) != 1 || !Ln || Ln->ndim != 2 || Ln->dim[1] != A_indexer_dim(Xn))
 			iwhy = "the key is not rope(layernorm(k)) of one head";
 		else if (only_reader(z, R->in[0]) != Xn->in[1] || only_reader(z, Xn->in[1]) != X)
 			iwhy = "the normalised key has other readers";
@@ -583,7 +587,7 @@ static void fuse_mla_q(Fz *z, int M)
 	const Node *qc = op_node(g, Mn->in[0], OP_RESHAPE), *cat = NULL, *p2 = NULL, *mm = NULL, *p1 = NULL, *s1 = NULL;
 	const Node *rr = NULL, *R = NULL, *rv = NULL, *s2 = NULL;
 	const char *why = NULL;
-	if (!qc || !(cat = op_node(g, qc->in[0], OP_CONCAT)) || cat->nin != 2 || cat->ndim != 3 || cat->ia[0] != 2)
+	if (!qc || !(cat = op_node(g, qc->in[0], OP_CONCAT)) || cat->nin != 2 || cat->ndim != 3 || A_concat_axis(cat) != 2)
 		why = "the query is not a concat over the head dims";
 	else if (g->node[cat->in[0]].op != OP_PERMUTE)
 		why = "its first part is not permute(matmul(permute(slice(q)), W_UK))";
@@ -593,9 +597,10 @@ static void fuse_mla_q(Fz *z, int M)
 	else if (!(rr = op_node(g, cat->in[1], OP_RESHAPE)) || !plain_rope(R = op_node(g, rr->in[0], OP_ROPE), pos) ||
 	         !(rv = op_node(g, R->in[0], OP_RESHAPE)) || !(s2 = op_node(g, rv->in[0], OP_SLICE)))
 		why = "its second part is not rope(slice(q))";
-	else if (s1->in[0] != s2->in[0] || s1->ia[0] != 2 || s2->ia[0] != 2 || s1->ia[1] != 0 || s2->ia[1] != s1->ia[2] ||
-	         g->node[s1->in[0]].ndim != 3 || g->node[s1->in[0]].dim[2] != s1->ia[2] + s2->ia[2] ||
-	         R->ia[0] != cat->dim[1] || R->ia[1] != s2->ia[2] || s1->ia[2] > 512)
+	else if (s1->in[0] != s2->in[0] || A_slice_axis(s1) != 2 || A_slice_axis(s2) != 2 || A_slice_start(s1) != 0 ||
+	         A_slice_start(s2) != A_slice_len(s1) || g->node[s1->in[0]].ndim != 3 ||
+	         g->node[s1->in[0]].dim[2] != A_slice_len(s1) + A_slice_len(s2) || A_rope_heads(R) != cat->dim[1] ||
+	         A_rope_head_dim(R) != A_slice_len(s2) || A_slice_len(s1) > 512)
 		why = "the parts are not the nope and rope dims of one projected query";
 	int cov[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
 	if (!why) {
@@ -623,7 +628,7 @@ static void fuse_mla_q(Fz *z, int M)
 	if (Xn && Xn->in[4] == pos) {
 		const Node *IR = &g->node[Xn->in[0]];
 		const char *iwhy = NULL;
-		if (!plain_rope(IR, pos) || IR->ia[0] != Xn->ia[0] || IR->ia[1] != Xn->ia[1])
+		if (!plain_rope(IR, pos) || A_rope_heads(IR) != A_indexer_heads(Xn) || A_rope_head_dim(IR) != A_indexer_dim(Xn))
 			iwhy = "the query is not one rope of its heads";
 		else if (only_reader(z, Xn->in[0]) != X || z->taken[Xn->in[0]])
 			iwhy = "the rotated query has other readers or is fused elsewhere";
@@ -642,7 +647,7 @@ static void fuse_mla_q(Fz *z, int M)
 	}
 	FuseKernel *f = fk_new(g, FK_MLA_Q, host, GEMV_TMAX);
 	f->nm = 2, f->m[0] = M, f->m[1] = iq >= 0 ? X : -1;
-	f->mla_q.q = q3, f->mla_q.wuk = mm->in[1], f->mla_q.wuk_t = (int)mm->ia[0], f->mla_q.rope = Ri;
+	f->mla_q.q = q3, f->mla_q.wuk = mm->in[1], f->mla_q.wuk_t = (int)A_matmul_transpose_b(mm), f->mla_q.rope = Ri;
 	f->mla_q.concat = cati, f->mla_q.iquery = iq >= 0 ? g->node[iq].in[0] : -1, f->mla_q.irope = iq;
 	cov[7] = iq;
 	take(z, f, cov, 8, FUSE_MLA);
@@ -664,8 +669,9 @@ static void mla_prep_together(Fz *z, int M)
 	if (!q || !kv)
 		return;
 	/* the latent's split must be the query's: L = kv_lora values, then Dr rotary ones */
-	int64_t Lq = g->node[q->mla_q.concat].dim[2] - g->node[q->mla_q.rope].ia[1], Lkv = g->node[kv->mla_kv.norm].dim[1];
-	if (Lq != Lkv || g->node[q->mla_q.rope].ia[1] != g->node[kv->mla_kv.rope].ia[1]) {
+	int64_t Lq = g->node[q->mla_q.concat].dim[2] - A_rope_head_dim(&g->node[q->mla_q.rope]);
+	int64_t Lkv = g->node[kv->mla_kv.norm].dim[1];
+	if (Lq != Lkv || A_rope_head_dim(&g->node[q->mla_q.rope]) != A_rope_head_dim(&g->node[kv->mla_kv.rope])) {
 		REFUSE(z, "query and latent preparation of mla %%%d in one launch: they split the latent differently", M);
 		return;
 	}
@@ -694,10 +700,11 @@ static void fuse_mla_out(Fz *z, int M)
 	int p2 = mm >= 0 ? only_reader(z, mm) : -1;
 	const char *why = NULL;
 	const Node *R1 = op_node(g, r1, OP_RESHAPE), *MM = op_node(g, mm, OP_MATMUL);
-	if (!R1 || !swap01(p1 >= 0 ? &g->node[p1] : NULL) || !MM || MM->ndim != 3 || !MM->ia[0] ||
+	if (!R1 || !swap01(p1 >= 0 ? &g->node[p1] : NULL) || !MM || MM->ndim != 3 || !A_matmul_transpose_b(MM) ||
 	    !swap01(p2 >= 0 ? &g->node[p2] : NULL) || MM->in[0] != p1)
 		why = "its result does not go through permute(matmul(permute(o), W_UVᵀ))";
-	else if (R1->ndim != 3 || R1->dim[1] != Mn->ia[0] || R1->dim[2] != Mn->ia[2] || g->node[MM->in[1]].kind != VK_WEIGHT)
+	else if (R1->ndim != 3 || R1->dim[1] != A_mla_heads(Mn) || R1->dim[2] != A_mla_dv(Mn) ||
+	         g->node[MM->in[1]].kind != VK_WEIGHT)
 		why = "the value rows are not [T, heads, dv] times a weight";
 	int cov[3] = {p1, mm, p2};
 	if (!why && any_taken(z, cov, 3))

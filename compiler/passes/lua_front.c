@@ -447,7 +447,7 @@ static int l_swiglu(lua_State *L) { return op_n(L, OP_SWIGLU, 2, "swiglu"); }
 static int l_matmul(lua_State *L)
 {
 	Node n = {.op = OP_MATMUL, .nin = 2, .in = {check_tensor(L, 1, "matmul"), check_tensor(L, 2, "matmul")}};
-	n.ia[0] = opt_bool(L, 3, "transpose_b", 0);
+	AS_matmul_transpose_b(&n, opt_bool(L, 3, "transpose_b", 0));
 	return add_node(L, &n);
 }
 
@@ -460,13 +460,13 @@ static int l_mla(lua_State *L)
 		n.in[i] = check_tensor(L, i + 1, "mla");
 	if (!lua_isnil(L, 5))
 		n.in[n.nin++] = check_tensor(L, 5, "mla");
-	n.ia[0] = need_int(L, 6, "mla", "heads");
-	n.ia[1] = need_int(L, 6, "mla", "dk");
-	n.ia[2] = need_int(L, 6, "mla", "dv");
+	AS_mla_heads(&n, need_int(L, 6, "mla", "heads"));
+	AS_mla_dk(&n, need_int(L, 6, "mla", "dk"));
+	AS_mla_dv(&n, need_int(L, 6, "mla", "dv"));
 	lua_getfield(L, 6, "scale");
 	if (!lua_isnumber(L, -1))
 		return front_error(L, "mla: option 'scale' is required (a number)");
-	n.fa[0] = lua_tonumber(L, -1);
+	AS_mla_scale(&n, lua_tonumber(L, -1));
 	lua_pop(L, 1);
 	return add_node(L, &n);
 }
@@ -477,10 +477,11 @@ static int l_indexer(lua_State *L)
 	Node n = {.op = OP_INDEXER, .nin = 5};
 	for (int i = 0; i < 5; i++)
 		n.in[i] = check_tensor(L, i + 1, "indexer");
-	n.ia[0] = need_int(L, 6, "indexer", "heads");
-	n.ia[1] = need_int(L, 6, "indexer", "dim");
-	n.ia[2] = need_int(L, 6, "indexer", "topk");
-	n.fa[0] = opt_num(L, 6, "indexer", "scale", 1.0 / sqrt((double)(n.ia[1] > 0 ? n.ia[1] : 1)));
+	AS_indexer_heads(&n, need_int(L, 6, "indexer", "heads"));
+	AS_indexer_dim(&n, need_int(L, 6, "indexer", "dim"));
+	AS_indexer_topk(&n, need_int(L, 6, "indexer", "topk"));
+	AS_indexer_scale(&n, opt_num(L, 6, "indexer", "scale",
+	                             1.0 / sqrt((double)(A_indexer_dim(&n) > 0 ? A_indexer_dim(&n) : 1))));
 	return add_node(L, &n);
 }
 
@@ -504,10 +505,10 @@ static int l_moe_route(lua_State *L)
 	Node n = {.op = OP_MOE_ROUTE, .nin = 1, .in = {check_tensor(L, 1, "moe_route")}};
 	if (!lua_isnil(L, 2))
 		n.in[n.nin++] = check_tensor(L, 2, "moe_route");
-	n.ia[0] = need_int(L, 3, "moe_route", "k");
-	n.ia[1] = opt_int(L, 3, "moe_route", "groups", 1);
-	n.ia[2] = opt_int(L, 3, "moe_route", "topk_groups", n.ia[1]);
-	n.ia[3] = moe_func(L, 3, "moe_route");
+	AS_moe_route_k(&n, need_int(L, 3, "moe_route", "k"));
+	AS_moe_route_groups(&n, opt_int(L, 3, "moe_route", "groups", 1));
+	AS_moe_route_topk_groups(&n, opt_int(L, 3, "moe_route", "topk_groups", A_moe_route_groups(&n)));
+	AS_moe_route_sigmoid(&n, moe_func(L, 3, "moe_route"));
 	return add_node(L, &n);
 }
 
@@ -515,9 +516,9 @@ static int l_moe_route(lua_State *L)
 static int l_moe_weights(lua_State *L)
 {
 	Node n = {.op = OP_MOE_WEIGHTS, .nin = 2, .in = {check_tensor(L, 1, "moe_weights"), check_tensor(L, 2, "moe_weights")}};
-	n.ia[0] = moe_func(L, 3, "moe_weights");
-	n.ia[1] = opt_bool(L, 3, "norm", 0);
-	n.fa[0] = opt_num(L, 3, "moe_weights", "scale", 1.0);
+	AS_moe_weights_sigmoid(&n, moe_func(L, 3, "moe_weights"));
+	AS_moe_weights_norm(&n, opt_bool(L, 3, "norm", 0));
+	AS_moe_weights_scale(&n, opt_num(L, 3, "moe_weights", "scale", 1.0));
 	return add_node(L, &n);
 }
 
@@ -540,7 +541,7 @@ static int l_gelu(lua_State *L)
 		const char *a = lua_tostring(L, -1);
 		if (a && strcmp(a, "tanh") && strcmp(a, "none"))
 			return front_error(L, "gelu: approx must be \"tanh\" or \"none\", got \"%s\"", a);
-		n.ia[0] = a && !strcmp(a, "tanh");
+		AS_gelu_tanh(&n, a && !strcmp(a, "tanh"));
 		lua_pop(L, 1);
 	}
 	return add_node(L, &n);
@@ -550,7 +551,7 @@ static int l_gelu(lua_State *L)
 static int l_scale(lua_State *L)
 {
 	Node n = {.op = OP_SCALE, .nin = 1, .in = {check_tensor(L, 1, "scale")}};
-	n.fa[0] = luaL_checknumber(L, 2);
+	AS_scale_s(&n, luaL_checknumber(L, 2));
 	return add_node(L, &n);
 }
 
@@ -562,7 +563,7 @@ static int l_rmsnorm(lua_State *L)
 		n.in[n.nin++] = check_tensor(L, 2, "rmsnorm");
 	if (!lua_isnumber(L, 3))
 		return front_error(L, "rmsnorm: argument 3 (eps) must be a number");
-	n.fa[0] = lua_tonumber(L, 3);
+	AS_rmsnorm_eps(&n, lua_tonumber(L, 3));
 	return add_node(L, &n);
 }
 
@@ -578,7 +579,7 @@ static int l_layernorm(lua_State *L)
 		n.in[n.nin++] = check_tensor(L, 3, "layernorm");
 	if (!lua_isnumber(L, 4))
 		return front_error(L, "layernorm: argument 4 (eps) must be a number");
-	n.fa[0] = lua_tonumber(L, 4);
+	AS_layernorm_eps(&n, lua_tonumber(L, 4));
 	return add_node(L, &n);
 }
 
@@ -589,11 +590,11 @@ static int l_layernorm(lua_State *L)
 static int l_rope(lua_State *L)
 {
 	Node n = {.op = OP_ROPE, .nin = 2, .in = {check_tensor(L, 1, "rope"), check_tensor(L, 2, "rope")}};
-	n.ia[0] = need_int(L, 3, "rope", "heads");
-	n.ia[1] = need_int(L, 3, "rope", "head_dim");
-	n.ia[2] = opt_int(L, 3, "rope", "rot_dim", n.ia[1]);
-	n.ia[3] = opt_bool(L, 3, "interleaved", 0);
-	n.fa[0] = opt_num(L, 3, "rope", "theta", 10000.0);
+	AS_rope_heads(&n, need_int(L, 3, "rope", "heads"));
+	AS_rope_head_dim(&n, need_int(L, 3, "rope", "head_dim"));
+	AS_rope_rot_dim(&n, opt_int(L, 3, "rope", "rot_dim", A_rope_head_dim(&n)));
+	AS_rope_interleaved(&n, opt_bool(L, 3, "interleaved", 0));
+	AS_rope_theta(&n, opt_num(L, 3, "rope", "theta", 10000.0));
 	for (int k = ROPE_YARN; k < ROPE_NSCALINGS; k++) {
 		const char *kind = ref_rope_scaling_name(k);
 		lua_getfield(L, 3, kind);
@@ -603,24 +604,24 @@ static int l_rope(lua_State *L)
 		}
 		if (!lua_istable(L, -1))
 			return front_error(L, "rope: option '%s' must be a table", kind);
-		if (n.ia[5])
+		if (A_rope_scaling(&n))
 			return front_error(L, "rope: options '%s' and '%s' both given (one scaling at most)",
-			                   ref_rope_scaling_name((int)n.ia[5]), kind);
+			                   ref_rope_scaling_name((int)A_rope_scaling(&n)), kind);
 		int y = lua_gettop(L);
 		char fn[32];
 		snprintf(fn, sizeof fn, "rope.%s", kind);
-		n.ia[5] = k;
-		n.fa[1] = opt_num(L, y, fn, "factor", 1.0);
-		n.ia[4] = k == ROPE_LINEAR ? 0 : opt_int(L, y, fn, "orig_ctx", 0);
+		AS_rope_scaling(&n, k);
+		AS_rope_factor(&n, opt_num(L, y, fn, "factor", 1.0));
+		AS_rope_orig_ctx(&n, k == ROPE_LINEAR ? 0 : opt_int(L, y, fn, "orig_ctx", 0));
 		if (k == ROPE_YARN) {
-			n.fa[2] = opt_num(L, y, fn, "beta_fast", 32.0);
-			n.fa[3] = opt_num(L, y, fn, "beta_slow", 1.0);
-			n.fa[4] = opt_num(L, y, fn, "mscale", 0.0);
-			n.fa[5] = opt_num(L, y, fn, "mscale_all_dim", 0.0);
-			n.fa[6] = opt_num(L, y, fn, "attn_factor", 0.0);
+			AS_rope_beta_fast(&n, opt_num(L, y, fn, "beta_fast", 32.0));
+			AS_rope_beta_slow(&n, opt_num(L, y, fn, "beta_slow", 1.0));
+			AS_rope_mscale(&n, opt_num(L, y, fn, "mscale", 0.0));
+			AS_rope_mscale_all_dim(&n, opt_num(L, y, fn, "mscale_all_dim", 0.0));
+			AS_rope_attn_factor(&n, opt_num(L, y, fn, "attn_factor", 0.0));
 		} else if (k == ROPE_LLAMA3) {
-			n.fa[7] = opt_num(L, y, fn, "low_freq_factor", 1.0);
-			n.fa[8] = opt_num(L, y, fn, "high_freq_factor", 4.0);
+			AS_rope_low_freq_factor(&n, opt_num(L, y, fn, "low_freq_factor", 1.0));
+			AS_rope_high_freq_factor(&n, opt_num(L, y, fn, "high_freq_factor", 4.0));
 		}
 		lua_pop(L, 1);
 	}
@@ -641,11 +642,12 @@ static int l_attention(lua_State *L)
 	Node n = {.op = OP_ATTENTION, .nin = 6};
 	for (int i = 0; i < 6; i++)
 		n.in[i] = check_tensor(L, i + 1, "attention");
-	n.ia[0] = need_int(L, 7, "attention", "heads");
-	n.ia[1] = opt_int(L, 7, "attention", "kv_heads", n.ia[0]);
-	n.ia[2] = need_int(L, 7, "attention", "head_dim");
-	n.ia[3] = opt_int(L, 7, "attention", "v_head_dim", n.ia[2]);
-	n.fa[0] = opt_num(L, 7, "attention", "scale", n.ia[2] > 0 ? 1.0 / sqrt((double)n.ia[2]) : 0);
+	AS_attention_heads(&n, need_int(L, 7, "attention", "heads"));
+	AS_attention_kv_heads(&n, opt_int(L, 7, "attention", "kv_heads", A_attention_heads(&n)));
+	AS_attention_head_dim(&n, need_int(L, 7, "attention", "head_dim"));
+	AS_attention_v_head_dim(&n, opt_int(L, 7, "attention", "v_head_dim", A_attention_head_dim(&n)));
+	AS_attention_scale(&n, opt_num(L, 7, "attention", "scale",
+	                               A_attention_head_dim(&n) > 0 ? 1.0 / sqrt((double)A_attention_head_dim(&n)) : 0));
 	return add_node(L, &n);
 }
 
@@ -653,7 +655,7 @@ static int l_attention(lua_State *L)
 static int l_topk(lua_State *L)
 {
 	Node n = {.op = OP_TOPK, .nin = 1, .in = {check_tensor(L, 1, "topk")}};
-	n.ia[0] = luaL_checkinteger(L, 2);
+	AS_topk_k(&n, luaL_checkinteger(L, 2));
 	return add_node(L, &n);
 }
 
@@ -692,8 +694,8 @@ static int l_view(lua_State *L)
 	}
 	Node n = {.op = OP_RESHAPE, .nin = 1, .in = {x}};
 	for (int i = 0; i < nd; i++)
-		n.ia[i] = d[i];
-	n.ia[4] = nd;
+		AS_reshape_dim(&n, i, d[i]);
+	AS_reshape_ndim(&n, nd);
 	return add_node(L, &n);
 }
 
@@ -708,7 +710,7 @@ static int l_permute(lua_State *L)
 		return front_error(L, "permute: %d axes given for a %d-dim tensor", (int)lua_rawlen(L, 2), nd);
 	for (int i = 0; i < nd; i++) {
 		lua_rawgeti(L, 2, i + 1);
-		n.ia[i] = lua_tointeger(L, -1) - 1;
+		AS_permute_axis(&n, i, lua_tointeger(L, -1) - 1);
 		lua_pop(L, 1);
 	}
 	return add_node(L, &n);
@@ -721,8 +723,8 @@ static int l_transpose(lua_State *L)
 	int a = axis_arg(L, 2, nd, "transpose"), b = axis_arg(L, 3, nd, "transpose");
 	Node n = {.op = OP_PERMUTE, .nin = 1, .in = {x}};
 	for (int i = 0; i < nd; i++)
-		n.ia[i] = i;
-	n.ia[a] = b, n.ia[b] = a;
+		AS_permute_axis(&n, i, i);
+	AS_permute_axis(&n, a, b), AS_permute_axis(&n, b, a);
 	return add_node(L, &n);
 }
 
@@ -741,7 +743,8 @@ static int l_split(lua_State *L)
 		lua_rawgeti(L, 3, i + 1);
 		int64_t sz = lua_tointeger(L, -1);
 		lua_pop(L, 1);
-		Node n = {.op = OP_SLICE, .nin = 1, .in = {x}, .ia = {ax, at, sz}};
+		Node n = {.op = OP_SLICE, .nin = 1, .in = {x}};
+		AS_slice_axis(&n, ax), AS_slice_start(&n, at), AS_slice_len(&n, sz);
 		add_node(L, &n);
 		at += sz;
 	}
@@ -756,7 +759,8 @@ static int l_slice(lua_State *L)
 {
 	int x = check_tensor(L, 1, "slice");
 	int ax = axis_arg(L, 2, node_of(L, x)->ndim, "slice");
-	Node n = {.op = OP_SLICE, .nin = 1, .in = {x}, .ia = {ax, luaL_checkinteger(L, 3), luaL_checkinteger(L, 4)}};
+	Node n = {.op = OP_SLICE, .nin = 1, .in = {x}};
+	AS_slice_axis(&n, ax), AS_slice_start(&n, luaL_checkinteger(L, 3)), AS_slice_len(&n, luaL_checkinteger(L, 4));
 	return add_node(L, &n);
 }
 
@@ -773,7 +777,7 @@ static int l_concat(lua_State *L)
 		n.in[i] = check_tensor(L, -1, "concat");
 		lua_pop(L, 1);
 	}
-	n.ia[0] = axis_arg(L, 2, node_of(L, n.in[0])->ndim, "concat");
+	AS_concat_axis(&n, axis_arg(L, 2, node_of(L, n.in[0])->ndim, "concat"));
 	return add_node(L, &n);
 }
 
@@ -997,11 +1001,12 @@ static int arith(lua_State *L, int op, const char *sym)
 	}
 	if ((op == OP_MUL || op == OP_DIV) && a && lua_isnumber(L, 2)) {
 		Node n = {.op = OP_SCALE, .nin = 1, .in = {a->id}};
-		n.fa[0] = op == OP_MUL ? lua_tonumber(L, 2) : 1.0 / lua_tonumber(L, 2);
+		AS_scale_s(&n, op == OP_MUL ? lua_tonumber(L, 2) : 1.0 / lua_tonumber(L, 2));
 		return add_node(L, &n);
 	}
 	if (op == OP_MUL && b && lua_isnumber(L, 1)) {
-		Node n = {.op = OP_SCALE, .nin = 1, .in = {b->id}, .fa = {lua_tonumber(L, 1)}};
+		Node n = {.op = OP_SCALE, .nin = 1, .in = {b->id}};
+		AS_scale_s(&n, lua_tonumber(L, 1));
 		return add_node(L, &n);
 	}
 	return front_error(L, "cannot compute %s %s %s", luaL_typename(L, 1), sym, luaL_typename(L, 2));
@@ -1014,7 +1019,8 @@ static int l_div(lua_State *L) { return arith(L, OP_DIV, "/"); }
 
 static int l_unm(lua_State *L)
 {
-	Node n = {.op = OP_SCALE, .nin = 1, .in = {check_tensor(L, 1, "-")}, .fa = {-1.0}};
+	Node n = {.op = OP_SCALE, .nin = 1, .in = {check_tensor(L, 1, "-")}};
+	AS_scale_s(&n, -1.0);
 	return add_node(L, &n);
 }
 

@@ -52,11 +52,13 @@ static int whole(Part *p, int v)
 		return v;
 	Node n = {.op = x->shard.kind == SH_PARTIAL ? OP_ALLREDUCE : OP_ALLGATHER, .nin = 1, .in = {v},
 	          .src = x->src, .line = x->line, .layer = x->layer};
-	n.ia[0] = x->shard.axis, n.ia[1] = p->tp;
-	if (n.op == OP_ALLREDUCE)
+	if (n.op == OP_ALLREDUCE) {
+		AS_allreduce_axis(&n, x->shard.axis), AS_allreduce_ranks(&n, p->tp);
 		p->nreduce++;
-	else
+	} else {
+		AS_allgather_axis(&n, x->shard.axis), AS_allgather_ranks(&n, p->tp);
 		p->ngather++;
+	}
 	int id = emit(p, &n, -1);
 	if (id >= 0)
 		p->d->node[id].shard = sh_rep();
@@ -159,9 +161,9 @@ static int part_rope(Part *p, const Node *s, Node *n, Shard *out)
 		n->in[i] = whole(p, n->in[i]);
 	const Node *x = D(p, n->in[0]);
 	/* [T, H·D] or [T, H, D]: heads are split when axis 1 is, in whole heads. */
-	if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && s->ia[0] % tp == 0 &&
-	    (x->ndim == 3 || x->dim[1] % s->ia[1] == 0)) {
-		n->ia[0] = s->ia[0] / tp;
+	if (x->shard.kind == SH_SPLIT && x->shard.axis == 1 && A_rope_heads(s) % tp == 0 &&
+	    (x->ndim == 3 || x->dim[1] % A_rope_head_dim(s) == 0)) {
+		AS_rope_heads(n, A_rope_heads(s) / tp);
 		*out = x->shard;
 	} else
 		n->in[0] = whole(p, n->in[0]);
@@ -175,10 +177,10 @@ static int part_attention(Part *p, const Node *s, Node *n, Shard *out)
 	for (int i = 0; i < 3; i++)
 		n->in[i] = summed(p, n->in[i]);
 	n->in[5] = whole(p, n->in[5]);
-	int H = (int)s->ia[0], G = (int)s->ia[1];
+	int H = (int)A_attention_heads(s), G = (int)A_attention_kv_heads(s);
 	if (is_split(p, n->in[0], 1) && is_split(p, n->in[1], 1) && is_split(p, n->in[2], 1) && H % tp == 0 &&
 	    G % tp == 0) {
-		n->ia[0] = H / tp, n->ia[1] = G / tp;
+		AS_attention_heads(n, H / tp), AS_attention_kv_heads(n, G / tp);
 		for (int c = 3; c <= 4; c++) {
 			Node *cache = &p->d->node[n->in[c]];
 			cache->dim[1] = p->s->node[s->in[c]].dim[1] / tp;
@@ -196,16 +198,16 @@ static int part_reshape(Part *p, const Node *s, Node *n, Shard *out)
 {
 	int tp = p->tp;
 	const Node *x = D(p, n->in[0]);
-	int nd = (int)s->ia[4];
+	int nd = (int)A_reshape_ndim(s);
 	if (x->shard.kind == SH_PARTIAL) {
 		*out = sh_partial();
 		return 0;
 	}
 	if (x->shard.kind == SH_SPLIT) {
 		const Node *gx = &p->s->node[s->in[0]];
-		int a = reshape_axis(gx, x->shard.axis, s->ia, nd, tp);
+		int a = reshape_axis(gx, x->shard.axis, A_reshape_dims(s), nd, tp);
 		if (a >= 0) {
-			n->ia[a] = s->ia[a] / tp;
+			AS_reshape_dim(n, a, A_reshape_dim(s, a) / tp);
 			*out = sh_split(a);
 			return 0;
 		}
@@ -218,7 +220,7 @@ static int part_reshape(Part *p, const Node *s, Node *n, Shard *out)
 static int part_concat(Part *p, const Node *s, Node *n, Shard *out)
 {
 	Shard f = D(p, n->in[0])->shard;
-	int same = !(f.kind == SH_SPLIT && f.axis == s->ia[0]);
+	int same = !(f.kind == SH_SPLIT && f.axis == A_concat_axis(s));
 	for (int i = 1; i < n->nin && same; i++) {
 		Shard o = D(p, n->in[i])->shard;
 		same = o.kind == f.kind && o.axis == f.axis;
@@ -259,7 +261,7 @@ static int part_node(Part *p, int sid)
 	case OP_EMBEDDING:
 		n.in[1] = whole(p, n.in[1]);
 		if (is_split(p, n.in[0], 0)) {
-			n.ia[0] = 1; /* vocab-parallel: ids outside this rank's rows give zeros */
+			AS_embedding_vocab_parallel(&n, 1); /* vocab-parallel: ids outside this rank's rows give zeros */
 			out = sh_partial();
 		} else
 			n.in[0] = whole(p, n.in[0]);
@@ -315,8 +317,8 @@ static int part_node(Part *p, int sid)
 		n.in[0] = summed(p, n.in[0]);
 		for (int i = 1; i < n.nin; i++)
 			n.in[i] = whole(p, n.in[i]);
-		if (is_split(p, n.in[0], 1) && s->ia[0] % tp == 0) {
-			n.ia[0] = s->ia[0] / tp;
+		if (is_split(p, n.in[0], 1) && A_mla_heads(s) % tp == 0) {
+			AS_mla_heads(&n, A_mla_heads(s) / tp);
 			out = sh_split(1);
 		} else
 			n.in[0] = whole(p, n.in[0]);
@@ -340,13 +342,13 @@ static int part_node(Part *p, int sid)
 			out = sh_partial();
 		else if (x->shard.kind == SH_SPLIT)
 			for (int i = 0; i < x->ndim; i++)
-				if (s->ia[i] == x->shard.axis)
+				if (A_permute_axis(s, i) == x->shard.axis)
 					out = sh_split(i);
 		break;
 	}
 	case OP_SLICE: {
 		const Node *x = D(p, n.in[0]);
-		if (x->shard.kind == SH_SPLIT && x->shard.axis == s->ia[0])
+		if (x->shard.kind == SH_SPLIT && x->shard.axis == A_slice_axis(s))
 			n.in[0] = whole(p, n.in[0]);
 		else
 			out = D(p, n.in[0])->shard;

@@ -17,6 +17,13 @@
 ** SMs, the dynamic shared memory a block may opt in to, an SM's shared memory, and the tensor cores'
 ** generation (8: mma.sync, the only form the kernels use; 9 and 10 add wgmma / tcgen05, unused). A plan
 ** compiled for one arch and run on another GPU keeps these shapes (correct, perhaps slower).
+** Sources of the SM counts (128 FP32 cores an SM on all of these): A100 SXM4 108 (cudaDeviceQuery on one:
+** "(108) Multiprocessors", 167936 bytes of shared memory an SM); H100 SXM5 132 of GH100's 144 (NVIDIA, "NVIDIA
+** Hopper Architecture In-Depth"); L40S 142 (NVIDIA's datasheet: 18,176 CUDA cores, 142 RT cores, one an SM);
+** A40 84 (10,752 CUDA cores); B200 148, 74 a die of two (Chips and Cheese, "Nvidia's B200: Keeping the CUDA
+** Juggernaut Rolling"); RTX 5090 170 (21,760 CUDA cores). Shared memory: NVIDIA's Ampere and Hopper tuning
+** guides (A100 164 KB an SM, 163 KB a block; 8.6 100 KB an SM; H100 228 KB and 227 KB); 8.9, 10.0 and 12.0 as
+** the CUDA programming guide's per-capability table gives them.
 */
 static const Target targets[] = {
 	{"sm_80", 108, 166912, 167936, 8},  /* A100 */
@@ -293,7 +300,7 @@ static const char *qsk_lost(const Sx *s, const FuseKernel *f, int qt, int64_t K)
 		return "k_qgemv_sk lost: K fits one staged chunk (<= 8192) or is not whole blocks";
 	if (f->store || f->glu >= 0)
 		return "k_qgemv_sk lost: the group stores its prologue or has the GLU epilogue";
-	if (qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) > s->t->smem_block - 1024)
+	if (qsk_smem(qt, K, QSK_NWARP, QSK_SLOTS) > qsk_smem_max(s->t->smem_block))
 		return "k_qgemv_sk lost: its shared memory exceeds the target's block";
 	if (gemv_tiles(s->g, f) * (K / 256) < (int64_t)s->t->sms * QSK_NWARP)
 		return "k_qgemv_sk lost: too few items to fill a wave of warps";
@@ -394,17 +401,18 @@ static void sel_float1(Sx *s, int k)
 	KSel r = sel_new(k, SK_GEMV_FUSED, 1, 1);
 	const char *shape = "gemv_shape_h";
 	if (f->pro == GP_NONE && f->glu < 0 && f->res >= 0) /* o and down projections */
-		gemv_shape_plain1(K, Ntot, wsize, &r.block, &r.rb), shape = "gemv_shape_plain1 (a projection into the residual)";
+		gemv_shape_plain1(K, Ntot, wsize, s->t->sms, &r.block, &r.rb),
+		        shape = "gemv_shape_plain1 (a projection into the residual)";
 	else if (f->pro == GP_RMSNORM && f->glu < 0) /* q/k/v: the late norm */
-		gemv_shape_late1(K, Ntot, wsize, &r.block, &r.rb), shape = "gemv_shape_late1 (a norm read late)";
+		gemv_shape_late1(K, Ntot, wsize, s->t->sms, &r.block, &r.rb), shape = "gemv_shape_late1 (a norm read late)";
 	else
-		gemv_shape_h(K, Ntot, wsize, &r.block, &r.rb);
+		gemv_shape_h(K, Ntot, wsize, s->t->sms, &r.block, &r.rb);
 	if (f->glu >= 0 && r.rb < 2)
 		r.rb = 2; /* a block takes gate and up columns in pairs */
 	r.pro = f->pro == GP_RMSNORM ? GP_RMSLATE : f->pro;
 	r.tr = 1;
-	r.grid = gemv_grid_h(Ntot, r.rb, r.block, r.pro != GP_NONE && r.pro != GP_RMSLATE);
-	r.minb = gemv_min_blocks1(r.block, r.rb, r.grid);
+	r.grid = gemv_grid_h(Ntot, r.rb, r.block, r.pro != GP_NONE && r.pro != GP_RMSLATE, s->t->sms);
+	r.minb = gemv_min_blocks1(r.block, r.rb, r.grid, s->t->sms);
 	sel_add(s, &r, "float weights of one type: the FMA GEMV, %s", shape);
 }
 
@@ -418,7 +426,8 @@ static void sel_float8(Sx *s, int k)
 	const char *lost = gemv_tc_lost(s, f, K);
 	if (!lost) {
 		KSel r = sel_new(k, SK_GEMV_TC, 2, 0);
-		gemv_shape_tc(Ntot, K, &r.mt, &r.uc, &r.block, &r.grid); /* a GLU group's Ntot: its gate and up rows */
+		/* a GLU group's Ntot: its gate and up rows */
+		gemv_shape_tc(Ntot, K, s->t->sms, &r.mt, &r.uc, &r.block, &r.grid);
 		r.pro = f->pro == GP_RMSNORM ? GP_RMSLATE : GP_NONE;
 		for (r.nt = 1; r.nt <= 2; r.nt++) {
 			r.tmin = r.nt == 1 ? 2 : 9;
@@ -432,12 +441,12 @@ static void sel_float8(Sx *s, int k)
 	}
 	GLM_ASSERT(f->tmax <= 8); /* fuse.c gemv_tc16 gives 16 only to k_gemv_tc's groups */
 	KSel r = sel_new(k, SK_GEMV_FUSED, 2, f->tmax);
-	gemv_shape_h(K, Ntot, (int)dtype_size(g->node[mw(g, f, 0)].dtype), &r.block, &r.rb);
+	gemv_shape_h(K, Ntot, (int)dtype_size(g->node[mw(g, f, 0)].dtype), s->t->sms, &r.block, &r.rb);
 	if (f->glu >= 0 && r.rb < 2)
 		r.rb = 2;
 	r.pro = f->pro;
 	r.tr = 8;
-	r.grid = gemv_grid_h(Ntot, r.rb, r.block, r.pro != GP_NONE && r.pro != GP_RMSLATE);
+	r.grid = gemv_grid_h(Ntot, r.rb, r.block, r.pro != GP_NONE && r.pro != GP_RMSLATE, s->t->sms);
 	sel_add(s, &r, "%s; the FMA GEMV staging 8 rows", lost);
 }
 
@@ -453,7 +462,7 @@ static KSel sel_qfused_rec(const Sx *s, int k, const FuseKernel *f, const int *q
 	gemv_splits(qt, f->nm, tm == 1 ? q_wpr(Ntot, K) : 1, r.split);
 	for (int m = 0; m < f->nm; m++)
 		nb += (mrows(g, f, m) + 16 / r.split[m] - 1) / (16 / r.split[m]);
-	int cap = 3 * s->t->sms; /* Q_GRID_CAP: three blocks an SM */
+	long long cap = q_grid_cap(s->t->sms);
 	r.grid = tm == 1 && K <= 8192 && nb > cap ? cap : nb;
 	r.pro = tm == 1 && f->pro == GP_RMSNORM ? GP_RMSLATE : tm == 1 ? f->pro : -1;
 	r.tr = tm, r.block = 256;
@@ -474,8 +483,7 @@ static void sel_quant1(Sx *s, int k, const int *qt, int allq, const char *notq)
 		r.qt[0] = qt[0];
 		int64_t tiles = gemv_tiles(g, f);
 		r.smem = qsk_smem(qt[0], K, QSK_NWARP, QSK_SLOTS);
-		long long b = (long long)s->t->smem_sm / (r.smem + 1024); /* qsk_bps on the target's SM */
-		qsk_grid(tiles, K, QSK_NWARP, (long long)s->t->sms * (b > 2 ? 2 : b < 1 ? 1 : b), &r.grid, &r.maxseg);
+		qsk_grid(tiles, K, QSK_NWARP, (long long)s->t->sms * qsk_bps(r.smem, s->t->smem_sm), &r.grid, &r.maxseg);
 		r.block = 32 * QSK_NWARP, r.minb = 2, r.pro = GP_SWIGLU, r.tiles = tiles;
 		sel_add(s, &r, "a SwiGLU over K %lld > 8192: the stream kernel stages it once a block", (long long)K);
 		return;
@@ -488,7 +496,7 @@ static void sel_quant1(Sx *s, int k, const int *qt, int allq, const char *notq)
 			r.split[m] = wpr;
 		for (int m = 0; m < f->nm; m++)
 			nb += (mrows(g, f, m) + 128 / wpr - 1) / (128 / wpr);
-		int cap = 2 * s->t->sms; /* QM_GRID_CAP: two blocks an SM */
+		long long cap = qm_grid_cap(s->t->sms);
 		r.grid = K <= 8192 && nb > cap ? cap : nb;
 		r.qt[0] = qt[0], r.block = 256;
 		/* a norm over Q4_K: its scale after the dots, x·nw staged at once. Not Q6_K: its ring, asked for
@@ -590,7 +598,7 @@ static void sel_linear_float(Sx *s, int id)
 		if (tg < 1 || (v == 1 && (tg < 2 || !ht)))
 			continue;
 		KSel r = sel_own(id, SK_LINEAR_GEMV, v == 0 ? 1 : 2, v == 0 && ht ? 1 : tg);
-		gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), &r.block, &r.rb);
+		gemv_shape_h(K, N, (int)dtype_size(g->node[wt].dtype), s->t->sms, &r.block, &r.rb);
 		r.grid = (N + r.rb - 1) / r.rb;
 		r.tr = v == 0 && ht ? 1 : 8;
 		sel_add(s, &r, "the FMA GEMV, %d token row%s", r.tr, r.tr > 1 ? "s" : "");
@@ -644,13 +652,13 @@ static void sel_linear_quant(Sx *s, int id)
 		if (tm == 1 && (qt == QT_Q4_K || qt == QT_Q6_K)) {
 			r.kern = SK_QGEMV_MMA;
 			r.split[0] = qm_wpr(N, K);
-			int64_t nrg = (N + 128 / r.split[0] - 1) / (128 / r.split[0]), cap = 2 * s->t->sms; /* QM_GRID_CAP */
+			int64_t nrg = (N + 128 / r.split[0] - 1) / (128 / r.split[0]), cap = qm_grid_cap(s->t->sms);
 			r.grid = K <= 8192 && nrg > cap ? cap : nrg;
 			sel_add(s, &r, "one token over %s: the tensor-core GEMV", quant_type_name(qt));
 			continue;
 		}
 		r.split[0] = tm == 1 ? q_wpr(N, K) : 1;
-		int64_t nrg = (N + 16 / r.split[0] - 1) / (16 / r.split[0]), cap = 3 * s->t->sms; /* Q_GRID_CAP */
+		int64_t nrg = (N + 16 / r.split[0] - 1) / (16 / r.split[0]), cap = q_grid_cap(s->t->sms);
 		r.grid = tm == 1 && K <= 8192 && nrg > cap ? cap : nrg;
 		sel_add(s, &r, "%s: the FMA GEMV, %d token row%s", tm == 1 && qt == QT_Q8_0 ? "one token over Q8_0 (its "
 		        "tensor-core kernel lost, bench/NOTES.md 42)" : tm == 1 ? "one token" : "k_qgemv_tc lost (activations "
@@ -711,7 +719,7 @@ static void sel_moe_down(Sx *s, int k)
 	int mma = q && mma_type(s, dn) && mma_type(s, sd) && Fd <= 8192 && Fs <= 8192;
 	KSel r = sel_new(k, mma ? SK_QMOE_DOWN_MMA : q ? SK_QMOE_DOWN_FUSED : SK_MOE_DOWN_FUSED, 1, f->tmax);
 	r.qt[0] = select_wtype(g, s->wq, dn), r.qt[1] = sd >= 0 ? select_wtype(g, s->wq, sd) : r.qt[0];
-	r.split[0] = mma ? qm_moe_group(C, (int)K, Fd, S >= 0) : 1;
+	r.split[0] = mma ? qm_moe_group(C, (int)K, Fd, S >= 0, s->t->sms) : 1;
 	r.block = 256;
 	if (mma)
 		sel_add(s, &r, "down projections in Q4_K/Q6_K blocks, hidden widths <= 8192: the tensor-core kernel, %d "

@@ -567,9 +567,10 @@ static int route_tie(const Graph *g, int i, float **out, float **ref, const Engi
 	int32_t *idx = malloc(cnt * sizeof *idx);
 	if (!idx)
 		fail("out of memory");
-	int groups = n->ia[1] ? (int)n->ia[1] : 1;
-	ref_moe_route(idx, out[src], n->nin > 1 ? engine_cpu_f32(cpu, n->in[1]) : NULL, T, (int)E, (int)n->ia[0], groups,
-	              n->ia[2] ? (int)n->ia[2] : groups, (int)n->ia[3]);
+	int groups = A_moe_route_groups(n) ? (int)A_moe_route_groups(n) : 1;
+	ref_moe_route(idx, out[src], n->nin > 1 ? engine_cpu_f32(cpu, n->in[1]) : NULL, T, (int)E, (int)A_moe_route_k(n),
+	              groups, A_moe_route_topk_groups(n) ? (int)A_moe_route_topk_groups(n) : groups,
+	              (int)A_moe_route_sigmoid(n));
 	int same = 1, diff = 0;
 	for (int t = 0; t < T; t++) {
 		int d = 0;

@@ -70,8 +70,8 @@ typedef struct {
 	int64_t dim[MAXDIM];         /* static extent, or DIM_T / DIM_S */
 	int nin;
 	int in[MAXIN];               /* producer node ids, all < this node's id */
-	int64_t ia[MAXATTR];         /* integer attributes; names in the op table */
-	double fa[MAXATTR];          /* float attributes; names in the op table */
+	int64_t ia[MAXATTR];         /* integer attributes: read through A_op_name(n), never by slot (ATTRS_*) */
+	double fa[MAXATTR];          /* float attributes: likewise */
 	const char *name;            /* weight canonical name, input/cache name; else NULL */
 	Shard shard;
 	const char *src;             /* model file and line that created the node, for errors */
@@ -276,13 +276,122 @@ enum {
 	OP_NOPS
 };
 
+/*
+** Op attributes: one table per op, the only place that knows which slot of Node.ia (I, int64_t) or Node.fa
+** (F, double) holds which attribute. Each entry (OP, op, name, slot) makes A_op_name(n) (read), AS_op_name(n,
+** v) (write) and ASLOT_op_name (the slot, for attributes read by index: reshape's d0.., permute's p0..), and
+** ops.c's op_table takes its attribute names (ir_dump's spelling) from the same lists. With GLM_DEBUG defined
+** every accessor asserts the node's op, so a slot read under another op's name stops the program.
+*/
+#define ATTRS_EMBEDDING(I, F) I(EMBEDDING, embedding, vocab_parallel, 0)
+#define ATTRS_MATMUL(I, F) I(MATMUL, matmul, transpose_b, 0)
+#define ATTRS_SCALE(I, F) F(SCALE, scale, s, 0)
+#define ATTRS_GELU(I, F) I(GELU, gelu, tanh, 0)
+#define ATTRS_RMSNORM(I, F) F(RMSNORM, rmsnorm, eps, 0)
+#define ATTRS_LAYERNORM(I, F) F(LAYERNORM, layernorm, eps, 0)
+#define ATTRS_ROPE(I, F)                                                                                             \
+	I(ROPE, rope, heads, 0) I(ROPE, rope, head_dim, 1) I(ROPE, rope, rot_dim, 2) I(ROPE, rope, interleaved, 3)   \
+	I(ROPE, rope, orig_ctx, 4) I(ROPE, rope, scaling, 5)                                                         \
+	F(ROPE, rope, theta, 0) F(ROPE, rope, factor, 1) F(ROPE, rope, beta_fast, 2) F(ROPE, rope, beta_slow, 3)     \
+	F(ROPE, rope, mscale, 4) F(ROPE, rope, mscale_all_dim, 5) F(ROPE, rope, attn_factor, 6)                     \
+	F(ROPE, rope, low_freq_factor, 7) F(ROPE, rope, high_freq_factor, 8)
+#define ATTRS_ATTENTION(I, F)                                                                                        \
+	I(ATTENTION, attention, heads, 0) I(ATTENTION, attention, kv_heads, 1) I(ATTENTION, attention, head_dim, 2) \
+	I(ATTENTION, attention, v_head_dim, 3) F(ATTENTION, attention, scale, 0)
+#define ATTRS_TOPK(I, F) I(TOPK, topk, k, 0)
+#define ATTRS_RESHAPE(I, F)                                                                                          \
+	I(RESHAPE, reshape, d0, 0) I(RESHAPE, reshape, d1, 1) I(RESHAPE, reshape, d2, 2) I(RESHAPE, reshape, d3, 3)  \
+	I(RESHAPE, reshape, ndim, 4)
+#define ATTRS_SLICE(I, F) I(SLICE, slice, axis, 0) I(SLICE, slice, start, 1) I(SLICE, slice, len, 2)
+#define ATTRS_CONCAT(I, F) I(CONCAT, concat, axis, 0)
+#define ATTRS_PERMUTE(I, F)                                                                                          \
+	I(PERMUTE, permute, p0, 0) I(PERMUTE, permute, p1, 1) I(PERMUTE, permute, p2, 2) I(PERMUTE, permute, p3, 3)
+#define ATTRS_MLA(I, F) I(MLA, mla, heads, 0) I(MLA, mla, dk, 1) I(MLA, mla, dv, 2) F(MLA, mla, scale, 0)
+#define ATTRS_INDEXER(I, F)                                                                                          \
+	I(INDEXER, indexer, heads, 0) I(INDEXER, indexer, dim, 1) I(INDEXER, indexer, topk, 2)                      \
+	F(INDEXER, indexer, scale, 0)
+#define ATTRS_MOE_ROUTE(I, F)                                                                                        \
+	I(MOE_ROUTE, moe_route, k, 0) I(MOE_ROUTE, moe_route, groups, 1) I(MOE_ROUTE, moe_route, topk_groups, 2)    \
+	I(MOE_ROUTE, moe_route, sigmoid, 3)
+#define ATTRS_MOE_WEIGHTS(I, F)                                                                                      \
+	I(MOE_WEIGHTS, moe_weights, sigmoid, 0) I(MOE_WEIGHTS, moe_weights, norm, 1)                                 \
+	F(MOE_WEIGHTS, moe_weights, scale, 0)
+#define ATTRS_ALLGATHER(I, F) I(ALLGATHER, allgather, axis, 0) I(ALLGATHER, allgather, ranks, 1)
+/* Partition's collectives carry the shard axis and the rank count; an allreduce's are never read (and not
+** printed: op_table lists none), but plans keep them. */
+#define ATTRS_ALLREDUCE(I, F) I(ALLREDUCE, allreduce, axis, 0) I(ALLREDUCE, allreduce, ranks, 1)
+#define ATTRS_ALL(I, F)                                                                                              \
+	ATTRS_EMBEDDING(I, F) ATTRS_MATMUL(I, F) ATTRS_SCALE(I, F) ATTRS_GELU(I, F) ATTRS_RMSNORM(I, F)             \
+	ATTRS_LAYERNORM(I, F) ATTRS_ROPE(I, F) ATTRS_ATTENTION(I, F) ATTRS_TOPK(I, F) ATTRS_RESHAPE(I, F)           \
+	ATTRS_SLICE(I, F) ATTRS_CONCAT(I, F) ATTRS_PERMUTE(I, F) ATTRS_MLA(I, F) ATTRS_INDEXER(I, F)                \
+	ATTRS_MOE_ROUTE(I, F) ATTRS_MOE_WEIGHTS(I, F) ATTRS_ALLREDUCE(I, F) ATTRS_ALLGATHER(I, F)
+
+#ifdef GLM_DEBUG
+#define ATTR_CHECK(n, OPC) GLM_ASSERT((n)->op == (OPC))
+#else
+#define ATTR_CHECK(n, OPC) ((void)0)
+#endif
+/* The accessors: an attribute read by its op's name, never by its slot. */
+#define ATTR_DEF(OP, op, name, slot, arr, T)                                                                         \
+	enum { ASLOT_##op##_##name = slot };                                                                         \
+	static inline T A_##op##_##name(const Node *n)                                                               \
+	{                                                                                                            \
+		ATTR_CHECK(n, OP_##OP);                                                                              \
+		return n->arr[slot];                                                                                 \
+	}                                                                                                            \
+	static inline void AS_##op##_##name(Node *n, T v)                                                            \
+	{                                                                                                            \
+		ATTR_CHECK(n, OP_##OP);                                                                              \
+		n->arr[slot] = v;                                                                                    \
+	}
+#define ATTR_DEF_I(OP, op, name, slot) ATTR_DEF(OP, op, name, slot, ia, int64_t)
+#define ATTR_DEF_F(OP, op, name, slot) ATTR_DEF(OP, op, name, slot, fa, double)
+ATTRS_ALL(ATTR_DEF_I, ATTR_DEF_F)
+#undef ATTR_DEF_I
+#undef ATTR_DEF_F
+#undef ATTR_DEF
+
+/* rmsnorm's or layernorm's eps, for code that serves both. */
+static inline double A_norm_eps(const Node *n)
+{
+	return n->op == OP_LAYERNORM ? A_layernorm_eps(n) : A_rmsnorm_eps(n);
+}
+
+/* Reshape's target dims (d0..d3) and permute's source axes (p0..p3) are read by index i < 4. */
+static inline int64_t A_reshape_dim(const Node *n, int i)
+{
+	ATTR_CHECK(n, OP_RESHAPE);
+	return n->ia[ASLOT_reshape_d0 + i];
+}
+static inline void AS_reshape_dim(Node *n, int i, int64_t v)
+{
+	ATTR_CHECK(n, OP_RESHAPE);
+	n->ia[ASLOT_reshape_d0 + i] = v;
+}
+/* All four target dims at once, for code that takes a dims array. */
+static inline const int64_t *A_reshape_dims(const Node *n)
+{
+	ATTR_CHECK(n, OP_RESHAPE);
+	return &n->ia[ASLOT_reshape_d0];
+}
+static inline int64_t A_permute_axis(const Node *n, int i)
+{
+	ATTR_CHECK(n, OP_PERMUTE);
+	return n->ia[ASLOT_permute_p0 + i];
+}
+static inline void AS_permute_axis(Node *n, int i, int64_t v)
+{
+	ATTR_CHECK(n, OP_PERMUTE);
+	n->ia[ASLOT_permute_p0 + i] = v;
+}
+
 typedef struct Exec Exec;
 
 typedef struct {
 	const char *name;
 	int nin_min, nin_max;
-	const char *ia[MAXATTR];     /* names of the integer attributes in use (NULL ends) */
-	const char *fa[MAXATTR];     /* names of the float attributes in use */
+	const char *ia[MAXATTR];     /* names of the integer attributes in use (NULL ends), from ATTRS_* */
+	const char *fa[MAXATTR];     /* names of the float attributes in use, from ATTRS_* */
 	/* Infer n's dtype/ndim/dim from its inputs and attributes; on error write a message naming the
 	** shapes involved and return -1. */
 	int (*shape)(const Graph *g, Node *n, char *err, size_t len);

@@ -134,7 +134,7 @@ static int shape_matmul(const Graph *g, Node *n, char *err, size_t len)
 	char b1[96], b2[96];
 	if (need_float(g, n, 0, err, len) || need_float(g, n, 1, err, len))
 		return -1;
-	int tb = n->ia[0] != 0, kb = b->ndim - (tb ? 1 : 2), nb = b->ndim - (tb ? 2 : 1);
+	int tb = A_matmul_transpose_b(n) != 0, kb = b->ndim - (tb ? 1 : 2), nb = b->ndim - (tb ? 2 : 1);
 	int ok = a->ndim == b->ndim && (a->ndim == 2 || a->ndim == 3) && a->dim[a->ndim - 1] == b->dim[kb] &&
 	         (a->ndim == 2 || a->dim[0] == b->dim[0]);
 	if (!ok)
@@ -199,8 +199,8 @@ static int shape_norm(const Graph *g, Node *n, char *err, size_t len)
 			              op_table[n->op].name, i == 1 ? "weight" : "bias", SS(w, b1), SS(x, b2),
 			              (long long)x->dim[x->ndim - 1]);
 	}
-	if (!(n->fa[0] > 0) || !isfinite(n->fa[0]))
-		return seterr(err, len, "%s: eps is %g, must be positive", op_table[n->op].name, n->fa[0]);
+	if (!(A_norm_eps(n) > 0) || !isfinite(A_norm_eps(n)))
+		return seterr(err, len, "%s: eps is %g, must be positive", op_table[n->op].name, A_norm_eps(n));
 	set_shape(n, DT_F32, x->ndim, x->dim);
 	return 0;
 }
@@ -212,7 +212,7 @@ static int shape_rope(const Graph *g, Node *n, char *err, size_t len)
 	char b1[96], b2[96];
 	if (need_float(g, n, 0, err, len) || need_i32(g, n, 1, err, len))
 		return -1;
-	int64_t H = n->ia[0], D = n->ia[1], R = n->ia[2];
+	int64_t H = A_rope_heads(n), D = A_rope_head_dim(n), R = A_rope_rot_dim(n);
 	if (H <= 0 || D <= 0 || R <= 0 || R > D || R % 2)
 		return seterr(err, len, "rope: heads=%lld head_dim=%lld rot_dim=%lld (need rot_dim even and <= head_dim)",
 		              (long long)H, (long long)D, (long long)R);
@@ -222,18 +222,20 @@ static int shape_rope(const Graph *g, Node *n, char *err, size_t len)
 		              (long long)D);
 	if (p->ndim != 1 || p->dim[0] != x->dim[0])
 		return seterr(err, len, "rope: positions %s do not match input %s", SS(p, b1), SS(x, b2));
-	if (!(n->fa[0] > 0))
-		return seterr(err, len, "rope: theta is %g, must be positive", n->fa[0]);
-	if (n->ia[5] < ROPE_PLAIN || n->ia[5] >= ROPE_NSCALINGS)
-		return seterr(err, len, "rope: unknown scaling %lld", (long long)n->ia[5]);
-	if (n->ia[5] == ROPE_YARN && n->fa[1] > 1 && n->ia[4] <= 0)
-		return seterr(err, len, "rope: YaRN factor %g needs original_max_position_embeddings", n->fa[1]);
-	if ((n->ia[5] == ROPE_LLAMA3 || n->ia[5] == ROPE_LINEAR) && !(n->fa[1] > 0))
-		return seterr(err, len, "rope: scaling factor %g, must be positive", n->fa[1]);
-	if (n->ia[5] == ROPE_LLAMA3 && (n->ia[4] <= 0 || !(n->fa[7] > 0) || !(n->fa[8] > n->fa[7])))
-		return seterr(err, len, "rope: llama3 scaling needs original_max_position_embeddings > 0 and "
-		              "0 < low_freq_factor < high_freq_factor (got %lld, %g, %g)", (long long)n->ia[4], n->fa[7],
-		              n->fa[8]);
+	if (!(A_rope_theta(n) > 0))
+		return seterr(err, len, "rope: theta is %g, must be positive", A_rope_theta(n));
+	if (A_rope_scaling(n) < ROPE_PLAIN || A_rope_scaling(n) >= ROPE_NSCALINGS)
+		return seterr(err, len, "rope: unknown scaling %lld", (long long)A_rope_scaling(n));
+	if (A_rope_scaling(n) == ROPE_YARN && A_rope_factor(n) > 1 && A_rope_orig_ctx(n) <= 0)
+		return seterr(err, len, "rope: YaRN factor %g needs original_max_position_embeddings", A_rope_factor(n));
+	if ((A_rope_scaling(n) == ROPE_LLAMA3 || A_rope_scaling(n) == ROPE_LINEAR) && !(A_rope_factor(n) > 0))
+		return seterr(err, len, "rope: scaling factor %g, must be positive", A_rope_factor(n));
+	if (A_rope_scaling(n) == ROPE_LLAMA3 && (A_rope_orig_ctx(n) <= 0 || !(A_rope_low_freq_factor(n) > 0) ||
+	                                         !(A_rope_high_freq_factor(n) > A_rope_low_freq_factor(n))))
+		return seterr(err, len,
+		              "rope: llama3 scaling needs original_max_position_embeddings > 0 and "
+		              "0 < low_freq_factor < high_freq_factor (got %lld, %g, %g)",
+		              (long long)A_rope_orig_ctx(n), A_rope_low_freq_factor(n), A_rope_high_freq_factor(n));
 	if (n->nin > 2) {
 		/* per-frequency divisors: a checkpoint vector the runtime reads when it builds the GPU table */
 		const Node *d = IN(n, 2);
@@ -248,7 +250,8 @@ static int shape_rope(const Graph *g, Node *n, char *err, size_t len)
 /* attention(q[T,H*Dk], k[T,G*Dk], v[T,G*Dv], kcache[S,G*Dk], vcache[S,G*Dv], pos[T]) -> [T, H*Dv] */
 static int shape_attention(const Graph *g, Node *n, char *err, size_t len)
 {
-	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	int64_t H = A_attention_heads(n), G = A_attention_kv_heads(n), Dk = A_attention_head_dim(n),
+	        Dv = A_attention_v_head_dim(n);
 	char b1[96];
 	if (H <= 0 || G <= 0 || Dk <= 0 || Dv <= 0 || H % G)
 		return seterr(err, len, "attention: heads=%lld kv_heads=%lld (heads must be a multiple of kv_heads)",
@@ -282,11 +285,11 @@ static int shape_topk(const Graph *g, Node *n, char *err, size_t len)
 	if (need_float(g, n, 0, err, len))
 		return -1;
 	int64_t last = x->dim[x->ndim - 1];
-	if (last < 0 || n->ia[0] <= 0 || n->ia[0] > last)
-		return seterr(err, len, "topk: k=%lld for %s (need 1 <= k <= last dim)", (long long)n->ia[0], SS(x, b1));
+	if (last < 0 || A_topk_k(n) <= 0 || A_topk_k(n) > last)
+		return seterr(err, len, "topk: k=%lld for %s (need 1 <= k <= last dim)", (long long)A_topk_k(n), SS(x, b1));
 	int64_t d[MAXDIM];
 	memcpy(d, x->dim, sizeof d);
-	d[x->ndim - 1] = n->ia[0];
+	d[x->ndim - 1] = A_topk_k(n);
 	set_shape(n, DT_I32, x->ndim, d);
 	return 0;
 }
@@ -317,16 +320,16 @@ static int64_t static_numel(int ndim, const int64_t *d, int64_t *sym, int *nsym)
 	return e;
 }
 
-/* reshape: target dims in ia[0..ndim-1], ndim in ia[4]; symbolic dims must be kept, in order. */
+/* reshape: target dims d0..d(ndim-1), and ndim; symbolic dims must be kept, in order. */
 static int shape_reshape(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *x = IN(n, 0);
 	char b1[96], b2[96];
-	int nd = (int)n->ia[4];
+	int nd = (int)A_reshape_ndim(n);
 	if (nd < 1 || nd > MAXDIM)
 		return seterr(err, len, "reshape: %d dims (1..%d allowed)", nd, MAXDIM);
 	Node t = *n;
-	set_shape(&t, x->dtype, nd, n->ia);
+	set_shape(&t, x->dtype, nd, A_reshape_dims(n));
 	int64_t s1[MAXDIM], s2[MAXDIM];
 	int n1, n2;
 	int64_t e1 = static_numel(x->ndim, x->dim, s1, &n1), e2 = static_numel(nd, t.dim, s2, &n2);
@@ -346,7 +349,7 @@ static int shape_slice(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *x = IN(n, 0);
 	char b1[96];
-	int64_t ax = n->ia[0], st = n->ia[1], ln = n->ia[2];
+	int64_t ax = A_slice_axis(n), st = A_slice_start(n), ln = A_slice_len(n);
 	if (ax < 0 || ax >= x->ndim || x->dim[ax] < 0 || st < 0 || ln <= 0 || st + ln > x->dim[ax])
 		return seterr(err, len, "slice: [%lld, %lld) of axis %lld is outside %s", (long long)st,
 		              (long long)(st + ln), (long long)ax + 1, SS(x, b1));
@@ -362,7 +365,7 @@ static int shape_concat(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *a = IN(n, 0);
 	char b1[96], b2[96];
-	int64_t ax = n->ia[0];
+	int64_t ax = A_concat_axis(n);
 	if (ax < 0 || ax >= a->ndim || a->dim[ax] < 0)
 		return seterr(err, len, "concat: axis %lld is not a static axis of %s", (long long)ax + 1, SS(a, b1));
 	int64_t d[MAXDIM];
@@ -381,7 +384,7 @@ static int shape_concat(const Graph *g, Node *n, char *err, size_t len)
 	return 0;
 }
 
-/* permute(x): ia[0..ndim-1] = source axis of each output axis. */
+/* permute(x): p0..p(ndim-1) = source axis of each output axis. */
 static int shape_permute(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *x = IN(n, 0);
@@ -389,7 +392,7 @@ static int shape_permute(const Graph *g, Node *n, char *err, size_t len)
 	int seen[MAXDIM] = {0};
 	int64_t d[MAXDIM] = {0};
 	for (int i = 0; i < x->ndim; i++) {
-		int64_t p = n->ia[i];
+		int64_t p = A_permute_axis(n, i);
 		if (p < 0 || p >= x->ndim || seen[p]++)
 			return seterr(err, len, "permute: axes are not a permutation of the %d dims of %s", x->ndim, SS(x, b1));
 		d[i] = x->dim[p];
@@ -413,7 +416,7 @@ static int need_2d(const Graph *g, const Node *n, int i, int64_t rows, int64_t c
 /* mla(q[T, H*Dk], kv[T, Dk], cache[S, Dk], pos[T] [, sel[T, K]]) -> [T, H*Dv]; ia: heads, dk, dv. */
 static int shape_mla(const Graph *g, Node *n, char *err, size_t len)
 {
-	int64_t H = n->ia[0], Dk = n->ia[1], Dv = n->ia[2];
+	int64_t H = A_mla_heads(n), Dk = A_mla_dk(n), Dv = A_mla_dv(n);
 	if (H <= 0 || Dk <= 0 || Dv <= 0 || Dv > Dk)
 		return seterr(err, len, "mla: heads=%lld dk=%lld dv=%lld (need dv <= dk: the values are the key's first dv)",
 		              (long long)H, (long long)Dk, (long long)Dv);
@@ -439,7 +442,7 @@ static int shape_mla(const Graph *g, Node *n, char *err, size_t len)
 /* indexer(q[T, H*D], k[T, D], w[T, H], kcache[S, D], pos[T]) -> int32 [T, topk]; ia: heads, dim, topk. */
 static int shape_indexer(const Graph *g, Node *n, char *err, size_t len)
 {
-	int64_t H = n->ia[0], D = n->ia[1], K = n->ia[2];
+	int64_t H = A_indexer_heads(n), D = A_indexer_dim(n), K = A_indexer_topk(n);
 	if (H <= 0 || D <= 0 || K <= 0)
 		return seterr(err, len, "indexer: heads=%lld dim=%lld topk=%lld must be positive", (long long)H, (long long)D,
 		              (long long)K);
@@ -461,9 +464,10 @@ static int shape_moe_route(const Graph *g, Node *n, char *err, size_t len)
 	char b1[96];
 	if (need_float(g, n, 0, err, len))
 		return -1;
-	int64_t E = l->dim[l->ndim - 1], k = n->ia[0], ng = n->ia[1] ? n->ia[1] : 1, tg = n->ia[2] ? n->ia[2] : ng;
-	if (l->ndim != 2 || E <= 0 || k <= 0 || k > E || E % ng || tg > ng || k > tg * (E / ng) || n->ia[3] < 0 ||
-	    n->ia[3] > 1)
+	int64_t E = l->dim[l->ndim - 1], k = A_moe_route_k(n), ng = A_moe_route_groups(n) ? A_moe_route_groups(n) : 1,
+	        tg = A_moe_route_topk_groups(n) ? A_moe_route_topk_groups(n) : ng;
+	if (l->ndim != 2 || E <= 0 || k <= 0 || k > E || E % ng || tg > ng || k > tg * (E / ng) ||
+	    A_moe_route_sigmoid(n) < 0 || A_moe_route_sigmoid(n) > 1)
 		return seterr(err, len, "moe_route: cannot pick %lld of the experts of %s in %lld groups keeping %lld",
 		              (long long)k, SS(l, b1), (long long)ng, (long long)tg);
 	if (n->nin > 1 && (need_float(g, n, 1, err, len) || IN(n, 1)->ndim != 1 || IN(n, 1)->dim[0] != E))
@@ -526,7 +530,7 @@ static void cpu_embedding(Exec *x, int id)
 {
 	int64_t V = exec_dim(x, INID(0), 0), C = exec_dim(x, INID(0), 1), T = exec_numel(x, INID(1));
 	const int32_t *ids = I32(1);
-	if (NODE->ia[0]) {
+	if (A_embedding_vocab_parallel(NODE)) {
 		/* Vocab-parallel: this rank holds rows [rank·V, (rank+1)·V); other ids give zeros (summed later). */
 		int64_t lo = (int64_t)x->rank * V;
 		for (int64_t t = 0; t < T; t++) {
@@ -553,17 +557,18 @@ static void cpu_collective(Exec *x, int id)
 		memcpy(x->buf[id], x->buf[INID(0)], (size_t)exec_numel(x, INID(0)) * dtype_size(NODE->dtype));
 }
 
-/* allgather(x) along ia[0] over ia[1] ranks: the axis grows tp-fold. */
+/* allgather(x) along axis over ranks ranks: the axis grows tp-fold. */
 static int shape_allgather(const Graph *g, Node *n, char *err, size_t len)
 {
 	const Node *x = IN(n, 0);
 	char b1[96];
-	if (n->ia[0] < 0 || n->ia[0] >= x->ndim || x->dim[n->ia[0]] < 0 || n->ia[1] < 1)
-		return seterr(err, len, "allgather: axis %lld of %s over %lld ranks", (long long)n->ia[0] + 1, SS(x, b1),
-		              (long long)n->ia[1]);
+	if (A_allgather_axis(n) < 0 || A_allgather_axis(n) >= x->ndim || x->dim[A_allgather_axis(n)] < 0 ||
+	    A_allgather_ranks(n) < 1)
+		return seterr(err, len, "allgather: axis %lld of %s over %lld ranks", (long long)A_allgather_axis(n) + 1,
+		              SS(x, b1), (long long)A_allgather_ranks(n));
 	int64_t d[MAXDIM];
 	memcpy(d, x->dim, sizeof d);
-	d[n->ia[0]] *= n->ia[1];
+	d[A_allgather_axis(n)] *= A_allgather_ranks(n);
 	set_shape(n, x->dtype, x->ndim, d);
 	return 0;
 }
@@ -604,8 +609,8 @@ static void cpu_matmul(Exec *x, int id)
 	int nd = x->g->node[n->in[0]].ndim;
 	int64_t B = nd == 3 ? exec_dim(x, n->in[0], 0) : 1;
 	int64_t M = exec_dim(x, n->in[0], nd - 2), K = exec_dim(x, n->in[0], nd - 1);
-	int64_t N = exec_dim(x, n->in[1], n->ia[0] ? nd - 2 : nd - 1);
-	if (n->ia[0])
+	int64_t N = exec_dim(x, n->in[1], A_matmul_transpose_b(n) ? nd - 2 : nd - 1);
+	if (A_matmul_transpose_b(n))
 		ref_matmul_tb(Y, F(0), F(1), (int)B, (int)M, (int)K, (int)N);
 	else
 		ref_matmul(Y, F(0), F(1), (int)B, (int)M, (int)K, (int)N);
@@ -626,9 +631,9 @@ static void cpu_unary(Exec *x, int id)
 {
 	size_t n = (size_t)exec_numel(x, id);
 	switch (NODE->op) {
-	case OP_SCALE: ref_scale(Y, F(0), n, (float)NODE->fa[0]); break;
+	case OP_SCALE: ref_scale(Y, F(0), n, (float)A_scale_s(NODE)); break;
 	case OP_SILU: ref_silu(Y, F(0), n); break;
-	case OP_GELU: ref_gelu(Y, F(0), n, (int)NODE->ia[0]); break;
+	case OP_GELU: ref_gelu(Y, F(0), n, (int)A_gelu_tanh(NODE)); break;
 	case OP_SIGMOID: ref_sigmoid(Y, F(0), n); break;
 	default: GLM_ASSERT(0);
 	}
@@ -648,24 +653,26 @@ static void cpu_swiglu(Exec *x, int id)
 static void cpu_rmsnorm(Exec *x, int id)
 {
 	int64_t N = exec_dim(x, id, NODE->ndim - 1);
-	ref_rmsnorm(Y, F(0), NODE->nin > 1 ? F(1) : NULL, (int)(exec_numel(x, id) / N), (int)N, (float)NODE->fa[0]);
+	ref_rmsnorm(Y, F(0), NODE->nin > 1 ? F(1) : NULL, (int)(exec_numel(x, id) / N), (int)N, (float)A_rmsnorm_eps(NODE));
 }
 
 static void cpu_layernorm(Exec *x, int id)
 {
 	int64_t N = exec_dim(x, id, NODE->ndim - 1);
 	ref_layernorm(Y, F(0), NODE->nin > 1 ? F(1) : NULL, NODE->nin > 2 ? F(2) : NULL, (int)(exec_numel(x, id) / N),
-	              (int)N, (float)NODE->fa[0]);
+	              (int)N, (float)A_layernorm_eps(NODE));
 }
 
 /* The rope attributes as the reference kernel takes them (freq_div left NULL). */
 static RefRope rope_params(const Node *n)
 {
 	RefRope r = {
-		.head_dim = (int)n->ia[1], .rot_dim = (int)n->ia[2], .interleaved = (int)n->ia[3],
-		.orig_ctx = (int)n->ia[4], .scaling = (int)n->ia[5], .theta = n->fa[0], .factor = n->fa[1],
-		.beta_fast = n->fa[2], .beta_slow = n->fa[3], .mscale = n->fa[4], .mscale_all_dim = n->fa[5],
-		.attn_factor = n->fa[6], .low_freq_factor = n->fa[7], .high_freq_factor = n->fa[8],
+		.head_dim = (int)A_rope_head_dim(n), .rot_dim = (int)A_rope_rot_dim(n),
+		.interleaved = (int)A_rope_interleaved(n), .orig_ctx = (int)A_rope_orig_ctx(n),
+		.scaling = (int)A_rope_scaling(n), .theta = A_rope_theta(n), .factor = A_rope_factor(n),
+		.beta_fast = A_rope_beta_fast(n), .beta_slow = A_rope_beta_slow(n), .mscale = A_rope_mscale(n),
+		.mscale_all_dim = A_rope_mscale_all_dim(n), .attn_factor = A_rope_attn_factor(n),
+		.low_freq_factor = A_rope_low_freq_factor(n), .high_freq_factor = A_rope_high_freq_factor(n),
 	};
 	return r;
 }
@@ -681,7 +688,7 @@ static void cpu_rope(Exec *x, int id)
 {
 	RefRope r = rope_params(NODE);
 	r.freq_div = NODE->nin > 2 ? F(2) : NULL;
-	ref_rope(Y, F(0), I32(1), (int)x->T, (int)NODE->ia[0], &r);
+	ref_rope(Y, F(0), I32(1), (int)x->T, (int)A_rope_heads(NODE), &r);
 }
 
 /* The run of tokens from t0 that share one sequence slot (a prefill is one run; a batched decode step
@@ -714,20 +721,21 @@ static void cpu_attention(Exec *x, int id)
 	const int32_t *pos = I32(5);
 	if (check_pos(x, pos))
 		return;
-	int64_t H = n->ia[0], G = n->ia[1], Dk = n->ia[2], Dv = n->ia[3];
+	int64_t H = A_attention_heads(n), G = A_attention_kv_heads(n), Dk = A_attention_head_dim(n),
+	        Dv = A_attention_v_head_dim(n);
 	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
 		int s;
 		t1 = slot_run(x, t0, &s);
 		ref_attention(Y + t0 * H * Dv, F(0) + t0 * H * Dk, F(1) + t0 * G * Dk, F(2) + t0 * G * Dv,
 		              F(3) + s * x->S * G * Dk, F(4) + s * x->S * G * Dv, pos + t0, (int)(t1 - t0), (int)H, (int)G,
-		              (int)Dk, (int)Dv, (int)x->S, (float)n->fa[0]);
+		              (int)Dk, (int)Dv, (int)x->S, (float)A_attention_scale(n));
 	}
 }
 
 static void cpu_topk(Exec *x, int id)
 {
 	int64_t N = exec_dim(x, INID(0), x->g->node[INID(0)].ndim - 1);
-	ref_topk((int32_t *)x->buf[id], F(0), (int)(exec_numel(x, INID(0)) / N), (int)N, (int)NODE->ia[0]);
+	ref_topk((int32_t *)x->buf[id], F(0), (int)(exec_numel(x, INID(0)) / N), (int)N, (int)A_topk_k(NODE));
 }
 
 static void cpu_argmax(Exec *x, int id)
@@ -746,23 +754,23 @@ static void cpu_reshape(Exec *x, int id)
 static void cpu_slice(Exec *x, int id)
 {
 	const Node *n = NODE;
-	int ax = (int)n->ia[0];
+	int ax = (int)A_slice_axis(n);
 	size_t es = dtype_size(n->dtype), inner = es, outer = 1;
 	for (int i = ax + 1; i < n->ndim; i++)
 		inner *= (size_t)exec_dim(x, id, i);
 	for (int i = 0; i < ax; i++)
 		outer *= (size_t)exec_dim(x, id, i);
-	size_t src_ax = (size_t)exec_dim(x, n->in[0], ax), dst_ax = (size_t)n->ia[2];
+	size_t src_ax = (size_t)exec_dim(x, n->in[0], ax), dst_ax = (size_t)A_slice_len(n);
 	const char *src = x->buf[n->in[0]];
 	char *dst = x->buf[id];
 	for (size_t o = 0; o < outer; o++)
-		memcpy(dst + o * dst_ax * inner, src + (o * src_ax + (size_t)n->ia[1]) * inner, dst_ax * inner);
+		memcpy(dst + o * dst_ax * inner, src + (o * src_ax + (size_t)A_slice_start(n)) * inner, dst_ax * inner);
 }
 
 static void cpu_concat(Exec *x, int id)
 {
 	const Node *n = NODE;
-	int ax = (int)n->ia[0];
+	int ax = (int)A_concat_axis(n);
 	size_t es = dtype_size(n->dtype), inner = es, outer = 1;
 	for (int i = ax + 1; i < n->ndim; i++)
 		inner *= (size_t)exec_dim(x, id, i);
@@ -785,7 +793,7 @@ static void cpu_permute(Exec *x, int id)
 	int64_t shape[MAXDIM];
 	int perm[MAXDIM];
 	for (int i = 0; i < in->ndim; i++)
-		shape[i] = exec_dim(x, n->in[0], i), perm[i] = (int)n->ia[i];
+		shape[i] = exec_dim(x, n->in[0], i), perm[i] = (int)A_permute_axis(n, i);
 	ref_permute(x->buf[id], x->buf[n->in[0]], in->ndim, shape, perm, dtype_size(n->dtype));
 }
 
@@ -796,13 +804,13 @@ static void cpu_mla(Exec *x, int id)
 	if (check_pos(x, pos))
 		return;
 	int nsel = n->nin > 4 ? (int)exec_dim(x, n->in[4], 1) : 0;
-	int64_t H = n->ia[0], Dk = n->ia[1], Dv = n->ia[2];
+	int64_t H = A_mla_heads(n), Dk = A_mla_dk(n), Dv = A_mla_dv(n);
 	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
 		int s;
 		t1 = slot_run(x, t0, &s);
 		ref_mla(Y + t0 * H * Dv, F(0) + t0 * H * Dk, F(1) + t0 * Dk, F(2) + s * x->S * Dk, pos + t0,
 		        n->nin > 4 ? I32(4) + t0 * nsel : NULL, nsel, (int)(t1 - t0), (int)H, (int)Dk, (int)Dv, (int)x->S,
-		        (float)n->fa[0]);
+		        (float)A_mla_scale(n));
 	}
 }
 
@@ -812,13 +820,13 @@ static void cpu_indexer(Exec *x, int id)
 	const int32_t *pos = I32(4);
 	if (check_pos(x, pos))
 		return;
-	int64_t H = n->ia[0], D = n->ia[1], K = n->ia[2];
+	int64_t H = A_indexer_heads(n), D = A_indexer_dim(n), K = A_indexer_topk(n);
 	for (int64_t t0 = 0, t1; t0 < x->T; t0 = t1) {
 		int s;
 		t1 = slot_run(x, t0, &s);
 		ref_indexer((int32_t *)x->buf[id] + t0 * K, F(0) + t0 * H * D, F(1) + t0 * D, F(2) + t0 * H,
 		            F(3) + s * x->S * D, pos + t0, (int)(t1 - t0), (int)H, (int)D, (int)x->S, (int)K,
-		            (float)n->fa[0]);
+		            (float)A_indexer_scale(n));
 	}
 }
 
@@ -826,16 +834,19 @@ static void cpu_moe_route(Exec *x, int id)
 {
 	const Node *n = NODE;
 	int64_t E = exec_dim(x, n->in[0], 1), T = exec_dim(x, n->in[0], 0);
-	ref_moe_route((int32_t *)x->buf[id], F(0), n->nin > 1 ? F(1) : NULL, (int)T, (int)E, (int)n->ia[0],
-	              n->ia[1] ? (int)n->ia[1] : 1, n->ia[2] ? (int)n->ia[2] : (n->ia[1] ? (int)n->ia[1] : 1),
-	              (int)n->ia[3]);
+	ref_moe_route((int32_t *)x->buf[id], F(0), n->nin > 1 ? F(1) : NULL, (int)T, (int)E, (int)A_moe_route_k(n),
+	              A_moe_route_groups(n) ? (int)A_moe_route_groups(n) : 1,
+	              A_moe_route_topk_groups(n) ? (int)A_moe_route_topk_groups(n)
+	                                         : (A_moe_route_groups(n) ? (int)A_moe_route_groups(n) : 1),
+	              (int)A_moe_route_sigmoid(n));
 }
 
 static void cpu_moe_weights(Exec *x, int id)
 {
 	const Node *n = NODE;
 	int64_t E = exec_dim(x, n->in[0], 1), T = exec_dim(x, n->in[0], 0), k = exec_dim(x, n->in[1], 1);
-	ref_moe_weights(Y, F(0), I32(1), (int)T, (int)E, (int)k, (int)n->ia[0], (int)n->ia[1], (float)n->fa[0]);
+	ref_moe_weights(Y, F(0), I32(1), (int)T, (int)E, (int)k, (int)A_moe_weights_sigmoid(n), (int)A_moe_weights_norm(n),
+	                (float)A_moe_weights_scale(n));
 }
 
 static void cpu_moe_ffn(Exec *x, int id)
@@ -846,45 +857,50 @@ static void cpu_moe_ffn(Exec *x, int id)
 	ref_moe_ffn(Y, F(0), I32(1), F(2), F(3), F(4), F(5), (int)T, (int)C, (int)Fd, (int)E, (int)k);
 }
 
+/* The attribute names by slot, from the tables in glm.h (ATTRS_*); allreduce's (ATTRS_ALLREDUCE) are not
+** listed, so dumps print none. */
+#define ATTR_NAME(OP, op, name, slot) [slot] = #name,
+#define ATTR_SKIP(OP, op, name, slot)
 const OpDef op_table[OP_NOPS] = {
 	[OP_INPUT] = {"input", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_PARAM] = {"param", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
 	[OP_CACHE] = {"cache", 0, 0, {0}, {0}, shape_leaf, cpu_nop},
-	[OP_EMBEDDING] = {"embedding", 2, 2, {"vocab_parallel"}, {0}, shape_embedding, cpu_embedding},
+	[OP_EMBEDDING] = {"embedding", 2, 2, {ATTRS_EMBEDDING(ATTR_NAME, ATTR_SKIP)}, {0}, shape_embedding, cpu_embedding},
 	[OP_LINEAR] = {"linear", 2, 3, {0}, {0}, shape_linear, cpu_linear},
-	[OP_MATMUL] = {"matmul", 2, 2, {"transpose_b"}, {0}, shape_matmul, cpu_matmul},
+	[OP_MATMUL] = {"matmul", 2, 2, {ATTRS_MATMUL(ATTR_NAME, ATTR_SKIP)}, {0}, shape_matmul, cpu_matmul},
 	[OP_ADD] = {"add", 2, 2, {0}, {0}, shape_binary, cpu_binary},
 	[OP_SUB] = {"sub", 2, 2, {0}, {0}, shape_binary, cpu_binary},
 	[OP_MUL] = {"mul", 2, 2, {0}, {0}, shape_binary, cpu_binary},
 	[OP_DIV] = {"div", 2, 2, {0}, {0}, shape_binary, cpu_binary},
-	[OP_SCALE] = {"scale", 1, 1, {0}, {"s"}, shape_unary, cpu_unary},
+	[OP_SCALE] = {"scale", 1, 1, {0}, {ATTRS_SCALE(ATTR_SKIP, ATTR_NAME)}, shape_unary, cpu_unary},
 	[OP_SILU] = {"silu", 1, 1, {0}, {0}, shape_unary, cpu_unary},
-	[OP_GELU] = {"gelu", 1, 1, {"tanh"}, {0}, shape_unary, cpu_unary},
+	[OP_GELU] = {"gelu", 1, 1, {ATTRS_GELU(ATTR_NAME, ATTR_SKIP)}, {0}, shape_unary, cpu_unary},
 	[OP_SIGMOID] = {"sigmoid", 1, 1, {0}, {0}, shape_unary, cpu_unary},
 	[OP_SOFTMAX] = {"softmax", 1, 1, {0}, {0}, shape_unary, cpu_softmax},
 	[OP_SWIGLU] = {"swiglu", 2, 2, {0}, {0}, shape_swiglu, cpu_swiglu},
-	[OP_RMSNORM] = {"rmsnorm", 1, 2, {0}, {"eps"}, shape_norm, cpu_rmsnorm},
-	[OP_LAYERNORM] = {"layernorm", 1, 3, {0}, {"eps"}, shape_norm, cpu_layernorm},
-	[OP_ROPE] = {"rope", 2, 3, {"heads", "head_dim", "rot_dim", "interleaved", "orig_ctx", "scaling"},
-	             {"theta", "factor", "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attn_factor",
-	              "low_freq_factor", "high_freq_factor"},
-	             shape_rope, cpu_rope},
-	[OP_ATTENTION] = {"attention", 6, 6, {"heads", "kv_heads", "head_dim", "v_head_dim"}, {"scale"},
+	[OP_RMSNORM] = {"rmsnorm", 1, 2, {0}, {ATTRS_RMSNORM(ATTR_SKIP, ATTR_NAME)}, shape_norm, cpu_rmsnorm},
+	[OP_LAYERNORM] = {"layernorm", 1, 3, {0}, {ATTRS_LAYERNORM(ATTR_SKIP, ATTR_NAME)}, shape_norm, cpu_layernorm},
+	[OP_ROPE] = {"rope", 2, 3, {ATTRS_ROPE(ATTR_NAME, ATTR_SKIP)}, {ATTRS_ROPE(ATTR_SKIP, ATTR_NAME)}, shape_rope,
+	             cpu_rope},
+	[OP_ATTENTION] = {"attention", 6, 6, {ATTRS_ATTENTION(ATTR_NAME, ATTR_SKIP)},
+	                  {ATTRS_ATTENTION(ATTR_SKIP, ATTR_NAME)},
 	                  shape_attention, cpu_attention},
-	[OP_TOPK] = {"topk", 1, 1, {"k"}, {0}, shape_topk, cpu_topk},
+	[OP_TOPK] = {"topk", 1, 1, {ATTRS_TOPK(ATTR_NAME, ATTR_SKIP)}, {0}, shape_topk, cpu_topk},
 	[OP_ARGMAX] = {"argmax", 1, 1, {0}, {0}, shape_argmax, cpu_argmax},
-	[OP_RESHAPE] = {"reshape", 1, 1, {"d0", "d1", "d2", "d3", "ndim"}, {0}, shape_reshape, cpu_reshape},
-	[OP_SLICE] = {"slice", 1, 1, {"axis", "start", "len"}, {0}, shape_slice, cpu_slice},
-	[OP_CONCAT] = {"concat", 1, MAXIN, {"axis"}, {0}, shape_concat, cpu_concat},
-	[OP_PERMUTE] = {"permute", 1, 1, {"p0", "p1", "p2", "p3"}, {0}, shape_permute, cpu_permute},
-	[OP_MLA] = {"mla", 4, 5, {"heads", "dk", "dv"}, {"scale"}, shape_mla, cpu_mla},
-	[OP_INDEXER] = {"indexer", 5, 5, {"heads", "dim", "topk"}, {"scale"}, shape_indexer, cpu_indexer},
-	[OP_MOE_ROUTE] = {"moe_route", 1, 2, {"k", "groups", "topk_groups", "sigmoid"}, {0}, shape_moe_route,
+	[OP_RESHAPE] = {"reshape", 1, 1, {ATTRS_RESHAPE(ATTR_NAME, ATTR_SKIP)}, {0}, shape_reshape, cpu_reshape},
+	[OP_SLICE] = {"slice", 1, 1, {ATTRS_SLICE(ATTR_NAME, ATTR_SKIP)}, {0}, shape_slice, cpu_slice},
+	[OP_CONCAT] = {"concat", 1, MAXIN, {ATTRS_CONCAT(ATTR_NAME, ATTR_SKIP)}, {0}, shape_concat, cpu_concat},
+	[OP_PERMUTE] = {"permute", 1, 1, {ATTRS_PERMUTE(ATTR_NAME, ATTR_SKIP)}, {0}, shape_permute, cpu_permute},
+	[OP_MLA] = {"mla", 4, 5, {ATTRS_MLA(ATTR_NAME, ATTR_SKIP)}, {ATTRS_MLA(ATTR_SKIP, ATTR_NAME)}, shape_mla, cpu_mla},
+	[OP_INDEXER] = {"indexer", 5, 5, {ATTRS_INDEXER(ATTR_NAME, ATTR_SKIP)}, {ATTRS_INDEXER(ATTR_SKIP, ATTR_NAME)},
+	                shape_indexer, cpu_indexer},
+	[OP_MOE_ROUTE] = {"moe_route", 1, 2, {ATTRS_MOE_ROUTE(ATTR_NAME, ATTR_SKIP)}, {0}, shape_moe_route,
 	                  cpu_moe_route},
-	[OP_MOE_WEIGHTS] = {"moe_weights", 2, 2, {"sigmoid", "norm"}, {"scale"}, shape_moe_weights, cpu_moe_weights},
+	[OP_MOE_WEIGHTS] = {"moe_weights", 2, 2, {ATTRS_MOE_WEIGHTS(ATTR_NAME, ATTR_SKIP)},
+	                    {ATTRS_MOE_WEIGHTS(ATTR_SKIP, ATTR_NAME)}, shape_moe_weights, cpu_moe_weights},
 	[OP_MOE_FFN] = {"moe_ffn", 6, 6, {0}, {0}, shape_moe_ffn, cpu_moe_ffn},
 	[OP_ALLREDUCE] = {"allreduce", 1, 1, {0}, {0}, shape_allreduce, cpu_collective},
-	[OP_ALLGATHER] = {"allgather", 1, 1, {"axis", "ranks"}, {0}, shape_allgather, cpu_collective},
+	[OP_ALLGATHER] = {"allgather", 1, 1, {ATTRS_ALLGATHER(ATTR_NAME, ATTR_SKIP)}, {0}, shape_allgather, cpu_collective},
 };
 
 int op_from_name(const char *s)

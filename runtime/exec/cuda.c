@@ -172,7 +172,7 @@ static int upload_rope_tables(Gpu *x, const Weights *d, char *err, size_t len)
 		const Node *n = &g->node[i];
 		if (n->op != OP_ROPE)
 			continue;
-		size_t half = (size_t)n->ia[2] / 2;
+		size_t half = (size_t)A_rope_rot_dim(n) / 2;
 		float *inv = malloc(sizeof(float) * 2 * (half ? half : 1)), *div = NULL, cs;
 		if (!inv)
 			return seterr(err, len, "out of memory");
@@ -373,7 +373,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		                                                      : (size_t)node_numel(n, x->maxT, x->S) * elsize(x, i)) +
 		                255) & ~(size_t)255;
 		if (n->op == OP_ROPE)
-			rb += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
+			rb += ((size_t)A_rope_rot_dim(n) / 2 * sizeof(float) + 255) & ~(size_t)255;
 		if (n->op == OP_RESHAPE || (planned && n->kind == VK_ACT))
 			continue;
 		size_t *acc = n->kind == VK_WEIGHT ? &wb : n->kind == VK_CACHE ? &cb : &ab;
@@ -432,7 +432,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		}
 		if (n->op == OP_ROPE) { /* filled by upload_rope_tables */
 			x->rope[i] = x->rope_mem + ro;
-			ro += ((size_t)n->ia[2] / 2 * sizeof(float) + 255) & ~(size_t)255;
+			ro += ((size_t)A_rope_rot_dim(n) / 2 * sizeof(float) + 255) & ~(size_t)255;
 		}
 	}
 	free(off);

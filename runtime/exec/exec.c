@@ -151,7 +151,7 @@ static void late_keep(Exec *x, int i, int64_t T)
 		double ss = 0;
 		for (int64_t k = 0; k < N; k++)
 			ss += (double)xr[k] * xr[k];
-		float inv = (float)(1.0 / sqrt(ss / (double)N + n->fa[0]));
+		float inv = (float)(1.0 / sqrt(ss / (double)N + A_rmsnorm_eps(n)));
 		for (int64_t k = 0; k < N; k++)
 			kr[k] = xr[k] * (w ? w[k] : 1.0f);
 		round_bf16(kr, N);
@@ -283,7 +283,7 @@ static void collective(Exec *x, int tp, int i)
 			memcpy(x[r].buf[i], x[0].buf[i], cnt * sizeof(float));
 		return;
 	}
-	int ax = (int)n->ia[0];
+	int ax = (int)A_allgather_axis(n);
 	size_t es = dtype_size(n->dtype), outer = 1, inner = es;
 	for (int k = 0; k < ax; k++)
 		outer *= (size_t)exec_dim(&x[0], src, k);

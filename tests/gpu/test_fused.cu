@@ -399,11 +399,11 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 	** (c.tr8) */
 	bool tr1 = T == 1 && !c.tr8;
 	if (!rb && tr1 && PRO == GEMV_PRO_NONE && (EPI & GEMV_EPI_RES))
-		gemv_shape_plain1(K, ntot, sizeof(W), &bt, &rb); /* the one-token o/down projection glmc emits */
+		gemv_shape_plain1(K, ntot, sizeof(W), GEMV_SMS_SM90, &bt, &rb); /* the one-token o/down projection glmc emits */
 	else if (!rb && tr1 && PRO == GEMV_PRO_RMSLATE && !(EPI & GEMV_EPI_GLU))
-		gemv_shape_late1(K, ntot, sizeof(W), &bt, &rb); /* the one-token q/k/v group glmc emits */
+		gemv_shape_late1(K, ntot, sizeof(W), GEMV_SMS_SM90, &bt, &rb); /* the one-token q/k/v group glmc emits */
 	else if (!rb)
-		gemv_shape_h(K, ntot, sizeof(W), &bt, &rb);
+		gemv_shape_h(K, ntot, sizeof(W), GEMV_SMS_SM90, &bt, &rb);
 	if ((EPI & GEMV_EPI_GLU) && rb < 2)
 		rb = 2; /* as glmc emits it: column pairs */
 	constexpr int R1 = (EPI & GEMV_EPI_GLU) ? 2 : 1; /* GLU never runs one column a block (rb >= 2 above) */
@@ -419,7 +419,9 @@ template <typename A, typename W, int PRO, bool HAS_NW, int EPI> static void run
 		  : rb == 4 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 4, 8>)
 		    : rb == 2 ? (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, 2, 8>)
 			      : (tr1 ? g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 1> : g_gemv_fused<A, W, W, PRO, HAS_NW, EPI, R1, 8>);
-	unsigned grid = c.grid ? c.grid : gemv_grid_h(ntot, rb, bt, PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_SWIGLU);
+	unsigned grid = c.grid
+	                    ? c.grid
+	                    : gemv_grid_h(ntot, rb, bt, PRO == GEMV_PRO_RMSNORM || PRO == GEMV_PRO_SWIGLU, GEMV_SMS_SM90);
 	kern<<<grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 				       upload(x), PRO == GEMV_PRO_SWIGLU ? upload(u) : nullptr, HAS_NW ? upload(nw) : nullptr,
 				       dhs, dr, T, K, N[0], N[1], N[2], N[3], 1e-6f, s[0], s[1], s[2], s[3]);

@@ -819,7 +819,7 @@ template <typename A, typename W, bool HB>
 static void launch_gemv(int rb, int bt, A *y, const A *x, const W *w, const A *b, int T, int K, int N)
 {
 	if (!rb)
-		gemv_shape_h(K, N, sizeof(W), &bt, &rb);
+		gemv_shape_h(K, N, sizeof(W), GEMV_SMS_SM90, &bt, &rb);
 	auto k = rb == 4 ? (T == 1 ? g_gemv<A, W, HB, 4, 1> : g_gemv<A, W, HB, 4, 8>)
 		 : rb == 2 ? (T == 1 ? g_gemv<A, W, HB, 2, 1> : g_gemv<A, W, HB, 2, 8>)
 			   : (T == 1 ? g_gemv<A, W, HB, 1, 1> : g_gemv<A, W, HB, 1, 8>);

@@ -394,7 +394,7 @@ template <typename NW, int PRO, int EPI> static void test_gemv_tc(int T, int K, 
 	}
 	int mt, uc, bt;
 	long long grid;
-	gemv_shape_tc(Ntot, K, &mt, &uc, &bt, &grid);
+	gemv_shape_tc(Ntot, K, GEMV_SMS_SM90, &mt, &uc, &bt, &grid);
 	auto kern = mt == 2 ? g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 2, 2> : g_gemv_tc<NW, PRO, PRO != GEMV_PRO_NONE, EPI, 1, 4>;
 	kern<<<(unsigned)grid, bt>>>(dy[0], dy[1], dy[2], dy[3], dw[0], dw[1], dw[2], dw[3], db[0], db[1], db[2], db[3],
 	                             upload(x), LATE ? upload(nw) : nullptr, dr, T, K, N[0], N[1], N[2], N[3]);
@@ -594,7 +594,7 @@ static void test_qgemv_sk(int K, int N, bool random)
 {
 	long long smem = qsk_smem(QT, K, QSK_NWARP, QSK_SLOTS), grid;
 	int maxseg;
-	qsk_grid((N + 15) / 16, K, QSK_NWARP, 132LL * qsk_bps(smem), &grid, &maxseg);
+	qsk_grid((N + 15) / 16, K, QSK_NWARP, GEMV_SMS_SM90 * (long long)qsk_bps(smem, GEMV_SMEM_SM_SM90), &grid, &maxseg);
 	auto kern = g_qgemv_sk<A, QT, SW, QSK_NWARP, QSK_SLOTS>;
 	CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
 	for (int run = 0; run < 2; run++)

@@ -390,16 +390,16 @@ int main(void)
 	/* the one-token o/down projection at the shape glmc emits for it (gemv_shape_plain1: 2 columns a
 	** block of 128 threads once a row is 256 vectors; one column a block under 528 rows) */
 	int bt = 0, rb = 0;
-	gemv_shape_plain1(1024, 600, 4, &bt, &rb);
+	gemv_shape_plain1(1024, 600, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 128 || rb != 2)
 		printf("FAIL - gemv_shape_plain1(1024, 600, f32): %d x %d, want 2 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_NONE, GEMV_EPI_RES, 2, 1>(1, 1024, {600}, bt, 300);
-	gemv_shape_plain1(1024, 100, 4, &bt, &rb);
+	gemv_shape_plain1(1024, 100, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 128 || rb != 1)
 		printf("FAIL - gemv_shape_plain1(1024, 100, f32): %d x %d, want 1 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_NONE, GEMV_EPI_RES, 1, 1>(1, 1024, {100}, bt, 100);
 	/* from 1056 rows 4 columns a block (Llama-3-8B's o and down: 1024 blocks, within 8 an SM) */
-	gemv_shape_plain1(1024, 1100, 4, &bt, &rb);
+	gemv_shape_plain1(1024, 1100, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 128 || rb != 4)
 		printf("FAIL - gemv_shape_plain1(1024, 1100, f32): %d x %d, want 4 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_NONE, GEMV_EPI_RES, 4, 1>(1, 1024, {1100}, bt, 275);
@@ -407,25 +407,48 @@ int main(void)
 	struct { int block, rb, grid, want; } mb[] = {{128, 4, 1056, 8}, {128, 2, 1024, 8}, {128, 4, 1057, 0},
 	                                             {128, 8, 768, 0}, {256, 4, 100, 0}, {64, 4, 100, 0}};
 	for (auto &c : mb)
-		if (gemv_min_blocks1(c.block, c.rb, c.grid) != c.want)
+		if (gemv_min_blocks1(c.block, c.rb, c.grid, GEMV_SMS_SM90) != c.want)
 			printf("FAIL - gemv_min_blocks1(%d, %d, %d): %d, want %d\n", c.block, c.rb, c.grid,
-			       gemv_min_blocks1(c.block, c.rb, c.grid), c.want), n_fail++;
+			       gemv_min_blocks1(c.block, c.rb, c.grid, GEMV_SMS_SM90), c.want), n_fail++;
 		else
 			n_pass++;
+	/* the same rules on another target's SMs (an A100's 108): 8 blocks an SM is a grid of 864, 8 columns an SM
+	** 864 rows, 16 rows an SM 1728 */
+	struct { int block, rb, grid, want; } mb80[] = {{128, 4, 864, 8}, {128, 4, 865, 0}};
+	for (auto &c : mb80)
+		if (gemv_min_blocks1(c.block, c.rb, c.grid, 108) != c.want)
+			printf("FAIL - gemv_min_blocks1(%d, %d, %d) on 108 SMs: want %d\n", c.block, c.rb, c.grid, c.want),
+				n_fail++;
+		else
+			n_pass++;
+	struct { long long K, N; int late, rb, bt; } sh80[] = {{1024, 864, 0, 4, 128}, {1024, 863, 0, 2, 128},
+	                                                      {2048, 1728, 1, 8, 128}, {2048, 1727, 1, 4, 256}};
+	for (auto &c : sh80) {
+		if (c.late)
+			gemv_shape_late1(c.K, c.N, 4, 108, &bt, &rb);
+		else
+			gemv_shape_plain1(c.K, c.N, 4, 108, &bt, &rb);
+		if (bt != c.bt || rb != c.rb)
+			printf("FAIL - gemv_shape_%s(%lld, %lld, f32) on 108 SMs: %d x %d, want %d x %d\n",
+			       c.late ? "late1" : "plain1", c.K, c.N, rb, bt, c.rb, c.bt),
+				n_fail++;
+		else
+			n_pass++;
+	}
 	/* the one-token late-norm group at its shape (gemv_shape_late1: 8 columns a block of 128 threads once
 	** a row is 512 vectors and there are 2112 rows; else gemv_shape_h's) */
-	gemv_shape_late1(2048, 2115, 4, &bt, &rb);
+	gemv_shape_late1(2048, 2115, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 128 || rb != 8)
 		printf("FAIL - gemv_shape_late1(2048, 2115, f32): %d x %d, want 8 x 128\n", rb, bt), n_fail++;
 	run<GEMV_PRO_RMSLATE, 0, 8, 1>(1, 2048, {40, 17, 9}, bt, 5); /* that shape, fewer rows: 66, the last block 2 */
 	run<GEMV_PRO_RMSLATE, 0, 8, 1>(1, 2048, {40, 17, 9}, bt, 9);
-	gemv_shape_late1(2048, 2111, 4, &bt, &rb);
+	gemv_shape_late1(2048, 2111, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 256 || rb != 4)
 		printf("FAIL - gemv_shape_late1(2048, 2111, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
-	gemv_shape_late1(2560, 4096, 4, &bt, &rb); /* 640 vectors: a ragged last step at 128 threads */
+	gemv_shape_late1(2560, 4096, 4, GEMV_SMS_SM90, &bt, &rb); /* 640 vectors: a ragged last step at 128 threads */
 	if (bt != 256 || rb != 4)
 		printf("FAIL - gemv_shape_late1(2560, 4096, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
-	gemv_shape_late1(2044, 4096, 4, &bt, &rb);
+	gemv_shape_late1(2044, 4096, 4, GEMV_SMS_SM90, &bt, &rb);
 	if (bt != 256 || rb != 4)
 		printf("FAIL - gemv_shape_late1(2044, 4096, f32): %d x %d, want gemv_shape_h's 4 x 256\n", rb, bt), n_fail++;
 	printf("%d passed, %d failed\n", n_pass, n_fail);

@@ -118,6 +118,9 @@ int main(int argc, char **argv)
 		fail("%s: no cubin (was NVRTC missing at compile time?)", argv[1]);
 	if (!has_symbol(c->cubin, c->cubin_size, c->sample_kernel))
 		fail("sampler %s missing from the cubin", c->sample_kernel);
+	Target tg; /* the GPU the plan's shapes are for */
+	if (!c->arch || target_for_arch(c->arch, &tg))
+		fail("%s: unknown arch %s", argv[1], c->arch ? c->arch : "(none)");
 	int distinct = 0, ncoll = 0, ngemm = 0, nfused = 0, nbound = 0;
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
@@ -156,7 +159,7 @@ int main(int argc, char **argv)
 		/* a one-token float GEMV group: the register budget ops/gemv_shape.h picks for its grid */
 		int rb = body ? gemv_fused_rb1(body) : -1;
 		if (rb > 0 && l->tmax == 1) {
-			int want = gemv_min_blocks1(l->block, rb, eval(&g, l->grid[0], 1, 1 << 17));
+			int want = gemv_min_blocks1(l->block, rb, eval(&g, l->grid[0], 1, 1 << 17), tg.sms);
 			if (minb != want)
 				fail("kernel %s (rb %d, %d threads) declares %d blocks an SM, ops/gemv_shape.h says %d", l->kernel, rb,
 				     l->block, minb, want);
