@@ -878,13 +878,13 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	}
 	emit_mla_split(e, id);
 	/* prefills on the tensor cores (k_mla_tc) when bf16, dense (no DSA selection) and its tiles fit */
-	int64_t Dk = n->ia[1], Dv = n->ia[2], tc_smem = (64 + 32) * (Dk + 8) * 2;
+	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), tc_smem = (64 + 32) * (Dk + 8) * 2;
 	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
 	if (g->cuda.act == DT_BF16 && sel < 0 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block) {
 		w_start(&w, id);
 		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
-		w_int(&w, n->ia[0]), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_int(&w, A_mla_heads(n)), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, A_mla_scale(n));
 		w_seq(&w, g, cache);
 		w_size(&w, sz_numel(g, pos, 1), 0);
 		w_callsep(&w);
@@ -1172,8 +1172,8 @@ static int emit_rope(Em *e, int id)
 ** value heads of one size, a multiple of 16 up to 128 (the mma's k step; the registers of a 16-row tile). */
 static int attn_tc_dim(const Graph *g, const Node *n)
 {
-	int64_t D = n->ia[2];
-	return g->cuda.act == DT_BF16 && n->ia[3] == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
+	int64_t D = A_attention_head_dim(n);
+	return g->cuda.act == DT_BF16 && A_attention_v_head_dim(n) == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
 }
 
 /* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
@@ -1206,7 +1206,7 @@ static int emit_attention(Em *e, int id)
 			w_start(&w, id);
 			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 			w_buf(&w, g, pos, 0, NULL);
-			w_int(&w, H), w_int(&w, G), w_float(&w, n->fa[0]);
+			w_int(&w, H), w_int(&w, G), w_float(&w, A_attention_scale(n));
 			w_seq(&w, g, kc);
 			w_size(&w, sz_numel(g, pos, 1), 0);
 			w.L.grid[0] = sz_const(H);

@@ -13,6 +13,7 @@
 ** usage: checkplan PLAN [--max-t N]   prints one summary line; exits 1 with the first problem.
 */
 #include "glm.h"
+#include "passes.h"
 #include "gemv_shape.h"
 
 #include <elf.h>
