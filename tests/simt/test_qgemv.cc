@@ -57,6 +57,33 @@ template <> const char *aname<float>() { return "f32"; }
 template <> const char *aname<bf16>() { return "bf16"; }
 template <typename A> static double tol() { return sizeof(A) == 4 ? 1e-5 : 4e-3; }
 
+/* The general types' scale fields set to finite values of about 2^-6..2^-5 (runtime/weights.c's generator
+** knows only Q8_0 and the K-quants; for the others every byte of a block is random, so a scale could be
+** inf or NaN): a half h at its offset, MXFP4's E8M0 byte, NVFP4's four UE4M3 bytes, IQ1_M's half spread
+** over the top nibbles of its scale words. */
+static void fix_scales(int qt, unsigned char *b, uint64_t r)
+{
+	uint16_t h = quant_f32_to_f16(0x1p-6f * (float)(1.0 + (double)(r % 997) / 997.0));
+	auto put = [&](int o) { b[o] = (unsigned char)h, b[o + 1] = (unsigned char)(h >> 8); };
+	switch (qt) {
+	case QT_Q4_1: case QT_Q5_1: put(0), put(2); break;
+	case QT_Q2_K: put(80), put(82); break;
+	case QT_Q3_K: put(108); break;
+	case QT_TQ1_0: put(52); break;
+	case QT_TQ2_0: put(64); break;
+	case QT_MXFP4: b[0] = (unsigned char)(119 + r % 4); break;
+	case QT_NVFP4:
+		for (int s = 0; s < 4; s++)
+			b[s] = (unsigned char)(0x18 + (r >> (3 * s)) % 16); /* exponents 3, 4: 2^-4..2^-3 before halving */
+		break;
+	case QT_IQ1_M:
+		for (int k = 0; k < 4; k++)
+			b[49 + 2 * k] = (unsigned char)((b[49 + 2 * k] & 0x0f) | ((h >> (4 * k)) & 0xf) << 4);
+		break;
+	default: put(0); break;
+	}
+}
+
 /* rows × K random blocks of type qt at the device stride (zero padding), and their exact floats. */
 struct QRows {
 	std::vector<unsigned char> b;
@@ -75,7 +102,11 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	std::vector<unsigned char> row(rb);
 	for (long long r = 0; r < rows; r++) {
 		for (size_t i = 0; i < rb; i++)
-			row[i] = q.b[(size_t)(r * q.stride) + i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
+			row[i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
+		size_t bb = quant_block_bytes(qt);
+		for (size_t o = 0; qt != 8 && (qt < 12 || qt > 14) && o < rb; o += bb)
+			fix_scales(qt, &row[o], seed + (uint64_t)r * rb + o);
+		memcpy(&q.b[(size_t)(r * q.stride)], row.data(), rb);
 		quant_dev_spread(qt, &q.b[(size_t)(r * q.stride)], K); /* the device layout (Q6_K's slots) */
 		quant_dequant(qt, row.data(), &q.f[(size_t)(r * K)], (size_t)K);
 	}
@@ -665,8 +696,111 @@ static void q8_mma_suite(void)
 	test_qmoe_down_fused<float, 8, 12, 2>(2, 136, 256, 512, 4, 3);
 }
 
+/* The exact decoders (q_elem through k_qdequant, and k_qembedding) against ops/quant.c bit for bit: rows
+** of fresh random blocks of type QT, the outputs poisoned with NaN first; then the looked-up rows of a
+** table (ids repeated and out of order). */
+template <int QT> static void test_qexact(int rows, int K)
+{
+	QRows w = qrows(QT, rows, K, "blk.0.ffn_up.weight");
+	std::vector<float> y((size_t)rows * K, NAN);
+	long long n = (long long)rows * K;
+	dim3 g, bl;
+	g.x = (unsigned)((n + 255) / 256), bl.x = 256;
+	simt_launch(g, bl, [&] { k_qdequant<float, QT>(y.data(), w.b.data(), n, K); });
+	long bad = 0, nz = 0;
+	for (size_t i = 0; i < y.size(); i++)
+		bad += memcmp(&y[i], &w.f[i], 4) != 0, nz += w.f[i] != 0;
+	check(bad == 0 && nz > (long)y.size() / 2, fmt("qdequant %s rows=%d K=%d bit-exact", quant_type_name(QT), rows, K),
+	      fmt("%ld of %zu differ, %ld nonzero", bad, y.size(), nz));
+	std::vector<int> ids = {rows - 1, 0, rows / 2, rows - 1};
+	std::vector<float> e(ids.size() * (size_t)K, NAN);
+	g.x = (unsigned)((K + 255) / 256), g.y = (unsigned)ids.size();
+	simt_launch(g, bl, [&] { k_qembedding<float, QT>(e.data(), w.b.data(), ids.data(), (int)ids.size(), K); });
+	bad = 0;
+	for (size_t t = 0; t < ids.size(); t++)
+		for (int c = 0; c < K; c++)
+			bad += memcmp(&e[t * K + c], &w.f[(size_t)ids[t] * K + c], 4) != 0;
+	check(bad == 0, fmt("qembedding %s K=%d bit-exact", quant_type_name(QT), K), fmt("%ld differ", bad));
+}
+
+/* k_qlinear_gemm<A, QT, HB> (the prefill GEMM, the tile loader decoding exactly): y = x·wᵀ (+ bias) for T
+** rows, partial tiles in T, N and K. */
+template <typename A, int QT, bool HB> static void test_qgemm(int T, int K, int N)
+{
+	QRows w = qrows(QT, N, K, "blk.0.attn_q.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), b = rnd_a<A>(N);
+	std::vector<float> h((size_t)T * K), bf(N);
+	for (size_t i = 0; i < h.size(); i++)
+		h[i] = to_f(x[i]);
+	for (int n = 0; n < N; n++)
+		bf[n] = to_f(b[n]);
+	std::vector<double> want, scale;
+	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
+	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
+	dim3 g, bl;
+	g.x = (unsigned)((N + 63) / 64), g.y = (unsigned)((T + 63) / 64), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qlinear_gemm<A, QT, HB>(y.data(), x.data(), w.b.data(), HB ? b.data() : nullptr, T, K, N);
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, scale);
+	check(e <= tol<A>(), fmt("qlinear_gemm %s A=%s T=%d K=%d N=%d%s", quant_type_name(QT), aname<A>(), T, K, N, HB ? " bias" : ""),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
+/* A general type QT (ops/quant.cuh qd_val, qg_chunk): the exact decoders, the decode GEMV (one token:
+** the staging fast path, whole rows and two chunks, an in-block split, blocks looping over row groups;
+** three tokens), the fused norm group (one token and three), the routed experts' gate/up and the MoE end,
+** the prefill GEMM. K of one block and rows of a partial 1024-value unit where the block allows. */
+template <int QT> static void gsuite(void)
+{
+	const int B = QGeo<QT>::BLCK, K1 = B == 256 ? 1280 : 3 * B + 1024;
+	test_qexact<QT>(6, 512);
+	test_qgemv<float, QT, 1, 1, false, false>(1, B, 19);
+	test_qgemv<bf16, QT, 2, 1, true, false>(1, K1, 20);
+	test_qgemv<float, QT, 1, 8, false, true>(3, K1, 17);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 6, 2); /* two chunks, blocks looping */
+	test_qfused_norm<bf16, QT>(1, 1024, 20, 8, 1, 4);
+	test_qfused_norm<float, QT>(3, 512, 16, 16, 1, 1);
+	test_qmoe_up<bf16, QT, QT>(1, 512, 16, 3, 2);
+	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 512, 4, 2);
+	test_qgemm<float, QT, true>(20, 512, 70);
+}
+
+/* Every general type, with the mixes a dynamic GGUF has (experts of one type, the shared expert another). */
+static void general_types(void)
+{
+	gsuite<2>();
+	gsuite<3>();
+	gsuite<6>();
+	gsuite<7>();
+	gsuite<10>();
+	gsuite<11>();
+	gsuite<20>();
+	gsuite<23>();
+	gsuite<39>();
+	gsuite<16>();
+	gsuite<17>();
+	gsuite<22>();
+	gsuite<18>();
+	gsuite<21>();
+	gsuite<19>();
+	gsuite<29>();
+	gsuite<34>();
+	gsuite<35>();
+	gsuite<40>();
+	test_qmoe_up<bf16, 16, 29>(1, 512, 16, 3, 2);
+	test_qmoe_down_fused<bf16, 19, 12>(1, 40, 512, 256, 5, 3);
+}
+
 int main(void)
 {
+	if (getenv("QGEN_ONLY")) { /* the general types alone (while working on them) */
+		general_types();
+		return finish();
+	}
 	if (getenv("QSK_ONLY")) { /* the stream-K one-token kernel alone (while working on it) */
 		qsk_suite<12>();
 		qsk_suite<14>();
@@ -695,5 +829,6 @@ int main(void)
 	qtc_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
 	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
+	general_types();
 	return finish();
 }
