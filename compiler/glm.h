@@ -262,8 +262,8 @@ typedef struct {
 	const char *sample_kernel;   /* the sampler's extern "C" name */
 	Launch *l;
 	int nl;
-	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows padded to
-	** 16 bytes (quant_dev_row_bytes; kernels in ops/quant.cuh), or -1 for the float conversion above.
+	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows as
+	** quant_dev_row_bytes lays them out (kernels in ops/quant.cuh), or -1 for the float conversion above.
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;
@@ -477,7 +477,7 @@ void select_explain(const Graph *g, const Target *t, FILE *f);
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
-/* The GGUF block size of a type whose blocks the GPU kernels read directly (Q8_0, Q4_K, Q5_K, Q6_K), or 0:
+/* The GGUF block size of a type whose blocks the GPU kernels read directly (every block type glmc reads), or 0:
 ** such a weight with whole-block rows may stay quantized on the GPU (select.c q_choose decides, after
 ** fusion, which does not depend on it: the fused kernels read blocks too). */
 int cuda_qblock(int qtype);

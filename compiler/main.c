@@ -334,6 +334,30 @@ static void kv_str(Kv *k, const char *key, const char *v)
 		printf("%s: %s\n", key, v);
 }
 
+/* The weight bytes glmrun allocates on one GPU (runtime/cuda.c sizes them the same way): blocks kept as
+** they are (their device rows, ops/quant.c quant_dev_row_bytes) against those blocks' bytes in the file,
+** the difference being the rows' alignment padding (and Q6_K's slots, Q8_0's whole superblocks), and the
+** float weights at their GPU type (GGUF blocks converted at upload included). */
+static void gpu_weight_stats(const Graph *g, Kv *k)
+{
+	uint64_t all = 0, blk = 0, file = 0;
+	for (int i = 0; i < g->nw; i++) {
+		const Node *n = &g->node[g->w[i].node];
+		int64_t K = n->dim[n->ndim - 1], numel = node_numel(n, 0, 0), rows = K ? numel / K : 0;
+		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
+			uint64_t b = (uint64_t)quant_dev_row_bytes(g->cuda.wq[i], K) * (uint64_t)rows;
+			blk += b, all += b;
+			file += (uint64_t)quant_row_bytes(g->cuda.wq[i], K) * (uint64_t)rows;
+		} else {
+			all += (uint64_t)numel * dtype_size(cuda_wdtype(g, g->w[i].node));
+		}
+	}
+	kv(k, "gpu_weight_bytes", (long long)all);
+	kv(k, "gpu_block_weight_bytes", (long long)blk);
+	kv(k, "gpu_block_weight_file_bytes", (long long)file);
+	kv(k, "gpu_block_weight_pad_bytes", (long long)(blk - file));
+}
+
 /* glmc stats PLAN: key: value lines (or JSON) for scripts and benchmarks. */
 static void print_stats(const Graph *g, int json)
 {
@@ -367,6 +391,8 @@ static void print_stats(const Graph *g, int json)
 	kv(&k, "weight_bytes_per_gpu", (long long)wb);
 	kv(&k, "weight_bytes_total", (long long)total);
 	kv(&k, "weight_bytes_split", (long long)split);
+	if (g->cuda.source)
+		gpu_weight_stats(g, &k);
 	int64_t cache = 0;
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].kind == VK_CACHE)

@@ -104,6 +104,8 @@ size_t quant_dev_block_bytes(int type)
 size_t quant_dev_row_bytes(int type, int64_t n)
 {
 	size_t b = quant_row_bytes(type, n);
+	if (type != QT_Q8_0 && type != QT_Q4_K && type != QT_Q5_K && type != QT_Q6_K)
+		return b; /* the general path reads bytes: rows as in the file */
 	if (b && type == QT_Q8_0)
 		return (size_t)((n + 255) / 256) * 272; /* whole superblocks (quant_dev_spread) */
 	if (b && quant_dev_block_bytes(type) != quant_block_bytes(type))

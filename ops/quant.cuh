@@ -71,10 +71,16 @@ template <> struct QGeo<35> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, 
 template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, UN = 1 }; };   /* MXFP4 */
 template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = 1 }; };   /* NVFP4 */
 
-/* Device bytes of one row of K values: whole block slots, padded to 16 bytes (ops/quant.c
-** quant_dev_row_bytes computes the same on the host). */
+/* Q8_0, Q4_K, Q5_K and Q6_K have their own loads and decoders; every other type takes the general path
+** (qd_val, qg_chunk below), which reads bytes one at a time, so its rows need no alignment. */
+template <int QT> struct QGen { enum { YES = !(QT == 8 || QT == 12 || QT == 13 || QT == 14) }; };
+
+/* Device bytes of one row of K values: whole block slots, padded to 16 bytes; the general types' rows
+** as in the file, unpadded (ops/quant.c quant_dev_row_bytes computes the same on the host). */
 template <int QT> __device__ __forceinline__ long long q_stride(long long K)
 {
+	if (QGen<QT>::YES)
+		return K / QGeo<QT>::BLCK * QGeo<QT>::BYTES;
 	if (QT == 8)
 		return (K + 255) / 256 * 272;
 	return (K / QGeo<QT>::BLCK * QGeo<QT>::DEV + 15) & ~15LL;
@@ -428,9 +434,6 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 ** are read byte by byte (most are 17-110 bytes, so no load is aligned): a general path, correct first;
 ** the hand-tuned paths above serve Q8_0 and the K-quants.
 */
-
-/* Q8_0, Q4_K, Q5_K and Q6_K have their own loads and decoders; every other type takes the general path. */
-template <int QT> struct QGen { enum { YES = !(QT == 8 || QT == 12 || QT == 13 || QT == 14) }; };
 
 /* The half at byte o of a block, as float. */
 __device__ __forceinline__ float qd_h(const unsigned char *b, int o)

@@ -752,7 +752,7 @@ template <typename A, int QT, bool HB> static void test_qgemm(int T, int K, int 
 
 /* A general type QT (ops/quant.cuh qd_val, qg_chunk): the exact decoders, the decode GEMV (one token:
 ** the staging fast path, whole rows and two chunks, an in-block split, blocks looping over row groups;
-** three tokens), the fused norm group (one token and three), the routed experts' gate/up and the MoE end,
+** three tokens), the fused norm group (one token, late or not, and three), the routed experts' gate/up and the MoE end,
 ** the prefill GEMM. K of one block and rows of a partial 1024-value unit where the block allows. */
 template <int QT> static void gsuite(void)
 {
@@ -764,6 +764,7 @@ template <int QT> static void gsuite(void)
 	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 6, 2); /* two chunks, blocks looping */
 	test_qfused_norm<bf16, QT>(1, 1024, 20, 8, 1, 4);
 	test_qfused_norm<float, QT>(3, 512, 16, 16, 1, 1);
+	test_qfused_norm<float, QT, false, true>(1, 1024, 20, 40, 1, 4); /* the norm's scale after the dots */
 	test_qmoe_up<bf16, QT, QT>(1, 512, 16, 3, 2);
 	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 512, 4, 2);
 	test_qgemm<float, QT, true>(20, 512, 70);
