@@ -1,7 +1,8 @@
 /*
-** ops/quant.cuh — kernels that read GGUF block-quantized weights (Q8_0, Q4_K, Q5_K, Q6_K) as they are
-** stored, appended to kernels.cuh and fused.cuh by glmc and built from their helpers. The template
-** parameter QT is the ggml type id (8, 12, 13, 14).
+** ops/quant.cuh — kernels that read GGUF block-quantized weights as they are stored, appended to
+** kernels.cuh and fused.cuh by glmc and built from their helpers. The template parameter QT is the ggml
+** type id: Q8_0, Q4_K, Q5_K and Q6_K (8, 12, 13, 14) have the tuned paths described here; every other
+** block type glmc reads takes the general path (QGen, qd_val, qg_chunk: see "The other GGUF block types").
 **
 ** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte, each row padded with
 ** zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and the aligned

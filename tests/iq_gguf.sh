@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/iq_gguf.sh — a GGUF whose matrices are IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, TQ1_0,
-# TQ2_0 and NVFP4 blocks (a small llama-architecture model written by gguf-py: tests/tools/mk_iq_model.py)
-# is read, bound, compiled and run by glmc on the CPU, and its logits are bit for bit those of the same
-# model stored as F32 holding gguf-py's dequantization of the same blocks. Needs python3 with gguf and
-# numpy.
+# TQ2_0, NVFP4, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 blocks (a small
+# llama-architecture model written by gguf-py: tests/tools/mk_iq_model.py) is read, bound, compiled and
+# run by glmc on the CPU, and its logits are bit for bit those of the same model stored as F32 holding
+# gguf-py's dequantization of the same blocks. The compile keeps every one of those weights in its blocks
+# for the GPU, so NVRTC builds the kernels of every type (ops/quant.cuh's general path). Needs python3
+# with gguf and numpy.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
 set -u
 cd "$(dirname "$0")/.."
@@ -24,10 +26,10 @@ ok "mk_iq_model.py writes the IQ/TQ/NVFP4 model and its F32 twin"
 # glmc inspect names every type of the file.
 bin/glmc inspect "$tmp/q.gguf" >"$tmp/inspect" 2>&1
 miss=""
-for t in IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S TQ1_0 TQ2_0 NVFP4; do
+for t in IQ1_S IQ1_M IQ2_XXS IQ2_XS IQ2_S IQ3_XXS IQ3_S TQ1_0 TQ2_0 NVFP4 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K Q3_K IQ4_NL IQ4_XS MXFP4; do
 	grep -qE "^ *[0-9]+: [^ ]+ +$t +\[" "$tmp/inspect" || miss="$miss $t"
 done
-[ -z "$miss" ] && ok "glmc inspect lists the 10 types" || bad "glmc inspect lists the 10 types" "missing:$miss"
+[ -z "$miss" ] && ok "glmc inspect lists the 19 types" || bad "glmc inspect lists the 19 types" "missing:$miss"
 
 # run NAME GGUF: compile and run the prompt on the CPU, logits into $tmp/NAME.f32, greedy ids into $tmp/NAME.ids.
 run() {
@@ -42,6 +44,16 @@ if run q "$tmp/q.gguf" && run f "$tmp/f.gguf"; then
 		ok "IQ/TQ/NVFP4 GGUF logits bit-identical to the F32 twin's (greedy $(cat "$tmp/q.ids"), logit std $spread)"
 	else
 		bad "IQ/TQ/NVFP4 GGUF logits bit-identical to the F32 twin's" "$(build/tools/cmplogits --pair "$tmp/q.f32" "$tmp/f.f32" 0), std $spread"
+	fi
+	# the plan keeps every quantized matrix in its blocks for the GPU: the GGUF's bytes, unpadded
+	file=$(awk '$NF == "bytes" && $3 != "F32" { s += $(NF - 1) } END { print s + 0 }' "$tmp/inspect")
+	bin/glmc stats "$tmp/q.plan" >"$tmp/stats" 2>&1
+	kept=$(awk '/^gpu_block_weight_file_bytes:/ { print $2 }' "$tmp/stats")
+	pad=$(awk '/^gpu_block_weight_pad_bytes:/ { print $2 }' "$tmp/stats")
+	if [ "$file" -gt 0 ] && [ "$kept" = "$file" ] && [ "$pad" = 0 ]; then
+		ok "glmc stats: every quantized matrix kept in its blocks on the GPU ($kept bytes, no padding)"
+	else
+		bad "glmc stats: every quantized matrix kept in its blocks on the GPU" "GGUF $file, kept ${kept:-?}, padding ${pad:-?}"
 	fi
 else
 	bad "IQ/TQ/NVFP4 GGUF compiles and runs on the CPU" "$(tail -1 "$tmp/err")"
