@@ -29,14 +29,14 @@ build/%.o: %.c $(HDRS)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh and ops/qfused.cuh travel inside the binaries as one string
-# (glm_kernels_cuh).
+# (glm_kernels_cuh), with the headers they share with the C code (gemv_shape.h, quant_grids.h, qrand.h).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@
@@ -108,18 +108,18 @@ gpu-bundle: all build/bench/bandwidth build/bench/libglmtrace.so build/bench/all
 
 # The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
 bench-gemv: build/bench/gemv
-build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh
+build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
 # The routed-expert FFN micro-benchmark (GLM-5's MoE up and down kernels; run build/bench/moe on the GPU machine).
 bench-moe: build/bench/moe
-build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh
+build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/moe.cu -o $@
 
 # Whether a GEMV gains from its weights asked of L2 while a latency-bound kernel runs (bench/NOTES.md 20).
-build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant_grids.h ops/quant.cuh
+build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant_grids.h ops/qrand.h ops/quant.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/prefetch.cu -o $@
 
@@ -148,11 +148,11 @@ build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h build/libglm.a
+build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
 
-build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/quant.cuh ops/qfused.cuh build/libglm.a
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh build/libglm.a
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
 

@@ -35,10 +35,14 @@
 ** contraction can change a bit: it equals ops/quant.c, which equals ggml.
 */
 
-/* The codebooks of the grid and 4-bit types as __device__ arrays (glmc's kernel text carries the header
-** before this file, so the include is for the programs that include quant.cuh). */
+/* The codebooks of the grid and 4-bit types as __device__ arrays, and the random generator's scale fields
+** of the general types (glmc's kernel text carries both headers before this file, so the includes are
+** for the programs that include quant.cuh). */
 #ifndef GLM_QUANT_GRIDS_H
 #include "quant_grids.h"
+#endif
+#ifndef GLM_QRAND_H
+#include "qrand.h"
 #endif
 
 /* ---- block geometry: values per block, bytes per block, lanes per block in a 1024-value unit ---- */
@@ -2085,6 +2089,9 @@ template <int QT> __device__ __forceinline__ unsigned q_rand_byte(unsigned long 
 	unsigned long long blk = g / B;
 	int o = (int)(g - blk * B), field = -1, E = 0;
 	int lk = 63 - __clzll((long long)(K > 0 ? K : 1)), ea = -((lk + 1) >> 1);
+	if (QGen<QT>::YES)
+		return qrand_general(QT, o, ea, (unsigned)(q_mix64(seed + g / 8) >> (8 * (g % 8))) & 0xffu, q_mix64(~seed + blk * 2),
+		                     q_mix64(~seed + blk * 2 + 1));
 	if (QT == 8 && o < 2)
 		field = 0, E = ea - 8;
 	if ((QT == 12 || QT == 13) && o < 4)

@@ -57,33 +57,6 @@ template <> const char *aname<float>() { return "f32"; }
 template <> const char *aname<bf16>() { return "bf16"; }
 template <typename A> static double tol() { return sizeof(A) == 4 ? 1e-5 : 4e-3; }
 
-/* The general types' scale fields set to finite values of about 2^-6..2^-5 (runtime/weights.c's generator
-** knows only Q8_0 and the K-quants; for the others every byte of a block is random, so a scale could be
-** inf or NaN): a half h at its offset, MXFP4's E8M0 byte, NVFP4's four UE4M3 bytes, IQ1_M's half spread
-** over the top nibbles of its scale words. */
-static void fix_scales(int qt, unsigned char *b, uint64_t r)
-{
-	uint16_t h = quant_f32_to_f16(0x1p-6f * (float)(1.0 + (double)(r % 997) / 997.0));
-	auto put = [&](int o) { b[o] = (unsigned char)h, b[o + 1] = (unsigned char)(h >> 8); };
-	switch (qt) {
-	case QT_Q4_1: case QT_Q5_1: put(0), put(2); break;
-	case QT_Q2_K: put(80), put(82); break;
-	case QT_Q3_K: put(108); break;
-	case QT_TQ1_0: put(52); break;
-	case QT_TQ2_0: put(64); break;
-	case QT_MXFP4: b[0] = (unsigned char)(119 + r % 4); break;
-	case QT_NVFP4:
-		for (int s = 0; s < 4; s++)
-			b[s] = (unsigned char)(0x18 + (r >> (3 * s)) % 16); /* exponents 3, 4: 2^-4..2^-3 before halving */
-		break;
-	case QT_IQ1_M:
-		for (int k = 0; k < 4; k++)
-			b[49 + 2 * k] = (unsigned char)((b[49 + 2 * k] & 0x0f) | ((h >> (4 * k)) & 0xf) << 4);
-		break;
-	default: put(0); break;
-	}
-}
-
 /* rows × K random blocks of type qt at the device stride (zero padding), and their exact floats. */
 struct QRows {
 	std::vector<unsigned char> b;
@@ -102,11 +75,7 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	std::vector<unsigned char> row(rb);
 	for (long long r = 0; r < rows; r++) {
 		for (size_t i = 0; i < rb; i++)
-			row[i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
-		size_t bb = quant_block_bytes(qt);
-		for (size_t o = 0; qt != 8 && (qt < 12 || qt > 14) && o < rb; o += bb)
-			fix_scales(qt, &row[o], seed + (uint64_t)r * rb + o);
-		memcpy(&q.b[(size_t)(r * q.stride)], row.data(), rb);
+			row[i] = q.b[(size_t)(r * q.stride) + i] = weights_random_byte(qt, seed, K, (uint64_t)r * rb + i);
 		quant_dev_spread(qt, &q.b[(size_t)(r * q.stride)], K); /* the device layout (Q6_K's slots) */
 		quant_dequant(qt, row.data(), &q.f[(size_t)(r * K)], (size_t)K);
 	}
@@ -697,15 +666,24 @@ static void q8_mma_suite(void)
 }
 
 /* The exact decoders (q_elem through k_qdequant, and k_qembedding) against ops/quant.c bit for bit: rows
-** of fresh random blocks of type QT, the outputs poisoned with NaN first; then the looked-up rows of a
-** table (ids repeated and out of order). */
+** of fresh random blocks of type QT (runtime/weights.c's generator: finite scales, ops/qrand.h), the
+** outputs poisoned with NaN first; then the looked-up rows of a table (ids repeated and out of order).
+** First the GPU's generator (k_qrand, what --random-weights plans upload) against those bytes. */
 template <int QT> static void test_qexact(int rows, int K)
 {
 	QRows w = qrows(QT, rows, K, "blk.0.ffn_up.weight");
+	std::vector<unsigned char> gen((size_t)(rows * w.stride), 0xa5);
+	long long nbytes = rows * w.stride;
+	dim3 g, bl;
+	g.x = (unsigned)((nbytes + 255) / 256), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qrand<QT>(gen.data(), rows, K / QGeo<QT>::BLCK, w.stride, weights_random_seed("blk.0.ffn_up.weight"), K, rows,
+		            1, 1, 0, 1, 0);
+	});
+	check(gen == w.b, fmt("qrand %s rows=%d K=%d: the CPU generator's bytes", quant_type_name(QT), rows, K), "differ");
 	std::vector<float> y((size_t)rows * K, NAN);
 	long long n = (long long)rows * K;
-	dim3 g, bl;
-	g.x = (unsigned)((n + 255) / 256), bl.x = 256;
+	g.x = (unsigned)((n + 255) / 256);
 	simt_launch(g, bl, [&] { k_qdequant<float, QT>(y.data(), w.b.data(), n, K); });
 	long bad = 0, nz = 0;
 	for (size_t i = 0; i < y.size(); i++)
