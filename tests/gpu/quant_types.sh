@@ -10,6 +10,11 @@
 #   3. glmc stats: every quantized weight kept in blocks (gpu_block_weight_file_bytes equals the GGUF's
 #      tensor bytes of that type, as glmc inspect lists them) and the padding reported (0: the general
 #      types' rows are the file's);
+#   4. GLM-5 256 wide (tests/data/glm5_q256.json: MLA, the DSA indexer, routed experts and a shared one)
+#      with --random-weights TYPE (every matrix that type, generated on each device: k_qrand against
+#      runtime/weights.c) and the iq_dyn mix (experts IQ1_M/IQ2_XXS, shared expert Q4_K, attention
+#      Q6_K/Q8_0): cuda vs cpu within 1e-4 at 6 and 20 tokens (k_qmoe_up, k_qmoe_down_fused, the fused
+#      groups with an f32 router member) and --verify;
 # then build/bench/gemv's rows for the type (--only TYPE: 4096², 14336×4096, GLM-5's expert shapes).
 # The models come from python3 with gguf and numpy; where the device has none, make them here first:
 #   tests/gpu/quant_types.sh --prepare      # writes build/qtypes/TYPE.gguf (about 15 MB; carry build)
@@ -91,6 +96,20 @@ for t in $TYPES; do
 	[ -n "$kept" ] && [ "$kept" = "$file" ] && [ "$file" -gt 0 ] && [ "$dev" = $((kept + pad)) ]
 	record "$t glmc stats: blocks kept = GGUF bytes" "$([ $? = 0 ] && echo ok || echo FAIL)" \
 		"GGUF $file, kept $kept, on the GPU $dev (padding $pad)"
+done
+
+# 4. GLM-5 with random weights of each type, and the dynamic mix
+for t in $TYPES iq_dyn; do
+	plan=$OUT/glm5-$t.plan
+	if ! bin/glmc compile models/glm5.lua --config tests/data/glm5_q256.json --random-weights "${t,,}" -o "$plan" 2>"$OUT/err"; then
+		record "glm5 random $t compile" FAIL "$(tail -c 300 "$OUT/err")"
+		continue
+	fi
+	conv=$(bin/glmc explain "$plan" | grep -o '[0-9]* converted to')
+	compare "glm5 256 random $t, 6 tokens ($conv f32)" "$plan" "$short" 1e-4
+	compare "glm5 256 random $t, 20 tokens" "$plan" "$mid" 1e-4
+	bin/glmrun "$plan" --device cuda --tokens "$short" --verify >"$OUT/v.out" 2>&1
+	record "glm5 256 random $t --verify" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/v.out")"
 done
 
 if [ "${BENCH:-1}" = 1 ] && [ -x build/bench/gemv ]; then
