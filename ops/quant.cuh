@@ -440,6 +440,13 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 ** the hand-tuned paths above serve Q8_0 and the K-quants.
 */
 
+/* A small integer (|q| < 2^22) as float, exactly (float)q, from its bits and one add: the general path
+** converts every quant, and the int-to-float instruction runs at a quarter of the FMA's rate. */
+__device__ __forceinline__ float qd_f(int q)
+{
+	return __uint_as_float(0x4B400000u + (unsigned)q) - 12582912.0f;
+}
+
 /* The half at byte o of a block, as float. */
 __device__ __forceinline__ float qd_h(const unsigned char *b, int o)
 {
@@ -461,7 +468,7 @@ __device__ __forceinline__ int qd_nib32(const unsigned char *q, int i)
 /* db · magnitude, negated when the sign bit is set (ggml's order: scale times magnitude, then the sign). */
 __device__ __forceinline__ float qd_grid(float db, unsigned mag, unsigned neg)
 {
-	float v = __fmul_rn(db, (float)mag);
+	float v = __fmul_rn(db, qd_f(mag));
 	return neg ? -v : v;
 }
 
@@ -470,33 +477,33 @@ template <int QT> __device__ __forceinline__ float qd_val(const unsigned char *b
 
 template <> __device__ __forceinline__ float qd_val<2>(const unsigned char *b, int i) /* Q4_0 */
 {
-	return __fmul_rn((float)(qd_nib32(b + 2, i) - 8), qd_h(b, 0));
+	return __fmul_rn(qd_f(qd_nib32(b + 2, i) - 8), qd_h(b, 0));
 }
 
 template <> __device__ __forceinline__ float qd_val<3>(const unsigned char *b, int i) /* Q4_1 */
 {
-	return __fadd_rn(__fmul_rn((float)qd_nib32(b + 4, i), qd_h(b, 0)), qd_h(b, 2));
+	return __fadd_rn(__fmul_rn(qd_f(qd_nib32(b + 4, i)), qd_h(b, 0)), qd_h(b, 2));
 }
 
 template <> __device__ __forceinline__ float qd_val<6>(const unsigned char *b, int i) /* Q5_0: bit i of qh */
 {
 	int q = qd_nib32(b + 6, i) | ((b[2 + (i >> 3)] >> (i & 7)) & 1) << 4;
-	return __fmul_rn((float)(q - 16), qd_h(b, 0));
+	return __fmul_rn(qd_f(q - 16), qd_h(b, 0));
 }
 
 template <> __device__ __forceinline__ float qd_val<7>(const unsigned char *b, int i) /* Q5_1 */
 {
 	int q = qd_nib32(b + 8, i) | ((b[4 + (i >> 3)] >> (i & 7)) & 1) << 4;
-	return __fadd_rn(__fmul_rn((float)q, qd_h(b, 0)), qd_h(b, 2));
+	return __fadd_rn(__fmul_rn(qd_f(q), qd_h(b, 0)), qd_h(b, 2));
 }
 
 template <> __device__ __forceinline__ float qd_val<10>(const unsigned char *b, int i) /* Q2_K */
 {
 	int g = i >> 4, l = i & 15, shift = 2 * ((g & 7) >> 1);
 	unsigned sc = b[g];
-	float dl = __fmul_rn(qd_h(b, 80), (float)(sc & 15)), ml = __fmul_rn(qd_h(b, 82), (float)(sc >> 4));
+	float dl = __fmul_rn(qd_h(b, 80), qd_f(sc & 15)), ml = __fmul_rn(qd_h(b, 82), qd_f(sc >> 4));
 	int q = (b[16 + 32 * (g >> 3) + 16 * (g & 1) + l] >> shift) & 3;
-	return __fsub_rn(__fmul_rn(dl, (float)q), ml);
+	return __fsub_rn(__fmul_rn(dl, qd_f(q)), ml);
 }
 
 template <> __device__ __forceinline__ float qd_val<11>(const unsigned char *b, int i) /* Q3_K */
@@ -504,14 +511,14 @@ template <> __device__ __forceinline__ float qd_val<11>(const unsigned char *b, 
 	int g = i >> 4, l = i & 15, off = 16 * (g & 1);
 	const unsigned char *s = b + 96;
 	int lo = g < 8 ? s[g] & 15 : s[g - 8] >> 4, hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
-	float dl = __fmul_rn(qd_h(b, 108), (float)((lo | hi << 4) - 32));
+	float dl = __fmul_rn(qd_h(b, 108), qd_f((lo | hi << 4) - 32));
 	int v = ((b[32 + 32 * (g >> 3) + off + l] >> (2 * ((g & 7) >> 1))) & 3) - (((b[off + l] >> (g >> 1)) & 1) ? 0 : 4);
-	return __fmul_rn(dl, (float)v);
+	return __fmul_rn(dl, qd_f(v));
 }
 
 template <> __device__ __forceinline__ float qd_val<20>(const unsigned char *b, int i) /* IQ4_NL */
 {
-	return __fmul_rn(qd_h(b, 0), (float)iq4nl_values[qd_nib32(b + 2, i)]);
+	return __fmul_rn(qd_h(b, 0), qd_f(iq4nl_values[qd_nib32(b + 2, i)]));
 }
 
 template <> __device__ __forceinline__ float qd_val<23>(const unsigned char *b, int i) /* IQ4_XS */
@@ -519,15 +526,15 @@ template <> __device__ __forceinline__ float qd_val<23>(const unsigned char *b, 
 	int j = i >> 5;
 	unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
 	int ls = ((b[4 + (j >> 1)] >> (4 * (j & 1))) & 15) | ((sh >> (2 * j)) & 3) << 4;
-	float dl = __fmul_rn(qd_h(b, 0), (float)(ls - 32));
-	return __fmul_rn(dl, (float)iq4nl_values[qd_nib32(b + 8 + 16 * j, i & 31)]);
+	float dl = __fmul_rn(qd_h(b, 0), qd_f(ls - 32));
+	return __fmul_rn(dl, qd_f(iq4nl_values[qd_nib32(b + 8 + 16 * j, i & 31)]));
 }
 
 template <> __device__ __forceinline__ float qd_val<39>(const unsigned char *b, int i) /* MXFP4: E8M0 scale, halved */
 {
 	unsigned e = b[0];
 	float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
-	return __fmul_rn((float)mxfp4_values[qd_nib32(b + 1, i)], d);
+	return __fmul_rn(qd_f(mxfp4_values[qd_nib32(b + 1, i)]), d);
 }
 
 template <> __device__ __forceinline__ float qd_val<16>(const unsigned char *b, int i) /* IQ2_XXS */
@@ -535,7 +542,7 @@ template <> __device__ __forceinline__ float qd_val<16>(const unsigned char *b, 
 	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
 	const unsigned char *q = b + 2 + 8 * g;
 	unsigned aux = qd_w(q, 4);
-	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, (float)(aux >> 28))), 0.25f);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(aux >> 28))), 0.25f);
 	return qd_grid(db, (unsigned)(iq2xxs_grid[q[l]] >> 8 * j) & 0xff, (iq_ksigns[(aux >> 7 * l) & 127] >> j) & 1);
 }
 
@@ -543,7 +550,7 @@ template <> __device__ __forceinline__ float qd_val<17>(const unsigned char *b, 
 {
 	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
 	unsigned sc = b[66 + g], v = (unsigned)b[2 + 2 * (4 * g + l)] | (unsigned)b[3 + 2 * (4 * g + l)] << 8;
-	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, (float)(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
 	return qd_grid(db, (unsigned)(iq2xs_grid[v & 511] >> 8 * j) & 0xff, (iq_ksigns[v >> 9] >> j) & 1);
 }
 
@@ -551,7 +558,7 @@ template <> __device__ __forceinline__ float qd_val<22>(const unsigned char *b, 
 {
 	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
 	unsigned sc = b[74 + g];
-	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, (float)(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
 	int idx = b[2 + 4 * g + l] | ((b[66 + g] >> 2 * l) & 3) << 8;
 	return qd_grid(db, (unsigned)(iq2s_grid[idx] >> 8 * j) & 0xff, (b[34 + 4 * g + l] >> j) & 1);
 }
@@ -560,7 +567,7 @@ template <> __device__ __forceinline__ float qd_val<18>(const unsigned char *b, 
 {
 	int g = i >> 5, l = (i >> 3) & 3, h = (i >> 2) & 1, j = i & 3;
 	unsigned aux = qd_w(b, 66 + 4 * g);
-	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, (float)(aux >> 28))), 0.5f);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(aux >> 28))), 0.5f);
 	unsigned s = iq_ksigns[(aux >> 7 * l) & 127];
 	return qd_grid(db, (iq3xxs_grid[b[2 + 8 * g + 2 * l + h]] >> 8 * j) & 0xff, (s >> (4 * h + j)) & 1);
 }
@@ -568,7 +575,7 @@ template <> __device__ __forceinline__ float qd_val<18>(const unsigned char *b, 
 template <> __device__ __forceinline__ float qd_val<21>(const unsigned char *b, int i) /* IQ3_S */
 {
 	int g = i >> 5, l = (i >> 3) & 3, h = (i >> 2) & 1, j = i & 3;
-	float db = __fmul_rn(qd_h(b, 0), (float)(1 + 2 * ((b[106 + (g >> 1)] >> 4 * (g & 1)) & 15)));
+	float db = __fmul_rn(qd_h(b, 0), qd_f(1 + 2 * ((b[106 + (g >> 1)] >> 4 * (g & 1)) & 15)));
 	int idx = b[2 + 8 * g + 2 * l + h] | ((b[66 + g] >> (2 * l + h)) & 1) << 8;
 	return qd_grid(db, (iq3s_grid[idx] >> 8 * j) & 0xff, (b[74 + 4 * g + l] >> (4 * h + j)) & 1);
 }
@@ -576,14 +583,14 @@ template <> __device__ __forceinline__ float qd_val<21>(const unsigned char *b, 
 /* 8 IQ1 grid values: element j of row, shifted by delta, times dl. */
 __device__ __forceinline__ float qd_iq1(float dl, unsigned long long row, int j, float delta)
 {
-	return __fmul_rn(dl, __fadd_rn((float)(signed char)((row >> 8 * j) & 0xff), delta));
+	return __fmul_rn(dl, __fadd_rn(qd_f((signed char)((row >> 8 * j) & 0xff)), delta));
 }
 
 template <> __device__ __forceinline__ float qd_val<19>(const unsigned char *b, int i) /* IQ1_S */
 {
 	int g = i >> 5, l = (i >> 3) & 3;
 	unsigned h = (unsigned)b[34 + 2 * g] | (unsigned)b[35 + 2 * g] << 8;
-	float dl = __fmul_rn(qd_h(b, 0), (float)(2 * ((h >> 12) & 7) + 1));
+	float dl = __fmul_rn(qd_h(b, 0), qd_f(2 * ((h >> 12) & 7) + 1));
 	return qd_iq1(dl, iq1s_grid[b[2 + 4 * g + l] | ((h >> 3 * l) & 7) << 8], i & 7, (h & 0x8000) ? -IQ1_DELTA : IQ1_DELTA);
 }
 
@@ -595,7 +602,7 @@ template <> __device__ __forceinline__ float qd_val<29>(const unsigned char *b, 
 	for (int k = 0; k < 4; k++)
 		sc[k] = (unsigned)b[48 + 2 * k] | (unsigned)b[49 + 2 * k] << 8;
 	float d = q_h2f(sc[0] >> 12 | (sc[1] >> 8 & 0xf0) | (sc[2] >> 4 & 0xf00) | (sc[3] & 0xf000));
-	float dl = __fmul_rn(d, (float)(2 * ((sc[g >> 1] >> (6 * (g & 1) + 3 * (l >> 1))) & 7) + 1));
+	float dl = __fmul_rn(d, qd_f(2 * ((sc[g >> 1] >> (6 * (g & 1) + 3 * (l >> 1))) & 7) + 1));
 	unsigned h = b[32 + 2 * g + (l >> 1)] >> 4 * (l & 1);
 	return qd_iq1(dl, iq1s_grid[b[4 * g + l] | (h & 7) << 8], i & 7, (h & 8) ? -IQ1_DELTA : IQ1_DELTA);
 }
@@ -611,13 +618,13 @@ template <> __device__ __forceinline__ float qd_val<34>(const unsigned char *b, 
 	else
 		n = (i - 240) >> 2, q = b[48 + (i & 3)];
 	unsigned p = n == 0 ? 1u : n == 1 ? 3u : n == 2 ? 9u : n == 3 ? 27u : 81u;
-	return __fmul_rn((float)((int)((((q * p) & 0xffu) * 3) >> 8) - 1), qd_h(b, 52));
+	return __fmul_rn(qd_f((int)((((q * p) & 0xffu) * 3) >> 8) - 1), qd_h(b, 52));
 }
 
 template <> __device__ __forceinline__ float qd_val<35>(const unsigned char *b, int i) /* TQ2_0 */
 {
 	int q = (b[32 * (i >> 7) + (i & 31)] >> (2 * ((i >> 5) & 3))) & 3;
-	return __fmul_rn((float)(q - 1), qd_h(b, 64));
+	return __fmul_rn(qd_f(q - 1), qd_h(b, 64));
 }
 
 /* NVFP4's UE4M3 sub-block scale, halved (ops/quant.c ue4m3_half). */
@@ -626,14 +633,14 @@ __device__ __forceinline__ float qd_ue4m3_half(unsigned x)
 	if (x == 0 || x == 0x7f)
 		return 0.0f;
 	unsigned e = x >> 3 & 15, m = x & 7;
-	return e == 0 ? __fmul_rn((float)m, 0x1p-10f) : __uint_as_float((e + 119) << 23 | m << 20);
+	return e == 0 ? __fmul_rn(qd_f(m), 0x1p-10f) : __uint_as_float((e + 119) << 23 | m << 20);
 }
 
 template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, int i) /* NVFP4 */
 {
 	int s = i >> 4, j = i & 15;
 	unsigned q = b[4 + 8 * s + (j & 7)];
-	return __fmul_rn((float)mxfp4_values[j < 8 ? q & 15 : q >> 4], qd_ue4m3_half(b[s]));
+	return __fmul_rn(qd_f(mxfp4_values[j < 8 ? q & 15 : q >> 4]), qd_ue4m3_half(b[s]));
 }
 
 /*

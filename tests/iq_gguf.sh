@@ -58,3 +58,20 @@ if run q "$tmp/q.gguf" && run f "$tmp/f.gguf"; then
 else
 	bad "IQ/TQ/NVFP4 GGUF compiles and runs on the CPU" "$(tail -1 "$tmp/err")"
 fi
+
+# GLM-5 256 wide with random weights in the iq_dyn mix (routed experts IQ1_M/IQ2_XXS, the shared expert
+# Q4_K, attention Q6_K/Q8_0): the experts stay in their blocks for the GPU (k_qmoe_up, k_qmoe_down_fused
+# instantiated for those types and compiled by NVRTC), and the CPU runs the plan to finite logits.
+if bin/glmc compile models/glm5.lua --config tests/data/glm5_q256.json --random-weights iq_dyn -o "$tmp/dyn.plan" 2>"$tmp/err" &&
+	bin/glmrun "$tmp/dyn.plan" --device cpu --tokens 1,5,9,200 -n 3 --dump-logits "$tmp/dyn.f32" >"$tmp/dyn.ids" 2>>"$tmp/err"; then
+	bin/glmc explain "$tmp/dyn.plan" >"$tmp/dyn.explain" 2>&1
+	kept=$(grep -o '[0-9]* quantized weights kept as blocks' "$tmp/dyn.explain" | awk '{ print $1 }')
+	finite=$(python3 -c "import numpy as n,sys; a=n.fromfile(sys.argv[1], n.float32); print(int(a.size > 0 and n.isfinite(a).all() and a.std() > 0))" "$tmp/dyn.f32")
+	if [ "${kept:-0}" -ge 30 ] && [ "$finite" = 1 ] && ! grep -q 'converted: .*_exps' "$tmp/dyn.explain"; then
+		ok "GLM-5 iq_dyn random plan: $kept weights in blocks (experts among them), CPU logits finite ($(cat "$tmp/dyn.ids"))"
+	else
+		bad "GLM-5 iq_dyn random plan" "kept ${kept:-?}, finite logits $finite, $(grep -c 'converted: .*_exps' "$tmp/dyn.explain") expert weights converted"
+	fi
+else
+	bad "GLM-5 iq_dyn random plan compiles and runs on the CPU" "$(tail -1 "$tmp/err")"
+fi
