@@ -31,16 +31,19 @@ static QG_DEV unsigned qrand_f16(unsigned long long h, int E)
 ** type follows the spread of its quants: Q4_0 2^-4, Q5_0 2^-5, Q4_1/Q5_1 the same and a negative minimum
 ** of about 2^(ea-1) to centre q·d, Q2_K 2^-5 for d and dmin, Q3_K 2^-7, IQ4_NL 2^-8, IQ4_XS 2^-12, IQ2
 ** 2^-7, IQ3 2^-8, IQ1 2^-4, TQ 2^-1); MXFP4's E8M0 byte 2^(ea-4) or twice that; NVFP4's four UE4M3 bytes
-** exponent ea + 4 clamped to the normal range (1..15), random mantissas; IQ1_M's half spread over the top
-** nibbles of its four scale words (bytes 49, 51, 53, 55).
+** exponent ea + 5 with random mantissas, or below the normal range the subnormals 1 and 2 (exponent 0)
+** or 1 (lower: NVFP4 has no smaller scale); IQ1_M's half spread over the top nibbles of its four scale
+** words (bytes 49, 51, 53, 55).
 */
 static QG_DEV unsigned qrand_general(int qt, int o, int ea, unsigned rb, unsigned long long h0, unsigned long long h1)
 {
 	if (qt == 39) /* MXFP4 */
 		return o == 0 ? (unsigned)(128 + ea - 4 + (int)(h0 & 1)) : rb;
-	if (qt == 40) { /* NVFP4 */
-		int e = ea + 4 < 1 ? 1 : ea + 4 > 15 ? 15 : ea + 4;
-		return o < 4 ? (unsigned)e << 3 | (unsigned)(h0 >> (3 * o) & 7) : rb;
+	if (qt == 40) { /* NVFP4: subnormal scales (m·2^-9) where the exponent would be below 1 */
+		int e = ea + 5 > 15 ? 15 : ea + 5;
+		if (o >= 4)
+			return rb;
+		return e >= 1 ? (unsigned)e << 3 | (unsigned)(h0 >> (3 * o) & 7) : e == 0 ? 1u + (unsigned)(h0 >> o & 1) : 1u;
 	}
 	int f = qt == 2 ? 4 : qt == 3 ? 4 : qt == 6 ? 5 : qt == 7 ? 5 : qt == 10 ? 5 : qt == 11 ? 7 : qt == 20 ? 8
 	      : qt == 23 ? 12 : qt == 16 || qt == 17 || qt == 22 ? 7 : qt == 18 || qt == 21 ? 8 : qt == 19 || qt == 29 ? 4 : 1;
