@@ -643,6 +643,28 @@ template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, 
 	return __fmul_rn(qd_f(mxfp4_values[j < 8 ? q & 15 : q >> 4]), qd_ue4m3_half(b[s]));
 }
 
+/* The BY bytes of a block at p (any alignment) into loc, read as the aligned 32-bit words that hold them
+** (never a word past the one with the block's last byte) and shifted into place: a lane that owns a
+** whole 32-value block (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) then decodes from registers, not from
+** a byte load per field (the indices into loc are constants once qg_chunk's loop is unrolled). */
+template <int BY> __device__ __forceinline__ void qg_bytes(const unsigned char *p, unsigned char (&loc)[BY])
+{
+	const int W = (BY + 3) / 4 + 1;
+	unsigned long long a = (unsigned long long)p, a0 = a & ~3ull, last = (a + BY - 1) & ~3ull;
+	unsigned mis = (unsigned)(a & 3), w[W];
+#pragma unroll
+	for (int k = 0; k < W; k++)
+		w[k] = a0 + 4ull * k <= last ? __ldg((const unsigned *)a0 + k) : 0u;
+#pragma unroll
+	for (int k = 0; k < BY; k += 4) {
+		unsigned v = __funnelshift_r(w[k / 4], w[k / 4 + 1], 8 * mis);
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			if (k + q < BY)
+				loc[k + q] = (unsigned char)(v >> 8 * q);
+	}
+}
+
 /*
 ** q_chunk's contract for the general types: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc) for t < tn, x
 ** staged at xs[t·kcap + q_xsw(i)]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk.
@@ -665,9 +687,17 @@ __device__ __forceinline__ void qg_chunk(float (&acc)[R][TM], const unsigned cha
 #pragma unroll
 		for (int r = 0; r < R; r++) {
 			const unsigned char *blk = rows[r] + (kb0 + e / BL) * BY;
+			if constexpr (BL == 32) { /* the lane's whole block, through registers */
+				unsigned char loc[BY];
+				qg_bytes<BY>(blk, loc);
 #pragma unroll
-			for (int j = 0; j < 32; j++)
-				wf[r][j] = qd_val<QT>(blk, sub + j);
+				for (int j = 0; j < 32; j++)
+					wf[r][j] = qd_val<QT>(loc, j);
+			} else {
+#pragma unroll
+				for (int j = 0; j < 32; j++)
+					wf[r][j] = qd_val<QT>(blk, sub + j);
+			}
 		}
 #pragma unroll
 		for (int t = 0; t < TM; t++) {

@@ -69,7 +69,7 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	QRows q;
 	size_t rb = quant_row_bytes(qt, K);
 	q.stride = (long long)quant_dev_row_bytes(qt, K);
-	q.b.assign((size_t)(rows * q.stride), 0);
+	q.b.assign((size_t)(rows * q.stride) + 16, 0); /* + the tail of a last aligned word (quant.cuh qg_bytes) */
 	q.f.resize((size_t)(rows * K));
 	uint64_t seed = weights_random_seed(name);
 	std::vector<unsigned char> row(rb);
@@ -672,8 +672,9 @@ static void q8_mma_suite(void)
 template <int QT> static void test_qexact(int rows, int K)
 {
 	QRows w = qrows(QT, rows, K, "blk.0.ffn_up.weight");
-	std::vector<unsigned char> gen((size_t)(rows * w.stride), 0xa5);
 	long long nbytes = rows * w.stride;
+	std::vector<unsigned char> gen(w.b.size(), 0);
+	std::fill(gen.begin(), gen.begin() + nbytes, 0xa5); /* poisoned where k_qrand writes */
 	dim3 g, bl;
 	g.x = (unsigned)((nbytes + 255) / 256), bl.x = 256;
 	simt_launch(g, bl, [&] {
