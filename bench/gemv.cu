@@ -26,8 +26,9 @@
 ** Then every other GGUF block type (the general path of ops/quant.cuh, qd_val and qg_chunk: Q4_0, Q4_1,
 ** Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 ** TQ1_0, TQ2_0, NVFP4): random blocks with finite scales, rows unpadded as glmrun keeps them, k_qgemv at
-** the split glmc emits only, over 4096×4096, 14336×4096 and GLM-5's routed expert (2048×6144 gate/up,
-** 6144×2048 down). Targets (issue 48): the 4-8-bit types >= 75% of the bandwidth, the 1-3-bit ones >= 60%.
+** the split glmc emits only, over 4096×4096, 14336×4096, GLM-5's routed expert (2048×6144 gate/up,
+** 6144×2048 down) and its LM head (154880×6144). Targets (issue 48): the 4-8-bit types >= 75% of the
+** bandwidth, the 1-3-bit ones >= 60%.
 ** GEMV_RB=8 in the environment runs the float GEMV with eight columns a block where N >= 8·264 (an
 ** experiment against the emitted shape, for bench/NOTES.md).
 */
@@ -216,8 +217,8 @@ struct Kind {
 };
 
 /* The general types' shapes: 4096², Llama-3-8B's gate/up (14336×4096), a GLM-5 routed expert's gate/up
-** (2048×6144) and down (6144×2048). */
-static const long long GEN_SHAPES[4][2] = {{4096, 4096}, {14336, 4096}, {2048, 6144}, {6144, 2048}};
+** (2048×6144) and down (6144×2048), GLM-5's LM head (154880×6144). */
+static const long long GEN_SHAPES[5][2] = {{4096, 4096}, {14336, 4096}, {2048, 6144}, {6144, 2048}, {154880, 6144}};
 
 template <typename A> static std::vector<Kind> kinds(void)
 {
@@ -356,7 +357,8 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 		std::vector<std::array<long long, 2>> ks = shapes;
 		if (k.gen && !shape)
 			ks.assign({{GEN_SHAPES[0][0], GEN_SHAPES[0][1]}, {GEN_SHAPES[1][0], GEN_SHAPES[1][1]},
-			           {GEN_SHAPES[2][0], GEN_SHAPES[2][1]}, {GEN_SHAPES[3][0], GEN_SHAPES[3][1]}});
+			           {GEN_SHAPES[2][0], GEN_SHAPES[2][1]}, {GEN_SHAPES[3][0], GEN_SHAPES[3][1]},
+			           {GEN_SHAPES[4][0], GEN_SHAPES[4][1]}});
 		for (auto &sh : ks) {
 			long long N = sh[0], K = sh[1];
 			size_t bytes = weight_bytes(k.qt, N, K), fr, tot;

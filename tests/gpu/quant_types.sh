@@ -15,7 +15,7 @@
 #      runtime/weights.c) and the iq_dyn mix (experts IQ1_M/IQ2_XXS, shared expert Q4_K, attention
 #      Q6_K/Q8_0): cuda vs cpu within 1e-4 at 6 and 20 tokens (k_qmoe_up, k_qmoe_down_fused, the fused
 #      groups with an f32 router member) and --verify;
-# then build/bench/gemv's rows for the type (--only TYPE: 4096², 14336×4096, GLM-5's expert shapes).
+# then build/bench/gemv's rows for the type (--only TYPE: 4096², 14336×4096, GLM-5's expert and LM head).
 # The models come from python3 with gguf and numpy; where the device has none, make them here first:
 #   tests/gpu/quant_types.sh --prepare      # writes build/qtypes/TYPE.gguf (about 15 MB; carry build)
 # Needs bin/ and build/ from `make gpu-bundle`. TYPES="Q4_0 IQ2_XXS" runs only those; BENCH=0 skips the
