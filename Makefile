@@ -28,15 +28,15 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh and ops/qfused.cuh travel inside the binaries as one string
+# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh and ops/prefill.cuh travel inside the binaries as one string
 # (glm_kernels_cuh), with the headers they share with the C code (gemv_shape.h, quant_grids.h, qrand.h).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh | build/embed glm_kernels_cuh > $@
 
 build/libglm.a: $(LIBOBJ)
 	@rm -f $@
@@ -66,7 +66,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill
 	@tests/run.sh
 
 demo: all
@@ -156,10 +156,15 @@ build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/si
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc build/libglm.a $(LDLIBS) -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv
+build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh build/libglm.a
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc build/libglm.a -lm -lpthread -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
+	build/simt/test_prefill
 
 clean:
 	rm -rf build bin

@@ -460,7 +460,8 @@ static void w_linear(Wr *w, const Graph *g, int id, const char *wtype)
 	w_size(w, sz_numel(g, x, K), 0), w_int(w, K), w_int(w, N);
 }
 
-/* A linear's tiled GEMM (k_linear_gemm, or k_qlinear_gemm over blocks) for the steps past its GEMVs. */
+/* A linear's tiled GEMM (k_linear_gemm, k_gemm_tc on the tensor cores, or k_qlinear_gemm over blocks) for
+** the steps past its GEMVs: 64 token rows a block, 128 for k_gemm_tc. */
 static void emit_linear_gemm(Em *e, int id, const KSel *r)
 {
 	Graph *g = e->g;
@@ -472,8 +473,10 @@ static void emit_linear_gemm(Em *e, int id, const KSel *r)
 	w_linear(&w, g, id, r->kern == SK_QLINEAR_GEMM ? "unsigned char" : NULL);
 	w.L.tmin = r->tmin;
 	w.L.grid[0] = sz_const(r->grid);
-	w.L.grid[1] = sz_numel(g, x, g->node[wt].dim[1] * 64);
-	if (r->kern == SK_QLINEAR_GEMM)
+	w.L.grid[1] = sz_numel(g, x, g->node[wt].dim[1] * (r->kern == SK_GEMM_TC ? 128 : 64));
+	if (r->kern == SK_GEMM_TC)
+		snprintf(t, sizeof t, "k_gemm_tc<%s>", bool_s(bias >= 0));
+	else if (r->kern == SK_QLINEAR_GEMM)
 		snprintf(t, sizeof t, "k_qlinear_gemm<%s, %d, %s>", A, r->qt[0], bool_s(bias >= 0));
 	else
 		snprintf(t, sizeof t, "k_linear_gemm<%s, %s, %s>", A, ctype(g, wt), bool_s(bias >= 0));
@@ -509,7 +512,7 @@ static int emit_linear(Em *e, int id)
 		switch (r->kern) {
 		case SK_QGEMV_TC: emit_qlinear_tc(e, id, r, swiglu); break;
 		case SK_QGEMV: case SK_QGEMV_MMA: emit_qlinear_gemv(e, id, r, swiglu); break;
-		case SK_QLINEAR_GEMM: case SK_LINEAR_GEMM: emit_linear_gemm(e, id, r); break;
+		case SK_QLINEAR_GEMM: case SK_LINEAR_GEMM: case SK_GEMM_TC: emit_linear_gemm(e, id, r); break;
 		case SK_LINEAR_GEMV: emit_linear_gemv(e, id, r); break;
 		default: GLM_ASSERT(!"unknown selected kernel for a linear");
 		}
@@ -870,6 +873,26 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		w_finish(e, &w, t);
 	}
 	emit_mla_split(e, id);
+	/* prefills on the tensor cores (k_mla_tc) when bf16, dense (no DSA selection) and its tiles fit */
+	int64_t Dk = n->ia[1], Dv = n->ia[2], tc_smem = (64 + 32) * (Dk + 8) * 2;
+	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
+	if (g->cuda.act == DT_BF16 && sel < 0 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block) {
+		w_start(&w, id);
+		w.L.tmin = MLA_SPLIT_TMAX + 1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, n->ia[0]), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, n->fa[0]);
+		w_seq(&w, g, cache);
+		w_size(&w, sz_numel(g, pos, 1), 0);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_numel(g, q, 64 * Dk); /* q is [T, H·Dk]: 64 of its rows a block */
+		w.L.grid[1] = sz_const(Dv / DS);
+		w.L.block = 128;
+		w.L.smem = (int)tc_smem;
+		snprintf(t, sizeof t, "k_mla_tc<%d>", DS);
+		w_finish(e, &w, t);
+		return 0;
+	}
 	w_start(&w, id);
 	w.L.tmin = MLA_SPLIT_TMAX + 1;
 	w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -1137,8 +1160,17 @@ static int emit_rope(Em *e, int id)
 	return 0;
 }
 
+/* Whether a prefill's attention runs on the tensor cores (ops/prefill.cuh k_attn_tc): bf16, and key and
+** value heads of one size, a multiple of 16 up to 128 (the mma's k step; the registers of a 16-row tile). */
+static int attn_tc_dim(const Graph *g, const Node *n)
+{
+	int64_t D = n->ia[2];
+	return g->cuda.act == DT_BF16 && n->ia[3] == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
+}
+
 /* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
-** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and 4 for prefills. */
+** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and for prefills
+** k_attn_tc (64 tokens a block on the tensor cores) where it applies, else k_attention's 4 warps. */
 static int emit_attention(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -1160,6 +1192,22 @@ static int emit_attention(Em *e, int id)
 	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
 	for (int nw = 16; nw >= 4; nw -= 12) {
 		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+		int tc = nw == 4 ? attn_tc_dim(g, n) : 0;
+		if (tc) {
+			w_start(&w, id);
+			w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
+			w_buf(&w, g, pos, 0, NULL);
+			w_int(&w, H), w_int(&w, G), w_float(&w, n->fa[0]);
+			w_seq(&w, g, kc);
+			w_size(&w, sz_numel(g, pos, 1), 0);
+			w.L.grid[0] = sz_const(H);
+			w.L.grid[1] = sz_numel(g, pos, 64);
+			w.L.block = 128;
+			w.L.tmin = 9, w.L.tmax = 1 << 30;
+			snprintf(t, sizeof t, "k_attn_tc<%d>", tc);
+			w_finish(e, &w, t);
+			continue;
+		}
 		if (fold)
 			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
 		w_start(&w, id);
@@ -1892,15 +1940,17 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 }
 
 /* The sampler: one fixed wrapper, launched by glmrun on the last logits row of each sequence, grid (rows,
-** SAMPLE_NB), with the greedy split's partials and counters and the NaN/Inf verdicts (k_sample). */
+** SAMPLE_NB), with the greedy split's partials and counters and the NaN/Inf verdicts (k_sample). Each row
+** b samples with its own four parameters at params + 4b (glmrun serve: each request its own); the name
+** glm_sample_rows tells glmrun so (plans before it have glm_sample, one setting for every row). */
 static const char *emit_sampler(Em *e)
 {
 	const char *A = e->g->cuda.act == DT_BF16 ? "bf16" : "float";
-	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample(int *out, int cap, int *next_token, "
+	appendf(e, "extern \"C\" __global__ void __launch_bounds__(1024) glm_sample_rows(int *out, int cap, int *next_token, "
 	        "int *next_pos, int *step, const %s *logits, int V, const float *params, const int *seq, float *part_v, "
-	        "int *part_i, unsigned *done, int *nf) { k_sample<%s>(out, cap, next_token, next_pos, step, logits, V, params, "
-	        "seq, part_v, part_i, done, nf); }\n", A, A);
-	return "glm_sample";
+	        "int *part_i, unsigned *done, int *nf) { k_sample<%s>(out, cap, next_token, next_pos, step, logits, V, "
+	        "params + 4 * blockIdx.x, seq, part_v, part_i, done, nf); }\n", A, A);
+	return "glm_sample_rows";
 }
 
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)

@@ -435,7 +435,7 @@ int target_for_arch(const char *arch, Target *t);
 
 enum {
 	SK_GEMV_FUSED, SK_GEMV_TC, SK_QGEMV_FUSED, SK_QGEMV_FUSED_MMA, SK_QGEMV_SK, SK_QGEMV_TC, /* groups (and k_qgemv_tc) */
-	SK_LINEAR_GEMV, SK_LINEAR_GEMM, SK_QGEMV, SK_QGEMV_MMA, SK_QLINEAR_GEMM, /* a linear's own kernels */
+	SK_LINEAR_GEMV, SK_LINEAR_GEMM, SK_QGEMV, SK_QGEMV_MMA, SK_QLINEAR_GEMM, SK_GEMM_TC, /* a linear's own kernels */
 	SK_MOE_DOWN_FUSED, SK_QMOE_DOWN_FUSED, SK_QMOE_DOWN_MMA, /* FK_MOE_DOWN */
 	SK_NKINDS
 };
@@ -443,7 +443,7 @@ enum {
 ** minb; k_gemv_tc pro mt nt uc block grid; k_qgemv_fused qt split pro (-1: run-time) tr grid; k_qgemv_fused_mma
 ** qt[0] split pro grid; k_qgemv_sk qt[0] smem maxseg block grid minb; k_qgemv_tc qt[0] pro mt ncs uc block grid;
 ** a linear's own: k_linear_gemv rb tr block grid; k_qgemv and k_qgemv_mma qt[0] tr split[0] (warps a row) grid;
-** k_linear_gemm and k_qlinear_gemm grid (row tiles; the token tiles follow T); the MoE down projections qt[0]
+** k_linear_gemm, k_qlinear_gemm and k_gemm_tc grid (row tiles; the token tiles follow T); the MoE down projections qt[0]
 ** (routed) qt[1] (shared), k_qmoe_down_mma split[0] (experts a block). */
 typedef struct KSel {
 	int fk;                      /* the group, an index into g->fk; -1 for a linear's own kernel */

@@ -130,7 +130,7 @@ int cuda_prefill_gemm(const Graph *g, int i)
 	if (g->node[g->cuda.l[i].node].op != OP_LINEAR || g->cuda.l[i].tmin < 2)
 		return 0; /* the source is searched only for the launches that may be one */
 	const char *t = cuda_template(g, g->cuda.l[i].kernel, buf, sizeof buf);
-	return !strncmp(t, "k_linear_gemm<", 14) || !strncmp(t, "k_qlinear_gemm<", 15);
+	return !strncmp(t, "k_linear_gemm<", 14) || !strncmp(t, "k_qlinear_gemm<", 15) || !strncmp(t, "k_gemm_tc<", 10);
 }
 
 static const char *dtype_names[DT_NTYPES] = {"f32", "f16", "bf16", "i32", "q"};

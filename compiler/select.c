@@ -585,7 +585,9 @@ static KSel sel_own(int id, int kern, int64_t tmin, int64_t tmax)
 	              .pro = GP_NONE};
 }
 
-/* A float linear: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv (TR 8), the tiled GEMM above. */
+/* A float linear: the GEMV for one token (TR 1), the GEMV for 2..tmax_gemv (TR 8), the tiled GEMM above:
+** on the tensor cores (k_gemm_tc) when activations and weight are bf16 and K takes 16-byte rows, else on
+** the CUDA cores (k_linear_gemm, which f32 plans keep: a bf16 product cannot meet their 1e-4). */
 static void sel_linear_float(Sx *s, int id)
 {
 	const Graph *g = s->g;
@@ -600,10 +602,15 @@ static void sel_linear_float(Sx *s, int id)
 		r.tr = v == 0 && ht ? 1 : 8;
 		sel_add(s, &r, "the FMA GEMV, %d token row%s", r.tr, r.tr > 1 ? "s" : "");
 	}
-	if (tg < (1 << 30)) {
+	if (tg < (1 << 30) && g->cuda.act == DT_BF16 && cuda_wdtype(g, wt) == DT_BF16 && K % 8 == 0) {
+		KSel r = sel_own(id, SK_GEMM_TC, tg < 1 ? 1 : tg + 1, 1 << 30);
+		r.grid = (N + 127) / 128, r.block = 256;
+		sel_add(s, &r, "past the GEMV's 8 token rows, bf16: the tensor-core GEMM");
+	} else if (tg < (1 << 30)) {
 		KSel r = sel_own(id, SK_LINEAR_GEMM, tg < 1 ? 1 : tg + 1, 1 << 30);
 		r.grid = (N + 63) / 64, r.block = 256;
-		sel_add(s, &r, "past the GEMV's 8 token rows: the tiled GEMM");
+		sel_add(s, &r, g->cuda.act == DT_BF16 ? "past the GEMV's 8 token rows: the tiled GEMM (not bf16 x bf16 with K %% 8 == 0)"
+		                                      : "past the GEMV's 8 token rows: the tiled GEMM (f32 plan)");
 	}
 }
 
@@ -743,7 +750,7 @@ int select_kernels(Graph *g, const Target *t, int *wq)
 
 static const char *sk_name[SK_NKINDS] = {"k_gemv_fused", "k_gemv_tc", "k_qgemv_fused", "k_qgemv_fused_mma", "k_qgemv_sk",
                                          "k_qgemv_tc", "k_linear_gemv", "k_linear_gemm", "k_qgemv", "k_qgemv_mma",
-                                         "k_qlinear_gemm", "k_moe_down_fused", "k_qmoe_down_fused", "k_qmoe_down_mma"};
+                                         "k_qlinear_gemm", "k_gemm_tc", "k_moe_down_fused", "k_qmoe_down_fused", "k_qmoe_down_mma"};
 
 /* The fewest tokens a step must have for node id's own kernels to run: a fused kernel covering it serves
 ** the smaller steps (emit_cuda.c fk_prepare applies the same rule to the launches). */
@@ -775,7 +782,7 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 		fprintf(f, " T %d..: %s", tmin, sk_name[r->kern]);
 	else
 		fprintf(f, " T %d..%d: %s", tmin, r->tmax, sk_name[r->kern]);
-	if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM && r->kern < SK_MOE_DOWN_FUSED)
+	if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM && r->kern != SK_GEMM_TC && r->kern < SK_MOE_DOWN_FUSED)
 		fprintf(f, " prologue %s", r->pro >= -1 && r->pro <= GP_RMSLATE ? pro[r->pro + 1] : "?");
 	if (r->kern == SK_GEMV_FUSED || r->kern == SK_LINEAR_GEMV)
 		fprintf(f, " rb %d tr %d", r->rb, r->tr);
@@ -790,12 +797,12 @@ static void explain_one(const Graph *g, const KSel *r, int tmin, FILE *f)
 		fprintf(f, " experts a block %d", r->split[0]);
 	else if (r->kern >= SK_MOE_DOWN_FUSED)
 		;
-	else if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM)
+	else if (r->kern != SK_LINEAR_GEMM && r->kern != SK_QLINEAR_GEMM && r->kern != SK_GEMM_TC)
 		for (int m = 0; m < FK_MAXM && r->split[m] > 0; m++) /* set for the launch's members only */
 			fprintf(f, "%s%d", m ? "," : " split ", r->split[m]);
 	if (r->grid) /* the MoE kernels' grids follow the experts and the step, not a choice */
 		fprintf(f, " block %d grid %lld%s", r->block, r->grid,
-		        r->kern == SK_LINEAR_GEMM || r->kern == SK_QLINEAR_GEMM ? " x token tiles" : "");
+		        r->kern == SK_LINEAR_GEMM || r->kern == SK_QLINEAR_GEMM || r->kern == SK_GEMM_TC ? " x token tiles" : "");
 	fprintf(f, ": %s\n", r->why);
 }
 

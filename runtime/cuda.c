@@ -111,6 +111,8 @@ struct Gpu {
 	CUdeviceptr zero;            /* the KA_ZERO regions: cleared once, left zero by every kernel */
 	int ring_cap;
 	int nslots;                  /* sequences the caches hold */
+	int samp_rows;               /* the sampler reads 4 parameters a row (glm_sample_rows); 0: one set for all */
+	float samp0[4];              /* the GpuOpts' parameters (seed bits last) */
 	CUgraph *graph;              /* per batch bucket (index = rows), captured on first use */
 	CUgraphExec *exec;
 	int *captured_logits;
@@ -450,6 +452,7 @@ static int load_module(Gpu *x, char *err, size_t len)
 			return -1;
 	}
 	CK(x->cu.mod_fn(&x->sample, x->mod, c->sample_kernel), "cuModuleGetFunction (sampler)");
+	x->samp_rows = !strcmp(c->sample_kernel, "glm_sample_rows");
 	return 0;
 }
 
@@ -481,12 +484,13 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		off[i] = *acc;
 		*acc += n->kind == VK_CACHE ? bytes * (size_t)x->nslots : bytes;
 	}
-	/* The step buffer: sampling parameters, then per row of a step its step counter and sequence slot,
+	/* The step buffer: sampling parameters (4 floats per sequence slot, in 256-byte units), then per row of a step its step counter and sequence slot,
 	** then each row's ring of sampled tokens, then per sequence slot (a sampler row) the greedy split's
 	** counter and SAMPLE_NB partial maxima (values, then indices), cleared once below. */
 	x->ring_cap = 4096;
 	size_t rows = ((size_t)x->maxT + 63) & ~(size_t)63, srows = ((size_t)x->nslots + 63) & ~(size_t)63;
-	size_t sb = 256 + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB) + srows * 8, scr = 0,
+	size_t pb = ((size_t)x->nslots * 16 + 255) & ~(size_t)255;
+	size_t sb = pb + rows * 8 + rows * (size_t)x->ring_cap * 4 + srows * 4 * (1 + 2 * SAMPLE_NB) + srows * 8, scr = 0,
 	       zb = 0;
 	for (int i = 0; i < g->cuda.nl; i++) { /* a launch never runs past its tmax: size it there at most */
 		const Launch *l = &g->cuda.l[i];
@@ -543,7 +547,7 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	if (cb)
 		CK(x->cu.memset8(x->cmem, 0, cb), "cuMemsetD8");
 	CK(x->cu.memset8(x->smem, 0, sb), "cuMemsetD8");
-	x->params = x->smem, x->step = x->smem + 256, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
+	x->params = x->smem, x->step = x->smem + pb, x->seq = x->step + rows * 4, x->ring = x->seq + rows * 4;
 	x->done = x->ring + rows * (size_t)x->ring_cap * 4, x->part_v = x->done + srows * 4;
 	x->part_i = x->part_v + srows * SAMPLE_NB * 4;
 	x->nf = x->part_i + srows * SAMPLE_NB * 4;
@@ -609,7 +613,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		x->wq[g->w[i].node] = g->cuda.wq[i];
 	if (load_module(x, err, len) || alloc_buffers(x, err, len))
 		return -1;
-	lt_open(x);
+	if (!o->no_lt)
+		lt_open(x);
 	x->stats.have_lt = x->lt.h != NULL;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
@@ -617,9 +622,18 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	x->stats.upload_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-	float params[4] = {o->temp, (float)o->top_k, o->top_p, 0};
-	memcpy(&params[3], &o->seed, 4);
-	CK(x->cu.htod(x->params, params, sizeof params), "cuMemcpyHtoD (sampling parameters)");
+	/* every slot's row starts with the GpuOpts' sampling (an older plan's sampler reads row 0 only) */
+	x->samp0[0] = o->temp, x->samp0[1] = (float)o->top_k, x->samp0[2] = o->top_p;
+	memcpy(&x->samp0[3], &o->seed, 4);
+	float *params = malloc(16 * (size_t)x->nslots);
+	if (!params)
+		return seterr(err, len, "out of memory");
+	for (int r = 0; r < x->nslots; r++)
+		memcpy(params + 4 * r, x->samp0, 16);
+	CUresult pr = x->cu.htod(x->params, params, 16 * (size_t)x->nslots);
+	free(params);
+	if (pr != CUDA_SUCCESS)
+		return cuerr(x, pr, "cuMemcpyHtoD (sampling parameters)", err, len);
 	CK(x->cu.alloc_host((void **)&x->host_tok, 12 * (size_t)x->nslots + 128), "cuMemAllocHost");
 	x->host_nf = x->host_tok + x->nslots + 16;
 	CK(x->cu.alloc_host((void **)&x->host_logits, (size_t)x->V * 4), "cuMemAllocHost");
@@ -1069,13 +1083,19 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 }
 
 int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
-                 char *err, size_t len)
+                 const float *samp, char *err, size_t len)
 {
 	if (rows < 1 || rows > x->nslots)
 		return seterr(err, len, "a step of %d sequences; the caches hold %d", rows, x->nslots);
 	for (int r = 0; r < rows; r++)
 		if (seq[r] < 0 || seq[r] >= x->nslots)
 			return seterr(err, len, "row %d names sequence slot %d; the caches hold %d", r, seq[r], x->nslots);
+	for (int r = 0; samp && !x->samp_rows && r < rows; r++)
+		if (memcmp(samp + 4 * r, x->samp0, 16))
+			return seterr(err, len, "row %d samples otherwise than the rest, but this plan's sampler (glm_sample, "
+			              "from an older glmc) takes one setting for every row: recompile the plan", r);
+	if (samp && x->samp_rows)
+		CK(x->cu.htod(x->params, samp, 16 * (size_t)rows), "cuMemcpyHtoD (sampling parameters)");
 	CK(x->cu.htod(x->ptr[x->tokens], tokens, 4 * (size_t)rows), "cuMemcpyHtoD (tokens)");
 	CK(x->cu.htod(x->ptr[x->pos], pos, 4 * (size_t)rows), "cuMemcpyHtoD (positions)");
 	CK(x->cu.htod(x->seq, seq, 4 * (size_t)rows), "cuMemcpyHtoD (sequence slots)");

@@ -57,7 +57,8 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 	e->maxT = e->o.chunk > e->o.slots ? e->o.chunk : e->o.slots;
 	if (o->cuda) {
 		GpuOpts go = {.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed, .progress = o->progress,
-		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl};
+		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl,
+		              .no_lt = o->no_lt};
 		RanksOpts ro = {.timeout = o->timeout > 0 ? o->timeout : 60};
 		if (ranks_opts_from_env(&ro, tp, err, len))
 			return -1;
@@ -94,10 +95,13 @@ int engine_on_gpu(const Engine *e)
 	return e->R != NULL;
 }
 
-/* The CPU's sample of logits row `at` of the last step for step-buffer row r. */
+/* The CPU's sample of logits row `at` of the last step for step-buffer row r: the row's own sampling, or
+** the engine's with seed + slot. */
 static int32_t cpu_sample(const Engine *e, int64_t at, const EngineRow *r)
 {
 	const float *row = (const float *)e->x[0].buf[e->logits] + (size_t)at * (size_t)e->V;
+	if (r->own_sampling)
+		return ref_sample(row, (int)e->V, r->temp, r->top_k, r->top_p, r->seed, r->step);
 	return ref_sample(row, (int)e->V, e->o.temp, e->o.top_k, e->o.top_p, e->o.seed + (uint32_t)r->slot, r->step);
 }
 
@@ -136,10 +140,20 @@ int engine_set_rows(Engine *e, int rows, const EngineRow *r, char *err, size_t l
 	if (rows < 1 || rows > e->o.slots)
 		return seterr(err, len, "a step of %d rows; the caches hold %d sequences", rows, e->o.slots);
 	if (e->R) {
+		/* the sampler's parameters a row: temperature, top_k, top_p, and a seed to which the GPU's sampler
+		** adds the slot (so an own seed goes in less the slot) */
 		int32_t tok[ENGINE_MAX_SLOTS], pos[ENGINE_MAX_SLOTS], seq[ENGINE_MAX_SLOTS], step[ENGINE_MAX_SLOTS];
-		for (int i = 0; i < rows; i++)
-			tok[i] = r[i].token, pos[i] = r[i].pos, seq[i] = r[i].slot, step[i] = r[i].step;
-		return ranks_set_rows(e->R, rows, tok, pos, seq, step, err, len);
+		float samp[4 * ENGINE_MAX_SLOTS];
+		for (int i = 0; i < rows; i++) {
+			const EngineRow *w = &r[i];
+			uint32_t seed = w->own_sampling ? w->seed - (uint32_t)w->slot : e->o.seed;
+			tok[i] = w->token, pos[i] = w->pos, seq[i] = w->slot, step[i] = w->step;
+			samp[4 * i] = w->own_sampling ? w->temp : e->o.temp;
+			samp[4 * i + 1] = (float)(w->own_sampling ? w->top_k : e->o.top_k);
+			samp[4 * i + 2] = w->own_sampling ? w->top_p : e->o.top_p;
+			memcpy(&samp[4 * i + 3], &seed, 4);
+		}
+		return ranks_set_rows(e->R, rows, tok, pos, seq, step, samp, err, len);
 	}
 	memcpy(e->row, r, sizeof *r * (size_t)rows);
 	return 0;

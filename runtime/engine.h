@@ -9,7 +9,8 @@
 ** the next sampling step, so a run of decode steps needs no host input at all (on the GPU the graph
 ** replays on what the last replay left). engine_set_rows changes the rows (a sequence joins, leaves or is
 ** forced). Row r samples with seed + slot and its step counter, so the same seed gives the same tokens
-** on every backend.
+** on every backend; a row with own_sampling set samples with its own temperature, top_k, top_p and seed
+** instead (glmrun serve: each request its own), the seed then taken as is (no slot added).
 */
 #ifndef GLM_ENGINE_H
 #define GLM_ENGINE_H
@@ -37,11 +38,17 @@ typedef struct {
 	int nan_ok;                  /* CPU: non-finite values are not an error (--verify finds them itself) */
 	int progress;                /* GPU: a progress bar while the weights upload */
 	int pdl;                     /* GPU: programmatic dependent launch (--pdl) */
+	int no_lt;                   /* GPU: prefill GEMMs on the plan's own kernels, not cuBLASLt (--no-cublaslt) */
 	double timeout;              /* GPU: the watchdog's seconds without progress (0: 60) */
 } EngineOpts;
 
 typedef struct {
 	int32_t slot, token, pos, step;
+	int own_sampling;            /* 0: the engine's options (seed + slot); 1: the four fields below */
+	float temp;                  /* <= 0: greedy */
+	int top_k;                   /* <= 0: off */
+	float top_p;                 /* >= 1: off */
+	uint32_t seed;               /* taken as is */
 } EngineRow;
 
 /*
@@ -62,7 +69,9 @@ int engine_on_gpu(const Engine *e);
 int engine_prefill(Engine *e, int slot, const int32_t *ids, int64_t n, int32_t pos0, int32_t *next, float *logits,
                    char *err, size_t len);
 
-/* Set the first `rows` rows of the step buffer (rows beyond a live set may name a free slot: padding). */
+/* Set the first `rows` rows of the step buffer (rows beyond a live set may name a free slot: padding).
+** Row 0's sampling fields also serve the next engine_prefill. A GPU plan from a glmc before per-row
+** sampling (its sampler glm_sample) refuses rows whose sampling differs from the engine's options. */
 int engine_set_rows(Engine *e, int rows, const EngineRow *r, char *err, size_t len);
 
 /* Make row 0 feed tok instead of the token it sampled (glmrun --force); position and step stay. */

@@ -18,6 +18,7 @@ typedef struct {
 	int keep_logits;             /* copy each step's logits back (for --dump-logits / --verify) */
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
 	int pdl;                     /* --pdl: let a kernel start while the one before finishes (see cuda.c) */
+	int no_lt;                   /* --no-cublaslt: prefill GEMMs on the plan's own kernels, not cuBLASLt */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
 	** `device`, and loads only its rank's slices of split weights. */
 	int device, rank, tp;
@@ -50,9 +51,11 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
                      char *err, size_t len);
 
 /* Set the first `rows` rows of the step buffer: each row's token to feed, its position, its cache slot
-** and its sampling step counter (rows of one bucket; padding rows name a free slot). */
+** and its sampling step counter (rows of one bucket; padding rows name a free slot), and (samp, 4 floats a
+** row, or NULL: the GpuOpts') its sampler's temperature, top_k, top_p and seed bits (the sampler adds the
+** slot). A plan whose sampler is glm_sample (one setting for every row) refuses rows that differ from it. */
 int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,
-                 char *err, size_t len);
+                 const float *samp, char *err, size_t len);
 
 /* One decode step of `rows` sequences as one graph launch (one graph per bucket size, captured on first
 ** use): next[rows] gets each row's sampled token; logits (rows × V floats) may be NULL. */

@@ -97,6 +97,8 @@ static const char *usage =
 	"  --pdl                programmatic dependent launch (sm_90+) of the decode GEMVs: their blocks start\n"
 	"                       while the kernel before finishes and ask L2 for their first weights (see\n"
 	"                       bench/NOTES.md entry 10 for where it pays; --profile times kernels without it)\n"
+	"  --no-cublaslt        run prefill matmuls with the plan's own GEMM kernels (k_gemm_tc on the tensor\n"
+	"                       cores for bf16) instead of cuBLASLt, which glmrun otherwise loads when present\n"
 	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
@@ -126,10 +128,10 @@ static const char *usage =
 	"server-sent events ending with data: [DONE]; max_tokens (max_completion_tokens), stop (a string or a\n"
 	"list), ignore_eos and return_token_ids (vLLM's extensions). Continuous batching: new requests join\n"
 	"between decode steps, their prompts prefilled in chunks; a finished request or a client gone frees its\n"
-	"slot at once. Sampling is the server's (--temp, --top-k, --top-p, --seed; default greedy): a request\n"
-	"whose temperature, top_p or top_k means otherwise gets 400 naming the field and the server's value;\n"
-	"a sequence samples with --seed plus its KV-cache slot, so a request's seed must equal --seed when the\n"
-	"server samples (it is ignored when greedy). Ends cleanly on SIGTERM or Ctrl-C.\n"
+	"slot at once. Each request samples with its own temperature (0: greedy), top_p, top_k and seed, as\n"
+	"glmrun -p does with --temp, --top-p, --top-k and --seed; fields it leaves out take the server's flags\n"
+	"(default greedy; the seed then --seed plus the KV-cache slot). n must be 1; logprobs are refused (400).\n"
+	"Ends cleanly on SIGTERM or Ctrl-C.\n"
 	"  --host ADDR          IPv4 address to listen on (default 127.0.0.1)\n"
 	"  --port N             TCP port (default 8080)\n"
 	"  --max-seqs B         sequences decoded at once, one KV-cache slot each (default 4); also vLLM's\n"
@@ -240,7 +242,7 @@ typedef struct {
 	int ignore_eos, chat, no_think;
 	long n, max_seq;
 	float temp, top_p;
-	int top_k, pdl;
+	int top_k, pdl, no_lt;
 	uint32_t seed;
 	int verify, stats, round_bf16;
 	int serve, port, max_seqs, max_queue;          /* glmrun serve (runtime/serve.c) */
@@ -257,7 +259,7 @@ typedef struct {
 /* getopt_long's table: long names (and aliases) to codes; short options are their own codes. */
 enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
-	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_BENCH,
+	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_NO_LT, O_BENCH,
 	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
 	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH
 };
@@ -277,7 +279,7 @@ static const struct option long_opts[] = {
 	{"top-k", required_argument, 0, O_TOP_K}, {"top-p", required_argument, 0, O_TOP_P},
 	{"seed", required_argument, 0, 's'}, {"threads", required_argument, 0, 't'},
 	{"verify", no_argument, 0, O_VERIFY}, {"round-bf16", no_argument, 0, O_ROUND_BF16},
-	{"stats", no_argument, 0, O_STATS}, {"pdl", no_argument, 0, O_PDL}, {"bench", no_argument, 0, O_BENCH},
+	{"stats", no_argument, 0, O_STATS}, {"pdl", no_argument, 0, O_PDL}, {"no-cublaslt", no_argument, 0, O_NO_LT}, {"bench", no_argument, 0, O_BENCH},
 	{"bench-prompt", required_argument, 0, O_BENCH_PROMPT}, {"profile", no_argument, 0, O_PROFILE},
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
@@ -379,6 +381,7 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_ROUND_BF16: a->round_bf16 = 1; break;
 	case O_STATS: a->stats = 1; break;
 	case O_PDL: a->pdl = 1; break;
+	case O_NO_LT: a->no_lt = 1; break;
 	case O_BENCH: a->bench = 1; break;
 	case O_PROFILE: a->profile = 1; break;
 	case O_PROFILE_EAGER: a->profile = a->profile_eager = 1; break;
@@ -855,7 +858,7 @@ static const char *weights_of(const Args *a, const Graph *g)
 static EngineOpts engine_opts(const Args *a, int cuda)
 {
 	return (EngineOpts){.cuda = cuda, .slots = 1, .temp = a->temp, .top_k = a->top_k, .top_p = a->top_p,
-	                    .seed = a->seed, .pdl = a->pdl, .timeout = a->timeout, .progress = cuda && isatty(2),
+	                    .seed = a->seed, .pdl = a->pdl, .no_lt = a->no_lt, .timeout = a->timeout, .progress = cuda && isatty(2),
 	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
 }
 

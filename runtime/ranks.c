@@ -47,6 +47,7 @@ struct Ranks {
 	int32_t pos0;
 	int slot, rows;              /* the prefill's cache slot; the decode step's rows */
 	const int32_t *r_tok, *r_pos, *r_seq, *r_step; /* ranks_set_rows */
+	const float *r_samp;
 	float *logits, **out;
 	long step;                   /* decode steps so far */
 	int32_t feed;                /* ranks_feed */
@@ -124,7 +125,7 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		                        len);
 	case CMD_SET_ROWS:
 		crew_note(R->crew, rank, "setting the step buffer's rows");
-		return gpu_set_rows(x, R->rows, R->r_tok, R->r_pos, R->r_seq, R->r_step, err, len);
+		return gpu_set_rows(x, R->rows, R->r_tok, R->r_pos, R->r_seq, R->r_step, R->r_samp, err, len);
 	case CMD_FEED:
 		crew_note(R->crew, rank, "feeding a forced token");
 		return gpu_feed(x, R->feed, err, len);
@@ -308,9 +309,9 @@ int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t 
 }
 
 int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
-                   const int32_t *step, char *err, size_t len)
+                   const int32_t *step, const float *samp, char *err, size_t len)
 {
-	R->rows = rows, R->r_tok = tokens, R->r_pos = pos, R->r_seq = seq, R->r_step = step;
+	R->rows = rows, R->r_tok = tokens, R->r_pos = pos, R->r_seq = seq, R->r_step = step, R->r_samp = samp;
 	return run(R, CMD_SET_ROWS, "setting the rows of the next steps", err, len);
 }
 

@@ -39,7 +39,7 @@ int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, i
 int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
                   char *err, size_t len);
 int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
-                   const int32_t *step, char *err, size_t len);
+                   const int32_t *step, const float *samp, char *err, size_t len);
 int ranks_feed(Ranks *R, int32_t tok, char *err, size_t len);
 int ranks_decode(Ranks *R, int rows, int32_t *next, float *logits, char *err, size_t len);
 int ranks_step_outputs(Ranks *R, const int32_t *tokens, const int32_t *pos, int64_t T, float **out, char *err,

@@ -5,7 +5,8 @@
 ** One mutex (Server.mu) guards the queue, every request's output and the metrics; the scheduler holds it
 ** only between engine calls. A request lives until both its HTTP side and the scheduler let go (refs).
 ** The scheduler keeps each running sequence's step-buffer row on the host (slot, last token, position,
-** sampling step) and sets the engine's rows again whenever the live set changes or a prefill used row 0.
+** sampling step, and the request's own temperature, top_k, top_p and seed) and sets the engine's rows again
+** whenever the live set changes or a prefill used row 0.
 */
 #include "serve.h"
 
@@ -37,6 +38,9 @@ typedef struct Req {
 	int nstop;
 	size_t stop_max;
 	int chat, stream, ignore_eos, want_ids;
+	float temp, top_p;           /* the request's sampling (the server's where it gives none) */
+	int top_k, seed_given;
+	uint32_t seed;               /* seed_given 0: the server's --seed plus the slot, set at admission */
 	char id[48];
 	long created;
 	/* the scheduler's: the sequence */
@@ -76,6 +80,8 @@ typedef struct {
 	ServeOpts o;
 	Engine *e;
 	int eslots;                  /* the engine's slots: max_seqs (+1 on the GPU: the padding rows' slot) */
+	int64_t vocab;               /* token ids a prompt may hold */
+	int row_samp;                /* the engine samples each row its own way (0: a GPU plan of an older glmc) */
 	pthread_mutex_t mu, render_mu;
 	pthread_cond_t wake;
 	Req *qhead, *qtail;
@@ -293,6 +299,8 @@ static void admit(Server *S)
 				S->qtail = NULL;
 			S->nwait--, S->nrun++;
 			r->slot = s, r->off = 0;
+			if (!r->seed_given)
+				r->seed = S->o.eo.seed + (uint32_t)s;
 			r->limit = S->o.max_seq - r->np + 1 < r->max_tokens ? S->o.max_seq - r->np + 1 : r->max_tokens;
 			S->slot[s] = S->pre = r;
 			S->m.prompt_tokens += r->np;
@@ -310,13 +318,20 @@ static void fail_all(Server *S, int status, const char *msg)
 		fail_req(S, r, status, msg);
 }
 
+/* Request q's step-buffer row: its slot, the token to feed at pos, its sampling step and its own sampling. */
+static EngineRow row_of(const Req *q, int32_t tok, int32_t pos, int32_t step)
+{
+	return (EngineRow){.slot = q->slot, .token = tok, .pos = pos, .step = step, .own_sampling = 1, .temp = q->temp,
+	                   .top_k = q->top_k, .top_p = q->top_p, .seed = q->seed};
+}
+
 /* Set the engine's rows: the live sequences, then padding rows (GPU buckets) on the reserved slot. */
 static int set_rows(Server *S, Req **live, int nlive, int rows, char *err, size_t len)
 {
 	EngineRow r[ENGINE_MAX_SLOTS];
 	for (int k = 0; k < rows; k++)
-		r[k] = k < nlive ? (EngineRow){.slot = live[k]->slot, .token = live[k]->last,
-		                               .pos = (int32_t)(live[k]->np + live[k]->made - 1), .step = (int32_t)live[k]->made}
+		r[k] = k < nlive ? row_of(live[k], live[k]->last, (int32_t)(live[k]->np + live[k]->made - 1),
+		                          (int32_t)live[k]->made)
 		                 : (EngineRow){.slot = S->o.max_seqs};
 	return engine_set_rows(S->e, rows, r, err, len);
 }
@@ -335,7 +350,7 @@ static int step(Server *S, char *err, size_t len)
 	pthread_mutex_unlock(&S->mu);
 	if (pre) {
 		long c = pre->np - pre->off < S->o.batch_tokens ? pre->np - pre->off : S->o.batch_tokens;
-		EngineRow r0 = {.slot = pre->slot, .pos = (int32_t)pre->off};
+		EngineRow r0 = row_of(pre, 0, (int32_t)pre->off, 0);
 		int32_t tok;
 		if (engine_set_rows(S->e, 1, &r0, err, len) ||
 		    engine_prefill(S->e, pre->slot, pre->prompt + pre->off, c, (int32_t)pre->off, &tok, NULL, err, len))
@@ -542,42 +557,67 @@ static int get_bool(const json_t *o, const char *k, int *v, char *msg, size_t le
 }
 
 /*
-** The request's sampling fields against the server's one configuration: each given one must mean the
-** same (temperature <= 0 is greedy, top_p >= 1 and top_k <= 0 are off; seed matters only when sampling).
-** *param names the field that differs.
+** The request's sampling into r: temperature (>= 0; 0 is greedy), top_p (in (0, 1]), top_k (an integer;
+** 0 or -1 is off) and seed (a uint32), each defaulting to the server's --temp, --top-p, --top-k and --seed
+** (plus the slot); n must be 1, and log probabilities, which this server does not compute, are refused.
+** *param names the field at fault.
 */
-static int check_sampling(const Server *S, const json_t *o, const char **param, char *msg, size_t len)
+static int get_sampling(const Server *S, Req *r, const json_t *o, const char **param, char *msg, size_t len)
 {
 	const EngineOpts *e = &S->o.eo;
 	double v;
 	int given;
+	r->temp = e->temp, r->top_p = e->top_p, r->top_k = e->top_k;
 	if (get_num(o, *param = "temperature", &v, &given, msg, len))
 		return -1;
-	if (given && !((v <= 0 && e->temp <= 0) || (float)v == e->temp))
-		return seterr(msg, len, "'temperature' %g differs from the server's %g: this server samples every "
-		              "request alike (set at start by --temp)", v, (double)e->temp);
+	if (given && !(v >= 0 && v <= 1e6))
+		return seterr(msg, len, "'temperature' %g: must be a number >= 0 (0: greedy)", v);
+	if (given)
+		r->temp = (float)v;
 	if (get_num(o, *param = "top_p", &v, &given, msg, len))
 		return -1;
-	if (given && !((v >= 1 && e->top_p >= 1) || (float)v == e->top_p))
-		return seterr(msg, len, "'top_p' %g differs from the server's %g: this server samples every request "
-		              "alike (set at start by --top-p)", v, (double)e->top_p);
-	if (get_num(o, *param = "top_k", &v, &given, msg, len))
+	if (given && !(v > 0 && v <= 1))
+		return seterr(msg, len, "'top_p' %g: must be a number in (0, 1]", v);
+	if (given)
+		r->top_p = (float)v;
+	long k = r->top_k;
+	if (get_int(o, *param = "top_k", -1, &k, msg, len))
 		return -1;
-	if (given && !((v <= 0 && e->top_k <= 0) || v == e->top_k))
-		return seterr(msg, len, "'top_k' %g differs from the server's %d: this server samples every request "
-		              "alike (set at start by --top-k)", v, e->top_k);
-	long seed = e->seed;
+	if (k > INT_MAX)
+		return seterr(msg, len, "'top_k' %ld is too large", k);
+	r->top_k = (int)k;
+	long seed = -1;
 	if (get_int(o, *param = "seed", 0, &seed, msg, len))
 		return -1;
-	if (e->temp > 0 && seed != (long)e->seed)
-		return seterr(msg, len, "'seed' %ld differs from the server's %u: a sequence samples with the server's "
-		              "--seed plus its KV-cache slot", seed, e->seed);
+	if (seed > (long)UINT32_MAX)
+		return seterr(msg, len, "'seed' %ld: must be an integer in [0, 4294967295]", seed);
+	if (seed >= 0)
+		r->seed = (uint32_t)seed, r->seed_given = 1;
 	*param = "n";
 	long n = 1;
 	if (get_int(o, "n", 1, &n, msg, len))
 		return -1;
 	if (n != 1)
 		return seterr(msg, len, "'n' %ld: this server makes one choice per request", n);
+	/* logprobs: false (chat) or null is no request for them; top_logprobs 0 or null likewise */
+	const json_t *lp = json_object_get(o, *param = "logprobs"), *tl = json_object_get(o, "top_logprobs");
+	if (lp && !json_is_null(lp) && !json_is_false(lp))
+		return seterr(msg, len, "'logprobs': this server does not return log probabilities");
+	*param = "top_logprobs";
+	if (tl && !json_is_null(tl) && !(json_is_integer(tl) && json_integer_value(tl) == 0))
+		return seterr(msg, len, "'top_logprobs': this server does not return log probabilities");
+	/* a plan whose sampler takes one setting for every row: only the server's (the engine would refuse the
+	** rows, and the step would fail for every request) */
+	int greedy = !(r->temp > 0) && !(e->temp > 0);
+	*param = !greedy && r->temp != e->temp ? "temperature" : greedy || r->top_k == e->top_k ? NULL : "top_k";
+	if (!*param && !greedy && r->top_p != e->top_p)
+		*param = "top_p";
+	if (!*param && !greedy && r->seed_given)
+		*param = "seed";
+	if (!S->row_samp && *param)
+		return seterr(msg, len, "'%s': this plan's GPU sampler (glm_sample, from an older glmc) samples every request "
+		              "as the server's flags say; recompile the plan for per-request sampling", *param);
+	*param = NULL;
 	return 0;
 }
 
@@ -707,7 +747,7 @@ static int text_prompt_of(Server *S, Req *r, const json_t *o, const char **param
 	size_t n = json_array_size(p);
 	if (!(r->prompt = malloc(sizeof(int32_t) * (n ? n : 1))))
 		return seterr(msg, len, "out of memory");
-	int64_t V = engine_vocab(S->e);
+	int64_t V = S->vocab;
 	for (size_t i = 0; i < n; i++) {
 		const json_t *x = json_array_get(p, i);
 		if (!json_is_integer(x))
@@ -748,7 +788,7 @@ static Req *parse_request(Server *S, const Conn *cn, int chat, int *status, cons
 		rc = seterr(msg, len, "the body must be a JSON object");
 	else if (model && !json_is_string(model))
 		rc = seterr(msg, len, "'model' must be a string"), *param = "model";
-	if (!rc && check_sampling(S, o, param, msg, len))
+	if (!rc && get_sampling(S, r, o, param, msg, len))
 		rc = -1;
 	if (!rc && ((*param = "max_tokens", get_int(o, "max_tokens", 1, &r->max_tokens, msg, len)) ||
 	            (*param = "max_completion_tokens", get_int(o, "max_completion_tokens", 1, &r->max_tokens, msg, len)) ||
@@ -775,6 +815,48 @@ static Req *parse_request(Server *S, const Conn *cn, int chat, int *status, cons
 	if (S->o.tk)
 		tok_stream_init(&r->ts, S->o.tk, 0), r->ts_on = 1;
 	return r;
+}
+
+/*
+** serve.h: parse_request alone on a server that has no engine, and what a parsed request must satisfy
+** (the fuzz target aborts on -1): a prompt of 1..max_seq ids in the vocabulary, room for max_tokens ids,
+** sampling in range, stop strings within their count and their longest's length.
+*/
+int serve_parse(const ServeOpts *o, int64_t vocab, const char *body, size_t n, int chat, char *msg, size_t len)
+{
+	Server *S = calloc(1, sizeof *S);
+	if (!S)
+		return seterr(msg, len, "out of memory"), 500;
+	S->o = *o, S->vocab = vocab, S->row_samp = 1;
+	pthread_mutex_init(&S->render_mu, NULL);
+	Conn cn = {.body = (char *)body, .n = n};
+	int status;
+	const char *param, *code;
+	Req *r = parse_request(S, &cn, chat, &status, &param, &code, msg, len);
+	if (!r) {
+		/* the error body must build, whatever bytes the message quotes */
+		json_t *j = error_json(status, msg, param, code);
+		if (!j || status < 400 || !msg[0])
+			status = -1;
+		json_decref(j);
+	} else {
+		status = 0;
+		int bad = r->np < 1 || r->np > o->max_seq || r->max_tokens < 1 || !(r->temp >= 0) || !(r->top_p > 0) ||
+		          r->top_p > 1 || r->nstop > SERVE_MAX_STOP;
+		for (int i = 0; i < r->np; i++)
+			bad |= r->prompt[i] < 0 || r->prompt[i] >= vocab;
+		for (int i = 0; i < r->nstop; i++)
+			bad |= !r->stop[i][0] || strlen(r->stop[i]) > r->stop_max;
+		long lim = r->max_tokens < o->max_seq ? r->max_tokens : o->max_seq;
+		if (lim > 0)
+			r->ids[lim - 1] = 0; /* the answer's buffer holds every id the request may make */
+		if (bad)
+			status = seterr(msg, len, "a parsed request breaks its invariants (prompt %d ids)", r->np);
+		req_unref(r);
+	}
+	pthread_mutex_destroy(&S->render_mu);
+	free(S);
+	return status;
 }
 
 /* Queue r for the scheduler; 0, or the status to answer (503) when the queue is full or the server ends. */
@@ -1221,6 +1303,11 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 		free(S);
 		return -1;
 	}
+	S->vocab = engine_vocab(S->e);
+	S->row_samp = !engine_on_gpu(S->e) || !strcmp(o->g->cuda.sample_kernel, "glm_sample_rows");
+	if (!S->row_samp)
+		slog("note: this plan's GPU sampler takes one setting for every request (compiled by an older glmc): "
+		     "requests that sample otherwise get 400; recompile the plan for per-request sampling");
 	pthread_mutex_init(&S->mu, NULL);
 	pthread_mutex_init(&S->render_mu, NULL);
 	pthread_cond_init(&S->wake, NULL);

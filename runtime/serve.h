@@ -5,8 +5,9 @@
 ** owns the engine. Between decode steps it prefills one chunk of a waiting prompt into a free KV-cache
 ** slot (at most `batch_tokens` tokens per step, so a long prompt does not stall the others), then runs
 ** one decode step of every live sequence (on the GPU the smallest bucket of rows that holds them). A
-** finished or cancelled sequence frees its slot at once. Sampling is the engine's one configuration, set
-** at start: a request asking for another temperature, top_p, top_k or seed is refused (400).
+** finished or cancelled sequence frees its slot at once. Each request samples with its own temperature,
+** top_p, top_k and seed (the server's --temp, --top-p, --top-k and --seed where it gives none), row by row
+** of the batched step.
 */
 #ifndef GLM_SERVE_H
 #define GLM_SERVE_H
@@ -35,5 +36,11 @@ typedef struct {
 
 /* Serve until SIGTERM or SIGINT; returns 0 after a clean shutdown, or -1 with err set when it cannot start. */
 int serve_main(const ServeOpts *o, char *err, size_t len);
+
+/* The request parser alone, without HTTP or an engine (tests/fuzz/fuzz_serve.c): `body` (n bytes) posted to
+** /v1/chat/completions (chat 1) or /v1/completions with the options o (tk, cf, max_seq, the sampling in eo)
+** and a vocabulary of `vocab` ids. Returns 0 when the request would be queued, the HTTP status of its error
+** (msg says why), or -1 when the parser broke its own invariants (a bug: msg says which). */
+int serve_parse(const ServeOpts *o, int64_t vocab, const char *body, size_t n, int chat, char *msg, size_t len);
 
 #endif

@@ -4,8 +4,11 @@
 # positions, 8 prompt tokens per step and a 5 ms pause after each decode step (GLMRUN_TEST_STEP_DELAY_MS, so
 # the tiny model's requests really overlap), and tests/serve_client.py drives it with the openai package:
 # answers equal glmrun alone (--tokens, -p, --chat -p), streaming, stop strings, usage, 32 concurrent
-# clients, the metrics, every error status, cancellation. A second server checks --api-key, a full queue
-# (503) and sampling (--temp: the same tokens as glmrun with that seed; other sampling fields refused). Both must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
+# clients, the metrics, every error status, cancellation, per-request sampling (each request's temperature,
+# top_p, top_k and seed, alone and batched, equal glmrun run with those flags). A second server checks
+# --api-key, a full queue (503) and a sampling server (--temp: the same tokens as glmrun with that seed; a
+# request's own fields replace the server's). A third serves the tp 2 plan on the CPU ranks: its answers
+# equal the tp 1 plan's. Both must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
 set -u
 cd "$(dirname "$0")/.."
 FIX=../shared/fixtures/hf
@@ -82,6 +85,19 @@ fi
 if start auth --device cpu --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96 --temp 0.8 --top-k 40 --seed 5; then
 	python3 tests/serve_client.py auth "$url" "$P" "$tmp/auth.log" "$tmp/chatml.gguf" || failed=1
 	stop auth
+fi
+
+# The same model as a tp 2 plan on the CPU (two rank executors in lockstep): answers equal the tp 1 plan's.
+if bin/glmc compile models/llama.lua --weights "$tmp/chatml.gguf" --tp 2 -o "$tmp/tp2cpu.plan" 2>/dev/null; then
+	P0=$P
+	P=$tmp/tp2cpu.plan
+	if start tp2cpu --device cpu --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-tokens 8; then
+		python3 tests/serve_client.py tp2 "$url" "$P0" "$tmp/tp2cpu.log" "$tmp/chatml.gguf" || failed=1
+		stop tp2cpu
+	fi
+	P=$P0
+else
+	bad "tp2cpu: compile" "the tp 2 plan of the chat fixture"
 fi
 
 # The GPU scheduling path (buckets of rows, the padding slot, prefill on the ranks) through the test doubles

@@ -2,7 +2,7 @@
 # tests/serve_client.py — the client side of tests/serve.sh: drives a running `glmrun serve` with the openai
 # package (and http.client where the raw bytes matter: errors, [DONE], a client that goes away) and checks
 # every answer against glmrun run alone on the same prompt (greedy). Prints "ok - NAME" / "FAIL - NAME: why".
-# usage: serve_client.py main|auth URL PLAN LOG TOKENIZER
+# usage: serve_client.py main|auth|fake|tp2 URL PLAN LOG TOKENIZER (tp2: PLAN is the tp 1 plan the answers must equal)
 import concurrent.futures
 import http.client
 import json
@@ -241,9 +241,16 @@ def main_tests():
         ("an empty prompt", "POST", "/v1/completions", b'{"prompt": []}', 400, "the prompt is empty"),
         ("a prompt longer than --max-seq", "POST", "/v1/completions", json.dumps({"prompt": list(range(97))}).encode(), 400,
          "the prompt is 97 tokens; the context (--max-seq) holds 96"),
-        ("another temperature", "POST", "/v1/completions", b'{"prompt": [1], "temperature": 0.7}', 400, "'temperature' 0.7 differs from the server's 0"),
-        ("another top_p", "POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "top_p": 0.5}', 400,
-         "'top_p' 0.5 differs from the server's 1"),
+        ("a negative temperature", "POST", "/v1/completions", b'{"prompt": [1], "temperature": -0.7}', 400, "'temperature' -0.7: must be a number >= 0"),
+        ("top_p 0", "POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "top_p": 0}', 400,
+         "'top_p' 0: must be a number in (0, 1]"),
+        ("top_k -2", "POST", "/v1/completions", b'{"prompt": [1], "top_k": -2}', 400, "'top_k' must be an integer >= -1"),
+        ("a seed past 32 bits", "POST", "/v1/completions", b'{"prompt": [1], "seed": 4294967296}', 400, "'seed' 4294967296: must be an integer in [0, 4294967295]"),
+        ("chat logprobs", "POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "logprobs": true}', 400,
+         "'logprobs': this server does not return log probabilities"),
+        ("completion logprobs", "POST", "/v1/completions", b'{"prompt": [1], "logprobs": 2}', 400, "'logprobs': this server does not return log probabilities"),
+        ("top_logprobs", "POST", "/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}', 400,
+         "'top_logprobs': this server does not return log probabilities"),
         ("n of 2", "POST", "/v1/completions", b'{"prompt": [1], "n": 2}', 400, "one choice per request"),
         ("an unknown path", "GET", "/v2/everything", None, 404, "no such path"),
         ("the wrong method", "GET", "/v1/completions", None, 405, "/v1/completions takes POST, not GET"),
@@ -255,7 +262,7 @@ def main_tests():
         st, j = raw(meth, path, body)
         e = j.get("error", {}) if isinstance(j, dict) else {}
         check(f"error: {name} -> {status}", st == status and msg in e.get("message", "") and e.get("type"), f"{st} {j}")
-    st, j = raw("POST", "/v1/completions", b'{"prompt": [1], "temperature": 0.7}')
+    st, j = raw("POST", "/v1/completions", b'{"prompt": [1], "temperature": -0.7}')
     check("error: the refused sampling field is named as 'param'", j["error"]["param"] == "temperature", str(j))
     st, j = raw("POST", "/v1/completions", json.dumps({"prompt": list(range(97))}).encode())
     check("error: a long prompt has code context_length_exceeded", j["error"]["code"] == "context_length_exceeded", str(j))
@@ -296,6 +303,91 @@ def main_tests():
           f"slots {ma['glmc_kv_slots_used']}, generated {gen}")
 
 
+def samp_flags(temp, seed, top_p=None, top_k=None):
+    """glmrun's flags for a request's sampling fields."""
+    f = ["--temp", str(temp)] + (["--seed", str(seed)] if seed is not None else [])
+    return f + (["--top-p", str(top_p)] if top_p is not None else []) + (["--top-k", str(top_k)] if top_k is not None else [])
+
+
+def sampling_tests():
+    """Per-request sampling on a greedy server: a request's temperature, top_p, top_k and seed give the tokens
+    glmrun gives with those flags, alone and batched with requests that sample otherwise."""
+    cl = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+    eb = {"return_token_ids": True, "ignore_eos": True}
+    p = [5, 17, 300, 42, 7]
+    greedy = ref_ids(p, 16)
+    r = cl.completions.create(model="tiny", prompt=p, max_tokens=16, temperature=0.8, seed=5, extra_body=eb)
+    want = ref_ids(p, 16, *samp_flags(0.8, 5))
+    check("temperature 0.8 seed 5 equals glmrun --temp 0.8 --seed 5 (and not greedy)",
+          extra(r.choices[0], "token_ids") == want and want != greedy, f"{extra(r.choices[0], 'token_ids')} vs {want}")
+    r = cl.completions.create(model="tiny", prompt=p, max_tokens=16, temperature=1.0, seed=9, extra_body={**eb, "top_k": 1})
+    check("top_k 1 equals greedy", extra(r.choices[0], "token_ids") == greedy, f"{extra(r.choices[0], 'token_ids')} vs {greedy}")
+    r = cl.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hello there"}], max_tokens=14,
+                                   temperature=0.8, seed=5)
+    want, _ = glmrun("--chat", "-p", "Hello there", "-n", "14", *samp_flags(0.8, 5))
+    check("chat with temperature 0.8 seed 5 equals glmrun --chat -p --temp 0.8 --seed 5", r.choices[0].message.content == want,
+          f"{r.choices[0].message.content!r} vs {want!r}")
+    r = cl.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=3,
+                                   extra_body={"ignore_eos": True})
+    check("max_completion_tokens 3: three tokens, finish length", r.usage.completion_tokens == 3 and r.choices[0].finish_reason == "length",
+          f"{r.usage} {r.choices[0].finish_reason}")
+
+    # Six requests at once over four slots, each its own sampling (one greedy, one the same prompt with another
+    # seed), every other one streamed: each equals its own run alone, and steps ran several of them together.
+    rng = random.Random(7)
+    jobs = [(p, 24, 0.8, 5, None, None), ([rng.randrange(512) for _ in range(9)], 20, 1.5, 11, None, None),
+            ([rng.randrange(512) for _ in range(3)], 18, 0, None, None, None), ([rng.randrange(512) for _ in range(14)], 22, 0.7, 3, 0.9, None),
+            ([rng.randrange(512) for _ in range(6)], 16, 1.0, 9, None, 5), (p, 24, 0.8, 6, None, None)]
+    refs = [ref_ids(q, n, *samp_flags(t, sd, tp, tk)) for q, n, t, sd, tp, tk in jobs]
+    mb = metrics()
+
+    def one(k):
+        q, n, t, sd, tp, tk = jobs[k]
+        kw = {"temperature": t, **({"seed": sd} if sd is not None else {}), **({"top_p": tp} if tp is not None else {})}
+        body = {**eb, **({"top_k": tk} if tk is not None else {})}
+        if k % 2:
+            got = []
+            for c in cl.completions.create(model="tiny", prompt=q, max_tokens=n, stream=True, extra_body=body, **kw):
+                if c.choices:
+                    got += extra(c.choices[0], "token_ids") or []
+            return got
+        return extra(cl.completions.create(model="tiny", prompt=q, max_tokens=n, extra_body=body, **kw).choices[0], "token_ids")
+
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
+        outs = list(ex.map(one, range(len(jobs))))
+    ma = metrics()
+    wrong = [k for k in range(len(jobs)) if outs[k] != refs[k]]
+    check("six concurrent requests, each its own temperature/top_p/top_k/seed: each equals its glmrun run alone", not wrong,
+          f"#{wrong}: {[outs[k] for k in wrong][:1]} vs {[refs[k] for k in wrong][:1]}")
+    check("the same prompt with seeds 5 and 6 samples differently", refs[0] != refs[5], str(refs[0]))
+    steps, rows = ma["glmc_decode_steps_total"] - mb["glmc_decode_steps_total"], ma["glmc_decode_rows_total"] - mb["glmc_decode_rows_total"]
+    check(f"the sampled requests shared decode steps ({int(rows)} rows in {int(steps)} steps)", rows > 2 * steps, f"rows {rows} steps {steps}")
+
+
+def tp2_tests():
+    """A tp 2 plan on the CPU ranks: answers equal the tp 1 plan's (glmrun PLAN is the tp 1 plan here)."""
+    cl = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
+    eb = {"return_token_ids": True, "ignore_eos": True}
+    rng = random.Random(2)
+    jobs = [([rng.randrange(512) for _ in range(rng.randint(2, 20))], rng.randint(4, 20), (0.8, k) if k % 2 else (0, None)) for k in range(6)]
+    refs = [ref_ids(q, n, *(samp_flags(t, sd) if t else ())) for q, n, (t, sd) in jobs]
+
+    def one(k):
+        q, n, (t, sd) = jobs[k]
+        return extra(cl.completions.create(model="tiny", prompt=q, max_tokens=n, temperature=t, extra_body=eb,
+                                           **({"seed": sd} if sd is not None else {})).choices[0], "token_ids")
+
+    with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
+        outs = list(ex.map(one, range(len(jobs))))
+    wrong = [k for k in range(len(jobs)) if outs[k] != refs[k]]
+    check("tp 2 on the CPU ranks: six concurrent requests (greedy and sampled) equal the tp 1 plan's glmrun", not wrong,
+          f"#{wrong}: {[outs[k] for k in wrong][:1]} vs {[refs[k] for k in wrong][:1]}")
+    r = cl.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hello there"}], max_tokens=14)
+    want, _ = glmrun("--chat", "-p", "Hello there", "-n", "14")
+    check("tp 2 on the CPU ranks: chat equals the tp 1 plan's glmrun --chat -p", r.choices[0].message.content == want,
+          f"{r.choices[0].message.content!r} vs {want!r}")
+
+
 def auth_tests():
     key = "sekrit"
     st, j = raw("POST", "/v1/completions", b'{"prompt": [1], "max_tokens": 2}')
@@ -311,19 +403,19 @@ def auth_tests():
         ok("--api-key: the openai client with a wrong key gets AuthenticationError")
     cl = openai.OpenAI(base_url=url + "/v1", api_key=key, max_retries=0)
     # This server samples (--temp 0.8 --top-k 40 --seed 5); idle, a request takes slot 0 and so samples with
-    # seed 5 + 0, as glmrun does.
+    # seed 5 + 0, as glmrun does; the fields a request gives replace the server's.
     samp = ("--temp", "0.8", "--top-k", "40", "--seed", "5")
     r = cl.completions.create(model="x", prompt=[1, 2], max_tokens=12, temperature=0.8, seed=5,
                               extra_body={"return_token_ids": True, "ignore_eos": True, "top_k": 40})
     want = ref_ids([1, 2], 12, *samp)
     check("--api-key: the right key is served; sampling as glmrun --temp 0.8 --top-k 40 --seed 5",
           extra(r.choices[0], "token_ids") == want and want != ref_ids([1, 2], 12), f"{extra(r.choices[0], 'token_ids')} vs {want}")
-    for body, param, msg in ((b'{"prompt": [1], "temperature": 0}', "temperature", "'temperature' 0 differs from the server's 0.8"),
-                             (b'{"prompt": [1], "seed": 6}', "seed", "'seed' 6 differs from the server's 5"),
-                             (b'{"prompt": [1], "top_k": 5}', "top_k", "'top_k' 5 differs from the server's 40")):
-        st, j = raw("POST", "/v1/completions", body, {"Authorization": "Bearer " + key})
-        check(f"a sampling server refuses another {param} (400)", st == 400 and j["error"]["param"] == param and msg in j["error"]["message"],
-              f"{st} {j}")
+    for field, flags in (({"temperature": 0}, ()), ({"seed": 6}, ("--temp", "0.8", "--top-k", "40", "--seed", "6")),
+                         ({"top_k": 5}, ("--temp", "0.8", "--top-k", "5", "--seed", "5"))):
+        r = cl.completions.create(model="x", prompt=[1, 2], max_tokens=12, extra_body={"return_token_ids": True, "ignore_eos": True, **field})
+        want = ref_ids([1, 2], 12, *flags)
+        check(f"a sampling server takes the request's {json.dumps(field)}: glmrun {' '.join(flags) or 'greedy'}",
+              extra(r.choices[0], "token_ids") == want, f"{extra(r.choices[0], 'token_ids')} vs {want}")
 
     # One slot, a queue of one: a running stream, one waiting request, then 503.
     s = cl.completions.create(model="x", prompt=[1, 2], max_tokens=60, stream=True, extra_body={"ignore_eos": True})
@@ -347,7 +439,8 @@ def fake_tests():
     """The GPU path through the test doubles of the driver and NCCL (no kernels run: the tokens mean nothing):
     buckets of rows with the padding slot, prefill on the ranks, five requests over three slots."""
     def one(k):
-        st, j = raw("POST", "/v1/completions", json.dumps({"prompt": list(range(1, 3 + 5 * k)), "max_tokens": 5 + 3 * k}).encode())
+        samp = {"temperature": 0.5 + k, "seed": k, "top_p": 0.9} if k % 2 else {}  # rows that sample otherwise reach the GPU's step buffer
+        st, j = raw("POST", "/v1/completions", json.dumps({"prompt": list(range(1, 3 + 5 * k)), "max_tokens": 5 + 3 * k, **samp}).encode())
         return st, j.get("usage", {}).get("completion_tokens"), j.get("choices", [{}])[0].get("finish_reason")
     mb = metrics()
     with concurrent.futures.ThreadPoolExecutor(5) as ex:
@@ -360,7 +453,7 @@ def fake_tests():
 
 
 try:
-    {"main": main_tests, "auth": auth_tests, "fake": fake_tests}[mode]()
+    {"main": lambda: (main_tests(), sampling_tests()), "auth": auth_tests, "fake": fake_tests, "tp2": tp2_tests}[mode]()
 except Exception as ex:  # a crash is a failure with its reason, not a silent exit
     bad(f"{mode} client", f"{type(ex).__name__}: {ex}")
 sys.exit(failed)

@@ -3,7 +3,8 @@
 ** fixture's plan (compiled here by bin/glmc): the contracts every driver relies on. A prompt prefilled in
 ** chunks gives the rows of one prefill; two sequences decoded together in the rows of one step give
 ** what each gives alone (tokens identical, logits within 1e-5); a forced token gives the logits of a
-** prefill that held it; a row samples with seed + slot and its own step counter; the first logits row
+** prefill that held it; a row samples with seed + slot and its own step counter, or with its own sampling
+** fields (own_sampling: greedy or another temperature and seed, in one step); the first logits row
 ** equals the fixture's (transformers). Bad calls are one-line errors.
 */
 #include "check.h"
@@ -125,6 +126,51 @@ static void test_rows(const Graph *g)
 	free(rows), free(solo);
 }
 
+/* Rows with their own sampling (glmrun serve's requests) on an engine that samples at temperature 1 with
+** seed 11: slot 0 greedy, slot 1 at temperature 0.7 with seed 3 taken as is, prefilled and decoded
+** together; each gives what an engine configured so gives alone in slot 0. */
+static void test_own_sampling(const Graph *g)
+{
+	char err[1024];
+	enum { N = 10 };
+	const int32_t *p[2] = {prompt + 2, prompt + 9};
+	int np[2] = {6, 8};
+	const float temp[2] = {0, 0.7f};
+	const uint32_t seed[2] = {0, 3};
+	Engine *e = open_cpu(g, 2, 8, 1.0f, 11);
+	int64_t V = engine_vocab(e);
+	int32_t ids[2][N], want[2][N];
+	float *solo = malloc(sizeof(float) * N * (size_t)V);
+	EngineRow r[2];
+	int rc = 0;
+	for (int s = 0; s < 2; s++)
+		r[s] = (EngineRow){.slot = s, .own_sampling = 1, .temp = temp[s], .top_p = 1, .seed = seed[s]};
+	for (int s = 0; s < 2 && !rc; s++)
+		rc = engine_set_rows(e, 1, &r[s], err, sizeof err) ||
+		     engine_prefill(e, s, p[s], np[s], 0, &ids[s][0], NULL, err, sizeof err);
+	for (int s = 0; s < 2; s++)
+		r[s].token = ids[s][0], r[s].pos = np[s], r[s].step = 1;
+	rc = rc || engine_set_rows(e, 2, r, err, sizeof err);
+	for (int i = 1; i < N && !rc; i++) {
+		int32_t next[2];
+		rc = engine_decode(e, 2, next, NULL, err, sizeof err);
+		ids[0][i] = next[0], ids[1][i] = next[1];
+	}
+	check(!rc, "rows with their own sampling decoded together", "%s", err);
+	int32_t dflt[N];
+	alone(g, p[1], np[1], N, 1.0f, 11 + 1, dflt, solo); /* slot 1 with the engine's own sampling */
+	for (int s = 0; s < 2 && !rc; s++) {
+		alone(g, p[s], np[s], N, temp[s], seed[s], want[s], solo);
+		char name[160];
+		snprintf(name, sizeof name, "slot %d with its own sampling (temperature %g, seed %u) samples as an engine so "
+		         "configured alone (%d tokens)", s, (double)temp[s], seed[s], N);
+		check(!memcmp(ids[s], want[s], sizeof want[s]) && (s == 0 || memcmp(want[s], dflt, sizeof dflt)), name,
+		      "tokens %d %d %d vs %d %d %d", ids[s][0], ids[s][1], ids[s][2], want[s][0], want[s][1], want[s][2]);
+	}
+	engine_close(e);
+	free(solo);
+}
+
 /* --force: a fed token gives the logits of one prefill that holds it. */
 static void test_feed(const Graph *g)
 {
@@ -180,6 +226,7 @@ int main(void)
 		return 1;
 	test_chunks(&g);
 	test_rows(&g);
+	test_own_sampling(&g);
 	test_feed(&g);
 	test_errors(&g);
 	arena_free(&A);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # tests/fuzz/run.sh SECONDS — build the libFuzzer targets (GGUF and safetensors readers, plan loading
-# through weight binding, the Lua front end with model source as input) with clang,
+# through weight binding, the Lua front end with model source as input, glmrun serve's request bodies
+# through parsing and validation) with clang,
 # AddressSanitizer and UBSan against the sources directly, then run each for SECONDS seconds (one
-# after the other; FUZZ_JOBS=parallel runs them side by side) and print the exec counts.
+# after the other; FUZZ_JOBS=parallel runs them side by side; FUZZ_ONLY=NAME runs one) and print the exec counts.
 # Corpora live in build/fuzz/corpus_*; crashes are written to build/fuzz/ and fail the script.
 set -u
 secs=${1:-60}
@@ -40,6 +41,7 @@ rm -f "$out/libglm_fuzz.a" && ar rcs "$out/libglm_fuzz.a" $LIBOBJ || exit 1
 LUALIBS="/usr/lib/x86_64-linux-gnu/liblua5.4.a /usr/lib/x86_64-linux-gnu/libpcre2-8.a /usr/lib/x86_64-linux-gnu/libz.a -ldl -lpthread"
 name=fuzz_plan; build tests/fuzz/fuzz_plan.c "$out/libglm_fuzz.a" $LUALIBS
 name=fuzz_lua; build tests/fuzz/fuzz_lua.c "$out/libglm_fuzz.a" $LUALIBS
+name=fuzz_serve; build tests/fuzz/fuzz_serve.c "$out/libglm_fuzz.a" $LUALIBS /usr/lib/x86_64-linux-gnu/libmicrohttpd.a -lgnutls
 
 # Seeds: a few real files cut down to their first 64 KiB (headers), and generated small files.
 seed() {
@@ -65,12 +67,35 @@ make -s bin/glmc || exit 1
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -o "$out/corpus_plan/llama.plan" 2>/dev/null
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama -O0 -o "$out/corpus_plan/llama-O0.plan" 2>/dev/null
 bin/glmc compile models/llama.lua --weights ../shared/fixtures/hf/llama --tp 2 -o "$out/corpus_plan/llama-tp2.plan" 2>/dev/null
+# Request bodies: the shapes tests/serve_client.py sends; the server's vocabulary is GPT-2's first 512
+# tokens with ChatML's special tokens and Qwen3's chat template (as tests/serve.sh builds it).
+mkdir -p "$out/corpus_serve"
+i=0
+for b in '{"prompt": "Hello world", "max_tokens": 5}' '{"prompt": [1, 2, 3], "temperature": 0.8, "seed": 5, "top_k": 40}' \
+	'{"prompt": [[7, 8]], "stop": ["a", "b"], "stream": true, "top_p": 0.9}' \
+	'{"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}], "max_completion_tokens": 3}' \
+	'{"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}, {"role": "assistant", "content": null}], "n": 1, "logprobs": false}'; do
+	# the first byte (fuzz_serve.c): bit 0 chat, bit 1 a sampling server, bits 2-3 the context (1, 8, 96, 4096)
+	c=0
+	case $b in *messages*) c=1 ;; esac
+	for sel in $((c + 8)) $((c + 14)) $((c + 4)); do
+		printf "\\$(printf %03o $sel)%s" "$b" >"$out/corpus_serve/seed_${i}_$sel"
+	done
+	i=$((i + 1))
+done
+make -s build/tools/mkgguf build/tools/addvocab || exit 1
+build/tools/mkgguf ../shared/fixtures/hf/llama "$out/serve_base.gguf" >/dev/null &&
+	build/tools/addvocab "$out/serve_base.gguf" ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf 512 "$out/serve_tok.gguf" \
+		--special "<|im_start|>" --special "<|im_end|>" --special "<|endoftext|>" \
+		--chat-template "$(cat tests/data/templates/qwen3.jinja)" --eos "<|im_end|>" >/dev/null || exit 1
+export GLM_FUZZ_SERVE_TOK=$out/serve_tok.gguf
 clang -std=c11 -D_GNU_SOURCE -O1 -Iops -Iruntime -Icompiler tests/fuzz/mkseed.c runtime/gguf.c ops/quant.c runtime/st.c runtime/rfile.c compiler/arena.c \
 	/usr/lib/x86_64-linux-gnu/libjansson.a -lm -o "$out/mkseed" &&
 	"$out/mkseed" "$out/corpus_gguf" "$out/corpus_st" || exit 1
 
 run() {
 	local t=$1
+	[ -n "${FUZZ_ONLY:-}" ] && [ "$FUZZ_ONLY" != "$t" ] && return 0 # FUZZ_ONLY=fuzz_serve: that target alone
 	local log=$out/$t.log ml=65536
 	[ $t = fuzz_plan ] && ml=1048576 # plans carry their CUDA source and cubin
 	# fuzz_lua: leaks checked after each input (LeakSanitizer); its Lua state is capped at 64 MiB.
@@ -89,14 +114,17 @@ if [ "${FUZZ_JOBS:-}" = parallel ]; then
 	run fuzz_st & p2=$!
 	run fuzz_plan & p3=$!
 	run fuzz_lua & p4=$!
+	run fuzz_serve & p5=$!
 	wait $p1 || fail=1
 	wait $p2 || fail=1
 	wait $p3 || fail=1
 	wait $p4 || fail=1
+	wait $p5 || fail=1
 else
 	run fuzz_gguf || fail=1
 	run fuzz_st || fail=1
 	run fuzz_plan || fail=1
 	run fuzz_lua || fail=1
+	run fuzz_serve || fail=1
 fi
 exit $fail

@@ -25,6 +25,8 @@
 */
 #include "../../ops/kernels.cuh"
 #include "../../ops/fused.cuh"
+#include "../../ops/quant.cuh"
+#include "../../ops/prefill.cuh"
 
 #include <cuda_runtime.h>
 
@@ -337,6 +339,19 @@ __global__ void __launch_bounds__(32 * NW) g_attention(A *y, const A *q, const A
 						       int H, int G, int Dk, int Dv, float scale)
 {
 	k_attention<A, NW>(y, q, kc, vc, pos, H, G, Dk, Dv, scale, g_zero_seq, 0);
+}
+
+template <int D>
+__global__ void __launch_bounds__(128) g_attn_tc(bf16 *y, const bf16 *q, const bf16 *kc, const bf16 *vc, const int *pos,
+                                                 int H, int G, float scale, const int *seq, int S, int T)
+{
+	k_attn_tc<D>(y, q, kc, vc, pos, H, G, scale, seq, S, T);
+}
+
+template <bool HB>
+__global__ void __launch_bounds__(256) g_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *b, int T, int K, int N)
+{
+	k_gemm_tc<HB>(y, x, w, b, T, K, N);
 }
 
 template <typename A, int ROWB>
@@ -1007,6 +1022,60 @@ static void test_rope(int T, int H, int D, int R, int sc, std::vector<int> pos, 
 ** poisoned, so reading a row past pos[t] gives NaN; at the end the written rows must equal the
 ** reference caches exactly and the rest must still hold the poison.
 */
+/* The worst |got − want| / (one bf16 unit of want + floor) over all elements (NaN: infinite): at most 1
+** when got is want rounded to bf16 after an error below floor. */
+static double worst_units(const std::vector<float> &got, const std::vector<float> &want, double floor)
+{
+	double worst = 0;
+	for (size_t i = 0; i < got.size(); i++) {
+		if (isnan(got[i]))
+			return INFINITY;
+		int e;
+		frexp(want[i] == 0 ? 1e-30 : (double)want[i], &e);
+		double d = fabs((double)got[i] - want[i]) / (ldexp(1.0, e - 8) + floor);
+		worst = d > worst ? d : worst;
+	}
+	return worst;
+}
+
+/* ops/prefill.cuh's k_attn_tc: a prefill of T tokens after ctx cached rows (one slot), against
+** ref_attention on the same bf16 values: within a bf16 unit plus 1.5e-5 (the probabilities' hi/lo parts,
+** inputs within ±1), as tests/simt/test_prefill.cc holds the CPU stand-in. */
+template <int D> static void test_attn_tc(int H, int G, int T, int ctx, float scale)
+{
+	int S = ctx + T;
+	size_t KW = (size_t)G * D;
+	std::vector<float> kc = through<bf16>(rnd(S * KW)), vc = through<bf16>(rnd(S * KW));
+	std::vector<float> q = through<bf16>(rnd((size_t)T * H * D)), want((size_t)T * H * D);
+	std::vector<float> k(kc.begin() + ctx * KW, kc.end()), v(vc.begin() + ctx * KW, vc.end());
+	std::vector<float> kr = kc, vr = vc;
+	std::vector<int> pos(T), seq(T, 0);
+	for (int t = 0; t < T; t++)
+		pos[t] = ctx + t;
+	ref_attention(want.data(), q.data(), k.data(), v.data(), kr.data(), vr.data(), pos.data(), T, H, G, D, D, S, scale);
+	bf16 *dy = poisoned<bf16>(want.size());
+	g_attn_tc<D><<<dim3(H, (T + 63) / 64), 128>>>(dy, upload(to_type<bf16>(q)), upload(to_type<bf16>(kc)),
+	                                               upload(to_type<bf16>(vc)), upload(pos), H, G, scale, upload(seq), S, T);
+	CK_LAUNCH();
+	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
+	check(u <= 1.0, fmt("attn_tc D=%d H=%d G=%d T=%d after %d rows", D, H, G, T, ctx), fmt("worst %.2f units", u));
+}
+
+/* ops/prefill.cuh's k_gemm_tc against ref_linear on the same bf16 values: within a bf16 unit of the f32
+** sum plus what the f32 sums of K terms may differ by (1e-5 of Σ|x·w| ≈ K/4). */
+template <bool HB> static void test_gemm_tc(int T, int K, int N)
+{
+	std::vector<float> x = through<bf16>(rnd((size_t)T * K)), w = through<bf16>(rnd((size_t)N * K)),
+			   b = through<bf16>(rnd(N)), want((size_t)T * N);
+	ref_linear(want.data(), x.data(), w.data(), HB ? b.data() : NULL, T, K, N);
+	bf16 *dy = poisoned<bf16>(want.size());
+	g_gemm_tc<HB><<<dim3((N + 127) / 128, (T + 127) / 128), 256>>>(dy, upload(to_type<bf16>(x)), upload(to_type<bf16>(w)),
+	                                                              upload(to_type<bf16>(b)), T, K, N);
+	CK_LAUNCH();
+	double u = worst_units(to_float(download(dy, want.size())), want, 1e-5 * K / 4);
+	check(u <= 1.0, fmt("gemm_tc T=%d K=%d N=%d%s", T, K, N, HB ? " bias" : ""), fmt("worst %.2f units", u));
+}
+
 template <typename A> static void test_attention(int H, int G, int Dk, int Dv, int prefill, int steps, float scale)
 {
 	int S = prefill + steps + 3;
@@ -2457,6 +2526,16 @@ template <typename A> static void activation_suite()
 	test_attention<A>(4, 2, 128, 128, 600, 2, 1.0f); /* k_attn_step over several rounds, the max moving */
 	test_attention<A>(4, 1, 64, 64, 1100, 2, 1.0f);
 	test_attention<A>(2, 1, 32, 32, 300, 2, 0.5f);
+	if (std::is_same<A, bf16>::value) { /* the tensor-core prefill kernels: bf16 only */
+		test_attn_tc<128>(32, 8, 300, 0, 0.08838835f); /* Llama-3-8B's heads, a prompt */
+		test_attn_tc<128>(8, 2, 130, 1000, 0.08838835f); /* a chunk after 1000 cached rows */
+		test_attn_tc<64>(4, 4, 65, 63, 0.125f);
+		test_attn_tc<16>(4, 2, 9, 0, 1.0f); /* the first prefill step, large scores */
+		test_attn_tc<128>(2, 1, 1000, 0, 1.0f); /* long, the running max moving */
+		test_gemm_tc<false>(300, 4096, 1024);
+		test_gemm_tc<true>(9, 136, 200);
+		test_gemm_tc<false>(513, 1000, 130);
+	}
 	test_argmax<A>(1000);
 	test_argmax<A>(37);
 	test_argmax<A>(5000);

@@ -1,0 +1,465 @@
+/*
+** ops/prefill.cuh — the prefill kernels on the tensor cores: a bf16 GEMM for linears over many tokens and
+** a causal attention over the cache in query tiles (the FlashAttention scheme: scores and softmax never
+** leave the registers). Both use mma.sync m16n8k16 (qm_mma, ops/quant.cuh) with f32 accumulation, so
+** they run on every target from sm_80 on, and the CPU stand-in of tests/simt runs them.
+**
+** Why here and not in kernels.cuh: the CUDA-core kernels (k_linear_gemm, k_attention) stay for f32 plans,
+** whose contract (1e-4 of the CPU) a bf16 product cannot meet; a bf16 plan's activations and weights are
+** bf16 already, so the tensor core's products are exact and only the order of the f32 sums differs.
+*/
+
+/* Four 8x8 matrices of 16-bit values from shared memory (ldmatrix .x4): lane l names the row l % 8 of
+** matrix l / 8 (16 bytes, 16-byte aligned); register m of lane l receives matrix m's row l / 4, columns
+** 2(l % 4) and 2(l % 4) + 1 (low half first). TRANS: the matrices transposed, so register m receives
+** rows 2(l % 4) and 2(l % 4) + 1 of column l / 4. The CPU stand-in gathers the row addresses with
+** shuffles and reads the elements. */
+template <bool TRANS> __device__ __forceinline__ void pf_ldsm4(unsigned (&r)[4], const void *row)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned a = (unsigned)__cvta_generic_to_shared(row);
+	if (TRANS)
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+		             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		             : "r"(a));
+	else
+		asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+		             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		             : "r"(a));
+#else
+	int lane = threadIdx.x & 31, i = lane >> 2, j = 2 * (lane & 3);
+	unsigned long long me = (unsigned long long)(size_t)row;
+	for (int m = 0; m < 4; m++) {
+		unsigned short lo, hi;
+		if (TRANS) {
+			const unsigned short *p0 = (const unsigned short *)(size_t)__shfl_sync(0xffffffffu, me, 8 * m + j);
+			const unsigned short *p1 = (const unsigned short *)(size_t)__shfl_sync(0xffffffffu, me, 8 * m + j + 1);
+			lo = p0[i], hi = p1[i];
+		} else {
+			const unsigned short *p = (const unsigned short *)(size_t)__shfl_sync(0xffffffffu, me, 8 * m + i);
+			lo = p[j], hi = p[j + 1];
+		}
+		r[m] = (unsigned)lo | (unsigned)hi << 16;
+	}
+#endif
+}
+
+/* A pair of floats as bf16 hi and lo parts (a in the low halves): hi = bf16(a), lo = bf16(a − hi), so
+** hi + lo holds a to 16 bits of mantissa; the attention's probabilities go into the tensor core so. */
+__device__ __forceinline__ void pf_split2(float a, float b, unsigned &hi, unsigned &lo)
+{
+	hi = qm_bf2(a, b);
+	float ah = __uint_as_float(hi << 16), bh = __uint_as_float(hi & 0xffff0000u);
+	lo = qm_bf2(a - ah, b - bh);
+}
+
+/* The next pass of a block over its 64 query rows (rpos, rseq per row; a served row's rseq is -1): the
+** slot of the first row not yet served and the last key + 1 of that slot's rows, agreed through the
+** shared pass_slot, pass_kn; slot -1 when every row is served. Every thread of the block calls it. */
+__device__ __forceinline__ void pf_next_pass(const int *rpos, const int *rseq, int &pass_slot, int &pass_kn, int &slot,
+                                             int &kn)
+{
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		int s = -1, k = 0;
+		for (int i = 0; i < 64; i++)
+			if (rseq[i] >= 0 && s < 0)
+				s = rseq[i];
+		for (int i = 0; i < 64; i++)
+			if (rseq[i] == s && rpos[i] + 1 > k)
+				k = rpos[i] + 1;
+		pass_slot = s, pass_kn = k;
+	}
+	__syncthreads();
+	slot = pass_slot, kn = pass_kn;
+}
+
+/* The largest of an int over the 32 lanes of a warp. */
+__device__ __forceinline__ int pf_warp_max(int v)
+{
+	for (int o = 1; o < 32; o <<= 1) {
+		int u = __shfl_xor_sync(0xffffffffu, v, o);
+		v = u > v ? u : v;
+	}
+	return v;
+}
+
+/* One key tile through the online softmax of a warp's rows g and g + 8 (lane (g, cc) holds their scores
+** s[nt] for keys j0 + 8nt + 2cc, + 1: the mma's C layout): keys past a row's position (p0, p1; -1: a
+** row not served) masked, the scores scaled, each row's running max m and sum l (this lane's share)
+** moved on; s becomes the probabilities, and o, the rows' accumulators (NO of the mma's 8-column tiles),
+** is rescaled to the new max. A row without a key yet keeps max -inf, factors 0 and its o untouched. */
+template <int NT, int NO>
+__device__ __forceinline__ void pf_softmax(float (&s)[NT][4], float (&o)[NO][4], int j0, int p0, int p1, float scale,
+                                           float &m0, float &m1, float &l0, float &l1)
+{
+	int cc = threadIdx.x & 3;
+	float x0 = neg_inf(), x1 = neg_inf();
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			int j = j0 + 8 * nt + 2 * cc + e;
+			s[nt][e] = j <= p0 ? s[nt][e] * scale : neg_inf();
+			s[nt][2 + e] = j <= p1 ? s[nt][2 + e] * scale : neg_inf();
+			x0 = fmaxf(x0, s[nt][e]), x1 = fmaxf(x1, s[nt][2 + e]);
+		}
+	/* the rows' new maxima over the four lanes that share a row */
+	x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 1));
+	x0 = fmaxf(x0, __shfl_xor_sync(0xffffffffu, x0, 2));
+	x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 1));
+	x1 = fmaxf(x1, __shfl_xor_sync(0xffffffffu, x1, 2));
+	float n0 = fmaxf(m0, x0), n1 = fmaxf(m1, x1);
+	float c0 = n0 == neg_inf() ? 1.0f : expf(m0 - n0), c1 = n1 == neg_inf() ? 1.0f : expf(m1 - n1);
+	float b0 = n0 == neg_inf() ? 0.0f : n0, b1 = n1 == neg_inf() ? 0.0f : n1;
+	l0 *= c0, l1 *= c1;
+#pragma unroll
+	for (int nt = 0; nt < NT; nt++) {
+		s[nt][0] = expf(s[nt][0] - b0), s[nt][1] = expf(s[nt][1] - b0);
+		s[nt][2] = expf(s[nt][2] - b1), s[nt][3] = expf(s[nt][3] - b1);
+		l0 += s[nt][0] + s[nt][1], l1 += s[nt][2] + s[nt][3];
+	}
+	m0 = n0, m1 = n1;
+#pragma unroll
+	for (int i = 0; i < NO; i++)
+		o[i][0] *= c0, o[i][1] *= c0, o[i][2] *= c1, o[i][3] *= c1;
+}
+
+/* o += p·v over a tile of 2·NT keys, 16 a step: the probability tiles 2kk and 2kk + 1 are the mma's A
+** fragment, as bf16 hi and lo parts; v is the tile's first key row at the output's first dim, rows LD
+** apart in shared memory, read transposed by ldmatrix (keys 16kk.. / 16kk + 8.. at dims 16dp.., then at
+** 16dp + 8..). */
+template <int NT, int NO>
+__device__ __forceinline__ void pf_pv(float (&o)[NO][4], const float (&s)[NT][4], const unsigned short *v, int LD)
+{
+	int lane = threadIdx.x & 31;
+#pragma unroll
+	for (int kk = 0; kk < NT / 2; kk++) {
+		unsigned ph[4], pl[4];
+		pf_split2(s[2 * kk][0], s[2 * kk][1], ph[0], pl[0]);
+		pf_split2(s[2 * kk][2], s[2 * kk][3], ph[1], pl[1]);
+		pf_split2(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[2], pl[2]);
+		pf_split2(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[3], pl[3]);
+#pragma unroll
+		for (int dp = 0; dp < NO / 2; dp++) {
+			unsigned b[4];
+			pf_ldsm4<true>(b, &v[(16 * kk + (lane & 15)) * LD + 16 * dp + 8 * (lane >> 4)]);
+			qm_mma(o[2 * dp], ph[0], ph[1], ph[2], ph[3], b[0], b[1]);
+			qm_mma(o[2 * dp], pl[0], pl[1], pl[2], pl[3], b[0], b[1]);
+			qm_mma(o[2 * dp + 1], ph[0], ph[1], ph[2], ph[3], b[2], b[3]);
+			qm_mma(o[2 * dp + 1], pl[0], pl[1], pl[2], pl[3], b[2], b[3]);
+		}
+	}
+}
+
+/* The rows' outputs o / l as bf16 at y0 and y1 (this lane's columns of each 8-wide tile), for the rows
+** this pass serves (p >= 0); l summed over the four lanes of a row first. */
+template <int NO>
+__device__ __forceinline__ void pf_store(bf16 *y0, bf16 *y1, const float (&o)[NO][4], float l0, float l1, int p0, int p1)
+{
+	int cc = threadIdx.x & 3;
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+#pragma unroll
+	for (int i = 0; i < NO; i++) {
+		int d = 8 * i + 2 * cc;
+		if (p0 >= 0)
+			*(unsigned *)(y0 + d) = qm_bf2(o[i][0] / l0, o[i][1] / l0);
+		if (p1 >= 0)
+			*(unsigned *)(y1 + d) = qm_bf2(o[i][2] / l1, o[i][3] / l1);
+	}
+}
+
+/*
+** Prefill GEMM on the tensor cores, bf16: y[T,N] = x[T,K]·w[N,K]ᵀ (+ bias[N]), the contract of
+** k_linear_gemm with A = W = bf16; K a multiple of 8 (16-byte rows), x, w 16-byte aligned.
+** grid (ceil(N/128), ceil(T/128)), block 256.
+**
+** A block computes a 128x128 tile of y, K in steps of 32 through shared memory, two stages: the next
+** step's tiles are copied (cp.async) while the tensor cores work on this one. Warp w owns rows
+** 64(w / 4).. and columns 32(w % 4)..: 4x4 mma tiles, 64 f32 accumulators a thread. Tile rows are 40
+** bf16 (80 bytes), so the eight rows an ldmatrix phase reads fall in different banks. Rows past T or N
+** and columns past K are staged as zeros.
+*/
+template <bool HAS_BIAS>
+__device__ void k_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, int T, int K, int N)
+{
+	const int BK = 32, LD = 40;
+	__shared__ __align__(16) unsigned short xs[2][128 * LD], ws[2][128 * LD];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
+	int t0 = blockIdx.y * 128, n0 = blockIdx.x * 128;
+	float acc[4][4][4];
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				acc[i][j][e] = 0.0f;
+
+	/* stage s <- the k step at k0: each thread copies two 16-byte pieces of each tile */
+	auto stage = [&](int s, int k0) {
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			int e = tid + 256 * i, r = e >> 2, c = 8 * (e & 3), k = k0 + c;
+			unsigned short *dx = &xs[s][r * LD + c], *dw = &ws[s][r * LD + c];
+			if (t0 + r < T && k < K)
+				qs_cp16(dx, x + (long long)(t0 + r) * K + k);
+			else
+				*(uint4 *)dx = make_uint4(0, 0, 0, 0);
+			if (n0 + r < N && k < K)
+				qs_cp16(dw, w + (long long)(n0 + r) * K + k);
+			else
+				*(uint4 *)dw = make_uint4(0, 0, 0, 0);
+		}
+		qs_commit();
+	};
+
+	int nk = (K + BK - 1) / BK;
+	stage(0, 0);
+	for (int ks = 0; ks < nk; ks++) {
+		int s = ks & 1;
+		if (ks + 1 < nk) {
+			stage(s ^ 1, (ks + 1) * BK);
+			qs_wait<1>();
+		} else {
+			qs_wait<0>();
+		}
+		__syncthreads();
+#pragma unroll
+		for (int kk = 0; kk < BK; kk += 16) {
+			unsigned a[4][4], b[2][4];
+#pragma unroll
+			for (int mt = 0; mt < 4; mt++) /* rows 0-7 / 8-15 at k, then at k + 8 */
+				pf_ldsm4<false>(a[mt], &xs[s][(64 * wm + 16 * mt + (lane & 15)) * LD + kk + 8 * (lane >> 4)]);
+#pragma unroll
+			for (int np = 0; np < 2; np++) /* columns 0-7 at k, k + 8, then columns 8-15 */
+				pf_ldsm4<false>(b[np], &ws[s][(32 * wn + 16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + kk +
+				                              8 * ((lane >> 3) & 1)]);
+#pragma unroll
+			for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++)
+					qm_mma(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt >> 1][2 * (nt & 1)],
+					       b[nt >> 1][2 * (nt & 1) + 1]);
+		}
+		__syncthreads(); /* stage s is refilled by the step after next */
+	}
+
+	int g = lane >> 2, cc = lane & 3;
+#pragma unroll
+	for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+		for (int h = 0; h < 2; h++) {
+			int t = t0 + 64 * wm + 16 * mt + g + 8 * h;
+			if (t >= T)
+				continue;
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++) {
+				int n = n0 + 32 * wn + 8 * nt + 2 * cc;
+#pragma unroll
+				for (int e = 0; e < 2; e++)
+					if (n + e < N) {
+						float v = acc[mt][nt][2 * h + e];
+						if (HAS_BIAS)
+							v += to_f(bias[n + e]);
+						y[(long long)t * N + n + e] = from_f<bf16>(v);
+					}
+			}
+		}
+}
+
+/*
+** Causal attention of a prefill on the tensor cores, bf16, head dims Dk = Dv = D (a multiple of 16, at
+** most 128): the contract of k_attention (y[T, H·D]; q[T, H·D]; caches [slots·S, G·D]; token t reads
+** rows 0..pos[t] of slot seq[t]), T the step's tokens. grid (H, ceil(T/64)), block 128.
+**
+** A block takes 64 query rows of head h, warp w rows 16w..16w+15, and walks the keys in tiles of 64
+** staged in shared memory (K and V as [key][D + 8]: conflict-free fragment reads). Per tile a warp forms
+** its 16x64 scores with the tensor cores (q's fragments stay in registers), masks keys past each row's
+** position, and keeps per row a running max and sum (the online softmax); the probabilities go back
+** into the tensor cores as bf16 hi and lo parts (pf_split2) against V read transposed by ldmatrix, so
+** the output carries no bf16 rounding of p. Rows of one tile that belong to different sequence slots
+** (a continuous batch) are served in one pass per slot, each pass over its own slot's keys; a tile of one
+** sequence (every prefill) takes a single pass. Keys past the pass's last position are staged as zeros.
+*/
+template <int D>
+__device__ void k_attn_tc(bf16 *y, const bf16 *q, const bf16 *kcache, const bf16 *vcache, const int *pos, int H,
+                          int G, float scale, const int *seq, int S, int T)
+{
+	const int LD = D + 8, NK = 64, KD = D / 16;
+	__shared__ __align__(16) unsigned short ks[NK * LD], vs[NK * LD];
+	__shared__ int rpos[64], rseq[64], pass_slot, pass_kn;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
+	int h = blockIdx.x, t0 = blockIdx.y * 64, kvh = h / (H / G);
+	long long KW = (long long)G * D;
+
+	if (tid < 64) {
+		int t = t0 + tid;
+		rpos[tid] = t < T ? pos[t] : -1;
+		rseq[tid] = t < T ? seq[t] : -1;
+	}
+	/* q's fragments: rows g and g + 8 of the warp's 16, dims 16kd + 2cc (+ 8) */
+	int r0 = 16 * warp + g, r1 = r0 + 8;
+	unsigned qa[KD][4];
+	{
+		const bf16 *q0 = q + ((long long)(t0 + r0) * H + h) * D, *q1 = q + ((long long)(t0 + r1) * H + h) * D;
+		bool v0 = t0 + r0 < T, v1 = t0 + r1 < T;
+#pragma unroll
+		for (int kd = 0; kd < KD; kd++) {
+			int d = 16 * kd + 2 * cc;
+			qa[kd][0] = v0 ? *(const unsigned *)(q0 + d) : 0u;
+			qa[kd][1] = v1 ? *(const unsigned *)(q1 + d) : 0u;
+			qa[kd][2] = v0 ? *(const unsigned *)(q0 + d + 8) : 0u;
+			qa[kd][3] = v1 ? *(const unsigned *)(q1 + d + 8) : 0u;
+		}
+	}
+	for (;;) {
+		int slot, kn;
+		pf_next_pass(rpos, rseq, pass_slot, pass_kn, slot, kn);
+		if (slot < 0)
+			break;
+		int p0 = rseq[r0] == slot ? rpos[r0] : -1, p1 = rseq[r1] == slot ? rpos[r1] : -1;
+		int wmax = pf_warp_max(p0 > p1 ? p0 : p1);
+		const bf16 *kb = kcache + (long long)slot * S * KW + (long long)kvh * D;
+		const bf16 *vb = vcache + (long long)slot * S * KW + (long long)kvh * D;
+
+		float o[D / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+		for (int i = 0; i < D / 8; i++)
+			o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+		for (int j0 = 0; j0 < kn; j0 += NK) {
+			__syncthreads(); /* the last tile's readers are done */
+			for (int e = tid; e < NK * D / 8; e += 128) {
+				int r = e / (D / 8), c = 8 * (e % (D / 8));
+				unsigned short *dk = &ks[r * LD + c], *dv = &vs[r * LD + c];
+				if (j0 + r < kn) {
+					qs_cp16(dk, kb + (long long)(j0 + r) * KW + c);
+					qs_cp16(dv, vb + (long long)(j0 + r) * KW + c);
+				} else {
+					*(uint4 *)dk = make_uint4(0, 0, 0, 0);
+					*(uint4 *)dv = make_uint4(0, 0, 0, 0);
+				}
+			}
+			qs_commit();
+			qs_wait<0>();
+			__syncthreads();
+			if (j0 > wmax) /* no row of this warp reaches the tile (warp-uniform) */
+				continue;
+
+			float s[8][4];
+#pragma unroll
+			for (int nt = 0; nt < 8; nt++) {
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+				const unsigned *kr = (const unsigned *)&ks[(8 * nt + g) * LD];
+#pragma unroll
+				for (int kd = 0; kd < KD; kd++)
+					qm_mma(s[nt], qa[kd][0], qa[kd][1], qa[kd][2], qa[kd][3], kr[8 * kd + cc], kr[8 * kd + cc + 4]);
+			}
+			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
+			pf_pv(o, s, vs, LD);
+		}
+		pf_store(y + ((long long)(t0 + r0) * H + h) * D, y + ((long long)(t0 + r1) * H + h) * D, o, l0, l1, p0, p1);
+		__syncthreads();
+		if (tid < 64 && rseq[tid] == slot)
+			rseq[tid] = -1; /* served */
+	}
+}
+
+/*
+** Latent (MLA) attention of a prefill on the tensor cores, bf16: the contract of k_mla without a
+** selection (every token reads rows 0..pos[t] of its slot's cache [S, Dk]; the values are the first Dv
+** entries of each row), Dk a multiple of 8 (GLM's 576: 512 latent + 64 rotary; the mma's 16-wide
+** steps read 8 zero columns past an odd multiple of 8), Dv a multiple of DS
+** (32, 64 or 128; 128 for GLM's 512), T the step's tokens. grid (ceil(T·H/64), Dv/DS), block 128,
+** dynamic shared memory dsm of
+** (64 + 32)·(Dk + 8)·2 bytes (110,592 for Dk 576).
+**
+** All heads read the same cache rows, so a block takes 64 rows of q ([T·H, Dk], token-major: a row a
+** (token, head) pair; 3 tokens of GLM-4.7-Flash's 20 heads, one of GLM-5's 64), staged once in shared
+** memory, and walks the keys in tiles of 32 rows (Dk wide, so the values come with them). Block y = z
+** accumulates output dims DS·z.. DS·z + DS − 1 (64 f32 a thread at DS 128, as k_attn_tc's 128-dim
+** heads): the scores are formed again for each of the Dv/DS slices. Scores, masks, the online softmax, the probabilities as
+** bf16 hi and lo parts and the passes per sequence slot are k_attn_tc's.
+*/
+template <int DS>
+__device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, int H, int Dk, int Dv, float scale,
+                         const int *seq, int S, int T, unsigned char *dsm)
+{
+	const int NK = 32, LD = Dk + 8;
+	unsigned short *qs = (unsigned short *)dsm, *ks = qs + 64 * LD;
+	__shared__ int rpos[64], rseq[64], pass_slot, pass_kn;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3, z = blockIdx.y;
+	long long R = (long long)T * H, r0 = 64LL * blockIdx.x;
+	if (tid < 64) {
+		int t = r0 + tid < R ? (int)((r0 + tid) / H) : -1;
+		rpos[tid] = t >= 0 ? pos[t] : -1;
+		rseq[tid] = t >= 0 ? seq[t] : -1;
+	}
+	for (int e = tid; e < 64 * (Dk / 8); e += 128) {
+		int r = e / (Dk / 8), c = 8 * (e % (Dk / 8));
+		if (r0 + r < R)
+			qs_cp16(&qs[r * LD + c], q + (r0 + r) * Dk + c);
+		else
+			*(uint4 *)&qs[r * LD + c] = make_uint4(0, 0, 0, 0);
+	}
+	qs_commit(); /* waited for with the first key tile */
+	if (Dk % 16) /* the columns Dk..Dk + 7 that the last 16-wide step reads: zeros, never loaded over */
+		for (int r = tid; r < 64 + NK; r += 128)
+			*(uint4 *)&qs[r * LD + Dk] = make_uint4(0, 0, 0, 0);
+	int lr0 = 16 * warp + g, lr1 = lr0 + 8;
+	for (;;) {
+		int slot, kn;
+		pf_next_pass(rpos, rseq, pass_slot, pass_kn, slot, kn);
+		if (slot < 0)
+			break;
+		int p0 = rseq[lr0] == slot ? rpos[lr0] : -1, p1 = rseq[lr1] == slot ? rpos[lr1] : -1;
+		int wmax = pf_warp_max(p0 > p1 ? p0 : p1);
+		const bf16 *cb = cache + (long long)slot * S * Dk;
+
+		float o[DS / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+		for (int i = 0; i < DS / 8; i++)
+			o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+		for (int j0 = 0; j0 < kn; j0 += NK) {
+			__syncthreads(); /* the last tile's readers are done */
+			for (int e = tid; e < NK * (Dk / 8); e += 128) {
+				int r = e / (Dk / 8), c = 8 * (e % (Dk / 8));
+				if (j0 + r < kn)
+					qs_cp16(&ks[r * LD + c], cb + (long long)(j0 + r) * Dk + c);
+				else
+					*(uint4 *)&ks[r * LD + c] = make_uint4(0, 0, 0, 0);
+			}
+			qs_commit();
+			qs_wait<0>();
+			__syncthreads();
+			if (j0 > wmax) /* no row of this warp reaches the tile (warp-uniform) */
+				continue;
+
+			float s[4][4];
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+			for (int kd = 0; kd < (Dk + 15) / 16; kd++) {
+				unsigned a[4], b[2][4];
+				pf_ldsm4<false>(a, &qs[(16 * warp + (lane & 15)) * LD + 16 * kd + 8 * (lane >> 4)]);
+#pragma unroll
+				for (int np = 0; np < 2; np++)
+					pf_ldsm4<false>(b[np], &ks[(16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + 16 * kd + 8 * ((lane >> 3) & 1)]);
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++)
+					qm_mma(s[nt], a[0], a[1], a[2], a[3], b[nt >> 1][2 * (nt & 1)], b[nt >> 1][2 * (nt & 1) + 1]);
+			}
+			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
+			pf_pv(o, s, ks + DS * z, LD);
+		}
+		pf_store(y + (r0 + lr0) * Dv + DS * z, y + (r0 + lr1) * Dv + DS * z, o, l0, l1, p0, p1);
+		__syncthreads();
+		if (tid < 64 && rseq[tid] == slot)
+			rseq[tid] = -1; /* served */
+	}
+}

@@ -1,0 +1,232 @@
+/*
+** tests/simt/test_prefill.cc — the tensor-core prefill kernels of ops/prefill.cuh (k_gemm_tc, k_attn_tc)
+** run on the CPU through simt.h (mma.sync and ldmatrix by their stand-ins) against ops/ref.c in f32 on
+** the same bf16 values. Both kernels' sums are f32 and their products exact, so each output must be
+** within one bf16 unit of the reference: the GEMM's exactly so, the attention's plus 1.5e-5 (inputs
+** within ±1), what its probabilities lose as bf16 hi and lo parts (2^-17 of each, summed). Shapes cross every tile edge: tokens 1, 63, 64, 65
+** and past 128, K not a multiple of the 32-wide k step, N not of the 128-wide tile, contexts that end
+** inside a 64-key tile, head dims 16, 64 and 128, grouped heads, and a tile whose tokens belong to
+** several sequence slots (a continuous batch). Outputs are poisoned (NaN) before every launch.
+** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
+*/
+#include "simt.h"
+
+#include "../../ops/kernels.cuh"
+#include "../../ops/quant.cuh"
+#include "../../ops/prefill.cuh"
+
+#include <cmath>
+#include <unistd.h>
+#include <vector>
+
+#include "../tap.h"
+
+extern "C" {
+#include "../../ops/ref.h"
+}
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+
+static float frand(float lo, float hi)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
+}
+
+/* bf16 <-> float as ops/ref.c rounds (nearest even). */
+static bf16 h_bf(float v)
+{
+	bf16 b;
+	b.x = ref_f32_to_bf16(v);
+	return b;
+}
+
+static float h_f(bf16 v)
+{
+	return ref_bf16_to_f32(v.x);
+}
+
+/* n random values already on the bf16 grid, as bf16 and as float. */
+static void rnd_bf16(size_t n, float lo, float hi, std::vector<bf16> &b, std::vector<float> &f)
+{
+	b.resize(n), f.resize(n);
+	for (size_t i = 0; i < n; i++) {
+		b[i] = h_bf(frand(lo, hi));
+		f[i] = h_f(b[i]);
+	}
+}
+
+/* The worst of |got − want| / (one bf16 unit of want + floor), want the f32 reference: at most 1 when got
+** is want rounded to bf16 after a kernel error below floor (an absolute bound, the inputs being within
+** ±1). NaN: infinite. */
+static double worst_units(const std::vector<bf16> &got, const std::vector<float> &want, double floor)
+{
+	double worst = 0;
+	for (size_t i = 0; i < got.size(); i++) {
+		double g = h_f(got[i]), w = want[i];
+		if (std::isnan(g))
+			return INFINITY;
+		int e;
+		frexp(w == 0 ? 1e-30 : w, &e);
+		double d = fabs(g - w) / (ldexp(1.0, e - 8) + floor);
+		worst = d > worst ? d : worst;
+	}
+	return worst;
+}
+
+static void test_gemm(int T, int K, int N, bool bias)
+{
+	std::vector<bf16> x, w, b, y((size_t)T * N);
+	std::vector<float> xf, wf, bf, want((size_t)T * N);
+	rnd_bf16((size_t)T * K, -1, 1, x, xf);
+	rnd_bf16((size_t)N * K, -1, 1, w, wf);
+	rnd_bf16(N, -1, 1, b, bf);
+	ref_linear(want.data(), xf.data(), wf.data(), bias ? bf.data() : NULL, T, K, N);
+	for (auto &v : y)
+		v.x = 0x7fc0; /* NaN */
+	simt_launch(dim3{(unsigned)(N + 127) / 128, (unsigned)(T + 127) / 128, 1}, dim3{256, 1, 1}, [&] {
+		if (bias)
+			k_gemm_tc<true>(y.data(), x.data(), w.data(), b.data(), T, K, N);
+		else
+			k_gemm_tc<false>(y.data(), x.data(), w.data(), nullptr, T, K, N);
+	});
+	double u = worst_units(y, want, 0);
+	check(u <= 1.0, fmt("k_gemm_tc T %d K %d N %d%s", T, K, N, bias ? " bias" : ""), fmt("worst %.2f units", u));
+}
+
+/* The positions of a step's tokens: token t of slot seq[t] after that slot's ctx[seq[t]] cached rows and
+** its earlier tokens; toks[s] lists slot s's tokens; returns the rows a slot needs (S). */
+static int slot_layout(const std::vector<int> &ctx, const std::vector<int> &seq, std::vector<int> &pos,
+                       std::vector<std::vector<int>> &toks)
+{
+	int S = 0;
+	pos.assign(seq.size(), 0), toks.assign(ctx.size(), {});
+	for (size_t t = 0; t < seq.size(); t++) {
+		pos[t] = ctx[seq[t]] + (int)toks[seq[t]].size();
+		toks[seq[t]].push_back((int)t);
+		S = pos[t] + 1 > S ? pos[t] + 1 : S;
+	}
+	return S;
+}
+
+/*
+** One prefill step of T tokens into caches of `slots` slots of S rows: token t of slot seq[t] at pos[t],
+** each slot's tokens at increasing positions after a context of ctx[slot] rows already in the cache.
+** The reference: ref_attention per slot over that slot's tokens (it writes the step's rows itself).
+*/
+template <int D>
+static void test_attn(int T, int H, int G, std::vector<int> ctx, std::vector<int> seq, const char *what)
+{
+	int slots = (int)ctx.size();
+	std::vector<int> pos;
+	std::vector<std::vector<int>> toks;
+	int S = slot_layout(ctx, seq, pos, toks);
+	size_t KW = (size_t)G * D;
+	std::vector<bf16> q, kc, vc, y((size_t)T * H * D);
+	std::vector<float> qf, kcf, vcf, want((size_t)T * H * D);
+	rnd_bf16((size_t)T * H * D, -1, 1, q, qf);
+	rnd_bf16((size_t)slots * S * KW, -1, 1, kc, kcf);
+	rnd_bf16((size_t)slots * S * KW, -1, 1, vc, vcf);
+	float scale = 1.0f / sqrtf((float)D);
+	for (int s = 0; s < slots; s++) { /* this slot's tokens, their k and v the cache rows the step wrote */
+		const std::vector<int> &ts = toks[s];
+		int n = (int)ts.size();
+		if (!n)
+			continue;
+		std::vector<float> qs((size_t)n * H * D), ks(n * KW), vs(n * KW), ys((size_t)n * H * D);
+		std::vector<int32_t> ps(n);
+		for (int i = 0; i < n; i++) {
+			int t = ts[i];
+			ps[i] = pos[t];
+			std::copy(&qf[(size_t)t * H * D], &qf[(size_t)(t + 1) * H * D], &qs[(size_t)i * H * D]);
+			std::copy(&kcf[((size_t)s * S + pos[t]) * KW], &kcf[((size_t)s * S + pos[t] + 1) * KW], &ks[i * KW]);
+			std::copy(&vcf[((size_t)s * S + pos[t]) * KW], &vcf[((size_t)s * S + pos[t] + 1) * KW], &vs[i * KW]);
+		}
+		std::vector<float> kcs(kcf.begin() + (size_t)s * S * KW, kcf.begin() + (size_t)(s + 1) * S * KW);
+		std::vector<float> vcs(vcf.begin() + (size_t)s * S * KW, vcf.begin() + (size_t)(s + 1) * S * KW);
+		ref_attention(ys.data(), qs.data(), ks.data(), vs.data(), kcs.data(), vcs.data(), ps.data(), n, H, G, D, D, S,
+		              scale);
+		for (int i = 0; i < n; i++)
+			std::copy(&ys[(size_t)i * H * D], &ys[(size_t)(i + 1) * H * D], &want[(size_t)ts[i] * H * D]);
+	}
+	for (auto &v : y)
+		v.x = 0x7fc0;
+	simt_launch(dim3{(unsigned)H, (unsigned)(T + 63) / 64, 1}, dim3{128, 1, 1}, [&] {
+		k_attn_tc<D>(y.data(), q.data(), kc.data(), vc.data(), pos.data(), H, G, scale, seq.data(), S, T);
+	});
+	double u = worst_units(y, want, 1.5e-5);
+	check(u <= 1.0, fmt("k_attn_tc D %d T %d H %d G %d %s", D, T, H, G, what), fmt("worst %.2f units", u));
+}
+
+/*
+** One MLA prefill step (k_mla_tc) of T tokens of H heads, slots as test_attn; ref_mla per slot (it writes
+** the step's latent rows itself).
+*/
+template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector<int> ctx, std::vector<int> seq, const char *what)
+{
+	int slots = (int)ctx.size();
+	std::vector<int> pos;
+	std::vector<std::vector<int>> toks;
+	int S = slot_layout(ctx, seq, pos, toks);
+	std::vector<bf16> q, kc, y((size_t)T * H * Dv);
+	std::vector<float> qf, kcf, want((size_t)T * H * Dv);
+	rnd_bf16((size_t)T * H * Dk, -0.3f, 0.3f, q, qf);
+	rnd_bf16((size_t)slots * S * Dk, -1, 1, kc, kcf);
+	float scale = 1.0f / sqrtf((float)Dk);
+	for (int s = 0; s < slots; s++) {
+		const std::vector<int> &ts = toks[s];
+		int n = (int)ts.size();
+		if (!n)
+			continue;
+		std::vector<float> qs((size_t)n * H * Dk), kv((size_t)n * Dk), ys((size_t)n * H * Dv);
+		std::vector<int32_t> ps(n);
+		for (int i = 0; i < n; i++) {
+			int t = ts[i];
+			ps[i] = pos[t];
+			std::copy(&qf[(size_t)t * H * Dk], &qf[(size_t)(t + 1) * H * Dk], &qs[(size_t)i * H * Dk]);
+			std::copy(&kcf[((size_t)s * S + pos[t]) * Dk], &kcf[((size_t)s * S + pos[t] + 1) * Dk], &kv[(size_t)i * Dk]);
+		}
+		std::vector<float> cs(kcf.begin() + (size_t)s * S * Dk, kcf.begin() + (size_t)(s + 1) * S * Dk);
+		ref_mla(ys.data(), qs.data(), kv.data(), cs.data(), ps.data(), NULL, 0, n, H, Dk, Dv, S, scale);
+		for (int i = 0; i < n; i++)
+			std::copy(&ys[(size_t)i * H * Dv], &ys[(size_t)(i + 1) * H * Dv], &want[(size_t)ts[i] * H * Dv]);
+	}
+	for (auto &v : y)
+		v.x = 0x7fc0;
+	std::vector<uint4> dsm((size_t)(64 + 32) * (Dk + 8) * 2 / 16);
+	simt_launch(dim3{(unsigned)((T * H + 63) / 64), (unsigned)(Dv / DS), 1}, dim3{128, 1, 1}, [&] {
+		k_mla_tc<DS>(y.data(), q.data(), kc.data(), pos.data(), H, Dk, Dv, scale, seq.data(), S, T, (unsigned char *)dsm.data());
+	});
+	double u = worst_units(y, want, 1.5e-5);
+	check(u <= 1.0, fmt("k_mla_tc<%d> T %d H %d Dk %d Dv %d %s", DS, T, H, Dk, Dv, what), fmt("worst %.2f units", u));
+}
+
+int main(void)
+{
+	alarm(1200);
+	test_gemm(1, 64, 8, false);
+	test_gemm(63, 96, 136, true);   /* K past the last 32-wide step, N past the 128 tile */
+	test_gemm(130, 64, 128, false); /* two token tiles */
+	test_gemm(65, 200, 40, true);   /* K = 8 mod 32 */
+	for (int T : {1, 63, 64, 65})
+		test_attn<16>(T, 4, 2, {0}, std::vector<int>(T, 0), "prompt");
+	test_attn<16>(70, 4, 2, {37}, std::vector<int>(70, 0), "after 37 cached rows");
+	test_attn<64>(65, 2, 1, {0}, std::vector<int>(65, 0), "prompt");
+	test_attn<128>(20, 2, 2, {100}, std::vector<int>(20, 0), "after 100 cached rows");
+	{ /* a tile of three slots, interleaved, each with its own context */
+		std::vector<int> seq(40);
+		for (int t = 0; t < 40; t++)
+			seq[t] = t % 3 == 2 ? 2 : (t < 20 ? 0 : 1);
+		test_attn<16>(40, 4, 2, {3, 70, 0}, seq, "three slots");
+	}
+	test_mla<128>(9, 5, 144, 128, {0}, std::vector<int>(9, 0), "prompt, rows of two tokens a tile");
+	test_mla<128>(14, 5, 272, 256, {40}, std::vector<int>(14, 0), "after 40 cached rows, two slices");
+	{
+		std::vector<int> seq(12);
+		for (int t = 0; t < 12; t++)
+			seq[t] = t & 1;
+		test_mla<64>(12, 6, 160, 128, {5, 33}, seq, "two slots");
+	}
+	test_mla<32>(20, 4, 40, 32, {0}, std::vector<int>(20, 0), "the fixtures' latent (32 of 40)");
+	return finish();
+}
