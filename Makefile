@@ -41,14 +41,14 @@ build/%.o: %.c $(HDRS)
 	$(CC) $(CFLAGS) -c $< -o $@
 
 # ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh and ops/prefill.cuh travel inside the binaries as one string
-# (glm_kernels_cuh).
+# (glm_kernels_cuh), with the headers they share with the C code (gemv_shape.h, quant_grids.h, qrand.h).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/prefill.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/prefill.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh | build/embed glm_kernels_cuh > $@
 
 build/libops.a: $(OPS_OBJ)
 build/libcore.a: $(CORE_OBJ)
@@ -127,18 +127,18 @@ gpu-bundle: all build/bench/bandwidth build/bench/libglmtrace.so build/bench/all
 
 # The decode GEMV micro-benchmark (bench/gemv.sh runs it on the GPU machine with its PyTorch peer).
 bench-gemv: build/bench/gemv
-build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
+build/bench/gemv: bench/gemv.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/gemv.cu -o $@
 
 # The routed-expert FFN micro-benchmark (GLM-5's MoE up and down kernels; run build/bench/moe on the GPU machine).
 bench-moe: build/bench/moe
-build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant.cuh ops/qfused.cuh
+build/bench/moe: bench/moe.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/moe.cu -o $@
 
 # Whether a GEMV gains from its weights asked of L2 while a latency-bound kernel runs (bench/NOTES.md 20).
-build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant.cuh
+build/bench/prefetch: bench/prefetch.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shape.h ops/quant_grids.h ops/qrand.h ops/quant.cuh
 	@mkdir -p build/bench
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/prefetch.cu -o $@
 
@@ -167,15 +167,15 @@ build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h $(LIBS)
+build/simt/test_gemv: tests/simt/test_gemv.cc tests/simt/simt.cc tests/simt/simt.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/gemv_shape.h $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_gemv.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant.cuh ops/qfused.cuh $(LIBS)
+build/simt/test_qgemv: tests/simt/test_qgemv.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_qgemv.cc tests/simt/simt.cc $(LIBS) $(LDLIBS) -o $@
 
-build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/quant.cuh ops/prefill.cuh $(LIBS)
+build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 

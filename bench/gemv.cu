@@ -23,6 +23,12 @@
 **
 **   build/bench/gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused]
 ** --shape times one weight shape (N rows × K values) instead of the default six.
+** Then every other GGUF block type (the general path of ops/quant.cuh, qd_val and qg_chunk: Q4_0, Q4_1,
+** Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
+** TQ1_0, TQ2_0, NVFP4): random blocks with finite scales, rows unpadded as glmrun keeps them, k_qgemv at
+** the split glmc emits only, over 4096×4096, 14336×4096, GLM-5's routed expert (2048×6144 gate/up,
+** 6144×2048 down) and its LM head (154880×6144). Targets (issue 48): the 4-8-bit types >= 75% of the
+** bandwidth, the 1-3-bit ones >= 60%.
 ** GEMV_RB=8 in the environment runs the float GEMV with eight columns a block where N >= 8·264 (an
 ** experiment against the emitted shape, for bench/NOTES.md).
 */
@@ -89,6 +95,34 @@ template <int QT>
 __global__ void __launch_bounds__(256) g_qrand(unsigned char *d, long long rows, int bpr, long long st, long long K)
 {
 	k_qrand<QT>(d, rows, bpr, st, 0x1234567ull, K, rows, 1, 1, 0, 1, 0);
+}
+
+/* Byte o of a block of general type QT (ops/quant.cuh qd_val) whose random byte is v: its scale fields
+** made finite (the half 2^-6; MXFP4's E8M0 2^-7; NVFP4's UE4M3 2^-3; IQ1_M's half in its scale words'
+** top nibbles), every other byte as drawn. */
+template <int QT> __device__ unsigned gen_byte(int o, unsigned v)
+{
+	const unsigned h = 0x2400; /* 2^-6 */
+	int at = QT == 3 || QT == 7 ? (o < 4 ? o & 1 : -1) : QT == 10 ? (o >= 80 && o < 84 ? o & 1 : -1)
+	         : QT == 11 ? (o >= 108 ? o & 1 : -1) : QT == 34 ? (o >= 52 ? o & 1 : -1)
+	         : QT == 35 ? (o >= 64 ? o & 1 : -1) : o < 2 ? o : -1;
+	if (QT == 39)
+		return o == 0 ? 120u : v;
+	if (QT == 40)
+		return o < 4 ? 0x20u : v;
+	if (QT == 29)
+		return o >= 49 && (o & 1) ? (v & 0x0fu) | ((h >> (4 * ((o - 49) / 2))) & 0xfu) << 4 : v;
+	return at < 0 ? v : at ? h >> 8 : h & 0xffu;
+}
+
+/* Random blocks of general type QT, rows unpadded as glmrun keeps them (n bytes in all). */
+template <int QT> __global__ void __launch_bounds__(256) g_genrand(unsigned char *d, long long n)
+{
+	long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+	if (i >= n)
+		return;
+	int o = (int)(i % QGeo<QT>::BYTES);
+	d[i] = (unsigned char)gen_byte<QT>(o, (unsigned)(q_mix64(0x5eedull + (unsigned long long)i) & 0xffu));
 }
 
 template <typename W> __global__ void __launch_bounds__(256) g_rand(W *d, long long n, int cols)
@@ -181,7 +215,12 @@ struct Kind {
 	int qt;                 /* ggml id; 30 bf16, 1 f16 */
 	Launch plain;           /* bf16/f16 */
 	Launch q[4];            /* WPR 1, 2, 4, 8 */
+	bool gen = false;       /* a general type (ops/quant.cuh qg_chunk): GEN_SHAPES, q_wpr's split only */
 };
+
+/* The general types' shapes: 4096², Llama-3-8B's gate/up (14336×4096), a GLM-5 routed expert's gate/up
+** (2048×6144) and down (6144×2048), GLM-5's LM head (154880×6144). */
+static const long long GEN_SHAPES[5][2] = {{4096, 4096}, {14336, 4096}, {2048, 6144}, {6144, 2048}, {154880, 6144}};
 
 template <typename A> static std::vector<Kind> kinds(void)
 {
@@ -197,7 +236,26 @@ template <typename A> static std::vector<Kind> kinds(void)
 		{"Q6sk", 14, nullptr, {run_qsk<A, 14, 16, 3>, run_qsk<A, 14, 16, 2>, run_qsk<A, 14, 8, 4>, run_qsk<A, 14, 8, 3>}},
 		{"Q5_K", 13, nullptr, {run_q<A, 13, 1>, run_q<A, 13, 2>, run_q<A, 13, 4>, run_q<A, 13, 8>}},
 		{"Q6_K", 14, nullptr, {run_q<A, 14, 1>, run_q<A, 14, 2>, run_q<A, 14, 4>, run_q<A, 14, 8>}},
+#define GEN_KIND(name, q) {name, q, nullptr, {run_q<A, q, 1>, run_q<A, q, 2>, run_q<A, q, 4>, run_q<A, q, 8>}, true}
+		GEN_KIND("Q4_0", 2), GEN_KIND("Q4_1", 3), GEN_KIND("Q5_0", 6), GEN_KIND("Q5_1", 7), GEN_KIND("Q2_K", 10),
+		GEN_KIND("Q3_K", 11), GEN_KIND("IQ4_NL", 20), GEN_KIND("IQ4_XS", 23), GEN_KIND("MXFP4", 39),
+		GEN_KIND("IQ1_S", 19), GEN_KIND("IQ1_M", 29), GEN_KIND("IQ2_XXS", 16), GEN_KIND("IQ2_XS", 17),
+		GEN_KIND("IQ2_S", 22), GEN_KIND("IQ3_XXS", 18), GEN_KIND("IQ3_S", 21), GEN_KIND("TQ1_0", 34),
+		GEN_KIND("TQ2_0", 35), GEN_KIND("NVFP4", 40),
+#undef GEN_KIND
 	};
+}
+
+/* File (= device) bytes of a row of K values of a general type. */
+static long long gen_row_bytes(int qt, long long K)
+{
+	switch (qt) {
+#define GEN_ROW(q) case q: return K / QGeo<q>::BLCK * QGeo<q>::BYTES;
+	GEN_ROW(2) GEN_ROW(3) GEN_ROW(6) GEN_ROW(7) GEN_ROW(10) GEN_ROW(11) GEN_ROW(16) GEN_ROW(17) GEN_ROW(18) GEN_ROW(19)
+	GEN_ROW(20) GEN_ROW(21) GEN_ROW(22) GEN_ROW(23) GEN_ROW(29) GEN_ROW(34) GEN_ROW(35) GEN_ROW(39) GEN_ROW(40)
+#undef GEN_ROW
+	default: return 0;
+	}
 }
 
 /* Device bytes of an N×K weight of the kind (quantized rows padded to 16 bytes, as glmrun keeps them). */
@@ -207,6 +265,8 @@ static size_t weight_bytes(int qt, long long N, long long K)
 		return (size_t)(N * K * 2);
 	if (qt == 8) /* superblocks of 8 blocks, 272 bytes */
 		return (size_t)(N * ((K + 255) / 256 * 272));
+	if (gen_row_bytes(qt, K)) /* the general types: the file's rows */
+		return (size_t)(N * gen_row_bytes(qt, K));
 	long long blck = 256, bb = qt == 12 ? 144 : qt == 13 ? 176 : 224; /* Q6_K: slots */
 	return (size_t)(N * ((K / blck * bb + 15) & ~15LL));
 }
@@ -225,6 +285,11 @@ static void fill(int qt, unsigned char *w, size_t bytes, int copies, long long N
 		case 8: g_qrand<8><<<grid, 256>>>(p, N, (int)(K / 32), st, K); break;
 		case 12: g_qrand<12><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
 		case 13: g_qrand<13><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
+#define GEN_FILL(q) case q: g_genrand<q><<<grid, 256>>>(p, (long long)bytes); break;
+		GEN_FILL(2) GEN_FILL(3) GEN_FILL(6) GEN_FILL(7) GEN_FILL(10) GEN_FILL(11) GEN_FILL(16) GEN_FILL(17) GEN_FILL(18)
+		GEN_FILL(19) GEN_FILL(20) GEN_FILL(21) GEN_FILL(22) GEN_FILL(23) GEN_FILL(29) GEN_FILL(34) GEN_FILL(35)
+		GEN_FILL(39) GEN_FILL(40)
+#undef GEN_FILL
 		default: g_qrand<14><<<grid, 256>>>(p, N, (int)(K / 256), st, K); break;
 		}
 		CK(cudaGetLastError());
@@ -287,18 +352,23 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 	long long sn, sk;
 	if (shape && sscanf(shape, "%lldx%lld", &sn, &sk) == 2)
 		shapes = {{sn, sk}};
-	printf("%-5s %-13s %4s %10s %9s %7s\n", "type", "N x K", "WPR", "us", "GB/s", "%bw");
+	printf("%-7s %-13s %4s %10s %9s %7s\n", "type", "N x K", "WPR", "us", "GB/s", "%bw");
 	for (const Kind &k : kinds<A>()) {
 		if (only && strcasecmp(only, k.name))
 			continue;
-		for (auto &sh : shapes) {
+		std::vector<std::array<long long, 2>> ks = shapes;
+		if (k.gen && !shape)
+			ks.assign({{GEN_SHAPES[0][0], GEN_SHAPES[0][1]}, {GEN_SHAPES[1][0], GEN_SHAPES[1][1]},
+			           {GEN_SHAPES[2][0], GEN_SHAPES[2][1]}, {GEN_SHAPES[3][0], GEN_SHAPES[3][1]},
+			           {GEN_SHAPES[4][0], GEN_SHAPES[4][1]}});
+		for (auto &sh : ks) {
 			long long N = sh[0], K = sh[1];
 			size_t bytes = weight_bytes(k.qt, N, K), fr, tot;
 			int copies = (int)std::max<size_t>(1, (4 * l2_bytes + bytes - 1) / bytes);
 			CK(cudaMemGetInfo(&fr, &tot));
 			if ((size_t)copies * bytes + (1u << 30) > fr) {
 				if (bytes + (1u << 30) > fr) {
-					printf("%-5s %6lldx%-6lld  skipped: %.1f GiB do not fit\n", k.name, N, K, bytes / 1073741824.0);
+					printf("%-7s %6lldx%-6lld  skipped: %.1f GiB do not fit\n", k.name, N, K, bytes / 1073741824.0);
 					continue;
 				}
 				copies = 1; /* one copy of a weight this size is already far larger than L2 */
@@ -325,10 +395,12 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 				check_mma<A, 14>(w, N, K, k.q, skn);
 			int pick = strstr(k.name, "mma") ? qm_wpr(N, K) : q_wpr(N, K);
 			for (int i = 0; i < (k.plain ? 1 : 4); i++) {
+				if (k.gen && (1 << i) != pick) /* the general types: the split glmc emits */
+					continue;
 				int snw, ssl; /* a stream variant whose shared memory does not fit a block is not timed */
 				if (skn && sscanf(skn[i], "%dx%d", &snw, &ssl) == 2 &&
 				    qsk_smem(k.qt, K, snw, ssl) > qsk_smem_max(GEMV_SMEM_BLOCK_SM90)) {
-					printf("%-5s %6lldx%-6lld %4s  skipped: %lld bytes of shared memory\n", k.name, N, K, skn[i],
+					printf("%-7s %6lldx%-6lld %4s  skipped: %lld bytes of shared memory\n", k.name, N, K, skn[i],
 					       qsk_smem(k.qt, K, snw, ssl));
 					continue;
 				}
@@ -339,7 +411,7 @@ template <typename A> static void run(const char *only, const char *shape, doubl
 					snprintf(wpr, sizeof wpr, "%s", skn[i]);
 				else if (!k.plain)
 					snprintf(wpr, sizeof wpr, "%d%s", 1 << i, (1 << i) == pick ? "*" : "");
-				printf("%-5s %6lldx%-6lld %4s %10.2f %9.1f %6.1f%%\n", k.name, N, K, wpr, us, gbs, 100 * gbs / bw);
+				printf("%-7s %6lldx%-6lld %4s %10.2f %9.1f %6.1f%%\n", k.name, N, K, wpr, us, gbs, 100 * gbs / bw);
 			}
 			CK(cudaFree(w));
 			CK(cudaFree(x));

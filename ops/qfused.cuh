@@ -4,8 +4,8 @@
 ** k_qgemv reads them (q_chunk: 16-byte loads, R rows per warp against each staged x value, an in-block
 ** split of K over WPR warps), so a fused launch reads every weight byte once, as the unfused ones do.
 **
-** A weight is named by its ggml type id: 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K (blocks, q_stride bytes a
-** row), or 0 f32, 1 f16, 30 bf16 (float rows: a member of a group that is not kept in blocks, such as
+** A weight is named by its ggml type id: 8 Q8_0, 12 Q4_K, 13 Q5_K, 14 Q6_K or any other block type of
+** quant.cuh's general path (blocks, q_stride bytes a row), or 0 f32, 1 f16, 30 bf16 (float rows: a member of a group that is not kept in blocks, such as
 ** GLM-5's f32 router beside the shared expert's Q4_K gate and up). The members of one group may differ;
 ** each block serves rows of one member only, so the type a block dispatches on never diverges.
 **

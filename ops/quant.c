@@ -44,11 +44,8 @@ static const QuantType types[QT_COUNT] = {
 	[42] = {42, "Q2_0", 64, 18, 0},
 };
 
-/* The non-linear 4-bit codebook of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl). */
-static const int8_t iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                        1,    13,   25,  38,  53,  69,  89,  113};
-/* E2M1 values doubled, as ggml stores them for MXFP4 (the scale is halved to match). */
-static const int8_t mxfp4_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+/* The 4-bit codebooks (iq4nl_values: IQ4_NL / IQ4_XS; mxfp4_values: E2M1 doubled, MXFP4 and NVFP4, whose
+** scales are halved to match) are in ops/quant_grids.h with the grids, shared with the GPU kernels. */
 
 /* Table lookup guarded against any int a hostile file can hold. */
 const QuantType *quant_type(int type)
@@ -107,6 +104,8 @@ size_t quant_dev_block_bytes(int type)
 size_t quant_dev_row_bytes(int type, int64_t n)
 {
 	size_t b = quant_row_bytes(type, n);
+	if (type != QT_Q8_0 && type != QT_Q4_K && type != QT_Q5_K && type != QT_Q6_K)
+		return b; /* the general path reads bytes: rows as in the file */
 	if (b && type == QT_Q8_0)
 		return (size_t)((n + 255) / 256) * 272; /* whole superblocks (quant_dev_spread) */
 	if (b && quant_dev_block_bytes(type) != quant_block_bytes(type))

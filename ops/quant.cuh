@@ -1,7 +1,8 @@
 /*
-** ops/quant.cuh — kernels that read GGUF block-quantized weights (Q8_0, Q4_K, Q5_K, Q6_K) as they are
-** stored, appended to kernels.cuh and fused.cuh by glmc and built from their helpers. The template
-** parameter QT is the ggml type id (8, 12, 13, 14).
+** ops/quant.cuh — kernels that read GGUF block-quantized weights as they are stored, appended to
+** kernels.cuh and fused.cuh by glmc and built from their helpers. The template parameter QT is the ggml
+** type id: Q8_0, Q4_K, Q5_K and Q6_K (8, 12, 13, 14) have the tuned paths described here; every other
+** block type glmc reads takes the general path (QGen, qd_val, qg_chunk: see "The other GGUF block types").
 **
 ** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte, each row padded with
 ** zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and the aligned
@@ -34,6 +35,16 @@
 ** contraction can change a bit: it equals ops/quant.c, which equals ggml.
 */
 
+/* The codebooks of the grid and 4-bit types as __device__ arrays, and the random generator's scale fields
+** of the general types (glmc's kernel text carries both headers before this file, so the includes are
+** for the programs that include quant.cuh). */
+#ifndef GLM_QUANT_GRIDS_H
+#include "quant_grids.h"
+#endif
+#ifndef GLM_QRAND_H
+#include "qrand.h"
+#endif
+
 /* ---- block geometry: values per block, bytes per block, lanes per block in a 1024-value unit ---- */
 
 /* UN: units a warp loads before it computes (so each lane has 8-14 16-byte loads in flight at R = 2). */
@@ -44,11 +55,37 @@ template <> struct QGeo<8> { enum { BLCK = 32, BYTES = 34, DEV = 34, LPB = 1, UN
 template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, DEV = 144, LPB = 8, UN = 2 }; };
 template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, DEV = 176, LPB = 8, UN = 2 }; };
 template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, DEV = 224, LPB = 8, UN = 1 }; };
+/* The general types (QGen below): their GGUF blocks as they are, a lane per 32 values. */
+template <> struct QGeo<2> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = 1 }; };    /* Q4_0 */
+template <> struct QGeo<3> { enum { BLCK = 32, BYTES = 20, DEV = 20, LPB = 1, UN = 1 }; };    /* Q4_1 */
+template <> struct QGeo<6> { enum { BLCK = 32, BYTES = 22, DEV = 22, LPB = 1, UN = 1 }; };    /* Q5_0 */
+template <> struct QGeo<7> { enum { BLCK = 32, BYTES = 24, DEV = 24, LPB = 1, UN = 1 }; };    /* Q5_1 */
+template <> struct QGeo<10> { enum { BLCK = 256, BYTES = 84, DEV = 84, LPB = 8, UN = 1 }; };  /* Q2_K */
+template <> struct QGeo<11> { enum { BLCK = 256, BYTES = 110, DEV = 110, LPB = 8, UN = 1 }; }; /* Q3_K */
+template <> struct QGeo<16> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = 1 }; };  /* IQ2_XXS */
+template <> struct QGeo<17> { enum { BLCK = 256, BYTES = 74, DEV = 74, LPB = 8, UN = 1 }; };  /* IQ2_XS */
+template <> struct QGeo<18> { enum { BLCK = 256, BYTES = 98, DEV = 98, LPB = 8, UN = 1 }; };  /* IQ3_XXS */
+template <> struct QGeo<19> { enum { BLCK = 256, BYTES = 50, DEV = 50, LPB = 8, UN = 1 }; };  /* IQ1_S */
+template <> struct QGeo<20> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = 1 }; };   /* IQ4_NL */
+template <> struct QGeo<21> { enum { BLCK = 256, BYTES = 110, DEV = 110, LPB = 8, UN = 1 }; }; /* IQ3_S */
+template <> struct QGeo<22> { enum { BLCK = 256, BYTES = 82, DEV = 82, LPB = 8, UN = 1 }; };  /* IQ2_S */
+template <> struct QGeo<23> { enum { BLCK = 256, BYTES = 136, DEV = 136, LPB = 8, UN = 1 }; }; /* IQ4_XS */
+template <> struct QGeo<29> { enum { BLCK = 256, BYTES = 56, DEV = 56, LPB = 8, UN = 1 }; };  /* IQ1_M */
+template <> struct QGeo<34> { enum { BLCK = 256, BYTES = 54, DEV = 54, LPB = 8, UN = 1 }; };  /* TQ1_0 */
+template <> struct QGeo<35> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = 1 }; };  /* TQ2_0 */
+template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, UN = 1 }; };   /* MXFP4 */
+template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = 1 }; };   /* NVFP4 */
 
-/* Device bytes of one row of K values: whole block slots, padded to 16 bytes (ops/quant.c
-** quant_dev_row_bytes computes the same on the host). */
+/* Q8_0, Q4_K, Q5_K and Q6_K have their own loads and decoders; every other type takes the general path
+** (qd_val, qg_chunk below), which reads bytes one at a time, so its rows need no alignment. */
+template <int QT> struct QGen { enum { YES = !(QT == 8 || QT == 12 || QT == 13 || QT == 14) }; };
+
+/* Device bytes of one row of K values: whole block slots, padded to 16 bytes; the general types' rows
+** as in the file, unpadded (ops/quant.c quant_dev_row_bytes computes the same on the host). */
 template <int QT> __device__ __forceinline__ long long q_stride(long long K)
 {
+	if (QGen<QT>::YES)
+		return K / QGeo<QT>::BLCK * QGeo<QT>::BYTES;
 	if (QT == 8)
 		return (K + 255) / 256 * 272;
 	return (K / QGeo<QT>::BLCK * QGeo<QT>::DEV + 15) & ~15LL;
@@ -391,14 +428,305 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 }
 
 /*
+** ---- The other GGUF block types (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, the IQ1/IQ2/IQ3
+** grid types, TQ1_0, TQ2_0, NVFP4): exact decoding, one value at a time ----
+**
+** These stay in their GGUF blocks on the GPU too, byte for byte (rows padded to 16 bytes, no slots), and
+** every kernel templated on QT reads them through the two functions below: qd_val (value i of a block,
+** bit for bit ops/quant.c: the same float operations in the same order, each rounded explicitly so no
+** FMA is contracted) and qg_chunk (q_chunk's contract: a lane decodes the 32 values it owns and does 32
+** FMAs a row against the staged x). The codebooks are ops/quant_grids.h's, __device__ arrays here. Blocks
+** are read byte by byte (most are 17-110 bytes, so no load is aligned): a general path, correct first;
+** the hand-tuned paths above serve Q8_0 and the K-quants.
+*/
+
+/* A small integer (|q| < 2^22) as float, exactly (float)q, from its bits and one add: the general path
+** converts every quant, and the int-to-float instruction runs at a quarter of the FMA's rate. */
+__device__ __forceinline__ float qd_f(int q)
+{
+	return __uint_as_float(0x4B400000u + (unsigned)q) - 12582912.0f;
+}
+
+/* The half at byte o of a block, as float. */
+__device__ __forceinline__ float qd_h(const unsigned char *b, int o)
+{
+	return q_h2f((unsigned)b[o] | (unsigned)b[o + 1] << 8);
+}
+
+/* The 32-bit little-endian word at byte o of a block. */
+__device__ __forceinline__ unsigned qd_w(const unsigned char *b, int o)
+{
+	return (unsigned)b[o] | (unsigned)b[o + 1] << 8 | (unsigned)b[o + 2] << 16 | (unsigned)b[o + 3] << 24;
+}
+
+/* Nibble i (0..31) of the 16 bytes at q: low nibbles are values 0..15, high ones 16..31. */
+__device__ __forceinline__ int qd_nib32(const unsigned char *q, int i)
+{
+	return i < 16 ? q[i] & 15 : q[i - 16] >> 4;
+}
+
+/* db · magnitude, negated when the sign bit is set (ggml's order: scale times magnitude, then the sign). */
+__device__ __forceinline__ float qd_grid(float db, unsigned mag, unsigned neg)
+{
+	float v = __fmul_rn(db, qd_f(mag));
+	return neg ? -v : v;
+}
+
+/* Value i (0 <= i < the block size) of one block of type QT (ops/quant.c dq_*). */
+template <int QT> __device__ __forceinline__ float qd_val(const unsigned char *b, int i);
+
+template <> __device__ __forceinline__ float qd_val<2>(const unsigned char *b, int i) /* Q4_0 */
+{
+	return __fmul_rn(qd_f(qd_nib32(b + 2, i) - 8), qd_h(b, 0));
+}
+
+template <> __device__ __forceinline__ float qd_val<3>(const unsigned char *b, int i) /* Q4_1 */
+{
+	return __fadd_rn(__fmul_rn(qd_f(qd_nib32(b + 4, i)), qd_h(b, 0)), qd_h(b, 2));
+}
+
+template <> __device__ __forceinline__ float qd_val<6>(const unsigned char *b, int i) /* Q5_0: bit i of qh */
+{
+	int q = qd_nib32(b + 6, i) | ((b[2 + (i >> 3)] >> (i & 7)) & 1) << 4;
+	return __fmul_rn(qd_f(q - 16), qd_h(b, 0));
+}
+
+template <> __device__ __forceinline__ float qd_val<7>(const unsigned char *b, int i) /* Q5_1 */
+{
+	int q = qd_nib32(b + 8, i) | ((b[4 + (i >> 3)] >> (i & 7)) & 1) << 4;
+	return __fadd_rn(__fmul_rn(qd_f(q), qd_h(b, 0)), qd_h(b, 2));
+}
+
+template <> __device__ __forceinline__ float qd_val<10>(const unsigned char *b, int i) /* Q2_K */
+{
+	int g = i >> 4, l = i & 15, shift = 2 * ((g & 7) >> 1);
+	unsigned sc = b[g];
+	float dl = __fmul_rn(qd_h(b, 80), qd_f(sc & 15)), ml = __fmul_rn(qd_h(b, 82), qd_f(sc >> 4));
+	int q = (b[16 + 32 * (g >> 3) + 16 * (g & 1) + l] >> shift) & 3;
+	return __fsub_rn(__fmul_rn(dl, qd_f(q)), ml);
+}
+
+template <> __device__ __forceinline__ float qd_val<11>(const unsigned char *b, int i) /* Q3_K */
+{
+	int g = i >> 4, l = i & 15, off = 16 * (g & 1);
+	const unsigned char *s = b + 96;
+	int lo = g < 8 ? s[g] & 15 : s[g - 8] >> 4, hi = (s[8 + (g & 3)] >> (2 * (g >> 2))) & 3;
+	float dl = __fmul_rn(qd_h(b, 108), qd_f((lo | hi << 4) - 32));
+	int v = ((b[32 + 32 * (g >> 3) + off + l] >> (2 * ((g & 7) >> 1))) & 3) - (((b[off + l] >> (g >> 1)) & 1) ? 0 : 4);
+	return __fmul_rn(dl, qd_f(v));
+}
+
+template <> __device__ __forceinline__ float qd_val<20>(const unsigned char *b, int i) /* IQ4_NL */
+{
+	return __fmul_rn(qd_h(b, 0), qd_f(iq4nl_values[qd_nib32(b + 2, i)]));
+}
+
+template <> __device__ __forceinline__ float qd_val<23>(const unsigned char *b, int i) /* IQ4_XS */
+{
+	int j = i >> 5;
+	unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
+	int ls = ((b[4 + (j >> 1)] >> (4 * (j & 1))) & 15) | ((sh >> (2 * j)) & 3) << 4;
+	float dl = __fmul_rn(qd_h(b, 0), qd_f(ls - 32));
+	return __fmul_rn(dl, qd_f(iq4nl_values[qd_nib32(b + 8 + 16 * j, i & 31)]));
+}
+
+template <> __device__ __forceinline__ float qd_val<39>(const unsigned char *b, int i) /* MXFP4: E8M0 scale, halved */
+{
+	unsigned e = b[0];
+	float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+	return __fmul_rn(qd_f(mxfp4_values[qd_nib32(b + 1, i)]), d);
+}
+
+template <> __device__ __forceinline__ float qd_val<16>(const unsigned char *b, int i) /* IQ2_XXS */
+{
+	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
+	const unsigned char *q = b + 2 + 8 * g;
+	unsigned aux = qd_w(q, 4);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(aux >> 28))), 0.25f);
+	return qd_grid(db, (unsigned)(iq2xxs_grid[q[l]] >> 8 * j) & 0xff, (iq_ksigns[(aux >> 7 * l) & 127] >> j) & 1);
+}
+
+template <> __device__ __forceinline__ float qd_val<17>(const unsigned char *b, int i) /* IQ2_XS */
+{
+	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
+	unsigned sc = b[66 + g], v = (unsigned)b[2 + 2 * (4 * g + l)] | (unsigned)b[3 + 2 * (4 * g + l)] << 8;
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
+	return qd_grid(db, (unsigned)(iq2xs_grid[v & 511] >> 8 * j) & 0xff, (iq_ksigns[v >> 9] >> j) & 1);
+}
+
+template <> __device__ __forceinline__ float qd_val<22>(const unsigned char *b, int i) /* IQ2_S */
+{
+	int g = i >> 5, l = (i >> 3) & 3, j = i & 7;
+	unsigned sc = b[74 + g];
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(l < 2 ? sc & 15 : sc >> 4))), 0.25f);
+	int idx = b[2 + 4 * g + l] | ((b[66 + g] >> 2 * l) & 3) << 8;
+	return qd_grid(db, (unsigned)(iq2s_grid[idx] >> 8 * j) & 0xff, (b[34 + 4 * g + l] >> j) & 1);
+}
+
+template <> __device__ __forceinline__ float qd_val<18>(const unsigned char *b, int i) /* IQ3_XXS */
+{
+	int g = i >> 5, l = (i >> 3) & 3, h = (i >> 2) & 1, j = i & 3;
+	unsigned aux = qd_w(b, 66 + 4 * g);
+	float db = __fmul_rn(__fmul_rn(qd_h(b, 0), __fadd_rn(0.5f, qd_f(aux >> 28))), 0.5f);
+	unsigned s = iq_ksigns[(aux >> 7 * l) & 127];
+	return qd_grid(db, (iq3xxs_grid[b[2 + 8 * g + 2 * l + h]] >> 8 * j) & 0xff, (s >> (4 * h + j)) & 1);
+}
+
+template <> __device__ __forceinline__ float qd_val<21>(const unsigned char *b, int i) /* IQ3_S */
+{
+	int g = i >> 5, l = (i >> 3) & 3, h = (i >> 2) & 1, j = i & 3;
+	float db = __fmul_rn(qd_h(b, 0), qd_f(1 + 2 * ((b[106 + (g >> 1)] >> 4 * (g & 1)) & 15)));
+	int idx = b[2 + 8 * g + 2 * l + h] | ((b[66 + g] >> (2 * l + h)) & 1) << 8;
+	return qd_grid(db, (iq3s_grid[idx] >> 8 * j) & 0xff, (b[74 + 4 * g + l] >> (4 * h + j)) & 1);
+}
+
+/* 8 IQ1 grid values: element j of row, shifted by delta, times dl. */
+__device__ __forceinline__ float qd_iq1(float dl, unsigned long long row, int j, float delta)
+{
+	return __fmul_rn(dl, __fadd_rn(qd_f((signed char)((row >> 8 * j) & 0xff)), delta));
+}
+
+template <> __device__ __forceinline__ float qd_val<19>(const unsigned char *b, int i) /* IQ1_S */
+{
+	int g = i >> 5, l = (i >> 3) & 3;
+	unsigned h = (unsigned)b[34 + 2 * g] | (unsigned)b[35 + 2 * g] << 8;
+	float dl = __fmul_rn(qd_h(b, 0), qd_f(2 * ((h >> 12) & 7) + 1));
+	return qd_iq1(dl, iq1s_grid[b[2 + 4 * g + l] | ((h >> 3 * l) & 7) << 8], i & 7, (h & 0x8000) ? -IQ1_DELTA : IQ1_DELTA);
+}
+
+template <> __device__ __forceinline__ float qd_val<29>(const unsigned char *b, int i) /* IQ1_M */
+{
+	int g = i >> 5, l = (i >> 3) & 3;
+	unsigned sc[4];
+#pragma unroll
+	for (int k = 0; k < 4; k++)
+		sc[k] = (unsigned)b[48 + 2 * k] | (unsigned)b[49 + 2 * k] << 8;
+	float d = q_h2f(sc[0] >> 12 | (sc[1] >> 8 & 0xf0) | (sc[2] >> 4 & 0xf00) | (sc[3] & 0xf000));
+	float dl = __fmul_rn(d, qd_f(2 * ((sc[g >> 1] >> (6 * (g & 1) + 3 * (l >> 1))) & 7) + 1));
+	unsigned h = b[32 + 2 * g + (l >> 1)] >> 4 * (l & 1);
+	return qd_iq1(dl, iq1s_grid[b[4 * g + l] | (h & 7) << 8], i & 7, (h & 8) ? -IQ1_DELTA : IQ1_DELTA);
+}
+
+template <> __device__ __forceinline__ float qd_val<34>(const unsigned char *b, int i) /* TQ1_0: base-3 digits */
+{
+	unsigned q;
+	int n;
+	if (i < 160)
+		n = i >> 5, q = b[i & 31];
+	else if (i < 240)
+		n = (i - 160) >> 4, q = b[32 + ((i - 160) & 15)];
+	else
+		n = (i - 240) >> 2, q = b[48 + (i & 3)];
+	unsigned p = n == 0 ? 1u : n == 1 ? 3u : n == 2 ? 9u : n == 3 ? 27u : 81u;
+	return __fmul_rn(qd_f((int)((((q * p) & 0xffu) * 3) >> 8) - 1), qd_h(b, 52));
+}
+
+template <> __device__ __forceinline__ float qd_val<35>(const unsigned char *b, int i) /* TQ2_0 */
+{
+	int q = (b[32 * (i >> 7) + (i & 31)] >> (2 * ((i >> 5) & 3))) & 3;
+	return __fmul_rn(qd_f(q - 1), qd_h(b, 64));
+}
+
+/* NVFP4's UE4M3 sub-block scale, halved (ops/quant.c ue4m3_half). */
+__device__ __forceinline__ float qd_ue4m3_half(unsigned x)
+{
+	if (x == 0 || x == 0x7f)
+		return 0.0f;
+	unsigned e = x >> 3 & 15, m = x & 7;
+	return e == 0 ? __fmul_rn(qd_f(m), 0x1p-10f) : __uint_as_float((e + 119) << 23 | m << 20);
+}
+
+template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, int i) /* NVFP4 */
+{
+	int s = i >> 4, j = i & 15;
+	unsigned q = b[4 + 8 * s + (j & 7)];
+	return __fmul_rn(qd_f(mxfp4_values[j < 8 ? q & 15 : q >> 4]), qd_ue4m3_half(b[s]));
+}
+
+/* The BY bytes of a block at p (any alignment) into loc, read as the aligned 32-bit words that hold them
+** (never a word past the one with the block's last byte) and shifted into place: a lane that owns a
+** whole 32-value block (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) then decodes from registers, not from
+** a byte load per field (the indices into loc are constants once qg_chunk's loop is unrolled). */
+template <int BY> __device__ __forceinline__ void qg_bytes(const unsigned char *p, unsigned char (&loc)[BY])
+{
+	const int W = (BY + 3) / 4 + 1;
+	unsigned long long a = (unsigned long long)p, a0 = a & ~3ull, last = (a + BY - 1) & ~3ull;
+	unsigned mis = (unsigned)(a & 3), w[W];
+#pragma unroll
+	for (int k = 0; k < W; k++)
+		w[k] = a0 + 4ull * k <= last ? __ldg((const unsigned *)a0 + k) : 0u;
+#pragma unroll
+	for (int k = 0; k < BY; k += 4) {
+		unsigned v = __funnelshift_r(w[k / 4], w[k / 4 + 1], 8 * mis);
+#pragma unroll
+		for (int q = 0; q < 4; q++)
+			if (k + q < BY)
+				loc[k + q] = (unsigned char)(v >> 8 * q);
+	}
+}
+
+/*
+** q_chunk's contract for the general types: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc) for t < tn, x
+** staged at xs[t·kcap + q_xsw(i)]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk.
+** As q_chunk, a lane owns 32 values of one block of the unit (LPB lanes a block); it decodes them exactly
+** (qd_val) and does one FMA a value and row.
+*/
+template <int QT, int R, int TM>
+__device__ __forceinline__ void qg_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                         const float *xs, int kcap, int tn, int u0, int ustep)
+{
+	const int BL = QGeo<QT>::BLCK, LPB = QGeo<QT>::LPB, BY = QGeo<QT>::BYTES;
+	int lane = threadIdx.x & 31, lb = lane / LPB, sub = 32 * (lane % LPB);
+	int nu = (kc + 1023) >> 10;
+	long long kb0 = k0 / BL; /* the chunk's first block (chunks start at multiples of 1024) */
+	for (int u = u0; u < nu; u += ustep) {
+		int e = (u << 10) + lb * BL; /* chunk-relative first value of the lane's block */
+		if (e >= kc)
+			continue;
+		float wf[R][32];
+#pragma unroll
+		for (int r = 0; r < R; r++) {
+			const unsigned char *blk = rows[r] + (kb0 + e / BL) * BY;
+			if constexpr (BL == 32) { /* the lane's whole block, through registers */
+				unsigned char loc[BY];
+				qg_bytes<BY>(blk, loc);
+#pragma unroll
+				for (int j = 0; j < 32; j++)
+					wf[r][j] = qd_val<QT>(loc, j);
+			} else {
+#pragma unroll
+				for (int j = 0; j < 32; j++)
+					wf[r][j] = qd_val<QT>(blk, sub + j);
+			}
+		}
+#pragma unroll
+		for (int t = 0; t < TM; t++) {
+			if (t < tn) {
+#pragma unroll
+				for (int p = 0; p < 8; p++) {
+					float4 xv = *(const float4 *)(xs + t * kcap + q_xsw(e + sub + 4 * p));
+#pragma unroll
+					for (int r = 0; r < R; r++) {
+						acc[r][t] = fmaf(xv.x, wf[r][4 * p], acc[r][t]);
+						acc[r][t] = fmaf(xv.y, wf[r][4 * p + 1], acc[r][t]);
+						acc[r][t] = fmaf(xv.z, wf[r][4 * p + 2], acc[r][t]);
+						acc[r][t] = fmaf(xv.w, wf[r][4 * p + 3], acc[r][t]);
+					}
+				}
+			}
+		}
+	}
+}
+
+/*
 ** The dot products of R rows with the staged x chunk: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc)
 ** for t < tn. x is staged swizzled (q_xsw) in xs[t·kcap + ...], its 16-value sums as xsum[t·kcap/16 +
 ** i/16]. This warp takes units u0, u0 + ustep, ... of the chunk, UN at a time with all their loads
 ** issued first.
 */
 template <int QT, int R, int TM>
-__device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
-                                        const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
+__device__ __forceinline__ void q_kchunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                         const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
 {
 	const int BL = QGeo<QT>::BLCK, UN = QGeo<QT>::UN;
 	int lane = threadIdx.x & 31, lb = q_lb<QT>(lane);
@@ -445,6 +773,17 @@ __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char
 			}
 		}
 	}
+}
+
+/* q_kchunk's contract for every block type: the tuned path of Q8_0 and the K-quants, else qg_chunk. */
+template <int QT, int R, int TM>
+__device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                        const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
+{
+	if constexpr (QGen<QT>::YES)
+		qg_chunk<QT, R, TM>(acc, rows, k0, kc, xs, kcap, tn, u0, ustep);
+	else
+		q_kchunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, u0, ustep);
 }
 
 /* 16 consecutive values at p as floats: 16-byte loads when p is 16-byte aligned (a decode step's rows
@@ -1452,8 +1791,12 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 }
 
 /* Exact dequantization of value k of a row (bit for bit ops/quant.c): each float operation rounded
-** explicitly, in ggml's order. */
-template <int QT> __device__ __forceinline__ float q_elem(const unsigned char *row, long long k);
+** explicitly, in ggml's order. The general types decode their block with qd_val; Q8_0 and the K-quants
+** (their device slots) below. */
+template <int QT> __device__ __forceinline__ float q_elem(const unsigned char *row, long long k)
+{
+	return qd_val<QT>(row + k / QGeo<QT>::BLCK * QGeo<QT>::BYTES, (int)(k % QGeo<QT>::BLCK));
+}
 
 template <> __device__ __forceinline__ float q_elem<8>(const unsigned char *row, long long k)
 {
@@ -1783,6 +2126,9 @@ template <int QT> __device__ __forceinline__ unsigned q_rand_byte(unsigned long 
 	unsigned long long blk = g / B;
 	int o = (int)(g - blk * B), field = -1, E = 0;
 	int lk = 63 - __clzll((long long)(K > 0 ? K : 1)), ea = -((lk + 1) >> 1);
+	if (QGen<QT>::YES)
+		return qrand_general(QT, o, ea, (unsigned)(q_mix64(seed + g / 8) >> (8 * (g % 8))) & 0xffu, q_mix64(~seed + blk * 2),
+		                     q_mix64(~seed + blk * 2 + 1));
 	if (QT == 8 && o < 2)
 		field = 0, E = ea - 8;
 	if ((QT == 12 || QT == 13) && o < 4)

@@ -56,7 +56,8 @@ size_t quant_dev_block_bytes(int type);
 
 /* Bytes of one row of n elements as the GPU keeps a block-quantized weight (ops/quant.cuh q_stride):
 ** its blocks in device slots (Q8_0: whole 272-byte superblocks of 8 blocks), rounded up to a multiple of
-** 16; 0 when quant_row_bytes is. */
+** 16; the other types (quant.cuh's general path, Q4_K/Q5_K/Q6_K/Q8_0 aside) their file bytes, unpadded;
+** 0 when quant_row_bytes is. */
 size_t quant_dev_row_bytes(int type, int64_t n);
 
 /* A row of n elements whose GGUF bytes start at row (a buffer of quant_dev_row_bytes) moved into the

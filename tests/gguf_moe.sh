@@ -189,12 +189,18 @@ for m in $FIXTURES; do cat "$tmp/$m.log"; done
 G5Q="models/glm5.lua --config tests/data/glm5_q256.json"
 per_layer() { bin/glmc dump $G5Q --random-weights $1 --after emit 2>/dev/null | sed -n 's/^kernels (decode step of 1 token): [0-9]* per step; per layer: //p'; }
 want_k=$(per_layer bf16)
-for q in q4_k_m q4_k q5_k q6_k q8_0; do
+for q in q4_k_m q4_k q5_k q6_k q8_0 iq_dyn iq2_xxs q4_0 nvfp4; do
 	k=$(per_layer $q)
 	[ -n "$k" ] && [ "$k" = "$want_k" ] && [ "$(echo $k | tr ' ' '\n' | sort -n | tail -1)" -le 12 ] &&
 		ok "GLM-5 (256-wide) ${q^^} blocks on the GPU: kernels per layer as bf16's ($k)" ||
 		bad "GLM-5 (256-wide) ${q^^}: kernels per layer as bf16's" "got '$k', bf16 '$want_k'"
 done
+# the iq_dyn mix (issue 48): the routed experts' gate/up stay IQ1_M blocks and their down IQ2_XXS, read by
+# quant.cuh's general path beside the shared expert's Q4_K (k_qmoe_up, k_qmoe_down_fused)
+bin/glmc dump $G5Q --random-weights iq_dyn --after emit 2>/dev/null | grep -o 'k_qmoe_[a-z_]*<[^>]*>' | sort -u >$tmp/qkd
+grep -q 'k_qmoe_up<float, 29, 29>' $tmp/qkd && grep -q 'k_qmoe_down_fused<float, 16, 12, true, true>' $tmp/qkd &&
+	ok "GLM-5 (256-wide) iq_dyn: the experts' kernels read IQ1_M and IQ2_XXS blocks ($(tr '\n' ' ' <$tmp/qkd))" ||
+	bad "GLM-5 (256-wide) iq_dyn: the experts' kernels read IQ1_M and IQ2_XXS blocks" "$(tr '\n' ' ' <$tmp/qkd)"
 if bin/glmc compile $G5Q --random-weights q4_k_m -o $tmp/g5q.plan 2>$tmp/err &&
 	bin/glmc compile $G5Q --random-weights q4_k_m -O0 -o $tmp/g5q0.plan 2>>$tmp/err; then
 	bin/glmc dump $G5Q --random-weights q4_k_m --after emit 2>/dev/null | grep -o 'k_q[a-z_]*fused<\|k_qmoe_down_mma<' | sort | uniq -c >$tmp/qk

@@ -247,12 +247,17 @@ static void check_table(void)
 	check(quant_row_bytes(QT_Q8_0, 4096) == 4096 / 32 * 34, "Q8_0 row bytes", "%zu", quant_row_bytes(QT_Q8_0, 4096));
 	check(quant_row_bytes(QT_Q8_0, 33) == 0, "row not a whole number of blocks -> 0", "");
 	check(quant_row_bytes(QT_F32, INT64_MAX) == 0, "row size overflow -> 0", "");
-	/* the device layout: Q6_K blocks in 224-byte slots, the others as GGUF keeps them, rows to 16 bytes */
+	/* the device layout: Q6_K blocks in 224-byte slots, Q4_K/Q5_K as GGUF keeps them, rows to 16 bytes */
 	check(quant_dev_row_bytes(QT_Q6_K, 768) == 3 * 224 && quant_dev_row_bytes(QT_Q4_K, 768) == 3 * 144 &&
 	          quant_dev_row_bytes(QT_Q8_0, 64) == 272 && quant_dev_row_bytes(QT_Q8_0, 512) == 2 * 272 &&
 	          quant_dev_row_bytes(QT_Q8_0, 288) == 2 * 272 && quant_dev_row_bytes(QT_Q6_K, 100) == 0,
 	      "device row bytes (Q6_K slots of 224, Q8_0 superblocks of 272)", "%zu %zu", quant_dev_row_bytes(QT_Q6_K, 768),
 	      quant_dev_row_bytes(QT_Q8_0, 64));
+	/* the general path's types keep the file's rows, unpadded (18 bytes a Q4_0 block, 54 a TQ1_0 one) */
+	check(quant_dev_row_bytes(QT_Q4_0, 96) == 3 * 18 && quant_dev_row_bytes(QT_TQ1_0, 512) == 2 * 54 &&
+	          quant_dev_row_bytes(QT_NVFP4, 64) == 36 && quant_dev_row_bytes(QT_IQ2_XXS, 100) == 0,
+	      "device row bytes of the general types (the file's)", "%zu %zu", quant_dev_row_bytes(QT_Q4_0, 96),
+	      quant_dev_row_bytes(QT_TQ1_0, 512));
 	{
 		/* Q8_0 superblocks: 9 blocks (one whole superblock and one of a single block); every value found
 		** where ops/quant.cuh's q_elem<8> and q8_piece look for it, the missing blocks' bytes zero */

@@ -106,9 +106,11 @@ static void check_load_raw(const Weights *wt, const unsigned char *qb)
 static void check_random(void)
 {
 	char err[512], name[128];
-	static const int types[] = {QT_Q8_0, QT_Q4_K, QT_Q5_K, QT_Q6_K};
+	static const int types[] = {QT_Q8_0,   QT_Q4_K,  QT_Q5_K, QT_Q6_K,  QT_Q4_0,  QT_Q4_1,   QT_Q5_0,   QT_Q5_1,
+	                            QT_Q2_K,   QT_Q3_K,  QT_IQ4_NL, QT_IQ4_XS, QT_MXFP4, QT_IQ1_S, QT_IQ1_M, QT_IQ2_XXS,
+	                            QT_IQ2_XS, QT_IQ2_S, QT_IQ3_XXS, QT_IQ3_S, QT_TQ1_0, QT_TQ2_0, QT_NVFP4};
 	static const int64_t Ks[] = {256, 4096, 14336};
-	for (size_t ti = 0; ti < 4; ti++)
+	for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
 		for (size_t ki = 0; ki < 3; ki++) {
 			int q = types[ti];
 			int64_t K = Ks[ki], rows = 16;

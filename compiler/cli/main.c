@@ -65,8 +65,14 @@ static const char *usage =
 	"                   else, and without MODEL.lua, <glmc's dir>/../models/lib)\n"
 	"  --config FILE    hyperparameters only (a config.json), with --random-weights TYPE: every\n"
 	"                   parameter random (TYPE for matrices: f32, f16, bf16, q8_0, q4_k, q5_k,\n"
-	"                   q6_k, or q4_k_m; vectors f32) — plans for models whose weights are not\n"
-	"                   here; glmrun flags such runs.\n"
+	"                   q6_k, any other GGUF block type the GPU reads (q4_0, q4_1, q5_0, q5_1, q2_k,\n"
+	"                   q3_k, iq4_nl, iq4_xs, mxfp4, iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs,\n"
+	"                   iq3_s, tq1_0, tq2_0, nvfp4), q4_k_m or iq_dyn; vectors f32) — plans for models\n"
+	"                   whose weights are not here; glmrun flags such runs.\n"
+	"                   iq_dyn is a 1-2-bit \"dynamic\" mix of big-MoE files: routed experts' gate/up\n"
+	"                   IQ1_M and down IQ2_XXS, shared expert and dense FFN Q4_K, attention Q6_K\n"
+	"                   (attn_output Q8_0), output Q6_K, router f32; rows that are not whole blocks as\n"
+	"                   for q4_k_m\n"
 	"                   q4_k_m is llama.cpp's Q4_K_M mix: Q4_K, with Q6_K for output.weight, for\n"
 	"                   ffn_down (also _exps/_shexp) of layers where use_more_bits(layer, n_layer) holds\n"
 	"                   (the first and last eighth and every third between; n_layer counts the whole\n"
@@ -230,10 +236,11 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
 	Weights d;
 	if (o->random) {
-		int q = !strcmp(o->random, "q4_k_m") ? WQ_MIX_Q4_K_M : quant_type_from_name(o->random);
-		if (q != WQ_MIX_Q4_K_M && (q < 0 || !weights_random_type_ok(q)))
-			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (f32, f16, bf16, q8_0, q4_k, "
-			              "q5_k, q6_k, q4_k_m)", o->random);
+		int q = !strcmp(o->random, "q4_k_m") ? WQ_MIX_Q4_K_M : !strcmp(o->random, "iq_dyn") ? WQ_MIX_IQ_DYN
+		        : quant_type_from_name(o->random);
+		if (q != WQ_MIX_Q4_K_M && q != WQ_MIX_IQ_DYN && (q < 0 || !weights_random_type_ok(q)))
+			return seterr(err, len, "--random-weights: unknown or unsupported type '%s' (f32, f16, bf16, a GGUF block "
+			              "type such as q8_0, q4_k or iq2_xxs, q4_k_m, iq_dyn)", o->random);
 		if (weights_open_random(&d, o->config, q, err, len))
 			return -1;
 	} else if (weights_open(&d, o->weights, err, len))
@@ -334,6 +341,30 @@ static void kv_str(Kv *k, const char *key, const char *v)
 		printf("%s: %s\n", key, v);
 }
 
+/* The weight bytes glmrun allocates on one GPU (runtime/cuda.c sizes them the same way): blocks kept as
+** they are (their device rows, ops/quant.c quant_dev_row_bytes) against those blocks' bytes in the file,
+** the difference being the rows' alignment padding (and Q6_K's slots, Q8_0's whole superblocks), and the
+** float weights at their GPU type (GGUF blocks converted at upload included). */
+static void gpu_weight_stats(const Graph *g, Kv *k)
+{
+	uint64_t all = 0, blk = 0, file = 0;
+	for (int i = 0; i < g->nw; i++) {
+		const Node *n = &g->node[g->w[i].node];
+		int64_t K = n->dim[n->ndim - 1], numel = node_numel(n, 0, 0), rows = K ? numel / K : 0;
+		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
+			uint64_t b = (uint64_t)quant_dev_row_bytes(g->cuda.wq[i], K) * (uint64_t)rows;
+			blk += b, all += b;
+			file += (uint64_t)quant_row_bytes(g->cuda.wq[i], K) * (uint64_t)rows;
+		} else {
+			all += (uint64_t)numel * dtype_size(cuda_wdtype(g, g->w[i].node));
+		}
+	}
+	kv(k, "gpu_weight_bytes", (long long)all);
+	kv(k, "gpu_block_weight_bytes", (long long)blk);
+	kv(k, "gpu_block_weight_file_bytes", (long long)file);
+	kv(k, "gpu_block_weight_pad_bytes", (long long)(blk - file));
+}
+
 /* glmc stats PLAN: key: value lines (or JSON) for scripts and benchmarks. */
 static void print_stats(const Graph *g, int json)
 {
@@ -367,6 +398,8 @@ static void print_stats(const Graph *g, int json)
 	kv(&k, "weight_bytes_per_gpu", (long long)wb);
 	kv(&k, "weight_bytes_total", (long long)total);
 	kv(&k, "weight_bytes_split", (long long)split);
+	if (g->cuda.source)
+		gpu_weight_stats(g, &k);
 	int64_t cache = 0;
 	for (int i = 0; i < g->n; i++)
 		if (g->node[i].kind == VK_CACHE)

@@ -116,6 +116,22 @@ static int q4km_type(const char *name, int layer, int n_layer, int wv, int nwv, 
 	return QT_Q4_K;
 }
 
+/* The iq_dyn mix (issue 48's "dynamic" GGUFs of GLM-5 and DeepSeek: most bytes in the routed experts at 1-2
+** bits, the rest kept wide): routed experts' gate and up IQ1_M, down IQ2_XXS; shared expert and dense FFN
+** Q4_K; attention Q6_K but attn_output Q8_0; output Q6_K; embedding Q4_K; the router F32. */
+static int dyn_type(const char *name)
+{
+	if (strstr(name, "ffn_gate_inp.weight"))
+		return QT_F32;
+	if (strstr(name, "_exps.weight"))
+		return strstr(name, "ffn_down") ? QT_IQ2_XXS : QT_IQ1_M;
+	if (strstr(name, "attn_output.weight"))
+		return QT_Q8_0;
+	if (strstr(name, "attn_") || !strcmp(name, "output.weight"))
+		return QT_Q6_K;
+	return QT_Q4_K;
+}
+
 /* A type whose blocks do not fit a row of `cols`: llama.cpp's fallback (Q4_K -> Q5_0, Q5_K -> Q5_1,
 ** Q6_K -> Q8_0, then F16); other types fall back to BF16 as before. */
 static int row_fallback(int q, int64_t cols, int mix)
@@ -142,7 +158,8 @@ static int name_layer(const char *name)
 ** as in llama.cpp's block_count). */
 static void bind_random(Graph *g, const Weights *wt)
 {
-	int mix = wt->random_qtype == WQ_MIX_Q4_K_M, graph_layers = 0, nwv = 0, wv = 0, tied = 1;
+	int mix = wt->random_qtype == WQ_MIX_Q4_K_M || wt->random_qtype == WQ_MIX_IQ_DYN, graph_layers = 0, nwv = 0, wv = 0,
+	    tied = 1;
 	static const char *const k_layers[] = {"num_hidden_layers", NULL}, *const k_nextn[] = {"num_nextn_predict_layers", NULL},
 	                         *const k_expert[] = {"n_routed_experts", "num_experts", "num_local_experts", NULL};
 	for (int i = 0; i < g->nw; i++) {
@@ -164,7 +181,9 @@ static void bind_random(Graph *g, const Weights *wt)
 		Node *n = &g->node[w->node];
 		int64_t cols = n->dim[n->ndim - 1], rows = node_numel(n, 0, 0) / cols;
 		int q = wt->random_qtype;
-		if (mix) {
+		if (wt->random_qtype == WQ_MIX_IQ_DYN)
+			q = dyn_type(n->name);
+		else if (mix) {
 			int isv = strstr(n->name, "attn_v.weight") || strstr(n->name, "attn_qkv.weight") ||
 			          strstr(n->name, "attn_kv_b.weight");
 			q = q4km_type(n->name, name_layer(n->name), (int)n_layer, wv, nwv, n_expert, tied);

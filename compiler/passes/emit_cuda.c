@@ -586,7 +586,7 @@ static void emit_qhelpers(Em *e)
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const char *wf = graph_meta(g, "weights.format");
-	int random = wf && !strcmp(wf, "random"), seen[16] = {0};
+	int random = wf && !strcmp(wf, "random"), seen[QT_COUNT] = {0};
 	for (int i = 0; i < g->nw; i++) {
 		int q = g->w[i].qtype;
 		if (g->w[i].dtype != DT_Q || !q_blck(q) || seen[q])

@@ -171,7 +171,7 @@ void select_explain(const Graph *g, const Target *t, FILE *f);
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
-/* The GGUF block size of a type whose blocks the GPU kernels read directly (Q8_0, Q4_K, Q5_K, Q6_K), or 0:
+/* The GGUF block size of a type whose blocks the GPU kernels read directly (every block type glmc reads), or 0:
 ** such a weight with whole-block rows may stay quantized on the GPU (select.c q_choose decides, after
 ** fusion, which does not depend on it: the fused kernels read blocks too). */
 int cuda_qblock(int qtype);

@@ -48,8 +48,9 @@ int target_for_arch(const char *arch, Target *t)
 /*
 ** ---- Quantized weights resident on the GPU (ops/quant.cuh) ----
 **
-** A DT_Q weight of a type with kernels (Q8_0, Q4_K, Q5_K, Q6_K) whose rows are whole blocks stays in its
-** GGUF blocks on the GPU when every node reading it has a quantized kernel for it: a linear (as its
+** A DT_Q weight of a type with kernels (every GGUF block type glmc reads: Q8_0 and the K-quants on their
+** tuned paths, the others on quant.cuh's general one) whose rows are whole blocks stays in its GGUF blocks
+** on the GPU when every node reading it has a quantized kernel for it: a linear (as its
 ** weight, by its own kernel or in a fused decode GEMV or MoE end, ops/qfused.cuh), an embedding lookup
 ** (as its table), or a routed-experts FFN (as gate, up or down, all three resident). Anything else (a
 ** matmul, a slice) keeps the float conversion at upload. This is the one place residency is decided:
@@ -57,10 +58,16 @@ int target_for_arch(const char *arch, Target *t)
 ** choice is recorded per weight in the plan (Cuda.wq); glmrun sizes and uploads the weight from it.
 */
 
-/* The block size of a type the quant.cuh kernels read, or 0. */
+/* The block size of a type the quant.cuh kernels read, or 0 (the float types, and ids without kernels). */
 int cuda_qblock(int qtype)
 {
-	return qtype == 8 ? 32 : qtype >= 12 && qtype <= 14 ? 256 : 0;
+	switch (qtype) {
+	case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1: case QT_Q8_0: case QT_Q2_K: case QT_Q3_K: case QT_Q4_K:
+	case QT_Q5_K: case QT_Q6_K: case QT_IQ2_XXS: case QT_IQ2_XS: case QT_IQ3_XXS: case QT_IQ1_S: case QT_IQ4_NL:
+	case QT_IQ3_S: case QT_IQ2_S: case QT_IQ4_XS: case QT_IQ1_M: case QT_TQ1_0: case QT_TQ2_0: case QT_MXFP4:
+	case QT_NVFP4: return quant_block_size(qtype);
+	default: return 0;
+	}
 }
 #define q_blck cuda_qblock
 
@@ -166,7 +173,7 @@ void select_quant_explain(const Graph *g, FILE *f)
 		double fb = (double)node_numel(n, 0, 0) * (double)dtype_size(g->cuda.wconv >= 0 ? g->cuda.wconv : DT_F32);
 		if (g->cuda.wq && g->cuda.wq[i] >= 0) {
 			kept++;
-			kb += (double)(((int64_t)K / q_blck(w->qtype) * quant_block_bytes(w->qtype) + 15) / 16 * 16) * (double)rows;
+			kb += (double)quant_dev_row_bytes(w->qtype, K) * (double)rows;
 			continue;
 		}
 		conv++;

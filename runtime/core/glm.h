@@ -202,8 +202,8 @@ typedef struct {
 	const char *sample_kernel;   /* the sampler's extern "C" name */
 	Launch *l;
 	int nl;
-	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows padded to
-	** 16 bytes (quant_dev_row_bytes; kernels in ops/quant.cuh), or -1 for the float conversion above.
+	/* Per weight (g->w order): the ggml type id the GPU keeps the weight in as GGUF blocks, rows as
+	** quant_dev_row_bytes lays them out (kernels in ops/quant.cuh), or -1 for the float conversion above.
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;

@@ -281,7 +281,7 @@ static void get_cuda_wq(Graph *g, Rd *r)
 	g->cuda.wq = arena_alloc(r->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
 	for (int i = 0; i < g->nw && !r->fail; i++) {
 		int q = get_u8(r) - 1;
-		if (!r->fail && q >= 0 && (g->w[i].dtype != DT_Q || g->w[i].qtype != q || (q != 8 && (q < 12 || q > 14))))
+		if (!r->fail && q >= 0 && (g->w[i].dtype != DT_Q || g->w[i].qtype != q || !cuda_qblock(q)))
 			r->fail = "bad quantized-weight entry in the CUDA section";
 		g->cuda.wq[i] = q;
 	}

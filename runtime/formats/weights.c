@@ -4,6 +4,7 @@
 #include "weights.h"
 #include "rfile.h"
 #include "quant.h"
+#include "qrand.h"
 #include "ref.h"
 
 #include <stdlib.h>
@@ -59,10 +60,23 @@ void weights_random_f32(const Graph *g, const WeightRef *r, float *dst)
 	}
 }
 
+static int random_general(int qtype);
+
 int weights_random_type_ok(int qtype)
 {
 	switch (qtype) {
 	case QT_F32: case QT_F16: case QT_BF16: case QT_Q8_0: case QT_Q4_K: case QT_Q5_K: case QT_Q6_K: return 1;
+	default: return random_general(qtype);
+	}
+}
+
+/* The block types whose scale fields ops/qrand.h knows (every one the GPU reads but Q8_0 and the K-quants). */
+static int random_general(int qtype)
+{
+	switch (qtype) {
+	case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1: case QT_Q2_K: case QT_Q3_K: case QT_IQ2_XXS: case QT_IQ2_XS:
+	case QT_IQ3_XXS: case QT_IQ1_S: case QT_IQ4_NL: case QT_IQ3_S: case QT_IQ2_S: case QT_IQ4_XS: case QT_IQ1_M:
+	case QT_TQ1_0: case QT_TQ2_0: case QT_MXFP4: case QT_NVFP4: return 1;
 	default: return 0;
 	}
 }
@@ -81,7 +95,8 @@ static unsigned random_f16(uint64_t h, int E)
 ** Q6_K d), which are random halves of a size that makes the dequantized values about 1/sqrt(K) in size
 ** (K rounded to a power of 4 first): 2^ea with ea = -ceil(floor(log2 K)/2), times a per-type factor for
 ** the spread of its quants (Q8_0 2^-8: |q| up to 128; Q4_K 2^-9 and dmin 2^-6, about 7.5 times d to
-** centre q·sc around m; Q5_K 2^-10 and 2^-6; Q6_K 2^-12 with signed 8-bit scales).
+** centre q·sc around m; Q5_K 2^-10 and 2^-6; Q6_K 2^-12 with signed 8-bit scales); the other block
+** types' fields are ops/qrand.h's, from the same hashes (d from field 0's, a minimum from field 1's).
 */
 uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g)
 {
@@ -90,6 +105,9 @@ uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g)
 	for (int64_t k = K > 0 ? K : 1; k > 1; k >>= 1)
 		lk++;
 	int ea = -((lk + 1) >> 1);
+	if (random_general(qtype))
+		return (uint8_t)qrand_general(qtype, o, ea, (unsigned)(mix64(seed + g / 8) >> (8 * (g % 8))) & 0xffu,
+		                              mix64(~seed + blk * 2), mix64(~seed + blk * 2 + 1));
 	if (qtype == QT_Q8_0 && o < 2)
 		field = 0, E = ea - 8;
 	if ((qtype == QT_Q4_K || qtype == QT_Q5_K) && o < 4)
@@ -106,7 +124,7 @@ uint8_t weights_random_byte(int qtype, uint64_t seed, int64_t K, uint64_t g)
 ** blocks for block types, else the float generator rounded to the stored type. */
 static int random_whole(const Graph *g, const Node *whole, const WeightRef *r, float *all, char *err, size_t len)
 {
-	if (r->qtype == QT_Q8_0 || r->qtype == QT_Q4_K || r->qtype == QT_Q5_K || r->qtype == QT_Q6_K) {
+	if (r->qtype == QT_Q8_0 || r->qtype == QT_Q4_K || r->qtype == QT_Q5_K || r->qtype == QT_Q6_K || random_general(r->qtype)) {
 		int64_t K = whole->dim[whole->ndim - 1], rows = node_numel(whole, 0, 0) / K;
 		size_t rb = quant_row_bytes(r->qtype, K);
 		uint8_t *row = malloc(rb ? rb : 1);

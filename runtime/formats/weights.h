@@ -21,6 +21,8 @@ enum { WF_HF, WF_GGUF };
 
 /* --random-weights q4_k_m: not one type but llama.cpp's Q4_K_M mix, chosen per tensor (compiler/passes/bind.c). */
 #define WQ_MIX_Q4_K_M 1001
+/* --random-weights iq_dyn: a 1-2-bit "dynamic" mix of big-MoE GGUFs, chosen per tensor (compiler/bind.c). */
+#define WQ_MIX_IQ_DYN 1002
 
 /* Bytes of one row of n elements of a stored type (ggml types and WQ_F8_E4M3); 0 when not whole. */
 size_t weights_row_bytes(int qtype, int64_t n);

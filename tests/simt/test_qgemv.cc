@@ -69,7 +69,7 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	QRows q;
 	size_t rb = quant_row_bytes(qt, K);
 	q.stride = (long long)quant_dev_row_bytes(qt, K);
-	q.b.assign((size_t)(rows * q.stride), 0);
+	q.b.assign((size_t)(rows * q.stride) + 16, 0); /* + the tail of a last aligned word (quant.cuh qg_bytes) */
 	q.f.resize((size_t)(rows * K));
 	uint64_t seed = weights_random_seed(name);
 	std::vector<unsigned char> row(rb);
@@ -665,8 +665,122 @@ static void q8_mma_suite(void)
 	test_qmoe_down_fused<float, 8, 12, 2>(2, 136, 256, 512, 4, 3);
 }
 
+/* The exact decoders (q_elem through k_qdequant, and k_qembedding) against ops/quant.c bit for bit: rows
+** of fresh random blocks of type QT (runtime/weights.c's generator: finite scales, ops/qrand.h), the
+** outputs poisoned with NaN first; then the looked-up rows of a table (ids repeated and out of order).
+** First the GPU's generator (k_qrand, what --random-weights plans upload) against those bytes. */
+template <int QT> static void test_qexact(int rows, int K)
+{
+	QRows w = qrows(QT, rows, K, "blk.0.ffn_up.weight");
+	long long nbytes = rows * w.stride;
+	std::vector<unsigned char> gen(w.b.size(), 0);
+	std::fill(gen.begin(), gen.begin() + nbytes, 0xa5); /* poisoned where k_qrand writes */
+	dim3 g, bl;
+	g.x = (unsigned)((nbytes + 255) / 256), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qrand<QT>(gen.data(), rows, K / QGeo<QT>::BLCK, w.stride, weights_random_seed("blk.0.ffn_up.weight"), K, rows,
+		            1, 1, 0, 1, 0);
+	});
+	check(gen == w.b, fmt("qrand %s rows=%d K=%d: the CPU generator's bytes", quant_type_name(QT), rows, K), "differ");
+	std::vector<float> y((size_t)rows * K, NAN);
+	long long n = (long long)rows * K;
+	g.x = (unsigned)((n + 255) / 256);
+	simt_launch(g, bl, [&] { k_qdequant<float, QT>(y.data(), w.b.data(), n, K); });
+	long bad = 0, nz = 0;
+	for (size_t i = 0; i < y.size(); i++)
+		bad += memcmp(&y[i], &w.f[i], 4) != 0, nz += w.f[i] != 0;
+	check(bad == 0 && nz > (long)y.size() / 2, fmt("qdequant %s rows=%d K=%d bit-exact", quant_type_name(QT), rows, K),
+	      fmt("%ld of %zu differ, %ld nonzero", bad, y.size(), nz));
+	std::vector<int> ids = {rows - 1, 0, rows / 2, rows - 1};
+	std::vector<float> e(ids.size() * (size_t)K, NAN);
+	g.x = (unsigned)((K + 255) / 256), g.y = (unsigned)ids.size();
+	simt_launch(g, bl, [&] { k_qembedding<float, QT>(e.data(), w.b.data(), ids.data(), (int)ids.size(), K); });
+	bad = 0;
+	for (size_t t = 0; t < ids.size(); t++)
+		for (int c = 0; c < K; c++)
+			bad += memcmp(&e[t * K + c], &w.f[(size_t)ids[t] * K + c], 4) != 0;
+	check(bad == 0, fmt("qembedding %s K=%d bit-exact", quant_type_name(QT), K), fmt("%ld differ", bad));
+}
+
+/* k_qlinear_gemm<A, QT, HB> (the prefill GEMM, the tile loader decoding exactly): y = x·wᵀ (+ bias) for T
+** rows, partial tiles in T, N and K. */
+template <typename A, int QT, bool HB> static void test_qgemm(int T, int K, int N)
+{
+	QRows w = qrows(QT, N, K, "blk.0.attn_q.weight");
+	std::vector<A> x = rnd_a<A>((size_t)T * K, -2, 2), b = rnd_a<A>(N);
+	std::vector<float> h((size_t)T * K), bf(N);
+	for (size_t i = 0; i < h.size(); i++)
+		h[i] = to_f(x[i]);
+	for (int n = 0; n < N; n++)
+		bf[n] = to_f(b[n]);
+	std::vector<double> want, scale;
+	ref_dot(want, scale, h, w.f, HB ? bf.data() : nullptr, T, K, N);
+	std::vector<A> y((size_t)T * N, from_f<A>(NAN));
+	dim3 g, bl;
+	g.x = (unsigned)((N + 63) / 64), g.y = (unsigned)((T + 63) / 64), bl.x = 256;
+	simt_launch(g, bl, [&] {
+		k_qlinear_gemm<A, QT, HB>(y.data(), x.data(), w.b.data(), HB ? b.data() : nullptr, T, K, N);
+	});
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = to_f(y[i]);
+	double e = rel_l2(got, want, scale);
+	check(e <= tol<A>(), fmt("qlinear_gemm %s A=%s T=%d K=%d N=%d%s", quant_type_name(QT), aname<A>(), T, K, N, HB ? " bias" : ""),
+	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
+}
+
+/* A general type QT (ops/quant.cuh qd_val, qg_chunk): the exact decoders, the decode GEMV (one token:
+** the staging fast path, whole rows and two chunks, an in-block split, blocks looping over row groups;
+** three tokens), the fused norm group (one token, late or not, and three), the routed experts' gate/up and the MoE end,
+** the prefill GEMM. K of one block and rows of a partial 1024-value unit where the block allows. */
+template <int QT> static void gsuite(void)
+{
+	const int B = QGeo<QT>::BLCK, K1 = B == 256 ? 1280 : 3 * B + 1024;
+	test_qexact<QT>(6, 512);
+	test_qgemv<float, QT, 1, 1, false, false>(1, B, 19);
+	test_qgemv<bf16, QT, 2, 1, true, false>(1, K1, 20);
+	test_qgemv<float, QT, 1, 8, false, true>(3, K1, 17);
+	test_qgemv<float, QT, 2, 1, false, false>(1, 9216, 6, 2); /* two chunks, blocks looping */
+	test_qfused_norm<bf16, QT>(1, 1024, 20, 8, 1, 4);
+	test_qfused_norm<float, QT>(3, 512, 16, 16, 1, 1);
+	test_qfused_norm<float, QT, false, true>(1, 1024, 20, 40, 1, 4); /* the norm's scale after the dots */
+	test_qmoe_up<bf16, QT, QT>(1, 512, 16, 3, 2);
+	test_qmoe_down_fused<float, QT, QT>(2, 24, 512, 512, 4, 2);
+	test_qgemm<float, QT, true>(20, 512, 70);
+}
+
+/* Every general type, with the mixes a dynamic GGUF has (experts of one type, the shared expert another). */
+static void general_types(void)
+{
+	gsuite<2>();
+	gsuite<3>();
+	gsuite<6>();
+	gsuite<7>();
+	gsuite<10>();
+	gsuite<11>();
+	gsuite<20>();
+	gsuite<23>();
+	gsuite<39>();
+	gsuite<16>();
+	gsuite<17>();
+	gsuite<22>();
+	gsuite<18>();
+	gsuite<21>();
+	gsuite<19>();
+	gsuite<29>();
+	gsuite<34>();
+	gsuite<35>();
+	gsuite<40>();
+	test_qmoe_up<bf16, 16, 29>(1, 512, 16, 3, 2);
+	test_qmoe_down_fused<bf16, 19, 12>(1, 40, 512, 256, 5, 3);
+}
+
 int main(void)
 {
+	if (getenv("QGEN_ONLY")) { /* the general types alone (while working on them) */
+		general_types();
+		return finish();
+	}
 	if (getenv("QSK_ONLY")) { /* the stream-K one-token kernel alone (while working on it) */
 		qsk_suite<12>();
 		qsk_suite<14>();
@@ -695,5 +809,6 @@ int main(void)
 	qtc_suite<14>();
 	test_qmoe_up<bf16, 12, 12, true>(1, 1024, 70, 4, 3);
 	test_qmoe_up<float, 12, 12, true>(2, 512, 24, 3, 2);
+	general_types();
 	return finish();
 }
