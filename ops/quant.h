@@ -44,6 +44,10 @@ int quant_type_from_name(const char *name);
 
 /* Elements per block and bytes per block; 0 when the type has no geometry (removed or unknown). */
 int quant_block_size(int type);
+/* The block size of a type whose blocks the GPU kernels read directly (every block type glmc reads), or 0:
+** such a weight with whole-block rows may stay quantized on the GPU (compiler/passes/select.c decides; the
+** plan reader checks a plan's resident types against it). */
+int quant_gpu_block(int qtype);
 size_t quant_block_bytes(int type);
 
 /* Bytes of one row of n elements; 0 when the type has no geometry, n < 0, n is not a multiple of the

@@ -373,7 +373,7 @@ static void emit_allgather(Em *e, int id)
 static const char *bool_s(int b) { return b ? "true" : "false"; }
 
 /* The block size of a type the quant.cuh kernels read, or 0 (select.c decides which weights stay in blocks). */
-#define q_blck cuda_qblock
+#define q_blck quant_gpu_block
 
 /* The resident type of a weight node (ctype's view, without the Em). */
 static int wq_node(const Graph *g, int node)

@@ -171,10 +171,6 @@ void select_explain(const Graph *g, const Target *t, FILE *f);
 */
 /* Fill g->cuda: the wrapper source over ops/kernels.cuh, the launch list and (when NVRTC is present and
 ** compile is set) the cubin for arch. act is DT_F32 or DT_BF16. */
-/* The GGUF block size of a type whose blocks the GPU kernels read directly (every block type glmc reads), or 0:
-** such a weight with whole-block rows may stay quantized on the GPU (select.c q_choose decides, after
-** fusion, which does not depend on it: the fused kernels read blocks too). */
-int cuda_qblock(int qtype);
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len);
 /* NVRTC-compile the source emit_cuda wrote (the compile step of emit_cuda, for a driver that plans memory
 ** between emitting the launches and compiling them). */

@@ -58,18 +58,7 @@ int target_for_arch(const char *arch, Target *t)
 ** choice is recorded per weight in the plan (Cuda.wq); glmrun sizes and uploads the weight from it.
 */
 
-/* The block size of a type the quant.cuh kernels read, or 0 (the float types, and ids without kernels). */
-int cuda_qblock(int qtype)
-{
-	switch (qtype) {
-	case QT_Q4_0: case QT_Q4_1: case QT_Q5_0: case QT_Q5_1: case QT_Q8_0: case QT_Q2_K: case QT_Q3_K: case QT_Q4_K:
-	case QT_Q5_K: case QT_Q6_K: case QT_IQ2_XXS: case QT_IQ2_XS: case QT_IQ3_XXS: case QT_IQ1_S: case QT_IQ4_NL:
-	case QT_IQ3_S: case QT_IQ2_S: case QT_IQ4_XS: case QT_IQ1_M: case QT_TQ1_0: case QT_TQ2_0: case QT_MXFP4:
-	case QT_NVFP4: return quant_block_size(qtype);
-	default: return 0;
-	}
-}
-#define q_blck cuda_qblock
+#define q_blck quant_gpu_block
 
 /* Whether node c's kernels at every step size read its weights through quantized kernels: its own,
 ** and the fused kernel computing it for small steps if any (a decode GEMV group or the MoE layer's end,

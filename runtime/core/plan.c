@@ -5,6 +5,7 @@
 ** the bytes left, the checksum must match, and the graph is re-verified before anyone runs it.
 */
 #include "glm.h"
+#include "quant.h"
 #include "rfile.h"
 
 #include <errno.h>
@@ -281,7 +282,7 @@ static void get_cuda_wq(Graph *g, Rd *r)
 	g->cuda.wq = arena_alloc(r->A, sizeof(int) * (size_t)(g->nw ? g->nw : 1));
 	for (int i = 0; i < g->nw && !r->fail; i++) {
 		int q = get_u8(r) - 1;
-		if (!r->fail && q >= 0 && (g->w[i].dtype != DT_Q || g->w[i].qtype != q || !cuda_qblock(q)))
+		if (!r->fail && q >= 0 && (g->w[i].dtype != DT_Q || g->w[i].qtype != q || !quant_gpu_block(q)))
 			r->fail = "bad quantized-weight entry in the CUDA section";
 		g->cuda.wq[i] = q;
 	}
