@@ -7,7 +7,7 @@
 # --verify --round-bf16 passes; f32 plans (which keep the CUDA-core kernels) to the CPU at 1e-4.
 # Fixtures that route (MoE experts, DSA's top-k keys) may pick another expert or key than the CPU when
 # bf16 rounding, summed in another order, moves a near tie (GPU rounds of 2026-12-06: glm4_moe 0.079 at 63
-# tokens, deepseek_v3 0.087, where the CUDA-core prefill, summing as the CPU does, gave 0): such a run is
+# tokens where the CUDA-core prefill, summing as the CPU does, gave 0; deepseek_v3 0.087): such a run is
 # held instead to its --verify --round-bf16 (routed_first below): a router must be the first node above
 # verify's bound, or verify must report a routing moved at a near tie with no node but the output failing;
 # an attention, linear or norm node failing inside the model fails the row. Env: MODELS, LENGTHS, FIX
