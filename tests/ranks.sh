@@ -5,7 +5,8 @@
 # "GPUs" in lockstep with one graph launch per step; the collectives are enqueued in step order and each
 # allreduce takes the P2P kernel or NCCL as GLMRUN_P2P_MAX and peer access decide; refusals (too few GPUs,
 # no NCCL for tp > 1) are one line; tp 1 runs with or without NCCL; the watchdog turns a stalled rank
-# (the GLMRUN_TEST_STALL_RANK hook) into a non-zero exit that names it, within the timeout.
+# (the GLMRUN_TEST_STALL_RANK hook) into a non-zero exit that names it, within the timeout; too little GPU
+# memory (FAKECUDA_FREE_KIB) is one line naming how many positions fit, and that -c then runs.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
 set -u
 cd "$(dirname "$0")/.."
@@ -145,3 +146,21 @@ rc=$?
 [ $rc = 0 ] && [ "$(wc -l <$tmp/out)" = 3 ] && [ "$(awk '{print NF}' $tmp/out | tr '\n' ' ')" = "5 5 5 " ] &&
 	grep -q "graph launches 4 (1.00 per step)" $tmp/err && ok "--batch 3 on a tp 2 plan: three answers, one launch a step" ||
 	bad "--batch 3 on a tp 2 plan" "status $rc: $(head -c 300 $tmp/err) $(cat $tmp/out)"
+# Out of GPU memory (the driver double's free memory set by FAKECUDA_FREE_KIB): with nothing to spare the
+# message says the cache has no room; with a little more it names how many positions fit, and that -c runs.
+fake FAKECUDA_FREE_KIB=262144 bin/glmrun $tmp/tp1.plan --device cuda --tokens "$prompt" -n 2 -c 512 >/dev/null 2>$tmp/err
+rc=$?
+[ $rc != 0 ] && [ "$(wc -l <$tmp/err)" = 1 ] && grep -q "not enough GPU memory: .* leave no room for a KV cache" $tmp/err &&
+	ok "out of GPU memory: one line, no room for a cache" || bad "out of GPU memory, no room" "status $rc: $(head -c 300 $tmp/err)"
+fit=
+for kib in $(seq 262144 16 270336); do
+	fake FAKECUDA_FREE_KIB=$kib bin/glmrun $tmp/tp1.plan --device cuda --tokens "$prompt" -n 2 -c 512 >/dev/null 2>$tmp/err && break
+	fit=$(sed -n 's/.*at most \([0-9]*\) positions fit (-c \1).*/\1/p' $tmp/err)
+	[ -n "$fit" ] && [ "$fit" -ge $((np + 2)) ] && [ "$fit" -lt 512 ] && break
+	fit=
+done
+if [ -n "$fit" ] && fake FAKECUDA_FREE_KIB=$kib bin/glmrun $tmp/tp1.plan --device cuda --tokens "$prompt" -n 2 -c $fit >/dev/null 2>$tmp/err; then
+	ok "out of GPU memory at -c 512: 'at most $fit positions fit (-c $fit)', and -c $fit runs with that memory"
+else
+	bad "out of GPU memory names what fits" "fit '$fit' at $kib KiB: $(head -c 300 $tmp/err)"
+fi

@@ -352,6 +352,16 @@ static int load_module(Gpu *x, char *err, size_t len)
 	return 0;
 }
 
+/* Bytes for a message: GiB from 1 GiB up, else MiB (buf of 16). */
+static const char *mem_size(char *buf, size_t b)
+{
+	if (b >= (size_t)1 << 30)
+		snprintf(buf, 16, "%.2f GiB", (double)b / (1 << 30));
+	else
+		snprintf(buf, 16, "%.2f MiB", (double)b / (1 << 20));
+	return buf;
+}
+
 /* Lay out every buffer, check the total against free memory, then allocate. */
 static int alloc_buffers(Gpu *x, char *err, size_t len)
 {
@@ -403,12 +413,25 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 	if (r != CUDA_SUCCESS)
 		return free(off), cuerr(x, r, "cuMemGetInfo", err, len);
 	if (need + (256u << 20) > free_b) {
+		/* what fits: the cache grows with the positions, the rest does not (each cache node 256-byte aligned) */
+		size_t ncache = 0;
+		for (int i = 0; i < g->n; i++)
+			ncache += g->node[i].kind == VK_CACHE;
+		size_t fixed = need - cb + (256u << 20) + 256 * ncache * (size_t)x->nslots;
+		size_t per_pos = x->S > 0 ? (cb + (size_t)x->S - 1) / (size_t)x->S : 0;
+		long long fit = per_pos && free_b > fixed ? (long long)((free_b - fixed) / per_pos) : 0;
+		char what[96];
+		if (fit > 0)
+			snprintf(what, sizeof what, "at most %lld position%s fit%s (-c %lld)%s", fit, fit > 1 ? "s" : "",
+			         fit > 1 ? "" : "s", fit, x->nslots > 1 ? " at this --batch" : "");
+		else
+			snprintf(what, sizeof what, "the weights and activations alone leave no room for a KV cache");
 		free(off);
-		return seterr(err, len, "not enough GPU memory: the plan needs %.2f GiB (weights %.2f, activations %.2f, "
-		              "KV cache %.2f for %d sequence%s of %lld positions) but %.2f GiB are free; lower --max-seq or "
-		              "--batch", (double)need / (1 << 30), (double)wb / (1 << 30), (double)ab / (1 << 30),
-		              (double)cb / (1 << 30), x->nslots, x->nslots > 1 ? "s" : "", (long long)x->S,
-		              (double)free_b / (1 << 30));
+		char sz[5][16];
+		return seterr(err, len, "not enough GPU memory: the plan needs %s (weights %s, activations %s, KV cache %s for "
+		              "%d sequence%s of %lld positions) but %s are free; %s", mem_size(sz[0], need), mem_size(sz[1], wb),
+		              mem_size(sz[2], ab), mem_size(sz[3], cb), x->nslots, x->nslots > 1 ? "s" : "", (long long)x->S,
+		              mem_size(sz[4], free_b), what);
 	}
 	if ((wb && (r = x->cu.alloc(&x->wmem, wb))) || (ab && (r = x->cu.alloc(&x->amem, ab))) ||
 	    (cb && (r = x->cu.alloc(&x->cmem, cb))) || (r = x->cu.alloc(&x->smem, sb)) ||
