@@ -6,7 +6,8 @@
 # allreduce takes the P2P kernel or NCCL as GLMRUN_P2P_MAX and peer access decide; refusals (too few GPUs,
 # no NCCL for tp > 1) are one line; tp 1 runs with or without NCCL; the watchdog turns a stalled rank
 # (the GLMRUN_TEST_STALL_RANK hook) into a non-zero exit that names it, within the timeout; too little GPU
-# memory (FAKECUDA_FREE_KIB) is one line naming how many positions fit, and that -c then runs.
+# memory (FAKECUDA_FREE_KIB) is one line naming how many positions fit, and that -c then runs; --chat on
+# the GPU takes the model's window, or the most positions that fit (said once).
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
 set -u
 cd "$(dirname "$0")/.."
@@ -164,3 +165,24 @@ if [ -n "$fit" ] && fake FAKECUDA_FREE_KIB=$kib bin/glmrun $tmp/tp1.plan --devic
 else
 	bad "out of GPU memory names what fits" "fit '$fit' at $kib KiB: $(head -c 300 $tmp/err)"
 fi
+# --chat on the GPU takes the model's window (4096 positions here: the llama fixture with a chat vocabulary
+# and max_position_embeddings 4096) when it fits, else the most positions that fit (at least 512), said once.
+mkdir -p $tmp/w4k && cp $FIX/llama/* $tmp/w4k/ &&
+	python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c['max_position_embeddings']=4096; json.dump(c, open(p, 'w'))" $tmp/w4k/config.json &&
+	build/tools/mkgguf $tmp/w4k $tmp/w4k.gguf >/dev/null &&
+	build/tools/addvocab $tmp/w4k.gguf ../shared/fixtures/vocab/ggml-vocab-gpt-2.gguf 512 $tmp/w4kc.gguf --special "<|im_start|>" \
+		--special "<|im_end|>" --chat-template "$(cat tests/data/templates/qwen3.jinja)" --eos "<|im_end|>" >/dev/null &&
+	bin/glmc compile models/llama.lua --weights $tmp/w4kc.gguf -o $tmp/w4k.plan 2>/dev/null || bad "the 4096-position chat model" "setup failed"
+echo hi | fake bin/glmrun $tmp/w4k.plan --chat --device cuda -n 2 --stats >/dev/null 2>$tmp/err
+[ $? = 0 ] && ! grep -q "chat context" $tmp/err && grep -q "chat turn 1: answer" $tmp/err &&
+	ok "--chat on the GPU: the whole window when it fits" || bad "--chat on the GPU, window fits" "$(head -c 300 $tmp/err)"
+# free memory for half the window's cache: what the message says the plan needs, less half its KV cache
+need=$(echo hi | fake FAKECUDA_FREE_KIB=262144 bin/glmrun $tmp/w4k.plan --chat --device cuda -n 2 2>&1 >/dev/null |
+	sed -n 's/.*the plan needs \([0-9.]*\) MiB (.*KV cache \([0-9.]*\) MiB for 1 sequence of 4096 positions).*/\1 \2/p')
+kib=$(echo "$need" | awk '{ printf "%d", (256 + $1 - $2 / 2) * 1024 }')
+echo hi | fake FAKECUDA_FREE_KIB=$kib bin/glmrun $tmp/w4k.plan --chat --device cuda -n 2 --stats >/dev/null 2>$tmp/err
+rc=$?
+got=$(sed -n "s/^glmrun: chat context \([0-9]*\) positions: the model's window of 4096 does not fit in GPU memory$/\1/p" $tmp/err)
+[ $rc = 0 ] && [ -n "$got" ] && [ "$got" -ge 512 ] && [ "$got" -lt 4096 ] && grep -q "chat turn 1: answer" $tmp/err &&
+	ok "--chat on the GPU: $got of the window's 4096 positions fit in $kib KiB, said once, the chat runs" ||
+	bad "--chat on the GPU, window too large" "need '$need' kib $kib status $rc: $(head -c 300 $tmp/err)"

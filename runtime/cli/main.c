@@ -79,7 +79,8 @@ static const char *usage =
 	"                       --dump-logits FILE writes FILE.0, FILE.1, ...; CPU, one GPU or tp N GPUs\n"
 	"  --device cpu|cuda    where to run (default: cuda when a GPU is present, else cpu)\n"
 	"  -c, --ctx-size N     (also --max-seq) KV-cache capacity in positions (default: prompt + N; --chat: the model's\n"
-	"                       context, at most 4096)\n"
+	"                       context window on the GPU, or the most positions that fit in its memory; on the\n"
+	"                       CPU the window up to 4096)\n"
 	"  --dump-logits FILE   write float32 logits, one row per evaluated position\n"
 	"                       (prompt positions, then each generated token fed back: n_prompt + N - 1 rows)\n"
 	"  --temp T             (also --temperature) sampling temperature (default 0: greedy)\n"
@@ -1100,19 +1101,27 @@ static int run_verify(const Args *a, Graph *g, const int32_t *prompt, int np)
 	return bad;
 }
 
-/* --chat: a conversation on stdin, the context the model's (at most 4096) unless --max-seq says. */
+/* --chat: a conversation on stdin. Its context unless --max-seq says: on the GPU the model's window, or
+** the most positions that fit in GPU memory (at least 512, said on stderr when less than the window); on
+** the CPU, whose caches are plain memory, the window up to 4096. */
 static int run_chat(const Args *a, const Graph *g, const Tok *tk, const ChatFmt *cf)
 {
 	char err[1024];
 	const char *ctx = graph_meta(g, "n_ctx");
-	long cap = ctx && atol(ctx) > 0 && atol(ctx) < 4096 ? atol(ctx) : 4096;
+	long window = ctx && atol(ctx) > 0 ? atol(ctx) : 4096;
 	if (ctx && a->max_seq > atol(ctx))
 		fail("--max-seq %ld is more than the model's context of %s", a->max_seq, ctx);
-	long max_seq = a->max_seq ? a->max_seq : cap;
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
+	long max_seq = a->max_seq ? a->max_seq : eo.cuda || window < 4096 ? window : 4096;
+	if (eo.cuda && !a->max_seq)
+		eo.fit_min = window < 512 ? window : 512;
 	eo.max_seq = max_seq, eo.chunk = a->ubatch ? a->ubatch : max_seq < 512 ? max_seq : 512; /* a turn's steps */
 	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
+	if (engine_max_seq(e) < max_seq)
+		fprintf(stderr, "glmrun: chat context %lld positions: the model's window of %ld does not fit in GPU memory\n",
+		        (long long)engine_max_seq(e), max_seq);
+	max_seq = (long)engine_max_seq(e);
 	ChatSession cs = {.e = e, .max_seq = max_seq, .n = a->n, .stop = a->stop, .ignore_eos = a->ignore_eos,
 	                  .stats = a->stats, .tk = tk, .fmt = cf, .system = a->system, .sigs = &interrupted};
 	int rc = chat_session(&cs, stdin, err, sizeof err);

@@ -57,6 +57,7 @@ struct Gpu {
 	CUdeviceptr wmem, amem, cmem, smem;
 	int tokens, pos, logits;     /* node ids */
 	int64_t maxT, S, V;
+	int64_t fit_min;             /* GpuOpts.fit_min, cleared once the caches were shrunk to fit */
 	CUdeviceptr params, step, ring, rope_mem;
 	CUdeviceptr part_v, part_i, done; /* the greedy sampler's split: SAMPLE_NB partials and a counter a slot */
 	CUdeviceptr nf;              /* the sampler's NaN/Inf count and verdict, two ints a slot (k_sample) */
@@ -427,6 +428,11 @@ static int alloc_buffers(Gpu *x, char *err, size_t len)
 		else
 			snprintf(what, sizeof what, "the weights and activations alone leave no room for a KV cache");
 		free(off);
+		if (x->fit_min > 0 && fit >= x->fit_min && fit < x->S) { /* size everything again at what fits */
+			free(x->ptr), free(x->rope);
+			x->ptr = NULL, x->rope = NULL, x->S = fit, x->fit_min = 0;
+			return alloc_buffers(x, err, len);
+		}
 		char sz[5][16];
 		return seterr(err, len, "not enough GPU memory: the plan needs %s (weights %s, activations %s, KV cache %s for "
 		              "%d sequence%s of %lld positions) but %s are free; %s", mem_size(sz[0], need), mem_size(sz[1], wb),
@@ -485,7 +491,7 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 	Gpu *x = calloc(1, sizeof *x);
 	if (!x)
 		return seterr(err, len, "out of memory");
-	x->g = g, x->maxT = maxT, x->S = S, x->tokens = x->pos = x->logits = -1;
+	x->g = g, x->maxT = maxT, x->S = S, x->fit_min = o->fit_min, x->tokens = x->pos = x->logits = -1;
 	x->nslots = o->batch > 1 ? o->batch : 1;
 	x->device = o->device, x->rank = o->rank, x->tp = o->tp > 0 ? o->tp : 1, x->want_pdl = o->pdl;
 	*out = x;
@@ -1105,6 +1111,11 @@ int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t 
 		free(tmp);
 	}
 	return 0;
+}
+
+int64_t gpu_max_seq(const Gpu *x)
+{
+	return x->S;
 }
 
 void gpu_stats(const Gpu *x, GpuStats *s)

@@ -59,11 +59,14 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 	if (o->cuda) {
 		GpuOpts go = {.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed, .progress = o->progress,
 		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl,
-		              .no_lt = o->no_lt};
+		              .no_lt = o->no_lt, .fit_min = o->fit_min};
 		RanksOpts ro = {.timeout = o->timeout > 0 ? o->timeout : 60};
 		if (ranks_opts_from_env(&ro, tp, err, len))
 			return -1;
-		return ranks_open(&e->R, g, weights, e->maxT, o->max_seq, &go, &ro, err, len);
+		if (ranks_open(&e->R, g, weights, e->maxT, o->max_seq, &go, &ro, err, len))
+			return -1;
+		e->o.max_seq = ranks_max_seq(e->R);
+		return 0;
 	}
 	e->row = calloc((size_t)e->o.slots, sizeof *e->row);
 	e->tok = malloc(sizeof(int32_t) * (size_t)e->maxT);
@@ -89,6 +92,11 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 int64_t engine_vocab(const Engine *e)
 {
 	return e->V;
+}
+
+int64_t engine_max_seq(const Engine *e)
+{
+	return e->o.max_seq;
 }
 
 int engine_on_gpu(const Engine *e)

@@ -39,6 +39,8 @@ typedef struct {
 	int progress;                /* GPU: a progress bar while the weights upload */
 	int pdl;                     /* GPU: programmatic dependent launch (--pdl) */
 	int no_lt;                   /* GPU: prefill GEMMs on the plan's own kernels, not cuBLASLt (--no-cublaslt) */
+	int64_t fit_min;             /* GPU: caches of max_seq positions that do not fit shrink to what fits, if at
+	                             ** least this many (engine_max_seq then says how many); 0: fail */
 	double timeout;              /* GPU: the watchdog's seconds without progress (0: 60) */
 } EngineOpts;
 
@@ -60,6 +62,8 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 /* The vocabulary (the 'logits' output's columns), and whether the GPUs run the plan. */
 int64_t engine_vocab(const Engine *e);
 int engine_on_gpu(const Engine *e);
+/* Positions per sequence slot: EngineOpts.max_seq, or what fit on the GPUs under EngineOpts.fit_min. */
+int64_t engine_max_seq(const Engine *e);
 
 /*
 ** Evaluate ids[0..n) into cache slot `slot` at positions pos0.., in steps of at most o->chunk tokens,

@@ -19,6 +19,8 @@ typedef struct {
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
 	int pdl;                     /* --pdl: let a kernel start while the one before finishes (see cuda.c) */
 	int no_lt;                   /* --no-cublaslt: prefill GEMMs on the plan's own kernels, not cuBLASLt */
+	int64_t fit_min;             /* a KV cache of S positions that does not fit: take the most that fit, if at
+	                             ** least this many (gpu_max_seq says how many); 0: fail */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
 	** `device`, and loads only its rank's slices of split weights. */
 	int device, rank, tp;
@@ -86,6 +88,8 @@ typedef struct {
 	long lt_matmuls;
 } GpuStats;
 void gpu_stats(const Gpu *x, GpuStats *s);
+/* Positions per sequence slot the caches hold (gpu_open's S, or fewer under GpuOpts.fit_min). */
+int64_t gpu_max_seq(const Gpu *x);
 
 void gpu_close(Gpu *x);
 

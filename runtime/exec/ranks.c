@@ -370,6 +370,14 @@ int ranks_profile(Ranks *R, int steps, int eager, double *us, double *sample_us,
 	return rc;
 }
 
+int64_t ranks_max_seq(const Ranks *R)
+{
+	int64_t m = gpu_max_seq(R->gpu[0]);
+	for (int r = 1; r < R->tp; r++)
+		m = gpu_max_seq(R->gpu[r]) < m ? gpu_max_seq(R->gpu[r]) : m;
+	return m;
+}
+
 void ranks_stats(const Ranks *R, RanksStats *s)
 {
 	memset(s, 0, sizeof *s);

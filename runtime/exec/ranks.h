@@ -55,6 +55,8 @@ typedef struct {
 	long p2p_max;                /* allreduces up to this many bytes take the P2P kernel (0: none) */
 } RanksStats;
 void ranks_stats(const Ranks *R, RanksStats *s);
+/* Positions per sequence slot every rank's caches hold (the fewest, under GpuOpts.fit_min). */
+int64_t ranks_max_seq(const Ranks *R);
 /* --profile on a tp plan: every rank times its decode step (gpu_profile); rank 0's times come back. */
 int ranks_profile(Ranks *R, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len);
 
