@@ -944,6 +944,7 @@ static int emit_indexer(Em *e, int id)
 	w_start(&w, id);
 	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
 	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, A_indexer_topk(n));
+	w_seq(&w, g, kc);
 	w.L.grid[0] = T;
 	w.L.block = 32;
 	snprintf(t, sizeof t, "k_indexer_select<%s>", A);

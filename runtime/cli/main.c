@@ -1001,7 +1001,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	char err[1024];
 	int n = a->batch;
 	int32_t *ids[BATCH_MAX];
-	int np[BATCH_MAX], maxp = 0;
+	int np[BATCH_MAX], maxp = 0, sum = 0;
 	int64_t V = vocab_of(a, g);
 	for (int i = 0; i < n; i++) {
 		const char *src = a->prompts[a->nprompts > 1 ? i : 0];
@@ -1027,7 +1027,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 		char what[48];
 		snprintf(what, sizeof what, "--tokens: prompt %d", i);
 		check_ids(what, ids[i], np[i], V);
-		maxp = np[i] > maxp ? np[i] : maxp;
+		maxp = np[i] > maxp ? np[i] : maxp, sum += np[i];
 	}
 	long max_seq = a->max_seq ? a->max_seq : maxp + a->n - 1;
 	const char *ctx = graph_meta(g, "n_ctx");
@@ -1037,7 +1037,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
-	eo.slots = n, eo.chunk = prefill_chunk(a, g, maxp), eo.max_seq = max_seq;
+	eo.slots = n, eo.chunk = prefill_chunk(a, g, sum), eo.max_seq = max_seq; /* prompts may share a step */
 	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);

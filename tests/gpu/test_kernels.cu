@@ -1707,7 +1707,7 @@ template <typename A>
 __global__ void __launch_bounds__(32) g_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total,
 						       int topk)
 {
-	k_indexer_select<A>(sel, score, scratch, pos, total, topk);
+	k_indexer_select<A>(sel, score, scratch, pos, total, topk, g_zero_seq, 0);
 }
 
 template <typename A, typename B_>
