@@ -139,7 +139,8 @@ static const char *usage =
 	"                       --max-num-seqs, llama-server's --parallel\n"
 	"  -c, --max-seq N      positions per sequence, prompt included (default: the model's context, at most\n"
 	"                       4096); also llama-server's --ctx-size, vLLM's --max-model-len\n"
-	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step (default 256; vLLM's name)\n"
+	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step, over all new requests\n"
+	"                       (default 2048; vLLM's name)\n"
 	"  --max-queue N        requests waiting for a slot at most; more get 503 (default 64)\n"
 	"  --api-key KEY        /v1/ requires 'Authorization: Bearer KEY' (401 otherwise); both servers' name\n"
 	"  --model-name NAME    the model's id in responses and /v1/models (default: the plan's file name);\n"
@@ -1292,7 +1293,7 @@ static int run_serve(const Args *a, const Graph *g)
 	ServeOpts so = {.g = g, .plan = a->plan, .weights = weights_of(a, g), .eo = engine_opts(a, want_cuda(a, g)),
 	                .tk = tk, .cf = chat ? &cf : NULL, .chat_err = cerr, .host = a->host ? a->host : "127.0.0.1",
 	                .port = a->port ? a->port : 8080, .max_seqs = a->max_seqs ? a->max_seqs : 4,
-	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 256,
+	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 2048,
 	                .max_queue = a->max_queue ? a->max_queue : 64, .api_key = a->api_key,
 	                .model_name = a->model_name ? a->model_name : base};
 	if (serve_main(&so, err, sizeof err))
