@@ -1450,6 +1450,29 @@ __device__ __forceinline__ void attn_split_run(A *y, float *pacc, float *pml, in
 	}
 }
 
+/* Asks L1 for this thread's worker's first round of cache rows [lo, hi) (k and v of kv head g in the slot
+** starting at row `base`; one 128-byte line per 8 lanes), so that they are on their way while the block
+** stages q and the loop's first loads hit (as k_attn_step_rope asks for its first round). */
+template <typename A, int ROWB, int HB>
+__device__ __forceinline__ void attn_split_prefetch(const A *kcache, const A *vcache, long long base, int G, int g,
+                                                    int lo, int hi)
+{
+	using P = AttnSplit<A, ROWB, HB>;
+	int sl = (threadIdx.x & 31) % P::RL, wk = threadIdx.x / P::RL;
+	if (sl % 8)
+		return;
+	long long RW = (long long)G * P::D;
+	const A *kg = kcache + base * RW + (long long)g * P::D + sl * P::VEC;
+	const A *vg = vcache + base * RW + (long long)g * P::D + sl * P::VEC;
+	for (int u = 0; u < P::U; u++) {
+		long long j = lo + wk * P::U + u;
+		if (j < hi) {
+			glm_prefetch_l1(kg + j * RW);
+			glm_prefetch_l1(vg + j * RW);
+		}
+	}
+}
+
 /*
 ** Split-context causal attention for decode steps of up to 8 tokens: k_attn_step's result (same q, cache,
 ** pos, seq and S contract; Dk = Dv = D = ROWB / sizeof(A)), y[t, h·D + d], with token t = blockIdx.z's
@@ -1475,13 +1498,15 @@ __device__ void k_attn_split(A *y, float *pacc, float *pml, int *done, const A *
 	int t = blockIdx.z, n = pos[t] + 1, L, nr = attn_split_ranges(n, gridDim.x, &L), x = blockIdx.x;
 	if (x >= nr) /* uniform per block: this range does not exist for this token */
 		return;
-	const A *qb = q + ((long long)t * H + blockIdx.y * HB) * D;
+	int h0 = blockIdx.y * HB, lo = x * L, hi = lo + L < n ? lo + L : n;
+	long long base = (long long)seq[t] * S;
+	attn_split_prefetch<A, ROWB, HB>(kcache, vcache, base, G, h0 / (H / G), lo, hi);
+	const A *qb = q + ((long long)t * H + h0) * D;
 	for (int e = threadIdx.x; e < HB * D; e += blockDim.x)
 		qs[e] = to_f(qb[e]);
 	__syncthreads();
-	int lo = x * L, hi = lo + L < n ? lo + L : n;
-	attn_split_run<A, ROWB, HB>(y, pacc, pml, done, qs, nullptr, nullptr, kcache, vcache, (long long)seq[t] * S, H, G, t,
-	                            lo, hi, nr, scale);
+	attn_split_run<A, ROWB, HB>(y, pacc, pml, done, qs, nullptr, nullptr, kcache, vcache, base, H, G, t, lo, hi, nr,
+	                            scale);
 }
 
 /*
@@ -1512,6 +1537,8 @@ __device__ void k_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *k
 	long long base = (long long)seq[0] * S;
 	const A *qb = q + (long long)h0 * D, *kh = k + (long long)g * D, *vh = v + (long long)g * D;
 	A *kc = kcache + ((base + p) * G + g) * D, *vc = vcache + ((base + p) * G + g) * D;
+	int lo = x * L, hi = lo + L < n ? lo + L : n;
+	attn_split_prefetch<A, ROWB, HB>(kcache, vcache, base, G, g, lo, hi < p ? hi : p);
 	for (int e = tid; e < HB * half; e += nt) { /* the q heads' rotated pairs */
 		int hh = e / half, i = e - hh * half;
 		int i0 = IL ? 2 * i : i, i1 = IL ? 2 * i + 1 : i + half;
@@ -1543,7 +1570,6 @@ __device__ void k_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *k
 			vc[d] = vh[d];
 	}
 	__syncthreads();
-	int lo = x * L, hi = lo + L < n ? lo + L : n;
 	attn_split_run<A, ROWB, HB>(y, pacc, pml, done, qs, hi == n ? ks : nullptr, vs, kcache, vcache, base, H, G, 0, lo,
 	                            hi < p ? hi : p, nr, scale);
 }

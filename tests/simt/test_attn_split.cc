@@ -260,6 +260,8 @@ int main(void)
 	test_split<float, 512, 8>(8, 1, 5, {1000}, {0}, "ratio 8, context 1001");
 	test_split<bf16, 512, 4>(8, 1, 6, {700}, {0}, "ratio 8 in two blocks, D 256");
 	test_split<float, 128, 2>(4, 2, 4, {130}, {0}, "D 32");
+	test_split<bf16, 128, 7>(14, 2, 10, {900}, {0}, "ratio 7 (Qwen2.5's 28 of 4), D 64");
+	test_split<float, 512, 6>(12, 2, 9, {700}, {0}, "ratio 6");
 	/* NS fewer than the 64-row ranges: the launch's NS decides (5000 rows in 8 ranges) */
 	test_split<bf16, 256, 4>(4, 1, 8, {4999}, {0}, "8 ranges of 625");
 	/* steps of several tokens: one slot's tokens at consecutive positions, and a continuous batch of four
@@ -276,6 +278,7 @@ int main(void)
 	test_split_rope<bf16, 256, 4, false>(8, 2, 128, 33, 2000, 1, 3, ROPE_LLAMA3);
 	test_split_rope<float, 512, 8, true>(8, 1, 96, 7, 300, 0, 1, ROPE_YARN);
 	test_split_rope<float, 256, 1, false>(2, 2, 32, 5, 129, 1, 2, ROPE_PLAIN);
+	test_split_rope<bf16, 512, 4, false>(8, 1, 256, 6, 300, 1, 2, ROPE_LLAMA3); /* a kv head's 8 in two groups: one writes */
 	test_split_rope<bf16, 128, 8, true>(16, 2, 64, 12, 5000, 0, 1, ROPE_PLAIN);
 	return finish();
 }
