@@ -718,15 +718,19 @@ static int attn_split_hb(const Node *n)
 }
 
 /* The split decode attention's ranges a token (gridDim.x): enough that a 1-token step has two blocks an SM
-** (NS·H/HB >= 2·sms; one 256-thread block of up to ~200 registers a lane fits an SM at a time, so two make
-** a second wave that hides the first's tail), at most 256 (the merge's weights, mla_merge_weights). The
-** ranges a token actually uses are fixed at run time by its context (attn_split_ranges: 64 rows or more a
-** range), so a short context runs in H/HB blocks. */
+** (NS·H/HB >= 2·sms: one wave where two fit an SM, attn_split_minb; two waves of equal blocks at 8 heads a
+** block), at most 256 (the merge's weights, mla_merge_weights). The ranges a token actually uses are fixed
+** at run time by its context (attn_split_ranges: 64 rows or more a range), so a short context runs in
+** H/HB blocks. */
 static int attn_split_ns(const Em *e, const Node *n, int hb)
 {
 	int64_t hg = A_attention_heads(n) / hb, ns = (2 * (int64_t)e->t.sms + hg - 1) / hg;
 	return ns < 1 ? 1 : ns > 256 ? 256 : (int)ns;
 }
+
+/* The split attention's launch-bounds blocks an SM: 2 up to 4 heads a block (ptxas then keeps a lane at 128
+** registers, spilling at most 8 bytes at 256-dim bf16 heads), else none (8 heads take ~220 registers). */
+static int attn_split_minb(int hb) { return hb <= 4 ? 2 : 0; }
 
 /* The split (flash-decoding) attention of decode steps of 1 to 8 tokens (ops/fused.cuh k_attn_split, and
 ** for a folded 1-token step k_attn_split_rope): grid (NS ranges, H/HB head groups, T), each range's state
@@ -760,6 +764,7 @@ static void emit_attn_split(Em *e, int id, int rowb)
 		w_seq(&w, g, kc);
 		w.L.grid[0] = sz_const(ns), w.L.grid[1] = sz_const(H / hb);
 		w.L.tmin = w.L.tmax = 1;
+		w.minb = attn_split_minb(hb);
 		snprintf(t, sizeof t, "k_attn_split_rope<%s, %d, %d, %s>", A, rowb, hb, bool_s(A_rope_interleaved(rq)));
 		w_finish(e, &w, t);
 	}
@@ -772,6 +777,7 @@ static void emit_attn_split(Em *e, int id, int rowb)
 	w_seq(&w, g, kc);
 	w.L.grid[0] = sz_const(ns), w.L.grid[1] = sz_const(H / hb), w.L.grid[2] = T;
 	w.L.tmin = 1 + fold, w.L.tmax = 8;
+	w.minb = attn_split_minb(hb);
 	snprintf(t, sizeof t, "k_attn_split<%s, %d, %d>", A, rowb, hb);
 	w_finish(e, &w, t);
 }

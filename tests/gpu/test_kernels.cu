@@ -1669,8 +1669,8 @@ __global__ void __launch_bounds__(256)
 	k_mla_split<A, HB, MERGE>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S);
 }
 
-template <typename A, int ROWB, int HB>
-__global__ void __launch_bounds__(256) g_attn_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *kc,
+template <typename A, int ROWB, int HB> /* glmc's launch bounds (emit_cuda.c attn_split_minb) */
+__global__ void __launch_bounds__(256, HB <= 4 ? 2 : 1) g_attn_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *kc,
 						    const A *vc, const int *pos, int H, int G, float scale,
 						    const int *seq, int S)
 {
@@ -1678,7 +1678,7 @@ __global__ void __launch_bounds__(256) g_attn_split(A *y, float *pacc, float *pm
 }
 
 template <typename A, int ROWB, int HB>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, HB <= 4 ? 2 : 1)
 	g_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *kc, A *vc, const A *q, const A *k, const A *v,
 			  const int *pos, const float *freq, float cs, int H, int G, int R, float scale, const int *seq, int S)
 {
