@@ -85,7 +85,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer
 	@tests/run.sh
 
 demo: all
@@ -184,7 +184,12 @@ build/simt/test_attn_split: tests/simt/test_attn_split.cc tests/simt/simt.cc tes
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_attn_split.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split
+# DSA's key selection, k_indexer_scores and k_indexer_select (ops/kernels.cuh), in steps of several sequences.
+build/simt/test_indexer: tests/simt/test_indexer.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh $(LIBS)
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_indexer.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
