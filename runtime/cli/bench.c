@@ -442,7 +442,7 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 	double tp = es->tp > 1 ? es->tp : 1; /* the graph is one rank's share */
 	bv(&k, "prefill_flops_per_token", "%.4g (weights %.4g, attention %.4g: 2 x active parameters + attention)",
 	   fl.total * tp / (double)o->prompt, fl.weights * tp / (double)o->prompt, fl.attention * tp / (double)o->prompt);
-	bv(&k, "prefill_tflop_s", "%.2f", fl.total * tp * o->batch / t[1] / 1e12);
+	bv(&k, "prefill_tflop_s", "%.4g", fl.total * tp * o->batch / t[1] / 1e12);
 	bv(&k, "warmup_s", "%.3f", t[2]);
 	bv(&k, "ms_per_step_median", "%.4f", med);
 	bv(&k, "ms_per_step_mean", "%.4f", mean);
