@@ -12,7 +12,7 @@
 # then one table. A length that does not fit the GPU's memory says so (glmrun names what fits).
 #
 # Environment: OUT (default /tmp/glm-long), WORK (plans; /tmp/glm-long-work), SHAPES (default
-# "llama3_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"), LENGTHS (default "1024 8192 32768"), STEPS (decode
+# "llama3_1_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"; Llama-3.1-8B: the Llama-3-8B shape with its 128K window), LENGTHS (default "1024 8192 32768"), STEPS (decode
 # steps timed, 16), PEAK_TFLOPS (989: H100/H200 SXM dense bf16 without sparsity), PEER (1/0), BUDGET
 # (seconds for everything, default 540), DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's
 # config, checks this script without a GPU: tests/bench.sh does that).
@@ -20,7 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-long}
 WORK=${WORK:-/tmp/glm-long-work}
-SHAPES=${SHAPES:-"llama3_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"}
+SHAPES=${SHAPES:-"llama3_1_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"}
 LENGTHS=${LENGTHS:-"1024 8192 32768"}
 STEPS=${STEPS:-16}
 PEAK=${PEAK_TFLOPS:-989}
@@ -32,10 +32,10 @@ T0=$(date +%s)
 say() { echo "[$(printf '%4d' $(($(date +%s) - T0)))s] $*"; }
 left() { echo $((BUDGET - ($(date +%s) - T0))); }
 value() { sed -n "s/^$1: \([^ ]*\).*/\1/p" "$2" 2>/dev/null | head -1; }
-model_of() { case $1 in llama3_8b | tiny) echo llama ;; glm4_7_flash) echo glm4_moe_lite ;; glm5_slice) echo glm5 ;; esac; }
+model_of() { case $1 in llama3_8b | llama3_1_8b | tiny) echo llama ;; glm4_7_flash) echo glm4_moe_lite ;; glm5_slice) echo glm5 ;; esac; }
 config_of() {
 	case $1 in
-	llama3_8b | glm4_7_flash) echo models/configs/$1.json ;;
+	llama3_8b | llama3_1_8b | glm4_7_flash) echo models/configs/$1.json ;;
 	glm5_slice) echo models/configs/glm5.json ;;
 	tiny) ls ../shared/fixtures/hf/llama/config.json build/fixtures/llama/config.json 2>/dev/null | head -1 ;;
 	esac
