@@ -349,60 +349,81 @@ static int prefilling(Server *S, Req **out)
 	return n;
 }
 
+/* The sequences decoding (prompt prefilled, first token taken, not done), in slot order (under mu). */
+static int decoding(Server *S, Req **out)
+{
+	int n = 0;
+	for (int s = 0; s < S->o.max_seqs; s++) {
+		Req *r = S->slot[s];
+		if (r && r->off == r->np && r->made && !r->done && !r->cancelled)
+			out[n++] = r;
+	}
+	return n;
+}
+
+/* Request r sampled tok in the step just run, unless it ended meanwhile (under mu). */
+static void take_live(Server *S, Req *r, int32_t tok)
+{
+	if (!r->done && !r->cancelled)
+		take(S, r, tok);
+}
+
 /*
-** One scheduler step outside the lock: one prefill step of the prompts waiting for it, first admitted
-** first, up to --batch-tokens tokens in all (a longer prompt goes in chunks over several steps; a chunk
-** that ends its prompt samples the first token), then one decode step of the sequences already decoding.
-** Returns -1 with err when the engine failed.
+** One scheduler step outside the lock. With prompts waiting, one mixed step (engine_prefill_parts): each
+** decoding sequence's next token, then the prompts first admitted first, up to --max-num-batched-tokens
+** tokens in all (at least one prompt token; a longer prompt goes on in the next step; the chunk that ends
+** a prompt samples its first token). Otherwise one decode step of the decoding sequences (on the GPU the
+** graph of the smallest bucket of rows that holds them). Returns -1 with err when the engine failed.
 */
 static int step(Server *S, char *err, size_t len)
 {
 	Req *live[ENGINE_MAX_SLOTS], *pre[ENGINE_MAX_SLOTS];
 	EnginePart part[ENGINE_MAX_SLOTS];
-	int32_t first[ENGINE_MAX_SLOTS];
-	int nlive = 0, npre, np = 0;
+	int32_t next[ENGINE_MAX_SLOTS];
 	pthread_mutex_lock(&S->mu);
-	npre = prefilling(S, pre);
+	int npre = prefilling(S, pre), nlive = decoding(S, live), np = 0;
 	pthread_mutex_unlock(&S->mu);
-	for (long budget = S->o.batch_tokens; np < npre && budget > 0; np++) {
-		Req *r = pre[np];
-		long c = r->np - r->off < budget ? r->np - r->off : budget;
-		part[np] = (EnginePart){.ids = r->prompt + r->off, .n = c, .row = row_of(r, 0, (int32_t)r->off, 0)};
-		budget -= c;
-	}
-	if (np) {
-		if (engine_prefill_parts(S->e, np, part, first, NULL, err, len))
+	if (npre) {
+		for (; np < nlive; np++) {
+			Req *r = live[np];
+			int32_t pos = (int32_t)(r->np + r->made - 1);
+			part[np] = (EnginePart){.ids = &r->last, .n = 1, .row = row_of(r, r->last, pos, (int32_t)r->made)};
+		}
+		long budget = S->o.batch_tokens - nlive > 1 ? S->o.batch_tokens - nlive : 1;
+		for (int k = 0; k < npre && budget > 0; k++, np++) {
+			Req *r = pre[k];
+			long c = r->np - r->off < budget ? r->np - r->off : budget;
+			part[np] = (EnginePart){.ids = r->prompt + r->off, .n = c, .row = row_of(r, 0, (int32_t)r->off, 0)};
+			budget -= c;
+		}
+		if (engine_prefill_parts(S->e, np, part, next, NULL, err, len))
 			return -1;
 		pthread_mutex_lock(&S->mu);
-		S->dirty = 1, S->m.psteps++, S->m.parts += np;
-		for (int k = 0; k < np; k++)
-			if ((pre[k]->off += part[k].n) == pre[k]->np && !pre[k]->cancelled)
-				take(S, pre[k], first[k]);
-		reap(S); /* an answer of one token frees its slot before its client hears of it */
-		pthread_mutex_unlock(&S->mu);
+		S->dirty = 1, S->m.psteps++, S->m.parts += np - nlive;
+		if (nlive)
+			S->m.steps++, S->m.rows += nlive;
+		for (int k = 0; k < nlive; k++)
+			take_live(S, live[k], next[k]);
+		for (int k = nlive; k < np; k++) {
+			Req *r = pre[k - nlive];
+			if ((r->off += part[k].n) == r->np)
+				take_live(S, r, next[k]);
+		}
+	} else {
+		if (!nlive)
+			return 0;
+		int want = engine_on_gpu(S->e) ? bucket_for(nlive, S->eslots) : nlive;
+		if ((S->dirty || want != S->rowsn) && set_rows(S, live, nlive, want, err, len))
+			return -1;
+		S->dirty = 0, S->rowsn = want;
+		if (engine_decode(S->e, want, next, NULL, err, len))
+			return -1;
+		pthread_mutex_lock(&S->mu);
+		S->m.steps++, S->m.rows += nlive;
+		for (int k = 0; k < nlive; k++)
+			take_live(S, live[k], next[k]);
 	}
-	pthread_mutex_lock(&S->mu);
-	for (int s = 0; s < S->o.max_seqs; s++) {
-		Req *r = S->slot[s];
-		if (r && r->off == r->np && r->made && !r->done && !r->cancelled)
-			live[nlive++] = r;
-	}
-	pthread_mutex_unlock(&S->mu);
-	if (!nlive)
-		return 0;
-	int want = engine_on_gpu(S->e) ? bucket_for(nlive, S->eslots) : nlive;
-	if ((S->dirty || want != S->rowsn) && set_rows(S, live, nlive, want, err, len))
-		return -1;
-	S->dirty = 0, S->rowsn = want;
-	int32_t next[ENGINE_MAX_SLOTS];
-	if (engine_decode(S->e, want, next, NULL, err, len))
-		return -1;
-	pthread_mutex_lock(&S->mu);
-	S->m.steps++, S->m.rows += nlive;
-	for (int k = 0; k < nlive; k++)
-		if (!live[k]->done && !live[k]->cancelled)
-			take(S, live[k], next[k]);
-	reap(S); /* finished sequences free their slots at once */
+	reap(S); /* finished sequences free their slots at once, before their clients hear of it */
 	pthread_mutex_unlock(&S->mu);
 	if (S->delay_us)
 		usleep((useconds_t)S->delay_us);

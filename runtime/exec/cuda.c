@@ -1014,8 +1014,9 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 }
 
 /* Several sequences' prompt pieces as one eager step: the rows' slots and positions come from the
-** caller, then the sampler runs once per part on that part's last row, with row 0 of the step buffer
-** set to the part's position, slot, sampling step and (per-row samplers) parameters each time. */
+** caller, then the sampler runs on each part's last row: once for the leading one-token parts together,
+** then once per part with row 0 of the step buffer set to the part's position, slot, sampling step and
+** (per-row samplers) parameters. */
 int gpu_prefill_parts(Gpu *x, int64_t T, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int np,
                       const int64_t *last, const int32_t *step, const float *samp, int32_t *next, float *logits, char *err,
                       size_t len)
@@ -1044,7 +1045,19 @@ int gpu_prefill_parts(Gpu *x, int64_t T, const int32_t *tokens, const int32_t *p
 	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
 	if (logits && step_logits(x, T, logits, err, len))
 		return -1;
-	for (int k = 0; k < np; k++) {
+	/* Leading one-token parts (glmrun serve's decoding sequences in a mixed step) sit at rows 0..nd-1 with
+	** their positions and slots already there: one sampler launch takes them all. */
+	int nd = 0;
+	while (x->samp_rows && nd < np && last[nd] == nd)
+		nd++;
+	if (nd > 1) {
+		CK(x->cu.htod_async(x->step, step, 4 * (size_t)nd, x->st), "cuMemcpyHtoDAsync (sampling steps)");
+		CK(x->cu.htod_async(x->params, samp, 16 * (size_t)nd, x->st), "cuMemcpyHtoDAsync (sampling parameters)");
+		if (launch_sample(x, 0, nd, err, len) || queue_readback(x, nd, 0, err, len))
+			return -1;
+	} else
+		nd = 0;
+	for (int k = nd; k < np; k++) {
 		/* pageable sources: each copy has left the host before its call returns */
 		CK(x->cu.htod_async(x->ptr[x->pos], &pos[last[k]], 4, x->st), "cuMemcpyHtoDAsync (position)");
 		CK(x->cu.htod_async(x->seq, &seq[last[k]], 4, x->st), "cuMemcpyHtoDAsync (sequence slot)");
