@@ -935,7 +935,11 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), tc_smem = (64 + 32) * (Dk + 8) * 2;
 	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
 	int tc = g->cuda.act == DT_BF16 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block;
-	if (tc && sel >= 0) {
+	/* k_dsa_tc: NZ slices a block (4 for GLM-5's Dv 512), their scores formed once; two key tiles, and
+	** 9.3 KiB static */
+	int NZ = (Dv / DS) % 4 == 0 ? 4 : (Dv / DS) % 2 == 0 ? 2 : 1;
+	int64_t dsa_smem = (64 + 2 * 32) * (Dk + 8) * 2;
+	if (tc && sel >= 0 && dsa_smem + 64 * 36 * 4 + 264 <= e->t.smem_block) {
 		w_start(&w, id);
 		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -946,11 +950,11 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		w_callsep(&w);
 		cat(w.call, sizeof w.call, "glm_dsm");
 		w.L.grid[0] = sz_numel(g, pos, 1);
-		w.L.grid[1] = sz_const(Dv / DS);
+		w.L.grid[1] = sz_const(Dv / (DS * NZ));
 		w.L.grid[2] = sz_const((A_mla_heads(n) + 63) / 64);
-		w.L.block = 128;
-		w.L.smem = (int)tc_smem;
-		snprintf(t, sizeof t, "k_dsa_tc<%d>", DS);
+		w.L.block = 128 * NZ;
+		w.L.smem = (int)dsa_smem;
+		snprintf(t, sizeof t, "k_dsa_tc<%d, %d>", DS, NZ);
 		w_finish(e, &w, t);
 		return 0;
 	}

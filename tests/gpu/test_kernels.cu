@@ -1091,7 +1091,7 @@ template <int DS> static void test_dsa_tc(int H, int Dk, int Dv, int ctx, int T,
 	}
 	ref_mla(want.data(), q.data(), kv.data(), cr.data(), pos.data(), sel.data(), nsel, T, H, Dk, Dv, S, scale);
 	bf16 *dy = poisoned<bf16>(want.size());
-	int smem = (64 + 32) * (Dk + 8) * 2;
+	int smem = (64 + 64) * (Dk + 8) * 2;
 	CK(cudaFuncSetAttribute(g_dsa_tc<DS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
 	g_dsa_tc<DS><<<dim3(T, Dv / DS, (H + 63) / 64), 128, smem>>>(dy, upload(to_type<bf16>(q)), upload(to_type<bf16>(cache)),
 	                                                             upload(pos), upload(sel), nsel, 1, H, Dk, Dv, scale);
