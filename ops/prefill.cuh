@@ -470,13 +470,14 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** <= pos[t]; entries are taken as listed, so they must be distinct, as the indexer's top-k is; with
 ** vfirst the visible entries come first, as k_indexer_select writes them, and only the first
 ** min(nsel, pos[t] + 1) are read). Dk a multiple of 8, Dv a multiple of DS·NZ (DS 32, 64 or 128; NZ 1, 2
-** or 4), Dv <= Dk. grid (T, Dv/(DS·NZ), ceil(H/64)), block 128·NZ, dynamic shared memory dsm of
-** (64 + 2·32)·(Dk + 8)·2 bytes (149,504 for GLM-5's Dk 576), and 9.3 KiB static. With no visible row y
-** is 0/0 = NaN, as k_mla's.
+** or 4), Dv <= Dk; RG (1..4) groups of 16 head rows a block. grid (T, Dv/(DS·NZ), ceil(H/(16·RG))),
+** block 32·RG·NZ, dynamic shared memory dsm of (16·RG + 2·32)·(Dk + 8)·2 bytes (149,504 for GLM-5's
+** Dk 576 at RG 4; 93,440 at RG 1, tp 8's 8 heads), and RG·2,304 + 264 bytes static. With no visible row y is
+** 0/0 = NaN, as k_mla's.
 **
 ** Why a block per token: every token has its own selection, so its key tiles serve only its heads; the
 ** H heads of one token (GLM-5: 64) are the mma's rows, so each gathered row is read once for all of them.
-** Warp w takes head rows 16(w % 4).. of block z's 64 and output dims DS·(NZ·y + w / 4)..: the NZ warps of
+** Warp w takes head rows 16(w % RG).. of block z's 16·RG and output dims DS·(NZ·y + w / RG)..: the NZ warps of
 ** a row group each form the scores of 32/NZ of a tile's keys and exchange them through shared memory,
 ** so a block of NZ slices forms each score once (k_mla_tc forms them again per slice: GLM-5's Dv 512
 ** is 4 slices of 128). Head rows past H are zeros and not stored (a warp without a head skips the
@@ -486,22 +487,23 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** poisoned or stale row cannot leak in; a tile without a visible row is skipped. The online softmax (each warp of a row group computes the same max and sum)
 ** and the probabilities as bf16 hi and lo parts are k_mla_tc's.
 */
-template <int DS, int NZ>
+template <int DS, int NZ, int RG>
 __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, const int *sel, int nsel,
                          int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S, unsigned char *dsm)
 {
 	const int NK = 32, KW = NK / NZ, NTW = KW / 8, LD = Dk + 8, SL = NK + 4, BIG = 1 << 30;
-	unsigned short *qs = (unsigned short *)dsm, *kb0 = qs + 64 * LD;
-	__shared__ float sc[64 * SL]; /* the tile's scores, [head row][key] */
+	const int R = 16 * RG, NTH = 32 * RG * NZ; /* head rows, threads */
+	unsigned short *qs = (unsigned short *)dsm, *kb0 = qs + R * LD;
+	__shared__ float sc[R * SL]; /* the tile's scores, [head row][key] */
 	__shared__ int krow[2][NK], kany[2];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
-	int rg = warp & 3, zw = warp >> 2, dv0 = DS * (NZ * blockIdx.y + zw);
-	int t = blockIdx.x, h0 = 64 * blockIdx.z, p = pos[t];
-	int nh = H - h0 < 64 ? H - h0 : 64; /* this block's heads */
+	int rg = warp % RG, zw = warp / RG, dv0 = DS * (NZ * blockIdx.y + zw);
+	int t = blockIdx.x, h0 = R * blockIdx.z, p = pos[t];
+	int nh = H - h0 < R ? H - h0 : R; /* this block's heads */
 	int n = vfirst && nsel > p + 1 ? p + 1 : nsel;
 	const int *st = sel + (long long)t * nsel;
 	const bf16 *cb = cache + (long long)seq[t] * S * Dk, *qt = q + ((long long)t * H + h0) * Dk;
-	for (int e = tid; e < 64 * (Dk / 8); e += 128 * NZ) {
+	for (int e = tid; e < R * (Dk / 8); e += NTH) {
 		int r = e / (Dk / 8), c = 8 * (e % (Dk / 8));
 		if (r < nh)
 			qs_cp16(&qs[r * LD + c], qt + (long long)r * Dk + c);
@@ -510,7 +512,7 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 	}
 	qs_commit(); /* waited for with the first key tile */
 	if (Dk % 16) /* the columns Dk..Dk + 7 that the last 16-wide step reads: zeros, never loaded over */
-		for (int r = tid; r < 64 + 2 * NK; r += 128 * NZ)
+		for (int r = tid; r < R + 2 * NK; r += NTH)
 			*(uint4 *)&qs[r * LD + Dk] = make_uint4(0, 0, 0, 0);
 	int lr0 = 16 * rg + g, lr1 = lr0 + 8;
 	/* pf_softmax's causal mask is not used (keys are masked here): a head row passes "every key", a
@@ -539,7 +541,7 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 		}
 		__syncthreads();
 		unsigned short *ks = kb0 + b * NK * LD;
-		for (int e = tid; e < NK * (Dk / 8); e += 128 * NZ) {
+		for (int e = tid; e < NK * (Dk / 8); e += NTH) {
 			int r = e / (Dk / 8), c = 8 * (e % (Dk / 8)), s = krow[b][r];
 			if (s >= 0)
 				qs_cp16(&ks[r * LD + c], cb + (long long)s * Dk + c);

@@ -935,11 +935,12 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), tc_smem = (64 + 32) * (Dk + 8) * 2;
 	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
 	int tc = g->cuda.act == DT_BF16 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block;
-	/* k_dsa_tc: NZ slices a block (4 for GLM-5's Dv 512), their scores formed once; two key tiles, and
-	** 9.3 KiB static */
+	/* k_dsa_tc: NZ slices a block (4 for GLM-5's Dv 512), their scores formed once; RG groups of 16 heads
+	** (4, or fewer for fewer heads: tp 8's 8 heads of GLM-5 take 1); two key tiles, and the static scores */
 	int NZ = (Dv / DS) % 4 == 0 ? 4 : (Dv / DS) % 2 == 0 ? 2 : 1;
-	int64_t dsa_smem = (64 + 2 * 32) * (Dk + 8) * 2;
-	if (tc && sel >= 0 && dsa_smem + 64 * 36 * 4 + 264 <= e->t.smem_block) {
+	int64_t H = A_mla_heads(n), RG = H >= 64 ? 4 : (H + 15) / 16;
+	int64_t dsa_smem = (16 * RG + 2 * 32) * (Dk + 8) * 2;
+	if (tc && sel >= 0 && dsa_smem + RG * 2304 + 264 <= e->t.smem_block) {
 		w_start(&w, id);
 		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -951,10 +952,10 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		cat(w.call, sizeof w.call, "glm_dsm");
 		w.L.grid[0] = sz_numel(g, pos, 1);
 		w.L.grid[1] = sz_const(Dv / (DS * NZ));
-		w.L.grid[2] = sz_const((A_mla_heads(n) + 63) / 64);
-		w.L.block = 128 * NZ;
+		w.L.grid[2] = sz_const((H + 16 * RG - 1) / (16 * RG));
+		w.L.block = (int)(32 * RG * NZ);
 		w.L.smem = (int)dsa_smem;
-		snprintf(t, sizeof t, "k_dsa_tc<%d, %d>", DS, NZ);
+		snprintf(t, sizeof t, "k_dsa_tc<%d, %d, %d>", DS, NZ, (int)RG);
 		w_finish(e, &w, t);
 		return 0;
 	}

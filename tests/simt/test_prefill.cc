@@ -227,7 +227,7 @@ static void shuffle(std::vector<int> &v)
 ** says, slots as test_attn; ref_mla per slot with that slot's tokens' selections. Cache rows past a
 ** slot's last position are NaN: a kernel that reads a row it must not shows it.
 */
-template <int DS, int NZ>
+template <int DS, int NZ, int RG>
 static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<int> seq, int mode, int nsel,
                      const char *what)
 {
@@ -299,10 +299,11 @@ static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<in
 	for (auto &v : y)
 		v.x = 0x7fc0;
 	y.resize(y.size() + (size_t)64 * Dv, h_bf(1234.0f)); /* a guard: no block writes past its token's heads */
-	std::vector<uint4> dsm((size_t)(64 + 64) * (Dk + 8) * 2 / 16);
+	std::vector<uint4> dsm((size_t)(16 * RG + 64) * (Dk + 8) * 2 / 16);
 	int vfirst = mode != DSA_SUBSET;
-	simt_launch(dim3{(unsigned)T, (unsigned)(Dv / (DS * NZ)), (unsigned)(H + 63) / 64}, dim3{128 * NZ, 1, 1}, [&] {
-		k_dsa_tc<DS, NZ>(y.data(), q.data(), kc.data(), pos.data(), sel.data(), nsel, vfirst, H, Dk, Dv, scale, seq.data(),
+	simt_launch(dim3{(unsigned)T, (unsigned)(Dv / (DS * NZ)), (unsigned)(H + 16 * RG - 1) / (16 * RG)},
+	            dim3{(unsigned)(32 * RG * NZ), 1, 1}, [&] {
+		k_dsa_tc<DS, NZ, RG>(y.data(), q.data(), kc.data(), pos.data(), sel.data(), nsel, vfirst, H, Dk, Dv, scale, seq.data(),
 		             S, (unsigned char *)dsm.data());
 	});
 	bool guard = true;
@@ -311,7 +312,7 @@ static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<in
 	y.resize((size_t)T * H * Dv);
 	double u = guard ? worst_units(y, want, 1.5e-5) : INFINITY;
 	static const char *mname[] = {"dense", "subset", "top-k"};
-	check(u <= 1.0, fmt("k_dsa_tc<%d, %d> T %d H %d Dk %d Dv %d nsel %d %s %s", DS, NZ, T, H, Dk, Dv, nsel, mname[mode], what),
+	check(u <= 1.0, fmt("k_dsa_tc<%d, %d, %d> T %d H %d Dk %d Dv %d nsel %d %s %s", DS, NZ, RG, T, H, Dk, Dv, nsel, mname[mode], what),
 	      fmt("worst %.2f units", u));
 }
 
@@ -345,14 +346,15 @@ int main(void)
 	{ /* one token a slot at contexts 1, 63, 64, 65, 130 and 300 rows (across the 32-row key tiles and the
 	  * 64-entry steps), then three more tokens of the first two slots */
 		std::vector<int> ctx = {0, 62, 63, 64, 129, 299}, seq = {0, 1, 2, 3, 4, 5, 0, 1, 0};
-		test_dsa<32, 2>(8, 144, 128, ctx, seq, DSA_DENSE, 320, "six contexts");
-		test_dsa<32, 4>(8, 144, 128, ctx, seq, DSA_SUBSET, 96, "six contexts");
-		test_dsa<64, 1>(8, 144, 128, {129, 299}, {0, 1, 1}, DSA_TOPK, 64, "top 64 of 130-302 rows");
+		test_dsa<32, 2, 1>(8, 144, 128, ctx, seq, DSA_DENSE, 320, "six contexts");
+		test_dsa<32, 4, 4>(8, 144, 128, ctx, seq, DSA_SUBSET, 96, "six contexts");
+		test_dsa<64, 1, 1>(8, 144, 128, {129, 299}, {0, 1, 1}, DSA_TOPK, 64, "top 64 of 130-302 rows");
 	}
-	test_dsa<128, 1>(64, 144, 128, {0, 70}, {0, 1, 0}, DSA_SUBSET, 80, "64 heads");
-	test_dsa<32, 2>(72, 72, 64, {40}, {0, 0}, DSA_TOPK, 33, "72 heads: two head groups");
-	test_dsa<128, 4>(64, 576, 512, {2060, 40}, {0, 1}, DSA_TOPK, 2048, "GLM-5's heads and latent");
-	test_dsa<32, 1>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_TOPK, 8, "the fixture's shape (top 8)");
-	test_dsa<32, 1>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_DENSE, 8, "the fixture's shape, first 8 rows");
+	test_dsa<128, 1, 4>(64, 144, 128, {0, 70}, {0, 1, 0}, DSA_SUBSET, 80, "64 heads");
+	test_dsa<32, 2, 4>(72, 72, 64, {40}, {0, 0}, DSA_TOPK, 33, "72 heads: two head groups");
+	test_dsa<128, 4, 4>(64, 576, 512, {2060, 40}, {0, 1}, DSA_TOPK, 2048, "GLM-5's heads and latent");
+	test_dsa<64, 2, 2>(20, 144, 128, {30, 0}, {0, 1, 0, 1, 1}, DSA_SUBSET, 40, "20 heads in two row groups");
+	test_dsa<32, 1, 1>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_TOPK, 8, "the fixture's shape (top 8)");
+	test_dsa<32, 1, 2>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_DENSE, 8, "the fixture's shape, first 8 rows");
 	return finish();
 }
