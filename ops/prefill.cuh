@@ -484,8 +484,9 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** arithmetic). The candidates go in tiles of 32: their cache rows (or -1) are listed in shared memory,
 ** then copied (cp.async) by index into one of two key tiles while the tensor cores work on the other, an
 ** invisible candidate staged as zeros and its score masked to -inf before the online softmax, so a
-** poisoned or stale row cannot leak in; a tile without a visible row is skipped. The online softmax (each warp of a row group computes the same max and sum)
-** and the probabilities as bf16 hi and lo parts are k_mla_tc's.
+** poisoned or stale row cannot leak in; a tile without a visible row is skipped. The online softmax (each
+** warp of a row group computes the same max and sum) and the probabilities as bf16 hi and lo parts are
+** k_mla_tc's.
 */
 template <int DS, int NZ, int RG>
 __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, const int *sel, int nsel,
