@@ -8,7 +8,9 @@
 ** inside a 64-key tile, head dims 16, 64 and 128, grouped heads, and a tile whose tokens belong to
 ** several sequence slots (a continuous batch). Outputs are poisoned (NaN) before every launch.
 ** k_dsa_tc (the DSA selection's rows gathered into the key tiles) against ref_mla with the same selections:
-** dense causal lists, random subsets with -1s and rows past the position, top-k lists, 8 to 72 heads.
+** dense causal lists, random subsets with -1s and rows past the position, top-k lists, contexts of 1, 63,
+** 64, 65, 130 and 300 rows, 4 to 72 heads (GLM-5's 64 with its 576/512 latent), rows past a slot's last
+** position NaN, and a guard past the output.
 ** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
 */
 #include "simt.h"
@@ -203,7 +205,6 @@ template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector
 	double u = worst_units(y, want, 1.5e-5);
 	check(u <= 1.0, fmt("k_mla_tc<%d> T %d H %d Dk %d Dv %d %s", DS, T, H, Dk, Dv, what), fmt("worst %.2f units", u));
 }
-
 
 /* How test_dsa builds each token's selection: DSA_DENSE rows 0..pos then -1s (k_indexer_select's list for
 ** a context within its top-k; vfirst); DSA_SUBSET a random subset of the slot's rows, some past pos
