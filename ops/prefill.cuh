@@ -463,3 +463,150 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 			rseq[tid] = -1; /* served */
 	}
 }
+
+/*
+** Sparse (DSA) latent attention of a prefill on the tensor cores, bf16: the contract of k_mla with a
+** selection (token t reads the cache rows sel[t·nsel + j], j < nsel, of slot seq[t] that are >= 0 and
+** <= pos[t]; entries are taken as listed, so they must be distinct, as the indexer's top-k is; with
+** vfirst the visible entries come first, as k_indexer_select writes them, and only the first
+** min(nsel, pos[t] + 1) are read). Dk a multiple of 8, Dv a multiple of DS·NZ (DS 32, 64 or 128; NZ 1, 2
+** or 4), Dv <= Dk; RG (1..4) groups of 16 head rows a block. grid (T, Dv/(DS·NZ), ceil(H/(16·RG))),
+** block 32·RG·NZ, dynamic shared memory dsm of (16·RG + 2·32)·(Dk + 8)·2 bytes (149,504 for GLM-5's
+** Dk 576 at RG 4; 93,440 at RG 1, tp 8's 8 heads), and RG·2,304 + 264 bytes static. With no visible row y is
+** 0/0 = NaN, as k_mla's.
+**
+** Why a block per token: every token has its own selection, so its key tiles serve only its heads; the
+** H heads of one token (GLM-5: 64) are the mma's rows, so each gathered row is read once for all of them.
+** Warp w takes head rows 16(w % RG).. of block z's 16·RG and output dims DS·(NZ·y + w / RG)..: the NZ warps of
+** a row group each form the scores of 32/NZ of a tile's keys and exchange them through shared memory,
+** so a block of NZ slices forms each score once (k_mla_tc forms them again per slice: GLM-5's Dv 512
+** is 4 slices of 128). Head rows past H are zeros and not stored (a warp without a head skips the
+** arithmetic). The candidates go in tiles of 32: their cache rows (or -1) are listed in shared memory,
+** then copied (cp.async) by index into one of two key tiles while the tensor cores work on the other, an
+** invisible candidate staged as zeros and its score masked to -inf before the online softmax, so a
+** poisoned or stale row cannot leak in; a tile without a visible row is skipped. The online softmax (each
+** warp of a row group computes the same max and sum) and the probabilities as bf16 hi and lo parts are
+** k_mla_tc's.
+*/
+template <int DS, int NZ, int RG>
+__device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, const int *sel, int nsel,
+                         int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S, unsigned char *dsm)
+{
+	const int NK = 32, KW = NK / NZ, NTW = KW / 8, LD = Dk + 8, SL = NK + 4, BIG = 1 << 30;
+	const int R = 16 * RG, NTH = 32 * RG * NZ; /* head rows, threads */
+	unsigned short *qs = (unsigned short *)dsm, *kb0 = qs + R * LD;
+	__shared__ float sc[R * SL]; /* the tile's scores, [head row][key] */
+	__shared__ int krow[2][NK], kany[2];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
+	int rg = warp % RG, zw = warp / RG, dv0 = DS * (NZ * blockIdx.y + zw);
+	int t = blockIdx.x, h0 = R * blockIdx.z, p = pos[t];
+	int nh = H - h0 < R ? H - h0 : R; /* this block's heads */
+	int n = vfirst && nsel > p + 1 ? p + 1 : nsel;
+	const int *st = sel + (long long)t * nsel;
+	const bf16 *cb = cache + (long long)seq[t] * S * Dk, *qt = q + ((long long)t * H + h0) * Dk;
+	for (int e = tid; e < R * (Dk / 8); e += NTH) {
+		int r = e / (Dk / 8), c = 8 * (e % (Dk / 8));
+		if (r < nh)
+			qs_cp16(&qs[r * LD + c], qt + (long long)r * Dk + c);
+		else
+			*(uint4 *)&qs[r * LD + c] = make_uint4(0, 0, 0, 0);
+	}
+	qs_commit(); /* waited for with the first key tile */
+	if (Dk % 16) /* the columns Dk..Dk + 7 that the last 16-wide step reads: zeros, never loaded over */
+		for (int r = tid; r < R + 2 * NK; r += NTH)
+			*(uint4 *)&qs[r * LD + Dk] = make_uint4(0, 0, 0, 0);
+	int lr0 = 16 * rg + g, lr1 = lr0 + 8;
+	/* pf_softmax's causal mask is not used (keys are masked here): a head row passes "every key", a
+	** padding row "none" */
+	int p0 = lr0 < nh ? BIG : -1, p1 = lr1 < nh ? BIG : -1;
+	bool busy = 16 * rg < nh; /* warp-uniform */
+
+	float o[DS / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+	for (int i = 0; i < DS / 8; i++)
+		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+	/* tile i's candidates j0.. into buffer b: warp 0 lists their cache rows (-1: not visible), then
+	** every thread copies its pieces of the listed rows; one cp.async group */
+	auto stage = [&](int b, int j0) {
+		if (warp == 0) {
+			int s = -1;
+			if (j0 + lane < n) {
+				s = st[j0 + lane];
+				s = s >= 0 && s <= p ? s : -1;
+			}
+			krow[b][lane] = s;
+			s = pf_warp_max(s);
+			if (lane == 0)
+				kany[b] = s >= 0;
+		}
+		__syncthreads();
+		unsigned short *ks = kb0 + b * NK * LD;
+		for (int e = tid; e < NK * (Dk / 8); e += NTH) {
+			int r = e / (Dk / 8), c = 8 * (e % (Dk / 8)), s = krow[b][r];
+			if (s >= 0)
+				qs_cp16(&ks[r * LD + c], cb + (long long)s * Dk + c);
+			else
+				*(uint4 *)&ks[r * LD + c] = make_uint4(0, 0, 0, 0);
+		}
+		qs_commit();
+	};
+	if (n > 0)
+		stage(0, 0);
+	for (int j0 = 0, b = 0; j0 < n; j0 += NK, b ^= 1) {
+		if (j0 + NK < n) { /* the next tile's copies fly while this one is used */
+			stage(b ^ 1, j0 + NK);
+			qs_wait<1>();
+		} else {
+			qs_wait<0>();
+		}
+		__syncthreads();
+		const unsigned short *ks = kb0 + b * NK * LD;
+		const int *kr = krow[b];
+		if (kany[b]) { /* block-uniform: a tile without a visible row is skipped */
+			if (busy) { /* this warp's share of the scores: keys KW·zw.. */
+				float s[NTW][4];
+#pragma unroll
+				for (int nt = 0; nt < NTW; nt++)
+					s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+				const unsigned short *kw = ks + KW * zw * LD;
+				for (int kd = 0; kd < (Dk + 15) / 16; kd++) {
+					unsigned a[4], bf[(NTW + 1) / 2][4];
+					pf_ldsm4<false>(a, &qs[(16 * rg + (lane & 15)) * LD + 16 * kd + 8 * (lane >> 4)]);
+#pragma unroll
+					for (int np = 0; np < (NTW + 1) / 2; np++) /* one 8-key tile: its matrices read twice */
+						pf_ldsm4<false>(bf[np], &kw[(16 * np + (lane & 7) + (NTW > 1 ? 8 * (lane >> 4) : 0)) * LD +
+						                            16 * kd + 8 * ((lane >> 3) & 1)]);
+#pragma unroll
+					for (int nt = 0; nt < NTW; nt++)
+						qm_mma(s[nt], a[0], a[1], a[2], a[3], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
+				}
+#pragma unroll
+				for (int nt = 0; nt < NTW; nt++) {
+					int j = KW * zw + 8 * nt + 2 * cc;
+					sc[lr0 * SL + j] = s[nt][0], sc[lr0 * SL + j + 1] = s[nt][1];
+					sc[lr1 * SL + j] = s[nt][2], sc[lr1 * SL + j + 1] = s[nt][3];
+				}
+			}
+			__syncthreads();
+			if (busy) {
+				float s[4][4];
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++) /* the row group's scores, the invisible candidates' masked */
+#pragma unroll
+					for (int e = 0; e < 2; e++) {
+						int j = 8 * nt + 2 * cc + e;
+						bool vis = kr[j] >= 0;
+						s[nt][e] = vis ? sc[lr0 * SL + j] : neg_inf();
+						s[nt][2 + e] = vis ? sc[lr1 * SL + j] : neg_inf();
+					}
+				pf_softmax(s, o, 0, p0, p1, scale, m0, m1, l0, l1);
+				pf_pv(o, s, ks + dv0, LD);
+			}
+		}
+		__syncthreads(); /* buffer b and its list are read: the next iteration's stage refills them */
+	}
+	qs_wait<0>(); /* q's copy, when there was no tile */
+	bf16 *yt = y + ((long long)t * H + h0) * Dv + dv0;
+	pf_store(yt + (long long)lr0 * Dv, yt + (long long)lr1 * Dv, o, l0, l1, p0 < 0 ? -1 : 0, p1 < 0 ? -1 : 0);
+}

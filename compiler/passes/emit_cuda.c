@@ -908,8 +908,8 @@ static int emit_matmul(Em *e, int id)
 	return 0;
 }
 
-/* MLA attention: the cache write (unless a fused kernel did it), the split attention of small steps, k_mla
-** above. */
+/* MLA attention: the cache write (unless a fused kernel did it), the split attention of small steps, and
+** above them k_mla_tc (dense) or k_dsa_tc (a DSA selection) for bf16 plans whose shapes fit, else k_mla. */
 static int emit_mla(Em *e, int id, char *err, size_t len)
 {
 	Graph *g = e->g;
@@ -930,10 +930,36 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		w_finish(e, &w, t);
 	}
 	emit_mla_split(e, id);
-	/* prefills on the tensor cores (k_mla_tc) when bf16, dense (no DSA selection) and its tiles fit */
+	/* prefills on the tensor cores when bf16 and its tiles fit: k_mla_tc when dense, k_dsa_tc over a DSA
+	** selection (the same tiles, one token's heads a block) */
 	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), tc_smem = (64 + 32) * (Dk + 8) * 2;
 	int DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32; /* the output dims a block keeps */
-	if (g->cuda.act == DT_BF16 && sel < 0 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block) {
+	int tc = g->cuda.act == DT_BF16 && Dk % 8 == 0 && Dv % 32 == 0 && Dv <= Dk && tc_smem <= e->t.smem_block;
+	/* k_dsa_tc: NZ slices a block (4 for GLM-5's Dv 512), their scores formed once; RG groups of 16 heads
+	** (4, or fewer for fewer heads: tp 8's 8 heads of GLM-5 take 1); two key tiles, and the static scores */
+	int NZ = (Dv / DS) % 4 == 0 ? 4 : (Dv / DS) % 2 == 0 ? 2 : 1;
+	int64_t H = A_mla_heads(n), RG = H >= 64 ? 4 : (H + 15) / 16;
+	int64_t dsa_smem = (16 * RG + 2 * 32) * (Dk + 8) * 2;
+	if (tc && sel >= 0 && dsa_smem + RG * 2304 + 264 <= e->t.smem_block) {
+		w_start(&w, id);
+		w.L.tmin = MLA_SPLIT_TMAX + 1;
+		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		/* an indexer's selection lists its visible rows first (k_indexer_select), as for k_mla_split */
+		w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]), w_int(&w, g->node[sel].op == OP_INDEXER);
+		w_int(&w, A_mla_heads(n)), w_int(&w, Dk), w_int(&w, Dv), w_float(&w, A_mla_scale(n));
+		w_seq(&w, g, cache);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_numel(g, pos, 1);
+		w.L.grid[1] = sz_const(Dv / (DS * NZ));
+		w.L.grid[2] = sz_const((H + 16 * RG - 1) / (16 * RG));
+		w.L.block = (int)(32 * RG * NZ);
+		w.L.smem = (int)dsa_smem;
+		snprintf(t, sizeof t, "k_dsa_tc<%d, %d, %d>", DS, NZ, (int)RG);
+		w_finish(e, &w, t);
+		return 0;
+	}
+	if (tc && sel < 0) {
 		w_start(&w, id);
 		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);

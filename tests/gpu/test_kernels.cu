@@ -348,6 +348,14 @@ __global__ void __launch_bounds__(128) g_attn_tc(bf16 *y, const bf16 *q, const b
 	k_attn_tc<D>(y, q, kc, vc, pos, H, G, scale, seq, S, T);
 }
 
+template <int DS, int NZ, int RG>
+__global__ void __launch_bounds__(32 * RG * NZ) g_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, const int *sel,
+                                                int nsel, int vfirst, int H, int Dk, int Dv, float scale)
+{
+	extern __shared__ __align__(128) unsigned char g_dsm[];
+	k_dsa_tc<DS, NZ, RG>(y, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, g_zero_seq, 0, g_dsm);
+}
+
 template <bool HB>
 __global__ void __launch_bounds__(256) g_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *b, int T, int K, int N)
 {
@@ -1059,6 +1067,38 @@ template <int D> static void test_attn_tc(int H, int G, int T, int ctx, float sc
 	CK_LAUNCH();
 	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
 	check(u <= 1.0, fmt("attn_tc D=%d H=%d G=%d T=%d after %d rows", D, H, G, T, ctx), fmt("worst %.2f units", u));
+}
+
+/* ops/prefill.cuh's k_dsa_tc: a DSA prefill of T tokens after ctx cached rows (one slot) with the
+** indexer's kind of selection (vfirst): a context within nsel lists its rows (in random order) then -1s,
+** a longer one nsel distinct visible rows in random order, every 9th -1; against ref_mla with the same
+** selection on the same bf16 values, within a bf16 unit plus 1.5e-5 as test_attn_tc. */
+template <int DS, int NZ, int RG> static void test_dsa_tc(int H, int Dk, int Dv, int ctx, int T, int nsel, float scale)
+{
+	int S = ctx + T;
+	std::vector<float> cache = through<bf16>(rnd((size_t)S * Dk)), q = through<bf16>(rnd((size_t)T * H * Dk, -0.3f, 0.3f));
+	std::vector<float> kv(cache.begin() + (size_t)ctx * Dk, cache.end()), cr = cache, want((size_t)T * H * Dv);
+	std::vector<int> pos(T), sel((size_t)T * nsel, -1);
+	for (int t = 0; t < T; t++) {
+		int p = pos[t] = ctx + t, n = p + 1 < nsel ? p + 1 : nsel;
+		std::vector<int> rows(p + 1);
+		for (int r = 0; r <= p; r++)
+			rows[r] = r;
+		for (int i = 0; i < n; i++) /* the first n of a random permutation */
+			std::swap(rows[i], rows[i + (int)(rand64() % (uint64_t)(p + 1 - i))]);
+		for (int i = 0; i < n; i++)
+			sel[(size_t)t * nsel + i] = n == nsel && i % 9 == 8 ? -1 : rows[i];
+	}
+	ref_mla(want.data(), q.data(), kv.data(), cr.data(), pos.data(), sel.data(), nsel, T, H, Dk, Dv, S, scale);
+	bf16 *dy = poisoned<bf16>(want.size());
+	int smem = (16 * RG + 64) * (Dk + 8) * 2;
+	CK(cudaFuncSetAttribute(g_dsa_tc<DS, NZ, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	g_dsa_tc<DS, NZ, RG><<<dim3(T, Dv / (DS * NZ), (H + 16 * RG - 1) / (16 * RG)), 32 * RG * NZ, smem>>>(dy, upload(to_type<bf16>(q)), upload(to_type<bf16>(cache)),
+	                                                             upload(pos), upload(sel), nsel, 1, H, Dk, Dv, scale);
+	CK_LAUNCH();
+	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
+	check(u <= 1.0, fmt("dsa_tc<%d, %d, %d> H=%d Dk=%d Dv=%d T=%d after %d rows, nsel %d", DS, NZ, RG, H, Dk, Dv, T, ctx, nsel),
+	      fmt("worst %.2f units", u));
 }
 
 /* ops/prefill.cuh's k_gemm_tc against ref_linear on the same bf16 values: within a bf16 unit of the f32
@@ -2729,6 +2769,11 @@ template <typename A> static void activation_suite()
 		test_attn_tc<64>(4, 4, 65, 63, 0.125f);
 		test_attn_tc<16>(4, 2, 9, 0, 1.0f); /* the first prefill step, large scores */
 		test_attn_tc<128>(2, 1, 1000, 0, 1.0f); /* long, the running max moving */
+		test_dsa_tc<128, 4, 4>(64, 576, 512, 3992, 8, 2048, 0.0625f); /* GLM-5: top-2048 of 4000 cached rows */
+		test_dsa_tc<128, 4, 4>(64, 576, 512, 0, 130, 2048, 0.0625f);  /* a GLM-5 prompt: every row selected */
+		test_dsa_tc<128, 4, 1>(8, 576, 512, 2040, 20, 2048, 0.0625f); /* tp 8's 8 heads, crossing 2048 rows */
+		test_dsa_tc<64, 2, 4>(72, 144, 128, 60, 9, 32, 0.1f);   /* two head groups */
+		test_dsa_tc<32, 1, 1>(4, 40, 32, 5, 20, 8, 0.2f);       /* the fixture's shape (top 8) */
 		test_gemm_tc<false>(300, 4096, 1024);
 		test_gemm_tc<true>(9, 136, 200);
 		test_gemm_tc<false>(513, 1000, 130);

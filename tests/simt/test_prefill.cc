@@ -7,6 +7,10 @@
 ** and past 128, K not a multiple of the 32-wide k step, N not of the 128-wide tile, contexts that end
 ** inside a 64-key tile, head dims 16, 64 and 128, grouped heads, and a tile whose tokens belong to
 ** several sequence slots (a continuous batch). Outputs are poisoned (NaN) before every launch.
+** k_dsa_tc (the DSA selection's rows gathered into the key tiles) against ref_mla with the same selections:
+** dense causal lists, random subsets with -1s and rows past the position, top-k lists, contexts of 1, 63,
+** 64, 65, 130 and 300 rows, 4 to 72 heads (GLM-5's 64 with its 576/512 latent), rows past a slot's last
+** position NaN, and a guard past the output.
 ** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
 */
 #include "simt.h"
@@ -15,6 +19,7 @@
 #include "../../ops/quant.cuh"
 #include "../../ops/prefill.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <unistd.h>
 #include <vector>
@@ -201,6 +206,117 @@ template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector
 	check(u <= 1.0, fmt("k_mla_tc<%d> T %d H %d Dk %d Dv %d %s", DS, T, H, Dk, Dv, what), fmt("worst %.2f units", u));
 }
 
+/* How test_dsa builds each token's selection: DSA_DENSE rows 0..pos then -1s (k_indexer_select's list for
+** a context within its top-k; vfirst); DSA_SUBSET a random subset of the slot's rows, some past pos
+** (masked by causality), in random order with -1s between (fewer than nsel; not vfirst); DSA_TOPK nsel
+** distinct visible rows in random order, a few of them -1 (the indexer's top-k of a long context), or
+** for a context within nsel its rows in random order, then -1s (vfirst). */
+enum { DSA_DENSE, DSA_SUBSET, DSA_TOPK };
+
+/* Fisher-Yates on v with the test's generator. */
+static void shuffle(std::vector<int> &v)
+{
+	for (int i = (int)v.size() - 1; i > 0; i--) {
+		int j = (int)frand(0, (float)(i + 1));
+		j = j > i ? i : j;
+		std::swap(v[i], v[j]);
+	}
+}
+
+/*
+** One DSA prefill step (k_dsa_tc) of T tokens of H heads with selections of nsel entries built as `mode`
+** says, slots as test_attn; ref_mla per slot with that slot's tokens' selections. Cache rows past a
+** slot's last position are NaN: a kernel that reads a row it must not shows it.
+*/
+template <int DS, int NZ, int RG>
+static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<int> seq, int mode, int nsel,
+                     const char *what)
+{
+	int T = (int)seq.size(), slots = (int)ctx.size();
+	std::vector<int> pos;
+	std::vector<std::vector<int>> toks;
+	int S = slot_layout(ctx, seq, pos, toks);
+	std::vector<bf16> q, kc, y((size_t)T * H * Dv);
+	std::vector<float> qf, kcf, want((size_t)T * H * Dv);
+	rnd_bf16((size_t)T * H * Dk, -0.3f, 0.3f, q, qf);
+	rnd_bf16((size_t)slots * S * Dk, -1, 1, kc, kcf);
+	for (int s = 0; s < slots; s++) {
+		int last = toks[s].empty() ? ctx[s] - 1 : pos[toks[s].back()];
+		for (size_t i = (size_t)(s * S + last + 1) * Dk; i < (size_t)(s + 1) * S * Dk; i++)
+			kc[i].x = 0x7fc0, kcf[i] = NAN;
+	}
+	std::vector<int> sel((size_t)T * nsel, -1);
+	for (int t = 0; t < T; t++) {
+		int *st = &sel[(size_t)t * nsel], p = pos[t];
+		std::vector<int> rows;
+		if (mode == DSA_DENSE) {
+			for (int j = 0; j <= p && j < nsel; j++)
+				st[j] = j;
+			continue;
+		}
+		if (mode == DSA_TOPK && p < nsel) { /* the indexer lists every row of a short context first */
+			for (int r = 0; r <= p; r++)
+				rows.push_back(r);
+			shuffle(rows);
+			std::copy(rows.begin(), rows.end(), st);
+			continue;
+		}
+		int all = mode == DSA_SUBSET ? S : p + 1;
+		for (int r = 0; r < all; r++)
+			rows.push_back(r);
+		shuffle(rows);
+		int k = mode == DSA_SUBSET ? (int)frand(1, (float)(nsel < all ? nsel : all)) : nsel;
+		rows.resize(k < all ? k : all);
+		if (*std::min_element(rows.begin(), rows.end()) > p)
+			rows[0] = p; /* a visible row at least (else the output is NaN, here as in ref_mla) */
+		if (mode == DSA_TOPK)
+			for (int i = 3; i < (int)rows.size(); i += 7)
+				rows[i] = -1;
+		while ((int)rows.size() < nsel)
+			rows.push_back(-1);
+		shuffle(rows);
+		std::copy(rows.begin(), rows.end(), st);
+	}
+	float scale = 1.0f / sqrtf((float)Dk);
+	for (int s = 0; s < slots; s++) {
+		const std::vector<int> &ts = toks[s];
+		int n = (int)ts.size();
+		if (!n)
+			continue;
+		std::vector<float> qs((size_t)n * H * Dk), kv((size_t)n * Dk), ys((size_t)n * H * Dv);
+		std::vector<int32_t> ps(n), ss((size_t)n * nsel);
+		for (int i = 0; i < n; i++) {
+			int t = ts[i];
+			ps[i] = pos[t];
+			std::copy(&qf[(size_t)t * H * Dk], &qf[(size_t)(t + 1) * H * Dk], &qs[(size_t)i * H * Dk]);
+			std::copy(&kcf[((size_t)s * S + pos[t]) * Dk], &kcf[((size_t)s * S + pos[t] + 1) * Dk], &kv[(size_t)i * Dk]);
+			std::copy(&sel[(size_t)t * nsel], &sel[(size_t)(t + 1) * nsel], &ss[(size_t)i * nsel]);
+		}
+		std::vector<float> cs(kcf.begin() + (size_t)s * S * Dk, kcf.begin() + (size_t)(s + 1) * S * Dk);
+		ref_mla(ys.data(), qs.data(), kv.data(), cs.data(), ps.data(), ss.data(), nsel, n, H, Dk, Dv, S, scale);
+		for (int i = 0; i < n; i++)
+			std::copy(&ys[(size_t)i * H * Dv], &ys[(size_t)(i + 1) * H * Dv], &want[(size_t)ts[i] * H * Dv]);
+	}
+	for (auto &v : y)
+		v.x = 0x7fc0;
+	y.resize(y.size() + (size_t)64 * Dv, h_bf(1234.0f)); /* a guard: no block writes past its token's heads */
+	std::vector<uint4> dsm((size_t)(16 * RG + 64) * (Dk + 8) * 2 / 16);
+	int vfirst = mode != DSA_SUBSET;
+	simt_launch(dim3{(unsigned)T, (unsigned)(Dv / (DS * NZ)), (unsigned)(H + 16 * RG - 1) / (16 * RG)},
+	            dim3{(unsigned)(32 * RG * NZ), 1, 1}, [&] {
+		k_dsa_tc<DS, NZ, RG>(y.data(), q.data(), kc.data(), pos.data(), sel.data(), nsel, vfirst, H, Dk, Dv, scale, seq.data(),
+		             S, (unsigned char *)dsm.data());
+	});
+	bool guard = true;
+	for (size_t i = (size_t)T * H * Dv; i < y.size(); i++)
+		guard = guard && y[i].x == h_bf(1234.0f).x;
+	y.resize((size_t)T * H * Dv);
+	double u = guard ? worst_units(y, want, 1.5e-5) : INFINITY;
+	static const char *mname[] = {"dense", "subset", "top-k"};
+	check(u <= 1.0, fmt("k_dsa_tc<%d, %d, %d> T %d H %d Dk %d Dv %d nsel %d %s %s", DS, NZ, RG, T, H, Dk, Dv, nsel, mname[mode], what),
+	      fmt("worst %.2f units", u));
+}
+
 int main(void)
 {
 	alarm(1200);
@@ -228,5 +344,18 @@ int main(void)
 		test_mla<64>(12, 6, 160, 128, {5, 33}, seq, "two slots");
 	}
 	test_mla<32>(20, 4, 40, 32, {0}, std::vector<int>(20, 0), "the fixtures' latent (32 of 40)");
+	{ /* one token a slot at contexts 1, 63, 64, 65, 130 and 300 rows (across the 32-row key tiles and the
+	  * 64-entry steps), then three more tokens of the first two slots */
+		std::vector<int> ctx = {0, 62, 63, 64, 129, 299}, seq = {0, 1, 2, 3, 4, 5, 0, 1, 0};
+		test_dsa<32, 2, 1>(8, 144, 128, ctx, seq, DSA_DENSE, 320, "six contexts");
+		test_dsa<32, 4, 4>(8, 144, 128, ctx, seq, DSA_SUBSET, 96, "six contexts");
+		test_dsa<64, 1, 1>(8, 144, 128, {129, 299}, {0, 1, 1}, DSA_TOPK, 64, "top 64 of 130-302 rows");
+	}
+	test_dsa<128, 1, 4>(64, 144, 128, {0, 70}, {0, 1, 0}, DSA_SUBSET, 80, "64 heads");
+	test_dsa<32, 2, 4>(72, 72, 64, {40}, {0, 0}, DSA_TOPK, 33, "72 heads: two head groups");
+	test_dsa<128, 4, 4>(64, 576, 512, {2060, 40}, {0, 1}, DSA_TOPK, 2048, "GLM-5's heads and latent");
+	test_dsa<64, 2, 2>(20, 144, 128, {30, 0}, {0, 1, 0, 1, 1}, DSA_SUBSET, 40, "20 heads in two row groups");
+	test_dsa<32, 1, 1>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_TOPK, 8, "the fixture's shape (top 8)");
+	test_dsa<32, 1, 2>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_DENSE, 8, "the fixture's shape, first 8 rows");
 	return finish();
 }
