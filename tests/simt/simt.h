@@ -129,6 +129,22 @@ static inline unsigned __reduce_max_sync(unsigned, unsigned v)
 	w.bar.wait();
 	return m;
 }
+/* Bit l set when lane l's predicate holds (every lane must call it, as the real kernels do). */
+static inline unsigned __ballot_sync(unsigned, int p)
+{
+	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	w.slot[threadIdx.x & 31] = p != 0;
+	w.bar.wait();
+	unsigned b = 0;
+	for (int i = 0; i < 32; i++)
+		b |= (w.slot[i] ? 1u : 0u) << i;
+	w.bar.wait();
+	return b;
+}
+static inline int __popc(unsigned v)
+{
+	return __builtin_popcount(v);
+}
 static inline void __syncwarp(unsigned = 0xffffffffu)
 {
 	simt_warps[threadIdx.x / 32]->bar.wait();

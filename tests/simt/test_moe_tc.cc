@@ -1,0 +1,189 @@
+/*
+** tests/simt/test_moe_tc.cc — the routed experts' grouped GEMM of ops/moe_tc.cuh (k_moe_group, k_moe_up_tc,
+** k_moe_down_tc, k_moe_sum_tc) run on the CPU through simt.h (mma.sync and ldmatrix by their stand-ins)
+** against ops/ref.c's ref_moe_ffn on the same bf16 values.
+**
+** The grouping must be exact: every expert's offset and first row tile, and its slots in ascending order
+** (a CPU pass over the routing). The output must be within one bf16 unit of the f32 reference plus
+** 2^-14 of M, M[t, c] = sum over the token's slots of |w|·sum_f |down[e, c, f]·hid[f]| (the reference's
+** hid): the kernels' products are exact, their sums f32 in another order (K <= 200 terms: under 2^-16
+** of the terms' magnitudes), and hid enters the down GEMM as bf16 hi + lo (2^-17 of each term); any
+** missing, doubled or misplaced term is of order M. A token whose slots are all empty must give 0.
+** Routings: random distinct experts, skewed ones (one expert takes most slots, more than one row tile;
+** half the experts get none; empty slots, id -1), token counts 1, 63, 64, 65, 130, C and F not multiples
+** of the 32-wide k step or the 64- and 128-wide column tiles, and grids too small for one block a tile
+** (T·k < 128·E: blocks walk several tiles). Outputs and scratch are poisoned before every launch.
+** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
+*/
+#include "simt.h"
+
+#include "../../ops/kernels.cuh"
+#include "../../ops/quant.cuh"
+#include "../../ops/prefill.cuh"
+#include "../../ops/moe_tc.cuh"
+
+#include <cmath>
+#include <unistd.h>
+#include <vector>
+
+#include "../tap.h"
+
+extern "C" {
+#include "../../ops/ref.h"
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t rand64(void)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return rng;
+}
+
+static float frand(float lo, float hi)
+{
+	return lo + (hi - lo) * (float)((rand64() >> 11) * (1.0 / 9007199254740992.0));
+}
+
+/* n random values on the bf16 grid, as bf16 and as float. */
+static void rnd_bf16(size_t n, float lo, float hi, std::vector<bf16> &b, std::vector<float> &f)
+{
+	b.resize(n), f.resize(n);
+	for (size_t i = 0; i < n; i++) {
+		b[i].x = ref_f32_to_bf16(frand(lo, hi));
+		f[i] = ref_bf16_to_f32(b[i].x);
+	}
+}
+
+/* Routings of T tokens, k slots each, over E experts. RANDOM: k distinct experts a token. SKEWED: slot 0
+** is expert 1 for every token (one expert past a row tile from T > 128), the others random among the
+** lower half (the upper half empty), every fifth slot empty (-1). EMPTY: every slot -1. */
+enum { RANDOM, SKEWED, EMPTY };
+
+static std::vector<int> routing(int kind, int T, int E, int k)
+{
+	std::vector<int> idx((size_t)T * k, -1);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++) {
+			int *s = &idx[(size_t)t * k + j];
+			if (kind == EMPTY || (kind == SKEWED && (t * k + j) % 5 == 4))
+				continue;
+			if (kind == SKEWED && j == 0) {
+				*s = 1;
+				continue;
+			}
+			for (;;) { /* distinct from the token's earlier slots */
+				int e = (int)(rand64() % (uint64_t)(kind == SKEWED ? E / 2 : E)), dup = 0;
+				for (int i = 0; i < j; i++)
+					dup |= idx[(size_t)t * k + i] == e;
+				if (!dup) {
+					*s = e;
+					break;
+				}
+			}
+		}
+	return idx;
+}
+
+static const char *kind_name(int kind)
+{
+	return kind == RANDOM ? "random" : kind == SKEWED ? "skewed" : "empty";
+}
+
+static void test_tc(int kind, int T, int C, int F, int E, int k)
+{
+	int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM;
+	std::vector<int> idx = routing(kind, T, E, k);
+	std::vector<bf16> x, w, gate, up, down;
+	std::vector<float> xf, wf, gf, uf, df;
+	rnd_bf16((size_t)T * C, -1, 1, x, xf);
+	rnd_bf16((size_t)n, 0.1f, 1, w, wf);
+	rnd_bf16((size_t)E * F * C, -0.25f, 0.25f, gate, gf);
+	rnd_bf16((size_t)E * F * C, -0.25f, 0.25f, up, uf);
+	rnd_bf16((size_t)E * C * F, -0.25f, 0.25f, down, df);
+	std::vector<float> want((size_t)T * C), mag((size_t)T * C, 0.0f), hid(F);
+	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++) {
+			int e = idx[(size_t)t * k + j];
+			if (e < 0)
+				continue;
+			for (int f = 0; f < F; f++) { /* the reference's hid */
+				double a = 0, b = 0;
+				for (int c = 0; c < C; c++)
+					a += (double)gf[((size_t)e * F + f) * C + c] * xf[(size_t)t * C + c],
+						b += (double)uf[((size_t)e * F + f) * C + c] * xf[(size_t)t * C + c];
+				float ga = (float)a;
+				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
+			}
+			for (int c = 0; c < C; c++) {
+				double m = 0;
+				for (int f = 0; f < F; f++)
+					m += fabs((double)df[((size_t)e * C + c) * F + f] * hid[f]);
+				mag[(size_t)t * C + c] += (float)(wf[(size_t)t * k + j] * m);
+			}
+		}
+
+	/* the grouping the kernels must find */
+	std::vector<int> off(E + 1, 0), tile0(E + 1, 0), order;
+	for (int e = 0; e < E; e++) {
+		int cnt = 0;
+		for (int s = 0; s < n; s++)
+			if (idx[s] == e)
+				order.push_back(s), cnt++;
+		off[e + 1] = off[e] + cnt, tile0[e + 1] = tile0[e] + (cnt + MOE_TC_BM - 1) / MOE_TC_BM;
+	}
+
+	std::vector<int> meta(2 * E + 2, -7), list((size_t)n, -7);
+	std::vector<float> hs((size_t)n * F, NAN), ys((size_t)n * C, NAN);
+	std::vector<bf16> y((size_t)T * C);
+	for (auto &v : y)
+		v.x = 0x7fc0; /* NaN */
+	std::vector<uint4> dsm(MOE_TC_DOWN_SMEM / 16);
+	simt_launch(dim3{(unsigned)E, 1, 1}, dim3{256, 1, 1}, [&] { k_moe_group(meta.data(), list.data(), idx.data(), n, E); });
+	bool grouped = true;
+	for (int e = 0; e <= E; e++)
+		grouped &= meta[e] == off[e] && meta[E + 1 + e] == tile0[e];
+	for (int r = 0; r < off[E] && grouped; r++)
+		grouped &= list[r] == order[r];
+	check(grouped, fmt("k_moe_group %s T %d E %d k %d", kind_name(kind), T, E, k), "offsets, tiles or slot order differ");
+
+	simt_launch(dim3{(unsigned)(F + 63) / 64, (unsigned)rows, 2}, dim3{256, 1, 1}, [&] {
+		k_moe_up_tc(meta.data(), list.data(), hs.data(), x.data(), gate.data(), up.data(), C, F, k, E);
+	});
+	simt_launch(dim3{(unsigned)(C + 127) / 128, (unsigned)rows, 2}, dim3{256, 1, 1}, [&] {
+		k_moe_down_tc(meta.data(), list.data(), hs.data(), ys.data(), down.data(), C, F, E, (unsigned char *)dsm.data());
+	});
+	simt_launch(dim3{(unsigned)((T * C + 1023) / 1024), 1, 1}, dim3{256, 1, 1}, [&] {
+		k_moe_sum_tc<bf16>(y.data(), meta.data(), list.data(), hs.data(), ys.data(), idx.data(), w.data(), T, C, k, E);
+	});
+	double worst = 0;
+	for (size_t i = 0; i < y.size(); i++) {
+		double g = ref_bf16_to_f32(y[i].x), v = want[i];
+		if (std::isnan(g)) {
+			worst = INFINITY;
+			break;
+		}
+		int ex;
+		frexp(v == 0 ? 1e-30 : v, &ex);
+		double d = fabs(g - v) / (ldexp(1.0, ex - 8) + ldexp((double)mag[i], -14));
+		worst = d > worst ? d : worst;
+	}
+	check(worst <= 1.0,
+	      fmt("moe grouped GEMM %s T %d C %d F %d E %d k %d (%d row tiles, %d grid rows)", kind_name(kind), T, C, F, E,
+	          k, tile0[E], 2 * rows),
+	      fmt("worst %.2f units", worst));
+}
+
+int main(void)
+{
+	alarm(1200);
+	test_tc(RANDOM, 1, 64, 32, 4, 2);
+	test_tc(SKEWED, 63, 200, 72, 8, 4);  /* C, F past the k step; empty experts and slots */
+	test_tc(RANDOM, 64, 136, 40, 16, 2); /* 16 experts on two grid rows: blocks walk tiles */
+	test_tc(SKEWED, 65, 64, 96, 16, 2);  /* F past a 64-column tile */
+	test_tc(SKEWED, 130, 72, 48, 6, 2);  /* expert 1: 130 rows, two row tiles */
+	test_tc(RANDOM, 130, 136, 32, 5, 4); /* C past a 128-column tile, 520 slots */
+	test_tc(EMPTY, 5, 64, 32, 4, 2);     /* no rows: y = 0 */
+	return finish();
+}
