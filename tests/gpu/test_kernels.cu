@@ -27,6 +27,7 @@
 #include "../../ops/fused.cuh"
 #include "../../ops/quant.cuh"
 #include "../../ops/prefill.cuh"
+#include "../../ops/moe_tc.cuh"
 
 #include <cuda_runtime.h>
 
@@ -2401,6 +2402,128 @@ template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, 
 	free_all();
 }
 
+__global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const int *idx, int n, int E)
+{
+	k_moe_group(meta, list, idx, n, E);
+}
+
+__global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x,
+                                                   const bf16 *gate, const bf16 *up, int C, int F, int k, int E)
+{
+	k_moe_up_tc(meta, list, hid, x, gate, up, C, F, k, E);
+}
+
+__global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys,
+                                                     const bf16 *down, int C, int F, int E)
+{
+	extern __shared__ __align__(128) unsigned char dsm[];
+	k_moe_down_tc(meta, list, hid, ys, down, C, F, E, dsm);
+}
+
+__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *hid,
+                                                    const float *ys, const int *idx, const bf16 *w, int T, int C, int k,
+                                                    int E)
+{
+	k_moe_sum_tc<bf16>(y, meta, list, hid, ys, idx, w, T, C, k, E);
+}
+
+/*
+** ops/moe_tc.cuh's grouped GEMM (k_moe_group, k_moe_up_tc, k_moe_down_tc, k_moe_sum_tc, launched as glmc
+** does) against ref_moe_ffn on the same bf16 values, as tests/simt/test_moe_tc.cc holds the CPU stand-in:
+** the grouping exact (offsets, tile starts, slots ascending within an expert); each output within a bf16
+** unit plus 2^-14 of M = sum over the token's slots of |w|·sum_f |down·hid| (f32 sums in another order,
+** hid as bf16 hi + lo). Skewed: slot 0 is expert 1 for every token (several row tiles), the rest among
+** the lower half of the experts, every fifth slot empty (-1); else k distinct random experts a token.
+*/
+static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
+{
+	int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM;
+	std::vector<float> x = through<bf16>(rnd((size_t)T * C)), w = through<bf16>(rnd((size_t)n, 0.1f, 1.0f));
+	std::vector<float> gate = through<bf16>(rnd((size_t)E * F * C, -0.25f, 0.25f)),
+			   up = through<bf16>(rnd((size_t)E * F * C, -0.25f, 0.25f)),
+			   down = through<bf16>(rnd((size_t)E * C * F, -0.25f, 0.25f));
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++) {
+		std::vector<int> ex(skew ? E / 2 : E);
+		for (size_t e = 0; e < ex.size(); e++)
+			ex[e] = (int)e;
+		shuffle(ex);
+		if (skew) /* expert 1 first, then the others in their shuffled order */
+			for (size_t e = 0; e < ex.size(); e++)
+				if (ex[e] == 1)
+					std::swap(ex[e], ex[0]);
+		for (int j = 0; j < k; j++)
+			idx.push_back(skew && (t * k + j) % 5 == 4 ? -1 : ex[j]);
+	}
+	std::vector<float> want((size_t)T * C), mag((size_t)T * C, 0.0f), hid(F);
+	ref_moe_ffn(want.data(), x.data(), idx.data(), w.data(), gate.data(), up.data(), down.data(), T, C, F, E, k);
+	for (int t = 0; t < T; t++)
+		for (int j = 0; j < k; j++) {
+			int e = idx[(size_t)t * k + j];
+			if (e < 0)
+				continue;
+			for (int f = 0; f < F; f++) { /* the reference's hid */
+				double a = 0, b = 0;
+				for (int c = 0; c < C; c++)
+					a += (double)gate[((size_t)e * F + f) * C + c] * x[(size_t)t * C + c],
+						b += (double)up[((size_t)e * F + f) * C + c] * x[(size_t)t * C + c];
+				float ga = (float)a;
+				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
+			}
+			for (int c = 0; c < C; c++) {
+				double m = 0;
+				for (int f = 0; f < F; f++)
+					m += fabs((double)down[((size_t)e * C + c) * F + f] * hid[f]);
+				mag[(size_t)t * C + c] += (float)(w[(size_t)t * k + j] * m);
+			}
+		}
+	std::vector<int> off(E + 1, 0), tile0(E + 1, 0), order;
+	for (int e = 0; e < E; e++) {
+		int cnt = 0;
+		for (int s = 0; s < n; s++)
+			if (idx[s] == e)
+				order.push_back(s), cnt++;
+		off[e + 1] = off[e] + cnt, tile0[e + 1] = tile0[e] + (cnt + MOE_TC_BM - 1) / MOE_TC_BM;
+	}
+	int *didx = upload(idx), *meta = poisoned<int>(2 * E + 2), *list = poisoned<int>(n);
+	float *dhid = poisoned<float>((size_t)n * F), *ys = poisoned<float>((size_t)n * C);
+	bf16 *dy = poisoned<bf16>(want.size());
+	g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
+	CK_LAUNCH();
+	g_moe_up_tc<<<dim3((F + 63) / 64, rows, 2), 256>>>(meta, list, dhid, upload(to_type<bf16>(x)),
+	                                                   upload(to_type<bf16>(gate)), upload(to_type<bf16>(up)), C, F, k, E);
+	CK_LAUNCH();
+	CK(cudaFuncSetAttribute(g_moe_down_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM));
+	g_moe_down_tc<<<dim3((C + 127) / 128, rows, 2), 256, MOE_TC_DOWN_SMEM>>>(meta, list, dhid, ys,
+	                                                                         upload(to_type<bf16>(down)), C, F, E);
+	CK_LAUNCH();
+	g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, dhid, ys, didx, upload(to_type<bf16>(w)), T, C,
+	                                                      k, E);
+	CK_LAUNCH();
+	std::string cfg = fmt("T=%d C=%d F=%d E=%d k=%d%s", T, C, F, E, k, skew ? " skewed" : "");
+	std::vector<int> gm = download(meta, 2 * E + 2), gl = download(list, n);
+	bool grouped = true;
+	for (int e = 0; e <= E; e++)
+		grouped &= gm[e] == off[e] && gm[E + 1 + e] == tile0[e];
+	for (int r = 0; r < off[E] && grouped; r++)
+		grouped &= gl[r] == order[r];
+	check(grouped, "moe_group " + cfg, "offsets, tiles or slot order differ");
+	std::vector<float> got = to_float(download(dy, want.size()));
+	double worst = 0;
+	for (size_t i = 0; i < got.size(); i++) {
+		if (isnan(got[i])) {
+			worst = INFINITY;
+			break;
+		}
+		int e;
+		frexp(want[i] == 0 ? 1e-30 : (double)want[i], &e);
+		double d = fabs((double)got[i] - want[i]) / (ldexp(1.0, e - 8) + ldexp((double)mag[i], -14));
+		worst = d > worst ? d : worst;
+	}
+	check(worst <= 1.0, "moe grouped GEMM " + cfg, fmt("worst %.2f units", worst));
+	free_all();
+}
+
 /* Every new template for activation type A. */
 template <typename A> static void mla_moe_suite()
 {
@@ -2535,6 +2658,12 @@ template <typename A> static void activation_suite()
 		test_gemm_tc<false>(300, 4096, 1024);
 		test_gemm_tc<true>(9, 136, 200);
 		test_gemm_tc<false>(513, 1000, 130);
+		test_moe_tc(200, 1024, 768, 16, 4, false);  /* 800 slots over 16 experts: several tiles each */
+		test_moe_tc(1000, 256, 136, 64, 8, false);  /* 8000 slots over 64 experts, about a tile each */
+		test_moe_tc(64, 256, 64, 64, 2, false);     /* 128 slots, 64 experts on 2 grid rows: blocks walk tiles */
+		test_moe_tc(2100, 64, 40, 16, 1, true);     /* expert 1: 14 row tiles; a block a tile */
+		test_moe_tc(65, 72, 40, 8, 2, true);        /* C, F past the k step and the column tiles */
+		test_moe_tc(1, 2048, 1536, 4, 4, false);    /* GLM-4.7-Flash's widths, one token */
 	}
 	test_argmax<A>(1000);
 	test_argmax<A>(37);
