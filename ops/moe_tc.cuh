@@ -17,10 +17,13 @@
 **   k_moe_sum_tc   y[t] = sum over j = 0..k-1 in order of w[t·k + j] · ys[t·k + j] (empty slots skipped),
 **                  rounded once to the activation type: deterministic, no float atomics.
 **
+** Weights: bf16 (QT -1: staged by cp.async), or resident GGUF blocks of type QT (ops/quant.cuh: each value
+** dequantized exactly by q_elem and rounded to bf16 into the tile, as the cuBLASLt prefill's dequantized
+** weights are; their rows whole blocks at q_stride).
 ** Shapes: C and F multiples of 8 (16-byte rows for cp.async), E at most MOE_TC_EMAX; x, weights, hid
 ** and ys 16-byte aligned (glmc's buffers and scratch regions are 256-byte aligned). Rows past a tile's
 ** expert, columns past F or C and k steps past the row end are staged as zeros. glmc emits these for
-** bf16 plans with bf16 experts at steps of many tokens (compiler/passes/emit_cuda.c).
+** bf16 plans at steps of many tokens (compiler/passes/emit_cuda.c).
 **
 ** Row tiles: expert e has ceil(n_e / 128) tiles; their count over all experts is at most ceil(T·k/128)
 ** + E. The GEMM grids are (column tiles, ceil(T·k/128), 2), a block's linear index y + gridDim.y·z, and
@@ -96,6 +99,24 @@ __device__ __forceinline__ int moe_tc_expert(const int *tile0, int E, int tile)
 	return lo;
 }
 
+/* Weights k..k+7 of row `row` of a [rows, K] weight w into the bf16 tile at dst (16 bytes): bf16 rows (QT
+** -1) by cp.async; rows of GGUF blocks of type QT dequantized exactly (q_elem) and rounded to bf16. */
+template <int QT>
+__device__ __forceinline__ void moe_tc_wpiece(unsigned short *dst, const void *w, long long row, int k, int K)
+{
+	if constexpr (QT < 0) {
+		qs_cp16(dst, (const bf16 *)w + row * K + k);
+	} else {
+		const unsigned char *r = (const unsigned char *)w + row * q_stride<QT>(K);
+		uint4 v;
+		v.x = qm_bf2(q_elem<QT>(r, k), q_elem<QT>(r, k + 1));
+		v.y = qm_bf2(q_elem<QT>(r, k + 2), q_elem<QT>(r, k + 3));
+		v.z = qm_bf2(q_elem<QT>(r, k + 4), q_elem<QT>(r, k + 5));
+		v.w = qm_bf2(q_elem<QT>(r, k + 6), q_elem<QT>(r, k + 7));
+		*(uint4 *)dst = v;
+	}
+}
+
 /*
 ** Routed experts' first half for the grouped rows: hid[r·F + f] = silu(g)·u for sorted row r (slot
 ** list[r], token list[r] / k, expert e), g = gate[e, f, :]·x[t], u = up[e, f, :]·x[t] as f32 sums of
@@ -107,8 +128,9 @@ __device__ __forceinline__ int moe_tc_expert(const int *tile0, int E, int tile)
 ** (i < 16), so warp (wm, wn) holds both sums of its rows at f 16wn.. 16wn + 15 and the epilogue needs no
 ** exchange: its mma tiles 0, 1 are gate, 2, 3 up of the same f.
 */
-__device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x, const bf16 *gate,
-                            const bf16 *up, int C, int F, int k, int E)
+template <typename W, int QG, int QU>
+__device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x, const W *gate, const W *up,
+                            int C, int F, int k, int E)
 {
 	const int BK = 32, LD = 40;
 	__shared__ __align__(16) unsigned short xs[2][128 * LD], ws[2][128 * LD];
@@ -142,8 +164,10 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 					qs_cp16(dx, x + (long long)t * C + kc);
 				else
 					*(uint4 *)dx = make_uint4(0, 0, 0, 0);
-				if (f < F && kc < C)
-					qs_cp16(dw, (r & 16 ? up : gate) + ((long long)e * F + f) * C + kc);
+				if (f < F && kc < C && (r & 16))
+					moe_tc_wpiece<QU>(dw, up, (long long)e * F + f, kc, C);
+				else if (f < F && kc < C)
+					moe_tc_wpiece<QG>(dw, gate, (long long)e * F + f, kc, C);
 				else
 					*(uint4 *)dw = make_uint4(0, 0, 0, 0);
 			}
@@ -227,7 +251,8 @@ __device__ __forceinline__ void moe_tc_afrag(unsigned (&hi)[4], unsigned (&lo)[4
 ** (float pairs of a fragment's eight rows in distinct banks), read into hi and lo fragments, two mmas
 ** each; down as bf16 rows of 40 through ldmatrix as k_gemm_tc's weights.
 */
-__device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys, const bf16 *down, int C,
+template <typename W, int QD>
+__device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys, const W *down, int C,
                               int F, int E, unsigned char *dsm)
 {
 	const int BK = 32, LA = 40, LD = 40;
@@ -267,7 +292,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 				int p = tid + 256 * i, r = p >> 2, c = 8 * (p & 3), kc = k0 + c;
 				unsigned short *d = &ws[s * 128 * LD + r * LD + c];
 				if (n0 + r < C && kc < F)
-					qs_cp16(d, down + ((long long)e * C + n0 + r) * F + kc);
+					moe_tc_wpiece<QD>(d, down, (long long)e * C + n0 + r, kc, F);
 				else
 					*(uint4 *)d = make_uint4(0, 0, 0, 0);
 			}

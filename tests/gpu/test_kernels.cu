@@ -2410,14 +2410,14 @@ __global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const i
 __global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x,
                                                    const bf16 *gate, const bf16 *up, int C, int F, int k, int E)
 {
-	k_moe_up_tc(meta, list, hid, x, gate, up, C, F, k, E);
+	k_moe_up_tc<bf16, -1, -1>(meta, list, hid, x, gate, up, C, F, k, E);
 }
 
 __global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys,
                                                      const bf16 *down, int C, int F, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
-	k_moe_down_tc(meta, list, hid, ys, down, C, F, E, dsm);
+	k_moe_down_tc<bf16, -1>(meta, list, hid, ys, down, C, F, E, dsm);
 }
 
 __global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *hid,
