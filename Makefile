@@ -179,7 +179,7 @@ build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/sim
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/gemv_shape.h ops/quant.h ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh ops/moe_tc.cuh $(LIBS)
+build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h tests/moe_tc_check.h ops/kernels.cuh ops/gemv_shape.h ops/quant.h ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh ops/moe_tc.cuh $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe_tc.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 

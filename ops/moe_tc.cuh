@@ -84,10 +84,12 @@ __device__ void k_moe_group(int *meta, int *list, const int *idx, int n, int E)
 	}
 }
 
-/* The expert whose row tiles hold tile `tile`: the last e with tile0[e] <= tile (an empty expert's start
-** equals the next one's, so the last such e has rows). tile < tile0[E]. */
-__device__ __forceinline__ int moe_tc_expert(const int *tile0, int E, int tile)
+/* Row tile `tile`'s expert (returned) and its sorted rows r0..r1 - 1 (at most MOE_TC_BM): the expert is
+** the last e with tile0[e] <= tile (an empty expert's start equals the next one's, so the last such e has
+** rows; tile0 = meta + E + 1). tile < meta[2E + 1]. */
+__device__ __forceinline__ int moe_tc_tile(const int *meta, int E, int tile, int &r0, int &r1)
 {
+	const int *tile0 = meta + E + 1;
 	int lo = 0, hi = E;
 	while (hi - lo > 1) {
 		int mid = (lo + hi) >> 1;
@@ -96,7 +98,20 @@ __device__ __forceinline__ int moe_tc_expert(const int *tile0, int E, int tile)
 		else
 			hi = mid;
 	}
+	r0 = meta[lo] + MOE_TC_BM * (tile - tile0[lo]), r1 = meta[lo + 1];
 	return lo;
+}
+
+/* A warp's 4x4 mma tiles of f32 sums, zeroed. */
+__device__ __forceinline__ void moe_tc_zero(float (&acc)[4][4][4])
+{
+#pragma unroll
+	for (int i = 0; i < 4; i++)
+#pragma unroll
+		for (int j = 0; j < 4; j++)
+#pragma unroll
+			for (int q = 0; q < 4; q++)
+				acc[i][j][q] = 0.0f;
 }
 
 /* Weights k..k+7 of row `row` of a [rows, K] weight w into the bf16 tile at dst (16 bytes): bf16 rows (QT
@@ -114,6 +129,26 @@ __device__ __forceinline__ void moe_tc_wpiece(unsigned short *dst, const void *w
 		v.z = qm_bf2(q_elem<QT>(r, k + 4), q_elem<QT>(r, k + 5));
 		v.w = qm_bf2(q_elem<QT>(r, k + 6), q_elem<QT>(r, k + 7));
 		*(uint4 *)dst = v;
+	}
+}
+
+/* The two-stage k loop of the grouped GEMMs (k_gemm_tc's scheme): stage(s, k0) copies the k step at k0
+** into stage s (its cp.async copies committed as one group), body(s) works on stage s while the next
+** step is copied. Every thread of the block calls it (it synchronises). */
+template <typename S, typename B> __device__ __forceinline__ void moe_tc_steps(int nk, int BK, S &&stage, B &&body)
+{
+	stage(0, 0);
+	for (int ks = 0; ks < nk; ks++) {
+		int s = ks & 1;
+		if (ks + 1 < nk) {
+			stage(s ^ 1, (ks + 1) * BK);
+			qs_wait<1>();
+		} else {
+			qs_wait<0>();
+		}
+		__syncthreads();
+		body(s);
+		__syncthreads(); /* stage s is refilled by the step after next */
 	}
 }
 
@@ -138,20 +173,13 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	int g = lane >> 2, cc = lane & 3, n0 = blockIdx.x * 64, nt_all = meta[2 * E + 1];
 	for (int tile = blockIdx.y + gridDim.y * blockIdx.z; tile < nt_all; tile += gridDim.y * gridDim.z) {
-		int e = moe_tc_expert(meta + E + 1, E, tile);
-		int r0 = meta[e] + MOE_TC_BM * (tile - meta[E + 1 + e]), r1 = meta[e + 1];
+		int r0, r1, e = moe_tc_tile(meta, E, tile, r0, r1);
 		__syncthreads(); /* the last tile's readers of rtok are done */
 		if (tid < 128)
 			rtok[tid] = r0 + tid < r1 ? list[r0 + tid] / k : -1;
 		__syncthreads();
 		float acc[4][4][4];
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-#pragma unroll
-				for (int q = 0; q < 4; q++)
-					acc[i][j][q] = 0.0f;
+		moe_tc_zero(acc);
 
 		/* stage s <- the k step at k0: two 16-byte pieces of each tile a thread */
 		auto stage = [&](int s, int k0) {
@@ -174,17 +202,7 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 			qs_commit();
 		};
 
-		int nk = (C + BK - 1) / BK;
-		stage(0, 0);
-		for (int ks = 0; ks < nk; ks++) {
-			int s = ks & 1;
-			if (ks + 1 < nk) {
-				stage(s ^ 1, (ks + 1) * BK);
-				qs_wait<1>();
-			} else {
-				qs_wait<0>();
-			}
-			__syncthreads();
+		moe_tc_steps((C + BK - 1) / BK, BK, stage, [&](int s) {
 #pragma unroll
 			for (int kk = 0; kk < BK; kk += 16) {
 				unsigned a[4][4], b[2][4];
@@ -202,8 +220,7 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 						qm_mma(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt >> 1][2 * (nt & 1)],
 						       b[nt >> 1][2 * (nt & 1) + 1]);
 			}
-			__syncthreads(); /* stage s is refilled by the step after next */
-		}
+		});
 
 #pragma unroll
 		for (int mt = 0; mt < 4; mt++)
@@ -262,19 +279,12 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	int g = lane >> 2, cc = lane & 3, n0 = blockIdx.x * 128, nt_all = meta[2 * E + 1];
 	for (int tile = blockIdx.y + gridDim.y * blockIdx.z; tile < nt_all; tile += gridDim.y * gridDim.z) {
-		int e = moe_tc_expert(meta + E + 1, E, tile);
-		int r0 = meta[e] + MOE_TC_BM * (tile - meta[E + 1 + e]), r1 = meta[e + 1];
+		int r0, r1, e = moe_tc_tile(meta, E, tile, r0, r1);
 		__syncthreads(); /* the last tile's readers of rslot are done */
 		if (tid < 128)
 			rslot[tid] = r0 + tid < r1 ? list[r0 + tid] : -1;
 		float acc[4][4][4];
-#pragma unroll
-		for (int i = 0; i < 4; i++)
-#pragma unroll
-			for (int j = 0; j < 4; j++)
-#pragma unroll
-				for (int q = 0; q < 4; q++)
-					acc[i][j][q] = 0.0f;
+		moe_tc_zero(acc);
 
 		/* stage s <- the k step at k0: four 16-byte pieces of the hid tile and two of the down tile a thread */
 		auto stage = [&](int s, int k0) {
@@ -299,17 +309,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 			qs_commit();
 		};
 
-		int nk = (F + BK - 1) / BK;
-		stage(0, 0);
-		for (int ks = 0; ks < nk; ks++) {
-			int s = ks & 1;
-			if (ks + 1 < nk) {
-				stage(s ^ 1, (ks + 1) * BK);
-				qs_wait<1>();
-			} else {
-				qs_wait<0>();
-			}
-			__syncthreads();
+		moe_tc_steps((F + BK - 1) / BK, BK, stage, [&](int s) {
 			const float *a_s = as + s * 128 * LA;
 			const unsigned short *w_s = ws + s * 128 * LD;
 #pragma unroll
@@ -331,8 +331,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 					}
 				}
 			}
-			__syncthreads(); /* stage s is refilled by the step after next */
-		}
+		});
 
 #pragma unroll
 		for (int mt = 0; mt < 4; mt++)

@@ -49,6 +49,8 @@ extern "C" {
 #include "ref.h"
 }
 
+#include "../moe_tc_check.h"
+
 /* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
 /* Any CUDA error ends the run as a failed check that names the call, file and line. */
@@ -2455,39 +2457,10 @@ static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
 		for (int j = 0; j < k; j++)
 			idx.push_back(skew && (t * k + j) % 5 == 4 ? -1 : ex[j]);
 	}
-	std::vector<float> want((size_t)T * C), mag((size_t)T * C, 0.0f), hid(F);
-	ref_moe_ffn(want.data(), x.data(), idx.data(), w.data(), gate.data(), up.data(), down.data(), T, C, F, E, k);
-	for (int t = 0; t < T; t++)
-		for (int j = 0; j < k; j++) {
-			int e = idx[(size_t)t * k + j];
-			if (e < 0)
-				continue;
-			for (int f = 0; f < F; f++) { /* the reference's hid */
-				double a = 0, b = 0;
-				for (int c = 0; c < C; c++)
-					a += (double)gate[((size_t)e * F + f) * C + c] * x[(size_t)t * C + c],
-						b += (double)up[((size_t)e * F + f) * C + c] * x[(size_t)t * C + c];
-				float ga = (float)a;
-				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
-			}
-			for (int c = 0; c < C; c++) {
-				double m = 0;
-				for (int f = 0; f < F; f++)
-					m += fabs((double)down[((size_t)e * C + c) * F + f] * hid[f]);
-				mag[(size_t)t * C + c] += (float)(w[(size_t)t * k + j] * m);
-			}
-		}
-	std::vector<int> off(E + 1, 0), tile0(E + 1, 0), order;
-	for (int e = 0; e < E; e++) {
-		int cnt = 0;
-		for (int s = 0; s < n; s++)
-			if (idx[s] == e)
-				order.push_back(s), cnt++;
-		off[e + 1] = off[e] + cnt, tile0[e + 1] = tile0[e] + (cnt + MOE_TC_BM - 1) / MOE_TC_BM;
-	}
+	MoeTcWant want = moe_tc_want(x, w, gate, up, down, idx, T, C, F, E, k);
 	int *didx = upload(idx), *meta = poisoned<int>(2 * E + 2), *list = poisoned<int>(n);
 	float *dhid = poisoned<float>((size_t)n * F), *ys = poisoned<float>((size_t)n * C);
-	bf16 *dy = poisoned<bf16>(want.size());
+	bf16 *dy = poisoned<bf16>(want.y.size());
 	g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
 	CK_LAUNCH();
 	g_moe_up_tc<<<dim3((F + 63) / 64, rows, 2), 256>>>(meta, list, dhid, upload(to_type<bf16>(x)),
@@ -2501,25 +2474,9 @@ static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
 	                                                      k, E);
 	CK_LAUNCH();
 	std::string cfg = fmt("T=%d C=%d F=%d E=%d k=%d%s", T, C, F, E, k, skew ? " skewed" : "");
-	std::vector<int> gm = download(meta, 2 * E + 2), gl = download(list, n);
-	bool grouped = true;
-	for (int e = 0; e <= E; e++)
-		grouped &= gm[e] == off[e] && gm[E + 1 + e] == tile0[e];
-	for (int r = 0; r < off[E] && grouped; r++)
-		grouped &= gl[r] == order[r];
-	check(grouped, "moe_group " + cfg, "offsets, tiles or slot order differ");
-	std::vector<float> got = to_float(download(dy, want.size()));
-	double worst = 0;
-	for (size_t i = 0; i < got.size(); i++) {
-		if (isnan(got[i])) {
-			worst = INFINITY;
-			break;
-		}
-		int e;
-		frexp(want[i] == 0 ? 1e-30 : (double)want[i], &e);
-		double d = fabs((double)got[i] - want[i]) / (ldexp(1.0, e - 8) + ldexp((double)mag[i], -14));
-		worst = d > worst ? d : worst;
-	}
+	check(moe_tc_grouped(want, download(meta, 2 * E + 2), download(list, n), E), "moe_group " + cfg,
+	      "offsets, tiles or slot order differ");
+	double worst = moe_tc_worst(to_float(download(dy, want.y.size())), want);
 	check(worst <= 1.0, "moe grouped GEMM " + cfg, fmt("worst %.2f units", worst));
 	free_all();
 }

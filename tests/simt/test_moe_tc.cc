@@ -36,6 +36,8 @@ extern "C" {
 #include "../../ops/ref.h"
 }
 
+#include "../moe_tc_check.h"
+
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static uint64_t rand64(void)
@@ -137,38 +139,7 @@ template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int 
 	rnd_weights(QG, (long long)E * F, C, gate, gf);
 	rnd_weights(QU, (long long)E * F, C, up, uf);
 	rnd_weights(QD, (long long)E * C, F, down, df);
-	std::vector<float> want((size_t)T * C), mag((size_t)T * C, 0.0f), hid(F);
-	ref_moe_ffn(want.data(), xf.data(), idx.data(), wf.data(), gf.data(), uf.data(), df.data(), T, C, F, E, k);
-	for (int t = 0; t < T; t++)
-		for (int j = 0; j < k; j++) {
-			int e = idx[(size_t)t * k + j];
-			if (e < 0)
-				continue;
-			for (int f = 0; f < F; f++) { /* the reference's hid */
-				double a = 0, b = 0;
-				for (int c = 0; c < C; c++)
-					a += (double)gf[((size_t)e * F + f) * C + c] * xf[(size_t)t * C + c],
-						b += (double)uf[((size_t)e * F + f) * C + c] * xf[(size_t)t * C + c];
-				float ga = (float)a;
-				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
-			}
-			for (int c = 0; c < C; c++) {
-				double m = 0;
-				for (int f = 0; f < F; f++)
-					m += fabs((double)df[((size_t)e * C + c) * F + f] * hid[f]);
-				mag[(size_t)t * C + c] += (float)(wf[(size_t)t * k + j] * m);
-			}
-		}
-
-	/* the grouping the kernels must find */
-	std::vector<int> off(E + 1, 0), tile0(E + 1, 0), order;
-	for (int e = 0; e < E; e++) {
-		int cnt = 0;
-		for (int s = 0; s < n; s++)
-			if (idx[s] == e)
-				order.push_back(s), cnt++;
-		off[e + 1] = off[e] + cnt, tile0[e + 1] = tile0[e] + (cnt + MOE_TC_BM - 1) / MOE_TC_BM;
-	}
+	MoeTcWant want = moe_tc_want(xf, wf, gf, uf, df, idx, T, C, F, E, k);
 
 	std::vector<int> meta(2 * E + 2, -7), list((size_t)n, -7);
 	std::vector<float> hs((size_t)n * F, NAN), ys((size_t)n * C, NAN);
@@ -177,12 +148,7 @@ template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int 
 		v.x = 0x7fc0; /* NaN */
 	std::vector<uint4> dsm(MOE_TC_DOWN_SMEM / 16);
 	simt_launch(dim3{(unsigned)E, 1, 1}, dim3{256, 1, 1}, [&] { k_moe_group(meta.data(), list.data(), idx.data(), n, E); });
-	bool grouped = true;
-	for (int e = 0; e <= E; e++)
-		grouped &= meta[e] == off[e] && meta[E + 1 + e] == tile0[e];
-	for (int r = 0; r < off[E] && grouped; r++)
-		grouped &= list[r] == order[r];
-	check(grouped, fmt("k_moe_group %s T %d E %d k %d", kind_name(kind), T, E, k), "offsets, tiles or slot order differ");
+	check(moe_tc_grouped(want, meta, list, E), fmt("k_moe_group %s T %d E %d k %d", kind_name(kind), T, E, k), "offsets, tiles or slot order differ");
 
 	simt_launch(dim3{(unsigned)(F + 63) / 64, (unsigned)rows, 2}, dim3{256, 1, 1}, [&] {
 		k_moe_up_tc<W, QG, QU>(meta.data(), list.data(), hs.data(), x.data(), (const W *)gate.data(), (const W *)up.data(),
@@ -195,21 +161,13 @@ template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int 
 	simt_launch(dim3{(unsigned)((T * C + 1023) / 1024), 1, 1}, dim3{256, 1, 1}, [&] {
 		k_moe_sum_tc<bf16>(y.data(), meta.data(), list.data(), hs.data(), ys.data(), idx.data(), w.data(), T, C, k, E);
 	});
-	double worst = 0;
-	for (size_t i = 0; i < y.size(); i++) {
-		double g = ref_bf16_to_f32(y[i].x), v = want[i];
-		if (std::isnan(g)) {
-			worst = INFINITY;
-			break;
-		}
-		int ex;
-		frexp(v == 0 ? 1e-30 : v, &ex);
-		double d = fabs(g - v) / (ldexp(1.0, ex - 8) + ldexp((double)mag[i], -14));
-		worst = d > worst ? d : worst;
-	}
+	std::vector<float> got(y.size());
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = ref_bf16_to_f32(y[i].x);
+	double worst = moe_tc_worst(got, want);
 	check(worst <= 1.0,
 	      fmt("moe grouped GEMM %s T %d C %d F %d E %d k %d, weights %d %d %d (%d row tiles, %d grid rows)",
-	          kind_name(kind), T, C, F, E, k, QG, QU, QD, tile0[E], 2 * rows),
+	          kind_name(kind), T, C, F, E, k, QG, QU, QD, want.tile0[E], 2 * rows),
 	      fmt("worst %.2f units", worst));
 }
 
