@@ -85,7 +85,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_moe_tc
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
 	@tests/run.sh
 
 demo: all
@@ -161,7 +161,7 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 
 # The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
 # stand-in for the device), and the tensor-core prefill kernels (prefill.cuh, moe_tc.cuh), for checking kernel
-# logic without a GPU; needs a C++17 compiler. All five are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
+# logic without a GPU; needs a C++17 compiler. All of them are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh $(LIBS)
 	@mkdir -p build/simt
@@ -179,15 +179,26 @@ build/simt/test_prefill: tests/simt/test_prefill.cc tests/simt/simt.cc tests/sim
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_prefill.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
+# The split (flash-decoding) decode attention, k_attn_split and k_attn_split_rope (ops/fused.cuh).
+build/simt/test_attn_split: tests/simt/test_attn_split.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh $(LIBS)
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_attn_split.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
+
+# DSA's key selection, k_indexer_scores and k_indexer_select (ops/kernels.cuh), in steps of several sequences.
+build/simt/test_indexer: tests/simt/test_indexer.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh $(LIBS)
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_indexer.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
+
 build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h tests/moe_tc_check.h ops/kernels.cuh ops/gemv_shape.h ops/quant.h ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh ops/moe_tc.cuh $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe_tc.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_moe_tc
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
 	build/simt/test_prefill
+	build/simt/test_attn_split
 	build/simt/test_moe_tc
 
 clean:

@@ -1202,3 +1202,374 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
 		y[at] = from_f<A>(out);
 	}
 }
+
+/* ======================================================================================================
+** Split-context ("flash-decoding") attention for grouped-query decode steps (issue 46): k_attn_split and
+** k_attn_split_rope, with their shared body attn_split_run. glmc emits them for steps of 1 to 8 tokens
+** whenever k_attn_step's rows suit (compiler/passes/emit_cuda.c emit_attention), in place of k_attn_step
+** and k_attn_step_rope.
+** ====================================================================================================== */
+
+/* The geometry of the split attention: blocks of NT = 256 threads serving HB q heads of one kv head; a
+** cache row of ROWB bytes is RL lanes of 16 bytes (one worker), NWK workers a block, U keys a worker a
+** round (2 at 8 heads a block: 16 accumulators a lane and head already hold the registers). HB·D <= 1024
+** bounds the block's shared merge area (8 warps × HB × D floats = 32 KiB). */
+template <typename A, int ROWB, int HB>
+struct AttnSplit {
+	static constexpr int D = ROWB / (int)sizeof(A), VEC = 16 / (int)sizeof(A), RL = ROWB / 16;
+	static constexpr int NT = 256, NWARP = NT / 32, NWK = NT / RL;
+	static constexpr int U = HB >= 8 ? 2 : 4;
+	static_assert(RL == 8 || RL == 16 || RL == 32, "rows of 128, 256 or 512 bytes");
+	static_assert(HB >= 1 && HB <= NWARP && HB * D <= 1024, "1 to 8 heads a block, HB·D <= 1024");
+};
+
+/* The ranges the split attention cuts a context of n >= 1 rows into: at most ns (the launch's gridDim.x),
+** each of len = ceil(n / ranges) contiguous rows and none empty, and at least ATTN_SPLIT_MINR rows a range
+** when there are several (one round of a bf16 128-dim block: 16 workers × 4 keys), so a context of fewer
+** than 128 rows runs in one block per head group that writes the output itself (no states, no merge). */
+#define ATTN_SPLIT_MINR 64
+__host__ __device__ __forceinline__ int attn_split_ranges(int n, int ns, int *len)
+{
+	int r = n / ATTN_SPLIT_MINR;
+	r = r < 1 ? 1 : r > ns ? ns : r;
+	int L = (n + r - 1) / r;
+	L = L < 1 ? 1 : L;
+	*len = L;
+	r = (n + L - 1) / L;
+	return r < 1 ? 1 : r;
+}
+
+/*
+** The body of both split kernels, for the block (range x = blockIdx.x, head group blockIdx.y, token t):
+** the HB heads h0.. of kv head g, whose q rows (float, already rounded as the unfused path rounds them)
+** are qs[HB·D] in shared memory, over cache rows [lo, hi) of the slot starting at row `base`, plus (ks
+** not nullptr) one more key and value ks[D], vs[D] after them (the step's own row, k_attn_split_rope).
+** Each worker keeps per head a running max, sum and accumulator (attn_step_keys' loop, each k and v row
+** read once for the HB heads); the workers of a warp merge through shuffles, the warps through shared
+** memory, in a fixed order. With nr = 1 range the block writes y itself. Otherwise it writes the range's
+** state at pacc[((t·NS + x)·H + h)·D + d] (unnormalised) and pml[((t·NS + x)·H + h)·2 + {0, 1}] (max, sum)
+** and counts itself in done[t·gridDim.y + blockIdx.y]; the last of the nr blocks to count puts the counter
+** back to 0 and merges the nr states in range order (mla_merge_weights / mla_merge_sum4, as k_mla_split),
+** so the output does not depend on which block finished last. Every range holds a key (m finite, l > 0).
+*/
+template <typename A, int ROWB, int HB>
+__device__ __forceinline__ void attn_split_run(A *y, float *pacc, float *pml, int *done, const float *qs,
+                                               const float *ks, const float *vs, const A *kcache, const A *vcache,
+                                               long long base, int H, int G, int t, int lo, int hi, int nr, float scale)
+{
+	using P = AttnSplit<A, ROWB, HB>;
+	constexpr int D = P::D, VEC = P::VEC, RL = P::RL, NWK = P::NWK, U = P::U, NWARP = P::NWARP, NT = P::NT;
+	__shared__ float wm[NWARP][HB], wl[NWARP][HB];
+	__shared__ __align__(16) float wacc[NWARP][HB * D];
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, sl = lane % RL, seg = lane / RL, wk = tid / RL;
+	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, g = h0 / (H / G);
+	long long RW = (long long)G * D; /* cache row stride */
+	const A *kg = kcache + base * RW + (long long)g * D + sl * VEC;
+	const A *vg = vcache + base * RW + (long long)g * D + sl * VEC;
+	float qr[HB][VEC], acc[HB][VEC], m[HB], l[HB];
+#pragma unroll
+	for (int hh = 0; hh < HB; hh++) {
+		m[hh] = neg_inf(), l[hh] = 0.0f;
+#pragma unroll
+		for (int i = 0; i < VEC; i++)
+			qr[hh][i] = qs[hh * D + sl * VEC + i], acc[hh][i] = 0.0f;
+	}
+	/* rounds by warp (its first key j0 - seg·U is what the loop tests), so all 32 lanes take the shuffles */
+	for (int j0 = lo + wk * U; j0 - seg * U < hi; j0 += NWK * U) {
+		uint4 kr[U], vr[U];
+#pragma unroll
+		for (int u = 0; u < U; u++) { /* keys past hi re-read row hi - 1 (>= lo); their p is 0 */
+			long long j = j0 + u < hi ? j0 + u : hi - 1;
+			kr[u] = __ldg((const uint4 *)(kg + j * RW));
+			vr[u] = __ldg((const uint4 *)(vg + j * RW));
+		}
+		float s[U][HB];
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			union {
+				uint4 bits;
+				A e[VEC];
+			} kv;
+			kv.bits = kr[u];
+			float kf[VEC];
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				kf[i] = to_f(kv.e[i]);
+#pragma unroll
+			for (int hh = 0; hh < HB; hh++) {
+				float d = 0.0f;
+#pragma unroll
+				for (int i = 0; i < VEC; i++)
+					d += qr[hh][i] * kf[i];
+#pragma unroll
+				for (int o = RL / 2; o > 0; o >>= 1) /* the row's lanes: an aligned group of RL */
+					d += __shfl_xor_sync(0xffffffffu, d, o);
+				s[u][hh] = j0 + u < hi ? d * scale : neg_inf();
+			}
+		}
+#pragma unroll
+		for (int hh = 0; hh < HB; hh++) {
+			float mn = m[hh];
+#pragma unroll
+			for (int u = 0; u < U; u++)
+				mn = fmaxf(mn, s[u][hh]);
+			/* c = 0 on a worker's first round with a key (m = -inf); mn = -inf: no key yet, nothing changes */
+			float c = mn == neg_inf() ? 1.0f : expf(m[hh] - mn);
+			l[hh] *= c;
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				acc[hh][i] *= c;
+			m[hh] = mn;
+		}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			union {
+				uint4 bits;
+				A e[VEC];
+			} vv;
+			vv.bits = vr[u];
+			float vf[VEC];
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				vf[i] = to_f(vv.e[i]);
+#pragma unroll
+			for (int hh = 0; hh < HB; hh++) {
+				float p = s[u][hh] == neg_inf() ? 0.0f : expf(s[u][hh] - m[hh]);
+				l[hh] += p;
+#pragma unroll
+				for (int i = 0; i < VEC; i++)
+					acc[hh][i] += p * vf[i];
+			}
+		}
+	}
+	if (ks && warp == 0) { /* the step's own key, by worker 0 (warp 0's lanes all take the shuffles) */
+#pragma unroll
+		for (int hh = 0; hh < HB; hh++) {
+			float d = 0.0f;
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				d += qr[hh][i] * ks[sl * VEC + i];
+#pragma unroll
+			for (int o = RL / 2; o > 0; o >>= 1)
+				d += __shfl_xor_sync(0xffffffffu, d, o);
+			if (wk == 0) {
+				float sc = d * scale, mn = fmaxf(m[hh], sc);
+				float c = m[hh] == neg_inf() ? 0.0f : expf(m[hh] - mn), e = expf(sc - mn);
+				l[hh] = l[hh] * c + e;
+#pragma unroll
+				for (int i = 0; i < VEC; i++)
+					acc[hh][i] = acc[hh][i] * c + e * vs[sl * VEC + i];
+				m[hh] = mn;
+			}
+		}
+	}
+	/* the workers of a warp (segments of RL lanes) merged pairwise by shuffles; segment 0 ends with the sum */
+#pragma unroll
+	for (int o = RL; o < 32; o <<= 1) {
+#pragma unroll
+		for (int hh = 0; hh < HB; hh++) {
+			float mo = __shfl_xor_sync(0xffffffffu, m[hh], o), lo2 = __shfl_xor_sync(0xffffffffu, l[hh], o);
+			float mx = fmaxf(m[hh], mo);
+			float a = m[hh] == neg_inf() ? 0.0f : expf(m[hh] - mx), b = mo == neg_inf() ? 0.0f : expf(mo - mx);
+			l[hh] = l[hh] * a + lo2 * b;
+#pragma unroll
+			for (int i = 0; i < VEC; i++) {
+				float ao = __shfl_xor_sync(0xffffffffu, acc[hh][i], o);
+				acc[hh][i] = acc[hh][i] * a + ao * b;
+			}
+			m[hh] = mx;
+		}
+	}
+	if (seg == 0) {
+#pragma unroll
+		for (int hh = 0; hh < HB; hh++) {
+			if (sl == 0)
+				wm[warp][hh] = m[hh], wl[warp][hh] = l[hh];
+#pragma unroll
+			for (int i = 0; i < VEC; i++)
+				wacc[warp][hh * D + sl * VEC + i] = acc[hh][i];
+		}
+	}
+	__syncthreads();
+	long long b = ((long long)t * NS + x) * H + h0; /* this range's state of head h0 */
+	for (int e = tid; e < HB * D; e += NT) {
+		int hh = e / D;
+		float mx = neg_inf(), sum = 0.0f, o = 0.0f;
+#pragma unroll
+		for (int w = 0; w < NWARP; w++)
+			mx = fmaxf(mx, wm[w][hh]);
+#pragma unroll
+		for (int w = 0; w < NWARP; w++) { /* a warp that saw no key: m = -inf, weight 0 */
+			float wt = wm[w][hh] == neg_inf() ? 0.0f : expf(wm[w][hh] - mx);
+			sum += wl[w][hh] * wt;
+			o += wacc[w][e] * wt;
+		}
+		if (nr == 1) {
+			y[((long long)t * H + h0) * D + e] = from_f<A>(o / sum);
+		} else {
+			pacc[b * D + e] = o;
+			if (e - hh * D == 0)
+				pml[(b + hh) * 2] = mx, pml[(b + hh) * 2 + 1] = sum;
+		}
+	}
+	if (nr == 1) /* uniform per block */
+		return;
+
+	/* Count this range done; the last one of (t, group) merges them all (the threadFenceReduction
+	** pattern, as k_mla_split). */
+	__shared__ int last;
+	__shared__ float wx[HB * 256], linv[HB];
+	__threadfence();
+	__syncthreads();
+	if (tid == 0) {
+		int *c = done + (long long)t * gridDim.y + blockIdx.y;
+		last = atomicAdd(c, 1) == nr - 1;
+		if (last)
+			*c = 0; /* all nr ranges have counted: clear it for the next launch */
+	}
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	const float *ml = pml + ((long long)t * NS * H + h0) * 2, *pa = pacc + ((long long)t * NS * H + h0) * D;
+	long long ms = (long long)H * 2, as = (long long)H * D; /* strides of one range */
+	if (warp < HB) { /* head h0 + warp: the weights of the ranges and the denominator */
+		float sum = mla_merge_weights(ml + warp * 2, nr, ms, wx + warp * 256);
+		if (lane == 0)
+			linv[warp] = sum;
+	}
+	__syncthreads();
+	A *yb = y + ((long long)t * H + h0) * D;
+	for (int e = tid; e < HB * D / 4; e += NT) {
+		int hh = e / (D / 4), d = 4 * (e - hh * (D / 4));
+		float4 sum = mla_merge_sum4(pa + hh * D + d, as, wx + hh * 256, nr);
+		float li = linv[hh];
+		A *o = yb + hh * D + d;
+		o[0] = from_f<A>(sum.x / li), o[1] = from_f<A>(sum.y / li);
+		o[2] = from_f<A>(sum.z / li), o[3] = from_f<A>(sum.w / li);
+	}
+}
+
+/* Asks L1 for this thread's worker's first round of cache rows [lo, hi) (k and v of kv head g in the slot
+** starting at row `base`; one 128-byte line per 8 lanes), so that they are on their way while the block
+** stages q and the loop's first loads hit (as k_attn_step_rope asks for its first round). */
+template <typename A, int ROWB, int HB>
+__device__ __forceinline__ void attn_split_prefetch(const A *kcache, const A *vcache, long long base, int G, int g,
+                                                    int lo, int hi)
+{
+	using P = AttnSplit<A, ROWB, HB>;
+	int sl = (threadIdx.x & 31) % P::RL, wk = threadIdx.x / P::RL;
+	if (sl % 8)
+		return;
+	long long RW = (long long)G * P::D;
+	const A *kg = kcache + base * RW + (long long)g * P::D + sl * P::VEC;
+	const A *vg = vcache + base * RW + (long long)g * P::D + sl * P::VEC;
+	for (int u = 0; u < P::U; u++) {
+		long long j = lo + wk * P::U + u;
+		if (j < hi) {
+			glm_prefetch_l1(kg + j * RW);
+			glm_prefetch_l1(vg + j * RW);
+		}
+	}
+}
+
+/*
+** Split-context causal attention for decode steps of up to 8 tokens: k_attn_step's result (same q, cache,
+** pos, seq and S contract; Dk = Dv = D = ROWB / sizeof(A)), y[t, h·D + d], with token t = blockIdx.z's
+** context rows 0..pos[t] of slot seq[t] cut into nr = attn_split_ranges(pos[t] + 1, NS) contiguous ranges,
+** NS = gridDim.x: block x takes range x of head group blockIdx.y (HB heads of one kv head; HB divides
+** H / G). Blocks x >= nr exit at once, so one launch geometry (fixed at plan time, as CUDA graphs need)
+** serves any position. Scratch: pacc T·NS·H·D floats, pml T·NS·H·2 floats; done T·(H/HB) ints, zero
+** before the launch (a KA_ZERO region) and zero after it. The caches must be 16-byte aligned (glmrun's
+** are 256-byte aligned; else it traps). grid (NS, H / HB, T), block 256 (attn_split_run).
+**
+** Why: k_attn_step runs one block per (head, token), H blocks on a 1-token step: 32 on Llama-3-8B for an
+** H100's 132 SMs, each walking the whole context, and each kv head's rows read by H / G blocks. Here
+** NS·H/HB blocks share the context and each cache row is read once for the HB heads it serves.
+*/
+template <typename A, int ROWB, int HB>
+__device__ void k_attn_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *kcache, const A *vcache,
+                             const int *pos, int H, int G, float scale, const int *seq, int S)
+{
+	constexpr int D = AttnSplit<A, ROWB, HB>::D;
+	__shared__ __align__(16) float qs[HB * D];
+	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
+		__trap(); /* a fallback loop would cost this kernel registers */
+	int t = blockIdx.z, n = pos[t] + 1, L, nr = attn_split_ranges(n, gridDim.x, &L), x = blockIdx.x;
+	if (x >= nr) /* uniform per block: this range does not exist for this token */
+		return;
+	int h0 = blockIdx.y * HB, lo = x * L, hi = lo + L < n ? lo + L : n;
+	long long base = (long long)seq[t] * S;
+	attn_split_prefetch<A, ROWB, HB>(kcache, vcache, base, G, h0 / (H / G), lo, hi);
+	const A *qb = q + ((long long)t * H + h0) * D;
+	for (int e = threadIdx.x; e < HB * D; e += blockDim.x)
+		qs[e] = to_f(qb[e]);
+	__syncthreads();
+	attn_split_run<A, ROWB, HB>(y, pacc, pml, done, qs, nullptr, nullptr, kcache, vcache, base, H, G, t, lo, hi, nr,
+	                            scale);
+}
+
+/*
+** k_attn_split for a 1-token step with the rotary and the k/v cache writes folded in, as k_attn_step_rope
+** does them (fuse.c's ROPE_KV for 1-token steps): each block rotates its HB raw q rows and the raw k row of
+** its kv head g at p = pos[0] (tables qfreq/kfreq, multipliers qcs/kcs, pairs as IL, the first R dims,
+** each result rounded to A, rope_pair as k_rope_qk_kv), reads cache rows [lo, min(hi, p)) of its range of
+** the p + 1 rows of slot seq[0], and the block whose range ends at p + 1 adds the step's own key and value
+** from those rotated rows. Block x = 0 of the first head group of each kv head writes the rotated k row
+** and the v row into the caches at row p; no block reads row p from the caches, so none waits for
+** another. Dk = Dv = D, R even and <= D; the caches 16-byte aligned (else it traps); scratch and done as
+** k_attn_split's with T = 1. grid (NS, H / HB), block 256.
+*/
+template <typename A, int ROWB, int HB, bool IL>
+__device__ void k_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *kcache, A *vcache, const A *q,
+                                  const A *k, const A *v, const int *pos, const float *qfreq, const float *kfreq,
+                                  float qcs, float kcs, int H, int G, int R, float scale, const int *seq, int S)
+{
+	constexpr int D = AttnSplit<A, ROWB, HB>::D;
+	__shared__ __align__(16) float qs[HB * D], ks[D], vs[D];
+	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
+		__trap();
+	int p = pos[0], n = p + 1, L, nr = attn_split_ranges(n, gridDim.x, &L), x = blockIdx.x;
+	if (x >= nr)
+		return;
+	int tid = threadIdx.x, nt = blockDim.x, half = R / 2, h0 = blockIdx.y * HB, g = h0 / (H / G);
+	bool writer = x == 0 && h0 % (H / G) == 0;
+	long long base = (long long)seq[0] * S;
+	const A *qb = q + (long long)h0 * D, *kh = k + (long long)g * D, *vh = v + (long long)g * D;
+	A *kc = kcache + ((base + p) * G + g) * D, *vc = vcache + ((base + p) * G + g) * D;
+	int lo = x * L, hi = lo + L < n ? lo + L : n;
+	attn_split_prefetch<A, ROWB, HB>(kcache, vcache, base, G, g, lo, hi < p ? hi : p);
+	for (int e = tid; e < HB * half; e += nt) { /* the q heads' rotated pairs */
+		int hh = e / half, i = e - hh * half;
+		int i0 = IL ? 2 * i : i, i1 = IL ? 2 * i + 1 : i + half;
+		float o0, o1;
+		rope_pair(to_f(qb[hh * D + i0]), to_f(qb[hh * D + i1]), (float)p, qfreq[i], qcs, o0, o1);
+		qs[hh * D + i0] = to_f(from_f<A>(o0)), qs[hh * D + i1] = to_f(from_f<A>(o1));
+	}
+	for (int e = tid; e < HB * (D - 2 * half); e += nt) { /* and their dims past R, copied */
+		int hh = e / (D - 2 * half), d = 2 * half + e - hh * (D - 2 * half);
+		qs[hh * D + d] = to_f(qb[hh * D + d]);
+	}
+	for (int i = tid; i < half; i += nt) {
+		int i0 = IL ? 2 * i : i, i1 = IL ? 2 * i + 1 : i + half;
+		float o0, o1;
+		rope_pair(to_f(kh[i0]), to_f(kh[i1]), (float)p, kfreq[i], kcs, o0, o1);
+		A a0 = from_f<A>(o0), a1 = from_f<A>(o1);
+		ks[i0] = to_f(a0), ks[i1] = to_f(a1);
+		if (writer)
+			kc[i0] = a0, kc[i1] = a1;
+	}
+	for (int d = 2 * half + tid; d < D; d += nt) {
+		ks[d] = to_f(kh[d]);
+		if (writer)
+			kc[d] = kh[d];
+	}
+	for (int d = tid; d < D; d += nt) {
+		vs[d] = to_f(vh[d]);
+		if (writer)
+			vc[d] = vh[d];
+	}
+	__syncthreads();
+	attn_split_run<A, ROWB, HB>(y, pacc, pml, done, qs, hi == n ? ks : nullptr, vs, kcache, vcache, base, H, G, 0, lo,
+	                            hi < p ? hi : p, nr, scale);
+}

@@ -2583,7 +2583,7 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 ** DSA lightning-indexer scores, as ref_indexer: for query t = blockIdx.y and key row s = blockIdx.x*8 +
 ** warp (< total), score[t*total + s] = sum_h w[t,h] · relu(scale · q[t, h*D : +D]·kcache[s, :D]) when
 ** s <= pos[t], else -inf. total is the score rows' length: the key cache's capacity S, or the number
-** of rows the step ends with, pos[T-1] + 1 (k_indexer_select ranks only those, as ref_indexer, either
+** of rows the step ends with, pos[T-1] + 1 (k_indexer_select ranks only its sequence's, as ref_indexer, either
 ** way). Token t reads the S key rows of slot seq[t]. grid (ceil(total/8), T), block 256.
 ** One warp per score: lane l takes heads l, l + 32, ... whole (each dot product in index order, the
 ** key row read by all lanes at once), and one shuffle sum ends the score. (A warp summing each head's
@@ -2791,8 +2791,9 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 /*
 ** DSA top-k selection, exactly as ref_indexer (whose topk_like_torch reproduces torch.topk's choice
 ** among ties): for query t = blockIdx.x with n = pos[t] + 1 visible rows, when n <= topk
-** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over the m = pos[T-1] + 1 rows the
-** step ends with (T = gridDim.x; the later ones at -inf for earlier queries), score[t*total .. +m),
+** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over the m = pos[e-1] + 1 rows the
+** step ends with for t's sequence (rows t..e-1 the run of rows in slot seq[t], T = gridDim.x; the later
+** ones at -inf for earlier queries), score[t*total .. +m),
 ** where total (>= m) is the rows' stride, e.g. the key cache's capacity: pairs (value, index) in
 ** index order, then ref.c's introselect (median-of-three pivot, unguarded Hoare partition, insertion
 ** sort below four elements) with nth = topk - 1; when topk*64 <= m or the depth limit is hit, largest
@@ -2810,17 +2811,31 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 ** largest-first path is a heap of topk over the m scores, O(m·log topk) in the worst case.
 */
 template <typename A>
-__device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk)
+__device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk,
+                                 const int *seq, int S)
 {
-	int t = blockIdx.x, n = pos[t] + 1, m = pos[gridDim.x - 1] + 1;
-	m = m > n ? m : n; /* positions are increasing; never rank fewer rows than are visible */
-	m = m < total ? m : total;
+	(void)S;
+	int t = blockIdx.x, n = pos[t] + 1, lane = threadIdx.x;
 	int *out = sel + (long long)t * topk;
 	if (n <= topk) { /* every row: the block's threads write the list */
 		for (int j = threadIdx.x; j < topk; j += blockDim.x)
 			out[j] = j < n ? j : -1;
 		return;
 	}
+	/* The rows the step ends with for t's sequence: its run of rows in one slot ends at row e - 1 (the
+	** CPU's slot_run; a step of several sequences ranks each its own way), found 32 rows at a time. */
+	int e = gridDim.x;
+	for (int base = t + 1; base < (int)gridDim.x; base += 32) {
+		int u = base + lane;
+		unsigned b = __ballot_sync(0xffffffffu, u < (int)gridDim.x && seq[u] != seq[t]);
+		if (b) {
+			e = base + __ffs(b) - 1;
+			break;
+		}
+	}
+	int m = pos[e - 1] + 1;
+	m = m > n ? m : n; /* positions are increasing in a run; never rank fewer rows than are visible */
+	m = m < total ? m : total;
 	if (threadIdx.x != 0)
 		return;
 	const float *x = score + (long long)t * total;

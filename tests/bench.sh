@@ -141,6 +141,17 @@ if DEVICE=cpu SHAPES=tiny:bf16 BATCHES="1 4" PEER=0 PROMPT=8 STEPS=4 BUDGET=120 
 else
 	bad "bench/decode.sh on the CPU" "$(tail -5 $tmp/dec.log)"
 fi
+# bench/long.sh on the CPU (the tiny shape at two prompt lengths, no peer): a row for each length whose
+# model FLOPs per token grow with the context (the attention term) and whose times are positive.
+if DEVICE=cpu SHAPES=tiny:f32 LENGTHS="16 100" STEPS=4 PEER=0 BUDGET=120 OUT=$tmp/long WORK=$tmp/longw \
+	bench/long.sh >$tmp/long.log 2>&1; then
+	r16=$(grep -E '^\| tiny-f32 \| 16 \|' $tmp/long.log) r100=$(grep -E '^\| tiny-f32 \| 100 \|' $tmp/long.log)
+	f16=$(echo "$r16" | awk -F'|' '{ print $6 + 0 }') f100=$(echo "$r100" | awk -F'|' '{ print $6 + 0 }')
+	echo "$r100" | awk -F'|' '{ exit !($4 > 0 && $5 > 0 && $7 > 0 && $9 > 0) }' && awk -v a="$f16" -v b="$f100" 'BEGIN { exit !(b > a && a > 0) }' &&
+		ok "bench/long.sh on the CPU prints the table (FLOPs/token $f16 at 16, $f100 at 100)" || bad "bench/long.sh table" "$(tail -5 $tmp/long.log)"
+else
+	bad "bench/long.sh on the CPU" "$(tail -5 $tmp/long.log)"
+fi
 # bench/tp_scaling.sh on the CPU (tp 1 and 2 of the tiny shape, ranks in one process): a row for each tp
 # with its ms/step and the scaling against tp 1.
 if DEVICE=cpu TPS="1 2" SHAPES=tiny:bf16 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/tps bench/tp_scaling.sh >$tmp/tps.log 2>&1 &&

@@ -362,6 +362,8 @@ def sampling_tests():
     check("the same prompt with seeds 5 and 6 samples differently", refs[0] != refs[5], str(refs[0]))
     steps, rows = ma["glmc_decode_steps_total"] - mb["glmc_decode_steps_total"], ma["glmc_decode_rows_total"] - mb["glmc_decode_rows_total"]
     check(f"the sampled requests shared decode steps ({int(rows)} rows in {int(steps)} steps)", rows > 2 * steps, f"rows {rows} steps {steps}")
+    ps, parts = ma["glmc_prefill_steps_total"] - mb["glmc_prefill_steps_total"], ma["glmc_prefill_parts_total"] - mb["glmc_prefill_parts_total"]
+    check(f"their prompts shared prefill steps ({int(parts)} pieces in {int(ps)} steps of at most 8 tokens)", parts > ps, f"parts {parts} steps {ps}")
 
 
 def tp2_tests():

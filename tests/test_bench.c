@@ -1,7 +1,8 @@
 /*
 ** tests/test_bench.c — what glmrun --bench reports without a GPU: the bytes a decode step reads
 ** (bench_step_bytes, bench_node_bytes) on a graph built here, against values worked out by hand; and the
-** types glmc's --random-weights q4_k_m gives each tensor, against llama.cpp's Q4_K_M rule applied by hand.
+** types glmc's --random-weights q4_k_m gives each tensor, against llama.cpp's Q4_K_M rule applied by hand; and
+** the model FLOPs of a prefill (bench_prefill_flops) on fixture plans, against the count from their configs.
 */
 #include "bench.h"
 #include "passes.h"
@@ -9,6 +10,8 @@
 #include "quant.h"
 #include "weights.h"
 
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -291,10 +294,70 @@ static void test_profile_print(void)
 	arena_free(&A);
 }
 
+/* Compile a fixture model into a plan and load it into g (0: done). */
+static int fixture_plan(Graph *g, const char *model, const char *fix, const char *extra)
+{
+	char cmd[512], path[64], err[512];
+	snprintf(path, sizeof path, "/tmp/glm_test_bench_%d.plan", (int)getpid());
+	snprintf(cmd, sizeof cmd, "bin/glmc compile models/%s.lua --weights ../shared/fixtures/hf/%s %s -o %s 2>/dev/null",
+	         model, fix, extra, path);
+	int rc = system(cmd) != 0 || plan_read(g, path, err, sizeof err) != 0;
+	unlink(path);
+	return rc;
+}
+
+/* Prefill FLOPs from the fixtures' config.json values, written out: 2 x the parameters a token multiplies by
+** (the LM head, not the embedding lookup; k of E experts) + 2·H·(Dk + Dv) per causal pair and layer. */
+static void test_prefill_flops(void)
+{
+	const int64_t L = 37;
+	double pairs = (double)(L * (L + 1) / 2);
+	struct {
+		const char *model, *fix, *extra;
+		double params, attn;
+	} c[] = {
+		/* llama: hidden 64, 4 heads of 16, 2 kv heads, intermediate 128, vocab 512, 2 layers */
+		{"llama", "llama", "", 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 3 * 64 * 128) + 64 * 512, 2 * 2 * 4 * 32},
+		/* qwen3_moe: the same attention, router 8 x 64, 2 of 8 experts of 32 (gate, up, down) */
+		{"qwen3_moe", "qwen3_moe", "", 2 * (64 * 64 + 2 * 64 * 32 + 64 * 64 + 8 * 64 + 2 * 3 * 32 * 64) + 64 * 512,
+		 2 * 2 * 4 * 32},
+		/* the same plan on two ranks: each rank's graph counts half the heads and experts' columns */
+		{"qwen3_moe", "qwen3_moe", "--tp 2", 0, 0},
+	};
+	double whole = 0;
+	for (int i = 0; i < 3; i++) {
+		Arena A = {0};
+		Graph g;
+		graph_init(&g, &A);
+		char name[160];
+		snprintf(name, sizeof name, "prefill FLOPs of the %s fixture%s%s (%lld tokens) as its config counts them",
+		         c[i].model, *c[i].extra ? " " : "", c[i].extra, (long long)L);
+		if (fixture_plan(&g, c[i].model, c[i].fix, c[i].extra)) {
+			check(0, name, "cannot compile the plan");
+			arena_free(&A);
+			continue;
+		}
+		BenchFlops f;
+		bench_prefill_flops(&g, L, &f);
+		if (i < 2) {
+			double w = 2 * c[i].params * (double)L, a = c[i].attn * pairs;
+			check(f.weights == w && f.attention == a && f.total == w + a, name,
+			      "weights %.17g vs %.17g, attention %.17g vs %.17g", f.weights, w, f.attention, a);
+			whole = f.total;
+		} else {
+			/* replicated per rank: the norms (not counted), the router (8 x 64) and the LM head if not split */
+			check(f.attention * 2 == c[1].attn * pairs && f.total * 2 >= whole && f.total * 2 <= whole * 1.25, name,
+			      "rank total %.17g x 2 vs %.17g; attention %.17g", f.total, whole, f.attention);
+		}
+		arena_free(&A);
+	}
+}
+
 int main(void)
 {
 	test_step_bytes();
 	test_q4_k_m();
 	test_profile_print();
+	test_prefill_flops();
 	return check_failures != 0;
 }

@@ -171,6 +171,65 @@ static void test_own_sampling(const Graph *g)
 	free(solo);
 }
 
+/* Three prompts prefilled as one step (engine_prefill_parts: the second a continuation after an earlier
+** chunk, the third with its own sampling), then decoded together: each sequence's tokens and logits
+** equal its prompt run alone. */
+static void test_parts(const Graph *g)
+{
+	char err[1024];
+	enum { N = 8 };
+	const int32_t *p[3] = {prompt, prompt + 5, prompt + 11};
+	int np[3] = {7, 9, 4};
+	Engine *e = open_cpu(g, 3, 16, 0, 0);
+	int64_t V = engine_vocab(e);
+	int32_t ids[3][N], want[3][N], first[3], pre;
+	float *rows = malloc(sizeof(float) * 3 * N * (size_t)V), *solo = malloc(sizeof(float) * N * (size_t)V);
+	/* slot 1 gets its first 4 tokens on their own, as a prompt cut by a step's budget */
+	int rc = engine_prefill(e, 1, p[1], 4, 0, &pre, NULL, err, sizeof err);
+	EnginePart part[3] = {
+		{.ids = p[0], .n = np[0], .row = {.slot = 0}},
+		{.ids = p[1] + 4, .n = np[1] - 4, .row = {.slot = 1, .pos = 4}},
+		{.ids = p[2], .n = np[2], .row = {.slot = 2, .own_sampling = 1, .temp = 0.8f, .top_p = 1, .seed = 5}},
+	};
+	rc = rc || engine_prefill_parts(e, 3, part, first, NULL, err, sizeof err);
+	EngineRow r[3];
+	for (int s = 0; s < 3; s++)
+		r[s] = part[s].row, r[s].token = ids[s][0] = first[s], r[s].pos = np[s], r[s].step = 1;
+	rc = rc || engine_set_rows(e, 3, r, err, sizeof err);
+	for (int i = 1; i < N && !rc; i++) {
+		int32_t next[3];
+		rc = engine_decode(e, 3, next, rows + (size_t)(i - 1) * 3 * (size_t)V, err, sizeof err);
+		for (int s = 0; s < 3; s++)
+			ids[s][i] = next[s];
+	}
+	check(!rc, "three prompts prefilled in one step, then decoded together", "%s", err);
+	for (int s = 0; s < 3 && !rc; s++) {
+		alone(g, p[s], np[s], N, s == 2 ? 0.8f : 0, s == 2 ? 5 : 0, want[s], solo);
+		double worst = 0;
+		for (int i = 1; i < N; i++) {
+			double d = rel_l2(rows + ((size_t)(i - 1) * 3 + (size_t)s) * (size_t)V, solo + (size_t)(i - 1) * (size_t)V,
+			                  (size_t)V);
+			worst = d > worst ? d : worst;
+		}
+		char name[160];
+		snprintf(name, sizeof name, "part %d of the shared prefill samples and decodes as its prompt alone (%d tokens)", s,
+		         N);
+		check(!memcmp(ids[s], want[s], sizeof want[s]) && worst < 1e-5, name, "logits rel-L2 %g; tokens %d %d vs %d %d",
+		      worst, ids[s][0], ids[s][1], want[s][0], want[s][1]);
+	}
+	part[1].row.slot = 0;
+	check(engine_prefill_parts(e, 2, part, first, NULL, err, sizeof err) && strstr(err, "share sequence slot 0"),
+	      "two parts in one slot are refused", "%s", err);
+	part[1].row.slot = 1, part[0].n = 12;
+	check(engine_prefill_parts(e, 2, part, first, NULL, err, sizeof err) && strstr(err, "at most 16"),
+	      "parts of more tokens than a step holds are refused", "%s", err);
+	part[0].n = 7, part[0].row.pos = 60;
+	check(engine_prefill_parts(e, 1, part, first, NULL, err, sizeof err) && strstr(err, "64 positions"),
+	      "a part past the slot's positions is refused", "%s", err);
+	engine_close(e);
+	free(rows), free(solo);
+}
+
 /* --force: a fed token gives the logits of one prefill that holds it. */
 static void test_feed(const Graph *g)
 {
@@ -227,6 +286,7 @@ int main(void)
 	test_chunks(&g);
 	test_rows(&g);
 	test_own_sampling(&g);
+	test_parts(&g);
 	test_feed(&g);
 	test_errors(&g);
 	arena_free(&A);

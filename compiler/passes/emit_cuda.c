@@ -729,27 +729,80 @@ static int attn_step_rowb(const Graph *g, const Node *n)
 	return same && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
 }
 
-/* A 1-token step's attention with its rotary and k/v cache writes (the ROPE_KV f, whose kernel then runs
-** for larger steps only): ops/fused.cuh's k_attn_step_rope, reading the raw q, k and v. */
-static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
+/* Heads a block of the split decode attention serves (ops/fused.cuh k_attn_split): the largest divisor of
+** the group size H / G up to 8 with HB·D <= 1024 (the block's shared merge area). */
+static int attn_split_hb(const Node *n)
+{
+	int64_t rep = A_attention_heads(n) / A_attention_kv_heads(n), D = A_attention_head_dim(n);
+	int hb = 1;
+	for (int k = 2; k <= 8; k++)
+		if (rep % k == 0 && k * D <= 1024)
+			hb = k;
+	return hb;
+}
+
+/* The split decode attention's ranges a token (gridDim.x): enough that a 1-token step has two blocks an SM
+** (NS·H/HB >= 2·sms: one wave where two fit an SM, attn_split_minb; two waves of equal blocks at 8 heads a
+** block), at most 256 (the merge's weights, mla_merge_weights). The ranges a token actually uses are fixed
+** at run time by its context (attn_split_ranges: 64 rows or more a range), so a short context runs in
+** H/HB blocks. */
+static int attn_split_ns(const Em *e, const Node *n, int hb)
+{
+	int64_t hg = A_attention_heads(n) / hb, ns = (2 * (int64_t)e->t.sms + hg - 1) / hg;
+	return ns < 1 ? 1 : ns > 256 ? 256 : (int)ns;
+}
+
+/* The split attention's launch-bounds blocks an SM: 2 up to 4 heads a block (ptxas then keeps a lane at 128
+** registers, spilling at most 8 bytes at 256-dim bf16 heads), else none (8 heads take ~220 registers). */
+static int attn_split_minb(int hb) { return hb <= 4 ? 2 : 0; }
+
+/* The split (flash-decoding) attention of decode steps of 1 to 8 tokens (ops/fused.cuh k_attn_split, and
+** for a folded 1-token step k_attn_split_rope): grid (NS ranges, H/HB head groups, T), each range's state
+** in scratch (T·NS·H·D floats, then T·NS·H (m, l) pairs) and a KA_ZERO counter per (token, head group)
+** through which the last block of a group merges. In place of k_attn_step / k_attn_step_rope (kept in
+** ops/kernels.cuh and ops/fused.cuh, no longer emitted), whose H blocks a step left most SMs idle at a long
+** context (issue 46). */
+static void emit_attn_split(Em *e, int id, int rowb)
 {
 	Graph *g = e->g;
+	const Node *n = &g->node[id];
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
-	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]], *rk = &g->node[f->m[1]];
-	Wr w;
-	w_start(&w, f->attn);
-	w_buf(&w, g, f->attn, 1, NULL), w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
-	w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
-	w_buf(&w, g, at->in[5], 0, NULL);
-	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
-	w_int(&w, A_attention_heads(at)), w_int(&w, A_attention_kv_heads(at)), w_int(&w, A_rope_rot_dim(rq)),
-		w_float(&w, A_attention_scale(at));
-	w_seq(&w, g, at->in[3]);
-	w.L.grid[0] = sz_const(A_attention_heads(at));
-	w.L.block = 512;
-	w.L.tmin = w.L.tmax = 1;
+	int q = n->in[0], kc = n->in[3], vc = n->in[4], pos = n->in[5], fold = e->rope_fold[id] >= 0;
+	int64_t H = A_attention_heads(n), G = A_attention_kv_heads(n), D = A_attention_head_dim(n);
+	int hb = attn_split_hb(n), ns = attn_split_ns(e, n, hb);
+	Size T = sz_numel(g, pos, 1);
 	char t[256];
-	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(A_rope_interleaved(rq)));
+	Wr w;
+	if (fold) {
+		const FuseKernel *f = &g->fk[e->rope_fold[id]];
+		const Node *rq = &g->node[f->m[0]], *rk = &g->node[f->m[1]];
+		w_start(&w, id);
+		w_buf(&w, g, id, 1, NULL);
+		w_scratch(&w, T, sz_const(ns * H * D), "float", 4), w_scratch(&w, T, sz_const(ns * H * 2), "float", 4);
+		w_zero(&w, T, sz_const(H / hb), "int", 4);
+		w_buf(&w, g, kc, 1, NULL), w_buf(&w, g, vc, 1, NULL);
+		w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, n->in[2], 0, NULL);
+		w_buf(&w, g, pos, 0, NULL);
+		w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
+		w_int(&w, H), w_int(&w, G), w_int(&w, A_rope_rot_dim(rq)), w_float(&w, A_attention_scale(n));
+		w_seq(&w, g, kc);
+		w.L.grid[0] = sz_const(ns), w.L.grid[1] = sz_const(H / hb);
+		w.L.tmin = w.L.tmax = 1;
+		w.minb = attn_split_minb(hb);
+		snprintf(t, sizeof t, "k_attn_split_rope<%s, %d, %d, %s>", A, rowb, hb, bool_s(A_rope_interleaved(rq)));
+		w_finish(e, &w, t);
+	}
+	w_start(&w, id);
+	w_buf(&w, g, id, 1, NULL);
+	w_scratch(&w, T, sz_const(ns * H * D), "float", 4), w_scratch(&w, T, sz_const(ns * H * 2), "float", 4);
+	w_zero(&w, T, sz_const(H / hb), "int", 4);
+	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, H), w_int(&w, G), w_float(&w, A_attention_scale(n));
+	w_seq(&w, g, kc);
+	w.L.grid[0] = sz_const(ns), w.L.grid[1] = sz_const(H / hb), w.L.grid[2] = T;
+	w.L.tmin = 1 + fold, w.L.tmax = 8;
+	w.minb = attn_split_minb(hb);
+	snprintf(t, sizeof t, "k_attn_split<%s, %d, %d>", A, rowb, hb);
 	w_finish(e, &w, t);
 }
 
@@ -968,6 +1021,7 @@ static int emit_indexer(Em *e, int id)
 	w_start(&w, id);
 	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
 	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, A_indexer_topk(n));
+	w_seq(&w, g, kc);
 	w.L.grid[0] = T;
 	w.L.block = 32;
 	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
@@ -1297,9 +1351,10 @@ static int attn_tc_dim(const Graph *g, const Node *n)
 	return g->cuda.act == DT_BF16 && A_attention_v_head_dim(n) == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
 }
 
-/* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode
-** steps (k_attn_step when its rows suit it; k_attn_step_rope for a folded 1-token step) and for prefills
-** k_attn_tc (64 tokens a block on the tensor cores) where it applies, else k_attention's 4 warps. */
+/* Attention: the k/v cache write (unless a fused kernel did it), then for decode steps the split attention
+** when its rows suit k_attn_step's (k_attn_split; k_attn_split_rope for a folded 1-token step), else
+** k_attention's 16 warps a block, and for prefills k_attn_tc (64 tokens a block on the tensor cores) where
+** it applies, else k_attention's 4 warps. */
 static int emit_attention(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -1321,7 +1376,7 @@ static int emit_attention(Em *e, int id)
 	}
 	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
 	for (int nw = 16; nw >= 4; nw -= 12) {
-		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
+		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0;
 		int tc = nw == 4 ? attn_tc_dim(g, n) : 0;
 		if (tc) {
 			w_start(&w, id);
@@ -1338,8 +1393,10 @@ static int emit_attention(Em *e, int id)
 			w_finish(e, &w, t);
 			continue;
 		}
-		if (fold)
-			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
+		if (rowb) {
+			emit_attn_split(e, id, rowb);
+			continue;
+		}
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
@@ -1348,12 +1405,9 @@ static int emit_attention(Em *e, int id)
 		w.L.grid[0] = sz_const(H);
 		w.L.grid[1] = sz_numel(g, pos, 1);
 		w.L.block = 32 * nw;
-		w.L.tmin = nw == 16 ? 1 + fold : 9;
+		w.L.tmin = nw == 16 ? 1 : 9;
 		w.L.tmax = nw == 16 ? 8 : 1 << 30;
-		if (rowb)
-			snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
-		else
-			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+		snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
 		w_finish(e, &w, t);
 	}
 	return 0;
@@ -1765,7 +1819,7 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	w.L.grid[0] = sz_const(H + G);
 	w.L.grid[1] = sz_numel(g, at->in[5], 1);
 	w.L.block = 128;
-	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: k_attn_step_rope does it */
+	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: k_attn_split_rope does it */
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),

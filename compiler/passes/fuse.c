@@ -23,7 +23,7 @@
 **                swiglu is), so the down projection's GEMV reads a plain input.
 **   ROPE_KV    per-head RMSNorm (Qwen3) and rotary of q and k, and the attention's k/v cache writes, in
 **              one kernel of one block per token and head (any step); without the norms, a 1-token step's
-**              attention kernel does the rotary and the cache writes itself instead, when it is k_attn_step.
+**              attention kernel does the rotary and the cache writes itself instead, when it is k_attn_split.
 ** Never duplicated: a weight is read once per step; only the O(K) norm of a row is recomputed per block.
 ** Weights that stay in GGUF blocks on the GPU fuse as float ones do: emit_cuda.c (which alone decides
 ** residency) writes the kernels of ops/qfused.cuh for a GEMV group or MoE end that reads blocks.
@@ -450,7 +450,7 @@ static void fuse_rope_kv(Fz *z, int at)
 	note(g, "fused: %srope %%%d, %%%d and the k/v cache writes of attention %%%d (%s:%d): one kernel, one block per "
 	     "token and head; %s%s", nq >= 0 ? "per-head rmsnorm + " : "", rq, rk, at, where(A), A->line,
 	     nofold ? "1-token steps too (not done by the attention's kernel: " : "for 1-token steps the attention's kernel does "
-	     "it all instead when its rows are 128, 256 or 512 bytes (k_attn_step_rope)", nofold ? nofold : "");
+	     "it all instead when its rows are 128, 256 or 512 bytes (k_attn_split_rope)", nofold ? nofold : "");
 	z->fused++;
 }
 

@@ -33,7 +33,7 @@ typedef struct FuseKernel {
 	                             ** or -1 (the GLU epilogue: the pair's own results are not stored) */
 	int norm[2];                 /* ROPE_KV: the per-head rmsnorm before q and k rotary, or -1 */
 	int attn;                    /* ROPE_KV: the attention whose k and v cache rows it writes */
-	int fold;                    /* ROPE_KV: a 1-token step's attention may do it all itself (k_attn_step_rope;
+	int fold;                    /* ROPE_KV: a 1-token step's attention may do it all itself (k_attn_split_rope;
 	                             ** emit_cuda.c decides by the rows' bytes), reading the raw q, k and v */
 	/* The MLA and MoE kernels' other nodes (see fuse.c), one record per kind; -1 for an absent one. */
 	union {

@@ -103,10 +103,12 @@ int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 	if (b->nseq < 1 || b->nseq > BATCH_MAX)
 		return seterr(err, len, "--batch: %d sequences, supported 1..%d", b->nseq, BATCH_MAX);
 	Seq *q = calloc((size_t)b->nseq, sizeof *q);
-	int maxp = 0;
+	/* rows: the logits of a prefill step (a prompt, or prompts sharing a step) or of a decode step */
+	int64_t maxr = b->nseq, sum = 0, chunk = engine_chunk(e);
 	for (int i = 0; i < b->nseq; i++)
-		maxp = b->np[i] > maxp ? b->np[i] : maxp;
-	float *rows = malloc(sizeof(float) * (size_t)((maxp > b->nseq ? maxp : b->nseq) * V));
+		maxr = b->np[i] > maxr ? b->np[i] : maxr, sum += b->np[i];
+	maxr = maxr > (sum < chunk ? sum : chunk) ? maxr : (sum < chunk ? sum : chunk);
+	float *rows = malloc(sizeof(float) * (size_t)(maxr * V));
 	if (!q || !rows)
 		return free(q), free(rows), seterr(err, len, "out of memory");
 	int rc = 0;
@@ -128,21 +130,34 @@ int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 				rc = seterr(err, len, "%s: cannot create", path);
 		}
 	}
-	/* Prompts, one at a time, each into its own slot. */
-	for (int i = 0; i < b->nseq && !rc; i++) {
-		Seq *s = &q[i];
-		int32_t tok;
-		int np = b->np[i];
-		EngineRow r0 = {.slot = i}; /* row 0 restarts this sequence's sampling steps at 0 */
-		if (engine_set_rows(e, 1, &r0, err, len) ||
-		    engine_prefill(e, i, b->prompt[i], np, 0, &tok, s->dump ? rows : NULL, err, len)) {
-			rc = -1;
-			break;
+	/* Prompts, each into its own slot: consecutive prompts that fit one prefill step together share it;
+	** a prompt longer than a step goes alone, in chunks. */
+	for (int i = 0, j; i < b->nseq && !rc; i = j) {
+		int64_t tot = 0, chunk = engine_chunk(e);
+		for (j = i; j < b->nseq && tot + b->np[j] <= chunk; j++)
+			tot += b->np[j];
+		int32_t tok[BATCH_MAX];
+		if (j == i) {
+			EngineRow r0 = {.slot = i}; /* row 0 restarts this sequence's sampling steps at 0 */
+			j = i + 1;
+			tot = b->np[i];
+			rc = engine_set_rows(e, 1, &r0, err, len) ||
+			     engine_prefill(e, i, b->prompt[i], b->np[i], 0, &tok[0], b->dump ? rows : NULL, err, len);
+		} else {
+			EnginePart part[BATCH_MAX];
+			for (int k = i; k < j; k++)
+				part[k - i] = (EnginePart){.ids = b->prompt[k], .n = b->np[k], .row = {.slot = k}};
+			rc = engine_prefill_parts(e, j - i, part, tok, b->dump ? rows : NULL, err, len);
 		}
-		if (s->dump && fwrite(rows, sizeof(float), (size_t)(np * V), s->dump) != (size_t)(np * V))
-			rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
-		if (!rc)
-			rc = take(b, s, tok, NULL, V, err, len);
+		const float *lg = rows;
+		for (int k = i; k < j && !rc; lg += (size_t)b->np[k] * (size_t)V, k++) {
+			Seq *s = &q[k];
+			size_t cnt = (size_t)b->np[k] * (size_t)V;
+			if (s->dump && fwrite(lg, sizeof(float), cnt, s->dump) != cnt)
+				rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
+			if (!rc)
+				rc = take(b, s, tok[k - i], NULL, V, err, len);
+		}
 	}
 	/* Decode: one step for all live sequences at a time. */
 	int live[BATCH_MAX], nlive = 0, rowsn = 0;

@@ -109,6 +109,55 @@ void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, dou
 	b->total = b->weights + b->experts + b->cache;
 }
 
+/* Whether weight v is multiplied (read by a linear, matmul, MoE FFN, or a slice or permute feeding one), and
+** at what share: k/E for expert tensors. 0: not multiplied (a lookup table, a norm's scale). */
+static double weight_flop_share(const Graph *g, int v)
+{
+	double share = 0;
+	for (int c = v + 1; c < g->n; c++) {
+		const Node *cn = &g->node[c];
+		if (cn->op != OP_LINEAR && cn->op != OP_MATMUL && cn->op != OP_MOE_FFN && cn->op != OP_SLICE &&
+		    cn->op != OP_PERMUTE)
+			continue;
+		for (int k = 0; k < cn->nin; k++) {
+			if (base_of(g, cn->in[k]) != v)
+				continue;
+			double s = 1;
+			if (cn->op == OP_MOE_FFN && k >= 3) {
+				double E = (double)g->node[v].dim[0], kk = (double)g->node[cn->in[1]].dim[1];
+				s = E > 0 ? kk / E : 1;
+			}
+			share = s > share ? s : share;
+		}
+	}
+	return share;
+}
+
+void bench_prefill_flops(const Graph *g, int64_t L, BenchFlops *f)
+{
+	memset(f, 0, sizeof *f);
+	double pairs = (double)L * (double)(L + 1) / 2; /* causal (query, key) pairs from position 0 */
+	for (int v = 0; v < g->n; v++) {
+		const Node *n = &g->node[v];
+		if (n->kind == VK_WEIGHT && n->ndim >= 2)
+			f->weights += 2.0 * (double)node_numel(n, 1, 1) * weight_flop_share(g, v) * (double)L;
+		if (n->op == OP_ATTENTION)
+			f->attention += 2.0 * (double)A_attention_heads(n) *
+			                (double)(A_attention_head_dim(n) + A_attention_v_head_dim(n)) * pairs;
+		if (n->op == OP_MLA) {
+			double p = pairs;
+			if (n->nin > 4) { /* query t (1-based) attends to min(t, topk) keys */
+				double k = (double)g->node[n->in[4]].dim[1], m = fmin((double)L, k);
+				p = m * (m + 1) / 2 + ((double)L - m) * k;
+			}
+			f->attention += 2.0 * (double)A_mla_heads(n) * (double)(A_mla_dk(n) + A_mla_dv(n)) * p;
+		}
+		if (n->op == OP_INDEXER)
+			f->attention += 2.0 * (double)A_indexer_heads(n) * (double)A_indexer_dim(n) * pairs;
+	}
+	f->total = f->weights + f->attention;
+}
+
 /* Whether node m belongs to the kernel of node id (id itself, or fused into it). */
 static int in_kernel(const Graph *g, int m, int id)
 {
@@ -388,6 +437,12 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 		bv(&k, "upload_s", "%.3f", es->upload_s);
 	bv(&k, "prefill_ms", "%.3f", 1e3 * t[1]);
 	bv(&k, "prefill_tok_s", "%.1f", (double)o->prompt * o->batch / t[1]);
+	BenchFlops fl;
+	bench_prefill_flops(g, o->prompt, &fl);
+	double tp = es->tp > 1 ? es->tp : 1; /* the graph is one rank's share */
+	bv(&k, "prefill_flops_per_token", "%.4g (weights %.4g, attention %.4g: 2 x active parameters + attention)",
+	   fl.total * tp / (double)o->prompt, fl.weights * tp / (double)o->prompt, fl.attention * tp / (double)o->prompt);
+	bv(&k, "prefill_tflop_s", "%.4g", fl.total * tp * o->batch / t[1] / 1e12);
 	bv(&k, "warmup_s", "%.3f", t[2]);
 	bv(&k, "ms_per_step_median", "%.4f", med);
 	bv(&k, "ms_per_step_mean", "%.4f", mean);

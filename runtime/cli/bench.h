@@ -46,6 +46,23 @@ typedef struct {
 
 void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, double ctx, int batch, BenchBytes *b);
 
+/*
+** The model FLOPs of prefilling one prompt of L tokens from position 0 (the numerator of a prefill's share of
+** the tensor peak), counted on the plan's graph:
+**   - weights: 2 FLOPs per element per token of every weight of two or more axes that a linear, matmul, MoE
+**     FFN, slice or permute reads (each weight once; expert tensors at k/E, the experts a token uses;
+**     an embedding table read only by its lookup does not count): 2 x the active parameters;
+**   - attention: 2·H·(Dk + Dv) per causal (query, key) pair of each attention and MLA node (under a DSA
+**     selection, min(t, topk) keys for query t), as the node computes it (MLA in its absorbed form: Dk and
+**     Dv of the latent), and 2·H·D per pair of each DSA indexer.
+** A tp plan's graph is one rank's: the caller multiplies by tp.
+*/
+typedef struct {
+	double weights, attention, total;
+} BenchFlops;
+
+void bench_prefill_flops(const Graph *g, int64_t L, BenchFlops *f);
+
 /* The bytes the kernel(s) of node id read and write in one decode step: its operands (weights and caches
 ** as above; activations in full at act_es bytes per element, int32 as 4) and its output, over the nodes
 ** fused into it. */

@@ -139,7 +139,8 @@ static const char *usage =
 	"                       --max-num-seqs, llama-server's --parallel\n"
 	"  -c, --max-seq N      positions per sequence, prompt included (default: the model's context, at most\n"
 	"                       4096); also llama-server's --ctx-size, vLLM's --max-model-len\n"
-	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step (default 256; vLLM's name)\n"
+	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step, over all new requests\n"
+	"                       (default 2048; vLLM's name)\n"
 	"  --max-queue N        requests waiting for a slot at most; more get 503 (default 64)\n"
 	"  --api-key KEY        /v1/ requires 'Authorization: Bearer KEY' (401 otherwise); both servers' name\n"
 	"  --model-name NAME    the model's id in responses and /v1/models (default: the plan's file name);\n"
@@ -1001,7 +1002,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	char err[1024];
 	int n = a->batch;
 	int32_t *ids[BATCH_MAX];
-	int np[BATCH_MAX], maxp = 0;
+	int np[BATCH_MAX], maxp = 0, sum = 0;
 	int64_t V = vocab_of(a, g);
 	for (int i = 0; i < n; i++) {
 		const char *src = a->prompts[a->nprompts > 1 ? i : 0];
@@ -1027,7 +1028,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 		char what[48];
 		snprintf(what, sizeof what, "--tokens: prompt %d", i);
 		check_ids(what, ids[i], np[i], V);
-		maxp = np[i] > maxp ? np[i] : maxp;
+		maxp = np[i] > maxp ? np[i] : maxp, sum += np[i];
 	}
 	long max_seq = a->max_seq ? a->max_seq : maxp + a->n - 1;
 	const char *ctx = graph_meta(g, "n_ctx");
@@ -1037,7 +1038,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
-	eo.slots = n, eo.chunk = prefill_chunk(a, g, maxp), eo.max_seq = max_seq;
+	eo.slots = n, eo.chunk = prefill_chunk(a, g, sum), eo.max_seq = max_seq; /* prompts may share a step */
 	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
@@ -1292,7 +1293,7 @@ static int run_serve(const Args *a, const Graph *g)
 	ServeOpts so = {.g = g, .plan = a->plan, .weights = weights_of(a, g), .eo = engine_opts(a, want_cuda(a, g)),
 	                .tk = tk, .cf = chat ? &cf : NULL, .chat_err = cerr, .host = a->host ? a->host : "127.0.0.1",
 	                .port = a->port ? a->port : 8080, .max_seqs = a->max_seqs ? a->max_seqs : 4,
-	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 256,
+	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 2048,
 	                .max_queue = a->max_queue ? a->max_queue : 64, .api_key = a->api_key,
 	                .model_name = a->model_name ? a->model_name : base};
 	if (serve_main(&so, err, sizeof err))

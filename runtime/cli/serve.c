@@ -45,6 +45,7 @@ typedef struct Req {
 	long created;
 	/* the scheduler's: the sequence */
 	int slot;
+	long adm;                    /* admission order: prompts prefill first come, first served */
 	long limit, off;             /* tokens it may make; prompt tokens prefilled so far */
 	int32_t last;
 	TokStream ts;
@@ -72,6 +73,7 @@ static const int status_codes[] = {200, 400, 401, 404, 405, 413, 500, 503};
 typedef struct {
 	long requests[NSTATUS], prompt_tokens, gen_tokens, cancelled;
 	long steps, rows;            /* decode steps, and the live rows they ran (rows > steps: batching) */
+	long psteps, parts;          /* prefill steps, and the prompts' pieces they ran (parts > psteps: shared) */
 	long ttft[NTTFT + 1], tpot[NTPOT + 1], nttft, ntpot;
 	double sttft, stpot;
 } Metrics;
@@ -87,7 +89,7 @@ typedef struct {
 	Req *qhead, *qtail;
 	int nwait, nrun, quit;
 	Req *slot[ENGINE_MAX_SLOTS];
-	Req *pre;                    /* the sequence whose prompt is being prefilled */
+	long nadm;                   /* requests admitted so far */
 	int dirty, rowsn;            /* the engine's rows need setting; rows of the last decode */
 	char broken[600];            /* the engine failed: every request gets this 500 */
 	long delay_us;               /* test hook GLMRUN_TEST_STEP_DELAY_MS: a pause after each decode step */
@@ -266,8 +268,6 @@ static void reap(Server *S)
 			finish(S, r, "cancelled");
 			slog("%s cancelled after %ld tokens (the client went away); slot %d freed", r->id, r->made, s);
 		}
-		if (S->pre == r)
-			S->pre = NULL;
 		S->slot[s] = NULL;
 		S->nrun--, S->dirty = 1;
 		req_unref(r);
@@ -287,24 +287,21 @@ static void reap(Server *S)
 	}
 }
 
-/* A waiting request into a free slot, its prompt to be prefilled (under mu). */
+/* Waiting requests into the free slots, their prompts to be prefilled (under mu). */
 static void admit(Server *S)
 {
-	if (S->pre || !S->qhead)
-		return;
-	for (int s = 0; s < S->o.max_seqs; s++)
+	for (int s = 0; s < S->o.max_seqs && S->qhead; s++)
 		if (!S->slot[s]) {
 			Req *r = S->qhead;
 			if (!(S->qhead = r->next))
 				S->qtail = NULL;
 			S->nwait--, S->nrun++;
-			r->slot = s, r->off = 0;
+			r->slot = s, r->off = 0, r->adm = S->nadm++;
 			if (!r->seed_given)
 				r->seed = S->o.eo.seed + (uint32_t)s;
 			r->limit = S->o.max_seq - r->np + 1 < r->max_tokens ? S->o.max_seq - r->np + 1 : r->max_tokens;
-			S->slot[s] = S->pre = r;
+			S->slot[s] = r;
 			S->m.prompt_tokens += r->np;
-			return;
 		}
 }
 
@@ -336,55 +333,97 @@ static int set_rows(Server *S, Req **live, int nlive, int rows, char *err, size_
 	return engine_set_rows(S->e, rows, r, err, len);
 }
 
+/* The admitted sequences whose prompts are not yet all prefilled, first admitted first (under mu). */
+static int prefilling(Server *S, Req **out)
+{
+	int n = 0;
+	for (int s = 0; s < S->o.max_seqs; s++) {
+		Req *r = S->slot[s];
+		if (r && r->off < r->np && !r->done && !r->cancelled) {
+			int k = n++;
+			for (; k > 0 && out[k - 1]->adm > r->adm; k--)
+				out[k] = out[k - 1];
+			out[k] = r;
+		}
+	}
+	return n;
+}
+
+/* The sequences decoding (prompt prefilled, first token taken, not done), in slot order (under mu). */
+static int decoding(Server *S, Req **out)
+{
+	int n = 0;
+	for (int s = 0; s < S->o.max_seqs; s++) {
+		Req *r = S->slot[s];
+		if (r && r->off == r->np && r->made && !r->done && !r->cancelled)
+			out[n++] = r;
+	}
+	return n;
+}
+
+/* Request r sampled tok in the step just run, unless it ended meanwhile (under mu). */
+static void take_live(Server *S, Req *r, int32_t tok)
+{
+	if (!r->done && !r->cancelled)
+		take(S, r, tok);
+}
+
 /*
-** One scheduler step outside the lock: a chunk of the prefilling prompt (row 0 set to its slot at
-** sampling step 0 before each chunk, so its first token is sampled as a one-shot prefill samples it),
-** then one decode step of the live sequences. Returns -1 with err when the engine failed.
+** One scheduler step outside the lock. With prompts waiting, one mixed step (engine_prefill_parts): each
+** decoding sequence's next token, then the prompts first admitted first, up to --max-num-batched-tokens
+** tokens in all (at least one prompt token; a longer prompt goes on in the next step; the chunk that ends
+** a prompt samples its first token). Otherwise one decode step of the decoding sequences (on the GPU the
+** graph of the smallest bucket of rows that holds them). Returns -1 with err when the engine failed.
 */
 static int step(Server *S, char *err, size_t len)
 {
-	Req *live[ENGINE_MAX_SLOTS], *pre;
-	int nlive = 0;
+	Req *live[ENGINE_MAX_SLOTS], *pre[ENGINE_MAX_SLOTS];
+	EnginePart part[ENGINE_MAX_SLOTS];
+	int32_t next[ENGINE_MAX_SLOTS];
 	pthread_mutex_lock(&S->mu);
-	pre = S->pre;
+	int npre = prefilling(S, pre), nlive = decoding(S, live), np = 0;
 	pthread_mutex_unlock(&S->mu);
-	if (pre) {
-		long c = pre->np - pre->off < S->o.batch_tokens ? pre->np - pre->off : S->o.batch_tokens;
-		EngineRow r0 = row_of(pre, 0, (int32_t)pre->off, 0);
-		int32_t tok;
-		if (engine_set_rows(S->e, 1, &r0, err, len) ||
-		    engine_prefill(S->e, pre->slot, pre->prompt + pre->off, c, (int32_t)pre->off, &tok, NULL, err, len))
+	if (npre) {
+		for (; np < nlive; np++) {
+			Req *r = live[np];
+			int32_t pos = (int32_t)(r->np + r->made - 1);
+			part[np] = (EnginePart){.ids = &r->last, .n = 1, .row = row_of(r, r->last, pos, (int32_t)r->made)};
+		}
+		long budget = S->o.batch_tokens - nlive > 1 ? S->o.batch_tokens - nlive : 1;
+		for (int k = 0; k < npre && budget > 0; k++, np++) {
+			Req *r = pre[k];
+			long c = r->np - r->off < budget ? r->np - r->off : budget;
+			part[np] = (EnginePart){.ids = r->prompt + r->off, .n = c, .row = row_of(r, 0, (int32_t)r->off, 0)};
+			budget -= c;
+		}
+		if (engine_prefill_parts(S->e, np, part, next, NULL, err, len))
 			return -1;
 		pthread_mutex_lock(&S->mu);
-		S->dirty = 1;
-		if ((pre->off += c) == pre->np) {
-			S->pre = NULL;
-			if (!pre->cancelled)
-				take(S, pre, tok);
-			reap(S); /* an answer of one token frees its slot before its client hears of it */
+		S->dirty = 1, S->m.psteps++, S->m.parts += np - nlive;
+		if (nlive)
+			S->m.steps++, S->m.rows += nlive;
+		for (int k = 0; k < nlive; k++)
+			take_live(S, live[k], next[k]);
+		for (int k = nlive; k < np; k++) {
+			Req *r = pre[k - nlive];
+			if ((r->off += part[k].n) == r->np)
+				take_live(S, r, next[k]);
 		}
-		pthread_mutex_unlock(&S->mu);
+	} else {
+		if (!nlive)
+			return 0;
+		int want = engine_on_gpu(S->e) ? bucket_for(nlive, S->eslots) : nlive;
+		if ((S->dirty || want != S->rowsn) && set_rows(S, live, nlive, want, err, len))
+			return -1;
+		S->dirty = 0, S->rowsn = want;
+		if (engine_decode(S->e, want, next, NULL, err, len))
+			return -1;
+		pthread_mutex_lock(&S->mu);
+		S->m.steps++, S->m.rows += nlive;
+		for (int k = 0; k < nlive; k++)
+			take_live(S, live[k], next[k]);
 	}
-	pthread_mutex_lock(&S->mu);
-	for (int s = 0; s < S->o.max_seqs; s++)
-		if (S->slot[s] && S->slot[s] != S->pre && !S->slot[s]->done && !S->slot[s]->cancelled)
-			live[nlive++] = S->slot[s];
-	pthread_mutex_unlock(&S->mu);
-	if (!nlive)
-		return 0;
-	int want = engine_on_gpu(S->e) ? bucket_for(nlive, S->eslots) : nlive;
-	if ((S->dirty || want != S->rowsn) && set_rows(S, live, nlive, want, err, len))
-		return -1;
-	S->dirty = 0, S->rowsn = want;
-	int32_t next[ENGINE_MAX_SLOTS];
-	if (engine_decode(S->e, want, next, NULL, err, len))
-		return -1;
-	pthread_mutex_lock(&S->mu);
-	S->m.steps++, S->m.rows += nlive;
-	for (int k = 0; k < nlive; k++)
-		if (!live[k]->done && !live[k]->cancelled)
-			take(S, live[k], next[k]);
-	reap(S); /* finished sequences free their slots at once */
+	reap(S); /* finished sequences free their slots at once, before their clients hear of it */
 	pthread_mutex_unlock(&S->mu);
 	if (S->delay_us)
 		usleep((useconds_t)S->delay_us);
@@ -1142,6 +1181,10 @@ static enum MHD_Result metrics(Server *S, struct MHD_Connection *c)
 	        "glmc_decode_steps_total %ld\n", m->steps);
 	fprintf(f, "# HELP glmc_decode_rows_total Sequences decoded, summed over the steps.\n"
 	        "# TYPE glmc_decode_rows_total counter\nglmc_decode_rows_total %ld\n", m->rows);
+	fprintf(f, "# HELP glmc_prefill_steps_total Prefill steps run.\n# TYPE glmc_prefill_steps_total counter\n"
+	        "glmc_prefill_steps_total %ld\n", m->psteps);
+	fprintf(f, "# HELP glmc_prefill_parts_total Prompt pieces prefilled, summed over the steps (several prompts share "
+	        "a step).\n# TYPE glmc_prefill_parts_total counter\nglmc_prefill_parts_total %ld\n", m->parts);
 	fprintf(f, "# HELP glmc_kv_slots_used KV-cache slots in use.\n# TYPE glmc_kv_slots_used gauge\n"
 	        "glmc_kv_slots_used %d\n", S->nrun);
 	fprintf(f, "# HELP glmc_kv_slots_total KV-cache slots (--max-seqs).\n# TYPE glmc_kv_slots_total gauge\n"

@@ -952,6 +952,24 @@ static int fill_ints(Gpu *x, CUdeviceptr d, int32_t v, int64_t n, char *err, siz
 	return r == CUDA_SUCCESS ? 0 : cuerr(x, r, "cuMemcpyHtoD (step buffer)", err, len);
 }
 
+/* The T rows of logits of the eager step just launched, as float32 (waits for the step). */
+static int step_logits(Gpu *x, int64_t T, float *logits, char *err, size_t len)
+{
+	size_t es = elsize(x, x->logits), cnt = (size_t)(T * x->V);
+	void *raw = malloc(cnt * es);
+	if (!raw)
+		return seterr(err, len, "out of memory");
+	CUresult r = x->cu.stream_sync(x->st);
+	if (r == CUDA_SUCCESS)
+		r = x->cu.dtoh(raw, x->ptr[x->logits], cnt * es);
+	if (r != CUDA_SUCCESS)
+		return free(raw), cuerr(x, r, "prefill", err, len);
+	for (size_t k = 0; k < cnt; k++)
+		logits[k] = es == 4 ? ((float *)raw)[k] : ref_bf16_to_f32(((uint16_t *)raw)[k]);
+	free(raw);
+	return 0;
+}
+
 int gpu_prefill(Gpu *x, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits, char *err,
                 size_t len)
 {
@@ -981,20 +999,8 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 		return free(pos), -1;
 	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
 	/* All rows of logits, then the sampler, which expects the position of the row it samples in pos[0]. */
-	if (logits) {
-		size_t es = elsize(x, x->logits), cnt = (size_t)(T * x->V);
-		void *raw = malloc(cnt * es);
-		if (!raw)
-			return free(pos), seterr(err, len, "out of memory");
-		r = x->cu.stream_sync(x->st);
-		if (r == CUDA_SUCCESS)
-			r = x->cu.dtoh(raw, x->ptr[x->logits], cnt * es);
-		if (r != CUDA_SUCCESS)
-			return free(raw), free(pos), cuerr(x, r, "prefill", err, len);
-		for (size_t k = 0; k < cnt; k++)
-			logits[k] = es == 4 ? ((float *)raw)[k] : ref_bf16_to_f32(((uint16_t *)raw)[k]);
-		free(raw);
-	}
+	if (logits && step_logits(x, T, logits, err, len))
+		return free(pos), -1;
 	int32_t last = pos0 + (int32_t)T - 1;
 	r = x->cu.htod_async(x->ptr[x->pos], &last, 4, x->st);
 	free(pos);
@@ -1005,6 +1011,67 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 	CK(x->cu.stream_sync(x->st), "prefill");
 	*next = *x->host_tok;
 	return logits_finite(x, 1, err, len);
+}
+
+/* Several sequences' prompt pieces as one eager step: the rows' slots and positions come from the
+** caller, then the sampler runs on each part's last row: once for the leading one-token parts together,
+** then once per part with row 0 of the step buffer set to the part's position, slot, sampling step and
+** (per-row samplers) parameters. */
+int gpu_prefill_parts(Gpu *x, int64_t T, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int np,
+                      const int64_t *last, const int32_t *step, const float *samp, int32_t *next, float *logits, char *err,
+                      size_t len)
+{
+	if (T < 1 || T > x->maxT)
+		return seterr(err, len, "prefill of %lld tokens, buffers sized for 1..%lld", (long long)T, (long long)x->maxT);
+	if (np < 1 || np > x->nslots)
+		return seterr(err, len, "a prefill of %d sequences; the caches hold %d", np, x->nslots);
+	for (int64_t i = 0; i < T; i++)
+		if (seq[i] < 0 || seq[i] >= x->nslots)
+			return seterr(err, len, "prefill row %lld names sequence slot %d; the caches hold %d", (long long)i, seq[i],
+			              x->nslots);
+	for (int k = 0; k < np; k++) {
+		if (last[k] < 0 || last[k] >= T)
+			return seterr(err, len, "prefill part %d ends at row %lld of a %lld-row step", k, (long long)last[k],
+			              (long long)T);
+		if (!x->samp_rows && memcmp(samp + 4 * k, x->samp0, 16))
+			return seterr(err, len, "part %d samples otherwise than the rest, but this plan's sampler (glm_sample, "
+			              "from an older glmc) takes one setting for every row: recompile the plan", k);
+	}
+	CK(x->cu.htod_async(x->ptr[x->tokens], tokens, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (prompts)");
+	CK(x->cu.htod_async(x->ptr[x->pos], pos, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (positions)");
+	CK(x->cu.htod_async(x->seq, seq, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (sequence slots)");
+	if (launch_step(x, T, err, len))
+		return -1;
+	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
+	if (logits && step_logits(x, T, logits, err, len))
+		return -1;
+	/* Leading one-token parts (glmrun serve's decoding sequences in a mixed step) sit at rows 0..nd-1 with
+	** their positions and slots already there: one sampler launch takes them all. */
+	int nd = 0;
+	while (x->samp_rows && nd < np && last[nd] == nd)
+		nd++;
+	if (nd > 1) {
+		CK(x->cu.htod_async(x->step, step, 4 * (size_t)nd, x->st), "cuMemcpyHtoDAsync (sampling steps)");
+		CK(x->cu.htod_async(x->params, samp, 16 * (size_t)nd, x->st), "cuMemcpyHtoDAsync (sampling parameters)");
+		if (launch_sample(x, 0, nd, err, len) || queue_readback(x, nd, 0, err, len))
+			return -1;
+	} else
+		nd = 0;
+	for (int k = nd; k < np; k++) {
+		/* pageable sources: each copy has left the host before its call returns */
+		CK(x->cu.htod_async(x->ptr[x->pos], &pos[last[k]], 4, x->st), "cuMemcpyHtoDAsync (position)");
+		CK(x->cu.htod_async(x->seq, &seq[last[k]], 4, x->st), "cuMemcpyHtoDAsync (sequence slot)");
+		CK(x->cu.htod_async(x->step, &step[k], 4, x->st), "cuMemcpyHtoDAsync (sampling step)");
+		if (x->samp_rows)
+			CK(x->cu.htod_async(x->params, samp + 4 * k, 16, x->st), "cuMemcpyHtoDAsync (sampling parameters)");
+		if (launch_sample(x, last[k], 1, err, len))
+			return -1;
+		CK(x->cu.dtoh_async(x->host_tok + k, x->ptr[x->tokens], 4, x->st), "cuMemcpyDtoHAsync (token)");
+		CK(x->cu.dtoh_async(x->host_nf + 2 * k, x->nf, 8, x->st), "cuMemcpyDtoHAsync (NaN check)");
+	}
+	CK(x->cu.stream_sync(x->st), "prefill");
+	memcpy(next, x->host_tok, sizeof *next * (size_t)np);
+	return logits_finite(x, np, err, len);
 }
 
 int gpu_set_rows(Gpu *x, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq, const int32_t *step,

@@ -99,6 +99,11 @@ int64_t engine_max_seq(const Engine *e)
 	return e->o.max_seq;
 }
 
+int64_t engine_chunk(const Engine *e)
+{
+	return e->o.chunk;
+}
+
 int engine_on_gpu(const Engine *e)
 {
 	return e->R != NULL;
@@ -144,23 +149,74 @@ int engine_prefill(Engine *e, int slot, const int32_t *ids, int64_t n, int32_t p
 	return 0;
 }
 
+/* Row w's four sampler parameters as the GPU's sampler reads them: temperature, top_k, top_p, and a seed
+** to which the sampler adds the slot (so an own seed goes in less the slot). */
+static void gpu_samp(const Engine *e, const EngineRow *w, float *samp)
+{
+	uint32_t seed = w->own_sampling ? w->seed - (uint32_t)w->slot : e->o.seed;
+	samp[0] = w->own_sampling ? w->temp : e->o.temp;
+	samp[1] = (float)(w->own_sampling ? w->top_k : e->o.top_k);
+	samp[2] = w->own_sampling ? w->top_p : e->o.top_p;
+	memcpy(&samp[3], &seed, 4);
+}
+
+int engine_prefill_parts(Engine *e, int np, const EnginePart *p, int32_t *next, float *logits, char *err, size_t len)
+{
+	if (np < 1 || np > e->o.slots)
+		return seterr(err, len, "a prefill of %d sequences; the caches hold %d", np, e->o.slots);
+	int64_t T = 0;
+	unsigned char used[ENGINE_MAX_SLOTS] = {0};
+	for (int k = 0; k < np; k++) {
+		const EngineRow *r = &p[k].row;
+		if (r->slot < 0 || r->slot >= e->o.slots)
+			return seterr(err, len, "prefill part %d into sequence slot %d; the caches hold %d", k, r->slot,
+			              e->o.slots);
+		if (used[r->slot]++)
+			return seterr(err, len, "prefill parts %d and an earlier one share sequence slot %d", k, r->slot);
+		if (p[k].n < 1 || r->pos < 0 || p[k].n > e->o.max_seq - r->pos)
+			return seterr(err, len, "prefill part %d: %lld tokens at position %d; a slot holds %lld positions", k,
+			              (long long)p[k].n, r->pos, (long long)e->o.max_seq);
+		T += p[k].n;
+	}
+	if (T > e->maxT)
+		return seterr(err, len, "a prefill step of %lld tokens; at most %lld", (long long)T, (long long)e->maxT);
+	int32_t *tok = malloc(sizeof(int32_t) * 3 * (size_t)T), step[ENGINE_MAX_SLOTS];
+	int64_t last[ENGINE_MAX_SLOTS];
+	float samp[4 * ENGINE_MAX_SLOTS];
+	if (!tok)
+		return seterr(err, len, "out of memory");
+	int32_t *pos = tok + T, *seq = pos + T;
+	for (int k = 0, i = 0; k < np; k++) {
+		for (int64_t j = 0; j < p[k].n; j++, i++)
+			tok[i] = p[k].ids[j], pos[i] = p[k].row.pos + (int32_t)j, seq[i] = p[k].row.slot;
+		last[k] = i - 1, step[k] = p[k].row.step;
+		gpu_samp(e, &p[k].row, samp + 4 * k);
+	}
+	int rc;
+	if (e->R) {
+		rc = ranks_prefill_parts(e->R, T, tok, pos, seq, np, last, step, samp, next, logits, err, len);
+	} else {
+		rc = exec_step_seq(e->x, e->tp, tok, pos, seq, T, err, len);
+		if (!rc && logits)
+			memcpy(logits, e->x[0].buf[e->logits], sizeof(float) * (size_t)(T * e->V));
+		for (int k = 0; !rc && k < np; k++)
+			next[k] = cpu_sample(e, last[k], &p[k].row);
+	}
+	free(tok);
+	return rc;
+}
+
 int engine_set_rows(Engine *e, int rows, const EngineRow *r, char *err, size_t len)
 {
 	if (rows < 1 || rows > e->o.slots)
 		return seterr(err, len, "a step of %d rows; the caches hold %d sequences", rows, e->o.slots);
 	if (e->R) {
-		/* the sampler's parameters a row: temperature, top_k, top_p, and a seed to which the GPU's sampler
-		** adds the slot (so an own seed goes in less the slot) */
 		int32_t tok[ENGINE_MAX_SLOTS], pos[ENGINE_MAX_SLOTS], seq[ENGINE_MAX_SLOTS], step[ENGINE_MAX_SLOTS];
 		float samp[4 * ENGINE_MAX_SLOTS];
 		for (int i = 0; i < rows; i++) {
 			const EngineRow *w = &r[i];
-			uint32_t seed = w->own_sampling ? w->seed - (uint32_t)w->slot : e->o.seed;
 			tok[i] = w->token, pos[i] = w->pos, seq[i] = w->slot, step[i] = w->step;
-			samp[4 * i] = w->own_sampling ? w->temp : e->o.temp;
-			samp[4 * i + 1] = (float)(w->own_sampling ? w->top_k : e->o.top_k);
-			samp[4 * i + 2] = w->own_sampling ? w->top_p : e->o.top_p;
-			memcpy(&samp[4 * i + 3], &seed, 4);
+			gpu_samp(e, w, samp + 4 * i);
 		}
 		return ranks_set_rows(e->R, rows, tok, pos, seq, step, samp, err, len);
 	}

@@ -64,6 +64,8 @@ int64_t engine_vocab(const Engine *e);
 int engine_on_gpu(const Engine *e);
 /* Positions per sequence slot: EngineOpts.max_seq, or what fit on the GPUs under EngineOpts.fit_min. */
 int64_t engine_max_seq(const Engine *e);
+/* Tokens one prefill step evaluates at most (EngineOpts.chunk). */
+int64_t engine_chunk(const Engine *e);
 
 /*
 ** Evaluate ids[0..n) into cache slot `slot` at positions pos0.., in steps of at most o->chunk tokens,
@@ -72,6 +74,22 @@ int64_t engine_max_seq(const Engine *e);
 */
 int engine_prefill(Engine *e, int slot, const int32_t *ids, int64_t n, int32_t pos0, int32_t *next, float *logits,
                    char *err, size_t len);
+
+/* One sequence's piece of a prefill of several (engine_prefill_parts): ids[0..n) into cache slot row.slot
+** at positions row.pos.., its last row sampled with row's sampling at sampling step row.step. */
+typedef struct {
+	const int32_t *ids;
+	int64_t n;
+	EngineRow row;
+} EnginePart;
+
+/*
+** Evaluate several sequences' prompt pieces as one step (glmrun serve: prompts that arrive together share
+** one prefill instead of a step each): at most EngineOpts.chunk tokens in all, no two parts in one slot;
+** next[k] is sampled from part k's last row; logits (every part's rows in order, V floats a row) may be
+** NULL. The step buffer's rows are undefined afterwards: engine_set_rows before the next decode.
+*/
+int engine_prefill_parts(Engine *e, int np, const EnginePart *p, int32_t *next, float *logits, char *err, size_t len);
 
 /* Set the first `rows` rows of the step buffer (rows beyond a live set may name a free slot: padding).
 ** Row 0's sampling fields also serve the next engine_prefill. A GPU plan from a glmc before per-row

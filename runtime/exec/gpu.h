@@ -52,6 +52,14 @@ int gpu_feed(Gpu *x, int32_t tok, char *err, size_t len);
 int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
                      char *err, size_t len);
 
+/* Several sequences' prompt pieces as one step of T rows (tokens, positions and cache slots a row; no two
+** pieces in one slot), then part k's next token sampled from row last[k] at sampling step step[k] with
+** samp + 4k (as gpu_set_rows' samp); logits (T rows of V floats) may be NULL. The step buffer's rows are
+** left undefined: gpu_set_rows before decoding. */
+int gpu_prefill_parts(Gpu *x, int64_t T, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int np,
+                      const int64_t *last, const int32_t *step, const float *samp, int32_t *next, float *logits, char *err,
+                      size_t len);
+
 /* Set the first `rows` rows of the step buffer: each row's token to feed, its position, its cache slot
 ** and its sampling step counter (rows of one bucket; padding rows name a free slot), and (samp, 4 floats a
 ** row, or NULL: the GpuOpts') its sampler's temperature, top_k, top_p and seed bits (the sampler adds the

@@ -15,7 +15,7 @@
 
 enum {
 	CMD_OPEN, CMD_PEERS, CMD_COMM, CMD_P2P_ALLOC, CMD_P2P_START, /* set-up: before CMD_PREFILL (see run) */
-	CMD_PREFILL, CMD_SET_ROWS, CMD_FEED, CMD_DECODE, CMD_OUTPUTS, CMD_PROFILE, CMD_CLOSE
+	CMD_PREFILL, CMD_PREFILL_PARTS, CMD_SET_ROWS, CMD_FEED, CMD_DECODE, CMD_OUTPUTS, CMD_PROFILE, CMD_CLOSE
 };
 
 struct Ranks {
@@ -48,6 +48,10 @@ struct Ranks {
 	int slot, rows;              /* the prefill's cache slot; the decode step's rows */
 	const int32_t *r_tok, *r_pos, *r_seq, *r_step; /* ranks_set_rows */
 	const float *r_samp;
+	const int32_t *p_seq, *p_step; /* ranks_prefill_parts (with tokens, pos, T) */
+	const int64_t *p_last;
+	const float *p_samp;
+	int p_n;
 	float *logits, **out;
 	long step;                   /* decode steps so far */
 	int32_t feed;                /* ranks_feed */
@@ -123,6 +127,12 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		crew_note(R->crew, rank, "prefill: launching and waiting for the GPU");
 		return gpu_prefill_slot(x, R->slot, R->tokens, R->T, R->pos0, R->next[rank], rank == 0 ? R->logits : NULL, err,
 		                        len);
+	case CMD_PREFILL_PARTS:
+		if (R->ro.stall_rank == rank && R->ro.stall_step == 0)
+			stall(R, rank);
+		crew_note(R->crew, rank, "prefill of several sequences: launching and waiting for the GPU");
+		return gpu_prefill_parts(x, R->T, R->tokens, R->pos, R->p_seq, R->p_n, R->p_last, R->p_step, R->p_samp,
+		                         R->next[rank], rank == 0 ? R->logits : NULL, err, len);
 	case CMD_SET_ROWS:
 		crew_note(R->crew, rank, "setting the step buffer's rows");
 		return gpu_set_rows(x, R->rows, R->r_tok, R->r_pos, R->r_seq, R->r_step, R->r_samp, err, len);
@@ -306,6 +316,19 @@ int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t 
 	if (run(R, CMD_PREFILL, "prefill", err, len))
 		return -1;
 	return agree(R, "the prefill", 1, next, err, len);
+}
+
+int ranks_prefill_parts(Ranks *R, int64_t T, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int np,
+                        const int64_t *last, const int32_t *step, const float *samp, int32_t *next, float *logits,
+                        char *err, size_t len)
+{
+	if (np < 1 || np > R->slots)
+		return seterr(err, len, "a prefill of %d sequences; the caches hold %d", np, R->slots);
+	R->T = T, R->tokens = tokens, R->pos = pos, R->p_seq = seq, R->p_n = np, R->p_last = last, R->p_step = step;
+	R->p_samp = samp, R->logits = logits;
+	if (run(R, CMD_PREFILL_PARTS, "prefill", err, len))
+		return -1;
+	return agree(R, "the prefill", np, next, err, len);
 }
 
 int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,

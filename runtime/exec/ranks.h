@@ -33,11 +33,14 @@ typedef struct {
 int ranks_open(Ranks **out, const Graph *g, const char *weights, int64_t maxT, int64_t S, const GpuOpts *o,
                const RanksOpts *ro, char *err, size_t len);
 
-/* gpu_prefill_slot / gpu_set_rows / gpu_feed / gpu_decode_rows / gpu_step_outputs on every rank. Every rank
+/* gpu_prefill_slot / gpu_prefill_parts / gpu_set_rows / gpu_feed / gpu_decode_rows / gpu_step_outputs on every rank. Every rank
 ** samples the next tokens from the same full logits; a disagreement is an error. logits and out come
 ** from rank 0. */
 int ranks_prefill(Ranks *R, int slot, const int32_t *tokens, int64_t T, int32_t pos0, int32_t *next, float *logits,
                   char *err, size_t len);
+int ranks_prefill_parts(Ranks *R, int64_t T, const int32_t *tokens, const int32_t *pos, const int32_t *seq, int np,
+                        const int64_t *last, const int32_t *step, const float *samp, int32_t *next, float *logits,
+                        char *err, size_t len);
 int ranks_set_rows(Ranks *R, int rows, const int32_t *tokens, const int32_t *pos, const int32_t *seq,
                    const int32_t *step, const float *samp, char *err, size_t len);
 int ranks_feed(Ranks *R, int32_t tok, char *err, size_t len);

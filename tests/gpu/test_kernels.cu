@@ -1672,6 +1672,23 @@ __global__ void __launch_bounds__(256)
 	k_mla_split<A, HB, MERGE>(y, pacc, pml, done, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S);
 }
 
+template <typename A, int ROWB, int HB> /* glmc's launch bounds (emit_cuda.c attn_split_minb) */
+__global__ void __launch_bounds__(256, HB <= 4 ? 2 : 1) g_attn_split(A *y, float *pacc, float *pml, int *done, const A *q, const A *kc,
+						    const A *vc, const int *pos, int H, int G, float scale,
+						    const int *seq, int S)
+{
+	k_attn_split<A, ROWB, HB>(y, pacc, pml, done, q, kc, vc, pos, H, G, scale, seq, S);
+}
+
+template <typename A, int ROWB, int HB>
+__global__ void __launch_bounds__(256, HB <= 4 ? 2 : 1)
+	g_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *kc, A *vc, const A *q, const A *k, const A *v,
+			  const int *pos, const float *freq, float cs, int H, int G, int R, float scale, const int *seq, int S)
+{
+	k_attn_split_rope<A, ROWB, HB, false>(y, pacc, pml, done, kc, vc, q, k, v, pos, freq, freq, cs, cs, H, G, R, scale,
+					     seq, S);
+}
+
 template <typename A, bool MERGED>
 __global__ void __launch_bounds__(256) g_mla_vabsorb(A *out, const A *o, const A *wv, int T, int H, int Dv, int Do,
 						     const float *pacc, const float *pml, int NS)
@@ -1710,7 +1727,7 @@ template <typename A>
 __global__ void __launch_bounds__(32) g_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total,
 						       int topk)
 {
-	k_indexer_select<A>(sel, score, scratch, pos, total, topk);
+	k_indexer_select<A>(sel, score, scratch, pos, total, topk, g_zero_seq, 0);
 }
 
 template <typename A, typename B_>
@@ -1998,6 +2015,186 @@ static void test_mla_split(int H, int Dk, int Dv, std::vector<int> seq, std::vec
 	if (NS <= 64 && Dv <= 512)
 		test_mla_absorb_merged<A>(cfg, y, want, HB, NS, dq, dc, dpos, dsel, nsel, vfirst, H, Dk, Dv, scale, dseq, S, T);
 	free_all();
+}
+
+/*
+** ops/fused.cuh's k_attn_split, glmc's attention for decode steps of 1 to 8 tokens (rows of 128, 256 or 512
+** bytes), against ref_attention token by token: token t reads rows 0..pos[t] of slot seq[t]; rows past the
+** highest position read in a slot hold NaN, as do the range states and the output before each launch.
+** NS ranges a token (glmc: ceil(2·SMs / (H / HB)), 33 for Llama-3-8B's 8 groups on 132 SMs). Runs twice on
+** the same done counters, which must start and end at zero; the two runs must give the same bits (the
+** merge's fixed range order, whichever block finished last). f32 also within 1e-4 absolute. At 8K rows or
+** more the launch is timed (graph-free, 20 launches) and its cache bytes a second printed as a # line.
+*/
+template <typename A, int HB>
+static void test_attn_split(int H, int G, int D, int NS, std::vector<int> seq, std::vector<int> pos)
+{
+	int T = (int)seq.size(), slots = 0, S = 0;
+	for (int t = 0; t < T; t++)
+		slots = std::max(slots, seq[t] + 1), S = std::max(S, pos[t] + 4);
+	std::vector<int> top(slots, -1);
+	for (int t = 0; t < T; t++)
+		top[seq[t]] = std::max(top[seq[t]], pos[t]);
+	size_t RW = (size_t)G * D;
+	std::vector<float> kf((size_t)slots * S * RW, NAN), vf((size_t)slots * S * RW, NAN);
+	for (int sl = 0; sl < slots; sl++) {
+		std::vector<float> k = through<A>(rnd((size_t)(top[sl] + 1) * RW)), v = through<A>(rnd((size_t)(top[sl] + 1) * RW));
+		std::copy(k.begin(), k.end(), kf.begin() + (size_t)sl * S * RW);
+		std::copy(v.begin(), v.end(), vf.begin() + (size_t)sl * S * RW);
+	}
+	std::vector<A> q = to_type<A>(rnd((size_t)T * H * D, -2.0f, 2.0f));
+	std::vector<float> qf = to_float(q), want((size_t)T * H * D);
+	float scale = 1.0f / sqrtf((float)D);
+	for (int t = 0; t < T; t++) {
+		int p = pos[t];
+		std::vector<float> ks(kf.begin() + (size_t)seq[t] * S * RW, kf.begin() + ((size_t)seq[t] * S + p + 1) * RW),
+			vs(vf.begin() + (size_t)seq[t] * S * RW, vf.begin() + ((size_t)seq[t] * S + p + 1) * RW);
+		std::vector<float> k1(ks.end() - RW, ks.end()), v1(vs.end() - RW, vs.end());
+		ref_attention(want.data() + (size_t)t * H * D, qf.data() + (size_t)t * H * D, k1.data(), v1.data(), ks.data(),
+			      vs.data(), &p, 1, H, G, D, D, p + 1, scale);
+	}
+	int HG = H / HB, ROWB = D * (int)sizeof(A);
+	int *dpos = upload(pos), *dseq = upload(seq), *done = filled<int>((size_t)T * HG, 0);
+	A *dq = upload(q), *dk = upload(to_type<A>(kf)), *dv = upload(to_type<A>(vf));
+	float *pacc = poisoned<float>((size_t)T * NS * H * D), *pml = poisoned<float>((size_t)T * NS * H * 2);
+	A *dy = poisoned<A>(want.size());
+	dim3 grid(NS, HG, T);
+	constexpr int ES = (int)sizeof(A); /* the kernel takes HB·D <= 1024: only those row sizes instantiate */
+	auto run = [&] {
+		if constexpr (HB * 128 / ES <= 1024)
+			if (ROWB == 128)
+				g_attn_split<A, 128, HB><<<grid, 256>>>(dy, pacc, pml, done, dq, dk, dv, dpos, H, G, scale, dseq, S);
+		if constexpr (HB * 256 / ES <= 1024)
+			if (ROWB == 256)
+				g_attn_split<A, 256, HB><<<grid, 256>>>(dy, pacc, pml, done, dq, dk, dv, dpos, H, G, scale, dseq, S);
+		if constexpr (HB * 512 / ES <= 1024)
+			if (ROWB == 512)
+				g_attn_split<A, 512, HB><<<grid, 256>>>(dy, pacc, pml, done, dq, dk, dv, dpos, H, G, scale, dseq, S);
+	};
+	std::string cfg = fmt("attn_split A=%s H=%d G=%d D=%d (%d heads a block, %d ranges) T=%d", tname<A>(), H, G, D, HB,
+			      NS, T);
+	for (int t = 0; t < T; t++)
+		cfg += fmt("%s slot %d pos %d", t ? "," : ":", seq[t], pos[t]);
+	std::vector<A> y1;
+	for (int r = 1; r <= 2; r++) {
+		CK(cudaMemset(dy, 0xFF, want.size() * sizeof(A)));
+		CK(cudaMemset(pacc, 0xFF, (size_t)T * NS * H * D * sizeof(float)));
+		CK(cudaMemset(pml, 0xFF, (size_t)T * NS * H * 2 * sizeof(float)));
+		run();
+		CK_LAUNCH();
+		std::string nm = fmt("%s (run %d)", cfg.c_str(), r);
+		std::vector<int> left = download(done, (size_t)T * HG);
+		check(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }), nm + ": done counters back at 0",
+		      "a counter is left nonzero");
+		std::vector<A> y = download(dy, want.size());
+		std::vector<float> got = to_float(y);
+		check_close(nm, got, want, tol<A>());
+		if (std::is_same<A, float>::value) {
+			double worst = 0;
+			for (size_t i = 0; i < got.size(); i++)
+				worst = std::max(worst, isnan(got[i]) ? INFINITY : fabs((double)got[i] - want[i]));
+			check(worst <= 1e-4, nm + ": within 1e-4", fmt("max |error| %.3g", worst));
+		}
+		if (r == 1)
+			y1 = y;
+		else
+			check(!memcmp(y1.data(), y.data(), y.size() * sizeof(A)), nm + ": the same bits as run 1",
+			      "the output depends on the order the blocks finished in");
+	}
+	int maxp = *std::max_element(pos.begin(), pos.end());
+	if (maxp >= 8191) {
+		cudaEvent_t e0, e1;
+		CK(cudaEventCreate(&e0));
+		CK(cudaEventCreate(&e1));
+		CK(cudaEventRecord(e0));
+		for (int i = 0; i < 20; i++)
+			run();
+		CK(cudaEventRecord(e1));
+		CK_LAUNCH();
+		float ms;
+		CK(cudaEventElapsedTime(&ms, e0, e1));
+		double bytes = 0;
+		for (int t = 0; t < T; t++)
+			bytes += 2.0 * (pos[t] + 1) * RW * sizeof(A);
+		printf("# %s: %.1f us a launch, %.0f GB/s of k and v rows (%.1f MB)\n", cfg.c_str(), ms * 1000 / 20,
+		       bytes / (ms / 20 * 1e-3) / 1e9, bytes / 1e6);
+		CK(cudaEventDestroy(e0));
+		CK(cudaEventDestroy(e1));
+	}
+	free_all();
+}
+
+/*
+** k_attn_split_rope (a 1-token step with the rotary and the cache writes folded in) at position p of slot
+** 1 of 2, the caches NaN outside rows 0..p-1 of the slot: against ref_rope + ref_attention; cache row p
+** must hold the rotated k (within the tolerance: the GPU's sinf/cosf) and the raw v exactly.
+*/
+template <typename A, int HB> static void test_attn_split_rope(int H, int G, int D, int NS, int p)
+{
+	int S = p + 4, R = D;
+	size_t RW = (size_t)G * D;
+	RefRope rr = {};
+	rr.head_dim = D, rr.rot_dim = R, rr.theta = 500000.0, rr.scaling = ROPE_LLAMA3, rr.factor = 8;
+	rr.orig_ctx = 8192, rr.low_freq_factor = 1, rr.high_freq_factor = 4;
+	std::vector<float> inv(R / 2);
+	float cs;
+	ref_rope_freqs(&rr, inv.data(), &cs);
+	std::vector<A> q = to_type<A>(rnd((size_t)H * D, -2.0f, 2.0f)), k = to_type<A>(rnd(RW, -2.0f, 2.0f)),
+		       v = to_type<A>(rnd(RW));
+	std::vector<float> qf = to_float(q), kf = to_float(k), vf = to_float(v), wq(qf.size()), wk(kf.size());
+	ref_rope(wq.data(), qf.data(), &p, 1, H, &rr);
+	ref_rope(wk.data(), kf.data(), &p, 1, G, &rr);
+	wq = through<A>(wq), wk = through<A>(wk);
+	std::vector<float> kc((size_t)2 * S * RW, NAN), vc((size_t)2 * S * RW, NAN);
+	std::vector<float> kr = through<A>(rnd((size_t)p * RW)), vr = through<A>(rnd((size_t)p * RW));
+	std::copy(kr.begin(), kr.end(), kc.begin() + (size_t)S * RW);
+	std::copy(vr.begin(), vr.end(), vc.begin() + (size_t)S * RW);
+	std::vector<float> ks(kc.begin() + (size_t)S * RW, kc.end()), vs(vc.begin() + (size_t)S * RW, vc.end()),
+		want((size_t)H * D);
+	float scale = 1.0f / sqrtf((float)D);
+	ref_attention(want.data(), wq.data(), wk.data(), vf.data(), ks.data(), vs.data(), &p, 1, H, G, D, D, S, scale);
+	int seq = 1, *dpos = upload(std::vector<int>{p}), *dseq = upload(std::vector<int>{seq});
+	int *done = filled<int>((size_t)(H / HB), 0);
+	A *dkc = upload(to_type<A>(kc)), *dvc = upload(to_type<A>(vc)), *dq = upload(q), *dk = upload(k), *dv = upload(v);
+	float *dinv = upload(inv), *pacc = poisoned<float>((size_t)NS * H * D), *pml = poisoned<float>((size_t)NS * H * 2);
+	A *dy = poisoned<A>(want.size());
+	dim3 grid(NS, H / HB, 1);
+	constexpr int RB = 128 * (int)sizeof(A); /* D = 128 (Llama's heads) */
+	if (D != 128) {
+		check(false, fmt("attn_split_rope: D = %d", D), "this test takes 128-dim heads");
+		return;
+	}
+	g_attn_split_rope<A, RB, HB><<<grid, 256>>>(dy, pacc, pml, done, dkc, dvc, dq, dk, dv, dpos, dinv, cs, H, G, R, scale,
+						    dseq, S);
+	CK_LAUNCH();
+	std::string nm = fmt("attn_split_rope A=%s H=%d G=%d D=%d (%d heads a block, %d ranges) pos %d", tname<A>(), H, G, D,
+			     HB, NS, p);
+	check_close(nm, to_float(download(dy, want.size())), want, tol<A>());
+	std::vector<A> kc2 = download(dkc, kc.size()), vc2 = download(dvc, vc.size());
+	std::vector<float> krow = to_float(std::vector<A>(kc2.begin() + ((size_t)S + p) * RW, kc2.begin() + ((size_t)S + p + 1) * RW));
+	check_close(nm + ": cache row p holds the rotated k", krow, wk, tol<A>());
+	check_exact(nm + ": cache row p holds v", std::vector<A>(vc2.begin() + ((size_t)S + p) * RW,
+								   vc2.begin() + ((size_t)S + p + 1) * RW), v);
+	std::vector<int> left = download(done, (size_t)(H / HB));
+	check(std::all_of(left.begin(), left.end(), [](int c) { return c == 0; }), nm + ": done counters back at 0",
+	      "a counter is left nonzero");
+	free_all();
+}
+
+/* The split decode attention over the shapes glmc gives it: Llama-3-8B's heads (32 of 128 dims, 8 kv
+** heads: 4 a block, 33 ranges on 132 SMs) at contexts across the range boundaries and at 32K, steps of
+** several tokens in several slots, MHA, a group of 8, 64-dim heads; the folded rotary at 32K. */
+template <typename A> static void attn_split_suite()
+{
+	for (int ctx : {1, 64, 65, 128, 129, 1000, 32768})
+		test_attn_split<A, 4>(32, 8, 128, 33, {0}, {ctx - 1});
+	test_attn_split<A, 4>(32, 8, 128, 33, {0, 1, 2, 3}, {32767, 100, 5000, 63});
+	test_attn_split<A, 4>(32, 8, 128, 33, {0, 0, 0, 0, 0, 0, 0, 0}, {16000, 16001, 16002, 16003, 16004, 16005, 16006, 16007});
+	test_attn_split<A, 1>(16, 16, std::is_same<A, float>::value ? 128 : 64, 17, {0, 1}, {2000, 9000});
+	test_attn_split<A, 8>(32, 4, 128, 66, {0}, {20000});
+	test_attn_split<A, 8>(16, 2, 64, 33, {1, 0}, {4000, 700});
+	test_attn_split_rope<A, 4>(32, 8, 128, 33, 32767);
+	test_attn_split_rope<A, 4>(32, 8, 128, 33, 100);
 }
 
 /* The decode path of mla (k_mla_split) over the shapes glmc gives it, and every head-group size. */
@@ -2655,6 +2852,8 @@ int main(void)
 	mla_moe_suite<bf16>();
 	mla_split_suite<float>();
 	mla_split_suite<bf16>();
+	attn_split_suite<float>();
+	attn_split_suite<bf16>();
 	tp_suite<float>();
 	tp_suite<bf16>();
 	test_gather_interleave<unsigned int>(3, 5, 4);

@@ -3,7 +3,7 @@
 ** templates of ops/kernels.cuh and ops/fused.cuh can run against ops/ref.c on a machine without a GPU.
 **
 ** Every CUDA thread of a block is a fiber (its own stack, switched to by simt.cc on one OS thread): the
-** warp collectives (__shfl*_sync, __reduce_max_sync, __syncwarp) meet at a per-warp rendezvous of all 32
+** warp collectives (__shfl*_sync, __reduce_max_sync, __ballot_sync, __syncwarp) meet at a per-warp rendezvous of all 32
 ** lanes, __syncthreads at a block one, and a fiber that waits there hands the CPU to the next one. Blocks
 ** run one after the other, so __shared__ (mapped to a function-local static) is one block's shared memory.
 ** The fibers are resumed in sweeps whose direction alternates, so a value read before the barrier that
@@ -129,18 +129,22 @@ static inline unsigned __reduce_max_sync(unsigned, unsigned v)
 	w.bar.wait();
 	return m;
 }
-/* Bit l set when lane l's predicate holds (every lane must call it, as the real kernels do). */
-static inline unsigned __ballot_sync(unsigned, int p)
+static inline unsigned __ballot_sync(unsigned, int pred)
 {
 	SimtWarp &w = *simt_warps[threadIdx.x / 32];
-	w.slot[threadIdx.x & 31] = p != 0;
+	w.slot[threadIdx.x & 31] = pred != 0;
 	w.bar.wait();
 	unsigned b = 0;
 	for (int i = 0; i < 32; i++)
-		b |= (w.slot[i] ? 1u : 0u) << i;
+		b |= (unsigned)(w.slot[i] != 0) << i;
 	w.bar.wait();
 	return b;
 }
+static inline int __ffs(unsigned x)
+{
+	return x ? __builtin_ctz(x) + 1 : 0;
+}
+/* The set bits of v. */
 static inline int __popc(unsigned v)
 {
 	return __builtin_popcount(v);
