@@ -40,15 +40,15 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh and ops/prefill.cuh travel inside the binaries as one string
+# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh, ops/prefill.cuh and ops/moe_tc.cuh travel inside the binaries as one string
 # (glm_kernels_cuh), with the headers they share with the C code (gemv_shape.h, quant_grids.h, qrand.h).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh | build/embed glm_kernels_cuh > $@
 
 build/libops.a: $(OPS_OBJ)
 build/libcore.a: $(CORE_OBJ)
@@ -85,7 +85,7 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
 	@tests/run.sh
 
 demo: all
@@ -160,8 +160,8 @@ build/bench/mla: bench/mla.cu bench/graph_time.cuh ops/kernels.cuh ops/gemv_shap
 	nvcc -std=c++17 -O2 -arch=sm_90 bench/mla.cu -o $@
 
 # The MoE decode kernels, the decode GEMV and the quantized decode kernels on the CPU (tests/simt: a SIMT
-# stand-in for the device), and the tensor-core prefill kernels, for checking kernel logic without a GPU;
-# needs a C++17 compiler. All of them are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
+# stand-in for the device), and the tensor-core prefill kernels (prefill.cuh, moe_tc.cuh), for checking kernel
+# logic without a GPU; needs a C++17 compiler. All of them are part of `make test` (seconds to a minute each: every emulated thread is a fiber on one OS thread).
 CXX     ?= c++
 build/simt/test_moe: tests/simt/test_moe.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh $(LIBS)
 	@mkdir -p build/simt
@@ -189,12 +189,17 @@ build/simt/test_indexer: tests/simt/test_indexer.cc tests/simt/simt.cc tests/sim
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_indexer.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer
+build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h tests/moe_tc_check.h ops/kernels.cuh ops/gemv_shape.h ops/quant.h ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/prefill.cuh ops/moe_tc.cuh $(LIBS)
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe_tc.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
 	build/simt/test_prefill
 	build/simt/test_attn_split
+	build/simt/test_moe_tc
 
 clean:
 	rm -rf build bin

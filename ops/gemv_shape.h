@@ -222,4 +222,11 @@ static inline int mla_split_hb(long long H)
 ** three threads in four idle. Not measured against other counts. */
 #define SAMPLE_NB 48
 
+/* The routed experts' grouped GEMM of many-token steps (ops/moe_tc.cuh): rows of a row tile, the most
+** experts k_moe_group counts in shared memory, and k_moe_down_tc's dynamic shared memory (two stages of
+** a float hid tile and a bf16 down tile, 128 rows of 40 values each). */
+#define MOE_TC_BM 128
+#define MOE_TC_EMAX 1024
+#define MOE_TC_DOWN_SMEM (2 * 128 * 40 * (4 + 2))
+
 #endif

@@ -541,8 +541,25 @@ static int emit_qembedding(Em *e, int id)
 	return 0;
 }
 
+/*
+** Steps of at least this many tokens run a bf16 plan's routed experts as a grouped GEMM on the tensor
+** cores (ops/moe_tc.cuh); smaller ones keep k_moe_up and k_moe_down. Those read an expert's rows once per
+** (token, slot): about T·k·3·C·F·2 bytes a layer (Flash at 32 tokens: 128 slots, 2.4 GB). The grouped
+** GEMM reads each chosen expert's rows once per 128-row tile (at 32 tokens about 55 of Flash's 64
+** experts, 1.0 GB) but pays for whole 128-row tiles on the tensor cores (one tile an expert at 2 rows
+** each: ~180 GFLOP, ~0.45 ms at 400 TFLOPS against ~0.9 ms of reads for the old pair). The two meet
+** near 16 tokens by this count; 32 leaves a margin until the GPU measures it (steps of 9-31 tokens are
+** continuous-batching decode steps more often than prompts). Experts kept in blocks take the same
+** threshold, unmeasured: the grouped GEMM dequantizes every staged value (q_elem) on the CUDA cores.
+*/
+#define MOE_TC_TMIN 32
+
+static int moe_tc_ok(const Em *e, const Node *n);
+static void emit_moe_tc(Em *e, int id);
+
 /* Routed experts over resident gate/up/down: k_qmoe_up then k_qmoe_down, through the same scratch
-** region as the float kernels. */
+** region as the float kernels; steps of MOE_TC_TMIN tokens or more of a bf16 plan take the grouped GEMM
+** (emit_moe_tc) where moe_tc_ok allows. */
 static int emit_qmoe(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -558,6 +575,9 @@ static int emit_qmoe(Em *e, int id)
 	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ids, 0, NULL);
 	w_buf(&w, g, ga, 0, "unsigned char"), w_buf(&w, g, up, 0, "unsigned char");
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
+	int tc = moe_tc_ok(e, n);
+	if (tc)
+		w.L.tmax = MOE_TC_TMIN - 1;
 	if (e->wq[ga] == QT_Q4_K && e->wq[up] == QT_Q4_K) { /* the tensor-core kernel: 64 f a block */
 		w.L.grid[0] = sz_const((Fd + 63) / 64), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
 		snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
@@ -568,6 +588,8 @@ static int emit_qmoe(Em *e, int id)
 	w_finish(e, &w, t);
 	w_start(&w, id);
 	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	if (tc)
+		w.L.tmax = MOE_TC_TMIN - 1;
 	w_buf(&w, g, id, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
@@ -575,6 +597,8 @@ static int emit_qmoe(Em *e, int id)
 	w.L.grid[0] = sz_const((C + 15) / 16), w.L.grid[1] = T;
 	snprintf(t, sizeof t, "k_qmoe_down<%s, %d>", A, e->wq[dn]);
 	w_finish(e, &w, t);
+	if (tc)
+		emit_moe_tc(e, id);
 	return 0;
 }
 
@@ -1089,7 +1113,97 @@ static int emit_moe_weights(Em *e, int id, char *err, size_t len)
 	return 0;
 }
 
-/* Routed experts: k_moe_up then k_moe_down through one scratch region (emit_qmoe for resident weights). */
+/* How the grouped GEMM (ops/moe_tc.cuh) stages an expert weight's tiles: -1 bf16 rows, or the block type
+** of a weight kept in GGUF blocks whose values q_elem decodes on its tuned path (Q8_0, Q4_K, Q5_K, Q6_K);
+** -2 for any other weight (no grouped GEMM). */
+static int moe_tc_wtype(const Em *e, int w)
+{
+	int q = e->wq[w];
+	if (q < 0)
+		return strcmp(ctype(e->g, w), "bf16") ? -2 : -1;
+	return q == QT_Q8_0 || q == QT_Q4_K || q == QT_Q5_K || q == QT_Q6_K ? q : -2;
+}
+
+/* Whether a moe_ffn node's experts take the grouped GEMM (ops/moe_tc.cuh): bf16 activations, gate, up and
+** down all bf16 or all kept in blocks of the types moe_tc_wtype takes, C and F multiples of 8 (16-byte
+** rows for cp.async), at most MOE_TC_EMAX experts, and k_moe_down_tc's shared memory within the target's. */
+static int moe_tc_ok(const Em *e, const Node *n)
+{
+	const Graph *g = e->g;
+	int x = n->in[0], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], E = g->node[ga].dim[0];
+	int qg = moe_tc_wtype(e, ga), qu = moe_tc_wtype(e, up), qd = moe_tc_wtype(e, dn);
+	return g->cuda.act == DT_BF16 && qg > -2 && qu > -2 && qd > -2 && (qg < 0) == (qu < 0) && (qg < 0) == (qd < 0) &&
+	       C % 8 == 0 && F % 8 == 0 && E <= MOE_TC_EMAX && MOE_TC_DOWN_SMEM <= e->t.smem_block;
+}
+
+/* The grouped GEMM's scratch regions, in the one order every launch of emit_moe_tc lists them (each
+** sees them at the same offsets): the expert offsets and tile starts (2E + 2 ints), the sorted slots
+** (T·k ints), hid (T·k·F floats) and the slots' down rows (T·k·C floats); `upto` of them. */
+static void moe_tc_regions(Wr *w, Size T, int64_t E, int64_t K, int64_t F, int64_t C, int upto)
+{
+	w_scratch(w, sz_const(2 * E + 2), sz_const(1), "int", 4);
+	w_scratch(w, T, sz_const(K), "int", 4);
+	if (upto > 2)
+		w_scratch(w, T, sz_const(K * F), "float", 4);
+	if (upto > 3)
+		w_scratch(w, T, sz_const(K * C), "float", 4);
+}
+
+/* Routed experts of steps of MOE_TC_TMIN tokens or more on the tensor cores: k_moe_group, k_moe_up_tc,
+** k_moe_down_tc, k_moe_sum_tc (ops/moe_tc.cuh), for bf16 experts and for experts kept in blocks
+** (emit_qmoe). Row-tile grids are (.., ceil(T·k/128), 2). */
+static void emit_moe_tc(Em *e, int id)
+{
+	Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
+	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], K = g->node[ids].dim[1], E = g->node[ga].dim[0];
+	int tmin = e->tail_tmin[id] > MOE_TC_TMIN ? e->tail_tmin[id] : MOE_TC_TMIN;
+	Size T = sz_dims(x, 0, 1, 1), rows = sz_numel(g, ids, MOE_TC_BM);
+	char t[128];
+	Wr w;
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	moe_tc_regions(&w, T, E, K, F, C, 2);
+	w_buf(&w, g, ids, 0, NULL), w_size(&w, sz_numel(g, ids, 1), 0), w_int(&w, E);
+	w.L.grid[0] = sz_const(E);
+	w_finish(e, &w, "k_moe_group");
+
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	moe_tc_regions(&w, T, E, K, F, C, 3);
+	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+	w_int(&w, C), w_int(&w, F), w_int(&w, K), w_int(&w, E);
+	w.L.grid[0] = sz_const((F + 63) / 64), w.L.grid[1] = rows, w.L.grid[2] = sz_const(2);
+	w.minb = 2; /* two blocks an SM: ptxas took up to 135 registers without the figure (nvcc 12, sm_90), 128 with */
+	snprintf(t, sizeof t, "k_moe_up_tc<%s, %d, %d>", ctype(g, ga), moe_tc_wtype(e, ga), moe_tc_wtype(e, up));
+	w_finish(e, &w, t);
+
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	moe_tc_regions(&w, T, E, K, F, C, 4);
+	w_buf(&w, g, dn, 0, NULL), w_int(&w, C), w_int(&w, F), w_int(&w, E);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = rows, w.L.grid[2] = sz_const(2);
+	w.L.smem = MOE_TC_DOWN_SMEM;
+	w.minb = 2;
+	snprintf(t, sizeof t, "k_moe_down_tc<%s, %d>", ctype(g, dn), moe_tc_wtype(e, dn));
+	w_finish(e, &w, t);
+
+	w_start(&w, id);
+	w.L.tmin = tmin;
+	w_buf(&w, g, id, 1, NULL);
+	moe_tc_regions(&w, T, E, K, F, C, 4);
+	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL);
+	w_size(&w, T, 0), w_int(&w, C), w_int(&w, K), w_int(&w, E);
+	w.L.grid[0] = sz_numel(g, id, 1024);
+	w_finish(e, &w, "k_moe_sum_tc<bf16>");
+}
+
+/* Routed experts: k_moe_up then k_moe_down through one scratch region (emit_qmoe for resident weights),
+** for steps below MOE_TC_TMIN when the grouped GEMM (emit_moe_tc) takes the larger ones. */
 static int emit_moe_ffn(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -1101,6 +1215,7 @@ static int emit_moe_ffn(Em *e, int id)
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
 	if (e->wq[ga] >= 0)
 		return emit_qmoe(e, id);
+	int tc = moe_tc_ok(e, n);
 	int64_t C = g->node[x].dim[1], Fd = g->node[ga].dim[1], K = g->node[ids].dim[1];
 	Size T = sz_dims(x, 0, 1, 1), KF = sz_const(K * Fd);
 	w_scratch(&w, T, KF, "float", 4);
@@ -1109,10 +1224,14 @@ static int emit_moe_ffn(Em *e, int id)
 	/* 4 warps a block: at ~90 registers a thread, 5 blocks (20 warps) fit an SM where 2 of 8 did */
 	w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
 	w.L.block = 128;
+	if (tc)
+		w.L.tmax = MOE_TC_TMIN - 1;
 	snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
 	w_finish(e, &w, t);
 	w_start(&w, id);
 	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
+	if (tc)
+		w.L.tmax = MOE_TC_TMIN - 1;
 	w_buf(&w, g, id, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
@@ -1120,6 +1239,8 @@ static int emit_moe_ffn(Em *e, int id)
 	w.L.grid[0] = sz_const((C + 7) / 8), w.L.grid[1] = T;
 	snprintf(t, sizeof t, "k_moe_down<%s, %s>", A, ctype(g, dn));
 	w_finish(e, &w, t);
+	if (tc)
+		emit_moe_tc(e, id);
 	return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "../../ops/fused.cuh"
 #include "../../ops/quant.cuh"
 #include "../../ops/prefill.cuh"
+#include "../../ops/moe_tc.cuh"
 
 #include <cuda_runtime.h>
 
@@ -47,6 +48,8 @@
 extern "C" {
 #include "ref.h"
 }
+
+#include "../moe_tc_check.h"
 
 /* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
@@ -2638,6 +2641,83 @@ template <typename A, typename W> static void test_moe_ffn(int T, int C, int F, 
 	free_all();
 }
 
+__global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const int *idx, int n, int E)
+{
+	k_moe_group(meta, list, idx, n, E);
+}
+
+__global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x,
+                                                   const bf16 *gate, const bf16 *up, int C, int F, int k, int E)
+{
+	k_moe_up_tc<bf16, -1, -1>(meta, list, hid, x, gate, up, C, F, k, E);
+}
+
+__global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys,
+                                                     const bf16 *down, int C, int F, int E)
+{
+	extern __shared__ __align__(128) unsigned char dsm[];
+	k_moe_down_tc<bf16, -1>(meta, list, hid, ys, down, C, F, E, dsm);
+}
+
+__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *hid,
+                                                    const float *ys, const int *idx, const bf16 *w, int T, int C, int k,
+                                                    int E)
+{
+	k_moe_sum_tc<bf16>(y, meta, list, hid, ys, idx, w, T, C, k, E);
+}
+
+/*
+** ops/moe_tc.cuh's grouped GEMM (k_moe_group, k_moe_up_tc, k_moe_down_tc, k_moe_sum_tc, launched as glmc
+** does) against ref_moe_ffn on the same bf16 values, as tests/simt/test_moe_tc.cc holds the CPU stand-in:
+** the grouping exact (offsets, tile starts, slots ascending within an expert); each output within a bf16
+** unit plus 2^-14 of M = sum over the token's slots of |w|·sum_f |down·hid| (f32 sums in another order,
+** hid as bf16 hi + lo). Skewed: slot 0 is expert 1 for every token (several row tiles), the rest among
+** the lower half of the experts, every fifth slot empty (-1); else k distinct random experts a token.
+*/
+static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
+{
+	int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM;
+	std::vector<float> x = through<bf16>(rnd((size_t)T * C)), w = through<bf16>(rnd((size_t)n, 0.1f, 1.0f));
+	std::vector<float> gate = through<bf16>(rnd((size_t)E * F * C, -0.25f, 0.25f)),
+			   up = through<bf16>(rnd((size_t)E * F * C, -0.25f, 0.25f)),
+			   down = through<bf16>(rnd((size_t)E * C * F, -0.25f, 0.25f));
+	std::vector<int> idx;
+	for (int t = 0; t < T; t++) {
+		std::vector<int> ex(skew ? E / 2 : E);
+		for (size_t e = 0; e < ex.size(); e++)
+			ex[e] = (int)e;
+		shuffle(ex);
+		if (skew) /* expert 1 first, then the others in their shuffled order */
+			for (size_t e = 0; e < ex.size(); e++)
+				if (ex[e] == 1)
+					std::swap(ex[e], ex[0]);
+		for (int j = 0; j < k; j++)
+			idx.push_back(skew && (t * k + j) % 5 == 4 ? -1 : ex[j]);
+	}
+	MoeTcWant want = moe_tc_want(x, w, gate, up, down, idx, T, C, F, E, k);
+	int *didx = upload(idx), *meta = poisoned<int>(2 * E + 2), *list = poisoned<int>(n);
+	float *dhid = poisoned<float>((size_t)n * F), *ys = poisoned<float>((size_t)n * C);
+	bf16 *dy = poisoned<bf16>(want.y.size());
+	g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
+	CK_LAUNCH();
+	g_moe_up_tc<<<dim3((F + 63) / 64, rows, 2), 256>>>(meta, list, dhid, upload(to_type<bf16>(x)),
+	                                                   upload(to_type<bf16>(gate)), upload(to_type<bf16>(up)), C, F, k, E);
+	CK_LAUNCH();
+	CK(cudaFuncSetAttribute(g_moe_down_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM));
+	g_moe_down_tc<<<dim3((C + 127) / 128, rows, 2), 256, MOE_TC_DOWN_SMEM>>>(meta, list, dhid, ys,
+	                                                                         upload(to_type<bf16>(down)), C, F, E);
+	CK_LAUNCH();
+	g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, dhid, ys, didx, upload(to_type<bf16>(w)), T, C,
+	                                                      k, E);
+	CK_LAUNCH();
+	std::string cfg = fmt("T=%d C=%d F=%d E=%d k=%d%s", T, C, F, E, k, skew ? " skewed" : "");
+	check(moe_tc_grouped(want, download(meta, 2 * E + 2), download(list, n), E), "moe_group " + cfg,
+	      "offsets, tiles or slot order differ");
+	double worst = moe_tc_worst(to_float(download(dy, want.y.size())), want);
+	check(worst <= 1.0, "moe grouped GEMM " + cfg, fmt("worst %.2f units", worst));
+	free_all();
+}
+
 /* Every new template for activation type A. */
 template <typename A> static void mla_moe_suite()
 {
@@ -2777,6 +2857,12 @@ template <typename A> static void activation_suite()
 		test_gemm_tc<false>(300, 4096, 1024);
 		test_gemm_tc<true>(9, 136, 200);
 		test_gemm_tc<false>(513, 1000, 130);
+		test_moe_tc(200, 1024, 768, 16, 4, false);  /* 800 slots over 16 experts: several tiles each */
+		test_moe_tc(1000, 256, 136, 64, 8, false);  /* 8000 slots over 64 experts, about a tile each */
+		test_moe_tc(64, 256, 64, 64, 2, false);     /* 128 slots, 64 experts on 2 grid rows: blocks walk tiles */
+		test_moe_tc(2100, 64, 40, 16, 1, true);     /* expert 1: 14 row tiles; a block a tile */
+		test_moe_tc(65, 72, 40, 8, 2, true);        /* C, F past the k step and the column tiles */
+		test_moe_tc(1, 2048, 1536, 4, 4, false);    /* GLM-4.7-Flash's widths, one token */
 	}
 	test_argmax<A>(1000);
 	test_argmax<A>(37);

@@ -24,6 +24,8 @@
 #include "../../ops/fused.cuh"
 #include "../../ops/quant.cuh"
 #include "../../ops/qfused.cuh"
+#include "../../ops/prefill.cuh"
+#include "../../ops/moe_tc.cuh"
 
 #include <cuda_runtime.h>
 
@@ -233,6 +235,34 @@ __global__ void __launch_bounds__(256, 2) g_qmoe_up_mma(float *h, const A *x, co
                                                         const unsigned char *u, int C, int F, int k)
 {
 	k_qmoe_up_mma<A, QT>(h, x, idx, g, u, C, F, k);
+}
+
+__global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const int *idx, int n, int E)
+{
+	k_moe_group(meta, list, idx, n, E);
+}
+
+template <int QG, int QU>
+__global__ void __launch_bounds__(256, 2) g_moe_up_tc(const int *meta, const int *list, float *h, const bf16 *x,
+                                                      const unsigned char *g, const unsigned char *u, int C, int F, int k,
+                                                      int E)
+{
+	k_moe_up_tc<unsigned char, QG, QU>(meta, list, h, x, g, u, C, F, k, E);
+}
+
+template <int QD>
+__global__ void __launch_bounds__(256, 2) g_moe_down_tc(const int *meta, const int *list, const float *h, float *ys,
+                                                        const unsigned char *d, int C, int F, int E)
+{
+	extern __shared__ __align__(128) unsigned char dsm[];
+	k_moe_down_tc<unsigned char, QD>(meta, list, h, ys, d, C, F, E, dsm);
+}
+
+__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *h,
+                                                    const float *ys, const int *idx, const bf16 *w, int T, int C, int k,
+                                                    int E)
+{
+	k_moe_sum_tc<bf16>(y, meta, list, h, ys, idx, w, T, C, k, E);
 }
 
 template <typename A, int QD>
@@ -775,7 +805,10 @@ template <int QT> static void test_exact(void)
 
 /* k_qmoe_up then k_qmoe_down against ref_moe_ffn's definition in float64: E experts of [F, C] gate/up
 ** and [C, F] down, k per token, one slot skipped (-1). */
-template <typename A, int QG, int QU, int QD, bool MMA = false> static void test_qmoe(int T, int C, int F, int E, int k)
+/* TC: ops/moe_tc.cuh's grouped GEMM (bf16 activations; the weights dequantized to bf16 tiles) instead of the
+** per-token kernels, against the same exact-weight reference and bf16 tolerance. */
+template <typename A, int QG, int QU, int QD, bool MMA = false, bool TC = false>
+static void test_qmoe(int T, int C, int F, int E, int k)
 {
 	QW g = qw_make(QG, (long long)E * F, C, true, "blk.1.ffn_gate_exps.weight");
 	QW u = qw_make(QU, (long long)E * F, C, false, "");
@@ -812,6 +845,28 @@ template <typename A, int QG, int QU, int QD, bool MMA = false> static void test
 	A *dy = dalloc<A>((size_t)T * C, 0xff);
 	int *didx = upload(idx);
 	static_assert(!MMA || ((QG == 12 || QG == 8) && QU == QG), "the mma up kernel reads Q4_K or Q8_0");
+	if constexpr (TC) {
+		static_assert(sizeof(A) == 2, "the grouped GEMM is bf16");
+		int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM, *meta = dalloc<int>(2 * E + 2, 0xff),
+		    *list = dalloc<int>(n, 0xff);
+		float *ys = dalloc<float>((size_t)n * C, 0xff);
+		const bf16 *dx = upload(x);
+		g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
+		CK_LAUNCH();
+		g_moe_up_tc<QG, QU><<<dim3(blocks(F, 64), rows, 2), 256>>>(meta, list, hid, dx, g.dev, u.dev, C, F, k, E);
+		CK_LAUNCH();
+		CK(cudaFuncSetAttribute(g_moe_down_tc<QD>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM));
+		g_moe_down_tc<QD><<<dim3(blocks(C, 128), rows, 2), 256, MOE_TC_DOWN_SMEM>>>(meta, list, hid, ys, d.dev, C, F, E);
+		CK_LAUNCH();
+		g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, hid, ys, didx, upload(wt), T, C, k, E);
+		CK_LAUNCH();
+		double e = rel_l2(widen(download(dy, (size_t)T * C)), want);
+		check(e <= tol<A>(), fmt("moe grouped GEMM gate %s up %s down %s T=%d C=%d F=%d E=%d k=%d", qname(QG), qname(QU),
+		                         qname(QD), T, C, F, E, k),
+		      fmt("rel-L2 %.3g", e));
+		free_all();
+		return;
+	}
 	if constexpr (MMA)
 		g_qmoe_up_mma<A, QG><<<dim3(blocks(F, 64), k, T), 256>>>(hid, upload(x), didx, g.dev, u.dev, C, F, k);
 	else
@@ -1317,6 +1372,12 @@ int main(void)
 	test_qmoe<float, 8, 8, 8, true>(3, 512, 256, 8, 2);
 	test_qmoe<float, 8, 8, 8, true>(1, 9216, 96, 3, 2);
 	test_qmoe<bf16, 8, 8, 14, true>(1, 2048, 1536, 8, 4); /* GLM-4.7-Flash's widths */
+	/* the grouped GEMM of many-token steps (ops/moe_tc.cuh) over blocks: a Q4_K_M file's mix, Q8_0, Q5_K;
+	** slots over several row tiles of an expert, and many experts of a tile each */
+	test_qmoe<bf16, 12, 12, 14, false, true>(300, 512, 256, 4, 2);
+	test_qmoe<bf16, 12, 12, 12, false, true>(40, 2048, 1536, 8, 4); /* GLM-4.7-Flash's widths */
+	test_qmoe<bf16, 8, 8, 8, false, true>(100, 256, 512, 16, 4);
+	test_qmoe<bf16, 13, 13, 14, false, true>(33, 256, 768, 6, 2);
 	qfused_suite<8>();
 	qfused_suite<12>();
 	qfused_mma_suite<12>();

@@ -144,6 +144,11 @@ static inline int __ffs(unsigned x)
 {
 	return x ? __builtin_ctz(x) + 1 : 0;
 }
+/* The set bits of v. */
+static inline int __popc(unsigned v)
+{
+	return __builtin_popcount(v);
+}
 static inline void __syncwarp(unsigned = 0xffffffffu)
 {
 	simt_warps[threadIdx.x / 32]->bar.wait();
