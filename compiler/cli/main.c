@@ -34,6 +34,7 @@ typedef struct {
 	const char *dtype;
 	const char *config;
 	const char *random;
+	const char *experimental;    /* --experimental: kernels not yet measured on a GPU (emit_cuda) */
 	int layers;
 	double lua_seconds;
 	int opt;
@@ -92,6 +93,10 @@ static const char *usage =
 	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
 	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
+	"  --experimental K,...  also choose kernels tested on the CPU but not yet measured on a GPU:\n"
+	"                   attn_split (split decode attention for long contexts), moe_tc (routed experts'\n"
+	"                   prefill as a grouped tensor-core GEMM), dsa_tc (DSA prefill attention on the\n"
+	"                   tensor cores), or all\n"
 	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit\n"
 	"                   (default: bind)\n"
 	"  --dot FILE       with dump: also write the graph as Graphviz DOT\n"
@@ -269,6 +274,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "glmc.version", GLM_VERSION);
 	graph_set_meta(g, "arch", o->arch);
 	graph_set_meta(g, "tp", "1");
+	if (o->experimental)
+		graph_set_meta(g, "compile.experimental", o->experimental);
 	if (dump_after(o, "bind", g))
 		goto done;
 	if (partition(g, o->tp, stderr, err, len) || verify(g, err, len))
@@ -513,7 +520,7 @@ static void help_for(const char *cmd)
 }
 
 enum { G_WEIGHTS = 256, G_LIB, G_TP, G_ARCH, G_AFTER, G_DTYPE, G_CONFIG, G_RANDOM, G_LAYERS, G_DOT, G_LUA_TIME,
-       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON };
+       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_EXPERIMENTAL };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, G_VERSION}, {"weights", required_argument, 0, G_WEIGHTS},
 	{"model", required_argument, 0, 'm'}, {"output", required_argument, 0, 'o'}, {"lib", required_argument, 0, G_LIB},
@@ -522,7 +529,7 @@ static const struct option long_opts[] = {
 	{"random-weights", required_argument, 0, G_RANDOM}, {"layers", required_argument, 0, G_LAYERS},
 	{"dot", required_argument, 0, G_DOT}, {"lua-time", required_argument, 0, G_LUA_TIME},
 	{"strict", no_argument, 0, G_STRICT}, {"force-model", no_argument, 0, G_FORCE_MODEL},
-	{"json", no_argument, 0, G_JSON}, {0, 0, 0, 0},
+	{"json", no_argument, 0, G_JSON}, {"experimental", required_argument, 0, G_EXPERIMENTAL}, {0, 0, 0, 0},
 };
 
 /* One option's effect on o (c from long_opts or a short option; v its value). */
@@ -543,6 +550,7 @@ static void take_opt(Opts *o, int c, const char *v)
 	case G_STRICT: o->strict = 1; break;
 	case G_FORCE_MODEL: o->force_model = 1; break;
 	case G_JSON: o->json = 1; break;
+	case G_EXPERIMENTAL: o->experimental = v; break;
 	case 'O':
 		if (v && strcmp(v, "0") && strcmp(v, "1"))
 			fail_usage("-O takes 0 or 1, got", v);

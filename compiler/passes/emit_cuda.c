@@ -40,6 +40,7 @@ typedef struct {
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
+	int x_split, x_moe_tc, x_dsa_tc; /* glmc --experimental: kernels not yet measured on a GPU (exp_parse) */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -729,6 +730,30 @@ static int attn_step_rowb(const Graph *g, const Node *n)
 	return same && (rowb == 128 || rowb == 256 || rowb == 512) ? (int)rowb : 0;
 }
 
+/* A 1-token step's attention with its rotary and k/v cache writes (the ROPE_KV f, whose kernel then runs
+** for larger steps only): ops/fused.cuh's k_attn_step_rope, reading the raw q, k and v. */
+static void emit_attn_rope(Em *e, const FuseKernel *f, int rowb)
+{
+	Graph *g = e->g;
+	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
+	const Node *at = &g->node[f->attn], *rq = &g->node[f->m[0]], *rk = &g->node[f->m[1]];
+	Wr w;
+	w_start(&w, f->attn);
+	w_buf(&w, g, f->attn, 1, NULL), w_buf(&w, g, at->in[3], 1, NULL), w_buf(&w, g, at->in[4], 1, NULL);
+	w_buf(&w, g, rq->in[0], 0, NULL), w_buf(&w, g, rk->in[0], 0, NULL), w_buf(&w, g, at->in[2], 0, NULL);
+	w_buf(&w, g, at->in[5], 0, NULL);
+	w_rope(&w, f->m[0]), w_rope(&w, f->m[1]), w_float(&w, rope_cs(rq)), w_float(&w, rope_cs(rk));
+	w_int(&w, A_attention_heads(at)), w_int(&w, A_attention_kv_heads(at)), w_int(&w, A_rope_rot_dim(rq)),
+		w_float(&w, A_attention_scale(at));
+	w_seq(&w, g, at->in[3]);
+	w.L.grid[0] = sz_const(A_attention_heads(at));
+	w.L.block = 512;
+	w.L.tmin = w.L.tmax = 1;
+	char t[256];
+	snprintf(t, sizeof t, "k_attn_step_rope<%s, %d, %s>", A, rowb, bool_s(A_rope_interleaved(rq)));
+	w_finish(e, &w, t);
+}
+
 /* Heads a block of the split decode attention serves (ops/fused.cuh k_attn_split): the largest divisor of
 ** the group size H / G up to 8 with HB·D <= 1024 (the block's shared merge area). */
 static int attn_split_hb(const Node *n)
@@ -759,9 +784,10 @@ static int attn_split_minb(int hb) { return hb <= 4 ? 2 : 0; }
 /* The split (flash-decoding) attention of decode steps of 1 to 8 tokens (ops/fused.cuh k_attn_split, and
 ** for a folded 1-token step k_attn_split_rope): grid (NS ranges, H/HB head groups, T), each range's state
 ** in scratch (T·NS·H·D floats, then T·NS·H (m, l) pairs) and a KA_ZERO counter per (token, head group)
-** through which the last block of a group merges. In place of k_attn_step / k_attn_step_rope (kept in
-** ops/kernels.cuh and ops/fused.cuh, no longer emitted), whose H blocks a step left most SMs idle at a long
-** context (issue 46). */
+** through which the last block of a group merges. In place of k_attn_step / k_attn_step_rope, whose H
+** blocks a step leave most SMs idle at a long context (issue 46), under glmc --experimental attn_split:
+** on an H100 it gave the old kernel's tokens but was 2.8% slower a Llama-3-8B step at a 1K context, and its
+** long-context gain is not yet measured (bench/NOTES.md entry 57). */
 static void emit_attn_split(Em *e, int id, int rowb)
 {
 	Graph *g = e->g;
@@ -964,7 +990,7 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	int NZ = (Dv / DS) % 4 == 0 ? 4 : (Dv / DS) % 2 == 0 ? 2 : 1;
 	int64_t H = A_mla_heads(n), RG = H >= 64 ? 4 : (H + 15) / 16;
 	int64_t dsa_smem = (16 * RG + 2 * 32) * (Dk + 8) * 2;
-	if (tc && sel >= 0 && dsa_smem + RG * 2304 + 264 <= e->t.smem_block) {
+	if (tc && sel >= 0 && e->x_dsa_tc && dsa_smem + RG * 2304 + 264 <= e->t.smem_block) {
 		w_start(&w, id);
 		w.L.tmin = MLA_SPLIT_TMAX + 1;
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
@@ -1133,7 +1159,7 @@ static int moe_tc_ok(const Em *e, const Node *n)
 	int x = n->in[0], ga = n->in[3], up = n->in[4], dn = n->in[5];
 	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], E = g->node[ga].dim[0];
 	int qg = moe_tc_wtype(e, ga), qu = moe_tc_wtype(e, up), qd = moe_tc_wtype(e, dn);
-	return g->cuda.act == DT_BF16 && qg > -2 && qu > -2 && qd > -2 && (qg < 0) == (qu < 0) && (qg < 0) == (qd < 0) &&
+	return e->x_moe_tc && g->cuda.act == DT_BF16 && qg > -2 && qu > -2 && qd > -2 && (qg < 0) == (qu < 0) && (qg < 0) == (qd < 0) &&
 	       C % 8 == 0 && F % 8 == 0 && E <= MOE_TC_EMAX && MOE_TC_DOWN_SMEM <= e->t.smem_block;
 }
 
@@ -1377,10 +1403,10 @@ static int attn_tc_dim(const Graph *g, const Node *n)
 	return g->cuda.act == DT_BF16 && A_attention_v_head_dim(n) == D && D % 16 == 0 && D <= 128 ? (int)D : 0;
 }
 
-/* Attention: the k/v cache write (unless a fused kernel did it), then for decode steps the split attention
-** when its rows suit k_attn_step's (k_attn_split; k_attn_split_rope for a folded 1-token step), else
-** k_attention's 16 warps a block, and for prefills k_attn_tc (64 tokens a block on the tensor cores) where
-** it applies, else k_attention's 4 warps. */
+/* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode steps
+** (k_attn_step when its rows suit it, k_attn_step_rope for a folded 1-token step; with --experimental
+** attn_split the split attention instead) and for prefills k_attn_tc (64 tokens a block on the tensor
+** cores) where it applies, else k_attention's 4 warps. */
 static int emit_attention(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -1402,7 +1428,7 @@ static int emit_attention(Em *e, int id)
 	}
 	/* 16 warps a block for decode steps (H blocks cover the context), 4 for prefills */
 	for (int nw = 16; nw >= 4; nw -= 12) {
-		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0;
+		int rowb = nw == 16 ? attn_step_rowb(g, n) : 0, fold = nw == 16 && e->rope_fold[id] >= 0;
 		int tc = nw == 4 ? attn_tc_dim(g, n) : 0;
 		if (tc) {
 			w_start(&w, id);
@@ -1419,10 +1445,12 @@ static int emit_attention(Em *e, int id)
 			w_finish(e, &w, t);
 			continue;
 		}
-		if (rowb) {
+		if (rowb && e->x_split) {
 			emit_attn_split(e, id, rowb);
 			continue;
 		}
+		if (fold)
+			emit_attn_rope(e, &g->fk[e->rope_fold[id]], rowb);
 		w_start(&w, id);
 		w_buf(&w, g, id, 1, NULL), w_buf(&w, g, q, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, vc, 0, NULL);
 		w_buf(&w, g, pos, 0, NULL);
@@ -1431,9 +1459,12 @@ static int emit_attention(Em *e, int id)
 		w.L.grid[0] = sz_const(H);
 		w.L.grid[1] = sz_numel(g, pos, 1);
 		w.L.block = 32 * nw;
-		w.L.tmin = nw == 16 ? 1 : 9;
+		w.L.tmin = nw == 16 ? 1 + fold : 9;
 		w.L.tmax = nw == 16 ? 8 : 1 << 30;
-		snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
+		if (rowb)
+			snprintf(t, sizeof t, "k_attn_step<%s, %d>", A, rowb);
+		else
+			snprintf(t, sizeof t, "k_attention<%s, %d>", A, nw);
 		w_finish(e, &w, t);
 	}
 	return 0;
@@ -1845,7 +1876,7 @@ static void emit_fk_rope(Em *e, const FuseKernel *f)
 	w.L.grid[0] = sz_const(H + G);
 	w.L.grid[1] = sz_numel(g, at->in[5], 1);
 	w.L.block = 128;
-	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: k_attn_split_rope does it */
+	w.L.tmin = e->rope_fold[f->attn] >= 0 ? 2 : 1; /* 1-token steps: the attention's rope kernel does it */
 	w.L.tmax = f->tmax;
 	char t[256];
 	snprintf(t, sizeof t, "k_rope_qk_kv<%s, %s, %s, %s, %s>", A, hw ? ctype(g, g->node[nq].in[1]) : A, bool_s(norm),
@@ -2168,11 +2199,37 @@ static const char *emit_sampler(Em *e)
 	return "glm_sample_rows";
 }
 
+/* The kernels the plan's meta "compile.experimental" (glmc --experimental, a comma list) asks for: those
+** written and tested on the CPU stand-in but not yet measured on a GPU, which glmc does not choose unless
+** asked. */
+static int exp_parse(Em *e, char *err, size_t len)
+{
+	const char *v = graph_meta(e->g, "compile.experimental");
+	while (v && *v) {
+		size_t n = strcspn(v, ",");
+		if (n == 3 && !strncmp(v, "all", 3))
+			e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
+		else if (n == 10 && !strncmp(v, "attn_split", 10))
+			e->x_split = 1;
+		else if (n == 6 && !strncmp(v, "moe_tc", 6))
+			e->x_moe_tc = 1;
+		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
+			e->x_dsa_tc = 1;
+		else
+			return seterr(err, len, "--experimental: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
+			              (int)n, v);
+		v += n + (v[n] == ',');
+	}
+	return 0;
+}
+
 int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char *err, size_t len)
 {
 	Em e = {.g = g};
 	if (target_for_arch(arch, &e.t))
 		return seterr(err, len, "emit_cuda: unknown GPU architecture '%s'", arch);
+	if (exp_parse(&e, err, len))
+		return -1;
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	/* cuda_wdtype's answer, found once rather than by a search per weight */
 	char *bias = arena_alloc(g->A, (size_t)g->n + 1);

@@ -450,7 +450,7 @@ static void fuse_rope_kv(Fz *z, int at)
 	note(g, "fused: %srope %%%d, %%%d and the k/v cache writes of attention %%%d (%s:%d): one kernel, one block per "
 	     "token and head; %s%s", nq >= 0 ? "per-head rmsnorm + " : "", rq, rk, at, where(A), A->line,
 	     nofold ? "1-token steps too (not done by the attention's kernel: " : "for 1-token steps the attention's kernel does "
-	     "it all instead when its rows are 128, 256 or 512 bytes (k_attn_split_rope)", nofold ? nofold : "");
+	     "it all instead when its rows are 128, 256 or 512 bytes (k_attn_step_rope)", nofold ? nofold : "");
 	z->fused++;
 }
 
