@@ -152,6 +152,15 @@ if DEVICE=cpu SHAPES=tiny:f32 LENGTHS="16 100" STEPS=4 PEER=0 BUDGET=120 OUT=$tm
 else
 	bad "bench/long.sh on the CPU" "$(tail -5 $tmp/long.log)"
 fi
+# bench/experimental.sh on the CPU (the llama fixture without and with --experimental): its table, with
+# identical greedy ids (the CPU reference does not depend on the kernels chosen).
+if DEVICE=cpu KERNELS="attn_split" PROMPTS=16 CONTEXTS=16 OUT=$tmp/exp bench/experimental.sh >$tmp/exp.log 2>&1 &&
+	grep -q "^| attn_split | correctness | greedy ids same | logits rel-L2 0 |" $tmp/exp.log &&
+	grep -qE "^\| attn_split \| L=16 \| old prefill [0-9.]+ ms, decode [0-9.]+ ms \| new prefill [0-9.]+ ms" $tmp/exp.log; then
+	ok "bench/experimental.sh on the CPU prints its table"
+else
+	bad "bench/experimental.sh on the CPU" "$(tail -5 $tmp/exp.log)"
+fi
 # bench/tp_scaling.sh on the CPU (tp 1 and 2 of the tiny shape, ranks in one process): a row for each tp
 # with its ms/step and the scaling against tp 1.
 if DEVICE=cpu TPS="1 2" SHAPES=tiny:bf16 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/tps bench/tp_scaling.sh >$tmp/tps.log 2>&1 &&

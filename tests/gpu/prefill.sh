@@ -10,7 +10,7 @@
 # tokens where the CUDA-core prefill, summing as the CPU does, gave 0; deepseek_v3 0.087): such a run is
 # held instead to its --verify --round-bf16 (routed_first below): a router must be the first node above
 # verify's bound, or verify must report a routing moved at a near tie with no node but the output failing;
-# an attention, linear or norm node failing inside the model fails the row. Env: MODELS, LENGTHS, FIX
+# an attention, linear or norm node failing inside the model fails the row. Env: MODELS, LENGTHS, GLMC_FLAGS (e.g. "--experimental all"), FIX
 # (build/fixtures), OUT (/tmp/glm-prefill).
 set -u
 cd "$(dirname "$0")/../.."
@@ -53,7 +53,7 @@ for m in $MODELS; do
 	V=$(python3 -c "import json; print(json.load(open('$FIX/$m/config.json'))['vocab_size'])")
 	for dt in bf16 f32; do
 		plan=$OUT/$m-$dt.plan
-		if ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt -o $plan 2>"$OUT/err"; then
+		if ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt ${GLMC_FLAGS:-} -o $plan 2>"$OUT/err"; then
 			say FAIL "$m $dt compile" "$(head -c 300 "$OUT/err")"
 			continue
 		fi

@@ -7,6 +7,7 @@
 # STEPS_LENGTHS (prompt lengths for tests/gpu/steps.sh; default 1 2 3 5 8 9), SKIP_TP=1 (tp.sh run on
 # its own) and SKIP_KERNELS=1 (the kernel test binaries run on their own) shorten a round that must fit
 # the device's 10-minute command limit.
+# GLMC_FLAGS (e.g. "--experimental all") compiles the fixture plans with more glmc flags.
 set -u
 cd "$(dirname "$0")/../.."
 FIX=${FIX:-build/fixtures}
@@ -65,7 +66,7 @@ for m in llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_moe_dsa; d
 		tol=1e-4
 		[ $dt = bf16 ] && tol=2e-2
 		plan=$OUT/$m-$dt.plan
-		if ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt -o $plan 2>"$OUT/err" ||
+		if ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt ${GLMC_FLAGS:-} -o $plan 2>"$OUT/err" ||
 			grep -q "CPU only" "$OUT/err"; then
 			record "$m $dt compile" FAIL "$(head -c 300 "$OUT/err")"
 			continue

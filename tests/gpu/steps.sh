@@ -5,7 +5,8 @@
 # plan run by the CPU reference (f32 1e-4, bf16 2e-2, the GPU contract) and be finite.
 # Steps of up to 8 tokens run the fused decode GEMVs; 9 takes the prefill kernels. Plans come from
 # $OUT/<fixture>-<dtype>.plan when tests/gpu/run.sh made them, else are compiled here. Env: MODELS, DTYPES,
-# LENGTHS, GPUFLAGS (more glmrun flags for the GPU runs, e.g. --pdl: the same bounds must hold).
+# LENGTHS, GPUFLAGS (more glmrun flags for the GPU runs, e.g. --pdl: the same bounds must hold), GLMC_FLAGS
+# (more glmc flags for the plans it compiles, e.g. --experimental all).
 set -u
 cd "$(dirname "$0")/../.."
 FIX=${FIX:-build/fixtures}
@@ -25,7 +26,7 @@ for m in $MODELS; do
 		tol=1e-4
 		[ $dt = bf16 ] && tol=2e-2
 		plan=$OUT/$m-$dt.plan
-		if [ ! -s "$plan" ] && ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt -o $plan 2>"$OUT/err"; then
+		if [ ! -s "$plan" ] && ! bin/glmc compile models/$model.lua --weights $FIX/$m --dtype $dt ${GLMC_FLAGS:-} -o $plan 2>"$OUT/err"; then
 			echo "FAIL - $m $dt: compile: $(head -c 300 "$OUT/err")"
 			fail=$((fail + 1))
 			continue
