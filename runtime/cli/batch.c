@@ -103,13 +103,15 @@ int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 	if (b->nseq < 1 || b->nseq > BATCH_MAX)
 		return seterr(err, len, "--batch: %d sequences, supported 1..%d", b->nseq, BATCH_MAX);
 	Seq *q = calloc((size_t)b->nseq, sizeof *q);
-	/* rows: the logits of a prefill step (a prompt, or prompts sharing a step) or of a decode step */
-	int64_t maxr = b->nseq, sum = 0, chunk = engine_chunk(e);
+	/* --dump-logits: room for the logits of the largest step (a prompt alone, prompts sharing a step of at
+	** most engine_chunk tokens, or a decode step of every sequence) */
+	int64_t chunk = engine_chunk(e), maxr = b->nseq, shared = 0;
 	for (int i = 0; i < b->nseq; i++)
-		maxr = b->np[i] > maxr ? b->np[i] : maxr, sum += b->np[i];
-	maxr = maxr > (sum < chunk ? sum : chunk) ? maxr : (sum < chunk ? sum : chunk);
-	float *rows = malloc(sizeof(float) * (size_t)(maxr * V));
-	if (!q || !rows)
+		maxr = b->np[i] > maxr ? b->np[i] : maxr, shared += b->np[i];
+	shared = shared < chunk ? shared : chunk;
+	maxr = shared > maxr ? shared : maxr;
+	float *rows = b->dump ? malloc(sizeof(float) * (size_t)(maxr * V)) : NULL;
+	if (!q || (b->dump && !rows))
 		return free(q), free(rows), seterr(err, len, "out of memory");
 	int rc = 0;
 	for (int i = 0; i < b->nseq && !rc; i++) {
@@ -133,27 +135,25 @@ int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 	/* Prompts, each into its own slot: consecutive prompts that fit one prefill step together share it;
 	** a prompt longer than a step goes alone, in chunks. */
 	for (int i = 0, j; i < b->nseq && !rc; i = j) {
-		int64_t tot = 0, chunk = engine_chunk(e);
+		int64_t tot = 0;
 		for (j = i; j < b->nseq && tot + b->np[j] <= chunk; j++)
 			tot += b->np[j];
 		int32_t tok[BATCH_MAX];
 		if (j == i) {
 			EngineRow r0 = {.slot = i}; /* row 0 restarts this sequence's sampling steps at 0 */
 			j = i + 1;
-			tot = b->np[i];
 			rc = engine_set_rows(e, 1, &r0, err, len) ||
-			     engine_prefill(e, i, b->prompt[i], b->np[i], 0, &tok[0], b->dump ? rows : NULL, err, len);
+			     engine_prefill(e, i, b->prompt[i], b->np[i], 0, &tok[0], rows, err, len);
 		} else {
 			EnginePart part[BATCH_MAX];
 			for (int k = i; k < j; k++)
 				part[k - i] = (EnginePart){.ids = b->prompt[k], .n = b->np[k], .row = {.slot = k}};
-			rc = engine_prefill_parts(e, j - i, part, tok, b->dump ? rows : NULL, err, len);
+			rc = engine_prefill_parts(e, j - i, part, tok, rows, err, len);
 		}
-		const float *lg = rows;
-		for (int k = i; k < j && !rc; lg += (size_t)b->np[k] * (size_t)V, k++) {
+		for (int k = i, at = 0; k < j && !rc; at += b->np[k], k++) {
 			Seq *s = &q[k];
 			size_t cnt = (size_t)b->np[k] * (size_t)V;
-			if (s->dump && fwrite(lg, sizeof(float), cnt, s->dump) != cnt)
+			if (s->dump && fwrite(rows + (size_t)at * (size_t)V, sizeof(float), cnt, s->dump) != cnt)
 				rc = seterr(err, len, "--dump-logits: write failed: %s", strerror(errno));
 			if (!rc)
 				rc = take(b, s, tok[k - i], NULL, V, err, len);
@@ -177,10 +177,10 @@ int batch_run(Engine *e, const BatchRun *b, char *err, size_t len)
 			if ((rc = set_rows(e, b, q, live, nlive, rowsn, err, len)))
 				break;
 		}
-		if ((rc = engine_decode(e, rowsn, next, b->dump ? rows : NULL, err, len)))
+		if ((rc = engine_decode(e, rowsn, next, rows, err, len)))
 			break;
 		for (int r = 0; r < nlive && !rc; r++)
-			rc = take(b, &q[live[r]], next[r], rows + (size_t)r * (size_t)V, V, err, len);
+			rc = take(b, &q[live[r]], next[r], rows ? rows + (size_t)r * (size_t)V : NULL, V, err, len);
 	}
 	/* The answers, in sequence order: ids on one line each, or text blocks. */
 	for (int i = 0; i < b->nseq && !rc; i++) {

@@ -55,7 +55,8 @@ void bench_step_bytes(const Graph *g, const double *wbytes, size_t cache_es, dou
 **   - attention: 2·H·(Dk + Dv) per causal (query, key) pair of each attention and MLA node (under a DSA
 **     selection, min(t, topk) keys for query t), as the node computes it (MLA in its absorbed form: Dk and
 **     Dv of the latent), and 2·H·D per pair of each DSA indexer.
-** A tp plan's graph is one rank's: the caller multiplies by tp.
+** A tp plan's graph is one rank's: the caller multiplies by tp, which counts a weight every rank holds
+** whole (a MoE router) tp times: a slight over-count (tests/test_bench pins it).
 */
 typedef struct {
 	double weights, attention, total;
