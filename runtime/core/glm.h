@@ -192,6 +192,32 @@ typedef struct {
 	KArg arg[MAXKARG];
 } Launch;
 
+/*
+** A decode step as a persistent kernel's static task schedule (sched.c says why it is safe; compiler/passes/
+** sched.c builds it). The launches of a step of T tokens are cut into tasks, each a contiguous range of one
+** launch's blocks (numbered x fastest, then y, then z), and the tasks are dealt to `nworker` persistent
+** blocks (`sms` SMs × `per_sm` blocks each), every worker's list in launch order. Launch i's tasks wait
+** until each launch of wait[wait_off[i] .. wait_off[i + 1]) has counted all its ntask tasks finished.
+*/
+typedef struct {
+	int32_t launch;              /* index into Cuda.l */
+	int32_t blo, bhi;            /* blocks [blo, bhi) of that launch */
+	int64_t bytes;               /* what the task reads and writes, for balancing (weights dominate) */
+} SchedTask;
+
+typedef struct {
+	int T;                       /* the step's tokens (a decode bucket) */
+	int sms, per_sm, nworker;    /* nworker = sms · per_sm persistent blocks, all resident at once */
+	int block;                   /* threads a worker block: the largest block of the launches it runs */
+	int nl;                      /* = Cuda.nl; per launch: */
+	int32_t *ntask;              /* tasks (0: not run at T) */
+	int32_t *wait_off;           /* [nl + 1] */
+	int32_t *wait;               /* the launches each launch waits for, all earlier than it */
+	int ntask_all;
+	SchedTask *task;             /* worker w runs task[first[w] .. first[w + 1]) in order */
+	int32_t *first;              /* [nworker + 1] */
+} Sched;
+
 typedef struct {
 	const char *arch;            /* "sm_90" */
 	int act;                     /* activation dtype: DT_F32 or DT_BF16 */
@@ -207,6 +233,8 @@ typedef struct {
 	** Plans with such weights also hold glm_qdequant_<id> (and, for random weights, glm_qrand_<id>,
 	** glm_rand_{f32,bf16,f16}) for glmrun's upload and prefill. */
 	int *wq;
+	Sched *sched;                /* decode schedules for a persistent kernel (glmc --decode persistent), one per T */
+	int nsched;
 	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
 	                             ** fills it for cuda_wdtype; NULL: cuda_wdtype searches, as for a plan read back) */
 } Cuda;
@@ -424,6 +452,31 @@ int memplan_check(const Graph *g, char *err, size_t len);
 /* Which activations the GPU stores in a step of T tokens: mark[i] = 1 when some launch used at T reads
 ** or writes node i's buffer (views included). A fused-away value (a norm formed inside a GEMV) is 0. */
 void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
+/* Bytes of a node's value per token (*region MEM_TOKEN) or in all (MEM_STATIC), as memplan lays it out. */
+int64_t memplan_value_bytes(const Node *n, int *region);
+
+/*
+** sched.c — what a persistent decode schedule must satisfy, and the proof that it does
+*/
+/* Launches i < j of a step of T tokens conflict when one writes memory the other reads or writes
+** (activation bytes after the memory plan's reuse, caches, the shared scratch and zeroed regions). Sets
+** conf[i·nl + j] (i < j) for every conflicting pair of launches used at T; returns -1 when a launch used
+** at T cannot run inside a persistent kernel (a collective; why in err). */
+int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_t len);
+/* The bytes launch i moves at T (its weights, activations and cache rows), the balancing weight. */
+int64_t sched_launch_bytes(const Graph *g, int i, int T);
+/* A launch's blocks at T (the product of its grid), 0 when it is not used at T. */
+int64_t sched_launch_blocks(const Graph *g, int i, int T);
+/* Prove s safe for g: every used launch's blocks covered once by its tasks, each worker's list in launch
+** order, every wait on an earlier launch, and every conflicting pair ordered by the waits (transitively).
+** With all workers resident, that excludes deadlock under any interleaving (sched.c). */
+int sched_check(const Graph *g, const Sched *s, char *err, size_t len);
+/* Run s under `rounds` random interleavings of its workers (seeded), each task starting only when its
+** waits are met: reports a deadlock, or a task that starts while a conflicting earlier launch still has
+** tasks unfinished. Independent of sched_check's proof (it uses only the waits and the conflicts). */
+int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, char *err, size_t len);
+/* One line per worker and per launch (tasks, waits), for glmc dump --after sched. */
+void sched_dump(const Graph *g, const Sched *s, FILE *f);
 
 /*
 ** plan.c — the plan file, the contract between glmc and glmrun

@@ -40,7 +40,7 @@ typedef struct {
 } Buf;
 
 /* Bytes of a node's value per token (region MEM_TOKEN) or in all (MEM_STATIC). */
-static int64_t value_bytes(const Node *n, int *region)
+int64_t memplan_value_bytes(const Node *n, int *region)
 {
 	int64_t e = (int64_t)dtype_size(n->dtype == DT_I32 ? DT_I32 : DT_F32);
 	int has_t = 0;
@@ -307,7 +307,7 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 		if (!optimize || !elementwise(nd->op) || src < 0)
 			continue;
 		int r1, r2, gs = find(group, src);
-		int64_t s1 = value_bytes(nd, &r1), s2 = value_bytes(&g->node[src], &r2);
+		int64_t s1 = memplan_value_bytes(nd, &r1), s2 = memplan_value_bytes(&g->node[src], &r2);
 		/* The operand's whole group dies here, and nothing writes this value before its own node does. */
 		int ok = s1 == s2 && r1 == r2 && glast[gs] == i && first[i] == i;
 		for (int k = 1; k < nd->nin && ok; k++) /* not read again through another operand */
@@ -323,7 +323,7 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 		if (nd->kind != VK_ACT)
 			continue;
 		int r, gi = find(group, i);
-		int64_t s = value_bytes(nd, &r);
+		int64_t s = memplan_value_bytes(nd, &r);
 		Buf *x = &b[gi];
 		int f = first[i] == INT_MAX ? i : first[i], l = last[i] < 0 ? i : last[i];
 		if (!x->size)
@@ -494,7 +494,7 @@ static int no_overlap(const Graph *g, const int *roots, int nr, const int *first
 	int ni = 0, na = 0;
 	for (int x = 0; x < nr; x++) {
 		int i = roots[x], r;
-		int64_t sz = value_bytes(&g->node[i], &r);
+		int64_t sz = memplan_value_bytes(&g->node[i], &r);
 		if (first[i] != INT_MAX && sz > 0)
 			items[ni++] = (Live){i, first[i], last[i], g->node[i].mem_region, g->node[i].mem_off,
 			                     g->node[i].mem_off + sz};
@@ -558,7 +558,7 @@ int memplan_check(const Graph *g, char *err, size_t len)
 		if (a->kind != VK_ACT)
 			continue;
 		int ra;
-		int64_t sa = value_bytes(a, &ra);
+		int64_t sa = memplan_value_bytes(a, &ra);
 		if (a->mem_region != ra || a->mem_off < 0 ||
 		    a->mem_off + sa > (ra == MEM_TOKEN ? g->mem.token_bytes : g->mem.static_bytes))
 			rc = seterr(err, len, "memplan: %s %%%d lies outside its region", op_table[a->op].name, i);
