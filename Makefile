@@ -40,15 +40,15 @@ build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh, ops/prefill.cuh and ops/moe_tc.cuh travel inside the binaries as one string
+# ops/kernels.cuh, ops/fused.cuh, ops/quant.cuh, ops/qfused.cuh, ops/prefill.cuh, ops/moe_tc.cuh and ops/persist.cuh travel inside the binaries as one string
 # (glm_kernels_cuh), with the headers they share with the C code (gemv_shape.h, quant_grids.h, qrand.h).
 build/embed: compiler/tools/embed.c
 	@mkdir -p build
 	$(CC) -O2 -Wall -Wextra -Werror $< -o $@
 
-build/gen/kernels_cuh.c: ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh build/embed
+build/gen/kernels_cuh.c: ops/gemv_shape.h ops/persist.cuh ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh build/embed
 	@mkdir -p build/gen
-	cat ops/gemv_shape.h ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh | build/embed glm_kernels_cuh > $@
+	cat ops/gemv_shape.h ops/persist.cuh ops/kernels.cuh ops/fused.cuh ops/quant_grids.h ops/qrand.h ops/quant.cuh ops/qfused.cuh ops/prefill.cuh ops/moe_tc.cuh | build/embed glm_kernels_cuh > $@
 
 build/libops.a: $(OPS_OBJ)
 build/libcore.a: $(CORE_OBJ)

@@ -17,6 +17,7 @@
 #include "libnvrtc.h"
 #include "quant.h"
 
+#include <elf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -2320,5 +2321,201 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
 	memcpy(c, cubin, n);
 	free(cubin);
 	g->cuda.cubin = c, g->cuda.cubin_size = n;
+	return 0;
+}
+
+/*
+** The persistent decode kernel's program (issue 47; ops/persist.cuh has the worker loop). For every kernel
+** wrapper the step of T tokens launches, a packed argument record (struct GlmPA<N>, the wrapper's parameters
+** as members: the layout cuLaunchKernel gives them, each at its natural alignment) and a body glm_pk<N> that
+** reads the record and makes the wrapper's own template call, so a task computes exactly what the launch's
+** blocks compute; glm_persist_run's switch maps a launch index to its body. The wrappers are read back from
+** the plan's source (w_finish's one-line form), so this works on a plan read from a file as well.
+**
+** Audit of the decode-step templates (T = 1 of the llama, qwen3_moe and glm_moe_dsa fixture plans, f32 and
+** bf16: k_embedding, k_gemv_fused/gemv_core, k_rope_qk_kv, k_attention, k_mla_prep, k_indexer_scores,
+** k_indexer_select, k_mla_split, k_mla_vabsorb, k_moe_route_weights, k_moe_up, k_moe_down_fused): every
+** early return before a __syncthreads is uniform per block (or per warp after the block's last barrier),
+** none uses __syncthreads_or/count, none takes dynamic shared memory at T = 1, and the __ldg reads of
+** activations become plain loads under GLM_PERSIST. Their static shared memory adds up (one allocation per
+** instantiation in the one kernel): persist_usage reports it.
+*/
+
+/* The wrapper line of kernel `name` in src: its formal parameters and its template call, or -1. */
+static int persist_wrapper(const char *src, const char *name, const char **formal, int *nformal, const char **call,
+                           int *ncall)
+{
+	char key[64];
+	snprintf(key, sizeof key, " %s(", name);
+	const char *s = strstr(src, key), *b, *e;
+	if (!s)
+		return -1;
+	*formal = s + strlen(key);
+	if (!(b = strchr(*formal, ')')) || strncmp(b, ") { ", 4))
+		return -1;
+	*nformal = (int)(b - *formal);
+	b += 4;
+	if (!strncmp(b, "glm_pdl_wait(); ", 16))
+		b += 16;
+	if (!strncmp(b, "extern __shared__", 17) && !(b = strstr(b, "glm_dsm[]; ")))
+		return -1;
+	if (!strncmp(b, "glm_dsm[]; ", 11))
+		b += 11;
+	if (!(e = strstr(b, "; }\n")))
+		return -1;
+	*call = b, *ncall = (int)(e - b);
+	return 0;
+}
+
+/* Append the record struct and body of wrapper k (kernel glm_k<k>): the record's members are the wrapper's
+** parameters, copied into locals of the same names so its call text applies unchanged. */
+static int persist_body(Em *e, int k, const char *src, const char *name, char *err, size_t len)
+{
+	const char *formal, *call;
+	int nf, nc;
+	if (persist_wrapper(src, name, &formal, &nf, &call, &nc))
+		return seterr(err, len, "emit_cuda_persist: kernel %s: no wrapper of the expected form in the plan's source",
+		              name);
+	appendf(e, "struct GlmPA%d {", k);
+	for (const char *p = formal, *end = formal + nf; p < end;) {
+		const char *c = memchr(p, ',', (size_t)(end - p));
+		if (!c)
+			c = end;
+		appendf(e, " %.*s;", (int)(c - p), p);
+		p = c + (c < end ? 2 : 0);
+	}
+	appendf(e, " };\n__device__ void glm_pk%d(const unsigned char *arg, unsigned char *glm_dsm)\n{\n"
+	        "\tconst GlmPA%d *p = (const GlmPA%d *)arg;\n\t(void)p, (void)glm_dsm;\n", k, k, k);
+	for (const char *p = formal, *end = formal + nf; p < end;) {
+		const char *c = memchr(p, ',', (size_t)(end - p)), *nm;
+		if (!c)
+			c = end;
+		for (nm = c; nm > p && (nm[-1] == '_' || (nm[-1] >= 'a' && nm[-1] <= 'z') || (nm[-1] >= '0' && nm[-1] <= '9'));)
+			nm--;
+		appendf(e, "\t%.*s = p->%.*s;\n", (int)(c - p), p, (int)(c - nm), nm);
+		p = c + (c < end ? 2 : 0);
+	}
+	appendf(e, "\t%.*s;\n}\n", nc, call);
+	return 0;
+}
+
+const char *emit_cuda_persist(Graph *g, int T, char *err, size_t len)
+{
+	const Cuda *cu = &g->cuda;
+	if (!cu->source || !cu->nl)
+		return seterr(err, len, "emit_cuda_persist: the plan has no CUDA launches"), NULL;
+	const Sched *sc = NULL;
+	for (int i = 0; i < cu->nsched; i++)
+		if (cu->sched[i].T == T)
+			sc = &cu->sched[i];
+	int block = 32, per_sm = sc ? sc->per_sm : 1, smem = 0, nb = 0;
+	int *kid = calloc((size_t)cu->nl, sizeof *kid);
+	GLM_ASSERT(kid);
+	for (int i = 0; i < cu->nl; i++) {
+		const Launch *l = &cu->l[i];
+		kid[i] = -1;
+		if (l->tmin > T || l->tmax < T || (sc && !sc->ntask[i]))
+			continue;
+		if (l->kind != LK_KERNEL || !l->kernel || strncmp(l->kernel, "glm_k", 5)) {
+			free(kid);
+			return seterr(err, len, "emit_cuda_persist: launch %d (node %d) is a %s, which the persistent kernel "
+			              "cannot run (tensor parallelism: split the step at the collectives)", i, l->node,
+			              l->kernel ? l->kernel : "collective"), NULL;
+		}
+		kid[i] = atoi(l->kernel + 5);
+		block = l->block > block ? l->block : block;
+		smem = l->smem > smem ? l->smem : smem;
+		nb++;
+	}
+	if (sc && sc->block > block)
+		block = sc->block;
+	Em e = {.g = g};
+	appendf(&e, "#define GLM_PERSIST 1\n%s\n/* ---- generated by glmc: the persistent decode kernel, T = %d: %d launches, "
+	        "worker block %d, %d a SM, dynamic shared memory %d ---- */\n", glm_kernels_cuh, T, nb, block, per_sm, smem);
+	int rc = 0;
+	for (int i = 0; i < cu->nl && !rc; i++) {
+		int first = kid[i] >= 0;
+		for (int j = 0; j < i && first; j++)
+			first = kid[j] != kid[i];
+		if (first)
+			rc = persist_body(&e, kid[i], cu->source, cu->l[i].kernel, err, len);
+	}
+	if (!rc) {
+		appendf(&e, "__device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm)\n{\n"
+		        "\tswitch (launch) {\n");
+		for (int i = 0; i < cu->nl; i++) {
+			if (kid[i] < 0)
+				continue;
+			int last = 1;
+			for (int j = i + 1; j < cu->nl && last; j++)
+				last = kid[j] != kid[i];
+			if (!last)
+				continue; /* one group of case labels per body, ending at its last launch */
+			for (int j = 0; j <= i; j++)
+				if (kid[j] == kid[i])
+					appendf(&e, "\tcase %d:\n", j);
+			appendf(&e, "\t\tglm_pk%d(arg, dsm);\n\t\treturn;\n", kid[i]);
+		}
+		appendf(&e, "\t}\n}\nextern \"C\" __global__ void __launch_bounds__(%d, %d) glm_persist(const GlmPTask *task, "
+		        "const int *first, const GlmPLaunch *lt, const int *wait, unsigned *count, GlmPCtl *ctl, "
+		        "const unsigned char *args)\n{\n\textern __shared__ __align__(128) unsigned char glm_dsm[];\n"
+		        "\tglm_persist_loop(task, first, lt, wait, count, ctl, args, glm_dsm);\n}\n", block, per_sm);
+		g->cuda.psource = arena_strdup(g->A, e.src);
+	}
+	free(e.src), free(kid);
+	return rc ? NULL : g->cuda.psource;
+}
+
+/* Registers a thread and static shared memory of `kernel` in an NVRTC cubin (ELF): the first from .nv.info's
+** REGCOUNT attribute (entries: format byte, attribute byte, a 16-bit size or value; 0x2f carries the symbol's
+** index and the count), the second the size of the kernel's .nv.shared section (0 when it has none). */
+int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, char *err,
+                    size_t len)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
+	if (n < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > n || eh->e_shstrndx >= eh->e_shnum)
+		return seterr(err, len, "emit_cuda_usage: the cubin is not a well-formed 64-bit ELF image");
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh->e_shoff);
+	for (int i = 0; i < eh->e_shnum; i++)
+		if (sh[i].sh_type != SHT_NOBITS && sh[i].sh_offset + sh[i].sh_size > n)
+			return seterr(err, len, "emit_cuda_usage: cubin section %d is out of bounds", i);
+	const char *names = (const char *)img + sh[eh->e_shstrndx].sh_offset;
+	size_t nlen = sh[eh->e_shstrndx].sh_size;
+	char want[256];
+	snprintf(want, sizeof want, ".nv.shared.%s", kernel);
+	long sym = -1;
+	*regs = -1, *shared = 0;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_name < nlen && !strcmp(names + sh[i].sh_name, want))
+			*shared = (int64_t)sh[i].sh_size;
+		if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum)
+			continue;
+		const Elf64_Sym *s = (const Elf64_Sym *)(img + sh[i].sh_offset);
+		const Elf64_Shdr *strs = &sh[sh[i].sh_link];
+		for (size_t k = 0; k < sh[i].sh_size / sizeof *s; k++)
+			if (s[k].st_name < strs->sh_size && !strcmp((const char *)img + strs->sh_offset + s[k].st_name, kernel))
+				sym = (long)k;
+	}
+	if (sym < 0)
+		return seterr(err, len, "emit_cuda_usage: no symbol %s in the cubin", kernel);
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_name >= nlen || strcmp(names + sh[i].sh_name, ".nv.info"))
+			continue;
+		const unsigned char *p = img + sh[i].sh_offset, *end = p + sh[i].sh_size;
+		while (p + 4 <= end) {
+			int fmt = p[0], attr = p[1], v = p[2] | p[3] << 8;
+			p += 4;
+			if (fmt != 4) /* no payload: the 16 bits were the value */
+				continue;
+			if (p + v > end)
+				break;
+			if (attr == 0x2f && v == 8 && (long)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == sym)
+				*regs = p[4] | p[5] << 8 | p[6] << 16 | p[7] << 24;
+			p += v;
+		}
+	}
+	if (*regs < 0)
+		return seterr(err, len, "emit_cuda_usage: the cubin records no register count for %s", kernel);
 	return 0;
 }

@@ -175,6 +175,15 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 /* NVRTC-compile the source emit_cuda wrote (the compile step of emit_cuda, for a driver that plans memory
 ** between emitting the launches and compiling them). */
 int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
+/* The persistent decode kernel's NVRTC program for steps of T tokens (ops/persist.cuh, issue 47): the same
+** template calls as the plan's wrappers, one body per wrapper the step launches, dispatched by launch index,
+** entry glm_persist. Worker block and blocks an SM from g->cuda.sched's schedule for T when there is one
+** (else the largest block, 1 a SM). Stores it in g->cuda.psource and returns it; NULL and err when a
+** launch at T is a collective or a wrapper cannot be read back. */
+const char *emit_cuda_persist(Graph *g, int T, char *err, size_t len);
+/* Registers a thread and static shared memory bytes of `kernel` in a cubin NVRTC made. */
+int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, char *err,
+                    size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
 
 #endif

@@ -235,6 +235,7 @@ typedef struct {
 	int *wq;
 	Sched *sched;                /* decode schedules for a persistent kernel (glmc --decode persistent), one per T */
 	int nsched;
+	const char *psource;         /* the persistent decode kernel's program (emit_cuda_persist), or NULL */
 	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
 	                             ** fills it for cuda_wdtype; NULL: cuda_wdtype searches, as for a plan read back) */
 } Cuda;

@@ -94,10 +94,13 @@ static const char *source_line(const char *src, long n, char *buf, size_t len)
 	return buf;
 }
 
-/* The first error in the log, with the generated line it points at. */
+/* The first error in the log, with the generated line it points at (a ptxas error, which comes after the
+** front end's warnings, names no line). */
 static void first_error(const char *log, const char *src, char *err, size_t len)
 {
 	const char *e = strstr(log, ": error");
+	if (!e)
+		e = strstr(log, "ptxas error");
 	if (!e)
 		e = log;
 	const char *start = e;

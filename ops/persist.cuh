@@ -1,0 +1,144 @@
+/*
+** ops/persist.cuh — the persistent decode kernel's worker loop (issue 47). Empty unless GLM_PERSIST is
+** defined: glmc's persistent program (emit_cuda.c emit_cuda_persist) defines it at its top, and this file
+** comes right after gemv_shape.h and before every kernel template, so that:
+**
+** - the worker loop below is compiled with the real blockIdx, gridDim, blockDim and __syncthreads;
+** - every template after it sees the task's virtual block instead: blockIdx, gridDim and blockDim become
+**   the shared glm_pv_* values the loop sets before each block of a task, and __syncthreads becomes a
+**   named barrier (bar.sync 1) over the body's threads, so a body of fewer threads than the worker block
+**   (a 32-thread GEMV in a 512-thread worker) synchronises only its own warps. The templates are unchanged.
+**   A body may return early only uniformly per block (every template does: see issue 47's audit in
+**   emit_cuda.c), since a thread that left the body does not arrive at its named barrier;
+** - __ldg becomes a plain load: the read-only path is only valid for data no block writes during the
+**   kernel, and here one launch's outputs are the next one's inputs within the same kernel.
+**
+** A worker is one block; it runs its tasks (contiguous block ranges of one launch, Sched in glm.h) in order.
+** Before a task its thread 0 waits until every launch the task's launch waits for has counted all its tasks
+** done in this step (acquire loads), then the block synchronises; after the task the block synchronises and
+** thread 0 publishes (fence, then an atomic add on the launch's counter). The counters and the epoch live
+** across steps (a CUDA graph replays the kernel with the same arguments): in step e a launch of n tasks is
+** done when its counter reached n·(e + 1), compared wrap-safely; the last worker to finish bumps the epoch.
+*/
+#pragma once
+#ifdef GLM_PERSIST
+
+/* A task as glmrun uploads it: SchedTask's layout (glm.h; `bytes` unused here). */
+struct GlmPTask {
+	int launch, blo, bhi;
+	long long bytes;
+};
+
+/* Per launch of the plan, filled by glmrun for the step's T (48 bytes, 8-aligned). pre: the launch's first
+** weight (nullptr: nothing to prefetch), pre_step: its bytes per block of the launch, so that a task of
+** blocks [blo, bhi) asks L2 for the lines from pre + blo·pre_step on before it waits. */
+struct GlmPLaunch {
+	long long arg;               /* byte offset of the launch's argument record in args */
+	const unsigned char *pre;
+	long long pre_step;
+	unsigned grid[3];            /* its grid at T */
+	unsigned block;              /* its threads (a multiple of 32, at most the worker's) */
+	unsigned ntask;              /* Sched.ntask */
+	int wait_lo, wait_hi;        /* the launches it waits for: wait[wait_lo .. wait_hi) */
+	int pad;
+};
+
+/* The step counter: epoch counts finished steps, done the workers finished in this one. Zero at first. */
+struct GlmPCtl {
+	unsigned epoch, done;
+};
+
+/* The body dispatcher the program defines after the templates: run block glm_pv_b of `launch`. */
+__device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm);
+
+/* The task's virtual block, set by thread 0 before each block of a task. */
+__shared__ uint3 glm_pv_b, glm_pv_g, glm_pv_d;
+
+/* An acquire load at GPU scope: what the publishing worker wrote before its release is visible after it. */
+__device__ __forceinline__ unsigned glm_p_acquire(const unsigned *p)
+{
+	unsigned v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+}
+
+/* Worker blockIdx.x's task list, for one step (the kernel's one launch). */
+__device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int *first, const GlmPLaunch *lt,
+                                                 const int *wait, unsigned *count, GlmPCtl *ctl,
+                                                 const unsigned char *args, unsigned char *dsm)
+{
+	__shared__ unsigned epoch;
+	int w = blockIdx.x, tid = threadIdx.x;
+	if (tid == 0)
+		epoch = glm_p_acquire(&ctl->epoch);
+	__syncthreads();
+	unsigned e1 = epoch + 1;
+	for (int i = first[w]; i < first[w + 1]; i++) {
+		GlmPTask tk = task[i];
+		const GlmPLaunch *L = lt + tk.launch;
+		/* this task's first weight lines towards L2 while it waits (weights never change: safe early) */
+		if (L->pre) {
+			long long off = (long long)tk.blo * L->pre_step + (long long)tid * 128;
+			if (off < (long long)tk.bhi * L->pre_step)
+				asm volatile("prefetch.global.L2 [%0];" ::"l"(L->pre + off));
+		}
+		if (tid == 0)
+			for (int j = L->wait_lo; j < L->wait_hi; j++) {
+				int d = wait[j];
+				unsigned target = lt[d].ntask * e1;
+				while ((int)(glm_p_acquire(count + d) - target) < 0)
+					__nanosleep(64);
+			}
+		__syncthreads();
+		unsigned gx = L->grid[0], gxy = gx * L->grid[1];
+		for (int b = tk.blo; b < tk.bhi; b++) {
+			if (tid == 0) {
+				glm_pv_b = make_uint3(b % gx, (b % gxy) / gx, b / gxy);
+				glm_pv_g = make_uint3(L->grid[0], L->grid[1], L->grid[2]);
+				glm_pv_d = make_uint3(L->block, 1, 1);
+			}
+			__syncthreads();
+			if (tid < (int)L->block)
+				glm_persist_run(tk.launch, args + L->arg, dsm);
+			__syncthreads(); /* the body's writes done, its shared memory free for the next */
+		}
+		if (tid == 0) {
+			__threadfence();
+			atomicAdd(count + tk.launch, 1u);
+		}
+	}
+	if (tid == 0) { /* the last worker out closes the step */
+		__threadfence();
+		if (atomicAdd(&ctl->done, 1u) == gridDim.x - 1) {
+			ctl->done = 0;
+			__threadfence();
+			atomicAdd(&ctl->epoch, 1u);
+		}
+	}
+}
+
+/* A body's __syncthreads: the named barrier 1 over its glm_pv_d.x threads. */
+__device__ __forceinline__ void glm_pv_sync()
+{
+	asm volatile("bar.sync 1, %0;" ::"r"(glm_pv_d.x) : "memory");
+}
+
+/* __syncthreads_count / _or / _and over the body's threads (no template uses them today). */
+__device__ __forceinline__ int glm_pv_sync_popc(int p)
+{
+	int r;
+	asm volatile("{ .reg .pred q; setp.ne.s32 q, %1, 0; bar.red.popc.u32 %0, 1, %2, q; }"
+	             : "=r"(r) : "r"(p), "r"(glm_pv_d.x) : "memory");
+	return r;
+}
+
+#define blockIdx glm_pv_b
+#define gridDim glm_pv_g
+#define blockDim glm_pv_d
+#define __syncthreads() glm_pv_sync()
+#define __syncthreads_count(p) glm_pv_sync_popc(p)
+#define __syncthreads_or(p) (glm_pv_sync_popc(p) != 0)
+#define __syncthreads_and(p) (glm_pv_sync_popc(p) == (int)glm_pv_d.x)
+#define __ldg(p) (*(p))
+
+#endif

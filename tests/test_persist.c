@@ -1,0 +1,154 @@
+/*
+** tests/test_persist.c — the persistent decode kernel's program (emit_cuda_persist, ops/persist.cuh), no GPU
+** needed: for the llama, qwen3_moe and glm_moe_dsa fixture plans (f32 and bf16) the program of a step of one
+** token has one body and one case per launch the step runs, compiles with NVRTC for sm_90, and its registers
+** a thread and static shared memory (read from the cubin) are reported with how many workers fit an H100 SM.
+** The cubin reader is checked first on a kernel whose shared memory is known.
+*/
+#include "check.h"
+#include "passes.h"
+#include "libnvrtc.h"
+#include "weights.h"
+
+#include <string.h>
+
+#define FIX "../shared/fixtures/hf/"
+
+/* H100 (sm_90) limits a block's residency depends on. */
+enum { SM_REGS = 65536, SM_SMEM = 233472, BLOCK_SMEM = 232448, SM_THREADS = 2048, SM_BLOCKS = 32 };
+
+/* Workers of `block` threads, regs registers each and smem bytes of shared memory (the reserved 1 KiB
+** included, as emit_cuda_usage reads it), that one SM holds (registers go to warps in units of 256). */
+static int per_sm_fit(int block, int regs, int64_t smem)
+{
+	if (smem - 1024 > BLOCK_SMEM || regs > 255)
+		return 0;
+	int warps = (block + 31) / 32, wregs = (regs * 32 + 255) / 256 * 256;
+	int by_regs = SM_REGS / (warps * wregs), by_smem = (int)(SM_SMEM / smem), by_thr = SM_THREADS / block;
+	int f = by_regs < by_smem ? by_regs : by_smem;
+	f = f < by_thr ? f : by_thr;
+	return f < SM_BLOCKS ? f : SM_BLOCKS;
+}
+
+/* The cubin reader against what a small kernel declares: 3000 floats of shared memory (sm_90's section
+** holds 1 KiB more, the block's system-reserved part: ptxas -v says 12000), a few registers. */
+static void usage_reader(void)
+{
+	const char *src = "extern \"C\" __global__ void small(float *y) { __shared__ float s[3000]; "
+	                  "s[threadIdx.x] = y[threadIdx.x]; __syncthreads(); y[threadIdx.x] = s[2999 - threadIdx.x]; }\n";
+	unsigned char *cubin = NULL;
+	size_t n = 0;
+	char err[1024] = "";
+	int regs = -1;
+	int64_t smem = -1;
+	int rc = nvrtc_compile(src, "sm_90", &cubin, &n, err, sizeof err);
+	if (!rc)
+		rc = emit_cuda_usage(cubin, n, "small", &regs, &smem, err, sizeof err);
+	check(!rc && smem == 12000 + 1024 && regs > 0 && regs < 32, "cubin reader: a kernel's shared memory and registers",
+	      "rc %d smem %lld regs %d %s", rc, (long long)smem, regs, err);
+	rc = cubin ? emit_cuda_usage(cubin, n, "absent", &regs, &smem, err, sizeof err) : -1;
+	check(rc < 0 && strstr(err, "absent"), "cubin reader: a missing kernel is an error", "%s", err);
+	free(cubin);
+}
+
+/* Compile one fixture plan up to its launches (no NVRTC), then its persistent program for T = 1. */
+static void fixture(const char *model, const char *weights, int act)
+{
+	char name[256], err[2048] = "";
+	const char *dt = act == DT_BF16 ? "bf16" : "f32";
+	Arena A = {0};
+	Graph g;
+	graph_init(&g, &A);
+	Weights w;
+	int ok = !weights_open(&w, weights, err, sizeof err);
+	if (ok) {
+		ModelMeta mm = {.w = &w};
+		ok = !front_run(&g, model, "models/lib", &mm, err, sizeof err) && !verify(&g, err, sizeof err) &&
+		     !bind_weights(&g, &w, 0, NULL, err, sizeof err) && !partition(&g, 1, NULL, err, sizeof err) &&
+		     !fuse(&g, 1, act) && !emit_cuda(&g, "sm_90", act, 0, NULL, err, sizeof err);
+		weights_close(&w);
+	}
+	const char *ps = ok ? emit_cuda_persist(&g, 1, err, sizeof err) : NULL;
+	snprintf(name, sizeof name, "%s %s: the persistent program of a 1-token step is written", weights, dt);
+	check(ps && ps == g.cuda.psource, name, "%s", err);
+	if (!ps) {
+		arena_free(&A);
+		return;
+	}
+	/* one case label per launch run at T = 1, one body per distinct wrapper of those, the largest block */
+	int nl = 0, block = 0, cases = 0, bodies = 0, missing = 0;
+	for (int i = 0; i < g.cuda.nl; i++) {
+		const Launch *l = &g.cuda.l[i];
+		if (l->tmin > 1 || l->tmax < 1)
+			continue;
+		nl++;
+		block = l->block > block ? l->block : block;
+		char key[96];
+		snprintf(key, sizeof key, "\tcase %d:\n", i);
+		missing += !strstr(ps, key);
+		snprintf(key, sizeof key, "void glm_pk%s(", l->kernel + 5);
+		int first = 1;
+		for (int j = 0; j < i && first; j++)
+			first = !(g.cuda.l[j].tmin <= 1 && g.cuda.l[j].tmax >= 1 && !strcmp(g.cuda.l[j].kernel, l->kernel));
+		bodies += first;
+		missing += !strstr(ps, key);
+	}
+	for (const char *p = ps; (p = strstr(p, "\tcase ")); p++)
+		cases++;
+	int nbody = 0;
+	for (const char *p = ps; (p = strstr(p, "__device__ void glm_pk")); p++)
+		nbody++;
+	snprintf(name, sizeof name, "%s %s: one case per launch of the step (%d), one body per wrapper (%d)", weights, dt,
+	         nl, bodies);
+	check(nl > 0 && !missing && cases == nl && nbody == bodies, name, "%d launches, %d cases, %d bodies of %d, %d missing",
+	      nl, cases, nbody, bodies, missing);
+	char lb[64];
+	snprintf(lb, sizeof lb, "__launch_bounds__(%d, 1) glm_persist(", block);
+	snprintf(name, sizeof name, "%s %s: the entry's worker block is the step's largest (%d)", weights, dt, block);
+	check(strstr(ps, lb) != NULL, name, "no '%s'", lb);
+	if (!nvrtc_available()) {
+		arena_free(&A);
+		return;
+	}
+	unsigned char *cubin = NULL;
+	size_t n = 0;
+	int rc = nvrtc_compile(ps, "sm_90", &cubin, &n, err, sizeof err), regs = -1;
+	int64_t smem = -1;
+	if (!rc)
+		rc = emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, err, sizeof err);
+	/* ptxas refuses more than 48 KiB of static shared memory a kernel, and each body's arrays have their own
+	** (issue 47: until the templates take theirs from one pool, a program of many bodies exceeds it) */
+	const char *big = rc ? strstr(err, "uses too much shared data (") : NULL;
+	snprintf(name, sizeof name, "%s %s: it compiles for sm_90 within its launch bounds, or ptxas refuses only its "
+	         "static shared memory", weights, dt);
+	check((!rc && regs > 0 && regs * block <= SM_REGS && smem > 0) || big, name, "rc %d regs %d smem %lld: %s", rc,
+	      regs, (long long)smem, err);
+	if (big) {
+		printf("# %s %s: %d launches, %d bodies; ptxas: %lld bytes of static shared memory, over its 49152\n", weights,
+		       dt, nl, bodies, strtoll(big + 27, NULL, 16));
+		free(cubin);
+		arena_free(&A);
+		return;
+	}
+	int fit = rc ? 0 : per_sm_fit(block, regs, smem);
+	printf("# %s %s: %d launches, %d bodies; %d registers a thread, %lld bytes static shared; workers of %d threads an "
+	       "H100 SM holds: %d\n", weights, dt, nl, bodies, regs, (long long)smem, block, fit);
+	snprintf(name, sizeof name, "%s %s: a worker of %d threads fits an H100 SM", weights, dt, block);
+	check(fit >= 1, name, "%d registers, %lld bytes of static shared memory", regs, (long long)smem);
+	free(cubin);
+	arena_free(&A);
+}
+
+int main(void)
+{
+	check(nvrtc_available(), "NVRTC can be loaded", "libnvrtc.so not found (CUDA toolkit missing?)");
+	if (nvrtc_available())
+		usage_reader();
+	for (int a = 0; a < 2; a++) {
+		int act = a ? DT_BF16 : DT_F32;
+		fixture("models/llama.lua", FIX "llama", act);
+		fixture("models/qwen3_moe.lua", FIX "qwen3_moe", act);
+		fixture("models/glm5.lua", FIX "glm_moe_dsa", act);
+	}
+	return check_done();
+}
