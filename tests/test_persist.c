@@ -14,22 +14,6 @@
 
 #define FIX "../shared/fixtures/hf/"
 
-/* H100 (sm_90) limits a block's residency depends on. */
-enum { SM_REGS = 65536, SM_SMEM = 233472, BLOCK_SMEM = 232448, SM_THREADS = 2048, SM_BLOCKS = 32 };
-
-/* Workers of `block` threads, regs registers each and smem bytes of shared memory (the reserved 1 KiB
-** included, as emit_cuda_usage reads it), that one SM holds (registers go to warps in units of 256). */
-static int per_sm_fit(int block, int regs, int64_t smem)
-{
-	if (smem - 1024 > BLOCK_SMEM || regs > 255)
-		return 0;
-	int warps = (block + 31) / 32, wregs = (regs * 32 + 255) / 256 * 256;
-	int by_regs = SM_REGS / (warps * wregs), by_smem = (int)(SM_SMEM / smem), by_thr = SM_THREADS / block;
-	int f = by_regs < by_smem ? by_regs : by_smem;
-	f = f < by_thr ? f : by_thr;
-	return f < SM_BLOCKS ? f : SM_BLOCKS;
-}
-
 /* The cubin reader against what a small kernel declares: 3000 floats of shared memory (sm_90's section
 ** holds 1 KiB more, the block's system-reserved part: ptxas -v says 12000), a few registers. */
 static void usage_reader(void)
@@ -121,7 +105,7 @@ static void fixture(const char *model, const char *weights, int act)
 	const char *big = rc ? strstr(err, "uses too much shared data (") : NULL;
 	snprintf(name, sizeof name, "%s %s: it compiles for sm_90 within its launch bounds, or ptxas refuses only its "
 	         "static shared memory", weights, dt);
-	check((!rc && regs > 0 && regs * block <= SM_REGS && smem > 0) || big, name, "rc %d regs %d smem %lld: %s", rc,
+	check((!rc && regs > 0 && regs * block <= 65536 && smem > 0) || big, name, "rc %d regs %d smem %lld: %s", rc,
 	      regs, (long long)smem, err);
 	if (big) {
 		printf("# %s %s: %d launches, %d bodies; ptxas: %lld bytes of static shared memory, over its 49152\n", weights,
@@ -130,11 +114,22 @@ static void fixture(const char *model, const char *weights, int act)
 		arena_free(&A);
 		return;
 	}
-	int fit = rc ? 0 : per_sm_fit(block, regs, smem);
-	printf("# %s %s: %d launches, %d bodies; %d registers a thread, %lld bytes static shared; workers of %d threads an "
-	       "H100 SM holds: %d\n", weights, dt, nl, bodies, regs, (long long)smem, block, fit);
-	snprintf(name, sizeof name, "%s %s: a worker of %d threads fits an H100 SM", weights, dt, block);
-	check(fit >= 1, name, "%d registers, %lld bytes of static shared memory", regs, (long long)smem);
+	/* glmc explain's line: the same figures, and one worker an SM fitting by the H100's registers (65536) and
+	** shared memory (227 KiB a block past the reserved 1 KiB) */
+	char *line = NULL;
+	size_t ll = 0;
+	FILE *f = open_memstream(&line, &ll);
+	emit_cuda_persist_explain(&g, 1, f);
+	fclose(f);
+	char want[256];
+	snprintf(want, sizeof want, "%d bodies, workers of %d threads, 1 an SM; sm_90: %d registers a thread, %lld bytes "
+	         "of static shared memory; an H100 SM holds ", bodies, block, regs, (long long)smem);
+	int fits = regs * block <= 65536 && smem - 1024 <= 232448;
+	snprintf(name, sizeof name, "%s %s: glmc explain's line gives the figures, one worker %s an H100 SM", weights, dt,
+	         fits ? "fitting" : "not fitting");
+	check(line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"), name, "%s", line);
+	printf("# %s", line ? line : "?\n");
+	free(line);
 	free(cubin);
 	arena_free(&A);
 }

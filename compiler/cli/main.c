@@ -443,6 +443,8 @@ static void explain(const Graph *g)
 		else
 			printf("kernel selection: the plan keeps the launches only; glmc explain with the model and weights "
 			       "shows each decode GEMV group's candidates\n");
+		for (int i = 0; i < g->cuda.nsched; i++) /* glmc compile --decode persistent */
+			emit_cuda_persist_explain(g, g->cuda.sched[i].T, stdout);
 	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;

@@ -181,6 +181,9 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 ** (else the largest block, 1 a SM). Stores it in g->cuda.psource and returns it; NULL and err when a
 ** launch at T is a collective or a wrapper cannot be read back. */
 const char *emit_cuda_persist(Graph *g, int T, char *err, size_t len);
+/* For glmc explain: one line on the persistent program for T (its bodies, worker block, registers and shared
+** memory from an NVRTC compile, whether an H100 SM holds the schedule's workers). */
+void emit_cuda_persist_explain(const Graph *g, int T, FILE *f);
 /* Registers a thread and static shared memory bytes of `kernel` in a cubin NVRTC made. */
 int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, char *err,
                     size_t len);
