@@ -177,7 +177,7 @@ __device__ void k_rope_qk_kv(A *qo, A *ko, A *kcache, A *vcache, const A *q, con
                              const NW *qw, const NW *kw, const int *pos, const float *qfreq, const float *kfreq,
                              float qcs, float kcs, int H, int G, int D, int Dv, int R, float eps, const int *seq, int S)
 {
-	__shared__ float hv[1024];
+	GLM_SH(float, hv, [1024]);
 	int h = blockIdx.x, t = blockIdx.y, half = R / 2;
 	bool isk = h >= H;
 	int hh = isk ? h - H : h, heads = isk ? G : H;
@@ -289,7 +289,9 @@ __device__ void k_attn_step_rope(A *y, A *kcache, A *vcache, const A *q, const A
 	using P = AttnStep<A, ROWB>;
 	constexpr int D = P::D, VEC = P::VEC, RL = P::RL, U = P::U;
 	static_assert(2 * D <= 512, "a thread a pair or copied dim, then one a value dim");
-	__shared__ float qs[D], ks[D], vs[D];
+	GLM_SH(float, qs, [D]);
+	GLM_SH_AFTER(qs, float, ks, [D]);
+	GLM_SH_AFTER(ks, float, vs, [D]);
 	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
 		__trap(); /* glmrun's caches are 256-byte aligned; a fallback loop would cost this one registers */
 	int p = pos[0];
@@ -381,7 +383,7 @@ __device__ void mla_kv_block(int job, int t, A *latent, A *cache, A *iko, A *ica
                              const float *ifreq, float ics, int L, int Dr, int R, int Di, int Ri, float eps, float ieps,
                              const int *seq, int S)
 {
-	__shared__ A hv[1024];
+	GLM_SH(A, hv, [1024]);
 	long long p = pos[t], cp = (long long)seq[t] * S + p; /* cache row: slot seq[t] of S rows */
 	int tid = threadIdx.x, bd = blockDim.x, half = (job == 0 ? R : Ri) / 2;
 	if (job == 0 && L <= 4 * bd && half <= bd && Dr - 2 * half <= bd) {
@@ -547,7 +549,7 @@ __device__ void mla_q_block(int b, A *qabs, A *iqo, const A *q, const W *wk, con
                             const float *freq, float cs, const float *ifreq, float ics, int T, int H, int Dn, int Dr,
                             int R, int L, int Hi, int Di, int Ri)
 {
-	__shared__ __align__(16) float sm[8 * 1024]; /* q rows [8][Dn <= 512]; past them (non-TB) sums [16][64] */
+	GLM_SH16(float, sm, [8 * 1024]); /* q rows [8][Dn <= 512]; past them (non-TB) sums [16][64] */
 	float *xs = sm;
 	int NL = mla_q_nl(L, TB);
 	int Dq = Dn + Dr, Do = L + Dr;
@@ -740,8 +742,9 @@ __device__ void k_mla_vabsorb(A *out, const A *o, const W *wv, int T, int H, int
                               const float *pml = nullptr, int NS = 0)
 {
 	const int VR = MLA_VR, VE = 16 / (int)sizeof(W), CV = 2; /* rows a warp, elements a vector, vectors a chunk */
-	__shared__ __align__(16) A om[MERGED ? 8 * 512 : 1]; /* MERGED: tokens t0.. t0 + 7's rows of head h */
-	__shared__ float wx[MERGED ? 8 * 64 : 1], lm[MERGED ? 8 : 1];
+	GLM_SH16(A, om, [MERGED ? 8 * 512 : 1]); /* MERGED: tokens t0.. t0 + 7's rows of head h */
+	GLM_SH_AFTER(om, float, wx, [MERGED ? 8 * 64 : 1]);
+	GLM_SH_AFTER(wx, float, lm, [MERGED ? 8 : 1]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, j0 = (blockIdx.x * (blockDim.x >> 5) + warp) * VR;
 	int t0 = blockIdx.y * 8, tn = T - t0 < 8 ? T - t0 : 8;
 	long long h = blockIdx.z;
@@ -870,14 +873,14 @@ template <typename A, typename B_>
 __device__ void k_moe_route_weights(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group,
                                     int topk_group, int sigmoid, int wsigmoid, int norm, float scale)
 {
-	__shared__ float ch[1024];
-	__shared__ __align__(16) unsigned key[1024];
-	__shared__ double ex[1024]; /* softmax exps, then the picks' scores */
-	__shared__ double gsc[1024];
-	__shared__ unsigned char keep[1024];
-	__shared__ int pick[1024];
-	__shared__ float mz_m;
-	__shared__ double mz_z;
+	GLM_SH(float, ch, [1024]);
+	GLM_SH16_AFTER(ch, unsigned, key, [1024]);
+	GLM_SH_AFTER(key, double, ex, [1024]); /* softmax exps, then the picks' scores */
+	GLM_SH_AFTER(ex, double, gsc, [1024]);
+	GLM_SH_AFTER(gsc, unsigned char, keep, [1024]);
+	GLM_SH_AFTER(keep, int, pick, [1024]);
+	GLM_SH_AFTER(pick, float, mz_m, );
+	GLM_SH_AFTER(mz_m, double, mz_z, );
 	int tid = threadIdx.x, nt = blockDim.x, t = blockIdx.x;
 	const A *l = logits + (long long)t * E;
 	if (tid < 32) { /* the softmax's max and denominator (warp 0), when a score or weight needs them */
@@ -1042,8 +1045,8 @@ __device__ void k_moe_down_fused(A *y, const float *hid, const int *idx, const A
                                  const WS *sdown, const A *g, const A *u, int Fs, const A *r)
 {
 	const int VEC = 16 / (int)sizeof(W), VS = 16 / (int)sizeof(WS), U = 8;
-	__shared__ float sx[SHARED ? MOE_SX : 1];
-	__shared__ __align__(16) float hx[MOE_HX];
+	GLM_SH(float, sx, [SHARED ? MOE_SX : 1]);
+	GLM_SH16_AFTER(sx, float, hx, [MOE_HX]);
 	int lane = threadIdx.x & 31, t = blockIdx.y;
 	int c = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	bool piped = (((unsigned long long)down | (unsigned long long)hid) & 15) == 0 && F % VEC == 0 &&
@@ -1492,7 +1495,7 @@ __device__ void k_attn_split(A *y, float *pacc, float *pml, int *done, const A *
                              const int *pos, int H, int G, float scale, const int *seq, int S)
 {
 	constexpr int D = AttnSplit<A, ROWB, HB>::D;
-	__shared__ __align__(16) float qs[HB * D];
+	GLM_SH16(float, qs, [HB * D]);
 	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
 		__trap(); /* a fallback loop would cost this kernel registers */
 	int t = blockIdx.z, n = pos[t] + 1, L, nr = attn_split_ranges(n, gridDim.x, &L), x = blockIdx.x;
@@ -1526,7 +1529,9 @@ __device__ void k_attn_split_rope(A *y, float *pacc, float *pml, int *done, A *k
                                   float qcs, float kcs, int H, int G, int R, float scale, const int *seq, int S)
 {
 	constexpr int D = AttnSplit<A, ROWB, HB>::D;
-	__shared__ __align__(16) float qs[HB * D], ks[D], vs[D];
+	GLM_SH16(float, qs, [HB * D]);
+	GLM_SH_AFTER(qs, float, ks, [D]);
+	GLM_SH_AFTER(ks, float, vs, [D]);
 	if (((unsigned long long)kcache | (unsigned long long)vcache) % 16)
 		__trap();
 	int p = pos[0], n = p + 1, L, nr = attn_split_ranges(n, gridDim.x, &L), x = blockIdx.x;

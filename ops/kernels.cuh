@@ -14,6 +14,19 @@
 */
 #pragma once
 
+/* A kernel template's shared arrays: GLM_SH(type, name, [dims]) (GLM_SH16: 16-byte aligned) declares the
+** first, GLM_SH_AFTER(prev, type, name, [dims]) each next one (empty dims: a scalar). Here they are plain
+** static __shared__ declarations; in the persistent program (ops/persist.cuh, defined first) they are views
+** of one pool from its start, prev's end giving the next one's place, so that the bodies of many templates
+** in one kernel reuse the same bytes instead of adding up past ptxas's 48 KiB. Small helpers (block_sum's
+** part[32]) and arrays of helpers called while their caller's arrays live stay static. */
+#ifndef GLM_SH
+#define GLM_SH(T, name, dims) __shared__ T name dims
+#define GLM_SH16(T, name, dims) __shared__ __align__(16) T name dims
+#define GLM_SH_AFTER(prev, T, name, dims) __shared__ T name dims
+#define GLM_SH16_AFTER(prev, T, name, dims) __shared__ __align__(16) T name dims
+#endif
+
 struct bf16 { unsigned short x; };
 struct f16 { unsigned short x; };
 
@@ -553,9 +566,9 @@ __device__ void gemv_core(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	const int XCAP = STAGE ? 32768 / (int)sizeof(A) : 1; /* staged prologue values */
 	constexpr bool GLU = (EPI & GEMV_EPI_GLU) != 0;
 	static_assert(!GLU || (RB % 2 == 0 && (EPI & ~GEMV_EPI_GLU) == 0), "GLU: column pairs, no other epilogue");
-	__shared__ float red[32][RB * TR + (LATE ? TR : 0) + 1]; /* LATE: each row's sum of squares after the dots */
-	__shared__ float inv[TR];
-	__shared__ uint4 xs4[(XCAP * sizeof(A) + 15) / 16];
+	GLM_SH(float, red, [32][RB * TR + (LATE ? TR : 0) + 1]); /* LATE: each row's sum of squares after the dots */
+	GLM_SH_AFTER(red, float, inv, [TR]);
+	GLM_SH16_AFTER(inv, uint4, xs4, [(XCAP * sizeof(A) + 15) / 16]);
 	A *xs = (A *)xs4;
 	int tid = threadIdx.x, BT = blockDim.x, lane = tid & 31, warp = tid >> 5, nwarp = BT >> 5;
 	int Ntot = N0 + N1 + N2 + N3, ngroups = (Ntot + RB - 1) / RB;
@@ -950,7 +963,8 @@ template <typename A, typename W, bool HAS_BIAS>
 __device__ void k_linear_gemm(A *y, const A *x, const W *w, const A *bias, int T, int K, int N)
 {
 	const int LD = 68; /* padded row length of the tiles, a multiple of 4 floats */
-	__shared__ float4 xs4[32 * LD / 4], ws4[32 * LD / 4];
+	GLM_SH(float4, xs4, [32 * LD / 4]);
+	GLM_SH_AFTER(xs4, float4, ws4, [32 * LD / 4]);
 	float *xs = (float *)xs4, *ws = (float *)ws4;
 	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 	int n0 = blockIdx.x * 64, t0 = blockIdx.y * 64;
@@ -1233,7 +1247,9 @@ __device__ void k_attention(A *y, const A *q, const A *kcache, const A *vcache, 
                             int Dk, int Dv, float scale, const int *seq, int S)
 {
 	const int U = 4; /* keys per warp per group */
-	__shared__ float wm[NW], wl[NW], wacc[NW][256];
+	GLM_SH(float, wm, [NW]);
+	GLM_SH_AFTER(wm, float, wl, [NW]);
+	GLM_SH_AFTER(wl, float, wacc, [NW][256]);
 	int h = blockIdx.x, t = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int g = h / (H / G), n = pos[t] + 1;
 	long long KW = (long long)G * Dk, VW = (long long)G * Dv;
@@ -2150,8 +2166,9 @@ __device__ void k_mla(A *y, const A *q, const A *cache, const int *pos, const in
                       int Dv, float scale, const int *seq, int S)
 {
 	const int CH = 32, NACC = 4; /* rows per chunk; outputs per thread */
-	__shared__ float qs[1024], ps[CH];
-	__shared__ int rows[CH];
+	GLM_SH(float, qs, [1024]);
+	GLM_SH_AFTER(qs, float, ps, [CH]);
+	GLM_SH_AFTER(ps, int, rows, [CH]);
 	int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 	int nw = blockDim.x >> 5, p = pos[t];
 	int n = sel ? nsel : p + 1; /* candidates */
@@ -2371,10 +2388,12 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
                             int S)
 {
 	const int RP = 4, CH = 32, NV = RP * HB; /* rows per warp and per pass; dot products per warp */
-	__shared__ __align__(16) float qs[HB * 1024];
-	__shared__ __align__(16) float ps[HB * CH];
-	__shared__ float mh[HB], lh[HB], corr[HB];
-	__shared__ int rows[CH];
+	GLM_SH16(float, qs, [HB * 1024]);
+	GLM_SH16_AFTER(qs, float, ps, [HB * CH]);
+	GLM_SH_AFTER(ps, float, mh, [HB]);
+	GLM_SH_AFTER(mh, float, lh, [HB]);
+	GLM_SH_AFTER(lh, float, corr, [HB]);
+	GLM_SH_AFTER(corr, int, rows, [CH]);
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nt = blockDim.x;
 	int NS = gridDim.x, x = blockIdx.x, h0 = blockIdx.y * HB, t = blockIdx.z;
 	int hn = H - h0 < HB ? H - h0 : HB;
@@ -2537,8 +2556,9 @@ __device__ void k_mla_split(A *y, float *pacc, float *pml, int *done, const A *q
 
 	/* Count this range done; the last one of (t, group) merges them all (the threadFenceReduction
 	** pattern: each block's fence orders its writes before its count, the last block's after it). */
-	__shared__ int last;
-	__shared__ float wx[HB * 256], linv[HB];
+	GLM_SH_AFTER(rows, int, last, );
+	GLM_SH_AFTER(last, float, wx, [HB * 256]);
+	GLM_SH_AFTER(wx, float, linv, [HB]);
 	__threadfence();
 	__syncthreads();
 	if (tid == 0) {
@@ -3021,17 +3041,19 @@ __device__ __forceinline__ void moe_group_keep(unsigned char *keep, const double
 ** unfused k_moe_route keeps it; k_moe_route_weights (ops/fused.cuh), what plans run whenever routing and
 ** weights fuse, ranks with a thread an expert.
 */
+union MoeRouteCh { /* moe_route_warp's candidates: values, then their sort keys */
+	float f[1024];
+	unsigned u[1024];
+};
+
 template <typename A, typename B_>
 __device__ void moe_route_warp(int *idx, A *w, const A *logits, const B_ *bias, int E, int k, int n_group, int topk_group,
                                int sigmoid, int wsigmoid, int norm, float scale)
 {
-	__shared__ union {
-		float f[1024];
-		unsigned u[1024];
-	} ch;
-	__shared__ double dsc[1024]; /* softmax exps, then group scores, then the weights' scores */
-	__shared__ unsigned char keep[1024];
-	__shared__ int pick[1024];
+	GLM_SH(MoeRouteCh, ch, );
+	GLM_SH_AFTER(ch, double, dsc, [1024]); /* softmax exps, then group scores, then the weights' scores */
+	GLM_SH_AFTER(dsc, unsigned char, keep, [1024]);
+	GLM_SH_AFTER(keep, int, pick, [1024]);
 	int lane = threadIdx.x & 31, t = blockIdx.x;
 	const A *l = logits + (long long)t * E;
 	float m = 0.0f;
@@ -3117,7 +3139,7 @@ __device__ void k_moe_route(int *idx, const A *logits, const B_ *bias, int E, in
 template <typename A>
 __device__ void k_moe_weights(A *w, const A *logits, const int *idx, int E, int k, int sigmoid, int norm, float scale)
 {
-	__shared__ double sc[1024];
+	GLM_SH(double, sc, [1024]);
 	int t = blockIdx.x;
 	const A *l = logits + (long long)t * E;
 	float m = 0.0f;

@@ -10,6 +10,9 @@
 **   (a 32-thread GEMV in a 512-thread worker) synchronises only its own warps. The templates are unchanged.
 **   A body may return early only uniformly per block (every template does: see issue 47's audit in
 **   emit_cuda.c), since a thread that left the body does not arrive at its named barrier;
+** - the templates' shared arrays (GLM_SH, kernels.cuh) become views of one pool in dynamic shared memory
+**   that each body reuses from its start: glmrun launches the kernel with GLM_PERSIST_DSM bytes for the
+**   bodies' own dynamic shared memory plus the largest body's arrays (emit_cuda_persist reports it);
 ** - __ldg becomes a plain load: the read-only path is only valid for data no block writes during the
 **   kernel, and here one launch's outputs are the next one's inputs within the same kernel.
 **
@@ -131,6 +134,27 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 	             : "=r"(r) : "r"(p), "r"(glm_pv_d.x) : "memory");
 	return r;
 }
+
+/* The shared-array pool (GLM_SH in kernels.cuh): dynamic shared memory past the bodies' own (GLM_PERSIST_DSM
+** bytes, their glm_dsm), 16-byte aligned places; an array past the launch's dynamic shared memory traps. */
+#ifndef GLM_PERSIST_DSM
+#define GLM_PERSIST_DSM 0
+#endif
+__device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned prev_bytes, unsigned bytes)
+{
+	extern __shared__ __align__(128) unsigned char glm_psm[];
+	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : GLM_PERSIST_DSM, dyn;
+	at = (at + 15) & ~15u;
+	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+	if (at + bytes > dyn)
+		__trap();
+	return glm_psm + at;
+}
+#define GLM_SH(T, name, dims) T(&name) dims = *reinterpret_cast<T(*) dims>(glm_pool_at(nullptr, 0, sizeof(T dims)))
+#define GLM_SH16(T, name, dims) GLM_SH(T, name, dims)
+#define GLM_SH_AFTER(prev, T, name, dims) \
+	T(&name) dims = *reinterpret_cast<T(*) dims>(glm_pool_at(&(prev), sizeof(prev), sizeof(T dims)))
+#define GLM_SH16_AFTER(prev, T, name, dims) GLM_SH_AFTER(prev, T, name, dims)
 
 #define blockIdx glm_pv_b
 #define gridDim glm_pv_g

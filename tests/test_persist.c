@@ -52,6 +52,8 @@ static void fixture(const char *model, const char *weights, int act)
 		     !fuse(&g, 1, act) && !emit_cuda(&g, "sm_90", act, 0, NULL, err, sizeof err);
 		weights_close(&w);
 	}
+	if (ok && nvrtc_available()) /* the plan's own cubin: the wrappers' shared memory bounds the pool */
+		ok = !emit_cuda_compile(&g, NULL, err, sizeof err);
 	const char *ps = ok ? emit_cuda_persist(&g, 1, err, sizeof err) : NULL;
 	snprintf(name, sizeof name, "%s %s: the persistent program of a 1-token step is written", weights, dt);
 	check(ps && ps == g.cuda.psource, name, "%s", err);
@@ -121,12 +123,25 @@ static void fixture(const char *model, const char *weights, int act)
 	FILE *f = open_memstream(&line, &ll);
 	emit_cuda_persist_explain(&g, 1, f);
 	fclose(f);
-	char want[256];
+	/* the pool: the largest static shared memory of the bodies' wrappers (glm_pk<N> for glm_k<N>) in the plan's
+	** cubin, less the reserved 1 KiB */
+	int64_t pool = 0, ws;
+	int wr, bad = 0;
+	for (const char *p = ps; (p = strstr(p, "__device__ void glm_pk")); p++) {
+		char kn[32];
+		snprintf(kn, sizeof kn, "glm_k%d", atoi(p + 22));
+		bad |= emit_cuda_usage(g.cuda.cubin, g.cuda.cubin_size, kn, &wr, &ws, err, sizeof err);
+		pool = ws - 1024 > pool ? ws - 1024 : pool;
+	}
+	char want[512];
 	snprintf(want, sizeof want, "%d bodies, workers of %d threads, 1 an SM; sm_90: %d registers a thread, %lld bytes "
-	         "of static shared memory; an H100 SM holds ", bodies, block, regs, (long long)smem);
-	int fits = regs * block <= 65536 && smem - 1024 <= 232448;
+	         "of static shared memory + %lld dynamic (bodies' own 0, their arrays' pool %lld); an H100 SM holds ", bodies,
+	         block, regs, (long long)smem, (long long)pool, (long long)pool);
+	int fits = regs * block <= 65536 && smem + pool - 1024 <= 232448;
 	snprintf(name, sizeof name, "%s %s: glmc explain's line gives the figures, one worker %s an H100 SM", weights, dt,
 	         fits ? "fitting" : "not fitting");
+	check(!bad && pool > 0 && smem < 49152 && line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"),
+	      name, "pool %lld: %s", (long long)pool, line);
 	check(line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"), name, "%s", line);
 	printf("# %s", line ? line : "?\n");
 	free(line);
