@@ -175,6 +175,14 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 /* NVRTC-compile the source emit_cuda wrote (the compile step of emit_cuda, for a driver that plans memory
 ** between emitting the launches and compiling them). */
 int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
-extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
+extern const char glm_kernels_cuh[];
+
+/*
+** sched.c — the persistent kernel's task schedule for a step of T tokens
+*/
+/* Append to g->cuda.sched the schedule of the launches used at T over sms × per_sm workers (runtime/core/
+** sched.c proves it: sched_check). Fails, saying why, when a launch used at T cannot run inside a
+** persistent kernel (a collective, a cuBLASLt GEMM, a grid sized by the cache). */
+int sched_build(Graph *g, int T, int sms, int per_sm, char *err, size_t len);   /* ops/kernels.cuh, embedded at build time */
 
 #endif
