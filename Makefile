@@ -33,8 +33,11 @@ TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
 # Test doubles of the CUDA driver and NCCL (no kernels run) for tests/ranks.sh.
 FAKES   := build/fake/libcuda.so.1 build/fake/libnccl.so.2
+# The driver double that runs a plan's kernels on the CPU through tests/simt (tests/simt_gpu.sh), and an empty
+# libcublasLt beside it: glmrun then declines cuBLASLt and its prefill runs the plan's own GEMM kernels.
+SIMTCUDA := build/simtcuda/libcuda.so.1 build/simtcuda/libcublasLt.so.13
 
-all: bin/glmc bin/glmrun $(TESTS) $(TOOLS) $(FAKES)
+all: bin/glmc bin/glmrun $(TESTS) $(TOOLS) $(FAKES) $(SIMTCUDA)
 
 build/%.o: %.c $(HDRS)
 	@mkdir -p $(dir $@)
@@ -84,6 +87,14 @@ build/fake/libcuda.so.1: tests/fake/cuda.c
 build/fake/libnccl.so.2: tests/fake/nccl.c
 	@mkdir -p build/fake
 	$(CC) $(CFLAGS) -fPIC -shared $< -lpthread -o $@
+
+build/simtcuda/libcuda.so.1: tests/fake/simtcuda.c
+	@mkdir -p build/simtcuda
+	$(CC) $(CFLAGS) -fPIC -shared $< -ldl -o $@
+
+build/simtcuda/libcublasLt.so.13:
+	@mkdir -p build/simtcuda
+	echo | $(CC) -x c -fPIC -shared - -o $@
 
 test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
 	@tests/run.sh

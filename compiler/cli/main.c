@@ -35,6 +35,8 @@ typedef struct {
 	const char *config;
 	const char *random;
 	const char *experimental;    /* --experimental: kernels not yet measured on a GPU (emit_cuda) */
+	int persistent;              /* --decode persistent: a task schedule for the 1-token step (sched.c) */
+	int sms, per_sm;             /* --sms, --blocks-per-sm: the persistent kernel's workers */
 	int layers;
 	double lua_seconds;
 	int opt;
@@ -97,7 +99,12 @@ static const char *usage =
 	"                   attn_split (split decode attention for long contexts), moe_tc (routed experts'\n"
 	"                   prefill as a grouped tensor-core GEMM), dsa_tc (DSA prefill attention on the\n"
 	"                   tensor cores), or all\n"
-	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit\n"
+	"  --decode kernels|persistent  how the 1-token decode step runs: one kernel a launch (default), or\n"
+	"                   also a task schedule for one persistent kernel, proved safe here (issue 47: the\n"
+	"                   schedule is in the plan and shown by explain; glmrun does not run it yet)\n"
+	"  --sms N          SMs the persistent schedule deals its tasks to (default 132: H100 SXM, H200)\n"
+	"  --blocks-per-sm K  persistent workers an SM (default 2)\n"
+	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit, sched\n"
 	"                   (default: bind)\n"
 	"  --dot FILE       with dump: also write the graph as Graphviz DOT\n"
 	"  -h, --help       this text (glmc COMMAND --help: that command's);  --version  print the version\n"
@@ -237,6 +244,18 @@ static void print_kernel_counts(const Graph *g, FILE *f)
 }
 
 /* The pipeline. Each stage either succeeds or writes a one-line error into err. */
+/* --decode persistent: the 1-token step's task schedule, proved (sched_check) and run under random
+** interleavings (sched_simulate) before it goes into the plan. */
+static int persist_schedule(Graph *g, const Opts *o, char *err, size_t len)
+{
+	char e[400];
+	if (sched_build(g, 1, o->sms, o->per_sm, e, sizeof e) || sched_check(g, &g->cuda.sched[g->cuda.nsched - 1], e, sizeof e) ||
+	    sched_simulate(g, &g->cuda.sched[g->cuda.nsched - 1], 0x47, 16, e, sizeof e))
+		return seterr(err, len, "--decode persistent: %s", e);
+	graph_set_meta(g, "compile.decode", "persistent");
+	return 0;
+}
+
 static int compile(const Opts *o, Graph *g, char *err, size_t len)
 {
 	Weights d;
@@ -298,6 +317,13 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		printf("arena: %lld bytes per token + %lld static; lower bound %lld per token + %lld static\n",
 		       (long long)g->mem.token_bytes, (long long)g->mem.static_bytes, (long long)g->mem.token_lower,
 		       (long long)g->mem.static_lower);
+		goto done;
+	}
+	if ((o->persistent || (o->after && !strcmp(o->after, "sched"))) && persist_schedule(g, o, err, len))
+		goto out;
+	if (dump_after(o, "sched", g)) {
+		for (int i = 0; i < g->cuda.nsched; i++)
+			sched_dump(g, &g->cuda.sched[i], 1, stdout);
 		goto done;
 	}
 	if (o->out && emit_cuda_compile(g, stderr, err, len))
@@ -482,6 +508,12 @@ static void explain(const Graph *g)
 		       "ratio %.3f\n", (long long)m->token_bytes, (long long)m->static_bytes, (long long)m->token_lower,
 		       (long long)m->static_lower,
 		       (double)(m->token_bytes + m->static_bytes) / (double)(m->token_lower + m->static_lower + !m->token_lower));
+	if (g->cuda.nl && !g->cuda.nsched)
+		printf("persistent decode: none (glmc compile --decode persistent adds the 1-token step's task schedule)\n");
+	for (int i = 0; i < g->cuda.nsched; i++) {
+		printf("persistent decode (not yet run by glmrun), ");
+		sched_dump(g, &g->cuda.sched[i], 0, stdout);
+	}
 }
 
 static int valid_arch(const char *a)
@@ -522,7 +554,7 @@ static void help_for(const char *cmd)
 }
 
 enum { G_WEIGHTS = 256, G_LIB, G_TP, G_ARCH, G_AFTER, G_DTYPE, G_CONFIG, G_RANDOM, G_LAYERS, G_DOT, G_LUA_TIME,
-       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_EXPERIMENTAL };
+       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_EXPERIMENTAL, G_DECODE, G_SMS, G_PER_SM };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, G_VERSION}, {"weights", required_argument, 0, G_WEIGHTS},
 	{"model", required_argument, 0, 'm'}, {"output", required_argument, 0, 'o'}, {"lib", required_argument, 0, G_LIB},
@@ -531,7 +563,9 @@ static const struct option long_opts[] = {
 	{"random-weights", required_argument, 0, G_RANDOM}, {"layers", required_argument, 0, G_LAYERS},
 	{"dot", required_argument, 0, G_DOT}, {"lua-time", required_argument, 0, G_LUA_TIME},
 	{"strict", no_argument, 0, G_STRICT}, {"force-model", no_argument, 0, G_FORCE_MODEL},
-	{"json", no_argument, 0, G_JSON}, {"experimental", required_argument, 0, G_EXPERIMENTAL}, {0, 0, 0, 0},
+	{"json", no_argument, 0, G_JSON}, {"experimental", required_argument, 0, G_EXPERIMENTAL},
+	{"decode", required_argument, 0, G_DECODE}, {"sms", required_argument, 0, G_SMS},
+	{"blocks-per-sm", required_argument, 0, G_PER_SM}, {0, 0, 0, 0},
 };
 
 /* One option's effect on o (c from long_opts or a short option; v its value). */
@@ -553,6 +587,19 @@ static void take_opt(Opts *o, int c, const char *v)
 	case G_FORCE_MODEL: o->force_model = 1; break;
 	case G_JSON: o->json = 1; break;
 	case G_EXPERIMENTAL: o->experimental = v; break;
+	case G_DECODE:
+		if (strcmp(v, "kernels") && strcmp(v, "persistent"))
+			fail_usage("--decode takes kernels or persistent, got", v);
+		o->persistent = !strcmp(v, "persistent");
+		break;
+	case G_SMS:
+	case G_PER_SM: {
+		long n = strtol(v, &end, 10);
+		if (*end || end == v || n < 1 || n > (c == G_SMS ? 1024 : 32))
+			fail_usage(c == G_SMS ? "--sms takes 1 to 1024, got" : "--blocks-per-sm takes 1 to 32, got", v);
+		*(c == G_SMS ? &o->sms : &o->per_sm) = (int)n;
+		break;
+	}
 	case 'O':
 		if (v && strcmp(v, "0") && strcmp(v, "1"))
 			fail_usage("-O takes 0 or 1, got", v);
@@ -591,7 +638,7 @@ static void take_opt(Opts *o, int c, const char *v)
 ** and the model or plan from the operands. --help after a command prints that command's help. */
 static void parse(Opts *o, int argc, char **argv)
 {
-	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1};
+	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1, .sms = 132, .per_sm = 2};
 	int help = 0;
 	opterr = 0;
 	for (;;) {
@@ -698,8 +745,8 @@ int main(int argc, char **argv)
 			o.after = "bind";
 		if (strcmp(o.after, "front") && strcmp(o.after, "verify") && strcmp(o.after, "bind") &&
 		    strcmp(o.after, "partition") && strcmp(o.after, "fuse") && strcmp(o.after, "memplan") &&
-		    strcmp(o.after, "emit"))
-			fail_usage("--after must be front, verify, bind, partition, fuse, memplan or emit, got", o.after);
+		    strcmp(o.after, "emit") && strcmp(o.after, "sched"))
+			fail_usage("--after must be front, verify, bind, partition, fuse, memplan, emit or sched, got", o.after);
 	} else if (o.after)
 		fail_usage("--after belongs to glmc dump", NULL);
 	/* the outputs checked before any work: writable, and none of the inputs */

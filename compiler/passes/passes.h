@@ -194,4 +194,12 @@ int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int 
                     size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
 
+/*
+** sched.c — the persistent kernel's task schedule for a step of T tokens
+*/
+/* Append to g->cuda.sched the schedule of the launches used at T over sms × per_sm workers (runtime/core/
+** sched.c proves it: sched_check). Fails, saying why, when a launch used at T cannot run inside a
+** persistent kernel (a collective, a cuBLASLt GEMM, a grid sized by the cache). */
+int sched_build(Graph *g, int T, int sms, int per_sm, char *err, size_t len);   /* ops/kernels.cuh, embedded at build time */
+
 #endif

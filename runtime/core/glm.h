@@ -211,6 +211,9 @@ typedef struct {
 	int block;                   /* threads a worker block: the largest block of the launches it runs */
 	int nl;                      /* = Cuda.nl; per launch: */
 	int32_t *ntask;              /* tasks (0: not run at T) */
+	int8_t *share;               /* 1: the grid depends on the cache size S, which glmrun fixes: the launch's
+	                             ** k tasks hold blo/bhi in [0, k] and take blocks [B·blo/k, B·bhi/k) of the
+	                             ** B blocks glmrun evaluates (some may be empty when B < k) */
 	int32_t *wait_off;           /* [nl + 1] */
 	int32_t *wait;               /* the launches each launch waits for, all earlier than it */
 	int ntask_all;
@@ -466,8 +469,9 @@ int64_t memplan_value_bytes(const Node *n, int *region);
 int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_t len);
 /* The bytes launch i moves at T (its weights, activations and cache rows), the balancing weight. */
 int64_t sched_launch_bytes(const Graph *g, int i, int T);
-/* A launch's blocks at T (the product of its grid), 0 when it is not used at T. */
-int64_t sched_launch_blocks(const Graph *g, int i, int T);
+/* A launch's blocks at T (the product of its grid), 0 when it is not used at T; *uses_s set when the grid
+** depends on the cache size S (the count is then taken at S = 1). */
+int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s);
 /* Prove s safe for g: every used launch's blocks covered once by its tasks, each worker's list in launch
 ** order, every wait on an earlier launch, and every conflicting pair ordered by the waits (transitively).
 ** With all workers resident, that excludes deadlock under any interleaving (sched.c). */
@@ -476,8 +480,9 @@ int sched_check(const Graph *g, const Sched *s, char *err, size_t len);
 ** waits are met: reports a deadlock, or a task that starts while a conflicting earlier launch still has
 ** tasks unfinished. Independent of sched_check's proof (it uses only the waits and the conflicts). */
 int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, char *err, size_t len);
-/* One line per worker and per launch (tasks, waits), for glmc dump --after sched. */
-void sched_dump(const Graph *g, const Sched *s, FILE *f);
+/* A summary line (workers, tasks, waits, balance), then with `launches` one line a launch (tasks, waits):
+** glmc explain and glmc dump --after sched. */
+void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 
 /*
 ** plan.c — the plan file, the contract between glmc and glmrun
@@ -486,14 +491,15 @@ void sched_dump(const Graph *g, const Sched *s, FILE *f);
 ** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
+/* 13: persistent decode schedules (Sched) after the CUDA section's weight types;
+** 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
 ** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
 ** 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
 ** (k_qgemv_sk); 9: Launch.flags (LAUNCH_NORM_LATE: the decode GEMVs whose norm is read late, for --round-bf16's model);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 12
+#define PLAN_VERSION 13
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

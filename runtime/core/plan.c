@@ -71,6 +71,24 @@ static void put_cuda_wq(Buf *b, const Cuda *c, int nw)
 		put_u8(b, c->wq ? c->wq[i] + 1 : 0);
 }
 
+/* A persistent decode schedule (glm.h Sched): its shape, the per-launch tables, then the tasks. */
+static void put_sched(Buf *b, const Sched *s)
+{
+	put_u32(b, (uint32_t)s->T), put_u32(b, (uint32_t)s->sms), put_u32(b, (uint32_t)s->per_sm);
+	put_u32(b, (uint32_t)s->block), put_u32(b, (uint32_t)s->nl), put_u32(b, (uint32_t)s->ntask_all);
+	for (int i = 0; i < s->nl; i++)
+		put_u32(b, (uint32_t)s->ntask[i]), put_u8(b, (uint8_t)s->share[i]);
+	for (int i = 0; i <= s->nl; i++)
+		put_u32(b, (uint32_t)s->wait_off[i]);
+	for (int k = 0; k < s->wait_off[s->nl]; k++)
+		put_u32(b, (uint32_t)s->wait[k]);
+	for (int w = 0; w <= s->nworker; w++)
+		put_u32(b, (uint32_t)s->first[w]);
+	for (int k = 0; k < s->ntask_all; k++)
+		put_u32(b, (uint32_t)s->task[k].launch), put_u32(b, (uint32_t)s->task[k].blo),
+		put_u32(b, (uint32_t)s->task[k].bhi), put_i64(b, s->task[k].bytes);
+}
+
 /* The CUDA section: present (flag 1) once emit_cuda has run. */
 static void put_cuda(Buf *b, const Cuda *c, int nw)
 {
@@ -94,6 +112,9 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 			put_u8(b, l->arg[k].kind), put_size(b, l->arg[k].s), put_size(b, l->arg[k].s2), put_f64(b, l->arg[k].f);
 	}
 	put_cuda_wq(b, c, nw);
+	put_u32(b, (uint32_t)c->nsched);
+	for (int i = 0; i < c->nsched; i++)
+		put_sched(b, &c->sched[i]);
 }
 
 /* All of buf written to fd (write may stop short). */
@@ -319,6 +340,51 @@ static const char *launch_p2p_bad(const Cuda *c, int i)
 	return "allreduce marked to run inside the next kernel, which takes no KA_P2P argument";
 }
 
+/* A schedule's tables, sized from the file only within what is left of it (sched_check then proves the
+** contents, in plan_read, as for a plan from glmc). */
+static void get_sched(const Graph *g, Rd *r, Sched *s)
+{
+	s->T = (int)get_u32(r), s->sms = (int)get_u32(r), s->per_sm = (int)get_u32(r), s->block = (int)get_u32(r);
+	s->nl = (int)get_u32(r);
+	s->ntask_all = (int)get_count(r, 20, 1u << 26);
+	if (!r->fail && (s->nl != g->cuda.nl || s->T < 1 || s->sms < 1 || s->sms > 1024 || s->per_sm < 1 ||
+	                 s->per_sm > 32 || s->block < 1 || s->block > 1024)) {
+		r->fail = "bad persistent schedule header";
+		return;
+	}
+	if (r->fail)
+		return;
+	s->nworker = s->sms * s->per_sm;
+	if ((uint64_t)s->nl * 9 + (uint64_t)s->nworker * 4 > r->n - r->at) {
+		r->fail = "persistent schedule larger than the file";
+		return;
+	}
+	s->ntask = arena_alloc(r->A, sizeof(int32_t) * ((size_t)s->nl + 1));
+	s->share = arena_alloc(r->A, (size_t)s->nl + 1);
+	s->wait_off = arena_alloc(r->A, sizeof(int32_t) * ((size_t)s->nl + 1));
+	for (int i = 0; i < s->nl; i++)
+		s->ntask[i] = (int32_t)get_u32(r), s->share[i] = (int8_t)get_u8(r);
+	for (int i = 0; i <= s->nl; i++)
+		s->wait_off[i] = (int32_t)get_u32(r);
+	uint32_t nwait = s->wait_off[s->nl];
+	if (r->fail || s->wait_off[0] != 0 || s->wait_off[s->nl] < 0 || (uint64_t)nwait * 4 > r->n - r->at) {
+		r->fail = r->fail ? r->fail : "bad persistent schedule wait list";
+		return;
+	}
+	s->wait = arena_alloc(r->A, sizeof(int32_t) * ((size_t)nwait + 1));
+	for (uint32_t k = 0; k < nwait; k++)
+		s->wait[k] = (int32_t)get_u32(r);
+	s->first = arena_alloc(r->A, sizeof(int32_t) * ((size_t)s->nworker + 1));
+	for (int w = 0; w <= s->nworker; w++)
+		s->first[w] = (int32_t)get_u32(r);
+	s->task = arena_alloc(r->A, sizeof(SchedTask) * ((size_t)s->ntask_all + 1));
+	for (int k = 0; k < s->ntask_all; k++) {
+		SchedTask *t = &s->task[k];
+		t->launch = (int32_t)get_u32(r), t->blo = (int32_t)get_u32(r), t->bhi = (int32_t)get_u32(r);
+		t->bytes = get_i64(r);
+	}
+}
+
 static void get_cuda(Graph *g, Rd *r)
 {
 	Cuda *c = &g->cuda;
@@ -376,6 +442,10 @@ static void get_cuda(Graph *g, Rd *r)
 	for (int i = 0; i < c->nl && !r->fail; i++)
 		r->fail = launch_p2p_bad(c, i);
 	get_cuda_wq(g, r);
+	uint32_t ns = get_count(r, 24, 64);
+	c->sched = arena_alloc(r->A, sizeof(Sched) * (ns ? ns : 1));
+	for (uint32_t i = 0; i < ns && !r->fail; i++, c->nsched = (int)i)
+		get_sched(g, r, &c->sched[i]);
 }
 
 /*
@@ -570,5 +640,8 @@ int plan_read(Graph *g, const char *path, char *err, size_t len)
 		return seterr(err, len, "%s: invalid plan: %s", path, m);
 	if (g->mem.planned && memplan_check(g, m, sizeof m))
 		return seterr(err, len, "%s: invalid memory plan: %s", path, m);
+	for (int i = 0; i < g->cuda.nsched; i++)
+		if (sched_check(g, &g->cuda.sched[i], m, sizeof m))
+			return seterr(err, len, "%s: invalid persistent schedule: %s", path, m);
 	return 0;
 }
