@@ -245,12 +245,12 @@ static void print_kernel_counts(const Graph *g, FILE *f)
 
 /* The pipeline. Each stage either succeeds or writes a one-line error into err. */
 /* --decode persistent: the 1-token step's task schedule, proved (sched_check) and run under random
-** interleavings (sched_simulate) before it goes into the plan. */
+** interleavings (sched_simulate) before it goes into the plan, and its kernel's program (Cuda.psource). */
 static int persist_schedule(Graph *g, const Opts *o, char *err, size_t len)
 {
 	char e[400];
 	if (sched_build(g, 1, o->sms, o->per_sm, e, sizeof e) || sched_check(g, &g->cuda.sched[g->cuda.nsched - 1], e, sizeof e) ||
-	    sched_simulate(g, &g->cuda.sched[g->cuda.nsched - 1], 0x47, 16, e, sizeof e))
+	    sched_simulate(g, &g->cuda.sched[g->cuda.nsched - 1], 0x47, 16, e, sizeof e) || !emit_cuda_persist(g, 1, e, sizeof e))
 		return seterr(err, len, "--decode persistent: %s", e);
 	graph_set_meta(g, "compile.decode", "persistent");
 	return 0;
@@ -469,8 +469,6 @@ static void explain(const Graph *g)
 		else
 			printf("kernel selection: the plan keeps the launches only; glmc explain with the model and weights "
 			       "shows each decode GEMV group's candidates\n");
-		for (int i = 0; i < g->cuda.nsched; i++) /* glmc compile --decode persistent */
-			emit_cuda_persist_explain(g, g->cuda.sched[i].T, stdout);
 	}
 	printf("collectives (tp %s), in step order:\n", graph_meta(g, "tp") ? graph_meta(g, "tp") : "1");
 	int nc = 0;
@@ -513,6 +511,7 @@ static void explain(const Graph *g)
 	for (int i = 0; i < g->cuda.nsched; i++) {
 		printf("persistent decode (not yet run by glmrun), ");
 		sched_dump(g, &g->cuda.sched[i], 0, stdout);
+		emit_cuda_persist_explain(g, g->cuda.sched[i].T, stdout);
 	}
 }
 
