@@ -96,7 +96,7 @@ build/simtcuda/libcublasLt.so.13:
 	@mkdir -p build/simtcuda
 	echo | $(CC) -x c -fPIC -shared - -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist
 	@tests/run.sh
 
 demo: all
@@ -196,6 +196,11 @@ build/simt/test_attn_split: tests/simt/test_attn_split.cc tests/simt/simt.cc tes
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_attn_split.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
 # DSA's key selection, k_indexer_scores and k_indexer_select (ops/kernels.cuh), in steps of several sequences.
+# The persistent kernel's worker loop (ops/persist.cuh) over four templates against their plain launches.
+build/simt/test_persist: tests/simt/test_persist.cc tests/simt/persist_plain.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/persist.cuh ops/kernels.cuh ops/gemv_shape.h
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_persist.cc tests/simt/persist_plain.cc tests/simt/simt.cc -lm -lpthread -o $@
+
 build/simt/test_indexer: tests/simt/test_indexer.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh $(LIBS)
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_indexer.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
@@ -204,13 +209,14 @@ build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe_tc.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
 	build/simt/test_prefill
 	build/simt/test_attn_split
 	build/simt/test_moe_tc
+	build/simt/test_persist
 
 clean:
 	rm -rf build bin

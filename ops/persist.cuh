@@ -54,15 +54,24 @@ struct GlmPCtl {
 /* The body dispatcher the program defines after the templates: run block glm_pv_b of `launch`. */
 __device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm);
 
-/* The task's virtual block, set by thread 0 before each block of a task. */
-__shared__ uint3 glm_pv_b, glm_pv_g, glm_pv_d;
+/* The task's virtual block, set by thread 0 before each block of a task (tests/simt's dim3 on the CPU). */
+#ifdef GLM_SIMT
+typedef dim3 GlmPV;
+#else
+typedef uint3 GlmPV;
+#endif
+__shared__ GlmPV glm_pv_b, glm_pv_g, glm_pv_d;
 
 /* An acquire load at GPU scope: what the publishing worker wrote before its release is visible after it. */
 __device__ __forceinline__ unsigned glm_p_acquire(const unsigned *p)
 {
+#ifdef GLM_SIMT
+	return *p; /* fibers switch only at a rendezvous */
+#else
 	unsigned v;
 	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
 	return v;
+#endif
 }
 
 /* Worker blockIdx.x's task list, for one step (the kernel's one launch). */
@@ -80,25 +89,30 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 		GlmPTask tk = task[i];
 		const GlmPLaunch *L = lt + tk.launch;
 		/* this task's first weight lines towards L2 while it waits (weights never change: safe early) */
+#ifndef GLM_SIMT
 		if (L->pre) {
 			long long off = (long long)tk.blo * L->pre_step + (long long)tid * 128;
 			if (off < (long long)tk.bhi * L->pre_step)
 				asm volatile("prefetch.global.L2 [%0];" ::"l"(L->pre + off));
 		}
+#endif
 		if (tid == 0)
 			for (int j = L->wait_lo; j < L->wait_hi; j++) {
 				int d = wait[j];
 				unsigned target = lt[d].ntask * e1;
-				while ((int)(glm_p_acquire(count + d) - target) < 0)
+				while ((int)(glm_p_acquire(count + d) - target) < 0) {
+#ifndef GLM_SIMT /* (tests/simt runs workers one after another: a wait there is on a finished one) */
 					__nanosleep(64);
+#endif
+				}
 			}
 		__syncthreads();
 		unsigned gx = L->grid[0], gxy = gx * L->grid[1];
 		for (int b = tk.blo; b < tk.bhi; b++) {
 			if (tid == 0) {
-				glm_pv_b = make_uint3(b % gx, (b % gxy) / gx, b / gxy);
-				glm_pv_g = make_uint3(L->grid[0], L->grid[1], L->grid[2]);
-				glm_pv_d = make_uint3(L->block, 1, 1);
+				glm_pv_b.x = b % gx, glm_pv_b.y = (b % gxy) / gx, glm_pv_b.z = b / gxy;
+				glm_pv_g.x = L->grid[0], glm_pv_g.y = L->grid[1], glm_pv_g.z = L->grid[2];
+				glm_pv_d.x = L->block, glm_pv_d.y = 1, glm_pv_d.z = 1;
 			}
 			__syncthreads();
 			if (tid < (int)L->block)
@@ -123,16 +137,29 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 /* A body's __syncthreads: the named barrier 1 over its glm_pv_d.x threads. */
 __device__ __forceinline__ void glm_pv_sync()
 {
+#ifdef GLM_SIMT /* a rendezvous of the body's fibers only */
+	static SimtBarrier b1;
+	if (b1.n != (int)glm_pv_d.x)
+		b1.init((int)glm_pv_d.x);
+	b1.wait();
+#else
 	asm volatile("bar.sync 1, %0;" ::"r"(glm_pv_d.x) : "memory");
+#endif
 }
 
 /* __syncthreads_count / _or / _and over the body's threads (no template uses them today). */
 __device__ __forceinline__ int glm_pv_sync_popc(int p)
 {
+#ifdef GLM_SIMT
+	(void)p;
+	__trap(); /* not emulated (no template uses it) */
+	return 0;
+#else
 	int r;
 	asm volatile("{ .reg .pred q; setp.ne.s32 q, %1, 0; bar.red.popc.u32 %0, 1, %2, q; }"
 	             : "=r"(r) : "r"(p), "r"(glm_pv_d.x) : "memory");
 	return r;
+#endif
 }
 
 /* The shared-array pool (GLM_SH in kernels.cuh): dynamic shared memory past the bodies' own (GLM_PERSIST_DSM
@@ -140,12 +167,23 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 #ifndef GLM_PERSIST_DSM
 #define GLM_PERSIST_DSM 0
 #endif
+#ifdef GLM_SIMT /* tests/simt: a static pool of this many bytes */
+#ifndef GLM_SIMT_POOL
+#define GLM_SIMT_POOL 262144
+#endif
+__shared__ __align__(128) unsigned char glm_psm[GLM_SIMT_POOL];
+#endif
 __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned prev_bytes, unsigned bytes)
 {
+#ifdef GLM_SIMT
+	unsigned dyn = GLM_SIMT_POOL;
+#else
 	extern __shared__ __align__(128) unsigned char glm_psm[];
-	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : GLM_PERSIST_DSM, dyn;
-	at = (at + 15) & ~15u;
+	unsigned dyn;
 	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
+#endif
+	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : GLM_PERSIST_DSM;
+	at = (at + 15) & ~15u;
 	if (at + bytes > dyn)
 		__trap();
 	return glm_psm + at;

@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 one=$(mktemp)
 trap 'rm -f "$log" "$one"' EXIT
-for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
+for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
 	[ -x "$t" ] || continue
 	echo "== $t"
 	"$t" >"$one" 2>&1

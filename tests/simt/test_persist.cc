@@ -1,0 +1,141 @@
+/*
+** tests/simt/test_persist.cc — the persistent kernel's worker loop (ops/persist.cuh) on the CPU through
+** simt.h: four kernel templates of a decode step (k_embedding, k_rmsnorm, k_linear_gemv with 32 threads in
+** 256-thread workers, k_softmax) run as tasks of a hand-made schedule, with the virtual block, the bodies'
+** named barrier, the shared-array pool and argument records as emit_cuda_persist writes them, against the
+** same templates launched plainly (persist_plain.cc). Two schedules (one worker; two workers, the second
+** waiting on the first's counters), each for three steps with every output poisoned before each step, so
+** the counters' epochs are exercised; the outputs must equal the plain launches' bit for bit.
+*/
+#include "simt.h"
+
+#define GLM_PERSIST 1
+#include "../../ops/persist.cuh"
+#include "../../ops/kernels.cuh"
+
+#include <cmath>
+#include <vector>
+
+#include "../tap.h"
+
+void persist_plain_step(int T, int V, int C, int N, const float *table, const int *ids, const float *nw, const float *w,
+                        float *e, float *h, float *y, float *p);
+
+/* The argument records and bodies, as emit_cuda_persist writes them for the four wrappers. */
+struct GlmPA0 { float *a0; const float *a1; const int *a2; int a3; int a4; };
+struct GlmPA1 { float *a0; const float *a1; const float *a2; int a3; float a4; };
+struct GlmPA2 { float *a0; const float *a1; const float *a2; int a3; int a4; int a5; };
+struct GlmPA3 { float *a0; const float *a1; int a2; };
+
+__device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm)
+{
+	(void)dsm;
+	switch (launch) {
+	case 0: {
+		const GlmPA0 *p = (const GlmPA0 *)arg;
+		k_embedding<float, float>(p->a0, p->a1, p->a2, p->a3, p->a4);
+		return;
+	}
+	case 1: {
+		const GlmPA1 *p = (const GlmPA1 *)arg;
+		k_rmsnorm<float, float, true>(p->a0, p->a1, p->a2, p->a3, p->a4);
+		return;
+	}
+	case 2: {
+		const GlmPA2 *p = (const GlmPA2 *)arg;
+		k_linear_gemv<float, float, false, 1, 1>(p->a0, p->a1, p->a2, nullptr, p->a3, p->a4, p->a5);
+		return;
+	}
+	case 3: {
+		const GlmPA3 *p = (const GlmPA3 *)arg;
+		k_softmax<float>(p->a0, p->a1, p->a2);
+		return;
+	}
+	}
+	__trap();
+}
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+
+static float frand(float lo, float hi)
+{
+	rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+	return lo + (hi - lo) * (float)((rng >> 11) * (1.0 / 9007199254740992.0));
+}
+
+/* Whether a and b hold the same bits. */
+static bool same(const std::vector<float> &a, const std::vector<float> &b)
+{
+	return a.size() == b.size() && !memcmp(a.data(), b.data(), a.size() * sizeof(float));
+}
+
+/* The step over `workers` workers whose task lists are lists[w] (launch, blo, bhi), `steps` times. */
+static void run(const char *what, int workers, const std::vector<std::vector<std::array<int, 3>>> &lists, int steps)
+{
+	const int T = 2, V = 40, C = 200, N = 70;
+	std::vector<float> table((size_t)V * C), nw(C), w((size_t)N * C);
+	for (auto &v : table)
+		v = frand(-2, 2);
+	for (auto &v : nw)
+		v = frand(0.5f, 1.5f);
+	for (auto &v : w)
+		v = frand(-1, 1);
+	std::vector<int> ids = {7, 33};
+	std::vector<float> e((size_t)T * C), h(e.size()), y((size_t)T * N), p(y.size());
+	std::vector<float> e0(e.size()), h0(h.size()), y0(y.size()), p0(p.size());
+	persist_plain_step(T, V, C, N, table.data(), ids.data(), nw.data(), w.data(), e0.data(), h0.data(), y0.data(), p0.data());
+
+	/* records: byte offsets 0, 64, 128, 192 of one blob */
+	std::vector<unsigned char> args(256);
+	GlmPA0 r0 = {e.data(), table.data(), ids.data(), T, C};
+	GlmPA1 r1 = {h.data(), e.data(), nw.data(), C, 1e-5f};
+	GlmPA2 r2 = {y.data(), h.data(), w.data(), T, C, N};
+	GlmPA3 r3 = {p.data(), y.data(), N};
+	memcpy(&args[0], &r0, sizeof r0), memcpy(&args[64], &r1, sizeof r1), memcpy(&args[128], &r2, sizeof r2);
+	memcpy(&args[192], &r3, sizeof r3);
+	unsigned grid[4][3] = {{(C + 255) / 256, T, 1}, {T, 1, 1}, {N, 1, 1}, {T, 1, 1}}, block[4] = {256, 256, 32, 256};
+	std::vector<GlmPTask> task;
+	std::vector<int> first = {0};
+	unsigned ntask[4] = {0, 0, 0, 0};
+	for (auto &l : lists) {
+		for (auto &t : l) {
+			task.push_back(GlmPTask{t[0], t[1], t[2], 0});
+			ntask[t[0]]++;
+		}
+		first.push_back((int)task.size());
+	}
+	std::vector<int> wait = {0, 1, 2}; /* each launch waits for the one before */
+	std::vector<GlmPLaunch> lt(4);
+	for (int i = 0; i < 4; i++) {
+		lt[i] = GlmPLaunch{};
+		lt[i].arg = 64 * i, lt[i].block = block[i], lt[i].ntask = ntask[i];
+		lt[i].pre = i == 2 ? (const unsigned char *)w.data() : nullptr, lt[i].pre_step = (long long)C * 4;
+		memcpy(lt[i].grid, grid[i], sizeof grid[i]);
+		lt[i].wait_lo = i ? i - 1 : 0, lt[i].wait_hi = i;
+	}
+	std::vector<unsigned> count(4, 0);
+	GlmPCtl ctl = {0, 0};
+	bool ok = true;
+	for (int s = 0; s < steps && ok; s++) {
+		for (auto *v : {&e, &h, &y, &p})
+			std::fill(v->begin(), v->end(), NAN);
+		simt_launch(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, [&] {
+			glm_persist_loop(task.data(), first.data(), lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr);
+		});
+		ok = same(e, e0) && same(h, h0) && same(y, y0) && same(p, p0);
+		check(ok, fmt("%s, step %d: embedding, rmsnorm, gemv and softmax equal the plain launches'", what, s + 1),
+		      fmt("embedding %d rmsnorm %d gemv %d softmax %d", same(e, e0), same(h, h0), same(y, y0), same(p, p0)));
+	}
+	bool counted = ctl.epoch == (unsigned)steps && ctl.done == 0;
+	for (int i = 0; i < 4; i++)
+		counted = counted && count[i] == ntask[i] * (unsigned)steps;
+	check(counted, fmt("%s: the counters reach ntask per step and the epoch counts the steps", what),
+	      fmt("epoch %u done %u counts %u %u %u %u", ctl.epoch, ctl.done, count[0], count[1], count[2], count[3]));
+}
+
+int main()
+{
+	run("one worker", 1, {{{0, 0, 2}, {1, 0, 1}, {1, 1, 2}, {2, 0, 30}, {2, 30, 70}, {3, 0, 2}}}, 3);
+	run("two workers", 2, {{{0, 0, 1}, {0, 1, 2}, {1, 0, 2}, {2, 0, 35}}, {{2, 35, 70}, {3, 0, 1}, {3, 1, 2}}}, 3);
+	return finish();
+}
