@@ -14,28 +14,37 @@
 
 #define FIX "../shared/fixtures/hf/"
 
-/* The cubin reader against what a small kernel declares: 3000 floats of shared memory (sm_90's section
-** holds 1 KiB more, the block's system-reserved part: ptxas -v says 12000), a few registers. */
+/* The cubin reader against what small kernels declare: 3000 floats of shared memory (sm_90's section holds
+** 1 KiB more, the block's system-reserved part: ptxas -v says 12000) and a few registers; a dynamically
+** indexed local array of 64 floats (256 bytes of stack frame). */
 static void usage_reader(void)
 {
 	const char *src = "extern \"C\" __global__ void small(float *y) { __shared__ float s[3000]; "
-	                  "s[threadIdx.x] = y[threadIdx.x]; __syncthreads(); y[threadIdx.x] = s[2999 - threadIdx.x]; }\n";
+	                  "s[threadIdx.x] = y[threadIdx.x]; __syncthreads(); y[threadIdx.x] = s[2999 - threadIdx.x]; }\n"
+	                  "extern \"C\" __global__ void framed(float *y, int k) { float a[64]; for (int i = 0; i < 64; i++) "
+	                  "a[i] = y[i * k]; y[threadIdx.x] = a[(threadIdx.x * k) & 63]; }\n";
 	unsigned char *cubin = NULL;
 	size_t n = 0;
 	char err[1024] = "";
 	int regs = -1;
-	int64_t smem = -1;
+	int64_t smem = -1, frame = -1;
 	int rc = nvrtc_compile(src, "sm_90", &cubin, &n, err, sizeof err);
 	if (!rc)
-		rc = emit_cuda_usage(cubin, n, "small", &regs, &smem, err, sizeof err);
-	check(!rc && smem == 12000 + 1024 && regs > 0 && regs < 32, "cubin reader: a kernel's shared memory and registers",
-	      "rc %d smem %lld regs %d %s", rc, (long long)smem, regs, err);
-	rc = cubin ? emit_cuda_usage(cubin, n, "absent", &regs, &smem, err, sizeof err) : -1;
+		rc = emit_cuda_usage(cubin, n, "small", &regs, &smem, &frame, err, sizeof err);
+	check(!rc && smem == 12000 + 1024 && regs > 0 && regs < 32 && frame == 0,
+	      "cubin reader: a kernel's shared memory and registers, no stack", "rc %d smem %lld regs %d frame %lld %s", rc,
+	      (long long)smem, regs, (long long)frame, err);
+	int64_t fs = -1;
+	rc = cubin ? emit_cuda_usage(cubin, n, "framed", &regs, &fs, &frame, err, sizeof err) : -1;
+	check(!rc && fs == 1024 && frame >= 256 && frame < 1024, "cubin reader: a local array of 64 floats is a stack frame",
+	      "rc %d frame %lld smem %lld %s", rc, (long long)frame, (long long)fs, err);
+	rc = cubin ? emit_cuda_usage(cubin, n, "absent", &regs, &smem, &frame, err, sizeof err) : -1;
 	check(rc < 0 && strstr(err, "absent"), "cubin reader: a missing kernel is an error", "%s", err);
 	free(cubin);
 }
 
-/* Compile one fixture plan up to its launches (no NVRTC), then its persistent program for T = 1. */
+/* Compile one fixture plan up to its launches and its 1-token schedule as glmc compile --decode persistent does
+** (132 SMs, 2 workers each), then its persistent program for T = 1. */
 static void fixture(const char *model, const char *weights, int act)
 {
 	char name[256], err[2048] = "";
@@ -49,7 +58,8 @@ static void fixture(const char *model, const char *weights, int act)
 		ModelMeta mm = {.w = &w};
 		ok = !front_run(&g, model, "models/lib", &mm, err, sizeof err) && !verify(&g, err, sizeof err) &&
 		     !bind_weights(&g, &w, 0, NULL, err, sizeof err) && !partition(&g, 1, NULL, err, sizeof err) &&
-		     !fuse(&g, 1, act) && !emit_cuda(&g, "sm_90", act, 0, NULL, err, sizeof err);
+		     !fuse(&g, 1, act) && !emit_cuda(&g, "sm_90", act, 0, NULL, err, sizeof err) &&
+		     !memplan(&g, 1, err, sizeof err) && !sched_build(&g, 1, 132, 2, err, sizeof err); /* glmc's default */
 		weights_close(&w);
 	}
 	if (ok && nvrtc_available()) /* the plan's own cubin: the wrappers' shared memory bounds the pool */
@@ -89,7 +99,7 @@ static void fixture(const char *model, const char *weights, int act)
 	check(nl > 0 && !missing && cases == nl && nbody == bodies, name, "%d launches, %d cases, %d bodies of %d, %d missing",
 	      nl, cases, nbody, bodies, missing);
 	char lb[64];
-	snprintf(lb, sizeof lb, "__launch_bounds__(%d, 1) glm_persist(", block);
+	snprintf(lb, sizeof lb, "__launch_bounds__(%d, 2) glm_persist(", block);
 	snprintf(name, sizeof name, "%s %s: the entry's worker block is the step's largest (%d)", weights, dt, block);
 	check(strstr(ps, lb) != NULL, name, "no '%s'", lb);
 	if (!nvrtc_available()) {
@@ -99,15 +109,15 @@ static void fixture(const char *model, const char *weights, int act)
 	unsigned char *cubin = NULL;
 	size_t n = 0;
 	int rc = nvrtc_compile(ps, "sm_90", &cubin, &n, err, sizeof err), regs = -1;
-	int64_t smem = -1;
+	int64_t smem = -1, frame = -1;
 	if (!rc)
-		rc = emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, err, sizeof err);
+		rc = emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, &frame, err, sizeof err);
 	/* ptxas refuses more than 48 KiB of static shared memory a kernel, and each body's arrays have their own
 	** (issue 47: until the templates take theirs from one pool, a program of many bodies exceeds it) */
 	const char *big = rc ? strstr(err, "uses too much shared data (") : NULL;
 	snprintf(name, sizeof name, "%s %s: it compiles for sm_90 within its launch bounds, or ptxas refuses only its "
 	         "static shared memory", weights, dt);
-	check((!rc && regs > 0 && regs * block <= 65536 && smem > 0) || big, name, "rc %d regs %d smem %lld: %s", rc,
+	check((!rc && regs > 0 && 2 * regs * block <= 65536 && smem > 0) || big, name, "rc %d regs %d smem %lld: %s", rc,
 	      regs, (long long)smem, err);
 	if (big) {
 		printf("# %s %s: %d launches, %d bodies; ptxas: %lld bytes of static shared memory, over its 49152\n", weights,
@@ -130,15 +140,17 @@ static void fixture(const char *model, const char *weights, int act)
 	for (const char *p = ps; (p = strstr(p, "__device__ void glm_pk")); p++) {
 		char kn[32];
 		snprintf(kn, sizeof kn, "glm_k%d", atoi(p + 22));
-		bad |= emit_cuda_usage(g.cuda.cubin, g.cuda.cubin_size, kn, &wr, &ws, err, sizeof err);
+		int64_t wf;
+		bad |= emit_cuda_usage(g.cuda.cubin, g.cuda.cubin_size, kn, &wr, &ws, &wf, err, sizeof err);
 		pool = ws - 1024 > pool ? ws - 1024 : pool;
 	}
 	char want[512];
-	snprintf(want, sizeof want, "%d bodies, workers of %d threads, 1 an SM; sm_90: %d registers a thread, %lld bytes "
-	         "of static shared memory + %lld dynamic (bodies' own 0, their arrays' pool %lld); an H100 SM holds ", bodies,
-	         block, regs, (long long)smem, (long long)pool, (long long)pool);
-	int fits = regs * block <= 65536 && smem + pool - 1024 <= 232448;
-	snprintf(name, sizeof name, "%s %s: glmc explain's line gives the figures, one worker %s an H100 SM", weights, dt,
+	snprintf(want, sizeof want, "%d bodies, workers of %d threads, 2 an SM; sm_90: %d registers a thread, %lld bytes "
+	         "of stack frame (spills), %lld bytes of static shared memory + %lld dynamic (bodies' own 0, their arrays' pool "
+	         "%lld); an H100 SM holds ", bodies, block, regs, (long long)frame, (long long)smem, (long long)pool,
+	         (long long)pool);
+	int fits = 2 * regs * block <= 65536 && 2 * (smem + pool) <= 233472;
+	snprintf(name, sizeof name, "%s %s: glmc explain's line gives the figures, two workers %s an H100 SM", weights, dt,
 	         fits ? "fitting" : "not fitting");
 	check(!bad && pool > 0 && smem < 49152 && line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"),
 	      name, "pool %lld: %s", (long long)pool, line);

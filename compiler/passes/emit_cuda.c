@@ -2514,7 +2514,8 @@ int64_t emit_cuda_persist_pool(const Graph *g, int T, char *err, size_t len)
 		int regs;
 		if (l->tmin > T || l->tmax < T || (sc && !sc->ntask[i]) || l->kind != LK_KERNEL)
 			continue;
-		if (emit_cuda_usage(cu->cubin, cu->cubin_size, l->kernel, &regs, &smem, err, len))
+		int64_t frame;
+		if (emit_cuda_usage(cu->cubin, cu->cubin_size, l->kernel, &regs, &smem, &frame, err, len))
 			return -1;
 		pool = smem - 1024 > pool ? smem - 1024 : pool;
 	}
@@ -2525,7 +2526,7 @@ void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 {
 	char err[1024];
 	int block, per_sm, nbody, regs;
-	int64_t smem;
+	int64_t smem, frame;
 	char *src = persist_source(g, T, &block, &per_sm, &nbody, err, sizeof err);
 	if (!src) {
 		fprintf(f, "persistent decode kernel (T=%d): not possible: %s\n", T, err);
@@ -2537,11 +2538,11 @@ void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 	if (!nvrtc_available())
 		fprintf(f, "; NVRTC not found: no register or shared memory figures\n");
 	else if (nvrtc_compile(src, g->cuda.arch, &cubin, &n, err, sizeof err) ||
-	         emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, err, sizeof err))
+	         emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, &frame, err, sizeof err))
 		fprintf(f, "; does not compile for %s: %s\n", g->cuda.arch, err);
 	else {
-		fprintf(f, "; %s: %d registers a thread, %lld bytes of static shared memory", g->cuda.arch, regs,
-		        (long long)smem);
+		fprintf(f, "; %s: %d registers a thread, %lld bytes of stack frame (spills), %lld bytes of static shared memory",
+		        g->cuda.arch, regs, (long long)frame, (long long)smem);
 		int64_t pool = emit_cuda_persist_pool(g, T, err, sizeof err), dsm = 0;
 		for (int i = 0; i < g->cuda.nl; i++)
 			if (g->cuda.l[i].tmin <= T && T <= g->cuda.l[i].tmax && g->cuda.l[i].smem > dsm)
@@ -2559,11 +2560,12 @@ void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 	free(cubin), free(src);
 }
 
-/* Registers a thread and static shared memory of `kernel` in an NVRTC cubin (ELF): the first from .nv.info's
-** REGCOUNT attribute (entries: format byte, attribute byte, a 16-bit size or value; 0x2f carries the symbol's
-** index and the count), the second the size of the kernel's .nv.shared section (0 when it has none). */
-int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, char *err,
-                    size_t len)
+/* Registers a thread, static shared memory and stack frame of `kernel` in an NVRTC cubin (ELF): registers and
+** frame from .nv.info's REGCOUNT and FRAME_SIZE attributes (entries: format byte, attribute byte, a 16-bit
+** size or value; 0x2f and 0x11 carry the symbol's index and the figure), shared memory the size of the
+** kernel's .nv.shared section (0 when it has none). The frame holds spilled registers and calls' frames. */
+int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, int64_t *frame,
+                    char *err, size_t len)
 {
 	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)img;
 	if (n < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
@@ -2578,7 +2580,7 @@ int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int 
 	char want[256];
 	snprintf(want, sizeof want, ".nv.shared.%s", kernel);
 	long sym = -1;
-	*regs = -1, *shared = 0;
+	*regs = -1, *shared = 0, *frame = 0;
 	for (int i = 0; i < eh->e_shnum; i++) {
 		if (sh[i].sh_name < nlen && !strcmp(names + sh[i].sh_name, want))
 			*shared = (int64_t)sh[i].sh_size;
@@ -2603,8 +2605,13 @@ int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int 
 				continue;
 			if (p + v > end)
 				break;
-			if (attr == 0x2f && v == 8 && (long)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == sym)
-				*regs = p[4] | p[5] << 8 | p[6] << 16 | p[7] << 24;
+			if (v == 8 && (long)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24) == sym) {
+				int64_t val = p[4] | p[5] << 8 | p[6] << 16 | (int64_t)p[7] << 24;
+				if (attr == 0x2f)
+					*regs = (int)val;
+				else if (attr == 0x11)
+					*frame = val;
+			}
 			p += v;
 		}
 	}

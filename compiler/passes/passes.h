@@ -189,9 +189,9 @@ int64_t emit_cuda_persist_pool(const Graph *g, int T, char *err, size_t len);
 /* For glmc explain: one line on the persistent program for T (its bodies, worker block, registers and shared
 ** memory from an NVRTC compile, whether an H100 SM holds the schedule's workers). */
 void emit_cuda_persist_explain(const Graph *g, int T, FILE *f);
-/* Registers a thread and static shared memory bytes of `kernel` in a cubin NVRTC made. */
-int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, char *err,
-                    size_t len);
+/* Registers a thread, static shared memory and stack frame bytes of `kernel` in a cubin NVRTC made. */
+int emit_cuda_usage(const unsigned char *img, size_t n, const char *kernel, int *regs, int64_t *shared, int64_t *frame,
+                    char *err, size_t len);
 extern const char glm_kernels_cuh[];   /* ops/kernels.cuh, embedded at build time */
 
 /*
