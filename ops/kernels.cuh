@@ -14,7 +14,7 @@
 */
 #pragma once
 
-/* A kernel template's shared arrays: GLM_SH(type, name, [dims]) (GLM_SH16: 16-byte aligned) declares the
+/* A kernel template's shared arrays: GLM_SH(type, name, [dims]) (GLM_SH16, GLM_SH128: so aligned) declares the
 ** first, GLM_SH_AFTER(prev, type, name, [dims]) each next one (empty dims: a scalar). Here they are plain
 ** static __shared__ declarations; in the persistent program (ops/persist.cuh, defined first) they are views
 ** of one pool from its start, prev's end giving the next one's place, so that the bodies of many templates
@@ -25,6 +25,8 @@
 #define GLM_SH16(T, name, dims) __shared__ __align__(16) T name dims
 #define GLM_SH_AFTER(prev, T, name, dims) __shared__ T name dims
 #define GLM_SH16_AFTER(prev, T, name, dims) __shared__ __align__(16) T name dims
+#define GLM_SH128(T, name, dims) __shared__ __align__(128) T name dims
+#define GLM_SH128_AFTER(prev, T, name, dims) __shared__ __align__(128) T name dims
 #endif
 
 struct bf16 { unsigned short x; };

@@ -163,7 +163,8 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 }
 
 /* The shared-array pool (GLM_SH in kernels.cuh): dynamic shared memory past the bodies' own (GLM_PERSIST_DSM
-** bytes, their glm_dsm), 16-byte aligned places; an array past the launch's dynamic shared memory traps. */
+** bytes, their glm_dsm, rounded up to 128), 16-byte aligned places (128 for GLM_SH128_AFTER); an array past the
+** launch's dynamic shared memory traps. */
 #ifndef GLM_PERSIST_DSM
 #define GLM_PERSIST_DSM 0
 #endif
@@ -173,7 +174,8 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 #endif
 __shared__ __align__(128) unsigned char glm_psm[GLM_SIMT_POOL];
 #endif
-__device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned prev_bytes, unsigned bytes)
+__device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned prev_bytes, unsigned bytes,
+                                                     unsigned align = 16)
 {
 #ifdef GLM_SIMT
 	unsigned dyn = GLM_SIMT_POOL;
@@ -183,7 +185,7 @@ __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned
 	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
 #endif
 	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : GLM_PERSIST_DSM;
-	at = (at + 15) & ~15u;
+	at = (at + align - 1) & ~(align - 1);
 	if (at + bytes > dyn)
 		__trap();
 	return glm_psm + at;
@@ -193,6 +195,9 @@ __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned
 #define GLM_SH_AFTER(prev, T, name, dims) \
 	T(&name) dims = *reinterpret_cast<T(*) dims>(glm_pool_at(&(prev), sizeof(prev), sizeof(T dims)))
 #define GLM_SH16_AFTER(prev, T, name, dims) GLM_SH_AFTER(prev, T, name, dims)
+#define GLM_SH128(T, name, dims) GLM_SH(T, name, dims) /* the pool's start is 128-byte aligned */
+#define GLM_SH128_AFTER(prev, T, name, dims) \
+	T(&name) dims = *reinterpret_cast<T(*) dims>(glm_pool_at(&(prev), sizeof(prev), sizeof(T dims), 128))
 
 #define blockIdx glm_pv_b
 #define gridDim glm_pv_g

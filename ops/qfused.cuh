@@ -287,10 +287,10 @@ __device__ __forceinline__ void qgemv_fused_body(A *y0, A *y1, A *y2, A *y3, con
 		epi = EPI;
 	/* the distinct types among the members, so a repeated type is instantiated once */
 	constexpr bool d1 = Q1 != Q0, d2 = Q2 != Q0 && Q2 != Q1, d3 = Q3 != Q0 && Q3 != Q1 && Q3 != Q2;
-	__shared__ float4 xs4[2048]; /* 8192 floats */
-	__shared__ float xsum[512];
-	__shared__ float red[8][R][TM];
-	__shared__ float inv[8];
+	GLM_SH(float4, xs4, [2048]); /* 8192 floats */
+	GLM_SH_AFTER(xs4, float, xsum, [512]);
+	GLM_SH_AFTER(xsum, float, red, [8][R][TM]);
+	GLM_SH_AFTER(red, float, inv, [8]);
 	float *xs = (float *)xs4;
 	int r0 = 16 / P0, r1 = 16 / P1, r2 = 16 / P2; /* rows per block of members 0..2 */
 	int nb0 = (N0 + r0 - 1) / r0, nb1 = (N1 + r1 - 1) / r1, nb2 = (N2 + r2 - 1) / r2;
@@ -467,11 +467,11 @@ __device__ void k_qgemv_fused_mma(A *y0, A *y1, A *y2, A *y3, const unsigned cha
 	constexpr bool EARLY = PRO != GEMV_PRO_RMSNORM, LATE = PRO == GEMV_PRO_RMSLATE;
 	constexpr int D = PRO == GEMV_PRO_NONE && QT != 14 ? 3 : 2, VPB = QmGeo<QT>::VPB;
 	pro = PRO, epi = EPI;
-	__shared__ __align__(128) float4 xs4[2304]; /* 8192 floats, then their 8192 values as units */
-	__shared__ __align__(128) uint4 zu[32];
-	__shared__ float xsum[512];
-	__shared__ float red[8][16];
-	__shared__ float inv[8];
+	GLM_SH128(float4, xs4, [2304]); /* 8192 floats, then their 8192 values as units */
+	GLM_SH128_AFTER(xs4, uint4, zu, [32]);
+	GLM_SH_AFTER(zu, float, xsum, [512]);
+	GLM_SH_AFTER(xsum, float, red, [8][16]);
+	GLM_SH_AFTER(red, float, inv, [8]);
 	float ssq = 0.0f; /* LATE: the staged row's sum of squares (kept while x stays staged) */
 	float *xs = (float *)xs4;
 	const uint4 *xu = (const uint4 *)xs4;
@@ -582,8 +582,8 @@ template <typename A, int QD, int QS, bool SHARED, bool RES>
 __device__ void k_qmoe_down_fused(A *y, const float *hid, const int *idx, const A *w, const unsigned char *down, int C,
                                   int F, int k, const unsigned char *sdown, const A *g, const A *u, int Fs, const A *r)
 {
-	__shared__ float4 xs4[2048];
-	__shared__ float xsum[512];
+	GLM_SH(float4, xs4, [2048]);
+	GLM_SH_AFTER(xs4, float, xsum, [512]);
 	float *xs = (float *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.y;
 	int c0 = blockIdx.x * 16 + 2 * warp;
@@ -664,10 +664,13 @@ __device__ void k_qmoe_down_mma(A *y, const float *hid, float *part, int *cnt, c
                                 const unsigned char *down, int C, int F, int k, int G, const unsigned char *sdown,
                                 const A *g, const A *u, int Fs, const A *r)
 {
-	__shared__ __align__(128) uint4 xu[32 * 72];
-	__shared__ __align__(128) uint4 zu[32];
-	__shared__ float xs16[512];
-	__shared__ int sid[8], spos[8], nact, last;
+	GLM_SH128(uint4, xu, [32 * 72]);
+	GLM_SH128_AFTER(xu, uint4, zu, [32]);
+	GLM_SH_AFTER(zu, float, xs16, [512]);
+	GLM_SH_AFTER(xs16, int, sid, [8]);
+	GLM_SH_AFTER(sid, int, spos, [8]);
+	GLM_SH_AFTER(spos, int, nact, );
+	GLM_SH_AFTER(nact, int, last, );
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, gq = lane >> 2, c = lane & 3;
 	int ng = (k + G - 1) / G, nj = k + (SHARED ? 1 : 0), t = blockIdx.z, n0 = blockIdx.x * 128 + 16 * warp;
 	bool on = n0 < C; /* uniform per warp */
@@ -871,7 +874,8 @@ __device__ void k_gemv_tc(A *y0, A *y1, A *y2, A *y3, const W *w0, const W *w1, 
 	static_assert(PRO == GEMV_PRO_NONE || LATE, "no prologue, or the norm's scale after the dots");
 	static_assert(!GLU || (EPI & ~GEMV_EPI_GLU) == 0, "GLU: no other epilogue");
 	constexpr int NF = MT * NT * 4; /* a lane's accumulators */
-	__shared__ float red[8][NF][32], sq[8][8 * NT];
+	GLM_SH(float, red, [8][NF][32]);
+	GLM_SH_AFTER(red, float, sq, [8][8 * NT]);
 	(void)u;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
 	int Ntot = N0 + N1 + N2 + N3, KC = K / 32;
@@ -1351,7 +1355,8 @@ __device__ void k_qgemv_tc(A *y0, A *y1, A *y2, A *y3, const unsigned char *w0, 
 	constexpr bool LATE = PRO == GEMV_PRO_RMSLATE;
 	static_assert(PRO == GEMV_PRO_NONE || PRO == GEMV_PRO_SWIGLU || LATE, "no prologue, SwiGLU or the late norm");
 	constexpr int PIECES = LATE && HAS_NW ? 2 : 1, NF = MT * NCS * 4;
-	__shared__ float red[8][NF][32], sq[8][8 * NCS];
+	GLM_SH(float, red, [8][NF][32]);
+	GLM_SH_AFTER(red, float, sq, [8][8 * NCS]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarp = blockDim.x >> 5, g = lane >> 2, c = lane & 3;
 	int Ntot = N0 + N1 + N2 + N3, KB = K / 256;
 	long long stride = q_stride<QT>(K);

@@ -905,9 +905,9 @@ __device__ __forceinline__ void q_stage(float *xs, float *xsum, const X *x, cons
 template <typename A, int QT, int R, int WPR, int TM, bool HAS_BIAS, bool SWIGLU>
 __device__ void k_qgemv(A *y, const A *x, const A *u, const unsigned char *w, const A *bias, int T, int K, int N)
 {
-	__shared__ float4 xs4[2048]; /* 8192 floats */
-	__shared__ float xsum[512];
-	__shared__ float red[8][R][TM];
+	GLM_SH(float4, xs4, [2048]); /* 8192 floats */
+	GLM_SH_AFTER(xs4, float, xsum, [512]);
+	GLM_SH_AFTER(xsum, float, red, [8][R][TM]);
 	float *xs = (float *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, rg = warp / WPR, kp = warp % WPR;
 	const int RPB = 8 / WPR * R; /* rows per block */
@@ -1730,10 +1730,10 @@ __device__ void k_qgemv_mma(A *y, const A *x, const A *u, const unsigned char *w
 {
 	const int D = QT == 14 ? 2 : 3; /* blocks in flight: Q6_K's take more registers (bench/NOTES.md 16) */
 	const int VPB = QmGeo<QT>::VPB;
-	__shared__ __align__(128) uint4 xu[32 * 72];
-	__shared__ __align__(128) uint4 zu[32];
-	__shared__ float xs16[512];
-	__shared__ float red[8][16];
+	GLM_SH128(uint4, xu, [32 * 72]);
+	GLM_SH128_AFTER(xu, uint4, zu, [32]);
+	GLM_SH_AFTER(zu, float, xs16, [512]);
+	GLM_SH_AFTER(xs16, float, red, [8][16]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3, rg = warp / WPR,
 	    kp = warp % WPR;
 	const int RPB = 16 * (8 / WPR);
@@ -1876,7 +1876,8 @@ template <typename A, int QT, bool HAS_BIAS>
 __device__ void k_qlinear_gemm(A *y, const A *x, const unsigned char *w, const A *bias, int T, int K, int N)
 {
 	const int LD = 68;
-	__shared__ float4 xs4[32 * LD / 4], ws4[32 * LD / 4];
+	GLM_SH(float4, xs4, [32 * LD / 4]);
+	GLM_SH_AFTER(xs4, float4, ws4, [32 * LD / 4]);
 	float *xs = (float *)xs4, *ws = (float *)ws4;
 	int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
 	int n0 = blockIdx.x * 64, t0 = blockIdx.y * 64;
@@ -1943,8 +1944,8 @@ template <typename A, int QG, int QU>
 __device__ void k_qmoe_up(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
                           int C, int F, int k)
 {
-	__shared__ float4 xs4[2048];
-	__shared__ float xsum[512];
+	GLM_SH(float4, xs4, [2048]);
+	GLM_SH_AFTER(xs4, float, xsum, [512]);
 	float *xs = (float *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	int j = blockIdx.y, t = blockIdx.z, f = blockIdx.x * 8 + warp;
@@ -2022,9 +2023,9 @@ template <typename A, int QT = 12>
 __device__ void k_qmoe_up_mma(float *hid, const A *x, const int *idx, const unsigned char *gate, const unsigned char *up,
                               int C, int F, int k)
 {
-	__shared__ __align__(128) uint4 xu[32 * 72];
-	__shared__ __align__(128) uint4 zu[32];
-	__shared__ float xs16[512];
+	GLM_SH128(uint4, xu, [32 * 72]);
+	GLM_SH128_AFTER(xu, uint4, zu, [32]);
+	GLM_SH_AFTER(zu, float, xs16, [512]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, c = lane & 3;
 	int j = blockIdx.y, t = blockIdx.z, f0 = blockIdx.x * 64 + 8 * warp, f = f0 + g;
 	long long slot = (long long)t * k + j;
@@ -2056,8 +2057,8 @@ template <typename A, int QD>
 __device__ void k_qmoe_down(A *y, const float *hid, const int *idx, const A *w, const unsigned char *down, int C, int F,
                             int k)
 {
-	__shared__ float4 xs4[2048];
-	__shared__ float xsum[512];
+	GLM_SH(float4, xs4, [2048]);
+	GLM_SH_AFTER(xs4, float, xsum, [512]);
 	float *xs = (float *)xs4;
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = blockIdx.y;
 	int c0 = blockIdx.x * 16 + 2 * warp;
