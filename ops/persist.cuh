@@ -7,7 +7,7 @@
 ** - every template after it sees the task's virtual block instead: blockIdx, gridDim and blockDim become
 **   the shared glm_pv_* values the loop sets before each block of a task, and __syncthreads becomes a
 **   named barrier (bar.sync 1) over the body's threads, so a body of fewer threads than the worker block
-**   (a 32-thread GEMV in a 512-thread worker) synchronises only its own warps. The templates are unchanged.
+**   (a 32-thread GEMV in a 512-thread worker) synchronises only its own warps. The templates' code is unchanged.
 **   A body may return early only uniformly per block (every template does: see issue 47's audit in
 **   emit_cuda.c), since a thread that left the body does not arrive at its named barrier;
 ** - the templates' shared arrays (GLM_SH, kernels.cuh) become views of one pool in dynamic shared memory
@@ -32,7 +32,7 @@ struct GlmPTask {
 	long long bytes;
 };
 
-/* Per launch of the plan, filled by glmrun for the step's T (48 bytes, 8-aligned). pre: the launch's first
+/* Per launch of the plan, filled by glmrun for the step's T (56 bytes, 8-aligned). pre: the launch's first
 ** weight (nullptr: nothing to prefetch), pre_step: its bytes per block of the launch, so that a task of
 ** blocks [blo, bhi) asks L2 for the lines from pre + blo·pre_step on before it waits. */
 struct GlmPLaunch {
@@ -45,6 +45,7 @@ struct GlmPLaunch {
 	int wait_lo, wait_hi;        /* the launches it waits for: wait[wait_lo .. wait_hi) */
 	int pad;
 };
+static_assert(sizeof(GlmPLaunch) == 56 && sizeof(GlmPTask) == 24, "the layouts glmrun writes");
 
 /* The step counter: epoch counts finished steps, done the workers finished in this one. Zero at first. */
 struct GlmPCtl {

@@ -2337,8 +2337,9 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
 ** k_indexer_select, k_mla_split, k_mla_vabsorb, k_moe_route_weights, k_moe_up, k_moe_down_fused): every
 ** early return before a __syncthreads is uniform per block (or per warp after the block's last barrier),
 ** none uses __syncthreads_or/count, none takes dynamic shared memory at T = 1, and the __ldg reads of
-** activations become plain loads under GLM_PERSIST. Their static shared memory adds up (one allocation per
-** instantiation in the one kernel): persist_usage reports it.
+** activations become plain loads under GLM_PERSIST. Their shared arrays would add up (one allocation per
+** instantiation in the one kernel, past ptxas's 48 KiB at once): under GLM_PERSIST they are views of one
+** dynamic pool (GLM_SH), which emit_cuda_persist_pool sizes and emit_cuda_persist_explain reports.
 */
 
 /* The wrapper line of kernel `name` in src: its formal parameters and its template call, or -1. */
