@@ -42,9 +42,11 @@ gpu() {
 declare -A args=([glm5-q4_k_m]="models/glm5.lua --config tests/data/glm5_q256.json --random-weights q4_k_m"
 	[llama-f32]="models/llama.lua --weights $FIX/llama" [qwen3_moe-f32]="models/qwen3_moe.lua --weights $FIX/qwen3_moe"
 	[llama-q8_0]="models/llama.lua --weights $tmp/llama-q8_0.gguf"
+	[llama-iqmix]="models/llama.lua --weights $tmp/iqmix.gguf"
+	[glm5-iq_dyn]="models/glm5.lua --config tests/data/glm5_q256.json --random-weights iq_dyn"
 	[llama-bf16]="models/llama.lua --weights $FIX/llama --dtype bf16"
 	[glm4_moe_lite-bf16]="models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16")
-cases="glm5-q4_k_m llama-f32 qwen3_moe-f32 llama-q8_0 llama-bf16 glm4_moe_lite-bf16"
+cases="glm5-q4_k_m glm5-iq_dyn llama-iqmix llama-f32 qwen3_moe-f32 llama-q8_0 llama-bf16 glm4_moe_lite-bf16"
 
 # build NAME: $tmp/NAME.plan and its kernels for the CPU, $tmp/NAME.so (g++'s seconds in $tmp/NAME.time);
 # errors in $tmp/NAME.err.
@@ -60,6 +62,10 @@ build() {
 
 build/tools/mkgguf $FIX/llama $tmp/llama-q8_0.gguf --type q8_0 >/dev/null 2>$tmp/err ||
 	bad "llama as a Q8_0 GGUF (mkgguf)" "$(head -c 300 $tmp/err)"
+# every block type of ops/quant.cuh's general path in one model (IQ1_S .. MXFP4, the embedding and LM head
+# too: tests/tools/mk_iq_model.py, gguf-py), kept in its blocks on the "GPU"
+python3 tests/tools/mk_iq_model.py $tmp/iqmix.gguf $tmp/iqmix-f32.gguf 2>$tmp/err ||
+	bad "the IQ/TQ/NVFP4/legacy-type model (mk_iq_model.py)" "$(tail -1 $tmp/err) (needs: pip install gguf numpy)"
 # the plans and their shared objects two at a time, the slowest first (NVRTC and g++ are most of the time;
 # CI has two cores)
 for name in $cases; do
@@ -76,6 +82,7 @@ for name in $cases; do
 	so=$tmp/$name.so m=${name%-*} n=12
 	case $name in
 	glm5-*) prompt=3,1,4,1,5 n=3 want= ;;
+	llama-iqmix) prompt=1,17,42,99,3,200 n=6 want= ;;
 	*) prompt=$($CMP --prompt $FIX/$m) want=$($CMP --greedy $FIX/$m) ;;
 	esac
 	t0=$(date +%s.%N)
@@ -115,6 +122,22 @@ for name in $cases; do
 	esac
 	echo "# $name: g++ $(cat $tmp/$name.time) s, runs on the double $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"
 done
+
+# The type mix at prompts of 20 and 40 tokens (the block types' prefill GEMM, k_qlinear_gemm: without
+# cuBLASLt the double runs glmc's own kernels), against the CPU.
+if [ -f $tmp/llama-iqmix.so ]; then
+	for L in 20 40; do
+		p=$(for i in $(seq 1 $L); do echo $((i * 37 % 256)); done | paste -sd,) # the model's vocabulary is 256
+		r=
+		if gpu $tmp/llama-iqmix.so $tmp/llama-iqmix.plan --tokens $p -n 2 --dump-logits $tmp/iqg$L >$tmp/iqg$L.ids 2>$tmp/err &&
+			bin/glmrun $tmp/llama-iqmix.plan --device cpu --tokens $p -n 2 --dump-logits $tmp/iqc$L >$tmp/iqc$L.ids 2>>$tmp/err &&
+			cmp -s $tmp/iqg$L.ids $tmp/iqc$L.ids && r=$($CMP --pair $tmp/iqg$L $tmp/iqc$L 1e-4 2>&1); then
+			ok "llama-iqmix: a $L-token prompt: ids equal the CPU's, logits $r"
+		else
+			bad "llama-iqmix: a $L-token prompt" "$(head -c 300 $tmp/err) ids $(cat $tmp/iqg$L.ids) vs $(cat $tmp/iqc$L.ids) $r"
+		fi
+	done
+fi
 
 # --verify: the prompt and one decode step on the double and the CPU, layer by layer.
 gpu $tmp/llama-f32.so $tmp/llama-f32.plan --tokens "$($CMP --prompt $FIX/llama)" --verify >$tmp/verify 2>&1 &&
