@@ -103,7 +103,7 @@ static const char *usage =
 	"                   also a task schedule for one persistent kernel, proved safe here (issue 47: the\n"
 	"                   schedule is in the plan and shown by explain; glmrun does not run it yet)\n"
 	"  --sms N          SMs the persistent schedule deals its tasks to (default 132: H100 SXM, H200)\n"
-	"  --blocks-per-sm K  persistent workers an SM (default 2)\n"
+	"  --blocks-per-sm K  persistent workers an SM (default 1)\n"
 	"  --after PASS     dump the IR after PASS: front, verify, bind, partition, fuse, memplan, emit, sched\n"
 	"                   (default: bind)\n"
 	"  --dot FILE       with dump: also write the graph as Graphviz DOT\n"
@@ -637,7 +637,7 @@ static void take_opt(Opts *o, int c, const char *v)
 ** and the model or plan from the operands. --help after a command prints that command's help. */
 static void parse(Opts *o, int argc, char **argv)
 {
-	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1, .sms = 132, .per_sm = 2};
+	*o = (Opts){.tp = 1, .arch = "sm_90", .dtype = "f32", .opt = 1, .sms = 132, .per_sm = 1};
 	int help = 0;
 	opterr = 0;
 	for (;;) {

@@ -491,7 +491,7 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 13: persistent decode schedules (Sched) after the CUDA section's weight types;
+/* 13: persistent decode schedules (Sched) and the persistent kernel's program after the CUDA section's weight types;
 ** 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
 ** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
 ** 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory

@@ -115,6 +115,9 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	put_u32(b, (uint32_t)c->nsched);
 	for (int i = 0; i < c->nsched; i++)
 		put_sched(b, &c->sched[i]);
+	put_u8(b, c->psource != NULL);
+	if (c->psource)
+		put_str(b, c->psource);
 }
 
 /* All of buf written to fd (write may stop short). */
@@ -446,6 +449,11 @@ static void get_cuda(Graph *g, Rd *r)
 	c->sched = arena_alloc(r->A, sizeof(Sched) * (ns ? ns : 1));
 	for (uint32_t i = 0; i < ns && !r->fail; i++, c->nsched = (int)i)
 		get_sched(g, r, &c->sched[i]);
+	if (get_u8(r) && !r->fail) { /* the persistent kernel's program (emit_cuda_persist), with the schedules */
+		c->psource = get_str(r);
+		if (!r->fail && (!c->psource || !c->nsched))
+			r->fail = "persistent kernel program without a schedule";
+	}
 }
 
 /*
