@@ -372,6 +372,11 @@ static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const d
 		free(us);
 		return 1;
 	}
+	EngineStats es;
+	engine_stats(e, &es);
+	if (!strncmp(es.decode_path, "persistent", 10)) /* gpu_profile times the launch list, event by event */
+		printf("profile: the decode steps ran the persistent kernel (%s); these times are the kernel-per-launch "
+		       "path's (--decode kernels), the step time above is the persistent one's\n", es.decode_path);
 	int rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
 	free(us);
 	if (rc)
@@ -466,6 +471,7 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 		       es->decode_steps ? (double)es->graph_launches / (double)es->decode_steps : 0.0);
 		bv(&k, "kernels_per_step", "%d", es->kernels_per_step);
 		bv(&k, "programmatic_launch", "%s", es->pdl ? "on (--pdl)" : pdl_asked ? "off (--pdl needs sm_90 and cuLaunchKernelEx)" : "off");
+		bv(&k, "decode_path", "%s", es->decode_path);
 	} else {
 		bv(&k, "graph_launches_per_step", "0 (cpu)");
 	}

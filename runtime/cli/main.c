@@ -98,6 +98,10 @@ static const char *usage =
 	"  --pdl                programmatic dependent launch (sm_90+) of the decode GEMVs: their blocks start\n"
 	"                       while the kernel before finishes and ask L2 for their first weights (see\n"
 	"                       bench/NOTES.md entry 10 for where it pays; --profile times kernels without it)\n"
+	"  --decode persistent|kernels\n"
+	"                       the 1-token decode step as glmc's persistent kernel (one launch running the\n"
+	"                       plan's task schedule; the default when the plan has one: glmc compile --decode\n"
+	"                       persistent) or as the plan's kernels one after another\n"
 	"  --no-cublaslt        run prefill matmuls with the plan's own GEMM kernels (k_gemm_tc on the tensor\n"
 	"                       cores for bf16) instead of cuBLASLt, which glmrun otherwise loads when present\n"
 	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
@@ -244,7 +248,7 @@ typedef struct {
 	int ignore_eos, chat, no_think;
 	long n, max_seq;
 	float temp, top_p;
-	int top_k, pdl, no_lt;
+	int top_k, pdl, no_lt, decode;
 	uint32_t seed;
 	int verify, stats, round_bf16;
 	int serve, port, max_seqs, max_queue;          /* glmrun serve (runtime/cli/serve.c) */
@@ -263,7 +267,7 @@ enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_NO_LT, O_BENCH,
 	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
-	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH, O_DECODE
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -286,7 +290,7 @@ static const struct option long_opts[] = {
 	{"profile-top", required_argument, 0, O_PROFILE_TOP}, {"profile-eager", no_argument, 0, O_PROFILE_EAGER},
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
 	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON},
-	{"ubatch-size", required_argument, 0, O_UBATCH},
+	{"ubatch-size", required_argument, 0, O_UBATCH}, {"decode", required_argument, 0, O_DECODE},
 	{"host", required_argument, 0, O_HOST},
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
@@ -384,6 +388,11 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_STATS: a->stats = 1; break;
 	case O_PDL: a->pdl = 1; break;
 	case O_NO_LT: a->no_lt = 1; break;
+	case O_DECODE:
+		if (strcmp(v, "persistent") && strcmp(v, "kernels"))
+			fail("--decode %s: expected persistent or kernels", v);
+		a->decode = strcmp(v, "persistent") ? GPU_DECODE_KERNELS : GPU_DECODE_PERSISTENT;
+		break;
 	case O_BENCH: a->bench = 1; break;
 	case O_PROFILE: a->profile = 1; break;
 	case O_PROFILE_EAGER: a->profile = a->profile_eager = 1; break;
@@ -861,7 +870,7 @@ static const char *weights_of(const Args *a, const Graph *g)
 static EngineOpts engine_opts(const Args *a, int cuda)
 {
 	return (EngineOpts){.cuda = cuda, .slots = 1, .temp = a->temp, .top_k = a->top_k, .top_p = a->top_p,
-	                    .seed = a->seed, .pdl = a->pdl, .no_lt = a->no_lt, .timeout = a->timeout, .progress = cuda && isatty(2),
+	                    .seed = a->seed, .pdl = a->pdl, .no_lt = a->no_lt, .decode = a->decode, .timeout = a->timeout, .progress = cuda && isatty(2),
 	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
 }
 
@@ -1058,6 +1067,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 			        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20), (double)s.cache_bytes / (1 << 20));
 			fprintf(stderr, "stats: decode steps %ld, graph launches %ld (%.2f per step)\n", s.decode_steps,
 			        s.graph_launches, s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0);
+			fprintf(stderr, "stats: decode_path: %s\n", s.decode_path);
 		}
 	}
 	engine_close(e);
@@ -1207,6 +1217,7 @@ static void print_stats(const Engine *e, int np, long n, double t0, double t1, d
 	        "programmatic launch %s\n", s.decode_steps, s.graph_launches,
 	        s.decode_steps ? (double)s.graph_launches / (double)s.decode_steps : 0.0, s.kernels_per_step,
 	        s.pdl ? "on" : "off");
+	fprintf(stderr, "stats: decode_path: %s\n", s.decode_path);
 }
 
 /* Write rows of logits to --dump-logits, or end the run. */

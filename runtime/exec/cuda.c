@@ -91,6 +91,12 @@ struct Gpu {
 	CUdeviceptr p2p_mbox, p2p_ctl;
 	size_t p2p_cap, p2p_max;
 	int p2p_next;                /* the allreduce just skipped: the next launch's KA_P2P does it */
+	/* The persistent decode kernel (persist_open), when the 1-token step runs as its one launch: */
+	CUmodule pmod;
+	CUfunction pfn;              /* glm_persist, or NULL: the step runs the launch list */
+	CUdeviceptr pmem;            /* one allocation: the tables below and the argument records */
+	CUdeviceptr ptask, pfirst, pwait, plt, pcount, pctl, pargs;
+	unsigned pworkers, pblock, pdsm;
 };
 
 /* The host image of ops/kernels.cuh's P2pCtl (same layout). */
@@ -112,6 +118,8 @@ static int q_upload_random(Gpu *x, int wi, int rank, int tp, char *err, size_t l
 static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, unsigned char *stage, size_t cap, char *err,
                            size_t len);
 static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
+static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len);
+static int persist_launch(Gpu *x, char *err, size_t len);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
 {
@@ -547,6 +555,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 		return -1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	x->stats.upload_s = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+	if (persist_open(x, o, err, len))
+		return -1;
 	/* every slot's row starts with the GpuOpts' sampling (an older plan's sampler reads row 0 only) */
 	x->samp0[0] = o->temp, x->samp0[1] = (float)o->top_k, x->samp0[2] = o->top_p;
 	memcpy(&x->samp0[3], &o->seed, 4);
@@ -789,6 +799,36 @@ static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len
 	return 0;
 }
 
+/* One kernel argument's value, as cuLaunchKernel reads it. */
+typedef union {
+	CUdeviceptr p;
+	int i;
+	long long l;
+	float f;
+} ArgV;
+
+/* Launch l's argument values for a step of T tokens (prog: its KA_PDL flag, p2p: its KA_P2P block), shared
+** by launch_step and the persistent kernel's argument records (persist_args), so both pass the same. */
+static void arg_values(const Gpu *x, const Launch *l, int64_t T, int prog, CUdeviceptr p2p, ArgV *v)
+{
+	for (int k = 0; k < l->narg; k++) {
+		const KArg *a = &l->arg[k];
+		switch (a->kind) {
+		case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
+		case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
+		case KA_SCRATCH: v[k].p = x->scr + scratch_bytes(x, l, T, k); break;
+		case KA_SEQ: v[k].p = x->seq; break;
+		case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
+		case KA_LONG: v[k].l = size_val(x, a->s, T); break;
+		case KA_RANK: v[k].i = x->rank; break;
+		case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
+		case KA_PDL: v[k].i = prog; break;
+		case KA_P2P: v[k].p = p2p; break;
+		default: v[k].f = (float)a->f; break;
+		}
+	}
+}
+
 /* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
 static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 {
@@ -830,29 +870,10 @@ static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
 			prog |= l->arg[k].kind == KA_PDL;
 		prog = prog && after_kernel && x->stats.pdl && !x->prof_ev;
 		void *args[MAXKARG];
-		union {
-			CUdeviceptr p;
-			int i;
-			long long l;
-			float f;
-		} v[MAXKARG];
-		for (int k = 0; k < l->narg; k++) {
-			const KArg *a = &l->arg[k];
-			switch (a->kind) {
-			case KA_BUF: v[k].p = x->ptr[a->s.node]; break;
-			case KA_ROPE: v[k].p = x->rope[a->s.node]; break;
-			case KA_SCRATCH: v[k].p = x->scr + scratch_bytes(x, l, T, k); break;
-			case KA_SEQ: v[k].p = x->seq; break;
-			case KA_INT: v[k].i = (int)size_val(x, a->s, T); break;
-			case KA_LONG: v[k].l = size_val(x, a->s, T); break;
-			case KA_RANK: v[k].i = x->rank; break;
-			case KA_ZERO: v[k].p = x->zero + region_bytes(x, l, KA_ZERO, T, k); break;
-			case KA_PDL: v[k].i = prog; break;
-			case KA_P2P: v[k].p = x->p2p_next ? x->p2p_ctl : 0; break;
-			default: v[k].f = (float)a->f; break;
-			}
+		ArgV v[MAXKARG];
+		arg_values(x, l, T, prog, x->p2p_next ? x->p2p_ctl : 0, v);
+		for (int k = 0; k < l->narg; k++)
 			args[k] = &v[k];
-		}
 		x->p2p_next = 0;
 		unsigned gx = (unsigned)size_val(x, l->grid[0], T), gy = (unsigned)size_val(x, l->grid[1], T),
 		         gz = (unsigned)size_val(x, l->grid[2], T);
@@ -1122,7 +1143,7 @@ int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, s
 		}
 		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
 		x->capturing = 1;
-		int rc = launch_step(x, rows, err, len);
+		int rc = rows == 1 && x->pfn ? persist_launch(x, err, len) : launch_step(x, rows, err, len);
 		x->capturing = 0;
 		if (!rc && logits)
 			rc = queue_readback(x, rows, 1, err, len);
@@ -1207,7 +1228,9 @@ void gpu_close(Gpu *x)
 		gpu_drop_graphs(x);
 		if (x->mod)
 			x->cu.mod_unload(x->mod);
-		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl};
+		if (x->pmod)
+			x->cu.mod_unload(x->pmod);
+		CUdeviceptr m[] = {x->wmem, x->amem, x->cmem, x->smem, x->rope_mem, x->p2p_mbox, x->p2p_ctl, x->pmem};
 		for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
 			if (m[i])
 				x->cu.free(m[i]);
@@ -1594,5 +1617,235 @@ int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, siz
 int gpu_bind_thread(Gpu *x, char *err, size_t len)
 {
 	CK(x->cu.ctx_set(x->ctx), "cuCtxSetCurrent");
+	return 0;
+}
+
+/*
+** ---- The persistent decode kernel (issue 47; ops/persist.cuh, emit_cuda.c emit_cuda_persist) ----
+**
+** A plan compiled with glmc --decode persistent holds a task schedule for the 1-token step (Cuda.sched) and
+** the program of one kernel, glm_persist, whose workers run it. gpu_open compiles that program with NVRTC,
+** checks that the GPU keeps all its workers resident at once (the schedule's freedom from deadlock needs
+** it: runtime/core/sched.c), and uploads what the kernel reads: the tasks (a share launch's tasks turned
+** into block ranges of its grid at this S), each worker's first task, the waits, the launch table for T = 1
+** (persist.cuh's GlmPLaunch), every launch's argument record (the values launch_step passes, laid out as
+** cuLaunchKernel lays them out), the counters and the step control block. A 1-token decode step then
+** captures the one launch instead of the launch list. Anything the GPU cannot hold falls back to the
+** kernels with one line saying why.
+*/
+
+/* The host image of persist.cuh's GlmPLaunch (56 bytes) and GlmPTask (24, SchedTask's layout). */
+typedef struct {
+	int64_t arg;
+	uint64_t pre;
+	int64_t pre_step;
+	uint32_t grid[3], block, ntask;
+	int32_t wait_lo, wait_hi, pad;
+} PLaunch;
+_Static_assert(sizeof(PLaunch) == 56 && sizeof(SchedTask) == 24, "persist.cuh's GlmPLaunch and GlmPTask");
+
+/* The fallback: the kernels run the step; why, on stderr once and in --stats. Always 0. */
+static int persist_skip(Gpu *x, const char *why)
+{
+	fprintf(stderr, "glmrun: the persistent decode kernel is not used: %s; the decode step runs the plan's kernels\n",
+	        why);
+	snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels (persistent not used: %.100s)", why);
+	if (x->pmod)
+		x->cu.mod_unload(x->pmod), x->pmod = NULL;
+	x->pfn = NULL;
+	return 0;
+}
+
+/* Bytes of launch l's argument record, each argument at its natural alignment; off[k] its offsets. */
+static size_t persist_record(const Launch *l, size_t *off)
+{
+	size_t at = 0;
+	for (int k = 0; k < l->narg; k++) {
+		int kd = l->arg[k].kind;
+		size_t sz = kd == KA_INT || kd == KA_RANK || kd == KA_PDL || kd == KA_FLOAT ? 4 : 8;
+		at = (at + sz - 1) / sz * sz;
+		off[k] = at;
+		at += sz;
+	}
+	return (at + 15) / 16 * 16;
+}
+
+/* Compile and load glm_persist and check that the GPU holds sc's workers: 1 usable, 0 not (persist_skip
+** said why), -1 an error. *dsm gets the launch's dynamic shared memory. */
+static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	char why[256], arch[16];
+	int sms = 0, optin = 0, stat = 0, fit = 0;
+	CK(x->cu.dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, x->dev), "cuDeviceGetAttribute (SMs)");
+	if (sms < sc->sms) {
+		snprintf(why, sizeof why, "its schedule wants %d SMs, this GPU has %d", sc->sms, sms);
+		return persist_skip(x, why);
+	}
+	const char *d = strstr(c->psource, "#define GLM_PERSIST_DSM ");
+	if (!d)
+		return seterr(err, len, "plan: the persistent kernel's program does not define GLM_PERSIST_DSM");
+	long own = strtol(d + strlen("#define GLM_PERSIST_DSM "), NULL, 10), pool = 0;
+	/* the pool of the bodies' shared arrays (persist.cuh GLM_SH): the largest static shared memory of the
+	** launches the step runs, with room for the pool's alignment of each array */
+	for (int i = 0; i < c->nl; i++) {
+		int b = 0;
+		if (!sc->ntask[i] || !x->fn[i])
+			continue;
+		CK(x->cu.fn_attr(&b, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute (shared memory)");
+		pool = b > pool ? b : pool;
+	}
+	*dsm = (unsigned)(own + (pool ? pool + 256 : 0));
+	snprintf(arch, sizeof arch, "sm_%d%d", x->stats.cc_major, x->stats.cc_minor);
+	unsigned char *cubin = NULL;
+	size_t n = 0;
+	if (nvrtc_compile(c->psource, arch, &cubin, &n, err, len)) {
+		char tmp[512];
+		snprintf(tmp, sizeof tmp, "%s", err);
+		return seterr(err, len, "the persistent decode kernel (Cuda.psource) for %s: %s", arch, tmp);
+	}
+	CUresult r = x->cu.mod_load(&x->pmod, cubin);
+	free(cubin);
+	if (r != CUDA_SUCCESS)
+		return cuerr(x, r, "cuModuleLoadData (the persistent decode kernel)", err, len);
+	CK(x->cu.mod_fn(&x->pfn, x->pmod, "glm_persist"), "cuModuleGetFunction (glm_persist)");
+	CK(x->cu.dev_attr(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, x->dev), "cuDeviceGetAttribute");
+	CK(x->cu.fn_attr(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->pfn), "cuFuncGetAttribute (glm_persist)");
+	if ((long)*dsm + stat > optin) {
+		snprintf(why, sizeof why, "a worker needs %ld bytes of shared memory, a block may have %d", (long)*dsm + stat,
+		         optin);
+		return persist_skip(x, why);
+	}
+	if (*dsm)
+		CK(x->cu.fn_set(x->pfn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)*dsm),
+		   "cuFuncSetAttribute (glm_persist's dynamic shared memory)");
+	if (!x->cu.occupancy)
+		return persist_skip(x, "the driver lacks cuOccupancyMaxActiveBlocksPerMultiprocessor");
+	CK(x->cu.occupancy(&fit, x->pfn, sc->block, *dsm), "cuOccupancyMaxActiveBlocksPerMultiprocessor (glm_persist)");
+	if (fit < sc->per_sm) {
+		snprintf(why, sizeof why, "an SM holds %d of its %d-thread workers with %u bytes of dynamic shared memory, "
+		         "the schedule wants %d", fit, sc->block, *dsm, sc->per_sm);
+		return persist_skip(x, why);
+	}
+	return 1;
+}
+
+/* Set up the persistent 1-token decode step when the plan has one and o->decode allows it (see above). */
+static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	const Sched *sc = NULL;
+	for (int i = 0; i < c->nsched; i++)
+		if (c->sched[i].T == 1)
+			sc = &c->sched[i];
+	snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels");
+	if (o->decode == GPU_DECODE_KERNELS) {
+		snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels (--decode kernels)");
+		return 0;
+	}
+	if (!sc || !c->psource) {
+		if (o->decode == GPU_DECODE_PERSISTENT)
+			return seterr(err, len, "--decode persistent: the plan has no persistent decode schedule for 1-token "
+			              "steps (compile it with glmc compile --decode persistent)");
+		return 0;
+	}
+	if (x->tp > 1)
+		return persist_skip(x, "tensor parallelism (the schedule has no collectives)");
+	if (sc->nl != c->nl || sc->nworker != sc->sms * sc->per_sm || sc->nworker < 1 || sc->block < 32 ||
+	    sc->block > 1024 || sc->first[sc->nworker] != sc->ntask_all)
+		return seterr(err, len, "plan: the persistent schedule for T = 1 does not match the plan's %d launches", c->nl);
+	unsigned dsm = 0;
+	int ok = persist_module(x, sc, &dsm, err, len);
+	if (ok <= 0)
+		return ok;
+	/* the image: tasks, first, wait, launch table, counters (zero), control (zero), argument records */
+	size_t nw = (size_t)sc->wait_off[c->nl], a_task = 0, a_first = (sizeof(SchedTask) * (size_t)sc->ntask_all + 255) & ~(size_t)255,
+	       a_wait = a_first + ((4 * (size_t)(sc->nworker + 1) + 255) & ~(size_t)255),
+	       a_lt = a_wait + ((4 * nw + 4 + 255) & ~(size_t)255),
+	       a_count = a_lt + ((sizeof(PLaunch) * (size_t)c->nl + 255) & ~(size_t)255),
+	       a_ctl = a_count + ((4 * (size_t)c->nl + 255) & ~(size_t)255), a_args = a_ctl + 256, total = a_args;
+	size_t *off = malloc(sizeof(size_t) * MAXKARG);
+	if (!off)
+		return seterr(err, len, "out of memory");
+	for (int i = 0; i < c->nl; i++)
+		if (sc->ntask[i])
+			total += persist_record(&c->l[i], off);
+	unsigned char *img = calloc(1, total);
+	if (!img)
+		return free(off), seterr(err, len, "out of memory");
+	SchedTask *tk = (SchedTask *)(img + a_task);
+	PLaunch *lt = (PLaunch *)(img + a_lt);
+	int64_t *blocks = calloc((size_t)c->nl + 1, sizeof *blocks);
+	int rc = blocks ? 0 : seterr(err, len, "out of memory");
+	memcpy(img + a_first, sc->first, 4 * (size_t)(sc->nworker + 1));
+	memcpy(img + a_wait, sc->wait, 4 * nw);
+	size_t at = a_args;
+	for (int i = 0; i < c->nl && !rc; i++) {
+		const Launch *l = &c->l[i];
+		if (!sc->ntask[i])
+			continue;
+		if (l->kind != LK_KERNEL || l->tmin > 1 || l->tmax < 1 || x->gemm[i]) {
+			rc = seterr(err, len, "plan: launch %d (%s) in the persistent schedule is not a 1-token decode kernel", i,
+			            launch_name(l));
+			break;
+		}
+		PLaunch *p = &lt[i];
+		for (int k = 0; k < 3; k++)
+			p->grid[k] = (uint32_t)size_val(x, l->grid[k], 1);
+		blocks[i] = (int64_t)p->grid[0] * p->grid[1] * p->grid[2];
+		p->block = (uint32_t)l->block, p->ntask = (uint32_t)sc->ntask[i];
+		p->wait_lo = sc->wait_off[i], p->wait_hi = sc->wait_off[i + 1];
+		for (int k = 0; k < l->narg && !p->pre; k++)
+			if (l->arg[k].kind == KA_BUF && x->g->node[l->arg[k].s.node].kind == VK_WEIGHT && blocks[i]) {
+				p->pre = (uint64_t)x->ptr[l->arg[k].s.node];
+				p->pre_step = (int64_t)(gpu_weight_bytes(x, l->arg[k].s.node) / (size_t)blocks[i]);
+			}
+		ArgV v[MAXKARG];
+		arg_values(x, l, 1, 0, 0, v);
+		size_t rb = persist_record(l, off);
+		for (int k = 0; k < l->narg; k++) {
+			int kd = l->arg[k].kind;
+			memcpy(img + at + off[k], &v[k], kd == KA_INT || kd == KA_RANK || kd == KA_PDL || kd == KA_FLOAT ? 4 : 8);
+		}
+		p->arg = (int64_t)(at - a_args);
+		at += rb;
+	}
+	for (int t = 0; t < sc->ntask_all && !rc; t++) {
+		SchedTask s = sc->task[t];
+		int64_t B = s.launch >= 0 && s.launch < c->nl ? blocks[s.launch] : -1, k = B < 0 ? 0 : sc->ntask[s.launch];
+		if (B >= 0 && sc->share[s.launch])
+			s.blo = (int32_t)(B * s.blo / k), s.bhi = (int32_t)(B * s.bhi / k);
+		if (B < 0 || s.blo < 0 || s.blo > s.bhi || s.bhi > B) {
+			rc = seterr(err, len, "plan: persistent task %d (launch %d, blocks %d..%d) outside its launch's %lld blocks",
+			            t, s.launch, s.blo, s.bhi, (long long)B);
+			break;
+		}
+		tk[t] = s;
+	}
+	if (!rc) {
+		CUresult r = x->cu.alloc(&x->pmem, total);
+		if (r == CUDA_SUCCESS)
+			r = x->cu.htod(x->pmem, img, total);
+		if (r != CUDA_SUCCESS)
+			rc = cuerr(x, r, "cuMemAlloc / cuMemcpyHtoD (the persistent kernel's tables)", err, len);
+	}
+	free(img), free(off), free(blocks);
+	if (rc)
+		return -1;
+	x->ptask = x->pmem + a_task, x->pfirst = x->pmem + a_first, x->pwait = x->pmem + a_wait, x->plt = x->pmem + a_lt;
+	x->pcount = x->pmem + a_count, x->pctl = x->pmem + a_ctl, x->pargs = x->pmem + a_args;
+	x->pworkers = (unsigned)sc->nworker, x->pblock = (unsigned)sc->block, x->pdsm = dsm;
+	snprintf(x->stats.decode_path, sizeof x->stats.decode_path,
+	         "persistent (%d workers: %d SMs x %d, %d threads, %u bytes of dynamic shared memory, %d tasks)", sc->nworker,
+	         sc->sms, sc->per_sm, sc->block, dsm, sc->ntask_all);
+	return 0;
+}
+
+/* The 1-token decode step as the persistent kernel's one launch (eager or captured). */
+static int persist_launch(Gpu *x, char *err, size_t len)
+{
+	void *args[] = {&x->ptask, &x->pfirst, &x->plt, &x->pwait, &x->pcount, &x->pctl, &x->pargs};
+	CK(x->cu.launch(x->pfn, x->pworkers, 1, 1, x->pblock, 1, 1, x->pdsm, x->st, args, NULL),
+	   "launching the persistent decode kernel (glm_persist)");
 	return 0;
 }

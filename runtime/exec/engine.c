@@ -59,7 +59,7 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 	if (o->cuda) {
 		GpuOpts go = {.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed, .progress = o->progress,
 		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl,
-		              .no_lt = o->no_lt, .fit_min = o->fit_min};
+		              .no_lt = o->no_lt, .decode = o->decode, .fit_min = o->fit_min};
 		RanksOpts ro = {.timeout = o->timeout > 0 ? o->timeout : 60};
 		if (ranks_opts_from_env(&ro, tp, err, len))
 			return -1;
@@ -319,6 +319,7 @@ void engine_stats(const Engine *e, EngineStats *s)
 	snprintf(s->name, sizeof s->name, "%s", g->name);
 	s->cc_major = g->cc_major, s->cc_minor = g->cc_minor, s->recompiled = g->recompiled, s->have_lt = g->have_lt;
 	s->lt_matmuls = g->lt_matmuls;
+	snprintf(s->decode_path, sizeof s->decode_path, "%s", g->decode_path);
 }
 
 int engine_stuck(const Engine *e)

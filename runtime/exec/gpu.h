@@ -9,6 +9,9 @@
 
 typedef struct Gpu Gpu;
 
+/* How a 1-token decode step runs (GpuOpts.decode): glmc's persistent kernel (issue 47) or the launch list. */
+enum { GPU_DECODE_AUTO, GPU_DECODE_PERSISTENT, GPU_DECODE_KERNELS };
+
 typedef struct {
 	float temp;                  /* <= 0: greedy */
 	int top_k;                   /* <= 0: off */
@@ -19,6 +22,8 @@ typedef struct {
 	int batch;                   /* sequences decoded together (cache slots); 0 or 1: one */
 	int pdl;                     /* --pdl: let a kernel start while the one before finishes (see cuda.c) */
 	int no_lt;                   /* --no-cublaslt: prefill GEMMs on the plan's own kernels, not cuBLASLt */
+	int decode;                  /* --decode: GPU_DECODE_AUTO (persistent when the plan has a T = 1 schedule),
+	                             ** GPU_DECODE_PERSISTENT or GPU_DECODE_KERNELS */
 	int64_t fit_min;             /* a KV cache of S positions that does not fit: take the most that fit, if at
 	                             ** least this many (gpu_max_seq says how many); 0: fail */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
@@ -94,6 +99,7 @@ typedef struct {
 	int recompiled;
 	int have_lt;                 /* cuBLASLt found: prefill matmuls go through it */
 	long lt_matmuls;
+	char decode_path[160];       /* "persistent (N workers)", or "kernels" and why when a schedule was not used */
 } GpuStats;
 void gpu_stats(const Gpu *x, GpuStats *s);
 /* Positions per sequence slot the caches hold (gpu_open's S, or fewer under GpuOpts.fit_min). */

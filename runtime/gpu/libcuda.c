@@ -62,6 +62,7 @@ int cu_load(Cu *cu, char *err, size_t len)
 	SYM(event_elapsed, "cuEventElapsedTime_v2");
 	SYM(can_peer, "cuDeviceCanAccessPeer");
 	SYM(enable_peer, "cuCtxEnablePeerAccess");
+	*(void **)&cu->occupancy = dlsym(cu->so, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
 #undef SYM
 	return 0;
 }

@@ -54,6 +54,8 @@ typedef struct {
 	__typeof__(cuEventElapsedTime) *event_elapsed;
 	__typeof__(cuDeviceCanAccessPeer) *can_peer;
 	__typeof__(cuCtxEnablePeerAccess) *enable_peer;
+	/* optional: the persistent decode kernel's residency check (absent: glmrun runs the kernels) */
+	__typeof__(cuOccupancyMaxActiveBlocksPerMultiprocessor) *occupancy;
 } Cu;
 
 /* Load libcuda and every symbol into cu; a machine without the driver gets one clear line in err. */

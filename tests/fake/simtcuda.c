@@ -15,9 +15,16 @@
 ** As the real driver does for a thread-local capture, a synchronous copy or memset during one is an error,
 ** and a launch asking for more dynamic shared memory than cuFuncSetAttribute allowed fails.
 ** No cuLaunchKernelEx (glmrun then launches without PDL), no peer access.
+**
+** The persistent decode kernel (glmrun --decode persistent) is a second module: an image whose ELF symbols
+** name glm_persist loads the shared object GLM_SIMT_PSO (simtsrc --persist). Blocks still run one after
+** another, so only one-worker schedules (glmc --sms 1 --blocks-per-sm 1) can run here: a worker that waits
+** on a later one would spin for ever. The occupancy query answers as an H100 SM would for the threads and
+** dynamic shared memory asked (registers not counted), and the GPU has 132 SMs.
 */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +51,7 @@ typedef struct {
 	int n, cap;
 } ScGraph;
 
-static void *sc_so;
+static void *sc_so, *sc_pso;
 static ScGraph *sc_capture; /* the graph being captured, or NULL */
 
 CUresult cuInit(unsigned flags)
@@ -87,6 +94,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 	*v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
 	     : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
 	     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+	     : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT             ? 132
 	                                                               : 1;
 	return CUDA_SUCCESS;
 }
@@ -211,20 +219,48 @@ CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st)
 	return sc_copy(d, (const void *)s, n);
 }
 
-/* The plan's kernels: the shared object GLM_SIMT_SO names (the image is NVRTC's cubin, unused here). */
+/* Whether an NVRTC cubin (a 64-bit ELF image, its section headers last) names glm_persist. */
+static int sc_is_persist(const void *image)
+{
+	const Elf64_Ehdr *eh = image;
+	if (!image || memcmp(eh->e_ident, ELFMAG, SELFMAG))
+		return 0;
+	size_t n = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	return memmem(image, n, "glm_persist", 11) != NULL;
+}
+
+/* The plan's kernels: the shared object GLM_SIMT_SO names, or GLM_SIMT_PSO for the persistent kernel's
+** program (the image is NVRTC's cubin, only looked at for that). */
 CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
-	(void)image;
-	const char *so = getenv("GLM_SIMT_SO");
+	int pers = sc_is_persist(image);
+	const char *env = pers ? "GLM_SIMT_PSO" : "GLM_SIMT_SO", *so = getenv(env);
+	void **h = pers ? &sc_pso : &sc_so;
 	if (!so) {
-		fprintf(stderr, "simtcuda: GLM_SIMT_SO is not set (the plan's kernels built by tests/tools/simtsrc)\n");
+		fprintf(stderr, "simtcuda: %s is not set (the plan's %s built by tests/tools/simtsrc%s)\n", env,
+		        pers ? "persistent kernel" : "kernels", pers ? " --persist" : "");
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
-	if (!sc_so && !(sc_so = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
+	if (!*h && !(*h = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
 		fprintf(stderr, "simtcuda: %s\n", dlerror());
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
-	*m = (CUmodule)sc_so;
+	*m = (CUmodule)*h;
+	return CUDA_SUCCESS;
+}
+
+/* Workers an SM holds: an H100's 2048 threads, 32 blocks and 228 KiB of shared memory (registers not
+** counted: the CPU has none to run out of). */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t dsm)
+{
+	(void)f;
+	if (block < 1 || block > 1024)
+		return CUDA_ERROR_INVALID_VALUE;
+	int k = 2048 / block;
+	k = k > 32 ? 32 : k;
+	if (dsm && (size_t)233472 / dsm < (size_t)k)
+		k = (int)((size_t)233472 / dsm);
+	*n = k;
 	return CUDA_SUCCESS;
 }
 
@@ -447,4 +483,14 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
 	(void)a, (void)b;
 	*ms = 0;
 	return CUDA_SUCCESS;
+}
+
+/* NVRTC 13 opens libcuda.so.1 while it compiles and asks for this private table; without it, it calls a
+** null pointer. "Not supported" makes it go on without the driver (glmrun compiles the persistent kernel
+** with the double loaded). */
+CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+	(void)id;
+	*table = NULL;
+	return CUDA_ERROR_NOT_SUPPORTED;
 }

@@ -8,7 +8,10 @@
 ** simt_launch, and extern "C" const int NAME_simt_argsz[] (each parameter's size, then 0), which the
 ** double needs to copy a launch's parameter values into a captured graph.
 **
-** usage: simtsrc PLAN > PLAN.cc   then g++ -std=c++17 -fPIC -shared -Itests/simt -Iops PLAN.cc
+** With --persist it writes the plan's persistent decode kernel (Cuda.psource, emit_cuda_persist) the same
+** way: its one wrapper glm_persist gets the adaptor, which the double runs when glmrun loads that program.
+**
+** usage: simtsrc [--persist] PLAN > PLAN.cc   then g++ -std=c++17 -fPIC -shared -Itests/simt -Iops PLAN.cc
 **        tests/simt/simt.cc -o PLAN.so (tests/simt_gpu.sh).
 */
 #include "glm.h"
@@ -97,17 +100,20 @@ static void ss_adaptor(const char *s, int line)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2)
-		fail("usage: simtsrc PLAN > PLAN.cc");
+	int persist = argc == 3 && !strcmp(argv[1], "--persist");
+	if (argc != 2 + persist)
+		fail("usage: simtsrc [--persist] PLAN > PLAN.cc");
+	argv += persist;
 	Arena A = {0};
 	Graph g;
 	graph_init(&g, &A);
 	char err[1024];
 	if (plan_read(&g, argv[1], err, sizeof err))
 		fail("%s", err);
-	const char *src = g.cuda.source;
+	const char *src = persist ? g.cuda.psource : g.cuda.source;
 	if (!src)
-		fail("%s: no CUDA section (a CPU plan)", argv[1]);
+		fail("%s: %s", argv[1], persist ? "no persistent decode kernel (glmc compile --decode persistent)"
+		                                : "no CUDA section (a CPU plan)");
 	printf("/* %s's CUDA source for tests/simt, written by tests/tools/simtsrc */\n#include \"simt.h\"\n"
 	       "#define __launch_bounds__(...)\nstatic unsigned char *glm_dsm; /* the launch's dynamic shared memory */\n",
 	       argv[1]);
