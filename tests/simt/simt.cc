@@ -156,7 +156,8 @@ void simt_launch(dim3 g, dim3 b, const std::function<void()> &f)
 		makecontext(&fb.ctx, simt_body, 0);
 		fb.tid = dim3{}, fb.tid.x = (unsigned)t;
 		fb.bid = dim3{};
-		fb.started = fb.done = false;
+		fb.started = fb.done = fb.spin = false;
+		fb.blk = 0, fb.state = 0;
 	}
 	for (int live = nt, sweep = 0, soft = 0, hard = 0; live > 0; sweep++) {
 		simt_progress = simt_spun = simt_moved = 0;
@@ -169,7 +170,8 @@ void simt_launch(dim3 g, dim3 b, const std::function<void()> &f)
 		}
 		if (simt_stuck(&soft, &hard)) {
 			fprintf(stderr, "simt: deadlock: %d of %d threads left, each at a rendezvous the others never "
-			                "reach (grid %u,%u,%u, block %d)\n", live, nt, g.x, g.y, g.z, nt);
+			                "reach or spinning on a store no one makes (grid %u,%u,%u, block %d)\n", live, nt, g.x,
+			        g.y, g.z, nt);
 			abort();
 		}
 	}

@@ -14,8 +14,8 @@
 ** collectives and rounding points, with glibc's exp where the GPU has its own); it cannot see timing,
 ** alignment faults, or the hardware's float intrinsics. A collective reached by only part of a warp
 ** (which the real kernels never do) is reported as a deadlock and aborts the test. A lane that spins on
-** another lane's store with no collective in the loop would hang (the tp 1 allreduce run here waits only
-** on its own flags).
+** another lane's store with no collective in the loop would hang unless the loop calls simt_spin (below;
+** the tp 1 allreduce run here waits only on its own flags).
 **
 ** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
 ** `asm` (under GLM_SIMT the one-shot allreduce's flags are __atomic builtins instead).

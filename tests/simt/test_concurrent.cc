@@ -7,7 +7,7 @@
 **   1000 rounds (no rendezvous between hand-offs: not a deadlock); the same kernel under the sequential
 **   simt_launch (in a child process) ends with simt's deadlock report, not a hang; a wait loop that counts
 **   its turns (its state never repeats) is reported too, after SIMT_STALL_SWEEPS sweeps;
-** - a chain of 12 blocks, each waiting for the next one's store;
+** - a chain of 12 blocks, each waiting for the next one's store, and of 64 blocks of 128 (8192 fibers);
 ** - a toy persistent kernel over real templates: three k_gemv_fused stages (ops/fused.cuh: RMSNorm + GEMV,
 **   GEMV + residual in place, RMSNorm + GEMV, each stage's input the previous one's whole output) cut into
 **   tasks of up to 3 groups, dealt to 3 or 4 worker blocks that wait (acquire loads, __nanosleep) on
@@ -145,14 +145,14 @@ static void test_ping_pong()
 	      why);
 }
 
-/* Block k waits for block k+1's store (the last block starts): the order is the reverse of the blocks'. */
-static void test_chain()
+/* Block k of nb (nt threads each) waits for block k+1's store (the last block starts): the order is the
+** reverse of the blocks'. */
+static void test_chain(int nb, int nt)
 {
-	const int nb = 12;
 	std::vector<unsigned> done(nb + 1, 0);
 	std::vector<int> order;
 	done[nb] = 1;
-	int rc = simt_launch_concurrent(dim3{nb, 1, 1}, dim3{32, 1, 1}, [&] {
+	int rc = simt_launch_concurrent(dim3{(unsigned)nb, 1, 1}, dim3{(unsigned)nt, 1, 1}, [&] {
 		int k = (int)blockIdx.x;
 		if (threadIdx.x == 0) {
 			while (!__atomic_load_n(&done[k + 1], __ATOMIC_ACQUIRE))
@@ -165,7 +165,8 @@ static void test_chain()
 	bool ok = rc == 0 && (int)order.size() == nb;
 	for (int i = 0; ok && i < nb; i++)
 		ok = order[i] == nb - 1 - i;
-	check(ok, "chain of 12 blocks, each waiting on the next", fmt("rc %d, %zu done", rc, order.size()));
+	check(ok, fmt("chain of %d blocks of %d threads, each waiting on the next", nb, nt),
+	      fmt("rc %d, %zu done", rc, order.size()));
 }
 
 /* The toy decode: a = W1·rmsnorm(x, n1); y = W2·a + r; z = W3·rmsnorm(y, n3). */
@@ -377,7 +378,8 @@ static void test_named()
 int main()
 {
 	test_ping_pong();
-	test_chain();
+	test_chain(12, 32);
+	test_chain(64, 128); /* SIMT_MAX_FIBERS */
 	test_counting_spin();
 	test_toy();
 	test_named();
