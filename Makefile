@@ -96,7 +96,7 @@ build/simtcuda/libcublasLt.so.13:
 	@mkdir -p build/simtcuda
 	echo | $(CC) -x c -fPIC -shared - -o $@
 
-test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist
+test: all build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist build/simt/test_concurrent
 	@tests/run.sh
 
 demo: all
@@ -209,7 +209,12 @@ build/simt/test_moe_tc: tests/simt/test_moe_tc.cc tests/simt/simt.cc tests/simt/
 	@mkdir -p build/simt
 	$(CXX) -std=c++17 -O1 -w tests/simt/test_moe_tc.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
 
-simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist
+# Concurrent blocks in simt (simt_launch_concurrent: the persistent kernel's mode, issue 47).
+build/simt/test_concurrent: tests/simt/test_concurrent.cc tests/simt/simt.cc tests/simt/simt.h tests/tap.h ops/kernels.cuh ops/fused.cuh $(LIBS)
+	@mkdir -p build/simt
+	$(CXX) -std=c++17 -O1 -w tests/simt/test_concurrent.cc tests/simt/simt.cc $(LIBS) -lm -lpthread -o $@
+
+simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist build/simt/test_concurrent
 	build/simt/test_moe
 	build/simt/test_gemv
 	build/simt/test_qgemv
@@ -217,6 +222,7 @@ simt-test: build/simt/test_moe build/simt/test_gemv build/simt/test_qgemv build/
 	build/simt/test_attn_split
 	build/simt/test_moe_tc
 	build/simt/test_persist
+	build/simt/test_concurrent
 
 clean:
 	rm -rf build bin

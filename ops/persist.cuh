@@ -82,10 +82,19 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 {
 	__shared__ unsigned epoch;
 	int w = blockIdx.x, tid = threadIdx.x;
+#ifdef GLM_SIMT
+	if (tid == 0)
+		simt_block_enter();
+#endif
 	if (tid == 0)
 		epoch = glm_p_acquire(&ctl->epoch);
 	__syncthreads();
 	unsigned e1 = epoch + 1;
+#ifdef GLM_SIMT
+	__syncthreads();
+	if (tid == 0)
+		simt_block_leave();
+#endif
 	for (int i = first[w]; i < first[w + 1]; i++) {
 		GlmPTask tk = task[i];
 		const GlmPLaunch *L = lt + tk.launch;
@@ -101,12 +110,13 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 			for (int j = L->wait_lo; j < L->wait_hi; j++) {
 				int d = wait[j];
 				unsigned target = lt[d].ntask * e1;
-				while ((int)(glm_p_acquire(count + d) - target) < 0) {
-#ifndef GLM_SIMT /* (tests/simt runs workers one after another: a wait there is on a finished one) */
+				while ((int)(glm_p_acquire(count + d) - target) < 0)
 					__nanosleep(64);
-#endif
-				}
 			}
+#ifdef GLM_SIMT
+		if (tid == 0)
+			simt_block_enter();
+#endif
 		__syncthreads();
 		unsigned gx = L->grid[0], gxy = gx * L->grid[1];
 		for (int b = tk.blo; b < tk.bhi; b++) {
@@ -121,6 +131,9 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 			__syncthreads(); /* the body's writes done, its shared memory free for the next */
 		}
 		if (tid == 0) {
+#ifdef GLM_SIMT
+			simt_block_leave();
+#endif
 			__threadfence();
 			atomicAdd(count + tk.launch, 1u);
 		}
@@ -139,10 +152,7 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 __device__ __forceinline__ void glm_pv_sync()
 {
 #ifdef GLM_SIMT /* a rendezvous of the body's fibers only */
-	static SimtBarrier b1;
-	if (b1.n != (int)glm_pv_d.x)
-		b1.init((int)glm_pv_d.x);
-	b1.wait();
+	simt_bar_sync(1, glm_pv_d.x);
 #else
 	asm volatile("bar.sync 1, %0;" ::"r"(glm_pv_d.x) : "memory");
 #endif

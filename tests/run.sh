@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/run.sh — the CPU test suite (CI runs it through `make test`). Runs every build/tests/test_*
-# program, build/simt/test_qgemv, test_gemv, test_moe, test_prefill, test_attn_split, test_indexer and test_moe_tc (the
+# program, build/simt/test_qgemv, test_gemv, test_moe, test_prefill, test_attn_split, test_indexer, test_moe_tc, test_persist and test_concurrent (the
 # quantized and float decode kernels, the tensor-core prefill kernels and routed experts, the split decode attention,
 # the residual sums and the MoE kernels on the CPU, under a minute each: one OS thread of fibers) and the CLI checks in
 # tests/cli.sh, tests/archs.sh, tests/tok.sh, tests/gguf_moe.sh, tests/iq_gguf.sh, tests/batch.sh, tests/chat.sh, tests/serve.sh, tests/bench.sh, tests/ranks.sh,
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 one=$(mktemp)
 trap 'rm -f "$log" "$one"' EXIT
-for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
+for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist build/simt/test_concurrent tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
 	[ -x "$t" ] || continue
 	echo "== $t"
 	"$t" >"$one" 2>&1

@@ -6,14 +6,16 @@
 ** warp collectives (__shfl*_sync, __reduce_max_sync, __ballot_sync, __syncwarp) meet at a per-warp rendezvous of all 32
 ** lanes, __syncthreads at a block one, and a fiber that waits there hands the CPU to the next one. Blocks
 ** run one after the other, so __shared__ (mapped to a function-local static) is one block's shared memory.
+** simt_launch_concurrent instead keeps every block's fibers alive together, for a persistent kernel whose
+** blocks wait on each other: see the block of declarations at its end.
 ** The fibers are resumed in sweeps whose direction alternates, so a value read before the barrier that
 ** should have ordered it after another lane's write is read stale in one sweep or the other.
 ** This checks a kernel's logic and order of operations (its index arithmetic, tie rules, guards,
 ** collectives and rounding points, with glibc's exp where the GPU has its own); it cannot see timing,
 ** alignment faults, or the hardware's float intrinsics. A collective reached by only part of a warp
 ** (which the real kernels never do) is reported as a deadlock and aborts the test. A lane that spins on
-** another lane's store with no collective in the loop would hang (the tp 1 allreduce run here waits only
-** on its own flags).
+** another lane's store with no collective in the loop would hang unless the loop calls simt_spin (below;
+** the tp 1 allreduce run here waits only on its own flags).
 **
 ** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
 ** `asm` (under GLM_SIMT the one-shot allreduce's flags are __atomic builtins instead).
@@ -88,13 +90,16 @@ struct SimtWarp {
 	SimtBarrier bar;
 	uint64_t slot[32];
 };
-extern std::vector<SimtWarp *> simt_warps;
-extern SimtBarrier simt_block;
+/* The running fiber's block: its warps (indexed by threadIdx.x / 32), its __syncthreads barrier and its
+** 16 named barriers (simt_bar_sync). simt.cc points them at the block of the fiber it resumes. */
+extern SimtWarp *simt_warps;
+extern SimtBarrier *simt_block;
+extern SimtBarrier *simt_named;
 
 /* Each lane posts v, reads lane src(lane) once all have posted, and waits until all have read. */
 template <typename T, typename S> static T simt_exchange(T v, S src)
 {
-	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	SimtWarp &w = simt_warps[threadIdx.x / 32];
 	int lane = threadIdx.x & 31;
 	uint64_t b = 0;
 	memcpy(&b, &v, sizeof v);
@@ -120,7 +125,7 @@ template <typename T> static T __shfl_up_sync(unsigned, T v, int o)
 }
 static inline unsigned __reduce_max_sync(unsigned, unsigned v)
 {
-	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	SimtWarp &w = simt_warps[threadIdx.x / 32];
 	w.slot[threadIdx.x & 31] = v;
 	w.bar.wait();
 	unsigned m = 0;
@@ -131,7 +136,7 @@ static inline unsigned __reduce_max_sync(unsigned, unsigned v)
 }
 static inline unsigned __ballot_sync(unsigned, int pred)
 {
-	SimtWarp &w = *simt_warps[threadIdx.x / 32];
+	SimtWarp &w = simt_warps[threadIdx.x / 32];
 	w.slot[threadIdx.x & 31] = pred != 0;
 	w.bar.wait();
 	unsigned b = 0;
@@ -151,11 +156,11 @@ static inline int __popc(unsigned v)
 }
 static inline void __syncwarp(unsigned = 0xffffffffu)
 {
-	simt_warps[threadIdx.x / 32]->bar.wait();
+	simt_warps[threadIdx.x / 32].bar.wait();
 }
 static inline void __syncthreads()
 {
-	simt_block.wait();
+	simt_block->wait();
 }
 static inline float __uint_as_float(unsigned u)
 {
@@ -250,3 +255,40 @@ template <typename T> static T atomicAdd(T *p, T v)
 
 /* Runs f as every thread of grid g with blocks of b.x threads (a multiple of 32), block by block. */
 void simt_launch(dim3 g, dim3 b, const std::function<void()> &f);
+
+/*
+** Concurrent blocks, for a persistent kernel whose blocks wait on counters other blocks publish (issue 47).
+** simt_launch_concurrent runs f as every thread of the grid with all blocks' fibers alive together
+** (grid·block at most SIMT_MAX_FIBERS; block a multiple of 32), each sweep resuming every live fiber;
+** warp collectives and __syncthreads stay per warp and per block. It returns 0, or -1 after a one-line
+** message on stderr for a bad geometry or a deadlock (the fibers left are abandoned: the next launch
+** starts afresh). On one OS thread a fiber runs alone until it yields, so plain loads, __atomic builtins
+** and atomicAdd on the counters need no fence (the switch is an opaque call: memory is reloaded after it).
+**
+** __shared__ is still one static for all blocks (and a launch's dynamic shared memory one buffer), so
+** blocks may interleave only outside the code that uses it: thread 0 of a block calls simt_block_enter()
+** before the block's first shared-memory write (it waits, spinning, until no other block holds the
+** section), the block synchronises, does its shared-memory work, synchronises again after the last read,
+** and thread 0 calls simt_block_leave(). A block must not wait on another block while it holds the
+** section. Both are no-ops under simt_launch.
+**
+** A thread that waits on another block's store calls simt_spin() in its loop (__nanosleep is one): it lets
+** the others run. Deadlock (both modes): progress is a fiber reaching a rendezvous, finishing, taking or
+** leaving the section, or spinning with other registers or stack bytes than at its previous spin (it left
+** a wait loop and moved on; a fiber stuck in one spins in the same state every time). A sweep without
+** progress is a deadlock, SIMT_SPIN_SWEEPS in a row when some fiber spins (a store made in one sweep is
+** seen by every spinner in the next); so is SIMT_STALL_SWEEPS in a row with no rendezvous, finish or
+** section (a wait loop that counts its turns never spins in the same state). The waited-on data must be
+** memory the kernel reaches through a pointer or an escaped global (the switch is an opaque call).
+*/
+enum { SIMT_MAX_FIBERS = 8192, SIMT_SPIN_SWEEPS = 2, SIMT_STALL_SWEEPS = 1 << 18 };
+int simt_launch_concurrent(dim3 g, dim3 b, const std::function<void()> &f);
+void simt_spin();
+void simt_block_enter();
+void simt_block_leave();
+/* bar.sync id, n: the first n threads of the block (a multiple of 32) meet at named barrier id (0..15). */
+void simt_bar_sync(unsigned id, unsigned n);
+static inline void __nanosleep(unsigned)
+{
+	simt_spin();
+}

@@ -3,8 +3,8 @@
 ** simt.h: four kernel templates of a decode step (k_embedding, k_rmsnorm, k_linear_gemv with 32 threads in
 ** 256-thread workers, k_softmax) run as tasks of a hand-made schedule, with the virtual block, the bodies'
 ** named barrier, the shared-array pool and argument records as emit_cuda_persist writes them, against the
-** same templates launched plainly (persist_plain.cc). Two schedules (one worker; two workers, the second
-** waiting on the first's counters), each for three steps with every output poisoned before each step, so
+** same templates launched plainly (persist_plain.cc). Three schedules (one worker; two workers, the second
+** waiting on the first's counters; three workers alive together, each waiting on another's), each for three steps with every output poisoned before each step, so
 ** the counters' epochs are exercised; the outputs must equal the plain launches' bit for bit.
 */
 #include "simt.h"
@@ -70,7 +70,8 @@ static bool same(const std::vector<float> &a, const std::vector<float> &b)
 }
 
 /* The step over `workers` workers whose task lists are lists[w] (launch, blo, bhi), `steps` times. */
-static void run(const char *what, int workers, const std::vector<std::vector<std::array<int, 3>>> &lists, int steps)
+static void run(const char *what, int workers, const std::vector<std::vector<std::array<int, 3>>> &lists, int steps,
+                bool concurrent = false)
 {
 	const int T = 2, V = 40, C = 200, N = 70;
 	std::vector<float> table((size_t)V * C), nw(C), w((size_t)N * C);
@@ -119,10 +120,15 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 	for (int s = 0; s < steps && ok; s++) {
 		for (auto *v : {&e, &h, &y, &p})
 			std::fill(v->begin(), v->end(), NAN);
-		simt_launch(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, [&] {
+		auto body = [&] {
 			glm_persist_loop(task.data(), first.data(), lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr);
-		});
-		ok = same(e, e0) && same(h, h0) && same(y, y0) && same(p, p0);
+		};
+		int rc = 0;
+		if (concurrent)
+			rc = simt_launch_concurrent(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
+		else
+			simt_launch(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
+		ok = rc == 0 && same(e, e0) && same(h, h0) && same(y, y0) && same(p, p0);
 		check(ok, fmt("%s, step %d: embedding, rmsnorm, gemv and softmax equal the plain launches'", what, s + 1),
 		      fmt("embedding %d rmsnorm %d gemv %d softmax %d", same(e, e0), same(h, h0), same(y, y0), same(p, p0)));
 	}
@@ -137,5 +143,9 @@ int main()
 {
 	run("one worker", 1, {{{0, 0, 2}, {1, 0, 1}, {1, 1, 2}, {2, 0, 30}, {2, 30, 70}, {3, 0, 2}}}, 3);
 	run("two workers", 2, {{{0, 0, 1}, {0, 1, 2}, {1, 0, 2}, {2, 0, 35}}, {{2, 35, 70}, {3, 0, 1}, {3, 1, 2}}}, 3);
+	/* all blocks alive together (simt_launch_concurrent): worker 0 starts by waiting on worker 1's embedding,
+	** worker 1's GEMV rows on worker 0's norm, and worker 2 on both, as on a GPU */
+	run("three concurrent workers", 3, {{{1, 0, 2}, {2, 0, 20}, {3, 0, 1}}, {{0, 0, 2}, {2, 20, 45}}, {{2, 45, 70}, {3, 1, 2}}},
+	    3, true);
 	return finish();
 }
