@@ -18,8 +18,8 @@
 **
 ** The persistent decode kernel (glmrun --decode persistent) is a second module: an image whose ELF symbols
 ** name glm_persist loads the shared object GLM_SIMT_PSO (simtsrc --persist). Blocks still run one after
-** another, so only one-worker schedules (glmc --sms 1 --blocks-per-sm 1) can run here: a worker that waits
-** on a later one would spin for ever. The occupancy query answers as an H100 SM would for the threads and
+** another, except glm_persist's, whose adaptor keeps every worker alive together (simt_launch_concurrent:
+** workers wait on each other's counters as on a GPU). The occupancy query answers as an H100 SM would for the threads and
 ** dynamic shared memory asked (registers not counted), and the GPU has 132 SMs.
 */
 #include <cuda.h>
@@ -33,6 +33,7 @@
 typedef struct {
 	void (*run)(const unsigned *grid, unsigned block, void *dsm, void **params);
 	const int *argsz;
+	const int *status;           /* glm_persist's: nonzero after a failed concurrent launch (simtsrc --persist) */
 	int dsm_max;
 } ScFn;
 
@@ -279,6 +280,8 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 	*(void **)&fn.run = dlsym((void *)m, s);
 	snprintf(s, sizeof s, "%s_simt_argsz", name);
 	fn.argsz = dlsym((void *)m, s);
+	snprintf(s, sizeof s, "%s_simt_status", name);
+	fn.status = dlsym((void *)m, s);
 	if (!fn.run || !fn.argsz)
 		return CUDA_ERROR_NOT_FOUND;
 	ScFn *p = malloc(sizeof *p);
@@ -315,7 +318,7 @@ static CUresult sc_run(ScFn *fn, const unsigned *grid, unsigned block, unsigned 
 	}
 	fn->run(grid, block, dsm, args);
 	free(dsm);
-	return CUDA_SUCCESS;
+	return fn->status && *fn->status ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
 /* Blocks are 1-D multiples of 32 threads (all glmc emits; tests/simt runs no other). */

@@ -10,6 +10,9 @@
 **
 ** With --persist it writes the plan's persistent decode kernel (Cuda.psource, emit_cuda_persist) the same
 ** way: its one wrapper glm_persist gets the adaptor, which the double runs when glmrun loads that program.
+** That adaptor runs the grid through simt_launch_concurrent (every worker alive together, as on a GPU whose
+** SMs hold them all) and leaves extern "C" int glm_persist_simt_status nonzero when it failed (a deadlock:
+** simt printed why), which the double turns into a launch error.
 **
 ** usage: simtsrc [--persist] PLAN > PLAN.cc   then g++ -std=c++17 -fPIC -shared -Itests/simt -Iops PLAN.cc
 **        tests/simt/simt.cc -o PLAN.so (tests/simt_gpu.sh).
@@ -58,7 +61,7 @@ static void ss_param(const char *p, size_t n, SsArg *a, int line)
 }
 
 /* Writes the adaptor and size table of the wrapper whose declaration starts at s (an SS_HEAD line). */
-static void ss_adaptor(const char *s, int line)
+static void ss_adaptor(const char *s, int line, int concurrent)
 {
 	const char *q = strchr(s + strlen(SS_HEAD), ')');
 	if (!q)
@@ -88,8 +91,12 @@ static void ss_adaptor(const char *s, int line)
 	printf("extern \"C\" void %s_simt(const unsigned *grid, unsigned block, void *dsm, void **p)\n{\n", name);
 	for (int i = 0; i < na; i++)
 		printf("\t%s%s;\n\tmemcpy(&%s, p[%d], sizeof %s);\n", a[i].type, a[i].name, a[i].name, i, a[i].name);
-	printf("\tglm_dsm = (unsigned char *)dsm;\n\tsimt_launch(dim3{grid[0], grid[1], grid[2]}, dim3{block, 1, 1}, "
-	       "[&] { %s(", name);
+	if (concurrent)
+		printf("\tglm_dsm = (unsigned char *)dsm;\n\t%s_simt_status = simt_launch_concurrent(dim3{grid[0], grid[1], "
+		       "grid[2]}, dim3{block, 1, 1}, [&] { %s(", name, name);
+	else
+		printf("\tglm_dsm = (unsigned char *)dsm;\n\tsimt_launch(dim3{grid[0], grid[1], grid[2]}, dim3{block, 1, 1}, "
+		       "[&] { %s(", name);
 	for (int i = 0; i < na; i++)
 		printf("%s%s", i ? ", " : "", a[i].name);
 	printf("); });\n}\nextern \"C\" const int %s_simt_argsz[] = {", name);
@@ -127,10 +134,13 @@ int main(int argc, char **argv)
 		p += n + (d ? nd : 0);
 	}
 	printf("\n/* the adaptors: the driver's kernelParams to each wrapper's typed call */\n");
+	if (persist)
+		printf("extern \"C\" int glm_persist_simt_status; /* simt_launch_concurrent's last result */\n"
+		       "int glm_persist_simt_status;\n");
 	int line = 1, nw = 0;
 	for (const char *p = src; *p; line++) {
 		if (!strncmp(p, SS_HEAD, strlen(SS_HEAD)))
-			ss_adaptor(p, line), nw++;
+			ss_adaptor(p, line, persist), nw++;
 		const char *e = strchr(p, '\n');
 		if (!e)
 			break;
