@@ -161,6 +161,16 @@ if DEVICE=cpu KERNELS="attn_split" PROMPTS=16 CONTEXTS=16 OUT=$tmp/exp bench/exp
 else
 	bad "bench/experimental.sh on the CPU" "$(tail -5 $tmp/exp.log)"
 fi
+# bench/persist.sh on the CPU (the llama fixture's config at 2 layers, --decode persistent plans for 1 and 2
+# workers an SM): its table, both paths' ids and logits identical (the CPU ignores --decode).
+if DEVICE=cpu SHAPES=llama3_8b BPS="1 2" OUT=$tmp/pers bench/persist.sh >$tmp/pers.log 2>&1 &&
+	grep -qE "^\| llama3_8b \| 1 \| [0-9.]+ ms, - \(cpu\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
+	grep -qE "^\| llama3_8b \| 2 \| \(as at 1\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
+	grep -q "^compute-sanitizer memcheck (llama fixture, --decode persistent): not run" $tmp/pers.log; then
+	ok "bench/persist.sh on the CPU prints its table"
+else
+	bad "bench/persist.sh on the CPU" "$(tail -5 $tmp/pers.log)"
+fi
 # bench/tp_scaling.sh on the CPU (tp 1 and 2 of the tiny shape, ranks in one process): a row for each tp
 # with its ms/step and the scaling against tp 1.
 if DEVICE=cpu TPS="1 2" SHAPES=tiny:bf16 PROMPT=8 STEPS=4 BUDGET=120 OUT=$tmp/tps bench/tp_scaling.sh >$tmp/tps.log 2>&1 &&
