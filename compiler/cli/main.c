@@ -509,7 +509,7 @@ static void explain(const Graph *g)
 	if (g->cuda.nl && !g->cuda.nsched)
 		printf("persistent decode: none (glmc compile --decode persistent adds the 1-token step's task schedule)\n");
 	for (int i = 0; i < g->cuda.nsched; i++) {
-		printf("persistent decode (not yet run by glmrun), ");
+		printf("persistent decode (glmrun runs it for T=1 unless --decode kernels; --stats says which ran), ");
 		sched_dump(g, &g->cuda.sched[i], 0, stdout);
 		emit_cuda_persist_explain(g, g->cuda.sched[i].T, stdout);
 	}

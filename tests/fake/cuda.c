@@ -328,3 +328,12 @@ CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
 	*ms = 0;
 	return CUDA_SUCCESS;
 }
+
+/* NVRTC 13 opens libcuda.so.1 while it compiles (glmrun's persistent kernel) and asks for this private
+** table; without the symbol it calls a null pointer. "Not supported" makes it go on without the driver. */
+CUresult cuGetExportTable(const void **table, const CUuuid *id)
+{
+	(void)id;
+	*table = NULL;
+	return CUDA_ERROR_NOT_SUPPORTED;
+}
