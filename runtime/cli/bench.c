@@ -375,8 +375,8 @@ static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const d
 	EngineStats es;
 	engine_stats(e, &es);
 	if (!strncmp(es.decode_path, "persistent", 10)) /* gpu_profile times the launch list, event by event */
-		printf("profile: the decode steps ran the persistent kernel (%s); these times are the kernel-per-launch "
-		       "path's (--decode kernels), the step time above is the persistent one's\n", es.decode_path);
+		printf("profile: decode_path %s; the times below are the kernel-per-launch path's (--decode kernels), the "
+		       "step time above the persistent kernel's\n", es.decode_path);
 	int rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
 	free(us);
 	if (rc)

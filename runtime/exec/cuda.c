@@ -581,6 +581,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 				x->stats.kernels_per_step++;
 		}
 	x->stats.kernels_per_step++; /* the sampler */
+	if (x->pfn)
+		x->stats.kernels_per_step = 2; /* the persistent kernel and the sampler */
 	return 0;
 }
 
