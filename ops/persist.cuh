@@ -22,9 +22,16 @@
 ** thread 0 publishes (fence, then an atomic add on the launch's counter). The counters and the epoch live
 ** across steps (a CUDA graph replays the kernel with the same arguments): in step e a launch of n tasks is
 ** done when its counter reached n·(e + 1), compared wrap-safely; the last worker to finish bumps the epoch.
+**
+** trace (glmrun --profile; nullptr otherwise): thread 0 writes, for task i of the table, trace[4i ..] = the
+** time it began waiting, the time its waits were met (the body starts), the time its body ended, and the SM
+** it ran on (glm_p_now: ns of %globaltimer, CLOCK_MONOTONIC under GLM_SIMT; %smid, 0 under GLM_SIMT).
 */
 #pragma once
 #ifdef GLM_PERSIST
+#ifdef GLM_SIMT
+#include <time.h>
+#endif
 
 /* A task as glmrun uploads it: SchedTask's layout (glm.h; `bytes` unused here). */
 struct GlmPTask {
@@ -75,10 +82,37 @@ __device__ __forceinline__ unsigned glm_p_acquire(const unsigned *p)
 #endif
 }
 
+/* The trace's clock: GPU-wide ns (%globaltimer), or the host's monotonic clock on the CPU stand-in. */
+__device__ __forceinline__ unsigned long long glm_p_now()
+{
+#ifdef GLM_SIMT
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+#else
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+#endif
+}
+
+/* The SM this worker runs on (0 on the CPU stand-in). */
+__device__ __forceinline__ unsigned long long glm_p_smid()
+{
+#ifdef GLM_SIMT
+	return 0;
+#else
+	unsigned s;
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+	return s;
+#endif
+}
+
 /* Worker blockIdx.x's task list, for one step (the kernel's one launch). */
 __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int *first, const GlmPLaunch *lt,
                                                  const int *wait, unsigned *count, GlmPCtl *ctl,
-                                                 const unsigned char *args, unsigned char *dsm)
+                                                 const unsigned char *args, unsigned char *dsm,
+                                                 unsigned long long *trace)
 {
 	__shared__ unsigned epoch;
 	int w = blockIdx.x, tid = threadIdx.x;
@@ -106,6 +140,8 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 				asm volatile("prefetch.global.L2 [%0];" ::"l"(L->pre + off));
 		}
 #endif
+		if (tid == 0 && trace)
+			trace[4 * i] = glm_p_now();
 		if (tid == 0)
 			for (int j = L->wait_lo; j < L->wait_hi; j++) {
 				int d = wait[j];
@@ -118,6 +154,8 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 			simt_block_enter();
 #endif
 		__syncthreads();
+		if (tid == 0 && trace)
+			trace[4 * i + 1] = glm_p_now();
 		unsigned gx = L->grid[0], gxy = gx * L->grid[1];
 		for (int b = tk.blo; b < tk.bhi; b++) {
 			if (tid == 0) {
@@ -131,6 +169,8 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 			__syncthreads(); /* the body's writes done, its shared memory free for the next */
 		}
 		if (tid == 0) {
+			if (trace)
+				trace[4 * i + 2] = glm_p_now(), trace[4 * i + 3] = glm_p_smid();
 #ifdef GLM_SIMT
 			simt_block_leave();
 #endif

@@ -2463,8 +2463,8 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 		}
 		appendf(&e, "\t}\n}\nextern \"C\" __global__ void __launch_bounds__(%d, %d) glm_persist(const GlmPTask *task, "
 		        "const int *first, const GlmPLaunch *lt, const int *wait, unsigned *count, GlmPCtl *ctl, "
-		        "const unsigned char *args)\n{\n\textern __shared__ __align__(128) unsigned char glm_dsm[];\n"
-		        "\tglm_persist_loop(task, first, lt, wait, count, ctl, args, glm_dsm);\n}\n", block, per_sm);
+		        "const unsigned char *args, unsigned long long *trace)\n{\n\textern __shared__ __align__(128) unsigned char "
+		        "glm_dsm[];\n\tglm_persist_loop(task, first, lt, wait, count, ctl, args, glm_dsm, trace);\n}\n", block, per_sm);
 	}
 	free(kid);
 	if (rc) {

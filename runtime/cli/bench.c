@@ -357,6 +357,87 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 	return 0;
 }
 
+/* --profile on the persistent path: the task timeline its workers recorded (engine_persist_trace: per step, per
+** task of the T = 1 schedule, wait began / body began / body ended in ns and the SM), as two tables: per launch
+** (its tasks' waits and body time) and per worker (busy vs waiting share of the step, the 5 that waited most).
+** Times are means per step in us; a step starts at its first task's wait. -1: out of memory. */
+static int persist_timeline_print(FILE *f, const Graph *g, const uint64_t *tr, int steps, const char *path)
+{
+	const Cuda *c = &g->cuda;
+	const Sched *sc = NULL;
+	for (int i = 0; i < c->nsched; i++)
+		if (c->sched[i].T == 1)
+			sc = &c->sched[i];
+	if (!sc || steps < 1)
+		return 0;
+	int nl = c->nl, nw = sc->nworker, nt = sc->ntask_all;
+	/* per launch: tasks seen, wait sum, wait max, body sum, first body start; per worker: busy, wait, worst */
+	double *lw = calloc((size_t)nl * 4, sizeof *lw), *ww = calloc((size_t)nw * 3, sizeof *ww), span = 0;
+	int *lt = calloc((size_t)nl + (size_t)nw * 2, sizeof *lt), *wsm = lt ? lt + nl : NULL, *wl = lt ? lt + nl + nw : NULL;
+	if (!lw || !ww || !lt)
+		return free(lw), free(ww), free(lt), -1;
+	for (int i = 0; i < nl; i++)
+		lw[4 * i + 3] = -1;
+	for (int w = 0; w < nw; w++)
+		wl[w] = -1;
+	for (int s = 0; s < steps; s++) {
+		const uint64_t *t = tr + (size_t)s * 4 * (size_t)nt;
+		uint64_t t0 = UINT64_MAX, t9 = 0;
+		for (int i = 0; i < nt; i++)
+			t0 = t[4 * i] < t0 ? t[4 * i] : t0, t9 = t[4 * i + 2] > t9 ? t[4 * i + 2] : t9;
+		span += t9 > t0 ? (double)(t9 - t0) / 1e3 / steps : 0;
+		for (int w = 0; w < nw; w++)
+			for (int i = sc->first[w]; i < sc->first[w + 1]; i++) {
+				const uint64_t *a = t + 4 * i;
+				int L = sc->task[i].launch;
+				double wait = a[1] >= a[0] ? (double)(a[1] - a[0]) / 1e3 : 0, body = a[2] >= a[1] ? (double)(a[2] - a[1]) / 1e3 : 0,
+				       at = a[1] >= t0 ? (double)(a[1] - t0) / 1e3 : 0;
+				if (s == 0)
+					lt[L]++;
+				lw[4 * L] += wait / steps, lw[4 * L + 2] += body / steps;
+				lw[4 * L + 1] = wait > lw[4 * L + 1] ? wait : lw[4 * L + 1];
+				if (lw[4 * L + 3] < 0 || at < lw[4 * L + 3])
+					lw[4 * L + 3] = at;
+				ww[3 * w] += body / steps, ww[3 * w + 1] += wait / steps;
+				if (wait > ww[3 * w + 2])
+					ww[3 * w + 2] = wait, wl[w] = L;
+				wsm[w] = (int)a[3];
+			}
+	}
+	double busy = 0, waiting = 0;
+	for (int w = 0; w < nw; w++)
+		busy += ww[3 * w], waiting += ww[3 * w + 1];
+	fprintf(f, "profile: decode_path %s\n", path);
+	fprintf(f, "persistent timeline: %d eager steps, %d workers, step %.2f us (first wait to last body end), workers "
+	        "busy %.1f%% waiting %.1f%% of it; per launch (us, mean per step; waits per task):\n", steps, nw, span,
+	        span > 0 ? 100 * busy / (span * nw) : 0.0, span > 0 ? 100 * waiting / (span * nw) : 0.0);
+	fprintf(f, "  %6s %-28s %6s %6s %10s %12s %11s %11s\n", "launch", "kernel", "node", "tasks", "first_us", "wait_mean_us",
+	        "wait_max_us", "body_sum_us");
+	for (int i = 0; i < nl; i++)
+		if (sc->ntask[i])
+			fprintf(f, "  %6d %-28.28s %6d %6d %10.2f %12.2f %11.2f %11.2f\n", i, launch_name(&c->l[i]), c->l[i].node, lt[i],
+			        lw[4 * i + 3], lt[i] ? lw[4 * i] / lt[i] : 0.0, lw[4 * i + 1], lw[4 * i + 2]);
+	fprintf(f, "persistent timeline per worker: the %d that waited most (us, mean per step):\n", nw < 5 ? nw : 5);
+	fprintf(f, "  %6s %4s %6s %7s %7s %10s %10s  %s\n", "worker", "sm", "tasks", "busy%", "wait%", "wait_us", "worst_us",
+	        "worst_at (launch kernel)");
+	for (int k = 0; k < 5 && k < nw; k++) {
+		int m = -1;
+		for (int w = 0; w < nw; w++)
+			if (ww[3 * w + 1] >= 0 && (m < 0 || ww[3 * w + 1] > ww[3 * m + 1]))
+				m = w;
+		double wt = ww[3 * m + 1];
+		fprintf(f, "  %6d %4d %6d %7.1f %7.1f %10.2f %10.2f  ", m, wsm[m], sc->first[m + 1] - sc->first[m],
+		        span > 0 ? 100 * ww[3 * m] / span : 0.0, span > 0 ? 100 * wt / span : 0.0, wt, ww[3 * m + 2]);
+		if (wl[m] >= 0)
+			fprintf(f, "%d %s\n", wl[m], launch_name(&c->l[wl[m]]));
+		else
+			fprintf(f, "-\n");
+		ww[3 * m + 1] = -1; /* taken */
+	}
+	free(lw), free(ww), free(lt);
+	return 0;
+}
+
 /* --profile: time the kernels and collectives (on every rank of a tp plan), then print the tables (rank
 ** 0's times). */
 static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const double *wb, double ctx, double step_ms,
@@ -374,10 +455,14 @@ static int profile_report(const Graph *g, Engine *e, const BenchOpts *o, const d
 	}
 	EngineStats es;
 	engine_stats(e, &es);
+	int rc = 0, tsteps = 0;
+	const uint64_t *tr = engine_persist_trace(e, &tsteps);
+	if (!strncmp(es.decode_path, "persistent", 10) && tr)
+		rc = persist_timeline_print(stdout, g, tr, tsteps, es.decode_path);
 	if (!strncmp(es.decode_path, "persistent", 10)) /* gpu_profile times the launch list, event by event */
-		printf("profile: decode_path %s; the times below are the kernel-per-launch path's (--decode kernels), the "
-		       "step time above the persistent kernel's\n", es.decode_path);
-	int rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
+		printf("profile: the per-launch times below are the kernel-per-launch path's (--decode kernels)\n");
+	if (!rc)
+		rc = bench_profile_print(stdout, g, o, wb, ctx, step_ms, V, us, sample_us, graph);
 	free(us);
 	if (rc)
 		fprintf(stderr, "glmrun: out of memory\n");

@@ -97,6 +97,8 @@ struct Gpu {
 	CUdeviceptr pmem;            /* one allocation: the tables below and the argument records */
 	CUdeviceptr ptask, pfirst, pwait, plt, pcount, pctl, pargs;
 	unsigned pworkers, pblock, pdsm;
+	uint64_t *ptrace;            /* --profile: persist_trace's steps x ntask_all x 4 (persist.cuh's trace) */
+	int ptrace_steps;
 };
 
 /* The host image of ops/kernels.cuh's P2pCtl (same layout). */
@@ -119,7 +121,8 @@ static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, u
                            size_t len);
 static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
 static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len);
-static int persist_launch(Gpu *x, char *err, size_t len);
+static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len);
+static int persist_trace(Gpu *x, int steps, char *err, size_t len);
 
 static int cuerr(const Gpu *x, CUresult r, const char *what, char *err, size_t len)
 {
@@ -1145,7 +1148,7 @@ int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, s
 		}
 		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
 		x->capturing = 1;
-		int rc = rows == 1 && x->pfn ? persist_launch(x, err, len) : launch_step(x, rows, err, len);
+		int rc = rows == 1 && x->pfn ? persist_launch(x, 0, err, len) : launch_step(x, rows, err, len);
 		x->capturing = 0;
 		if (!rc && logits)
 			rc = queue_readback(x, rows, 1, err, len);
@@ -1256,6 +1259,7 @@ void gpu_close(Gpu *x)
 		dlclose(x->cu.so);
 	free(x->fn), free(x->gemm), free(x->ptr), free(x->rope), free(x->wq);
 	free(x->graph), free(x->exec), free(x->captured_logits);
+	free(x->ptrace);
 	free(x);
 }
 
@@ -1466,6 +1470,8 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 {
 	const Cuda *c = &x->g->cuda;
 	int ne = 2 * c->nl + 2, rc = 0, nok = 0;
+	if (x->pfn && !x->ptrace && persist_trace(x, steps, err, len))
+		return -1;
 	CUevent *ev = calloc((size_t)ne, sizeof *ev);
 	if (!ev)
 		return seterr(err, len, "out of memory");
@@ -1843,11 +1849,52 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	return 0;
 }
 
-/* The 1-token decode step as the persistent kernel's one launch (eager or captured). */
-static int persist_launch(Gpu *x, char *err, size_t len)
+/* The 1-token decode step as the persistent kernel's one launch (eager or captured); trace: 0, or where its
+** workers record the task timeline (persist.cuh). */
+static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len)
 {
-	void *args[] = {&x->ptask, &x->pfirst, &x->plt, &x->pwait, &x->pcount, &x->pctl, &x->pargs};
+	void *args[] = {&x->ptask, &x->pfirst, &x->plt, &x->pwait, &x->pcount, &x->pctl, &x->pargs, &trace};
 	CK(x->cu.launch(x->pfn, x->pworkers, 1, 1, x->pblock, 1, 1, x->pdsm, x->st, args, NULL),
 	   "launching the persistent decode kernel (glm_persist)");
 	return 0;
+}
+
+/* --profile on the persistent path: `steps` 1-token steps run eagerly (never captured, so the graph's kernel
+** keeps its null trace), each with a trace buffer, read back into x->ptrace for gpu_persist_trace. The steps
+** continue the sequence as gpu_profile's do. */
+static int persist_trace(Gpu *x, int steps, char *err, size_t len)
+{
+	const Sched *sc = NULL;
+	for (int i = 0; i < x->g->cuda.nsched; i++)
+		if (x->g->cuda.sched[i].T == 1)
+			sc = &x->g->cuda.sched[i];
+	if (!sc || steps < 1)
+		return 0;
+	size_t per = 4 * (size_t)sc->ntask_all;
+	uint64_t *h = calloc((size_t)steps * per, sizeof *h);
+	if (!h)
+		return seterr(err, len, "out of memory");
+	CUdeviceptr d = 0;
+	CUresult r = x->cu.alloc(&d, per * 8);
+	int rc = r == CUDA_SUCCESS ? 0 : cuerr(x, r, "cuMemAlloc (the persistent trace)", err, len);
+	for (int s = 0; s < steps && !rc; s++) {
+		if ((r = x->cu.memset8(d, 0, per * 8)) != CUDA_SUCCESS)
+			rc = cuerr(x, r, "cuMemsetD8 (the persistent trace)", err, len);
+		else if (!(rc = persist_launch(x, d, err, len)) && !(rc = launch_sample(x, 0, 1, err, len))) {
+			if ((r = x->cu.stream_sync(x->st)) != CUDA_SUCCESS || (r = x->cu.dtoh(h + s * per, d, per * 8)) != CUDA_SUCCESS)
+				rc = cuerr(x, r, "the persistent trace step", err, len);
+		}
+	}
+	if (d)
+		x->cu.free(d);
+	if (rc)
+		return free(h), -1;
+	x->ptrace = h, x->ptrace_steps = steps;
+	return 0;
+}
+
+const uint64_t *gpu_persist_trace(const Gpu *x, int *steps)
+{
+	*steps = x->ptrace ? x->ptrace_steps : 0;
+	return x->ptrace;
 }

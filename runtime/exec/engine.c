@@ -292,6 +292,12 @@ int engine_profile(Engine *e, int steps, int eager, double *us, double *sample_u
 	return ranks_profile(e->R, steps, eager, us, sample_us, graph, err, len);
 }
 
+const uint64_t *engine_persist_trace(const Engine *e, int *steps)
+{
+	*steps = 0;
+	return e->R ? gpu_persist_trace(ranks_gpu(e->R, 0), steps) : NULL;
+}
+
 size_t engine_weight_bytes(const Engine *e, int id)
 {
 	if (e->R)

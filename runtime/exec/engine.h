@@ -118,6 +118,8 @@ const float *engine_cpu_f32(const Engine *e, int id);
 
 /* --profile: average time of each decode launch and of the sampler over `steps` steps (GPU only). */
 int engine_profile(Engine *e, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len);
+/* After engine_profile on the persistent decode path: its task timeline (gpu_persist_trace); NULL otherwise. */
+const uint64_t *engine_persist_trace(const Engine *e, int *steps);
 
 /* Bytes of weight node id as the backend holds it (rank 0's share on the GPU; float32 on the CPU). */
 size_t engine_weight_bytes(const Engine *e, int id);

@@ -116,6 +116,11 @@ size_t gpu_weight_bytes(const Gpu *x, int id);
 ** eager, or because the capture failed). */
 int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int *graph, char *err, size_t len);
 
+/* After gpu_profile on a plan running the persistent decode kernel: its task timeline over *steps eager
+** steps, steps x ntask_all x 4 values (ops/persist.cuh's trace: wait began, body began, body ended in ns, SM
+** id, per task of the T = 1 schedule); NULL with *steps 0 otherwise. */
+const uint64_t *gpu_persist_trace(const Gpu *x, int *steps);
+
 /* 1 when the driver loads and sees a GPU (for picking the default device). */
 int gpu_present(void);
 

@@ -117,11 +117,15 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 	std::vector<unsigned> count(4, 0);
 	GlmPCtl ctl = {0, 0};
 	bool ok = true;
+	/* the concurrent runs also record the task timeline (glmrun --profile's): every task waits, then runs,
+	** and starts only after every task of the launch it waits for ended */
+	std::vector<unsigned long long> trace(4 * task.size(), 0);
 	for (int s = 0; s < steps && ok; s++) {
 		for (auto *v : {&e, &h, &y, &p})
 			std::fill(v->begin(), v->end(), NAN);
 		auto body = [&] {
-			glm_persist_loop(task.data(), first.data(), lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr);
+			glm_persist_loop(task.data(), first.data(), lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr,
+			                 concurrent ? trace.data() : nullptr);
 		};
 		int rc = 0;
 		if (concurrent)
@@ -131,6 +135,17 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 		ok = rc == 0 && same(e, e0) && same(h, h0) && same(y, y0) && same(p, p0);
 		check(ok, fmt("%s, step %d: embedding, rmsnorm, gemv and softmax equal the plain launches'", what, s + 1),
 		      fmt("embedding %d rmsnorm %d gemv %d softmax %d", same(e, e0), same(h, h0), same(y, y0), same(p, p0)));
+	}
+	if (concurrent) {
+		bool order = true;
+		for (size_t i = 0; i < task.size(); i++) {
+			const unsigned long long *a = &trace[4 * i];
+			order = order && a[0] && a[0] <= a[1] && a[1] <= a[2] && a[3] == 0;
+			for (size_t j = 0; j < task.size(); j++)
+				if (task[i].launch > 0 && task[j].launch == task[i].launch - 1)
+					order = order && trace[4 * j + 2] <= a[1];
+		}
+		check(order, fmt("%s: the trace orders wait <= start <= end, each start after its inputs' ends", what), "");
 	}
 	bool counted = ctl.epoch == (unsigned)steps && ctl.done == 0;
 	for (int i = 0; i < 4; i++)
