@@ -82,6 +82,25 @@ for n in $cases; do
 	echo "# $n: build $(cat $tmp/$n.time) s, three runs $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"
 done
 
+# glmrun --profile on the persistent path: the task timeline of traced eager steps. Its per-launch rows (launch,
+# kernel, node, tasks) equal glmc's schedule dump, every time in them is >= 0, the worker rows' tasks add up to
+# the schedule's, and each worker's busy and waiting shares fit in its step.
+n=llama-f32
+if [ -f $tmp/$n.time ]; then
+	bin/glmc dump ${args[$n]} --decode persistent --sms ${sms[$n]} --blocks-per-sm 1 --after sched 2>/dev/null |
+		sed -n 's/^  launch \([0-9]*\) \([^ ]*\) (node %\([0-9]*\)): [0-9]* blocks, \([0-9]*\) tasks.*/\1 \2 \3 \4/p' >$tmp/want.rows
+	total=$(bin/glmc dump ${args[$n]} --decode persistent --sms ${sms[$n]} --blocks-per-sm 1 --after sched 2>/dev/null |
+		sed -n 's/^schedule T=1: [0-9]* launches as \([0-9]*\) tasks.*/\1/p')
+	gpu $n --profile -n 1 --bench-prompt 4 >$tmp/prof 2>$tmp/err || bad "--profile on the persistent path" "$(head -c 300 $tmp/err)"
+	awk '/^persistent timeline: /{t=1; next} /^persistent timeline per worker/{t=0} t && $1 != "launch" {print $1, $2, $3, $4}' \
+		$tmp/prof >$tmp/got.rows
+	neg=$(awk '/^persistent timeline: /{t=1; next} /^persistent timeline per worker/{t=0}
+		t && $1 != "launch" {for (i = 5; i <= 8; i++) if ($i + 0 < 0) n++} END {print n + 0}' $tmp/prof)
+	wsum=$(awk '/^persistent timeline per worker/{t=1; getline; next} /^profile:/{t=0} t {s += $3; if ($4 + $5 > 100.5) s = -1e9} END {print s + 0}' $tmp/prof)
+	[ -s $tmp/want.rows ] && cmp -s $tmp/want.rows $tmp/got.rows && [ "$neg" = 0 ] && [ "$wsum" = "$total" ] &&
+		ok "$n: --profile prints the persistent timeline: every launch with its tasks, waits >= 0, workers' tasks add up to $total" ||
+		bad "$n: --profile's persistent timeline" "rows $(diff $tmp/want.rows $tmp/got.rows | head -c 200); negative $neg; worker tasks $wsum of $total"
+fi
 # A schedule for more SMs than the double's 132: one line, then the kernels (ids still the CPU's).
 n=llama-f32 prompt=$($CMP --prompt $FIX/llama)
 if bin/glmc compile ${args[$n]} --decode persistent --sms 200 --blocks-per-sm 1 -o $tmp/big.plan 2>$tmp/err; then

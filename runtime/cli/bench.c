@@ -382,16 +382,17 @@ static int persist_timeline_print(FILE *f, const Graph *g, const uint64_t *tr, i
 		wl[w] = -1;
 	for (int s = 0; s < steps; s++) {
 		const uint64_t *t = tr + (size_t)s * 4 * (size_t)nt;
-		uint64_t t0 = UINT64_MAX, t9 = 0;
+		uint64_t t0 = UINT64_MAX, t9 = 0; /* the step: its first wait, its last body end */
 		for (int i = 0; i < nt; i++)
 			t0 = t[4 * i] < t0 ? t[4 * i] : t0, t9 = t[4 * i + 2] > t9 ? t[4 * i + 2] : t9;
-		span += t9 > t0 ? (double)(t9 - t0) / 1e3 / steps : 0;
+		span += (double)(int64_t)(t9 - t0) / 1e3 / steps;
 		for (int w = 0; w < nw; w++)
 			for (int i = sc->first[w]; i < sc->first[w + 1]; i++) {
 				const uint64_t *a = t + 4 * i;
 				int L = sc->task[i].launch;
-				double wait = a[1] >= a[0] ? (double)(a[1] - a[0]) / 1e3 : 0, body = a[2] >= a[1] ? (double)(a[2] - a[1]) / 1e3 : 0,
-				       at = a[1] >= t0 ? (double)(a[1] - t0) / 1e3 : 0;
+				/* signed: a clock that went backwards shows as a negative time, not as zero */
+				double wait = (double)(int64_t)(a[1] - a[0]) / 1e3, body = (double)(int64_t)(a[2] - a[1]) / 1e3,
+				       at = (double)(int64_t)(a[1] - t0) / 1e3;
 				if (s == 0)
 					lt[L]++;
 				lw[4 * L] += wait / steps, lw[4 * L + 2] += body / steps;
@@ -423,7 +424,7 @@ static int persist_timeline_print(FILE *f, const Graph *g, const uint64_t *tr, i
 	for (int k = 0; k < 5 && k < nw; k++) {
 		int m = -1;
 		for (int w = 0; w < nw; w++)
-			if (ww[3 * w + 1] >= 0 && (m < 0 || ww[3 * w + 1] > ww[3 * m + 1]))
+			if (ww[3 * w + 1] > -HUGE_VAL && (m < 0 || ww[3 * w + 1] > ww[3 * m + 1]))
 				m = w;
 		double wt = ww[3 * m + 1];
 		fprintf(f, "  %6d %4d %6d %7.1f %7.1f %10.2f %10.2f  ", m, wsm[m], sc->first[m + 1] - sc->first[m],
@@ -432,7 +433,7 @@ static int persist_timeline_print(FILE *f, const Graph *g, const uint64_t *tr, i
 			fprintf(f, "%d %s\n", wl[m], launch_name(&c->l[wl[m]]));
 		else
 			fprintf(f, "-\n");
-		ww[3 * m + 1] = -1; /* taken */
+		ww[3 * m + 1] = -HUGE_VAL; /* taken */
 	}
 	free(lw), free(ww), free(lt);
 	return 0;
@@ -628,7 +629,8 @@ int bench_main(const Graph *g, const char *plan, const char *weights, const Engi
 		return 1;
 	}
 	int64_t V = g->node[logits].dim[1];
-	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? o->profile_steps + 1 : 0) + 1;
+	/* --profile: its steps, and on the persistent path up to as many traced ones before them (gpu_profile) */
+	long P = o->prompt, S = P + o->warmup + o->steps + (o->profile ? 2 * o->profile_steps + 1 : 0) + 1;
 	const char *ctxs = graph_meta(g, "n_ctx");
 	if (ctxs && S > atol(ctxs)) {
 		fprintf(stderr, "glmrun: --bench: %ld positions needed, more than the model's context of %s\n", S, ctxs);

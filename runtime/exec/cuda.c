@@ -1470,7 +1470,7 @@ int gpu_profile(Gpu *x, int steps, int eager, double *us, double *sample_us, int
 {
 	const Cuda *c = &x->g->cuda;
 	int ne = 2 * c->nl + 2, rc = 0, nok = 0;
-	if (x->pfn && !x->ptrace && persist_trace(x, steps, err, len))
+	if (x->pfn && !x->ptrace && persist_trace(x, steps < 3 ? steps : 3, err, len))
 		return -1;
 	CUevent *ev = calloc((size_t)ne, sizeof *ev);
 	if (!ev)
