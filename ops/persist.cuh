@@ -108,11 +108,14 @@ __device__ __forceinline__ unsigned long long glm_p_smid()
 #endif
 }
 
-/* Worker blockIdx.x's task list, for one step (the kernel's one launch). */
-__device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int *first, const GlmPLaunch *lt,
-                                                 const int *wait, unsigned *count, GlmPCtl *ctl,
-                                                 const unsigned char *args, unsigned char *dsm,
-                                                 unsigned long long *trace)
+/* Worker blockIdx.x's tasks task[lo[w] .. hi[w]): all of its list when the step is one launch of the kernel,
+** or one segment's part when collectives (tensor parallelism) cut the step into several launches, each
+** segment's list after the last's on the stream (runtime/core/sched.c). The epoch is the step's in every
+** segment; `close` marks the step's last launch, whose last worker out bumps it. */
+__device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int *lo, const int *hi,
+                                                 const GlmPLaunch *lt, const int *wait, unsigned *count,
+                                                 GlmPCtl *ctl, const unsigned char *args, unsigned char *dsm,
+                                                 unsigned long long *trace, int close)
 {
 	__shared__ unsigned epoch;
 	int w = blockIdx.x, tid = threadIdx.x;
@@ -129,7 +132,7 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 	if (tid == 0)
 		simt_block_leave();
 #endif
-	for (int i = first[w]; i < first[w + 1]; i++) {
+	for (int i = lo[w]; i < hi[w]; i++) {
 		GlmPTask tk = task[i];
 		const GlmPLaunch *L = lt + tk.launch;
 		/* this task's first weight lines towards L2 while it waits (weights never change: safe early) */
@@ -178,7 +181,7 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 			atomicAdd(count + tk.launch, 1u);
 		}
 	}
-	if (tid == 0) { /* the last worker out closes the step */
+	if (tid == 0 && close) { /* the last worker out closes the step */
 		__threadfence();
 		if (atomicAdd(&ctl->done, 1u) == gridDim.x - 1) {
 			ctl->done = 0;

@@ -7,7 +7,8 @@
 # no NCCL for tp > 1) are one line; tp 1 runs with or without NCCL; the watchdog turns a stalled rank
 # (the GLMRUN_TEST_STALL_RANK hook) into a non-zero exit that names it, within the timeout; too little GPU
 # memory (FAKECUDA_FREE_KIB) is one line naming how many positions fit, and that -c then runs; --chat on
-# the GPU takes the model's window, or the most positions that fit (said once).
+# the GPU takes the model's window, or the most positions that fit (said once); a tp 2 plan's persistent decode
+# kernel runs as one launch a segment with the collectives between them.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count.
 set -u
 cd "$(dirname "$0")/.."
@@ -186,3 +187,22 @@ got=$(sed -n "s/^glmrun: chat context \([0-9]*\) positions: the model's window o
 [ $rc = 0 ] && [ -n "$got" ] && [ "$got" -ge 512 ] && [ "$got" -lt 4096 ] && grep -q "chat turn 1: answer" $tmp/err &&
 	ok "--chat on the GPU: $got of the window's 4096 positions fit in $kib KiB, said once, the chat runs" ||
 	bad "--chat on the GPU, window too large" "need '$need' kib $kib status $rc: $(head -c 300 $tmp/err)"
+
+# The persistent decode kernel at tp 2 (issue 47): the collectives cut the step into segments, each one launch
+# of the kernel (a plan for the fake's one SM), with the collectives between them in the same decode graph:
+# one graph launch a step, the ranks in lockstep, and the same collective calls as the kernel path's.
+if bin/glmc compile models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 1 -o $tmp/tp2p.plan 2>$tmp/err; then
+	for d in persistent kernels; do
+		fake bin/glmrun $tmp/tp2p.plan --device cuda --tokens "$prompt" -n 12 --stats --decode $d >$tmp/$d.ids 2>$tmp/$d.err
+		echo "rc=$?" >>$tmp/$d.ids
+	done
+	calls() { sed -n 's/.*rank 0 made \([0-9]*\) NCCL calls and \([0-9]*\) P2P allreduces.*/\1 \2/p' $1; }
+	grep -q "rc=0" $tmp/persistent.ids && grep -q "rc=0" $tmp/kernels.ids &&
+		grep -q "decode_path: persistent (1 workers: .*; 6 launches a step around 5 collectives)" $tmp/persistent.err &&
+		grep -q "graph launches 11 (1.00 per step), kernels per step 7," $tmp/persistent.err &&
+		[ -n "$(calls $tmp/persistent.err)" ] && [ "$(calls $tmp/persistent.err)" = "$(calls $tmp/kernels.err)" ] &&
+		ok "tp 2 --decode persistent: 6 kernel launches around 5 collectives in one graph launch a step, the kernel path's collective calls" ||
+		bad "tp 2 --decode persistent" "$(grep -hE 'rc=|decode_path|graph launches|made' $tmp/persistent.ids $tmp/persistent.err $tmp/kernels.err | head -c 600)"
+else
+	bad "tp 2 --decode persistent compiles" "$(head -c 300 $tmp/err)"
+fi

@@ -77,6 +77,9 @@ for n in $cases; do
 	r=$($CMP --pair $tmp/$n.p $tmp/$n.c 1e-4 2>&1) && ok "$n: logits vs --device cpu: $r" || bad "$n: logits vs --device cpu" "$r"
 	grep -q "decode_path: persistent (${sms[$n]} workers" $tmp/$n.stats && grep -q "decode_path: kernels (--decode kernels)" $tmp/$n.kstats &&
 		ok "$n: --stats says which decode path ran" || bad "$n: decode_path in --stats" "$(grep -h decode_path $tmp/$n.stats $tmp/$n.kstats)"
+	# the double is an sm_90 GPU, the plan's arch: both modules come from the plan's cubins, no NVRTC at start
+	grep -q "^stats: gpu .*(sm_90)$" $tmp/$n.stats && ok "$n: the persistent kernel loaded from the plan's cubin" ||
+		bad "$n: the plan's cubins used" "$(grep '^stats: gpu' $tmp/$n.stats)"
 	grep -q "graph launches $((k - 1)) (1.00 per step)" $tmp/$n.stats && ok "$n: one graph launch per decode step" ||
 		bad "$n: one graph launch per decode step" "$(grep launches $tmp/$n.stats)"
 	echo "# $n: build $(cat $tmp/$n.time) s, three runs $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"

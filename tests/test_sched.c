@@ -5,8 +5,9 @@
 ** shown to catch what they exist for, on schedules broken on purpose: a dropped wait (a launch that may
 ** read before its producer finished, or overwrite what a reader still needs), a worker list out of launch
 ** order (deadlock), blocks run twice or never, a cache-sized grid without shares; a forged plan whose
-** schedule lost a wait is refused by plan_read; a tensor-parallel plan is refused by name (its
-** allreduces are NCCL calls, not tasks). The graphs are compiled here up to the launch list and memory
+** schedule lost a wait is refused by plan_read. Tensor-parallel plans: the collectives cut the step into
+** segments (one kernel launch each, the collectives between them on the stream), so they have no tasks
+** and no wait crosses them, while a dropped wait inside a segment is still caught. The graphs are compiled here up to the launch list and memory
 ** plan (no NVRTC: the schedule never reads the cubin).
 */
 #include "check.h"
@@ -217,6 +218,10 @@ static void test_broken(void)
 	char path[] = "/tmp/glm_sched_XXXXXX";
 	int fd = mkstemp(path);
 	close(fd);
+	unsigned char pc[200]; /* the persistent kernel's program, shared memory and cubin ride along (plan format 14) */
+	for (size_t k = 0; k < sizeof pc; k++)
+		pc[k] = (unsigned char)(k * 37 + 11);
+	g.cuda.psource = "/* the persistent program */", g.cuda.pdsm = 4224, g.cuda.pcubin = pc, g.cuda.pcubin_size = sizeof pc;
 	int wr = plan_write(&g, path, err, sizeof err);
 	Arena B = {0};
 	Graph r;
@@ -232,7 +237,11 @@ static void test_broken(void)
 	      !memcmp(r.cuda.sched[0].wait, s->wait, sizeof(int32_t) * (size_t)s->wait_off[s->nl]),
 	      "the schedule round-trips through the plan file", "write %d read %d, %d schedules: %s", wr, rd, r.cuda.nsched,
 	      err);
-	fuzz_schedule(path, (size_t)(s->nl * 13 + s->nworker * 4 + s->ntask_all * 20 + 64));
+	check(!wr && !rd && r.cuda.psource && !strcmp(r.cuda.psource, g.cuda.psource) && r.cuda.pdsm == 4224 &&
+	          r.cuda.pcubin_size == sizeof pc && !memcmp(r.cuda.pcubin, pc, sizeof pc),
+	      "the persistent kernel's program, dynamic shared memory and cubin round-trip", "pdsm %d, cubin %zu bytes",
+	      r.cuda.pdsm, r.cuda.pcubin_size);
+	fuzz_schedule(path, (size_t)(s->nl * 13 + s->nworker * 4 + s->ntask_all * 20 + 64) + sizeof pc + 64);
 	c = sched_copy(&A, s);
 	drop_waits(&c, j);
 	g.cuda.sched = &c;
@@ -247,6 +256,62 @@ static void test_broken(void)
 	arena_free(&A);
 }
 
+/* Tensor-parallel plans: segments between the collectives, proved and simulated; within a segment the
+** waits still matter. */
+static void test_tp(void)
+{
+	static const char *fx[][2] = {{"llama", "llama"}, {"qwen3_moe", "qwen3_moe"}, {"glm4_moe_lite", "glm4_moe_lite"}};
+	for (size_t f = 0; f < sizeof fx / sizeof *fx; f++)
+		for (int tp = 2; tp <= 4; tp += 2) {
+			Arena A = {0};
+			Graph g;
+			graph_init(&g, &A);
+			char err[512] = "", name[160];
+			int rc = build(&g, fx[f][0], fx[f][1], 0, tp, err, sizeof err);
+			rc = rc ? rc : sched_build(&g, 1, 132, 2, err, sizeof err);
+			rc = rc ? rc : sched_check(&g, &g.cuda.sched[0], err, sizeof err);
+			rc = rc ? rc : sched_simulate(&g, &g.cuda.sched[0], 0x7e, 16, err, sizeof err);
+			snprintf(name, sizeof name, "%s tp %d: the schedule is built, proved and simulated", fx[f][0], tp);
+			check(!rc, name, "%s", err);
+			if (rc) {
+				arena_free(&A);
+				continue;
+			}
+			const Sched *s = &g.cuda.sched[0];
+			int *seg = malloc(sizeof(int) * (size_t)g.cuda.nl), coll = 0, coll_tasks = 0, crossing = 0, inside = 0;
+			int nseg = sched_segments(&g, 1, seg);
+			for (int i = 0; i < g.cuda.nl; i++) {
+				const Launch *l = &g.cuda.l[i];
+				int used = l->tmin <= 1 && l->tmax >= 1;
+				coll += used && l->kind != LK_KERNEL, coll_tasks += l->kind != LK_KERNEL ? s->ntask[i] : 0;
+				for (int k = s->wait_off[i]; k < s->wait_off[i + 1]; k++)
+					crossing += seg[s->wait[k]] != seg[i], inside++;
+			}
+			snprintf(name, sizeof name, "%s tp %d: %d collectives cut it into %d segments, with no tasks and no wait "
+			         "across them (%d waits inside)", fx[f][0], tp, coll, nseg, inside);
+			check(coll >= 2 && nseg == coll + 1 && !coll_tasks && !crossing && inside > 0, name,
+			      "%d collectives, %d segments, %d collective tasks, %d waits across", coll, nseg, coll_tasks, crossing);
+			/* a launch past the first collective with the most waits loses them: the proof must still name a pair */
+			int j = -1;
+			for (int i = 0; i < g.cuda.nl; i++)
+				if (seg[i] > 0 && s->wait_off[i + 1] - s->wait_off[i] > (j < 0 ? 0 : s->wait_off[j + 1] - s->wait_off[j]))
+					j = i;
+			if (j >= 0) {
+				Sched c = sched_copy(&A, s);
+				drop_waits(&c, j);
+				rc = sched_check(&g, &c, err, sizeof err);
+				int rs = sched_simulate(&g, &c, 5, 64, err + 256, sizeof err - 256);
+				snprintf(name, sizeof name, "%s tp %d: launch %d (segment %d) without its waits is caught by the proof "
+				         "and the simulation", fx[f][0], tp, j, seg[j]);
+				check(rc && has(err, "may run before") && rs && has(err + 256, "touches the same memory"), name,
+				      "check %d (%s), simulate %d (%s)", rc, err, rs, err + 256);
+			} else
+				check(0, "a launch with waits after the first collective", "%s tp %d: none", fx[f][0], tp);
+			free(seg);
+			arena_free(&A);
+		}
+}
+
 /* What a persistent kernel cannot hold is refused by name; DSA's cache-sized grid becomes shares. */
 static void test_refusals(void)
 {
@@ -254,12 +319,7 @@ static void test_refusals(void)
 	Graph g;
 	graph_init(&g, &A);
 	char err[512] = "";
-	int rc = build(&g, "llama", "llama", 0, 2, err, sizeof err);
-	rc = rc ? rc : sched_build(&g, 1, 132, 2, err, sizeof err);
-	check(rc && has(err, "collective"), "a tp 2 plan: its allreduces are refused by name", "rc %d: %s", rc, err);
-	arena_free(&A);
-	graph_init(&g, &A);
-	int sh = 0;
+	int rc, sh = 0;
 	rc = build(&g, "glm5", "glm_moe_dsa", 0, 1, err, sizeof err) || sched_build(&g, 1, 132, 2, err, sizeof err);
 	for (int i = 0; !rc && i < g.cuda.nl; i++)
 		sh += g.cuda.sched[0].share[i];
@@ -279,6 +339,7 @@ int main(void)
 {
 	test_fixtures();
 	test_broken();
+	test_tp();
 	test_refusals();
 	return check_failures != 0;
 }

@@ -2321,6 +2321,18 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
 	memcpy(c, cubin, n);
 	free(cubin);
 	g->cuda.cubin = c, g->cuda.cubin_size = n;
+	/* the persistent kernel too, so that glmrun on a GPU of this arch does not spend its start compiling it */
+	if (g->cuda.psource) {
+		if (nvrtc_compile(g->cuda.psource, g->cuda.arch, &cubin, &n, err, len)) {
+			char tmp[512];
+			snprintf(tmp, sizeof tmp, "%s", err);
+			return seterr(err, len, "the persistent decode kernel for %s: %s", g->cuda.arch, tmp);
+		}
+		c = arena_alloc(g->A, n);
+		memcpy(c, cubin, n);
+		free(cubin);
+		g->cuda.pcubin = c, g->cuda.pcubin_size = n;
+	}
 	return 0;
 }
 
@@ -2422,8 +2434,7 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 		if (l->kind != LK_KERNEL || !l->kernel || strncmp(l->kernel, "glm_k", 5)) {
 			free(kid);
 			return seterr(err, len, "emit_cuda_persist: launch %d (node %d) is a %s, which the persistent kernel "
-			              "cannot run (tensor parallelism: split the step at the collectives)", i, l->node,
-			              l->kernel ? l->kernel : "collective"), NULL;
+			              "cannot run as a task", i, l->node, l->kernel ? l->kernel : "collective"), NULL;
 		}
 		kid[i] = atoi(l->kernel + 5);
 		block = l->block > block ? l->block : block;
@@ -2462,9 +2473,10 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 			appendf(&e, "\t\tglm_pk%d(arg, dsm);\n\t\treturn;\n", kid[i]);
 		}
 		appendf(&e, "\t}\n}\nextern \"C\" __global__ void __launch_bounds__(%d, %d) glm_persist(const GlmPTask *task, "
-		        "const int *first, const GlmPLaunch *lt, const int *wait, unsigned *count, GlmPCtl *ctl, "
-		        "const unsigned char *args, unsigned long long *trace)\n{\n\textern __shared__ __align__(128) unsigned char "
-		        "glm_dsm[];\n\tglm_persist_loop(task, first, lt, wait, count, ctl, args, glm_dsm, trace);\n}\n", block, per_sm);
+		        "const int *lo, const int *hi, const GlmPLaunch *lt, const int *wait, unsigned *count, GlmPCtl *ctl, "
+		        "const unsigned char *args, unsigned long long *trace, int close)\n{\n\textern __shared__ __align__(128) "
+		        "unsigned char glm_dsm[];\n\tglm_persist_loop(task, lo, hi, lt, wait, count, ctl, args, glm_dsm, trace, "
+		        "close);\n}\n", block, per_sm);
 	}
 	free(kid);
 	if (rc) {
@@ -2482,6 +2494,8 @@ const char *emit_cuda_persist(Graph *g, int T, char *err, size_t len)
 	if (!src)
 		return NULL;
 	g->cuda.psource = arena_strdup(g->A, src);
+	const char *d = strstr(src, "#define GLM_PERSIST_DSM ");
+	g->cuda.pdsm = d ? atoi(d + strlen("#define GLM_PERSIST_DSM ")) : 0;
 	free(src);
 	return g->cuda.psource;
 }
@@ -2534,12 +2548,17 @@ void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 		return;
 	}
 	fprintf(f, "persistent decode kernel (T=%d): %d bodies, workers of %d threads, %d an SM", T, nbody, block, per_sm);
+	/* the plan's cubin (emit_cuda_compile built it from the T = 1 program), else NVRTC now */
 	unsigned char *cubin = NULL;
 	size_t n = 0;
-	if (!nvrtc_available())
+	const unsigned char *img = T == 1 ? g->cuda.pcubin : NULL;
+	if (img)
+		n = g->cuda.pcubin_size;
+	else if (nvrtc_available() && !nvrtc_compile(src, g->cuda.arch, &cubin, &n, err, sizeof err))
+		img = cubin;
+	if (!img && !nvrtc_available())
 		fprintf(f, "; NVRTC not found: no register or shared memory figures\n");
-	else if (nvrtc_compile(src, g->cuda.arch, &cubin, &n, err, sizeof err) ||
-	         emit_cuda_usage(cubin, n, "glm_persist", &regs, &smem, &frame, err, sizeof err))
+	else if (!img || emit_cuda_usage(img, n, "glm_persist", &regs, &smem, &frame, err, sizeof err))
 		fprintf(f, "; does not compile for %s: %s\n", g->cuda.arch, err);
 	else {
 		fprintf(f, "; %s: %d registers a thread, %lld bytes of stack frame (spills), %lld bytes of static shared memory",

@@ -1208,8 +1208,9 @@ static void print_stats(const Engine *e, int np, long n, double t0, double t1, d
 		        s.nccl_path, s.peer_ok, s.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls, s.p2p_max);
 	else
 		fprintf(stderr, "stats: ranks 1, no NCCL (%s)\n", s.nccl_note);
-	fprintf(stderr, "stats: gpu %s (sm_%d%d)%s\n", s.name, s.cc_major, s.cc_minor,
-	        s.recompiled ? ", kernels recompiled from the plan's source" : "");
+	fprintf(stderr, "stats: gpu %s (sm_%d%d)%s%s\n", s.name, s.cc_major, s.cc_minor,
+	        s.recompiled & 1 ? ", kernels recompiled from the plan's source" : "",
+	        s.recompiled & 2 ? ", the persistent kernel compiled from the plan's source" : "");
 	fprintf(stderr, "stats: memory weights %.1f MiB, activations %.1f MiB, kv cache %.1f MiB; upload %.3f s\n",
 	        (double)s.weight_bytes / (1 << 20), (double)s.act_bytes / (1 << 20), (double)s.cache_bytes / (1 << 20),
 	        s.upload_s);

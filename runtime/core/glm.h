@@ -239,6 +239,9 @@ typedef struct {
 	Sched *sched;                /* decode schedules for a persistent kernel (glmc --decode persistent), one per T */
 	int nsched;
 	const char *psource;         /* the persistent decode kernel's program (emit_cuda_persist), or NULL */
+	int pdsm;                    /* its bodies' own dynamic shared memory (GLM_PERSIST_DSM in psource), bytes */
+	const unsigned char *pcubin; /* psource compiled for arch, or NULL: glmrun compiles psource */
+	size_t pcubin_size;
 	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
 	                             ** fills it for cuda_wdtype; NULL: cuda_wdtype searches, as for a plan read back) */
 } Cuda;
@@ -469,6 +472,10 @@ int64_t memplan_value_bytes(const Node *n, int *region);
 int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_t len);
 /* The bytes launch i moves at T (its weights, activations and cache rows), the balancing weight. */
 int64_t sched_launch_bytes(const Graph *g, int i, int T);
+/* The persistent kernel's launches in a step of T tokens: 1 + the collectives used at T (tensor parallelism),
+** which run on the stream between them. seg (may be NULL), per launch: the segment it runs in (a collective
+** counts with the segment after it). */
+int sched_segments(const Graph *g, int T, int *seg);
 /* A launch's blocks at T (the product of its grid), 0 when it is not used at T; *uses_s set when the grid
 ** depends on the cache size S (the count is then taken at S = 1). */
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s);
@@ -491,7 +498,8 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 13: persistent decode schedules (Sched) and the persistent kernel's program after the CUDA section's weight types;
+/* 14: the persistent kernel's dynamic shared memory (Cuda.pdsm) and cubin (Cuda.pcubin) after its program;
+** 13: persistent decode schedules (Sched) and the persistent kernel's program after the CUDA section's weight types;
 ** 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
 ** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
 ** 11: 10 attributes a node (rope's scaling kind and llama3 band); 10: Launch.smem, dynamic shared memory
@@ -499,7 +507,7 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 13
+#define PLAN_VERSION 14
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

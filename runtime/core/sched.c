@@ -33,6 +33,13 @@
 ** it on its list (lower launches by the choice of j, earlier tasks of j are ready too and run in list
 ** order), so it can run it. Some worker can always move, under any interleaving, until all is done.
 ** sched_simulate checks the same properties by running interleavings, from the waits alone.
+**
+** Collectives. A tensor-parallel step has allreduces and allgathers (NCCL, or the one-shot P2P kernel)
+** between its kernels. They are not tasks: the step becomes one launch of the persistent kernel per
+** segment, a segment being the launches between two collectives, with the collectives launched on the
+** stream between them (sched_segments). The stream orders everything across a segment boundary, so a
+** conflicting pair in different segments needs no wait (condition 4 is asked only within a segment), a
+** collective has no tasks, and the deadlock argument above holds for each segment's launch on its own.
 */
 #include "glm.h"
 #include "quant.h"
@@ -55,6 +62,18 @@ static int launch_used(const Graph *g, int i, int T)
 	return T >= l->tmin && T <= l->tmax;
 }
 
+int sched_segments(const Graph *g, int T, int *seg)
+{
+	int k = 0;
+	for (int i = 0; i < g->cuda.nl; i++) {
+		int coll = launch_used(g, i, T) && g->cuda.l[i].kind != LK_KERNEL;
+		if (seg)
+			seg[i] = k + coll; /* a collective counts with the segment after it: it waits for all before */
+		k += coll;
+	}
+	return k + 1;
+}
+
 /* A launch argument's Size with T bound; *uses_s set when it depends on the cache size (unknown here). */
 static int64_t size_at(const Graph *g, Size s, int T, int *uses_s)
 {
@@ -73,8 +92,8 @@ static int64_t size_at(const Graph *g, Size s, int T, int *uses_s)
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s)
 {
 	*uses_s = 0;
-	if (!launch_used(g, i, T))
-		return 0;
+	if (!launch_used(g, i, T) || g->cuda.l[i].kind != LK_KERNEL)
+		return 0; /* a collective runs between the persistent kernel's launches, not as tasks */
 	int64_t b = 1;
 	for (int k = 0; k < 3; k++)
 		b *= size_at(g, g->cuda.l[i].grid[k], T, uses_s);
@@ -139,10 +158,7 @@ int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_
 		const Launch *l = &g->cuda.l[i];
 		if (!launch_used(g, i, T))
 			continue;
-		if (l->kind != LK_KERNEL)
-			rc = seterr(err, len, "launch %d (%s of node %%%d) at T=%d is a collective: a persistent kernel "
-			            "cannot hold it (tensor-parallel plans keep the kernel path)", i, launch_name(l), l->node, T);
-		else if (cuda_prefill_gemm(g, i))
+		if (cuda_prefill_gemm(g, i))
 			rc = seterr(err, len, "launch %d (%s of node %%%d) at T=%d may run through cuBLASLt: a persistent "
 			            "kernel cannot hold it", i, launch_name(l), l->node, T);
 		int uses_s;
@@ -325,17 +341,20 @@ int sched_check(const Graph *g, const Sched *s, char *err, size_t len)
 		return -1;
 	int nl = g->cuda.nl;
 	unsigned char *conf = malloc((size_t)nl * (size_t)nl + 1);
+	int *seg = malloc(sizeof(int) * ((size_t)nl + 1));
 	size_t W = 0;
 	uint64_t *reach = reach_sets(s, nl, &W);
-	int rc = !conf || !reach ? seterr(err, len, "out of memory") : sched_conflicts(g, s->T, conf, err, len);
+	int rc = !conf || !reach || !seg ? seterr(err, len, "out of memory") : sched_conflicts(g, s->T, conf, err, len);
+	if (!rc)
+		sched_segments(g, s->T, seg);
 	for (int j = 0; j < nl && !rc; j++)
 		for (int i = 0; i < j && !rc; i++)
-			if (conf[(size_t)i * nl + j] && !(reach[(size_t)j * W + (size_t)i / 64] >> (i % 64) & 1))
+			if (conf[(size_t)i * nl + j] && seg[i] == seg[j] && !(reach[(size_t)j * W + (size_t)i / 64] >> (i % 64) & 1))
 				rc = seterr(err, len, "schedule for T=%d: launch %d (%s of node %%%d) may run before launch %d (%s of "
 				            "node %%%d) finishes, and they touch the same memory", s->T, j,
 				            launch_name(&g->cuda.l[j]), g->cuda.l[j].node, i, launch_name(&g->cuda.l[i]),
 				            g->cuda.l[i].node);
-	free(conf), free(reach);
+	free(conf), free(reach), free(seg);
 	return rc ? -1 : 0;
 }
 
@@ -345,12 +364,21 @@ static uint64_t rnd(uint64_t *x)
 	return *x;
 }
 
-/* Whether worker w, idle, may start its next task: it has one, and every launch that task waits for is done. */
-static int sim_ready(const Sched *s, const int *pc, const int *done, int w)
+/* The simulation's state: per launch its tasks done and its segment; the lowest segment with tasks left. */
+typedef struct {
+	int *done, *seg, cur;
+} SimState;
+
+/* Whether worker w, idle, may start its next task: it has one, its segment's kernel launch has begun (every
+** earlier segment finished), and every launch that task waits for is done. */
+static int sim_ready(const Sched *s, const int *pc, const SimState *st, int w)
 {
 	if (pc[w] == s->first[w + 1])
 		return 0;
 	int L = s->task[pc[w]].launch;
+	const int *done = st->done;
+	if (st->seg[L] != st->cur)
+		return 0;
 	for (int k = s->wait_off[L]; k < s->wait_off[L + 1]; k++)
 		if (done[s->wait[k]] != s->ntask[s->wait[k]])
 			return 0;
@@ -358,11 +386,11 @@ static int sim_ready(const Sched *s, const int *pc, const int *done, int w)
 }
 
 /* The workers that can move (running: finish; idle and ready: start), rebuilt from scratch. */
-static int sim_movers(const Sched *s, const int *pc, const int *done, const int *busy, int *can)
+static int sim_movers(const Sched *s, const int *pc, const SimState *st, const int *busy, int *can)
 {
 	int nc = 0;
 	for (int w = 0; w < s->nworker; w++)
-		if (busy[w] || sim_ready(s, pc, done, w))
+		if (busy[w] || sim_ready(s, pc, st, w))
 			can[nc++] = w;
 	return nc;
 }
@@ -375,9 +403,12 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 	unsigned char *conf = malloc((size_t)nl * (size_t)nl + 1);
 	int *done = malloc(sizeof(int) * (size_t)nl), *pc = malloc(sizeof(int) * (size_t)nw),
 	    *busy = malloc(sizeof(int) * (size_t)nw), *can = malloc(sizeof(int) * (size_t)nw),
-	    *coff = calloc((size_t)nl + 1, sizeof(int)), *cl = NULL;
-	int rc = !conf || !done || !pc || !busy || !can || !coff ? seterr(err, len, "out of memory")
-	                                                          : sched_conflicts(g, s->T, conf, err, len);
+	    *coff = calloc((size_t)nl + 1, sizeof(int)), *cl = NULL, *seg = malloc(sizeof(int) * ((size_t)nl + 1));
+	int nseg = sched_segments(g, s->T, seg), *segleft = calloc((size_t)nseg + 1, sizeof(int));
+	SimState st = {done, seg, 0};
+	int rc = !conf || !done || !pc || !busy || !can || !coff || !seg || !segleft
+	             ? seterr(err, len, "out of memory")
+	             : sched_conflicts(g, s->T, conf, err, len);
 	/* each launch's conflicting earlier launches, as lists (the check at every task start) */
 	for (int j = 0; j < nl && !rc; j++) {
 		coff[j + 1] = coff[j];
@@ -393,9 +424,14 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 	uint64_t x = seed | 1;
 	for (int r = 0; r < rounds && !rc; r++) {
 		memset(done, 0, sizeof(int) * (size_t)nl);
+		memset(segleft, 0, sizeof(int) * (size_t)nseg);
+		for (int i = 0; i < nl; i++)
+			segleft[seg[i]] += s->ntask[i];
+		for (st.cur = 0; st.cur < nseg - 1 && !segleft[st.cur];)
+			st.cur++;
 		for (int w = 0; w < nw; w++)
 			pc[w] = s->first[w], busy[w] = 0;
-		int left = s->ntask_all, nc = sim_movers(s, pc, done, busy, can);
+		int left = s->ntask_all, nc = sim_movers(s, pc, &st, busy, can);
 		/* each move: a running worker finishes its task, or a ready one starts its next */
 		while (left && !rc) {
 			if (!nc) {
@@ -409,9 +445,12 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 			int c = (int)(rnd(&x) % (uint64_t)nc), w = can[c], L = s->task[pc[w]].launch;
 			if (busy[w]) {
 				busy[w] = 0, pc[w]++, left--;
-				if (++done[L] == s->ntask[L])
-					nc = sim_movers(s, pc, done, busy, can); /* a launch done: others may be ready now */
-				else if (!sim_ready(s, pc, done, w))
+				int seg_done = !--segleft[seg[L]];
+				while (st.cur < nseg - 1 && !segleft[st.cur]) /* the stream starts the next segment's launch */
+					st.cur++;
+				if (++done[L] == s->ntask[L] || seg_done)
+					nc = sim_movers(s, pc, &st, busy, can); /* a launch done: others may be ready now */
+				else if (!sim_ready(s, pc, &st, w))
 					can[c] = can[--nc];
 				continue;
 			}
@@ -424,7 +463,7 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 			busy[w] = 1;
 		}
 	}
-	free(conf), free(done), free(pc), free(busy), free(can), free(coff), free(cl);
+	free(conf), free(done), free(pc), free(busy), free(can), free(coff), free(cl), free(seg), free(segleft);
 	return rc ? -1 : 0;
 }
 
@@ -440,9 +479,13 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f)
 			b += s->task[k].bytes;
 		tot += b, mx = b > mx ? b : mx;
 	}
+	int nseg = sched_segments(g, s->T, NULL);
 	fprintf(f, "schedule T=%d: %d launches as %d tasks on %d workers (%d SMs x %d, %d threads), %d waits; bytes a "
-	        "worker: max %lld, mean %lld\n", s->T, used, s->ntask_all, s->nworker, s->sms, s->per_sm, s->block, waits,
+	        "worker: max %lld, mean %lld", s->T, used, s->ntask_all, s->nworker, s->sms, s->per_sm, s->block, waits,
 	        (long long)mx, (long long)(tot / s->nworker));
+	if (nseg > 1)
+		fprintf(f, "; the kernel launched %d times a step, the %d collectives between", nseg, nseg - 1);
+	fprintf(f, "\n");
 	for (int i = 0; i < s->nl && launches; i++) {
 		if (!s->ntask[i])
 			continue;

@@ -95,8 +95,10 @@ struct Gpu {
 	CUmodule pmod;
 	CUfunction pfn;              /* glm_persist, or NULL: the step runs the launch list */
 	CUdeviceptr pmem;            /* one allocation: the tables below and the argument records */
-	CUdeviceptr ptask, pfirst, pwait, plt, pcount, pctl, pargs;
+	CUdeviceptr ptask, pcut, pwait, plt, pcount, pctl, pargs;
 	unsigned pworkers, pblock, pdsm;
+	int pnseg;                   /* the kernel's launches a step: 1 + the collectives between them (tp > 1) */
+	int *pcoll, *psegtasks;      /* per segment: the collective launched after it (Cuda.l index), its tasks */
 	uint64_t *ptrace;            /* --profile: persist_trace's steps x ntask_all x 4 (persist.cuh's trace) */
 	int ptrace_steps;
 };
@@ -333,7 +335,7 @@ static int load_module(Gpu *x, char *err, size_t len)
 		if (nvrtc_compile(c->source, arch, &own, &n, err, len))
 			return -1;
 		image = own;
-		x->stats.recompiled = 1;
+		x->stats.recompiled |= 1;
 	}
 	CUresult r = x->cu.mod_load(&x->mod, image);
 	free(own);
@@ -584,8 +586,11 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 				x->stats.kernels_per_step++;
 		}
 	x->stats.kernels_per_step++; /* the sampler */
-	if (x->pfn)
-		x->stats.kernels_per_step = 2; /* the persistent kernel and the sampler */
+	if (x->pfn) { /* the persistent kernel's launches (one a segment that has tasks, and the last) and the sampler */
+		x->stats.kernels_per_step = 1;
+		for (int k = 0; k < x->pnseg; k++)
+			x->stats.kernels_per_step += x->psegtasks[k] || k == x->pnseg - 1;
+	}
 	return 0;
 }
 
@@ -1259,7 +1264,7 @@ void gpu_close(Gpu *x)
 		dlclose(x->cu.so);
 	free(x->fn), free(x->gemm), free(x->ptr), free(x->rope), free(x->wq);
 	free(x->graph), free(x->exec), free(x->captured_logits);
-	free(x->ptrace);
+	free(x->ptrace), free(x->pcoll), free(x->psegtasks);
 	free(x);
 }
 
@@ -1652,11 +1657,13 @@ typedef struct {
 } PLaunch;
 _Static_assert(sizeof(PLaunch) == 56 && sizeof(SchedTask) == 24, "persist.cuh's GlmPLaunch and GlmPTask");
 
-/* The fallback: the kernels run the step; why, on stderr once and in --stats. Always 0. */
+/* The fallback: the kernels run the step; why, on stderr once (rank 0's: the ranks' GPUs are alike) and in
+** --stats. Always 0. */
 static int persist_skip(Gpu *x, const char *why)
 {
-	fprintf(stderr, "glmrun: the persistent decode kernel is not used: %s; the decode step runs the plan's kernels\n",
-	        why);
+	if (x->rank == 0)
+		fprintf(stderr, "glmrun: the persistent decode kernel is not used: %s; the decode step runs the plan's "
+		        "kernels\n", why);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels (persistent not used: %.100s)", why);
 	if (x->pmod)
 		x->cu.mod_unload(x->pmod), x->pmod = NULL;
@@ -1690,10 +1697,7 @@ static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, char *err, siz
 		snprintf(why, sizeof why, "its schedule wants %d SMs, this GPU has %d", sc->sms, sms);
 		return persist_skip(x, why);
 	}
-	const char *d = strstr(c->psource, "#define GLM_PERSIST_DSM ");
-	if (!d)
-		return seterr(err, len, "plan: the persistent kernel's program does not define GLM_PERSIST_DSM");
-	long own = strtol(d + strlen("#define GLM_PERSIST_DSM "), NULL, 10), pool = 0;
+	long own = c->pdsm, pool = 0;
 	/* the pool of the bodies' shared arrays (persist.cuh GLM_SH): the largest static shared memory of the
 	** launches the step runs, with room for the pool's alignment of each array */
 	for (int i = 0; i < c->nl; i++) {
@@ -1705,14 +1709,16 @@ static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, char *err, siz
 	}
 	*dsm = (unsigned)(own + (pool ? pool + 256 : 0));
 	snprintf(arch, sizeof arch, "sm_%d%d", x->stats.cc_major, x->stats.cc_minor);
+	/* the plan's cubin when glmc built it for this GPU, else NVRTC now (as module_open does for the kernels) */
 	unsigned char *cubin = NULL;
 	size_t n = 0;
-	if (nvrtc_compile(c->psource, arch, &cubin, &n, err, len)) {
+	if ((!c->pcubin || strcmp(c->arch, arch)) && nvrtc_compile(c->psource, arch, &cubin, &n, err, len)) {
 		char tmp[512];
 		snprintf(tmp, sizeof tmp, "%s", err);
 		return seterr(err, len, "the persistent decode kernel (Cuda.psource) for %s: %s", arch, tmp);
 	}
-	CUresult r = x->cu.mod_load(&x->pmod, cubin);
+	x->stats.recompiled |= cubin ? 2 : 0;
+	CUresult r = x->cu.mod_load(&x->pmod, cubin ? cubin : c->pcubin);
 	free(cubin);
 	if (r != CUDA_SUCCESS)
 		return cuerr(x, r, "cuModuleLoadData (the persistent decode kernel)", err, len);
@@ -1757,8 +1763,6 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 			              "steps (compile it with glmc compile --decode persistent)");
 		return 0;
 	}
-	if (x->tp > 1)
-		return persist_skip(x, "tensor parallelism (the schedule has no collectives)");
 	if (sc->nl != c->nl || sc->nworker != sc->sms * sc->per_sm || sc->nworker < 1 || sc->block < 32 ||
 	    sc->block > 1024 || sc->first[sc->nworker] != sc->ntask_all)
 		return seterr(err, len, "plan: the persistent schedule for T = 1 does not match the plan's %d launches", c->nl);
@@ -1766,26 +1770,47 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	int ok = persist_module(x, sc, &dsm, err, len);
 	if (ok <= 0)
 		return ok;
-	/* the image: tasks, first, wait, launch table, counters (zero), control (zero), argument records */
+	/* the segments: the kernel's launches between the collectives (runtime/core/sched.c), and per segment k
+	** and worker w, cut[k·nworker + w]: w's first task in segment k or later (its lists are in launch order) */
+	int *seg = malloc(sizeof(int) * ((size_t)c->nl + 1)), nseg = sched_segments(x->g, 1, seg);
+	int *cut = malloc(sizeof(int) * (size_t)(nseg + 1) * (size_t)sc->nworker);
+	x->pcoll = calloc((size_t)nseg, sizeof(int)), x->psegtasks = calloc((size_t)nseg, sizeof(int));
+	if (!seg || !cut || !x->pcoll || !x->psegtasks)
+		return free(seg), free(cut), seterr(err, len, "out of memory");
+	for (int i = 0; i < c->nl; i++)
+		if (c->l[i].kind != LK_KERNEL && c->l[i].tmin <= 1 && c->l[i].tmax >= 1)
+			x->pcoll[seg[i] - 1] = i;
+	for (int w = 0; w < sc->nworker; w++)
+		for (int k = 0, t = sc->first[w]; k <= nseg; k++) {
+			while (k < nseg && t < sc->first[w + 1] && seg[sc->task[t].launch] < k)
+				t++;
+			cut[(size_t)k * (size_t)sc->nworker + (size_t)w] = k == nseg ? sc->first[w + 1] : t;
+		}
+	for (int t = 0; t < sc->ntask_all; t++)
+		x->psegtasks[seg[sc->task[t].launch]]++;
+	x->pnseg = nseg;
+	free(seg);
+	/* the image: tasks, cut, wait, launch table, counters (zero), control (zero), argument records */
 	size_t nw = (size_t)sc->wait_off[c->nl], a_task = 0, a_first = (sizeof(SchedTask) * (size_t)sc->ntask_all + 255) & ~(size_t)255,
-	       a_wait = a_first + ((4 * (size_t)(sc->nworker + 1) + 255) & ~(size_t)255),
+	       a_wait = a_first + ((4 * (size_t)(nseg + 1) * (size_t)sc->nworker + 255) & ~(size_t)255),
 	       a_lt = a_wait + ((4 * nw + 4 + 255) & ~(size_t)255),
 	       a_count = a_lt + ((sizeof(PLaunch) * (size_t)c->nl + 255) & ~(size_t)255),
 	       a_ctl = a_count + ((4 * (size_t)c->nl + 255) & ~(size_t)255), a_args = a_ctl + 256, total = a_args;
 	size_t *off = malloc(sizeof(size_t) * MAXKARG);
 	if (!off)
-		return seterr(err, len, "out of memory");
+		return free(cut), seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++)
 		if (sc->ntask[i])
 			total += persist_record(&c->l[i], off);
 	unsigned char *img = calloc(1, total);
 	if (!img)
-		return free(off), seterr(err, len, "out of memory");
+		return free(off), free(cut), seterr(err, len, "out of memory");
 	SchedTask *tk = (SchedTask *)(img + a_task);
 	PLaunch *lt = (PLaunch *)(img + a_lt);
 	int64_t *blocks = calloc((size_t)c->nl + 1, sizeof *blocks);
 	int rc = blocks ? 0 : seterr(err, len, "out of memory");
-	memcpy(img + a_first, sc->first, 4 * (size_t)(sc->nworker + 1));
+	memcpy(img + a_first, cut, 4 * (size_t)(nseg + 1) * (size_t)sc->nworker);
+	free(cut);
 	memcpy(img + a_wait, sc->wait, 4 * nw);
 	size_t at = a_args;
 	for (int i = 0; i < c->nl && !rc; i++) {
@@ -1840,22 +1865,33 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	free(img), free(off), free(blocks);
 	if (rc)
 		return -1;
-	x->ptask = x->pmem + a_task, x->pfirst = x->pmem + a_first, x->pwait = x->pmem + a_wait, x->plt = x->pmem + a_lt;
+	x->ptask = x->pmem + a_task, x->pcut = x->pmem + a_first, x->pwait = x->pmem + a_wait, x->plt = x->pmem + a_lt;
 	x->pcount = x->pmem + a_count, x->pctl = x->pmem + a_ctl, x->pargs = x->pmem + a_args;
 	x->pworkers = (unsigned)sc->nworker, x->pblock = (unsigned)sc->block, x->pdsm = dsm;
+	char segs[64] = "";
+	if (nseg > 1)
+		snprintf(segs, sizeof segs, "; %d launches a step around %d collectives", nseg, nseg - 1);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path,
-	         "persistent (%d workers: %d SMs x %d, %d threads, %u bytes of dynamic shared memory, %d tasks)", sc->nworker,
-	         sc->sms, sc->per_sm, sc->block, dsm, sc->ntask_all);
+	         "persistent (%d workers: %d SMs x %d, %d threads, %u bytes of dynamic shared memory, %d tasks%s)",
+	         sc->nworker, sc->sms, sc->per_sm, sc->block, dsm, sc->ntask_all, segs);
 	return 0;
 }
 
-/* The 1-token decode step as the persistent kernel's one launch (eager or captured); trace: 0, or where its
-** workers record the task timeline (persist.cuh). */
+/* The 1-token decode step through the persistent kernel (eager or captured): one launch, or with collectives
+** (tp > 1) one a segment with each collective after its segment (an empty segment's launch skipped, the
+** last always run: it closes the step); trace: 0, or where its workers record the task timeline (persist.cuh). */
 static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len)
 {
-	void *args[] = {&x->ptask, &x->pfirst, &x->plt, &x->pwait, &x->pcount, &x->pctl, &x->pargs, &trace};
-	CK(x->cu.launch(x->pfn, x->pworkers, 1, 1, x->pblock, 1, 1, x->pdsm, x->st, args, NULL),
-	   "launching the persistent decode kernel (glm_persist)");
+	for (int k = 0; k < x->pnseg; k++) {
+		CUdeviceptr lo = x->pcut + 4 * (CUdeviceptr)k * x->pworkers, hi = lo + 4 * (CUdeviceptr)x->pworkers;
+		int close = k == x->pnseg - 1;
+		void *args[] = {&x->ptask, &lo, &hi, &x->plt, &x->pwait, &x->pcount, &x->pctl, &x->pargs, &trace, &close};
+		if (x->psegtasks[k] || close)
+			CK(x->cu.launch(x->pfn, x->pworkers, 1, 1, x->pblock, 1, 1, x->pdsm, x->st, args, NULL),
+			   "launching the persistent decode kernel (glm_persist)");
+		if (!close && coll_launch(x, &x->g->cuda.l[x->pcoll[k]], 1, err, len))
+			return -1;
+	}
 	return 0;
 }
 

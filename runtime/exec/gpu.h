@@ -96,7 +96,7 @@ typedef struct {
 	size_t weight_bytes, act_bytes, cache_bytes;
 	char name[256];
 	int cc_major, cc_minor;
-	int recompiled;
+	int recompiled;              /* NVRTC ran at open: 1 the plan's kernels, 2 the persistent kernel */
 	int have_lt;                 /* cuBLASLt found: prefill matmuls go through it */
 	long lt_matmuls;
 	char decode_path[160];       /* "persistent (N workers)", or "kernels" and why when a schedule was not used */

@@ -185,6 +185,15 @@ CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute a, int v)
 	return CUDA_SUCCESS;
 }
 
+/* One block of up to 1024 threads an SM (the fake GPU has one SM), so a persistent plan compiled with --sms 1
+** runs its launch sequence here. */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, CUfunction f, int block, size_t dsm)
+{
+	(void)f, (void)dsm;
+	*n = block > 0 && block <= 1024;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, CUstream st, void **args, void **extra)
 {

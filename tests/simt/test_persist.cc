@@ -5,7 +5,10 @@
 ** named barrier, the shared-array pool and argument records as emit_cuda_persist writes them, against the
 ** same templates launched plainly (persist_plain.cc). Three schedules (one worker; two workers, the second
 ** waiting on the first's counters; three workers alive together, each waiting on another's), each for three steps with every output poisoned before each step, so
-** the counters' epochs are exercised; the outputs must equal the plain launches' bit for bit.
+** the counters' epochs are exercised; the outputs must equal the plain launches' bit for bit. Then the step
+** cut into two launches of the kernel at a launch boundary, as a tensor-parallel step is at its collectives
+** (each worker runs its part of the list in each launch, the wait across the cut dropped, only the second
+** launch closing the step).
 */
 #include "simt.h"
 
@@ -69,9 +72,10 @@ static bool same(const std::vector<float> &a, const std::vector<float> &b)
 	return a.size() == b.size() && !memcmp(a.data(), b.data(), a.size() * sizeof(float));
 }
 
-/* The step over `workers` workers whose task lists are lists[w] (launch, blo, bhi), `steps` times. */
+/* The step over `workers` workers whose task lists are lists[w] (launch, blo, bhi), `steps` times; with cut > 0
+** as two launches of the kernel, launches [0, cut) in the first. */
 static void run(const char *what, int workers, const std::vector<std::vector<std::array<int, 3>>> &lists, int steps,
-                bool concurrent = false)
+                bool concurrent = false, int cut = 0)
 {
 	const int T = 2, V = 40, C = 200, N = 70;
 	std::vector<float> table((size_t)V * C), nw(C), w((size_t)N * C);
@@ -113,6 +117,15 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 		lt[i].pre = i == 2 ? (const unsigned char *)w.data() : nullptr, lt[i].pre_step = (long long)C * 4;
 		memcpy(lt[i].grid, grid[i], sizeof grid[i]);
 		lt[i].wait_lo = i ? i - 1 : 0, lt[i].wait_hi = i;
+		if (cut && i == cut)
+			lt[i].wait_lo = lt[i].wait_hi; /* the stream orders it after the first launch */
+	}
+	/* each worker's part of its list in each launch: mid[w] = its first task of a launch >= cut */
+	std::vector<int> mid(workers);
+	for (int w = 0; w < workers; w++) {
+		mid[w] = first[w];
+		while (cut && mid[w] < first[w + 1] && task[mid[w]].launch < cut)
+			mid[w]++;
 	}
 	std::vector<unsigned> count(4, 0);
 	GlmPCtl ctl = {0, 0};
@@ -123,15 +136,22 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 	for (int s = 0; s < steps && ok; s++) {
 		for (auto *v : {&e, &h, &y, &p})
 			std::fill(v->begin(), v->end(), NAN);
-		auto body = [&] {
-			glm_persist_loop(task.data(), first.data(), lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr,
-			                 concurrent ? trace.data() : nullptr);
-		};
 		int rc = 0;
-		if (concurrent)
-			rc = simt_launch_concurrent(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
-		else
-			simt_launch(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
+		for (int seg = 0; seg < (cut ? 2 : 1); seg++) {
+			const int *lo = !cut ? first.data() : seg ? mid.data() : first.data(),
+			          *hi = !cut ? first.data() + 1 : seg ? first.data() + 1 : mid.data();
+			int close = !cut || seg == 1;
+			auto body = [&] {
+				glm_persist_loop(task.data(), lo, hi, lt.data(), wait.data(), count.data(), &ctl, args.data(), nullptr,
+				                 concurrent ? trace.data() : nullptr, close);
+			};
+			if (concurrent)
+				rc |= simt_launch_concurrent(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
+			else
+				simt_launch(dim3{(unsigned)workers, 1, 1}, dim3{256, 1, 1}, body);
+			if (cut && !seg && ctl.epoch != (unsigned)s) /* the step is not over after its first launch */
+				rc = 1;
+		}
 		ok = rc == 0 && same(e, e0) && same(h, h0) && same(y, y0) && same(p, p0);
 		check(ok, fmt("%s, step %d: embedding, rmsnorm, gemv and softmax equal the plain launches'", what, s + 1),
 		      fmt("embedding %d rmsnorm %d gemv %d softmax %d", same(e, e0), same(h, h0), same(y, y0), same(p, p0)));
@@ -162,5 +182,10 @@ int main()
 	** worker 1's GEMV rows on worker 0's norm, and worker 2 on both, as on a GPU */
 	run("three concurrent workers", 3, {{{1, 0, 2}, {2, 0, 20}, {3, 0, 1}}, {{0, 0, 2}, {2, 20, 45}}, {{2, 45, 70}, {3, 1, 2}}},
 	    3, true);
+	/* the same step cut before the GEMV and before the softmax, as collectives would cut it */
+	run("three concurrent workers, two launches cut at the GEMV", 3,
+	    {{{1, 0, 2}, {2, 0, 20}, {3, 0, 1}}, {{0, 0, 2}, {2, 20, 45}}, {{2, 45, 70}, {3, 1, 2}}}, 3, true, 2);
+	run("two workers, two launches cut at the softmax", 2,
+	    {{{0, 0, 1}, {0, 1, 2}, {1, 0, 2}, {2, 0, 35}}, {{2, 35, 70}, {3, 0, 1}, {3, 1, 2}}}, 3, false, 3);
 	return finish();
 }
