@@ -35,7 +35,7 @@ TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
 FAKES   := build/fake/libcuda.so.1 build/fake/libnccl.so.2
 # The driver double that runs a plan's kernels on the CPU through tests/simt (tests/simt_gpu.sh), and an empty
 # libcublasLt beside it: glmrun then declines cuBLASLt and its prefill runs the plan's own GEMM kernels.
-SIMTCUDA := build/simtcuda/libcuda.so.1 build/simtcuda/libcublasLt.so.13
+SIMTCUDA := build/simtcuda/libcuda.so.1 build/simtcuda/libcublasLt.so.13 build/simtcuda/libnccl.so.2
 
 all: bin/glmc bin/glmrun $(TESTS) $(TOOLS) $(FAKES) $(SIMTCUDA)
 
@@ -90,7 +90,12 @@ build/fake/libnccl.so.2: tests/fake/nccl.c
 
 build/simtcuda/libcuda.so.1: tests/fake/simtcuda.c
 	@mkdir -p build/simtcuda
-	$(CC) $(CFLAGS) -fPIC -shared $< -ldl -o $@
+	$(CC) $(CFLAGS) -fPIC -shared $< -ldl -lpthread -o $@
+
+# The NCCL double that really sums and gathers, on the streams of the driver double above (tests/simt_tp.sh).
+build/simtcuda/libnccl.so.2: tests/fake/simtnccl.c
+	@mkdir -p build/simtcuda
+	$(CC) $(CFLAGS) -fPIC -shared $< -ldl -lpthread -o $@
 
 build/simtcuda/libcublasLt.so.13:
 	@mkdir -p build/simtcuda

@@ -1627,7 +1627,8 @@ __device__ __forceinline__ void p2p_put_flag(unsigned *p, unsigned v)
 
 __device__ __forceinline__ unsigned p2p_get_flag(const unsigned *p)
 {
-#ifdef GLM_SIMT
+#ifdef GLM_SIMT /* the peer's store comes from another OS thread: let this block's other fibers run first */
+	simt_peer_wait();
 	return __atomic_load_n(p, __ATOMIC_ACQUIRE);
 #else
 	unsigned v;

@@ -7,39 +7,68 @@
 **
 ** The module image (NVRTC's cubin) is ignored: cuModuleLoadData opens the shared object named by
 ** GLM_SIMT_SO, the plan's source built for tests/simt by tests/tools/simtsrc, and a kernel NAME is its
-** NAME_simt adaptor, which runs the grid as fibers (block after block, one OS thread). One device; "device"
-** memory is host memory, filled with 0xff bytes (NaN as float and bf16) when allocated, so a kernel that
-** reads what nothing wrote shows in the logits; a kernel's dynamic shared memory is poisoned the same way.
-** A stream capture records kernel launches (their parameter values copied, as the real driver does) and
-** asynchronous copies (their pointers: the bytes are read at replay); a graph launch replays them in order.
-** As the real driver does for a thread-local capture, a synchronous copy or memset during one is an error,
-** and a launch asking for more dynamic shared memory than cuFuncSetAttribute allowed fails.
-** No cuLaunchKernelEx (glmrun then launches without PDL), no peer access.
+** NAME_simt adaptor, which runs the grid as fibers (block after block, on the OS thread that launches it).
+** "Device" memory is host memory, filled with 0xff bytes (NaN as float and bf16) when allocated, so a kernel
+** that reads what nothing wrote shows in the logits; a kernel's dynamic shared memory is poisoned the same way.
+** A stream capture records kernel launches (their parameter values copied, as the real driver does),
+** asynchronous copies (their pointers: the bytes are read at replay) and host operations (simtcuda_host_op,
+** below); a graph launch replays them in order. As the real driver does for a thread-local capture, a
+** synchronous copy or memset during one is an error, and a launch asking for more dynamic shared memory than
+** cuFuncSetAttribute allowed fails. No cuLaunchKernelEx (glmrun then launches without PDL).
+**
+** SIMTCUDA_NDEV GPUs (default 1, at most SC_MAXDEV), for glmrun's tensor-parallel path (tests/simt_tp.sh):
+** one primary context each, current per OS thread (cuCtxSetCurrent), and peer access between every pair
+** (all memory is one process's, so a kernel reads and writes a peer's buffers directly). A module, a
+** function and a stream belong to the context current when they were made; a launch on another context's
+** stream or of another context's function fails, as it does on the driver. glmrun's ranks launch at the same
+** time from their own threads, and a simt shared object is not reentrant (its fibers, threadIdx and the
+** statics standing in for __shared__ are globals), so device 0 opens GLM_SIMT_SO itself and device d > 0 a
+** private copy of it (written to $TMPDIR and unlinked once open): every plan's kernel source is the same for
+** all ranks (a rank learns its number from a kernel argument, KA_RANK), so one shared object serves them
+** all. A copy shares nothing with the original only if the object has no STB_GNU_UNIQUE symbols (g++ makes
+** template functions' static locals unique, which glibc binds process-wide whatever RTLD_LOCAL says): build
+** it with -fno-gnu-unique; a copy of one without is refused.
+**
+** The interface to tests/fake/simtnccl.c (the NCCL double that really sums), which finds it by dlsym:
+**   CUresult simtcuda_host_op(CUstream st, CUresult (*fn)(void *arg), const void *arg, size_t n)
+** runs fn(arg) in stream order: at once (everything before it on the stream has run: launches are
+** synchronous), or, while st is being captured, at each replay of that graph, with a copy of arg's n bytes
+** taken now (as a launch's parameter values are). A non-success result fails the replay.
 **
 ** The persistent decode kernel (glmrun --decode persistent) is a second module: an image whose ELF symbols
-** name glm_persist loads the shared object GLM_SIMT_PSO (simtsrc --persist). Blocks still run one after
-** another, except glm_persist's, whose adaptor keeps every worker alive together (simt_launch_concurrent:
-** workers wait on each other's counters as on a GPU). The occupancy query answers as an H100 SM would for the threads and
-** dynamic shared memory asked (registers not counted), and the GPU has 132 SMs.
+** name glm_persist loads the shared object GLM_SIMT_PSO (simtsrc --persist), per device as GLM_SIMT_SO is.
+** Blocks still run one after another, except glm_persist's, whose adaptor keeps every worker alive together
+** (simt_launch_concurrent: workers wait on each other's counters as on a GPU). The occupancy query answers as
+** an H100 SM would for the threads and dynamic shared memory asked (registers not counted), and the GPU has
+** 132 SMs.
 */
 #include <cuda.h>
 #include <dlfcn.h>
 #include <elf.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-/* A kernel: the adaptor tests/tools/simtsrc wrote for it, its parameter sizes, its shared memory limit. */
+enum { SC_MAXDEV = 8 };
+
+/* A kernel: the adaptor tests/tools/simtsrc wrote for it, its parameter sizes, its shared memory limit, and
+** the device whose module it came from. */
 typedef struct {
 	void (*run)(const unsigned *grid, unsigned block, void *dsm, void **params);
 	const int *argsz;
 	const int *status;           /* glm_persist's: nonzero after a failed concurrent launch (simtsrc --persist) */
 	int dsm_max;
+	int dev;
 } ScFn;
 
-/* One captured operation: a launch (fn set; args holds its parameter values) or an asynchronous copy. */
+/* One captured operation: a launch (fn set; args holds its parameter values), a host operation (host set;
+** args holds a copy of its argument) or an asynchronous copy. */
 typedef struct {
 	ScFn *fn;
+	CUresult (*host)(void *);
 	unsigned grid[3], block, shm;
 	unsigned char *args;
 	void *dst;
@@ -52,12 +81,37 @@ typedef struct {
 	int n, cap;
 } ScGraph;
 
-static void *sc_so, *sc_pso;
-static ScGraph *sc_capture; /* the graph being captured, or NULL */
+/* A stream: its device and the graph being captured on it, or NULL. */
+typedef struct {
+	int dev;
+	ScGraph *capture;
+} ScStream;
+
+static pthread_mutex_t sc_mu = PTHREAD_MUTEX_INITIALIZER; /* the modules and the peer table */
+static void *sc_so[SC_MAXDEV], *sc_pso[SC_MAXDEV];
+static unsigned char sc_peer[SC_MAXDEV][SC_MAXDEV]; /* [a][b]: a's context may reach b's memory */
+static _Thread_local int sc_cur = -1;                 /* the device of this thread's current context, or -1 */
+static _Thread_local int sc_tl_captures;             /* captures begun on this thread and not yet ended */
+static int sc_event_tag;                          /* every event */
+
+/* SIMTCUDA_NDEV, or 0 when it is not a count in 1..SC_MAXDEV (cuInit says so). */
+static int sc_ndev(void)
+{
+	const char *s = getenv("SIMTCUDA_NDEV");
+	if (!s || !*s)
+		return 1;
+	char *end;
+	long v = strtol(s, &end, 10);
+	return *end || v < 1 || v > SC_MAXDEV ? 0 : (int)v;
+}
 
 CUresult cuInit(unsigned flags)
 {
 	(void)flags;
+	if (!sc_ndev()) {
+		fprintf(stderr, "simtcuda: SIMTCUDA_NDEV=%s: not a GPU count in 1..%d\n", getenv("SIMTCUDA_NDEV"), SC_MAXDEV);
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	return CUDA_SUCCESS;
 }
 
@@ -69,22 +123,21 @@ CUresult cuGetErrorString(CUresult r, const char **s)
 
 CUresult cuDeviceGetCount(int *n)
 {
-	*n = 1;
+	*n = sc_ndev();
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGet(CUdevice *d, int i)
 {
-	if (i != 0)
+	if (i < 0 || i >= sc_ndev())
 		return CUDA_ERROR_INVALID_DEVICE;
-	*d = 0;
+	*d = i;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 {
-	(void)d;
-	snprintf(name, (size_t)len, "simt CPU (tests/fake/simtcuda.c)");
+	snprintf(name, (size_t)len, "simt CPU %d (tests/fake/simtcuda.c)", (int)d);
 	return CUDA_SUCCESS;
 }
 
@@ -100,8 +153,11 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 	return CUDA_SUCCESS;
 }
 
+/* Device d's primary context is d + 1. */
 CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
 {
+	if (d < 0 || d >= sc_ndev())
+		return CUDA_ERROR_INVALID_DEVICE;
 	*c = (CUcontext)(intptr_t)(d + 1);
 	return CUDA_SUCCESS;
 }
@@ -112,9 +168,25 @@ CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d)
 	return CUDA_SUCCESS;
 }
 
+/* The device of context c, or -1 when c is none of them. */
+static int sc_ctx_dev(CUcontext c)
+{
+	intptr_t d = (intptr_t)c - 1;
+	return d >= 0 && d < sc_ndev() ? (int)d : -1;
+}
+
+/* Per OS thread, as the driver's current context is. */
 CUresult cuCtxSetCurrent(CUcontext c)
 {
-	(void)c;
+	if (c && sc_ctx_dev(c) < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	sc_cur = c ? sc_ctx_dev(c) : -1;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *c)
+{
+	*c = sc_cur < 0 ? NULL : (CUcontext)(intptr_t)(sc_cur + 1);
 	return CUDA_SUCCESS;
 }
 
@@ -156,7 +228,7 @@ CUresult cuMemFreeHost(void *p)
 /* Synchronous calls are not allowed in a thread-local capture (the real driver invalidates it). */
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 {
-	if (sc_capture)
+	if (sc_tl_captures)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	memcpy((void *)d, s, n);
 	return CUDA_SUCCESS;
@@ -164,7 +236,7 @@ CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n)
 
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 {
-	if (sc_capture)
+	if (sc_tl_captures)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	memcpy(d, (const void *)s, n);
 	return CUDA_SUCCESS;
@@ -172,16 +244,21 @@ CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n)
 
 CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n)
 {
-	if (sc_capture)
+	if (sc_tl_captures)
 		return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 	memset((void *)d, v, n);
 	return CUDA_SUCCESS;
 }
 
-/* The next operation slot of the graph being captured. */
-static ScOp *sc_record(void)
+/* The graph being captured on st, or NULL (also for the legacy stream, NULL, which glmrun never uses). */
+static ScGraph *sc_capturing(CUstream st)
 {
-	ScGraph *g = sc_capture;
+	return st ? ((ScStream *)st)->capture : NULL;
+}
+
+/* The next operation slot of graph g. */
+static ScOp *sc_record(ScGraph *g)
+{
 	if (g->n == g->cap) {
 		int cap = g->cap ? 2 * g->cap : 64;
 		ScOp *op = realloc(g->op, sizeof *op * (size_t)cap);
@@ -195,13 +272,14 @@ static ScOp *sc_record(void)
 }
 
 /* A copy now, or recorded (pointers only: a replay reads the source as it is then). */
-static CUresult sc_copy(void *d, const void *s, size_t n)
+static CUresult sc_copy(void *d, const void *s, size_t n, CUstream st)
 {
-	if (!sc_capture) {
+	ScGraph *g = sc_capturing(st);
+	if (!g) {
 		memcpy(d, s, n);
 		return CUDA_SUCCESS;
 	}
-	ScOp *o = sc_record();
+	ScOp *o = sc_record(g);
 	if (!o)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	o->dst = d, o->src = s, o->n = n;
@@ -210,14 +288,31 @@ static CUresult sc_copy(void *d, const void *s, size_t n)
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st)
 {
-	(void)st;
-	return sc_copy((void *)d, s, n);
+	return sc_copy((void *)d, s, n, st);
 }
 
 CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st)
 {
-	(void)st;
-	return sc_copy(d, (const void *)s, n);
+	return sc_copy(d, (const void *)s, n, st);
+}
+
+/* The NCCL double's way onto a stream (see the top of this file): fn(arg) now, or recorded with a copy of
+** arg's n bytes for each replay of the graph being captured on st. */
+CUresult simtcuda_host_op(CUstream st, CUresult (*fn)(void *arg), const void *arg, size_t n)
+{
+	ScGraph *g = sc_capturing(st);
+	if (!g)
+		return fn((void *)arg);
+	ScOp *o = sc_record(g);
+	if (!o)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (!(o->args = malloc(n ? n : 1))) {
+		g->n--;
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	memcpy(o->args, arg, n);
+	o->host = fn;
+	return CUDA_SUCCESS;
 }
 
 /* Whether an NVRTC cubin (a 64-bit ELF image, its section headers last) names glm_persist. */
@@ -230,23 +325,113 @@ static int sc_is_persist(const void *image)
 	return memmem(image, n, "glm_persist", 11) != NULL;
 }
 
-/* The plan's kernels: the shared object GLM_SIMT_SO names, or GLM_SIMT_PSO for the persistent kernel's
-** program (the image is NVRTC's cubin, only looked at for that). */
+/* The number of STB_GNU_UNIQUE symbols in the dynamic symbol table of the ELF image m (n bytes), or -1 when
+** it is not a well-formed 64-bit ELF file: those symbols would be shared between a shared object and its
+** copy (glibc binds them process-wide), so a copy of an object with any is no private copy. */
+static int sc_unique_syms(const unsigned char *m, size_t n)
+{
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)m;
+	if (n < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shentsize != sizeof(Elf64_Shdr) || eh->e_shoff > n || (n - eh->e_shoff) / sizeof(Elf64_Shdr) < eh->e_shnum)
+		return -1;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)(m + eh->e_shoff);
+	int k = 0;
+	for (int i = 0; i < eh->e_shnum; i++) {
+		if (sh[i].sh_type != SHT_DYNSYM)
+			continue;
+		if (sh[i].sh_offset > n || sh[i].sh_size > n - sh[i].sh_offset)
+			return -1;
+		const Elf64_Sym *y = (const Elf64_Sym *)(m + sh[i].sh_offset);
+		for (size_t j = 0; j < sh[i].sh_size / sizeof *y; j++)
+			k += ELF64_ST_BIND(y[j].st_info) == STB_GNU_UNIQUE;
+	}
+	return k;
+}
+
+/* The whole file at path (malloc'd, *n bytes), or NULL after a line on stderr. */
+static unsigned char *sc_read(const char *path, size_t *n)
+{
+	FILE *f = fopen(path, "rb");
+	unsigned char *m = NULL;
+	long sz = -1;
+	if (f && !fseek(f, 0, SEEK_END) && (sz = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET) && (m = malloc((size_t)sz)) &&
+	    fread(m, 1, (size_t)sz, f) == (size_t)sz) {
+		fclose(f);
+		*n = (size_t)sz;
+		return m;
+	}
+	fprintf(stderr, "simtcuda: cannot read %s\n", path);
+	free(m);
+	if (f)
+		fclose(f);
+	return NULL;
+}
+
+/* Device dev's own instance of the shared object at path: a copy in $TMPDIR (unlinked once open), since
+** dlopen of the same file again gives back the instance already open; see the top of this file. */
+static void *sc_open_copy(const char *path, int dev)
+{
+	size_t n = 0;
+	unsigned char *m = sc_read(path, &n);
+	if (!m)
+		return NULL;
+	int u = sc_unique_syms(m, n);
+	if (u != 0) {
+		fprintf(stderr, "simtcuda: %s: %s; GPU %d needs its own copy of it (build it with g++ -fno-gnu-unique)\n",
+		        path, u < 0 ? "not a 64-bit ELF shared object" : "has STB_GNU_UNIQUE symbols, shared by every copy",
+		        dev);
+		free(m);
+		return NULL;
+	}
+	const char *dir = getenv("TMPDIR");
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s/simtcuda-gpu%d-XXXXXX", dir && *dir ? dir : "/tmp", dev);
+	int fd = mkstemp(tmp);
+	size_t done = 0;
+	while (fd >= 0 && done < n) {
+		ssize_t w = write(fd, m + done, n - done);
+		if (w <= 0)
+			break;
+		done += (size_t)w;
+	}
+	free(m);
+	if (fd < 0 || close(fd) || done < n) {
+		fprintf(stderr, "simtcuda: cannot write a copy of %s for GPU %d in %s\n", path, dev, tmp);
+		if (fd >= 0)
+			unlink(tmp);
+		return NULL;
+	}
+	void *h = dlopen(tmp, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		fprintf(stderr, "simtcuda: %s\n", dlerror());
+	unlink(tmp);
+	return h;
+}
+
+/* The plan's kernels for the current context's device: the shared object GLM_SIMT_SO names, or GLM_SIMT_PSO
+** for the persistent kernel's program (the image is NVRTC's cubin, only looked at for that). */
 CUresult cuModuleLoadData(CUmodule *m, const void *image)
 {
-	int pers = sc_is_persist(image);
+	int pers = sc_is_persist(image), dev = sc_cur;
 	const char *env = pers ? "GLM_SIMT_PSO" : "GLM_SIMT_SO", *so = getenv(env);
-	void **h = pers ? &sc_pso : &sc_so;
+	if (dev < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
 	if (!so) {
 		fprintf(stderr, "simtcuda: %s is not set (the plan's %s built by tests/tools/simtsrc%s)\n", env,
 		        pers ? "persistent kernel" : "kernels", pers ? " --persist" : "");
 		return CUDA_ERROR_INVALID_IMAGE;
 	}
-	if (!*h && !(*h = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
+	pthread_mutex_lock(&sc_mu);
+	void **h = pers ? &sc_pso[dev] : &sc_so[dev];
+	if (!*h && dev == 0 && !(*h = dlopen(so, RTLD_NOW | RTLD_LOCAL)))
 		fprintf(stderr, "simtcuda: %s\n", dlerror());
+	if (!*h && dev > 0)
+		*h = sc_open_copy(so, dev);
+	void *got = *h;
+	pthread_mutex_unlock(&sc_mu);
+	if (!got)
 		return CUDA_ERROR_INVALID_IMAGE;
-	}
-	*m = (CUmodule)*h;
+	*m = (CUmodule)got;
 	return CUDA_SUCCESS;
 }
 
@@ -271,11 +456,14 @@ CUresult cuModuleUnload(CUmodule m)
 	return CUDA_SUCCESS;
 }
 
-/* NAME is NAME_simt and its size table in the shared object; the handle lives as long as the process. */
+/* NAME is NAME_simt and its size table in the shared object; the handle lives as long as the process. The
+** function belongs to the current context's device (a module is only ever that device's instance). */
 CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 {
 	char s[256];
-	ScFn fn = {0};
+	ScFn fn = {.dev = sc_cur};
+	if (sc_cur < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
 	snprintf(s, sizeof s, "%s_simt", name);
 	*(void **)&fn.run = dlsym((void *)m, s);
 	snprintf(s, sizeof s, "%s_simt_argsz", name);
@@ -321,19 +509,22 @@ static CUresult sc_run(ScFn *fn, const unsigned *grid, unsigned block, unsigned 
 	return fn->status && *fn->status ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }
 
-/* Blocks are 1-D multiples of 32 threads (all glmc emits; tests/simt runs no other). */
+/* Blocks are 1-D multiples of 32 threads (all glmc emits; tests/simt runs no other). The function and the
+** stream must be the current context's, as the driver requires. */
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned shm, CUstream st, void **args, void **extra)
 {
-	(void)st;
 	ScFn *fn = (ScFn *)f;
+	if (fn->dev != sc_cur || (st && ((ScStream *)st)->dev != sc_cur))
+		return CUDA_ERROR_INVALID_HANDLE;
 	if (extra || !gx || !gy || !gz || by != 1 || bz != 1 || !bx || bx > 1024 || bx % 32 ||
 	    (shm > 48u * 1024 && (int)shm > fn->dsm_max))
 		return CUDA_ERROR_INVALID_VALUE;
 	unsigned grid[3] = {gx, gy, gz};
-	if (!sc_capture)
+	ScGraph *g = sc_capturing(st);
+	if (!g)
 		return sc_run(fn, grid, bx, shm, args);
-	ScOp *o = sc_record();
+	ScOp *o = sc_record(g);
 	if (!o)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	size_t total = 0;
@@ -349,44 +540,52 @@ CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, uns
 	return CUDA_SUCCESS;
 }
 
-static int stream_tag;
-
+/* A stream of the current context. */
 CUresult cuStreamCreate(CUstream *s, unsigned flags)
 {
 	(void)flags;
-	*s = (CUstream)&stream_tag;
+	if (sc_cur < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	ScStream *p = calloc(1, sizeof *p);
+	if (!p)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	p->dev = sc_cur;
+	*s = (CUstream)p;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuStreamDestroy_v2(CUstream s)
 {
-	(void)s;
+	free(s);
 	return CUDA_SUCCESS;
 }
 
+/* Nothing is ever pending: every operation ran when it was issued or replayed. */
 CUresult cuStreamSynchronize(CUstream s)
 {
-	(void)s;
-	return CUDA_SUCCESS;
+	return s && ((ScStream *)s)->capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
 }
 
 CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode)
 {
-	(void)s, (void)mode;
-	if (sc_capture)
+	(void)mode;
+	ScStream *p = (ScStream *)s;
+	if (!p || p->capture)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	if (!(sc_capture = calloc(1, sizeof *sc_capture)))
+	if (!(p->capture = calloc(1, sizeof *p->capture)))
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	sc_tl_captures++;
 	return CUDA_SUCCESS;
 }
 
 CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
-	(void)s;
-	if (!sc_capture)
+	ScStream *p = (ScStream *)s;
+	if (!p || !p->capture)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	*g = (CUgraph)sc_capture;
-	sc_capture = NULL;
+	*g = (CUgraph)p->capture;
+	p->capture = NULL;
+	sc_tl_captures--;
 	return CUDA_SUCCESS;
 }
 
@@ -398,22 +597,29 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long lo
 	return CUDA_SUCCESS;
 }
 
-/* Replays the capture in order: each launch with its recorded parameter values. */
+/* Replays the capture in order: each launch with its recorded parameter values, each host operation with
+** its recorded argument. */
 CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
-	(void)s;
 	const ScGraph *g = (const ScGraph *)e;
+	if (s && ((ScStream *)s)->dev != sc_cur)
+		return CUDA_ERROR_INVALID_HANDLE;
 	for (int i = 0; i < g->n; i++) {
 		const ScOp *o = &g->op[i];
-		if (!o->fn) {
+		CUresult r = CUDA_SUCCESS;
+		if (o->host)
+			r = o->host(o->args);
+		else if (!o->fn)
 			memcpy(o->dst, o->src, o->n);
-			continue;
+		else if (o->fn->dev != sc_cur)
+			r = CUDA_ERROR_INVALID_HANDLE;
+		else {
+			void *args[128];
+			int na = 0;
+			for (size_t at = 0; o->fn->argsz[na] && na < 128; at += (size_t)o->fn->argsz[na++])
+				args[na] = o->args + at;
+			r = sc_run(o->fn, o->grid, o->block, o->shm, args);
 		}
-		void *args[128];
-		int na = 0;
-		for (size_t at = 0; o->fn->argsz[na] && na < 128; at += (size_t)o->fn->argsz[na++])
-			args[na] = o->args + at;
-		CUresult r = sc_run(o->fn, o->grid, o->block, o->shm, args);
 		if (r != CUDA_SUCCESS)
 			return r;
 	}
@@ -436,24 +642,38 @@ CUresult cuGraphDestroy(CUgraph g)
 	return CUDA_SUCCESS;
 }
 
+/* Every pair of distinct GPUs: all their memory is this process's. */
 CUresult cuDeviceCanAccessPeer(int *can, CUdevice a, CUdevice b)
 {
-	(void)a, (void)b;
-	*can = 0;
+	int n = sc_ndev();
+	if (a < 0 || a >= n || b < 0 || b >= n)
+		return CUDA_ERROR_INVALID_DEVICE;
+	*can = a != b;
 	return CUDA_SUCCESS;
 }
 
+/* The current context reaches peer's memory from now on; asked twice, the driver's "already enabled". */
 CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned flags)
 {
-	(void)peer, (void)flags;
-	return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+	int b = sc_ctx_dev(peer), a = sc_cur;
+	if (flags)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (a < 0)
+		return CUDA_ERROR_INVALID_CONTEXT;
+	if (b < 0 || b == a)
+		return CUDA_ERROR_INVALID_DEVICE;
+	pthread_mutex_lock(&sc_mu);
+	CUresult r = sc_peer[a][b] ? CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
+	sc_peer[a][b] = 1;
+	pthread_mutex_unlock(&sc_mu);
+	return r;
 }
 
 /* Events (--profile, --bench): recorded, timing nothing. */
 CUresult cuEventCreate(CUevent *e, unsigned flags)
 {
 	(void)flags;
-	*e = (CUevent)&stream_tag;
+	*e = (CUevent)&sc_event_tag;
 	return CUDA_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #undef _FORTIFY_SOURCE
 #include "simt.h"
 
+#include <sched.h>
 #include <setjmp.h>
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -210,6 +211,15 @@ void simt_spin()
 	}
 	threadIdx = me->tid, blockIdx = me->bid;
 	me->spin = false;
+}
+
+/* See simt.h: another OS thread makes the store, so the spin is progress; sched_yield gives that thread the
+** CPU when the two share one. */
+void simt_peer_wait()
+{
+	simt_progress = 1;
+	sched_yield();
+	simt_yield();
 }
 
 /* Thread 0 of a block takes the shared-memory section, spinning while another block holds it: __shared__

@@ -14,8 +14,8 @@
 ** collectives and rounding points, with glibc's exp where the GPU has its own); it cannot see timing,
 ** alignment faults, or the hardware's float intrinsics. A collective reached by only part of a warp
 ** (which the real kernels never do) is reported as a deadlock and aborts the test. A lane that spins on
-** another lane's store with no collective in the loop would hang unless the loop calls simt_spin (below;
-** the tp 1 allreduce run here waits only on its own flags).
+** another lane's store with no collective in the loop would hang unless the loop calls simt_spin (below);
+** the one-shot allreduce's flag waits call simt_peer_wait (below).
 **
 ** Include this before ops/kernels.cuh and after every system header: it defines away `volatile` and
 ** `asm` (under GLM_SIMT the one-shot allreduce's flags are __atomic builtins instead).
@@ -286,6 +286,12 @@ int simt_launch_concurrent(dim3 g, dim3 b, const std::function<void()> &f);
 void simt_spin();
 void simt_block_enter();
 void simt_block_leave();
+/* A wait on a store another OS thread makes: the one-shot allreduce's flags (ops/kernels.cuh p2p_get_flag),
+** which a peer rank's launch raises when tests/fake/simtcuda.c runs glmrun's ranks, each on its own thread.
+** Called before every look at the flag, it hands the CPU to this launch's other fibers (the flag's own
+** block may not have raised it yet) and to the OS, and counts as progress: the deadlock check cannot see
+** the other thread (glmrun's watchdog can). */
+void simt_peer_wait();
 /* bar.sync id, n: the first n threads of the block (a multiple of 32) meet at named barrier id (0..15). */
 void simt_bar_sync(unsigned id, unsigned n);
 static inline void __nanosleep(unsigned)
