@@ -33,8 +33,9 @@ TESTS   := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 TOOLS   := $(patsubst tests/tools/%.c,build/tools/%,$(wildcard tests/tools/*.c))
 # Test doubles of the CUDA driver and NCCL (no kernels run) for tests/ranks.sh.
 FAKES   := build/fake/libcuda.so.1 build/fake/libnccl.so.2
-# The driver double that runs a plan's kernels on the CPU through tests/simt (tests/simt_gpu.sh), and an empty
-# libcublasLt beside it: glmrun then declines cuBLASLt and its prefill runs the plan's own GEMM kernels.
+# The driver double that runs a plan's kernels on the CPU through tests/simt (tests/simt_gpu.sh; SIMTCUDA_NDEV
+# GPUs for tests/simt_tp.sh), an empty libcublasLt beside it (glmrun then declines cuBLASLt and its prefill runs
+# the plan's own GEMM kernels), and an NCCL double that really sums on its streams (tests/simt_tp.sh).
 SIMTCUDA := build/simtcuda/libcuda.so.1 build/simtcuda/libcublasLt.so.13 build/simtcuda/libnccl.so.2
 
 all: bin/glmc bin/glmrun $(TESTS) $(TOOLS) $(FAKES) $(SIMTCUDA)
