@@ -19,8 +19,8 @@
 **   CUresult simtcuda_host_op(CUstream st, CUresult (*fn)(void *arg), const void *arg, size_t n)
 ** (found by dlsym in the libcuda.so.1 glmrun loaded; see the top of simtcuda.c): it runs now when st is not
 ** being captured (the double's launches are synchronous, so everything before it on the stream has run), or
-** at each replay of the graph being captured, from a copy of the call's description. A replayed call that
-** fails prints its line on stderr and fails cuGraphLaunch.
+** at each replay of the graph being captured, from a copy of the call's description. A failed call's line is
+** ncclGetLastError's; one that a replay ran also prints it on stderr (glmrun sees cuGraphLaunch fail).
 */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -78,8 +78,10 @@ static pthread_cond_t sn_cv = PTHREAD_COND_INITIALIZER;
 static SnGroup *sn_groups;
 static _Thread_local char sn_last[512];
 
-/* Records why the last call on this thread failed (ncclGetLastError), and says it on stderr too: a replayed
-** collective has no other way to tell. */
+static _Thread_local int sn_eager; /* a collective is being issued (not replayed) on this thread */
+
+/* Records why the last call on this thread failed (ncclGetLastError, which glmrun adds to its message), and
+** says it on stderr when a graph replays the call: glmrun then sees only cuGraphLaunch fail. */
 static void sn_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sn_fail(const char *fmt, ...)
 {
@@ -87,7 +89,13 @@ static void sn_fail(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(sn_last, sizeof sn_last, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "simtnccl: %s\n", sn_last);
+}
+
+/* sn_fail's record on stderr, for a failed call that a replay ran. */
+static void sn_say_replayed(void)
+{
+	if (!sn_eager)
+		fprintf(stderr, "simtnccl: %s\n", sn_last);
 }
 
 ncclResult_t ncclGetVersion(int *v)
@@ -305,6 +313,7 @@ static CUresult sn_run(void *arg)
 	unsigned char *out = malloc(bytes ? bytes : 1);
 	if (!out) {
 		sn_fail("%s: out of memory", what);
+		sn_say_replayed();
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
 	pthread_mutex_lock(&g->mu);
@@ -316,6 +325,7 @@ static CUresult sn_run(void *arg)
 		free(out);
 		sn_fail("%s (call %lu) on rank %d: the other ranks did not come within %d s", what, c->seq - 1, c->rank,
 		        SN_WAIT_S);
+		sn_say_replayed();
 		return CUDA_ERROR_LAUNCH_TIMEOUT;
 	}
 	SnPost P[SN_MAXRANK];
@@ -333,14 +343,16 @@ static CUresult sn_run(void *arg)
 		memcpy(k->p.dst, out, bytes);
 	free(out);
 	if (bad >= 0) {
-		sn_fail("rank %d: call %lu is %s of %zu values of type %d, rank %d's call %lu is %s of %zu of type %d",
-		        c->rank, P[c->rank].seq, what, P[c->rank].cnt, (int)P[c->rank].type, bad, P[bad].seq,
-		        P[bad].kind ? "ncclAllGather" : "ncclAllReduce", P[bad].cnt, (int)P[bad].type);
+		sn_fail("the ranks' calls differ: rank 0's call %lu is %s of %zu values of type %d, rank %d's call %lu is %s "
+		        "of %zu of type %d", P[0].seq, P[0].kind ? "ncclAllGather" : "ncclAllReduce", P[0].cnt, (int)P[0].type,
+		        bad, P[bad].seq, P[bad].kind ? "ncclAllGather" : "ncclAllReduce", P[bad].cnt, (int)P[bad].type);
+		sn_say_replayed();
 		return CUDA_ERROR_LAUNCH_FAILED;
 	}
 	if (late) {
 		sn_fail("%s (call %lu) on rank %d: the other ranks did not finish within %d s", what, P[c->rank].seq, c->rank,
 		        SN_WAIT_S);
+		sn_say_replayed();
 		return CUDA_ERROR_LAUNCH_TIMEOUT;
 	}
 	return CUDA_SUCCESS;
@@ -362,11 +374,13 @@ static ncclResult_t sn_issue(int kind, const void *s, void *d, size_t n, ncclDat
 		return ncclSystemError;
 	}
 	SnCall k = {c, {kind, t, n, s, d, 0}};
+	sn_eager = 1;
 	CUresult r = op((CUstream)st, sn_run, &k, sizeof k);
+	sn_eager = 0;
 	if (r != CUDA_SUCCESS) {
 		if (!sn_last[0])
 			sn_fail("%s: the driver double refused it (CUDA error %d)", what, (int)r);
-		return ncclSystemError;
+		return r == CUDA_ERROR_LAUNCH_FAILED ? ncclInvalidUsage : ncclSystemError; /* the ranks' calls differ */
 	}
 	return ncclSuccess;
 }
