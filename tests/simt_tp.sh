@@ -11,7 +11,8 @@
 # Per case, plans compiled with glmc --tp N, a prompt and 12 greedy tokens: the ids equal those of the same plan
 # on --device cpu (its ranks in lockstep, exec.c) and the fixture's, the logits are within 1e-4 of both, one
 # graph launch per decode step, and --stats shows which path carried the collectives. llama f32 at tp 2 (the
-# allreduces by P2P, the logits allgather by NCCL; then GLMRUN_P2P_MAX=0: all by NCCL) and tp 4, qwen3_moe f32
+# allreduces by P2P, the logits allgather by NCCL; a 70-token prompt, whose prefill runs the one-shot kernel
+# unfused; then GLMRUN_P2P_MAX=0: all by NCCL) and tp 4, qwen3_moe f32
 # at tp 2; llama bf16 at tp 2 all by NCCL, against the CPU's --round-bf16 run (below). Also: a shared object
 # with STB_GNU_UNIQUE symbols is refused for a second GPU in one line.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count, and "# " lines with the times.
@@ -101,6 +102,19 @@ if [ -f $tmp/llama-tp2.built ]; then
 	grep -q "ranks 2 (GPUs 0..1), NCCL 2.99.2 from build/simtcuda/libnccl.so.2, peer access 2 of 2 pairs" $tmp/llama-tp2.ranks &&
 		[ "$c" = "2 8" ] && ok "llama-tp2: the allreduces by the P2P kernel, the allgather by the NCCL double" ||
 		bad "llama-tp2: collective routing" "$(cat $tmp/llama-tp2.ranks)"
+	# those 4 allreduces a step are fused into the next kernel (k_add_rmsnorm_ar does the exchange) for steps of
+	# at most 64 rows; a 70-token prompt's go through the one-shot kernel itself (k_p2p_allreduce, 3 blocks)
+	t0=$(date +%s.%N) p=$(for i in $(seq 1 70); do echo $((i * 37 % 512)); done | paste -sd,) # the vocabulary is 512
+	r=
+	if gpu 2 $tmp/llama-tp2.so -- $tmp/llama-tp2.plan --tokens $p -n 3 --stats --dump-logits $tmp/p70g >$tmp/p70g.ids \
+		2>$tmp/p70.stats && bin/glmrun $tmp/llama-tp2.plan --device cpu --tokens $p -n 3 --dump-logits $tmp/p70c \
+		>$tmp/p70c.ids 2>$tmp/err && cmp -s $tmp/p70g.ids $tmp/p70c.ids && r=$($CMP --pair $tmp/p70g $tmp/p70c 1e-4 2>&1) &&
+		grep -q "rank 0 made 2 NCCL calls and 8 P2P allreduces" $tmp/p70.stats; then
+		ok "llama-tp2: a 70-token prompt (its allreduces by the unfused P2P kernel): ids equal the CPU's, logits $r"
+	else
+		bad "llama-tp2: a 70-token prompt" "$(grep -v stats: $tmp/p70.stats | head -c 300) ids $(cat $tmp/p70g.ids) vs $(cat $tmp/p70c.ids) $r $(grep 'rank 0 made' $tmp/p70.stats)"
+	fi
+	echo "# llama-tp2, 70 tokens: $(since $t0) s"
 	case_run llama-tp2 2 llama-tp2-nccl GLMRUN_P2P_MAX=0
 	c=$(calls llama-tp2-nccl)
 	[ "$c" = "10 0" ] && ok "llama-tp2-nccl: GLMRUN_P2P_MAX=0: every collective by the NCCL double" ||
