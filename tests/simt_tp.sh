@@ -13,8 +13,9 @@
 # graph launch per decode step, and --stats shows which path carried the collectives. llama f32 at tp 2 (the
 # allreduces by P2P, the logits allgather by NCCL; a 70-token prompt, whose prefill runs the one-shot kernel
 # unfused; then GLMRUN_P2P_MAX=0: all by NCCL) and tp 4, qwen3_moe f32
-# at tp 2; llama bf16 at tp 2 all by NCCL, against the CPU's --round-bf16 run (below). Also: a shared object
-# with STB_GNU_UNIQUE symbols is refused for a second GPU in one line.
+# at tp 2; llama bf16 at tp 2 all by NCCL, against the CPU's --round-bf16 run; llama at tp 2 with the
+# persistent decode kernel (below). Also: a shared object with STB_GNU_UNIQUE symbols is refused for a second
+# GPU in one line.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count, and "# " lines with the times.
 set -u
 cd "$(dirname "$0")/.."
@@ -47,8 +48,9 @@ gpu() {
 declare -A args=([llama-tp2]="models/llama.lua --weights $FIX/llama --tp 2"
 	[llama-tp4]="models/llama.lua --weights $FIX/llama --tp 4"
 	[qwen3_moe-tp2]="models/qwen3_moe.lua --weights $FIX/qwen3_moe --tp 2"
-	[llama-bf16-tp2]="models/llama.lua --weights $FIX/llama --dtype bf16 --tp 2")
-cases="qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2"
+	[llama-bf16-tp2]="models/llama.lua --weights $FIX/llama --dtype bf16 --tp 2"
+	[llama-persist-tp2]="models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 3 --blocks-per-sm 1")
+cases="llama-persist-tp2 qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2"
 
 # build NAME [G++ FLAGS]: $tmp/NAME.plan and its kernels for the CPU, $tmp/NAME.so (a private copy per GPU
 # needs -fno-gnu-unique); errors in $tmp/NAME.err.
@@ -58,7 +60,14 @@ build() {
 	bin/glmc compile ${args[$name]} -o $tmp/$name.plan 2>$tmp/$name.err &&
 		build/tools/simtsrc $tmp/$name.plan >$tmp/$name.cc 2>>$tmp/$name.err &&
 		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared "$@" -Itests/simt -Iops $tmp/$name.cc tests/simt/simt.cc \
-			-o $tmp/$name.so 2>>$tmp/$name.err && touch $tmp/$name.built
+			-o $tmp/$name.so 2>>$tmp/$name.err || return 1
+	# a plan with a persistent decode schedule: its persistent kernel too (GLM_SIMT_PSO)
+	if [ "${name#*persist}" != "$name" ]; then
+		build/tools/simtsrc --persist $tmp/$name.plan >$tmp/$name.p.cc 2>>$tmp/$name.err &&
+			${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared "$@" -Itests/simt -Iops $tmp/$name.p.cc tests/simt/simt.cc \
+				-o $tmp/$name.p.so 2>>$tmp/$name.err || return 1
+	fi
+	touch $tmp/$name.built
 }
 
 # two at a time (CI has two cores)
@@ -166,5 +175,35 @@ if [ -f $tmp/llama-bf16-tp2.built ]; then
 	echo "# llama-bf16-tp2: $(since $t0) s"
 else
 	bad "llama-bf16-tp2: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-bf16-tp2.err | head -c 400)"
+fi
+# The persistent decode kernel at tp 2 (glmc --decode persistent, 3 workers): one launch of it a segment, the
+# collectives between them in the decode graph. 5 tokens (its concurrent workers are slow on the CPU): with
+# the P2P kernel between the segments, ids and logits against the CPU ranks; with every collective by NCCL,
+# logits equal to --decode kernels' bit for bit (the same template code on the same blocks, and the same
+# collectives: with P2P the kernel path fuses the exchange into the next kernel, which sums the row in
+# another order, so there they differ at the f32 level).
+if [ -f $tmp/llama-persist-tp2.built ]; then
+	t0=$(date +%s.%N) prompt=$($CMP --prompt $FIX/llama) pl=$tmp/llama-persist-tp2.plan
+	pgpu() { gpu 2 $tmp/llama-persist-tp2.so GLM_SIMT_PSO=$tmp/llama-persist-tp2.p.so "$@"; }
+	cpu=$(bin/glmrun $pl --device cpu --tokens "$prompt" -n 5 --dump-logits $tmp/pp.c 2>$tmp/err)
+	if got=$(pgpu -- $pl --decode persistent --tokens "$prompt" -n 5 --stats --dump-logits $tmp/pp.g 2>$tmp/pp.stats); then
+		r=$($CMP --pair $tmp/pp.g $tmp/pp.c 1e-4 2>&1) && [ "$got" = "$cpu" ] &&
+			grep -q "decode_path: persistent (3 workers: .*; 6 launches a step around 5 collectives)" $tmp/pp.stats &&
+			grep -q "graph launches 4 (1.00 per step)" $tmp/pp.stats && grep -q "rank 0 made 2 NCCL calls and 8 P2P" $tmp/pp.stats &&
+			ok "llama-persist-tp2: --decode persistent, 6 launches around 5 collectives a step, one graph launch: ids equal the CPU's, logits $r" ||
+			bad "llama-persist-tp2: --decode persistent" "ids '$got' vs '$cpu' $r $(grep -hE 'decode_path|launches|made' $tmp/pp.stats)"
+	else
+		bad "llama-persist-tp2: --decode persistent on 2 simt GPUs" "$(grep -v stats: $tmp/pp.stats | head -c 400)"
+	fi
+	for d in persistent kernels; do
+		pgpu GLMRUN_P2P_MAX=0 -- $pl --decode $d --tokens "$prompt" -n 5 --stats --dump-logits $tmp/pp.$d >/dev/null 2>$tmp/pp.$d.stats ||
+			bad "llama-persist-tp2: --decode $d, GLMRUN_P2P_MAX=0" "$(grep -v stats: $tmp/pp.$d.stats | head -c 400)"
+	done
+	cmp -s $tmp/pp.persistent $tmp/pp.kernels && grep -q "decode_path: persistent" $tmp/pp.persistent.stats &&
+		ok "llama-persist-tp2: GLMRUN_P2P_MAX=0: logits equal --decode kernels' bit for bit" ||
+		bad "llama-persist-tp2: GLMRUN_P2P_MAX=0, persistent vs kernels" "$($CMP --pair $tmp/pp.persistent $tmp/pp.kernels 0 2>&1)"
+	echo "# llama-persist-tp2: $(since $t0) s"
+else
+	bad "llama-persist-tp2: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-persist-tp2.err | head -c 400)"
 fi
 echo "# tests/simt_tp.sh: $(since $t00) s"
