@@ -28,6 +28,12 @@
 #define GLM_SH128(T, name, dims) __shared__ __align__(128) T name dims
 #define GLM_SH128_AFTER(prev, T, name, dims) __shared__ __align__(128) T name dims
 #endif
+/* A helper's small array (the block reductions): plain here; one a lane in the persistent program, whose lanes
+** run blocks at once (persist.cuh). Templates with block-sized plain __shared__ arrays of their own (the decode
+** attention's merge) run without lanes (runtime/core/sched.c sched_lanes_ok). */
+#ifndef GLM_SH_LANE
+#define GLM_SH_LANE(T, name, dims) __shared__ T name dims
+#endif
 
 struct bf16 { unsigned short x; };
 struct f16 { unsigned short x; };
@@ -226,7 +232,7 @@ template <typename W> __device__ __forceinline__ void ld4(const W *p, float v[4]
 ** readers of the scratch from racing with this call's writers, so calls can follow each other. */
 __device__ __forceinline__ float block_sum(float v)
 {
-	__shared__ float part[32];
+	GLM_SH_LANE(float, part, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	v = warp_sum(v);
 	__syncthreads();
@@ -239,7 +245,7 @@ __device__ __forceinline__ float block_sum(float v)
 /* Block-wide max (NaN ignored, as fmaxf); every thread gets the result. */
 __device__ __forceinline__ float block_max(float v)
 {
-	__shared__ float part[32];
+	GLM_SH_LANE(float, part, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	v = warp_max(v);
 	__syncthreads();
@@ -252,7 +258,7 @@ __device__ __forceinline__ float block_max(float v)
 /* Block-wide integer sum; every thread gets the result. */
 __device__ __forceinline__ int block_sum_int(int v)
 {
-	__shared__ int part[32];
+	GLM_SH_LANE(int, part, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	for (int o = 16; o > 0; o >>= 1)
 		v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -289,8 +295,8 @@ __device__ __forceinline__ void keep_best(float &v, int &i, float ov, int oi)
 ** no candidate pass (-inf, 0x7fffffff), which every real element outranks. */
 __device__ __forceinline__ void block_best(float &v, int &i)
 {
-	__shared__ float pv[32];
-	__shared__ int pi[32];
+	GLM_SH_LANE(float, pv, [32]);
+	GLM_SH_LANE(int, pi, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	for (int o = 16; o > 0; o >>= 1)
 		keep_best(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
@@ -1735,7 +1741,7 @@ __device__ __forceinline__ unsigned order_key(float f)
 ** gets its own prefix. */
 __device__ __forceinline__ int block_scan_excl(int v, int *total)
 {
-	__shared__ int part[32];
+	GLM_SH_LANE(int, part, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	int incl = v;
 	for (int o = 1; o < 32; o <<= 1) {
@@ -1912,7 +1918,7 @@ __device__ int split_argmax(const A *logits, int V, float *part_v, int *part_i, 
 	});
 	block_best(bv, bi);
 	nfc = nf ? block_sum_int(nfc) : 0;
-	__shared__ int last;
+	GLM_SH_LANE(int, last, );
 	if (threadIdx.x == 0) {
 		if (nfc)
 			atomicAdd(nf, nfc); /* counted before the block is, so the last block sees it */

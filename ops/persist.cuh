@@ -3,16 +3,17 @@
 ** defined: glmc's persistent program (emit_cuda.c emit_cuda_persist) defines it at its top, and this file
 ** comes right after gemv_shape.h and before every kernel template, so that:
 **
-** - the worker loop below is compiled with the real blockIdx, gridDim, blockDim and __syncthreads;
-** - every template after it sees the task's virtual block instead: blockIdx, gridDim and blockDim become
-**   the shared glm_pv_* values the loop sets before each block of a task, and __syncthreads becomes a
-**   named barrier (bar.sync 1) over the body's threads, so a body of fewer threads than the worker block
-**   (a 32-thread GEMV in a 512-thread worker) synchronises only its own warps. The templates' code is unchanged.
+** - the worker loop below is compiled with the real threadIdx, blockIdx, gridDim, blockDim and __syncthreads;
+** - every template after it sees a virtual block instead. A body of fewer threads than the worker block (a
+**   128-thread GEMV in a 512-thread worker) runs in lanes, several of the task's blocks at once, lane k on
+**   threads [k·block, (k + 1)·block): threadIdx becomes the index within the lane, blockIdx the lane's
+**   block, gridDim and blockDim the launch's (the shared glm_pv_* values the loop sets), and __syncthreads
+**   the lane's named barrier (bar.sync 1 + k) over its threads only. The templates' code is unchanged.
 **   A body may return early only uniformly per block (every template does: see issue 47's audit in
 **   emit_cuda.c), since a thread that left the body does not arrive at its named barrier;
-** - the templates' shared arrays (GLM_SH, kernels.cuh) become views of one pool in dynamic shared memory
-**   that each body reuses from its start: glmrun launches the kernel with GLM_PERSIST_DSM bytes for the
-**   bodies' own dynamic shared memory plus the largest body's arrays (emit_cuda_persist reports it);
+** - the templates' shared arrays (GLM_SH, kernels.cuh) become views of dynamic shared memory, each lane's
+**   own part, reused by every body from its start: glmrun sizes the lanes and the kernel's dynamic shared
+**   memory from the bodies' own and their arrays' (GlmPLaunch);
 ** - __ldg becomes a plain load: the read-only path is only valid for data no block writes during the
 **   kernel, and here one launch's outputs are the next one's inputs within the same kernel.
 **
@@ -39,9 +40,13 @@ struct GlmPTask {
 	long long bytes;
 };
 
-/* Per launch of the plan, filled by glmrun for the step's T (56 bytes, 8-aligned). pre: the launch's first
+/* Per launch of the plan, filled by glmrun for the step's T (64 bytes, 8-aligned). pre: the launch's first
 ** weight (nullptr: nothing to prefetch), pre_step: its bytes per block of the launch, so that a task of
-** blocks [blo, bhi) asks L2 for the lines from pre + blo·pre_step on before it waits. */
+** blocks [blo, bhi) asks L2 for the lines from pre + blo·pre_step on before it waits.
+** Lanes: a body of fewer threads than the worker runs `lanes` of the task's blocks at once, lane k on
+** threads [k·block, (k + 1)·block) with its own named barrier (1 + k), its own `own` bytes of dynamic
+** shared memory (from the start of the kernel's) and its own `pool` bytes for the template's shared
+** arrays (after all lanes' own memory), so that a 128-thread GEMV keeps a 512-thread worker busy. */
 struct GlmPLaunch {
 	long long arg;               /* byte offset of the launch's argument record in args */
 	const unsigned char *pre;
@@ -50,9 +55,11 @@ struct GlmPLaunch {
 	unsigned block;              /* its threads (a multiple of 32, at most the worker's) */
 	unsigned ntask;              /* Sched.ntask */
 	int wait_lo, wait_hi;        /* the launches it waits for: wait[wait_lo .. wait_hi) */
-	int pad;
+	unsigned lanes;              /* blocks run at once, 1 .. GLM_P_LANES (0 counts as 1) */
+	unsigned own, pool;          /* bytes a lane: its dynamic shared memory, its shared arrays (128-aligned) */
 };
-static_assert(sizeof(GlmPLaunch) == 56 && sizeof(GlmPTask) == 24, "the layouts glmrun writes");
+static_assert(sizeof(GlmPLaunch) == 64 && sizeof(GlmPTask) == 24, "the layouts glmrun writes");
+#define GLM_P_LANES 8 /* named barriers 1 .. 8 of the 16 */
 
 /* The step counter: epoch counts finished steps, done the workers finished in this one. Zero at first. */
 struct GlmPCtl {
@@ -62,13 +69,45 @@ struct GlmPCtl {
 /* The body dispatcher the program defines after the templates: run block glm_pv_b of `launch`. */
 __device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm);
 
-/* The task's virtual block, set by thread 0 before each block of a task (tests/simt's dim3 on the CPU). */
+/* The task's virtual blocks, one a lane (each set by the lane's first thread before each of its blocks), the
+** launch's grid and block, and where the lanes' shared arrays start (tests/simt's dim3 on the CPU). */
 #ifdef GLM_SIMT
 typedef dim3 GlmPV;
 #else
 typedef uint3 GlmPV;
 #endif
-__shared__ GlmPV glm_pv_b, glm_pv_g, glm_pv_d;
+__shared__ GlmPV glm_pv_b[GLM_P_LANES], glm_pv_g, glm_pv_d;
+__shared__ unsigned glm_pv_pool_at, glm_pv_pool;
+
+/* The worker thread's own index, for the accessors below (threadIdx itself becomes the lane's). */
+__device__ __forceinline__ unsigned glm_p_tid()
+{
+	return threadIdx.x;
+}
+
+/* The lane of this thread while a body runs. */
+__device__ __forceinline__ unsigned glm_pv_lane()
+{
+	return glm_p_tid() / glm_pv_d.x;
+}
+
+/* threadIdx as the body sees it: its index within its lane. */
+__device__ __forceinline__ GlmPV glm_pv_tid()
+{
+	GlmPV t;
+	t.x = glm_p_tid() % glm_pv_d.x, t.y = 0, t.z = 0;
+	return t;
+}
+
+/* The lane's named barrier (1 + lane) over its glm_pv_d.x threads. */
+__device__ __forceinline__ void glm_pv_lane_sync(unsigned lane)
+{
+#ifdef GLM_SIMT /* a rendezvous of the lane's fibers only */
+	simt_bar_sync(1 + lane, glm_pv_d.x);
+#else
+	asm volatile("bar.sync %0, %1;" ::"r"(1 + lane), "r"(glm_pv_d.x) : "memory");
+#endif
+}
 
 /* An acquire load at GPU scope: what the publishing worker wrote before its release is visible after it. */
 __device__ __forceinline__ unsigned glm_p_acquire(const unsigned *p)
@@ -159,18 +198,23 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 		__syncthreads();
 		if (tid == 0 && trace)
 			trace[4 * i + 1] = glm_p_now();
-		unsigned gx = L->grid[0], gxy = gx * L->grid[1];
-		for (int b = tk.blo; b < tk.bhi; b++) {
-			if (tid == 0) {
-				glm_pv_b.x = b % gx, glm_pv_b.y = (b % gxy) / gx, glm_pv_b.z = b / gxy;
-				glm_pv_g.x = L->grid[0], glm_pv_g.y = L->grid[1], glm_pv_g.z = L->grid[2];
-				glm_pv_d.x = L->block, glm_pv_d.y = 1, glm_pv_d.z = 1;
-			}
-			__syncthreads();
-			if (tid < (int)L->block)
-				glm_persist_run(tk.launch, args + L->arg, dsm);
-			__syncthreads(); /* the body's writes done, its shared memory free for the next */
+		unsigned gx = L->grid[0], gxy = gx * L->grid[1], nb = L->block, lanes = L->lanes ? L->lanes : 1;
+		if (tid == 0) {
+			glm_pv_g.x = L->grid[0], glm_pv_g.y = L->grid[1], glm_pv_g.z = L->grid[2];
+			glm_pv_d.x = nb, glm_pv_d.y = 1, glm_pv_d.z = 1;
+			glm_pv_pool_at = lanes * L->own, glm_pv_pool = L->pool;
 		}
+		__syncthreads();
+		unsigned lane = (unsigned)tid / nb;
+		if (lane < lanes) /* lane k runs blocks blo + k, blo + k + lanes, ... of the task */
+			for (int b = tk.blo + (int)lane; b < tk.bhi; b += (int)lanes) {
+				if ((unsigned)tid % nb == 0)
+					glm_pv_b[lane].x = b % gx, glm_pv_b[lane].y = (b % gxy) / gx, glm_pv_b[lane].z = b / gxy;
+				glm_pv_lane_sync(lane);
+				glm_persist_run(tk.launch, args + L->arg, dsm + lane * L->own);
+				glm_pv_lane_sync(lane); /* the body's shared memory free, its block index free for the next */
+			}
+		__syncthreads(); /* every lane's writes done */
 		if (tid == 0) {
 			if (trace)
 				trace[4 * i + 2] = glm_p_now(), trace[4 * i + 3] = glm_p_smid();
@@ -191,14 +235,10 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 	}
 }
 
-/* A body's __syncthreads: the named barrier 1 over its glm_pv_d.x threads. */
+/* A body's __syncthreads: its lane's named barrier. */
 __device__ __forceinline__ void glm_pv_sync()
 {
-#ifdef GLM_SIMT /* a rendezvous of the body's fibers only */
-	simt_bar_sync(1, glm_pv_d.x);
-#else
-	asm volatile("bar.sync 1, %0;" ::"r"(glm_pv_d.x) : "memory");
-#endif
+	glm_pv_lane_sync(glm_pv_lane());
 }
 
 /* __syncthreads_count / _or / _and over the body's threads (no template uses them today). */
@@ -210,18 +250,15 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 	return 0;
 #else
 	int r;
-	asm volatile("{ .reg .pred q; setp.ne.s32 q, %1, 0; bar.red.popc.u32 %0, 1, %2, q; }"
-	             : "=r"(r) : "r"(p), "r"(glm_pv_d.x) : "memory");
+	asm volatile("{ .reg .pred q; setp.ne.s32 q, %1, 0; bar.red.popc.u32 %0, %2, %3, q; }"
+	             : "=r"(r) : "r"(p), "r"(1 + glm_pv_lane()), "r"(glm_pv_d.x) : "memory");
 	return r;
 #endif
 }
 
-/* The shared-array pool (GLM_SH in kernels.cuh): dynamic shared memory past the bodies' own (GLM_PERSIST_DSM
-** bytes, their glm_dsm, rounded up to 128), 16-byte aligned places (128 for GLM_SH128_AFTER); an array past the
-** launch's dynamic shared memory traps. */
-#ifndef GLM_PERSIST_DSM
-#define GLM_PERSIST_DSM 0
-#endif
+/* The shared-array pool (GLM_SH in kernels.cuh): each lane's `pool` bytes of dynamic shared memory past all
+** lanes' own (GlmPLaunch), 16-byte aligned places (128 for GLM_SH128_AFTER); an array past the lane's bytes
+** traps. */
 #ifdef GLM_SIMT /* tests/simt: a static pool of this many bytes */
 #ifndef GLM_SIMT_POOL
 #define GLM_SIMT_POOL 262144
@@ -238,9 +275,10 @@ __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned
 	unsigned dyn;
 	asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dyn));
 #endif
-	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : GLM_PERSIST_DSM;
+	unsigned base = glm_pv_pool_at + glm_pv_lane() * glm_pv_pool, end = glm_pv_pool ? base + glm_pv_pool : dyn;
+	unsigned at = prev ? (unsigned)((const unsigned char *)prev - glm_psm) + prev_bytes : base;
 	at = (at + align - 1) & ~(align - 1);
-	if (at + bytes > dyn)
+	if (at + bytes > end || end > dyn)
 		__trap();
 	return glm_psm + at;
 }
@@ -253,7 +291,11 @@ __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned
 #define GLM_SH128_AFTER(prev, T, name, dims) \
 	T(&name) dims = *reinterpret_cast<T(*) dims>(glm_pool_at(&(prev), sizeof(prev), sizeof(T dims), 128))
 
-#define blockIdx glm_pv_b
+#define GLM_SH_LANE(T, name, dims) \
+	__shared__ T name##_lanes[GLM_P_LANES] dims; \
+	T(&name) dims = name##_lanes[glm_pv_lane()]
+#define blockIdx glm_pv_b[glm_pv_lane()]
+#define threadIdx glm_pv_tid()
 #define gridDim glm_pv_g
 #define blockDim glm_pv_d
 #define __syncthreads() glm_pv_sync()

@@ -1511,7 +1511,8 @@ __device__ __forceinline__ float q8_abs(float v)
 /* The block's sum of ss and largest m (one pair of barriers for both); every thread gets them. */
 __device__ __forceinline__ void q8_block_sum_max(float &ss, float &m)
 {
-	__shared__ float ps[32], pm[32];
+	GLM_SH_LANE(float, ps, [32]);
+	GLM_SH_LANE(float, pm, [32]);
 	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 	ss = warp_sum(ss), m = warp_max(m);
 	__syncthreads();

@@ -6,8 +6,10 @@
 # Per case (glmc --sms N --blocks-per-sm 1): the greedy ids of --decode persistent equal those of --decode kernels
 # and of --device cpu; its logits equal the kernels' bit for bit (every task runs the same template code on the
 # same block as the kernel's launch does, and no output is summed across blocks in an order the schedule could
-# change), and are within 1e-4 of the CPU's; --stats says the persistent path ran with N workers and one graph
-# launch a decode step. Also: a schedule for more SMs than the GPU has falls back to the kernels with one line,
+# change), and are within 1e-4 of the CPU's; --stats says the persistent path ran with N workers, the bodies
+# narrower than a worker in lanes (several blocks at once, the double reporting the kernels' static shared
+# memory from the cubin as the driver does), and one graph launch a decode step; the modules come from the
+# plan's cubins. Also: a schedule for more SMs than the GPU has falls back to the kernels with one line,
 # and --decode persistent on a plan without a schedule is refused.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count, and "# " lines with the times.
 set -u
@@ -75,8 +77,10 @@ for n in $cases; do
 	cmp -s $tmp/$n.p $tmp/$n.k && ok "$n: logits equal the kernels' bit for bit" ||
 		bad "$n: logits vs --decode kernels" "$($CMP --pair $tmp/$n.p $tmp/$n.k 0 2>&1)"
 	r=$($CMP --pair $tmp/$n.p $tmp/$n.c 1e-4 2>&1) && ok "$n: logits vs --device cpu: $r" || bad "$n: logits vs --device cpu" "$r"
-	grep -q "decode_path: persistent (${sms[$n]} workers" $tmp/$n.stats && grep -q "decode_path: kernels (--decode kernels)" $tmp/$n.kstats &&
-		ok "$n: --stats says which decode path ran" || bad "$n: decode_path in --stats" "$(grep -h decode_path $tmp/$n.stats $tmp/$n.kstats)"
+	grep -q "decode_path: persistent (${sms[$n]} workers: .*, up to [2-8] lanes," $tmp/$n.stats &&
+		grep -q "decode_path: kernels (--decode kernels)" $tmp/$n.kstats &&
+		ok "$n: --stats says which decode path ran, the narrower bodies in lanes" ||
+		bad "$n: decode_path in --stats" "$(grep -h decode_path $tmp/$n.stats $tmp/$n.kstats)"
 	# the double is an sm_90 GPU, the plan's arch: both modules come from the plan's cubins, no NVRTC at start
 	grep -q "^stats: gpu .*(sm_90)$" $tmp/$n.stats && ok "$n: the persistent kernel loaded from the plan's cubin" ||
 		bad "$n: the plan's cubins used" "$(grep '^stats: gpu' $tmp/$n.stats)"

@@ -218,10 +218,10 @@ static void test_broken(void)
 	char path[] = "/tmp/glm_sched_XXXXXX";
 	int fd = mkstemp(path);
 	close(fd);
-	unsigned char pc[200]; /* the persistent kernel's program, shared memory and cubin ride along (plan format 14) */
+	unsigned char pc[200]; /* the persistent kernel's program and cubin ride along (plan format 14) */
 	for (size_t k = 0; k < sizeof pc; k++)
 		pc[k] = (unsigned char)(k * 37 + 11);
-	g.cuda.psource = "/* the persistent program */", g.cuda.pdsm = 4224, g.cuda.pcubin = pc, g.cuda.pcubin_size = sizeof pc;
+	g.cuda.psource = "/* the persistent program */", g.cuda.pcubin = pc, g.cuda.pcubin_size = sizeof pc;
 	int wr = plan_write(&g, path, err, sizeof err);
 	Arena B = {0};
 	Graph r;
@@ -237,10 +237,9 @@ static void test_broken(void)
 	      !memcmp(r.cuda.sched[0].wait, s->wait, sizeof(int32_t) * (size_t)s->wait_off[s->nl]),
 	      "the schedule round-trips through the plan file", "write %d read %d, %d schedules: %s", wr, rd, r.cuda.nsched,
 	      err);
-	check(!wr && !rd && r.cuda.psource && !strcmp(r.cuda.psource, g.cuda.psource) && r.cuda.pdsm == 4224 &&
-	          r.cuda.pcubin_size == sizeof pc && !memcmp(r.cuda.pcubin, pc, sizeof pc),
-	      "the persistent kernel's program, dynamic shared memory and cubin round-trip", "pdsm %d, cubin %zu bytes",
-	      r.cuda.pdsm, r.cuda.pcubin_size);
+	check(!wr && !rd && r.cuda.psource && !strcmp(r.cuda.psource, g.cuda.psource) && r.cuda.pcubin_size == sizeof pc &&
+	          !memcmp(r.cuda.pcubin, pc, sizeof pc),
+	      "the persistent kernel's program and cubin round-trip", "cubin %zu bytes", r.cuda.pcubin_size);
 	fuzz_schedule(path, (size_t)(s->nl * 13 + s->nworker * 4 + s->ntask_all * 20 + 64) + sizeof pc + 64);
 	c = sched_copy(&A, s);
 	drop_waits(&c, j);

@@ -181,11 +181,12 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len);
 ** (else the largest block, 1 a SM). Stores it in g->cuda.psource and returns it; NULL and err when a
 ** launch at T is a collective or a wrapper cannot be read back. */
 const char *emit_cuda_persist(Graph *g, int T, char *err, size_t len);
-/* Dynamic shared memory the persistent program's bodies for T take from its pool (GLM_SH, ops/persist.cuh): the
-** largest static shared memory of their wrappers in the plan's cubin, less sm_90's reserved 1 KiB (an upper
-** bound: the wrappers' small helper arrays stay static there). glmrun launches glm_persist with
-** GLM_PERSIST_DSM + this. -1 and err when the plan has no cubin. */
-int64_t emit_cuda_persist_pool(const Graph *g, int T, char *err, size_t len);
+/* Dynamic shared memory of the persistent program for T in workers of `worker` threads with `budget` bytes
+** for it (ops/persist.cuh lanes): per launch, sched_lanes lanes of its body's own dynamic shared memory and
+** its arrays (GLM_SH: its wrapper's static shared memory in the plan's cubin, less sm_90's reserved 1 KiB, an
+** upper bound, with room for alignment), the largest launch's total; its most lanes into *max_lanes. -1 and
+** err when the plan has no cubin. */
+int64_t emit_cuda_persist_dsm(const Graph *g, int T, int worker, int64_t budget, int *max_lanes, char *err, size_t len);
 /* For glmc explain: one line on the persistent program for T (its bodies, worker block, registers and shared
 ** memory from an NVRTC compile, whether an H100 SM holds the schedule's workers). */
 void emit_cuda_persist_explain(const Graph *g, int T, FILE *f);

@@ -239,7 +239,6 @@ typedef struct {
 	Sched *sched;                /* decode schedules for a persistent kernel (glmc --decode persistent), one per T */
 	int nsched;
 	const char *psource;         /* the persistent decode kernel's program (emit_cuda_persist), or NULL */
-	int pdsm;                    /* its bodies' own dynamic shared memory (GLM_PERSIST_DSM in psource), bytes */
 	const unsigned char *pcubin; /* psource compiled for arch, or NULL: glmrun compiles psource */
 	size_t pcubin_size;
 	const char *bias;            /* per node: 1 for a linear's bias, 2 for a rope's frequency table (emit_cuda
@@ -476,6 +475,15 @@ int64_t sched_launch_bytes(const Graph *g, int i, int T);
 ** which run on the stream between them. seg (may be NULL), per launch: the segment it runs in (a collective
 ** counts with the segment after it). */
 int sched_segments(const Graph *g, int T, int *seg);
+/* Lanes of a body of `block` threads in a persistent worker of `worker` (ops/persist.cuh: blocks run at once
+** on disjoint threads, each with `lane_bytes` of shared memory): as many as fit, at most SCHED_LANES_MAX and
+** `budget` bytes in all, at least 1. */
+#define SCHED_LANES_MAX 8 /* ops/persist.cuh GLM_P_LANES: named barriers 1 .. 8 */
+int sched_lanes(int worker, int block, int64_t lane_bytes, int64_t budget);
+/* Whether launch i's body may run in lanes: its template keeps no block-sized plain __shared__ arrays, which
+** lanes would share (the decode attention's merge: k_attn_*; kernels.cuh GLM_SH_LANE gives the block
+** reductions' small ones a copy a lane). */
+int sched_lanes_ok(const Graph *g, int i);
 /* A launch's blocks at T (the product of its grid), 0 when it is not used at T; *uses_s set when the grid
 ** depends on the cache size S (the count is then taken at S = 1). */
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s);
@@ -498,7 +506,7 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 14: the persistent kernel's dynamic shared memory (Cuda.pdsm) and cubin (Cuda.pcubin) after its program;
+/* 14: the persistent kernel's cubin (Cuda.pcubin) after its program;
 ** 13: persistent decode schedules (Sched) and the persistent kernel's program after the CUDA section's weight types;
 ** 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
 ** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);

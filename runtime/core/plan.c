@@ -118,7 +118,7 @@ static void put_cuda(Buf *b, const Cuda *c, int nw)
 	put_u8(b, c->psource != NULL);
 	if (c->psource) {
 		put_str(b, c->psource);
-		put_u32(b, (uint32_t)c->pdsm), put_i64(b, (int64_t)c->pcubin_size);
+		put_i64(b, (int64_t)c->pcubin_size);
 		put(b, c->pcubin, c->pcubin_size);
 	}
 }
@@ -454,11 +454,10 @@ static void get_cuda(Graph *g, Rd *r)
 		get_sched(g, r, &c->sched[i]);
 	if (get_u8(r) && !r->fail) { /* the persistent kernel's program (emit_cuda_persist), with the schedules */
 		c->psource = get_str(r);
-		c->pdsm = (int)get_u32(r);
 		int64_t n = get_i64(r);
 		if (!r->fail && (!c->psource || !c->nsched))
 			r->fail = "persistent kernel program without a schedule";
-		else if (!r->fail && (c->pdsm < 0 || c->pdsm > (1 << 20) || n < 0 || (uint64_t)n > r->n - r->at))
+		else if (!r->fail && (n < 0 || (uint64_t)n > r->n - r->at))
 			r->fail = "bad persistent kernel header";
 		else if (!r->fail && n) {
 			unsigned char *cb = arena_alloc(r->A, (size_t)n);

@@ -62,6 +62,22 @@ static int launch_used(const Graph *g, int i, int T)
 	return T >= l->tmin && T <= l->tmax;
 }
 
+int sched_lanes(int worker, int block, int64_t lane_bytes, int64_t budget)
+{
+	int k = block > 0 ? worker / block : 1;
+	k = k < 1 ? 1 : k > SCHED_LANES_MAX ? SCHED_LANES_MAX : k;
+	while (k > 1 && k * lane_bytes > budget)
+		k--;
+	return k;
+}
+
+int sched_lanes_ok(const Graph *g, int i)
+{
+	char buf[256];
+	const char *t = g->cuda.l[i].kernel ? cuda_template(g, g->cuda.l[i].kernel, buf, sizeof buf) : NULL;
+	return t && strncmp(t, "k_attn", 6) != 0;
+}
+
 int sched_segments(const Graph *g, int T, int *seg)
 {
 	int k = 0;

@@ -1647,15 +1647,16 @@ int gpu_bind_thread(Gpu *x, char *err, size_t len)
 ** kernels with one line saying why.
 */
 
-/* The host image of persist.cuh's GlmPLaunch (56 bytes) and GlmPTask (24, SchedTask's layout). */
+/* The host image of persist.cuh's GlmPLaunch (64 bytes) and GlmPTask (24, SchedTask's layout). */
 typedef struct {
 	int64_t arg;
 	uint64_t pre;
 	int64_t pre_step;
 	uint32_t grid[3], block, ntask;
-	int32_t wait_lo, wait_hi, pad;
+	int32_t wait_lo, wait_hi;
+	uint32_t lanes, own, pool;
 } PLaunch;
-_Static_assert(sizeof(PLaunch) == 56 && sizeof(SchedTask) == 24, "persist.cuh's GlmPLaunch and GlmPTask");
+_Static_assert(sizeof(PLaunch) == 64 && sizeof(SchedTask) == 24, "persist.cuh's GlmPLaunch and GlmPTask");
 
 /* The fallback: the kernels run the step; why, on stderr once (rank 0's: the ranks' GPUs are alike) and in
 ** --stats. Always 0. */
@@ -1686,28 +1687,19 @@ static size_t persist_record(const Launch *l, size_t *off)
 }
 
 /* Compile and load glm_persist and check that the GPU holds sc's workers: 1 usable, 0 not (persist_skip
-** said why), -1 an error. *dsm gets the launch's dynamic shared memory. */
-static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, char *err, size_t len)
+** said why), -1 an error. *dsm gets the launch's dynamic shared memory; lane[3i ..] launch i's lanes and
+** their bytes (persist.cuh GlmPLaunch): its own dynamic shared memory, and its wrapper's static shared
+** memory (the arrays that become views of the pool) with room for each array's alignment. */
+static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, uint32_t *lane, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
 	char why[256], arch[16];
-	int sms = 0, optin = 0, stat = 0, fit = 0;
+	int sms = 0, optin = 0, stat = 0, fit = 0, smsm = 0;
 	CK(x->cu.dev_attr(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, x->dev), "cuDeviceGetAttribute (SMs)");
 	if (sms < sc->sms) {
 		snprintf(why, sizeof why, "its schedule wants %d SMs, this GPU has %d", sc->sms, sms);
 		return persist_skip(x, why);
 	}
-	long own = c->pdsm, pool = 0;
-	/* the pool of the bodies' shared arrays (persist.cuh GLM_SH): the largest static shared memory of the
-	** launches the step runs, with room for the pool's alignment of each array */
-	for (int i = 0; i < c->nl; i++) {
-		int b = 0;
-		if (!sc->ntask[i] || !x->fn[i])
-			continue;
-		CK(x->cu.fn_attr(&b, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute (shared memory)");
-		pool = b > pool ? b : pool;
-	}
-	*dsm = (unsigned)(own + (pool ? pool + 256 : 0));
 	snprintf(arch, sizeof arch, "sm_%d%d", x->stats.cc_major, x->stats.cc_minor);
 	/* the plan's cubin when glmc built it for this GPU, else NVRTC now (as module_open does for the kernels) */
 	unsigned char *cubin = NULL;
@@ -1725,6 +1717,23 @@ static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, char *err, siz
 	CK(x->cu.mod_fn(&x->pfn, x->pmod, "glm_persist"), "cuModuleGetFunction (glm_persist)");
 	CK(x->cu.dev_attr(&optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, x->dev), "cuDeviceGetAttribute");
 	CK(x->cu.fn_attr(&stat, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->pfn), "cuFuncGetAttribute (glm_persist)");
+	CK(x->cu.dev_attr(&smsm, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, x->dev),
+	   "cuDeviceGetAttribute (shared memory an SM)");
+	/* lanes within what a worker may have beside its static shared memory (1 KiB an SM reserved a block) */
+	int64_t budget = (int64_t)smsm / sc->per_sm - 1024 - stat, need = 0;
+	budget = budget < optin - stat ? budget : optin - stat;
+	for (int i = 0; i < c->nl; i++) {
+		int b = 0;
+		lane[3 * i] = 1, lane[3 * i + 1] = lane[3 * i + 2] = 0;
+		if (!sc->ntask[i] || !x->fn[i])
+			continue;
+		CK(x->cu.fn_attr(&b, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute (shared memory)");
+		int64_t own = ((int64_t)c->l[i].smem + 127) / 128 * 128, pool = ((int64_t)b + 127) / 128 * 128 + 256;
+		int k = sched_lanes_ok(x->g, i) ? sched_lanes(sc->block, c->l[i].block, own + pool, budget) : 1;
+		lane[3 * i] = (uint32_t)k, lane[3 * i + 1] = (uint32_t)own, lane[3 * i + 2] = (uint32_t)pool;
+		need = k * (own + pool) > need ? k * (own + pool) : need;
+	}
+	*dsm = (unsigned)need;
 	if ((long)*dsm + stat > optin) {
 		snprintf(why, sizeof why, "a worker needs %ld bytes of shared memory, a block may have %d", (long)*dsm + stat,
 		         optin);
@@ -1767,16 +1776,19 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	    sc->block > 1024 || sc->first[sc->nworker] != sc->ntask_all)
 		return seterr(err, len, "plan: the persistent schedule for T = 1 does not match the plan's %d launches", c->nl);
 	unsigned dsm = 0;
-	int ok = persist_module(x, sc, &dsm, err, len);
+	uint32_t *lane = malloc(sizeof(uint32_t) * 3 * ((size_t)c->nl + 1));
+	if (!lane)
+		return seterr(err, len, "out of memory");
+	int ok = persist_module(x, sc, &dsm, lane, err, len);
 	if (ok <= 0)
-		return ok;
+		return free(lane), ok;
 	/* the segments: the kernel's launches between the collectives (runtime/core/sched.c), and per segment k
 	** and worker w, cut[k·nworker + w]: w's first task in segment k or later (its lists are in launch order) */
 	int *seg = malloc(sizeof(int) * ((size_t)c->nl + 1)), nseg = sched_segments(x->g, 1, seg);
 	int *cut = malloc(sizeof(int) * (size_t)(nseg + 1) * (size_t)sc->nworker);
 	x->pcoll = calloc((size_t)nseg, sizeof(int)), x->psegtasks = calloc((size_t)nseg, sizeof(int));
 	if (!seg || !cut || !x->pcoll || !x->psegtasks)
-		return free(seg), free(cut), seterr(err, len, "out of memory");
+		return free(seg), free(cut), free(lane), seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++)
 		if (c->l[i].kind != LK_KERNEL && c->l[i].tmin <= 1 && c->l[i].tmax >= 1)
 			x->pcoll[seg[i] - 1] = i;
@@ -1798,13 +1810,13 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	       a_ctl = a_count + ((4 * (size_t)c->nl + 255) & ~(size_t)255), a_args = a_ctl + 256, total = a_args;
 	size_t *off = malloc(sizeof(size_t) * MAXKARG);
 	if (!off)
-		return free(cut), seterr(err, len, "out of memory");
+		return free(cut), free(lane), seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++)
 		if (sc->ntask[i])
 			total += persist_record(&c->l[i], off);
 	unsigned char *img = calloc(1, total);
 	if (!img)
-		return free(off), free(cut), seterr(err, len, "out of memory");
+		return free(off), free(cut), free(lane), seterr(err, len, "out of memory");
 	SchedTask *tk = (SchedTask *)(img + a_task);
 	PLaunch *lt = (PLaunch *)(img + a_lt);
 	int64_t *blocks = calloc((size_t)c->nl + 1, sizeof *blocks);
@@ -1828,6 +1840,7 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 		blocks[i] = (int64_t)p->grid[0] * p->grid[1] * p->grid[2];
 		p->block = (uint32_t)l->block, p->ntask = (uint32_t)sc->ntask[i];
 		p->wait_lo = sc->wait_off[i], p->wait_hi = sc->wait_off[i + 1];
+		p->lanes = lane[3 * i], p->own = lane[3 * i + 1], p->pool = lane[3 * i + 2];
 		for (int k = 0; k < l->narg && !p->pre; k++)
 			if (l->arg[k].kind == KA_BUF && x->g->node[l->arg[k].s.node].kind == VK_WEIGHT && blocks[i]) {
 				p->pre = (uint64_t)x->ptr[l->arg[k].s.node];
@@ -1862,7 +1875,10 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 		if (r != CUDA_SUCCESS)
 			rc = cuerr(x, r, "cuMemAlloc / cuMemcpyHtoD (the persistent kernel's tables)", err, len);
 	}
-	free(img), free(off), free(blocks);
+	unsigned most = 1; /* the most lanes a launch runs, for --stats */
+	for (int i = 0; i < c->nl; i++)
+		most = sc->ntask[i] && lane[3 * i] > most ? lane[3 * i] : most;
+	free(img), free(off), free(blocks), free(lane);
 	if (rc)
 		return -1;
 	x->ptask = x->pmem + a_task, x->pcut = x->pmem + a_first, x->pwait = x->pmem + a_wait, x->plt = x->pmem + a_lt;
@@ -1872,8 +1888,8 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	if (nseg > 1)
 		snprintf(segs, sizeof segs, "; %d launches a step around %d collectives", nseg, nseg - 1);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path,
-	         "persistent (%d workers: %d SMs x %d, %d threads, %u bytes of dynamic shared memory, %d tasks%s)",
-	         sc->nworker, sc->sms, sc->per_sm, sc->block, dsm, sc->ntask_all, segs);
+	         "persistent (%d workers: %d SMs x %d, %d threads, up to %u lanes, %u bytes of dynamic shared memory, %d "
+	         "tasks%s)", sc->nworker, sc->sms, sc->per_sm, sc->block, most, dsm, sc->ntask_all, segs);
 	return 0;
 }
 

@@ -5,8 +5,9 @@
 ** capture and replay, the sampler), so tests/simt_gpu.sh can compare them with --device cpu on a machine
 ** without a GPU.
 **
-** The module image (NVRTC's cubin) is ignored: cuModuleLoadData opens the shared object named by
-** GLM_SIMT_SO, the plan's source built for tests/simt by tests/tools/simtsrc, and a kernel NAME is its
+** The module image (NVRTC's cubin) is read only for its kernels' static shared memory (its .nv.shared
+** sections' sizes, as the real driver reports them) and whether it is the persistent kernel's:
+** cuModuleLoadData opens the shared object named by GLM_SIMT_SO, the plan's source built for tests/simt by tests/tools/simtsrc, and a kernel NAME is its
 ** NAME_simt adaptor, which runs the grid as fibers (block after block, on the OS thread that launches it).
 ** "Device" memory is host memory, filled with 0xff bytes (NaN as float and bf16) when allocated, so a kernel
 ** that reads what nothing wrote shows in the logits; a kernel's dynamic shared memory is poisoned the same way.
@@ -62,6 +63,7 @@ typedef struct {
 	const int *status;           /* glm_persist's: nonzero after a failed concurrent launch (simtsrc --persist) */
 	int dsm_max;
 	int dev;
+	int shared;                  /* its static shared memory in the module's cubin (CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES) */
 } ScFn;
 
 /* One captured operation: a launch (fn set; args holds its parameter values), a host operation (host set;
@@ -148,6 +150,7 @@ CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 	*v = a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR   ? 9
 	     : a == CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR ? 0
 	     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN ? 232448
+	     : a == CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR ? 233472 /* an H100's */
 	     : a == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT             ? 132
 	                                                               : 1;
 	return CUDA_SUCCESS;
@@ -315,6 +318,39 @@ CUresult simtcuda_host_op(CUstream st, CUresult (*fn)(void *arg), const void *ar
 	return CUDA_SUCCESS;
 }
 
+/* The size of section .nv.shared.NAME (kernel NAME's static shared memory) in an NVRTC cubin, 0 when it has
+** none or the image is not a 64-bit ELF file: what the real driver reports for the kernel, so that glmrun
+** sizes the persistent kernel's lanes (runtime/exec/cuda.c persist_module) from the same figures here. */
+static int sc_shared_size(const void *image, const char *name)
+{
+	const Elf64_Ehdr *eh = image;
+	if (!image || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh->e_shstrndx >= eh->e_shnum)
+		return 0;
+	const Elf64_Shdr *sh = (const Elf64_Shdr *)((const char *)image + eh->e_shoff);
+	const char *names = (const char *)image + sh[eh->e_shstrndx].sh_offset;
+	char want[300];
+	snprintf(want, sizeof want, ".nv.shared.%s", name);
+	for (int i = 0; i < eh->e_shnum; i++)
+		if (!strcmp(names + sh[i].sh_name, want))
+			return (int)sh[i].sh_size;
+	return 0;
+}
+
+/* A copy of the cubin each module was loaded from (glmrun may free its own after loading), [persistent][device]. */
+static void *sc_image[2][SC_MAXDEV];
+
+/* A copy of an NVRTC cubin (its section headers last), or NULL when it is not a 64-bit ELF image. */
+static void *sc_image_copy(const void *image)
+{
+	const Elf64_Ehdr *eh = image;
+	if (!image || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_ident[EI_CLASS] != ELFCLASS64)
+		return NULL;
+	size_t n = eh->e_shoff + (size_t)eh->e_shnum * eh->e_shentsize;
+	void *c = malloc(n);
+	return c ? memcpy(c, image, n) : NULL;
+}
+
 /* Whether an NVRTC cubin (a 64-bit ELF image, its section headers last) names glm_persist. */
 static int sc_is_persist(const void *image)
 {
@@ -428,6 +464,8 @@ CUresult cuModuleLoadData(CUmodule *m, const void *image)
 	if (!*h && dev > 0)
 		*h = sc_open_copy(so, dev);
 	void *got = *h;
+	free(sc_image[pers][dev]);
+	sc_image[pers][dev] = sc_image_copy(image);
 	pthread_mutex_unlock(&sc_mu);
 	if (!got)
 		return CUDA_ERROR_INVALID_IMAGE;
@@ -472,6 +510,7 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 	fn.status = dlsym((void *)m, s);
 	if (!fn.run || !fn.argsz)
 		return CUDA_ERROR_NOT_FOUND;
+	fn.shared = sc_shared_size(sc_image[(void *)m == sc_pso[sc_cur]][sc_cur], name);
 	ScFn *p = malloc(sizeof *p);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -484,6 +523,7 @@ CUresult cuFuncGetAttribute(int *v, CUfunction_attribute a, CUfunction f)
 {
 	*v = a == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK            ? 1024
 	     : a == CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES ? ((ScFn *)f)->dsm_max
+	     : a == CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES             ? ((ScFn *)f)->shared
 	                                                            : 0;
 	return CUDA_SUCCESS;
 }

@@ -8,7 +8,8 @@
 ** the counters' epochs are exercised; the outputs must equal the plain launches' bit for bit. Then the step
 ** cut into two launches of the kernel at a launch boundary, as a tensor-parallel step is at its collectives
 ** (each worker runs its part of the list in each launch, the wait across the cut dropped, only the second
-** launch closing the step).
+** launch closing the step). And the GEMV's 32-thread body in lanes, eight of its blocks at once in a
+** 256-thread worker, each lane with its own barrier and its own part of the shared-array pool.
 */
 #include "simt.h"
 
@@ -73,9 +74,9 @@ static bool same(const std::vector<float> &a, const std::vector<float> &b)
 }
 
 /* The step over `workers` workers whose task lists are lists[w] (launch, blo, bhi), `steps` times; with cut > 0
-** as two launches of the kernel, launches [0, cut) in the first. */
+** as two launches of the kernel, launches [0, cut) in the first; bodies in up to `lanes` lanes. */
 static void run(const char *what, int workers, const std::vector<std::vector<std::array<int, 3>>> &lists, int steps,
-                bool concurrent = false, int cut = 0)
+                bool concurrent = false, int cut = 0, unsigned lanes = 1)
 {
 	const int T = 2, V = 40, C = 200, N = 70;
 	std::vector<float> table((size_t)V * C), nw(C), w((size_t)N * C);
@@ -119,6 +120,7 @@ static void run(const char *what, int workers, const std::vector<std::vector<std
 		lt[i].wait_lo = i ? i - 1 : 0, lt[i].wait_hi = i;
 		if (cut && i == cut)
 			lt[i].wait_lo = lt[i].wait_hi; /* the stream orders it after the first launch */
+		lt[i].lanes = 256 / block[i] < lanes ? 256 / block[i] : lanes, lt[i].own = 0, lt[i].pool = 2048;
 	}
 	/* each worker's part of its list in each launch: mid[w] = its first task of a launch >= cut */
 	std::vector<int> mid(workers);
@@ -187,5 +189,11 @@ int main()
 	    {{{1, 0, 2}, {2, 0, 20}, {3, 0, 1}}, {{0, 0, 2}, {2, 20, 45}}, {{2, 45, 70}, {3, 1, 2}}}, 3, true, 2);
 	run("two workers, two launches cut at the softmax", 2,
 	    {{{0, 0, 1}, {0, 1, 2}, {1, 0, 2}, {2, 0, 35}}, {{2, 35, 70}, {3, 0, 1}, {3, 1, 2}}}, 3, false, 3);
+	/* the GEMV's 70 blocks of 32 threads as 8 lanes of 256-thread workers (tasks of 20, 25 and 25 blocks: the
+	** lanes' last rounds uneven), one worker and three concurrent ones */
+	run("one worker, the GEMV in 8 lanes", 1, {{{0, 0, 2}, {1, 0, 1}, {1, 1, 2}, {2, 0, 30}, {2, 30, 70}, {3, 0, 2}}}, 3,
+	    false, 0, 8);
+	run("three concurrent workers, the GEMV in 8 lanes", 3,
+	    {{{1, 0, 2}, {2, 0, 20}, {3, 0, 1}}, {{0, 0, 2}, {2, 20, 45}}, {{2, 45, 70}, {3, 1, 2}}}, 3, true, 0, 8);
 	return finish();
 }
