@@ -318,9 +318,10 @@ CUresult simtcuda_host_op(CUstream st, CUresult (*fn)(void *arg), const void *ar
 	return CUDA_SUCCESS;
 }
 
-/* The size of section .nv.shared.NAME (kernel NAME's static shared memory) in an NVRTC cubin, 0 when it has
-** none or the image is not a 64-bit ELF file: what the real driver reports for the kernel, so that glmrun
-** sizes the persistent kernel's lanes (runtime/exec/cuda.c persist_module) from the same figures here. */
+/* Kernel NAME's static shared memory in an NVRTC cubin: the size of its section .nv.shared.NAME less the
+** 1 KiB an sm_90 block has reserved (counted in the section, not in what the driver reports), 0 when it has
+** none or the image is not a 64-bit ELF file; so that glmrun sizes the persistent kernel's lanes
+** (runtime/exec/cuda.c persist_module) from the driver's figures here. */
 static int sc_shared_size(const void *image, const char *name)
 {
 	const Elf64_Ehdr *eh = image;
@@ -333,7 +334,7 @@ static int sc_shared_size(const void *image, const char *name)
 	snprintf(want, sizeof want, ".nv.shared.%s", name);
 	for (int i = 0; i < eh->e_shnum; i++)
 		if (!strcmp(names + sh[i].sh_name, want))
-			return (int)sh[i].sh_size;
+			return sh[i].sh_size > 1024 ? (int)sh[i].sh_size - 1024 : 0;
 	return 0;
 }
 

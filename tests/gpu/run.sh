@@ -254,9 +254,9 @@ for c in "llama chatml:$OUT/lv.plan:$OUT/cm.gguf" "glm_moe_dsa glm5:$OUT/glm_moe
 done
 
 # compute-sanitizer on one fixture. API errors are not counted: prefill steps above 8 tokens go through
-# cuBLASLt, whose own probing returns errors the tool reports. (The batch below now shares one prefill step of
-# 11 tokens, which takes cuBLASLt; with API errors counted that run reported 4 errors on 2026-12-06, not yet
-# read one by one, where its earlier steps of at most 7 tokens reported none.)
+# cuBLASLt, whose own probing returns errors the tool reports, and NCCL's start probes kernels for other GPUs
+# (the 4 errors a DSA batch reported with API errors counted were those: cudaErrorNoKernelImageForDevice in
+# ncclCommInitRank, read one by one on an H100 on 2026-12-06).
 if command -v compute-sanitizer >/dev/null; then
 	compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 bin/glmrun $plan --device cuda --tokens "$prompt" -n 4 >"$OUT/memcheck.log" 2>&1
 	rc=$?
