@@ -56,7 +56,8 @@ struct GlmPLaunch {
 	unsigned ntask;              /* Sched.ntask */
 	int wait_lo, wait_hi;        /* the launches it waits for: wait[wait_lo .. wait_hi) */
 	unsigned lanes;              /* blocks run at once, 1 .. GLM_P_LANES (0 counts as 1) */
-	unsigned own, pool;          /* bytes a lane: its dynamic shared memory, its shared arrays (128-aligned) */
+	unsigned own, pool;          /* bytes a lane: its dynamic shared memory, its shared arrays (128-aligned;
+	                             ** pool 0 with one lane: its arrays may use all of the kernel's after `own`) */
 };
 static_assert(sizeof(GlmPLaunch) == 64 && sizeof(GlmPTask) == 24, "the layouts glmrun writes");
 #define GLM_P_LANES 8 /* named barriers 1 .. 8 of the 16 */
@@ -258,7 +259,7 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 
 /* The shared-array pool (GLM_SH in kernels.cuh): each lane's `pool` bytes of dynamic shared memory past all
 ** lanes' own (GlmPLaunch), 16-byte aligned places (128 for GLM_SH128_AFTER); an array past the lane's bytes
-** traps. */
+** (with one lane and pool 0, past the kernel's dynamic shared memory) traps. */
 #ifdef GLM_SIMT /* tests/simt: a static pool of this many bytes */
 #ifndef GLM_SIMT_POOL
 #define GLM_SIMT_POOL 262144

@@ -2351,7 +2351,9 @@ int emit_cuda_compile(Graph *g, FILE *warn, char *err, size_t len)
 ** none uses __syncthreads_or/count, none takes dynamic shared memory at T = 1, and the __ldg reads of
 ** activations become plain loads under GLM_PERSIST. Their shared arrays would add up (one allocation per
 ** instantiation in the one kernel, past ptxas's 48 KiB at once): under GLM_PERSIST they are views of one
-** dynamic pool (GLM_SH), which emit_cuda_persist_pool sizes and emit_cuda_persist_explain reports.
+** dynamic pool (GLM_SH), which emit_cuda_persist_dsm sizes and emit_cuda_persist_explain reports. Not in
+** this audit: the templates only real shapes choose, such as GLM-5's k_qgemv_fused_mma and k_qgemv_sk (which
+** takes dynamic shared memory: a lane's `own` part); the GLM-5 slice's persistent step faults on an H100.
 */
 
 /* The wrapper line of kernel `name` in src: its formal parameters and its template call, or -1. */
@@ -2531,8 +2533,8 @@ int64_t emit_cuda_persist_dsm(const Graph *g, int T, int worker, int64_t budget,
 		int64_t frame;
 		if (emit_cuda_usage(cu->cubin, cu->cubin_size, l->kernel, &regs, &smem, &frame, err, len))
 			return -1;
-		int64_t own = ((int64_t)l->smem + 127) / 128 * 128, st = smem > 1024 ? smem - 1024 : 0,
-		        pool = (st + 127) / 128 * 128 + 256; /* as glmrun sizes a lane (runtime/exec/cuda.c persist_module) */
+		int64_t own, pool;
+		sched_lane_bytes(l->smem, smem > 1024 ? smem - 1024 : 0, &own, &pool); /* as glmrun does */
 		int k = sched_lanes_ok(g, i) ? sched_lanes(worker, l->block, own + pool, budget) : 1;
 		need = k * (own + pool) > need ? k * (own + pool) : need;
 		*max_lanes = k > *max_lanes ? k : *max_lanes;

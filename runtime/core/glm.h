@@ -480,6 +480,10 @@ int sched_segments(const Graph *g, int T, int *seg);
 ** `budget` bytes in all, at least 1. */
 #define SCHED_LANES_MAX 8 /* ops/persist.cuh GLM_P_LANES: named barriers 1 .. 8 */
 int sched_lanes(int worker, int block, int64_t lane_bytes, int64_t budget);
+/* A lane's shared memory for a body whose kernel takes dyn_smem bytes of dynamic and static_smem of static
+** shared memory (its arrays, GLM_SH): *own the first rounded to 128, *pool the second rounded to 128 with 256
+** bytes for the arrays' alignment in the pool. glmrun and glmc explain size lanes by it. */
+void sched_lane_bytes(int64_t dyn_smem, int64_t static_smem, int64_t *own, int64_t *pool);
 /* Whether launch i's body may run in lanes: its template keeps no block-sized plain __shared__ arrays, which
 ** lanes would share (the decode attention's merge: k_attn_*; kernels.cuh GLM_SH_LANE gives the block
 ** reductions' small ones a copy a lane). */

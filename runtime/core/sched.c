@@ -71,6 +71,12 @@ int sched_lanes(int worker, int block, int64_t lane_bytes, int64_t budget)
 	return k;
 }
 
+void sched_lane_bytes(int64_t dyn_smem, int64_t static_smem, int64_t *own, int64_t *pool)
+{
+	*own = (dyn_smem + 127) / 128 * 128;
+	*pool = (static_smem + 127) / 128 * 128 + 256;
+}
+
 int sched_lanes_ok(const Graph *g, int i)
 {
 	char buf[256];

@@ -97,7 +97,8 @@ struct Gpu {
 	CUdeviceptr pmem;            /* one allocation: the tables below and the argument records */
 	CUdeviceptr ptask, pcut, pwait, plt, pcount, pctl, pargs;
 	unsigned pworkers, pblock, pdsm;
-	int pnseg;                   /* the kernel's launches a step: 1 + the collectives between them (tp > 1) */
+	int pnseg;                   /* segments a step: 1 + the collectives between them (tp > 1) */
+	int plaunches;               /* the kernel's launches a step: the segments with tasks, and the last */
 	int *pcoll, *psegtasks;      /* per segment: the collective launched after it (Cuda.l index), its tasks */
 	uint64_t *ptrace;            /* --profile: persist_trace's steps x ntask_all x 4 (persist.cuh's trace) */
 	int ptrace_steps;
@@ -586,11 +587,8 @@ int gpu_open(Gpu **out, const Graph *g, const char *weights, int64_t maxT, int64
 				x->stats.kernels_per_step++;
 		}
 	x->stats.kernels_per_step++; /* the sampler */
-	if (x->pfn) { /* the persistent kernel's launches (one a segment that has tasks, and the last) and the sampler */
-		x->stats.kernels_per_step = 1;
-		for (int k = 0; k < x->pnseg; k++)
-			x->stats.kernels_per_step += x->psegtasks[k] || k == x->pnseg - 1;
-	}
+	if (x->pfn)
+		x->stats.kernels_per_step = x->plaunches + 1; /* and the sampler */
 	return 0;
 }
 
@@ -1728,9 +1726,11 @@ static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, uint32_t *lane
 		if (!sc->ntask[i] || !x->fn[i])
 			continue;
 		CK(x->cu.fn_attr(&b, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, x->fn[i]), "cuFuncGetAttribute (shared memory)");
-		int64_t own = ((int64_t)c->l[i].smem + 127) / 128 * 128, pool = ((int64_t)b + 127) / 128 * 128 + 256;
+		int64_t own, pool;
+		sched_lane_bytes(c->l[i].smem, b, &own, &pool);
 		int k = sched_lanes_ok(x->g, i) ? sched_lanes(sc->block, c->l[i].block, own + pool, budget) : 1;
-		lane[3 * i] = (uint32_t)k, lane[3 * i + 1] = (uint32_t)own, lane[3 * i + 2] = (uint32_t)pool;
+		/* one lane: its arrays bounded only by the kernel's dynamic shared memory (pool 0, persist.cuh) */
+		lane[3 * i] = (uint32_t)k, lane[3 * i + 1] = (uint32_t)own, lane[3 * i + 2] = k > 1 ? (uint32_t)pool : 0;
 		need = k * (own + pool) > need ? k * (own + pool) : need;
 	}
 	*dsm = (unsigned)need;
@@ -1801,6 +1801,8 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	for (int t = 0; t < sc->ntask_all; t++)
 		x->psegtasks[seg[sc->task[t].launch]]++;
 	x->pnseg = nseg;
+	for (int k = 0; k < nseg; k++)
+		x->plaunches += x->psegtasks[k] || k == nseg - 1; /* persist_launch's rule */
 	free(seg);
 	/* the image: tasks, cut, wait, launch table, counters (zero), control (zero), argument records */
 	size_t nw = (size_t)sc->wait_off[c->nl], a_task = 0, a_first = (sizeof(SchedTask) * (size_t)sc->ntask_all + 255) & ~(size_t)255,
