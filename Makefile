@@ -5,6 +5,9 @@ CFLAGS  ?= -O2 -g
 # below): each has its own archive, linked highest first. Headers are included by bare name through -I.
 LAYERS  := ops runtime/core runtime/formats runtime/gpu runtime/exec compiler/passes runtime/cli compiler/cli
 INC     := $(addprefix -I,$(LAYERS))
+# make NVRTC_LINEINFO=1 (a clean build): NVRTC compiles the kernels with their source lines, for
+# compute-sanitizer and ncu; off by default (the cubins are larger).
+CFLAGS  += $(if $(NVRTC_LINEINFO),-DGLM_NVRTC_LINEINFO)
 CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror $(INC) -I/usr/include/lua5.4 -I/usr/local/cuda/include
 # Lua and jansson are linked statically so the binaries run on machines without the -dev packages
 # (the GPU machine); glmc never links the CUDA driver.

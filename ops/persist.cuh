@@ -260,7 +260,7 @@ __device__ __forceinline__ int glm_pv_sync_popc(int p)
 /* The shared-array pool (GLM_SH in kernels.cuh): each lane's `pool` bytes of dynamic shared memory past all
 ** lanes' own (GlmPLaunch), 16-byte aligned places (128 for GLM_SH128_AFTER); an array past the lane's bytes
 ** (with one lane and pool 0, past the kernel's dynamic shared memory) traps. */
-#ifdef GLM_SIMT /* tests/simt: a static pool of this many bytes */
+#if defined(GLM_SIMT) && !defined(GLM_SIMT_DSM) /* tests/simt's own programs: a static pool of this many bytes */
 #ifndef GLM_SIMT_POOL
 #define GLM_SIMT_POOL 262144
 #endif
@@ -269,7 +269,10 @@ __shared__ __align__(128) unsigned char glm_psm[GLM_SIMT_POOL];
 __device__ __forceinline__ unsigned char *glm_pool_at(const void *prev, unsigned prev_bytes, unsigned bytes,
                                                      unsigned align = 16)
 {
-#ifdef GLM_SIMT
+#if defined(GLM_SIMT) && defined(GLM_SIMT_DSM) /* a plan's program on the driver double: the launch's, as here */
+	unsigned char *glm_psm = glm_dsm;
+	unsigned dyn = glm_dsm_bytes;
+#elif defined(GLM_SIMT)
 	unsigned dyn = GLM_SIMT_POOL;
 #else
 	extern __shared__ __align__(128) unsigned char glm_psm[];

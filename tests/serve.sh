@@ -8,7 +8,8 @@
 # top_p, top_k and seed, alone and batched, equal glmrun run with those flags). A second server checks
 # --api-key, a full queue (503) and a sampling server (--temp: the same tokens as glmrun with that seed; a
 # request's own fields replace the server's). A third serves the tp 2 plan on the CPU ranks: its answers
-# equal the tp 1 plan's. Both must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
+# equal the tp 1 plan's; a fourth the same plan on two GPUs of the simt driver double (real kernels on the CPU):
+# its answers equal the tp 1 plan's too. Each must stop cleanly on SIGTERM. Prints "ok - NAME" / "FAIL - NAME: why".
 set -u
 cd "$(dirname "$0")/.."
 FIX=../shared/fixtures/hf
@@ -113,6 +114,25 @@ if bin/glmc compile models/llama.lua --weights $FIX/llama --tp 2 -o "$tmp/tp2.pl
 	P=$P0
 else
 	bad "fake: compile" "the tp 2 plan"
+fi
+
+# The same tp 2 plan computing real logits on two GPUs of the simt driver double (tests/simt_tp.sh: each rank's
+# kernels on the CPU on its own thread, the NCCL double summing): the GPU path's answers, greedy and sampled,
+# equal the tp 1 plan's glmrun on the CPU, concurrent requests batched into graph buckets.
+if bin/glmc compile models/llama.lua --weights "$tmp/chatml.gguf" --tp 2 -o "$tmp/tp2simt.plan" 2>/dev/null &&
+	build/tools/simtsrc "$tmp/tp2simt.plan" >"$tmp/tp2simt.cc" 2>"$tmp/tp2simt.err" &&
+	${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -fno-gnu-unique -Itests/simt -Iops "$tmp/tp2simt.cc" tests/simt/simt.cc \
+		-o "$tmp/tp2simt.so" 2>>"$tmp/tp2simt.err"; then
+	P0=$P
+	P=$tmp/tp2simt.plan
+	if LD_LIBRARY_PATH=build/simtcuda SIMTCUDA_NDEV=2 GLMRUN_NCCL=build/simtcuda/libnccl.so.2 GLM_SIMT_SO=$tmp/tp2simt.so \
+		start tp2simt --device cuda --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-tokens 8; then
+		python3 tests/serve_client.py tp2gpu "$url" "$P0" "$tmp/tp2simt.log" "$tmp/chatml.gguf" || failed=1
+		stop tp2simt
+	fi
+	P=$P0
+else
+	bad "tp2simt: plan and its kernels for the simt double" "$(head -c 300 "$tmp/tp2simt.err")"
 fi
 
 # The command line: refusals in one line, a port in use, --help.

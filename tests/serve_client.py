@@ -2,7 +2,8 @@
 # tests/serve_client.py — the client side of tests/serve.sh: drives a running `glmrun serve` with the openai
 # package (and http.client where the raw bytes matter: errors, [DONE], a client that goes away) and checks
 # every answer against glmrun run alone on the same prompt (greedy). Prints "ok - NAME" / "FAIL - NAME: why".
-# usage: serve_client.py main|auth|fake|tp2 URL PLAN LOG TOKENIZER (tp2: PLAN is the tp 1 plan the answers must equal)
+# usage: serve_client.py main|auth|fake|tp2|tp2gpu URL PLAN LOG TOKENIZER (tp2, tp2gpu: PLAN is the tp 1 plan the
+# answers must equal)
 import concurrent.futures
 import http.client
 import json
@@ -366,8 +367,9 @@ def sampling_tests():
     check(f"their prompts shared prefill steps ({int(parts)} pieces in {int(ps)} steps of at most 8 tokens)", parts > ps, f"parts {parts} steps {ps}")
 
 
-def tp2_tests():
-    """A tp 2 plan on the CPU ranks: answers equal the tp 1 plan's (glmrun PLAN is the tp 1 plan here)."""
+def tp2_tests(where="on the CPU ranks"):
+    """A tp 2 plan on the CPU ranks (or on two GPUs of the simt driver double): answers equal the tp 1 plan's
+    (glmrun PLAN is the tp 1 plan here, on the CPU)."""
     cl = openai.OpenAI(base_url=url + "/v1", api_key="none", max_retries=0)
     eb = {"return_token_ids": True, "ignore_eos": True}
     rng = random.Random(2)
@@ -382,11 +384,11 @@ def tp2_tests():
     with concurrent.futures.ThreadPoolExecutor(len(jobs)) as ex:
         outs = list(ex.map(one, range(len(jobs))))
     wrong = [k for k in range(len(jobs)) if outs[k] != refs[k]]
-    check("tp 2 on the CPU ranks: six concurrent requests (greedy and sampled) equal the tp 1 plan's glmrun", not wrong,
+    check(f"tp 2 {where}: six concurrent requests (greedy and sampled) equal the tp 1 plan's glmrun", not wrong,
           f"#{wrong}: {[outs[k] for k in wrong][:1]} vs {[refs[k] for k in wrong][:1]}")
     r = cl.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "Hello there"}], max_tokens=14)
     want, _ = glmrun("--chat", "-p", "Hello there", "-n", "14")
-    check("tp 2 on the CPU ranks: chat equals the tp 1 plan's glmrun --chat -p", r.choices[0].message.content == want,
+    check(f"tp 2 {where}: chat equals the tp 1 plan's glmrun --chat -p", r.choices[0].message.content == want,
           f"{r.choices[0].message.content!r} vs {want!r}")
 
 
@@ -455,7 +457,8 @@ def fake_tests():
 
 
 try:
-    {"main": lambda: (main_tests(), sampling_tests()), "auth": auth_tests, "fake": fake_tests, "tp2": tp2_tests}[mode]()
+    {"main": lambda: (main_tests(), sampling_tests()), "auth": auth_tests, "fake": fake_tests, "tp2": tp2_tests,
+     "tp2gpu": lambda: tp2_tests("on two simt GPUs")}[mode]()
 except Exception as ex:  # a crash is a failure with its reason, not a silent exit
     bad(f"{mode} client", f"{type(ex).__name__}: {ex}")
 sys.exit(failed)

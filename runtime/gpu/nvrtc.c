@@ -128,8 +128,13 @@ int nvrtc_compile(const char *src, const char *arch, unsigned char **cubin, size
 	}
 	char opt_arch[64];
 	snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+	/* make NVRTC_LINEINFO=1: kernels that carry their source lines (compute-sanitizer and ncu name them) */
+#ifdef GLM_NVRTC_LINEINFO
+	const char *opts[] = {opt_arch, "--std=c++17", "-default-device", "-lineinfo"};
+#else
 	const char *opts[] = {opt_arch, "--std=c++17", "-default-device"};
-	r = v.compile(prog, 3, opts);
+#endif
+	r = v.compile(prog, (int)(sizeof opts / sizeof *opts), opts);
 	int rc = 0;
 	if (r != NVRTC_SUCCESS) {
 		size_t ls = 0;

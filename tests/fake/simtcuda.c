@@ -58,7 +58,7 @@ enum { SC_MAXDEV = 8 };
 /* A kernel: the adaptor tests/tools/simtsrc wrote for it, its parameter sizes, its shared memory limit, and
 ** the device whose module it came from. */
 typedef struct {
-	void (*run)(const unsigned *grid, unsigned block, void *dsm, void **params);
+	void (*run)(const unsigned *grid, unsigned block, void *dsm, unsigned dsm_bytes, void **params);
 	const int *argsz;
 	const int *status;           /* glm_persist's: nonzero after a failed concurrent launch (simtsrc --persist) */
 	int dsm_max;
@@ -545,7 +545,7 @@ static CUresult sc_run(ScFn *fn, const unsigned *grid, unsigned block, unsigned 
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		memset(dsm, 0xff, shm);
 	}
-	fn->run(grid, block, dsm, args);
+	fn->run(grid, block, dsm, shm, args);
 	free(dsm);
 	return fn->status && *fn->status ? CUDA_ERROR_LAUNCH_FAILED : CUDA_SUCCESS;
 }

@@ -18,8 +18,9 @@
 # then build/bench/gemv's rows for the type (--only TYPE: 4096², 14336×4096, GLM-5's expert and LM head).
 # The models come from python3 with gguf and numpy; where the device has none, make them here first:
 #   tests/gpu/quant_types.sh --prepare      # writes build/qtypes/TYPE.gguf (about 15 MB; carry build)
-# Needs bin/ and build/ from `make gpu-bundle`. TYPES="Q4_0 IQ2_XXS" runs only those; BENCH=0 skips the
-# bench rows. Prints a table and "N passed, N failed"; exits non-zero on any failure.
+# Needs bin/ and build/ from `make gpu-bundle`. TYPES="Q4_0 IQ2_XXS" runs only those; PARTS="models glm5
+# bench" (the default: all three) picks the sections, for a round that must fit a time limit; BENCH=0 skips
+# the bench rows. Prints a table and "N passed, N failed"; exits non-zero on any failure.
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/glm-qtypes}
@@ -66,10 +67,13 @@ compare() {
 	record "$name (tol $tol)" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r; $(grep -o 'memory weights [^,]*' "$OUT/g.err" | head -1)"
 }
 
+PARTS=${PARTS:-"models glm5 bench"}
+part() { case " $PARTS " in *" $1 "*) return 0 ;; esac; return 1; }
 short=1,17,42,99,3,200
 mid=$(seq -s, 3 22)
 long=$(seq -s, 3 42)
 for t in $TYPES; do
+	part models || break
 	q=$QDIR/$t.gguf
 	if [ ! -s "$q" ] && ! make_model "$t" 2>"$OUT/err"; then
 		record "$t model" FAIL "no $q and mk_iq_model.py failed: $(tail -1 "$OUT/err") (run --prepare where gguf is)"
@@ -100,6 +104,7 @@ done
 
 # 4. GLM-5 with random weights of each type, and the dynamic mix
 for t in $TYPES iq_dyn; do
+	part glm5 || break
 	plan=$OUT/glm5-$t.plan
 	if ! bin/glmc compile models/glm5.lua --config tests/data/glm5_q256.json --random-weights "${t,,}" -o "$plan" 2>"$OUT/err"; then
 		record "glm5 random $t compile" FAIL "$(tail -c 300 "$OUT/err")"
@@ -112,7 +117,7 @@ for t in $TYPES iq_dyn; do
 	record "glm5 256 random $t --verify" "$([ $? = 0 ] && echo ok || echo FAIL)" "$(tail -1 "$OUT/v.out")"
 done
 
-if [ "${BENCH:-1}" = 1 ] && [ -x build/bench/gemv ]; then
+if part bench && [ "${BENCH:-1}" = 1 ] && [ -x build/bench/gemv ]; then
 	for t in $TYPES; do
 		build/bench/gemv --only "$t" | grep -v "^type" | sed 's/^/bench: /'
 	done

@@ -3,7 +3,7 @@
 ** the driver double tests/fake/simtcuda.c. The plan's source (the ops headers and emit_cuda's extern "C"
 ** wrappers) is written after simt.h, with each wrapper's dynamic shared memory (an extern __shared__ array,
 ** which simt.h cannot map) turned into a file-scope pointer the launch sets. Per wrapper NAME it adds
-**   extern "C" void NAME_simt(const unsigned *grid, unsigned block, void *dsm, void **params)
+**   extern "C" void NAME_simt(const unsigned *grid, unsigned block, void *dsm, unsigned dsm_bytes, void **params)
 ** which copies the driver's kernelParams into the wrapper's typed parameters and runs the grid through
 ** simt_launch, and extern "C" const int NAME_simt_argsz[] (each parameter's size, then 0), which the
 ** double needs to copy a launch's parameter values into a captured graph.
@@ -88,7 +88,8 @@ static void ss_adaptor(const char *s, int line, int concurrent)
 		ss_param(p, (size_t)(e - p), &a[na++], line);
 		p = e + 1;
 	}
-	printf("extern \"C\" void %s_simt(const unsigned *grid, unsigned block, void *dsm, void **p)\n{\n", name);
+	printf("extern \"C\" void %s_simt(const unsigned *grid, unsigned block, void *dsm, unsigned dsm_bytes, void **p)\n"
+	       "{\n\tglm_dsm_bytes = dsm_bytes;\n", name);
 	for (int i = 0; i < na; i++)
 		printf("\t%s%s;\n\tmemcpy(&%s, p[%d], sizeof %s);\n", a[i].type, a[i].name, a[i].name, i, a[i].name);
 	if (concurrent)
@@ -122,7 +123,9 @@ int main(int argc, char **argv)
 		fail("%s: %s", argv[1], persist ? "no persistent decode kernel (glmc compile --decode persistent)"
 		                                : "no CUDA section (a CPU plan)");
 	printf("/* %s's CUDA source for tests/simt, written by tests/tools/simtsrc */\n#include \"simt.h\"\n"
-	       "#define __launch_bounds__(...)\nstatic unsigned char *glm_dsm; /* the launch's dynamic shared memory */\n",
+	       "#define __launch_bounds__(...)\nstatic unsigned char *glm_dsm; /* the launch's dynamic shared memory */\n"
+	       "static unsigned glm_dsm_bytes;  /* and its size (the persistent kernel's shared-array pool lives in it) */\n"
+	       "#define GLM_SIMT_DSM 1\n",
 	       argv[1]);
 	/* the source, less each wrapper's extern __shared__ declaration (glm_dsm is the pointer above) */
 	size_t nd = strlen(SS_DSM);
