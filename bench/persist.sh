@@ -69,7 +69,9 @@ for b in $BPS; do
 			continue
 		}
 		run bin/glmc explain "$p.plan" 2>&1 | grep -i "persistent" >"$p.explain.txt"
-		line="| $s | $b |"
+		regs=$(grep -o "[0-9]* registers a thread, [0-9]* bytes of stack frame" "$p.explain.txt" | head -1 |
+			sed 's/ registers a thread, / regs, /; s/ bytes of stack frame/ B stack/')
+		line="| $s | $b (${regs:-?}) |"
 		for d in kernels persistent; do
 			if [ $d = kernels ] && [ "$b" != "$b1" ]; then
 				line="$line (as at $b1) |"
@@ -116,7 +118,7 @@ if [ "$DEVICE" = cuda ] && left "compute-sanitizer"; then
 	fi
 fi
 
-echo "| shape | blocks/SM | kernels: ms/step, % of bw | persistent: ms/step, % of bw (decode_path) | 40 + 8 tokens |"
+echo "| shape | blocks/SM (the kernel's registers, stack) | kernels: ms/step, % of bw | persistent: ms/step, % of bw (decode_path) | 40 + 8 tokens |"
 echo "|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo "compute-sanitizer memcheck (llama fixture, --decode persistent): $san"
