@@ -141,7 +141,8 @@ static void fixture(const char *model, const char *weights, int random, int laye
 	** static), each with the body's own dynamic shared memory and its wrapper's static arrays (in the plan's
 	** cubin, less the reserved 1 KiB) with 256 bytes for alignment, both 128-aligned; the largest launch's */
 	int64_t need = 0, ws, budget = 233472 / 2 - 1024 - smem;
-	int wr, bad = 0, most = 1;
+	int wr, bad = 0, most = 1, top_regs = 0;
+	char top[256] = "";
 	for (int i = 0; i < g.cuda.nl; i++) {
 		const Launch *l = &g.cuda.l[i];
 		if (l->tmin > 1 || l->tmax < 1)
@@ -155,7 +156,11 @@ static void fixture(const char *model, const char *weights, int random, int laye
 		while (k > 1 && k * lane > budget)
 			k--;
 		need = k * lane > need ? k * lane : need, most = k > most ? k : most;
+		if (!bad && tn && wr > top_regs) /* the body whose own kernel takes the most registers (the first of ties) */
+			top_regs = wr, snprintf(top, sizeof top, "%s", tn);
 	}
+	char want_top[400];
+	snprintf(want_top, sizeof want_top, "; the bodies' own kernels with the most registers: %s %d (", top, top_regs);
 	char want[512];
 	snprintf(want, sizeof want, "%d bodies, workers of %d threads, 2 an SM; sm_90: %d registers a thread, %lld bytes "
 	         "of stack frame (spills), %lld bytes of static shared memory + %lld dynamic (up to %d lanes a worker, each "
@@ -167,6 +172,9 @@ static void fixture(const char *model, const char *weights, int random, int laye
 	check(!bad && need > 0 && smem < 49152 && line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"),
 	      name, "need %lld: %s", (long long)need, line);
 	check(line && strstr(line, want) && strstr(line, fits ? "(fits)" : "(does NOT fit)"), name, "%s", line);
+	snprintf(name, sizeof name, "%s %s: glmc explain names the body whose own kernel takes the most registers (%s, %d)",
+	         weights, dt, top, top_regs);
+	check(top_regs > 0 && line && strstr(line, want_top), name, "want '%s' in: %s", want_top, line);
 	printf("# %s", line ? line : "?\n");
 	free(line);
 	free(cubin);

@@ -2542,6 +2542,44 @@ int64_t emit_cuda_persist_dsm(const Graph *g, int T, int worker, int64_t budget,
 	return need;
 }
 
+/* The bodies that bound the persistent kernel's registers: the three launches of the T schedule whose own
+** kernels (the plan's kernel-path cubin) take the most registers a thread, as ", bodies' own kernels with the
+** most registers: NAME R (F bytes of stack), ..." — all bodies share the largest allocation. */
+static void persist_top_regs(const Graph *g, int T, FILE *f)
+{
+	const Cuda *cu = &g->cuda;
+	const Sched *sc = NULL;
+	for (int i = 0; i < cu->nsched; i++)
+		if (cu->sched[i].T == T)
+			sc = &cu->sched[i];
+	if (!cu->cubin || !sc)
+		return;
+	int top[3] = {-1, -1, -1}, treg[3] = {0, 0, 0};
+	int64_t tframe[3] = {0, 0, 0};
+	char err[256], b1[256], b2[256];
+	for (int i = 0; i < cu->nl; i++) {
+		const Launch *l = &cu->l[i];
+		int regs, dup = 0;
+		int64_t smem, frame;
+		if (!sc->ntask[i] || l->kind != LK_KERNEL || !l->kernel ||
+		    emit_cuda_usage(cu->cubin, cu->cubin_size, l->kernel, &regs, &smem, &frame, err, sizeof err))
+			continue;
+		for (int k = 0; k < 3; k++) /* one entry a template instantiation */
+			dup |= top[k] >= 0 && !strcmp(cuda_template(g, cu->l[top[k]].kernel, b1, sizeof b1),
+			                               cuda_template(g, l->kernel, b2, sizeof b2));
+		for (int k = 0; k < 3 && !dup; k++)
+			if (top[k] < 0 || regs > treg[k]) {
+				for (int j = 2; j > k; j--)
+					top[j] = top[j - 1], treg[j] = treg[j - 1], tframe[j] = tframe[j - 1];
+				top[k] = i, treg[k] = regs, tframe[k] = frame;
+				break;
+			}
+	}
+	for (int k = 0; k < 3 && top[k] >= 0; k++)
+		fprintf(f, "%s%s %d (%lld bytes of stack)", k ? ", " : "; the bodies' own kernels with the most registers: ",
+		        cuda_template(g, cu->l[top[k]].kernel, b1, sizeof b1), treg[k], (long long)tframe[k]);
+}
+
 void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 {
 	char err[1024];
@@ -2580,6 +2618,7 @@ void emit_cuda_persist_explain(const Graph *g, int T, FILE *f)
 			int fit = persist_h100_fit(block, regs, smem + dsm);
 			fprintf(f, "; an H100 SM holds %d such workers (%s)", fit, fit >= per_sm ? "fits" : "does NOT fit");
 		}
+		persist_top_regs(g, T, f);
 		fprintf(f, "\n");
 	}
 	free(cubin), free(src);
