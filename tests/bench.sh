@@ -162,10 +162,11 @@ else
 	bad "bench/experimental.sh on the CPU" "$(tail -5 $tmp/exp.log)"
 fi
 # bench/persist.sh on the CPU (the llama fixture's config at 2 layers, --decode persistent plans for 1 and 2
-# workers an SM): its table, both paths' ids and logits identical (the CPU ignores --decode).
+# workers an SM): its table, each row with the persistent kernel's registers and stack, both paths' ids and
+# logits identical (the CPU ignores --decode).
 if DEVICE=cpu SHAPES=llama3_8b BPS="1 2" OUT=$tmp/pers bench/persist.sh >$tmp/pers.log 2>&1 &&
-	grep -qE "^\| llama3_8b \| 1 \| [0-9.]+ ms, - \(cpu\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
-	grep -qE "^\| llama3_8b \| 2 \| \(as at 1\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
+	grep -qE "^\| llama3_8b \| 1 \([0-9]+ regs, [0-9]+ B stack\) \| [0-9.]+ ms, - \(cpu\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
+	grep -qE "^\| llama3_8b \| 2 \([0-9]+ regs, [0-9]+ B stack\) \| \(as at 1\) \| [0-9.]+ ms, - \(cpu\) \| ids same, logits bit-identical \|$" $tmp/pers.log &&
 	grep -q "^compute-sanitizer memcheck (llama fixture, --decode persistent): not run" $tmp/pers.log; then
 	ok "bench/persist.sh on the CPU prints its table"
 else
