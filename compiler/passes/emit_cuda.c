@@ -2421,10 +2421,7 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 	const Cuda *cu = &g->cuda;
 	if (!cu->source || !cu->nl)
 		return seterr(err, len, "emit_cuda_persist: the plan has no CUDA launches"), NULL;
-	const Sched *sc = NULL;
-	for (int i = 0; i < cu->nsched; i++)
-		if (cu->sched[i].T == T)
-			sc = &cu->sched[i];
+	const Sched *sc = sched_for(cu, T);
 	int block = 32, per_sm = sc ? sc->per_sm : 1, smem = 0, nb = 0;
 	int *kid = calloc((size_t)cu->nl, sizeof *kid);
 	GLM_ASSERT(kid);
@@ -2519,10 +2516,7 @@ int64_t emit_cuda_persist_dsm(const Graph *g, int T, int worker, int64_t budget,
 	const Cuda *cu = &g->cuda;
 	if (!cu->cubin)
 		return seterr(err, len, "emit_cuda_persist_dsm: the plan holds no cubin"), -1;
-	const Sched *sc = NULL;
-	for (int i = 0; i < cu->nsched; i++)
-		if (cu->sched[i].T == T)
-			sc = &cu->sched[i];
+	const Sched *sc = sched_for(cu, T);
 	int64_t need = 0, smem;
 	*max_lanes = 1;
 	for (int i = 0; i < cu->nl; i++) {
@@ -2548,10 +2542,7 @@ int64_t emit_cuda_persist_dsm(const Graph *g, int T, int worker, int64_t budget,
 static void persist_top_regs(const Graph *g, int T, FILE *f)
 {
 	const Cuda *cu = &g->cuda;
-	const Sched *sc = NULL;
-	for (int i = 0; i < cu->nsched; i++)
-		if (cu->sched[i].T == T)
-			sc = &cu->sched[i];
+	const Sched *sc = sched_for(cu, T);
 	if (!cu->cubin || !sc)
 		return;
 	int top[3] = {-1, -1, -1}, treg[3] = {0, 0, 0};

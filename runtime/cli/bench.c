@@ -364,10 +364,7 @@ int bench_profile_print(FILE *f, const Graph *g, const BenchOpts *o, const doubl
 static int persist_timeline_print(FILE *f, const Graph *g, const uint64_t *tr, int steps, const char *path)
 {
 	const Cuda *c = &g->cuda;
-	const Sched *sc = NULL;
-	for (int i = 0; i < c->nsched; i++)
-		if (c->sched[i].T == 1)
-			sc = &c->sched[i];
+	const Sched *sc = sched_for(c, 1);
 	if (!sc || steps < 1)
 		return 0;
 	int nl = c->nl, nw = sc->nworker, nt = sc->ntask_all;

@@ -469,6 +469,8 @@ int64_t memplan_value_bytes(const Node *n, int *region);
 ** conf[i·nl + j] (i < j) for every conflicting pair of launches used at T; returns -1 when a launch used
 ** at T cannot run inside a persistent kernel (a collective; why in err). */
 int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_t len);
+/* The plan's schedule for steps of T tokens, or NULL when it has none (one a T at most: sched_build). */
+const Sched *sched_for(const Cuda *c, int T);
 /* The bytes launch i moves at T (its weights, activations and cache rows), the balancing weight. */
 int64_t sched_launch_bytes(const Graph *g, int i, int T);
 /* The persistent kernel's launches in a step of T tokens: 1 + the collectives used at T (tensor parallelism),

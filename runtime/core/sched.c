@@ -62,6 +62,14 @@ static int launch_used(const Graph *g, int i, int T)
 	return T >= l->tmin && T <= l->tmax;
 }
 
+const Sched *sched_for(const Cuda *c, int T)
+{
+	for (int i = 0; i < c->nsched; i++)
+		if (c->sched[i].T == T)
+			return &c->sched[i];
+	return NULL;
+}
+
 int sched_lanes(int worker, int block, int64_t lane_bytes, int64_t budget)
 {
 	int k = block > 0 ? worker / block : 1;

@@ -1757,10 +1757,7 @@ static int persist_module(Gpu *x, const Sched *sc, unsigned *dsm, uint32_t *lane
 static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
-	const Sched *sc = NULL;
-	for (int i = 0; i < c->nsched; i++)
-		if (c->sched[i].T == 1)
-			sc = &c->sched[i];
+	const Sched *sc = sched_for(c, 1);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels");
 	if (o->decode == GPU_DECODE_KERNELS) {
 		snprintf(x->stats.decode_path, sizeof x->stats.decode_path, "kernels (--decode kernels)");
@@ -1918,10 +1915,7 @@ static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len)
 ** continue the sequence as gpu_profile's do. */
 static int persist_trace(Gpu *x, int steps, char *err, size_t len)
 {
-	const Sched *sc = NULL;
-	for (int i = 0; i < x->g->cuda.nsched; i++)
-		if (x->g->cuda.sched[i].T == 1)
-			sc = &x->g->cuda.sched[i];
+	const Sched *sc = sched_for(&x->g->cuda, 1);
 	if (!sc || steps < 1)
 		return 0;
 	size_t per = 4 * (size_t)sc->ntask_all;
