@@ -9,7 +9,8 @@
 # change), and are within 1e-4 of the CPU's; --stats says the persistent path ran with N workers, the bodies
 # narrower than a worker in lanes (several blocks at once, the double reporting the kernels' static shared
 # memory from the cubin as the driver does), and one graph launch a decode step; the modules come from the
-# plan's cubins. Also: a schedule for more SMs than the GPU has falls back to the kernels with one line,
+# plan's cubins. Also: lane pools sized too small (the double reporting less static shared memory) trap in the
+# pool's bound as on the GPU; a schedule for more SMs than the GPU has falls back to the kernels with one line,
 # and --decode persistent on a plan without a schedule is refused.
 # Prints "ok - NAME" / "FAIL - NAME: why" lines for tests/run.sh to count, and "# " lines with the times.
 set -u
@@ -88,6 +89,18 @@ for n in $cases; do
 		bad "$n: one graph launch per decode step" "$(grep launches $tmp/$n.stats)"
 	echo "# $n: build $(cat $tmp/$n.time) s, three runs $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"
 done
+
+# The shared-array pool's bound (persist.cuh glm_pool_at) on the double as on the GPU: with the kernels' static
+# shared memory reported 1 KiB short, glmrun sizes the lanes' pools too small and the first body whose arrays
+# pass its lane's bytes traps; glmrun fails in its first persistent step (only the prefill's token is out).
+n=glm5-q4_k_m
+if [ -f $tmp/$n.time ]; then
+	got=$(SIMTCUDA_SHARED_LESS=1024 gpu $n --tokens 3,1,4 -n 2 --decode persistent 2>$tmp/err)
+	rc=$?
+	[ $rc != 0 ] && [ "$(echo $got | wc -w)" -le 1 ] && grep -q "simt: __trap() in a kernel" $tmp/err &&
+		ok "$n: lane pools sized too small trap in glm_pool_at (exit $rc)" ||
+		bad "$n: an undersized lane pool traps" "exit $rc, ids '$got', $(grep -v '^glmrun: note' $tmp/err | head -c 300)"
+fi
 
 # glmrun --profile on the persistent path: the task timeline of traced eager steps. Its per-launch rows (launch,
 # kernel, node, tasks) equal glmc's schedule dump, every time in them is >= 0, the worker rows' tasks add up to

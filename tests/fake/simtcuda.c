@@ -6,7 +6,8 @@
 ** without a GPU.
 **
 ** The module image (NVRTC's cubin) is read only for its kernels' static shared memory (its .nv.shared
-** sections' sizes, as the real driver reports them) and whether it is the persistent kernel's:
+** sections' sizes, as the real driver reports them; SIMTCUDA_SHARED_LESS=N reports them N bytes short, for
+** the persistent pool's negative test) and whether it is the persistent kernel's:
 ** cuModuleLoadData opens the shared object named by GLM_SIMT_SO, the plan's source built for tests/simt by tests/tools/simtsrc, and a kernel NAME is its
 ** NAME_simt adaptor, which runs the grid as fibers (block after block, on the OS thread that launches it).
 ** "Device" memory is host memory, filled with 0xff bytes (NaN as float and bf16) when allocated, so a kernel
@@ -512,6 +513,11 @@ CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 	if (!fn.run || !fn.argsz)
 		return CUDA_ERROR_NOT_FOUND;
 	fn.shared = sc_shared_size(sc_image[(void *)m == sc_pso[sc_cur]][sc_cur], name);
+	/* SIMTCUDA_SHARED_LESS=N: the kernels' static shared memory reported N bytes short, so that glmrun sizes the
+	** persistent kernel's lane pools too small and a test sees the pool's bound trap (tests/simt_persist.sh) */
+	const char *less = getenv("SIMTCUDA_SHARED_LESS");
+	if (less && (void *)m != sc_pso[sc_cur])
+		fn.shared = fn.shared > atoi(less) ? fn.shared - atoi(less) : 0;
 	ScFn *p = malloc(sizeof *p);
 	if (!p)
 		return CUDA_ERROR_OUT_OF_MEMORY;

@@ -233,7 +233,11 @@ static inline float __fsqrt_rn(float v)
 static inline void __threadfence() {}
 static inline void __threadfence_system() {}
 /* a kernel's contract broken: the emulated launch ends the test binary, as a trap ends a GPU launch */
-static inline void __trap() { abort(); }
+static inline void __trap()
+{
+	fputs("simt: __trap() in a kernel\n", stderr);
+	abort();
+}
 template <typename T> static T atomicAdd(T *p, T v)
 {
 	T o = *p; /* fibers switch only at a rendezvous: the read-modify-write is whole */
