@@ -62,9 +62,11 @@ struct GlmPLaunch {
 static_assert(sizeof(GlmPLaunch) == 64 && sizeof(GlmPTask) == 24, "the layouts glmrun writes");
 #define GLM_P_LANES 8 /* named barriers 1 .. 8 of the 16 */
 
-/* The step counter: epoch counts finished steps, done the workers finished in this one. Zero at first. */
+/* The step counter: epoch counts finished steps, done the workers finished in this one (zero at first);
+** pre_max, set by glmrun (--l2-prefetch) and never changed: the bytes of a task's first weight, from the task's
+** first block on, that the worker asks L2 for before it waits for the task's inputs (0: none). */
 struct GlmPCtl {
-	unsigned epoch, done;
+	unsigned epoch, done, pre_max;
 };
 
 /* The body dispatcher the program defines after the templates: run block glm_pv_b of `launch`. */
@@ -167,6 +169,9 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 		epoch = glm_p_acquire(&ctl->epoch);
 	__syncthreads();
 	unsigned e1 = epoch + 1;
+#ifndef GLM_SIMT
+	const long long pre_max = ctl->pre_max;
+#endif
 #ifdef GLM_SIMT
 	__syncthreads();
 	if (tid == 0)
@@ -175,11 +180,13 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 	for (int i = lo[w]; i < hi[w]; i++) {
 		GlmPTask tk = task[i];
 		const GlmPLaunch *L = lt + tk.launch;
-		/* this task's first weight lines towards L2 while it waits (weights never change: safe early) */
+		/* this task's first pre_max weight bytes towards L2 while it waits (weights never change: safe early),
+		** a 128-byte line a thread at a time */
 #ifndef GLM_SIMT
-		if (L->pre) {
-			long long off = (long long)tk.blo * L->pre_step + (long long)tid * 128;
-			if (off < (long long)tk.bhi * L->pre_step)
+		if (L->pre && pre_max) {
+			long long lo = (long long)tk.blo * L->pre_step, hi = (long long)tk.bhi * L->pre_step;
+			hi = hi < lo + pre_max ? hi : lo + pre_max;
+			for (long long off = lo + (long long)tid * 128; off < hi; off += (long long)blockDim.x * 128)
 				asm volatile("prefetch.global.L2 [%0];" ::"l"(L->pre + off));
 		}
 #endif

@@ -90,6 +90,23 @@ for n in $cases; do
 	echo "# $n: build $(cat $tmp/$n.time) s, three runs $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN { printf "%.1f", b - a }') s"
 done
 
+# --l2-prefetch: the bytes of each task's weights a worker asks L2 for (the double runs no prefetch; this checks
+# what glmrun hands the kernel and says): by default one 128-byte line a thread of the worker, 0 none, else KiB.
+n=llama-f32 prompt=$($CMP --prompt $FIX/llama)
+if [ -f $tmp/$n.time ]; then
+	blk=$(sed -n 's/.*decode_path: persistent ([0-9]* workers: [^,]*, \([0-9]*\) threads,.*/\1/p' $tmp/$n.stats)
+	want=$(bin/glmrun $tmp/$n.plan --device cpu --tokens "$prompt" -n 4 2>/dev/null)
+	for kib in default 0 96; do
+		f="--l2-prefetch $kib" b=$((${kib/default/0} * 1024))
+		[ $kib = default ] && f="" b=$((128 * ${blk:-0}))
+		# shellcheck disable=SC2086
+		got=$(gpu $n --tokens "$prompt" -n 4 --decode persistent --stats $f 2>$tmp/err)
+		[ -n "$blk" ] && [ -n "$got" ] && [ "$got" = "$want" ] && grep -q "decode_path: persistent (.*, L2 prefetch $b bytes a task)" $tmp/err &&
+			ok "$n: --l2-prefetch $kib: $b bytes a task, ids the CPU's" ||
+			bad "$n: --l2-prefetch $kib" "ids '$got' vs '$want'; $(grep decode_path $tmp/err)"
+	done
+fi
+
 # The shared-array pool's bound (persist.cuh glm_pool_at) on the double as on the GPU: with the kernels' static
 # shared memory reported 1 KiB short, glmrun sizes the lanes' pools too small and the first body whose arrays
 # pass its lane's bytes traps; glmrun fails in its first persistent step (only the prefill's token is out).

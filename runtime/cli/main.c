@@ -102,6 +102,9 @@ static const char *usage =
 	"                       the 1-token decode step as glmc's persistent kernel (one launch running the\n"
 	"                       plan's task schedule; the default when the plan has one: glmc compile --decode\n"
 	"                       persistent) or as the plan's kernels one after another\n"
+	"  --l2-prefetch KIB    persistent decode: KiB of each task's first weight that its worker asks L2 for\n"
+	"                       while it waits for the task's inputs (default: one 128-byte line a thread of\n"
+	"                       the worker, 32 KiB for 256 threads; 0: none); --stats shows the bytes\n"
 	"  --no-cublaslt        run prefill matmuls with the plan's own GEMM kernels (k_gemm_tc on the tensor\n"
 	"                       cores for bf16) instead of cuBLASLt, which glmrun otherwise loads when present\n"
 	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
@@ -251,6 +254,7 @@ typedef struct {
 	long n, max_seq;
 	float temp, top_p;
 	int top_k, pdl, no_lt, decode;
+	int64_t l2_prefetch;         /* --l2-prefetch: GpuOpts.l2_prefetch */
 	uint32_t seed;
 	int verify, stats, round_bf16;
 	int serve, port, max_seqs, max_queue;          /* glmrun serve (runtime/cli/serve.c) */
@@ -269,7 +273,7 @@ enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_NO_LT, O_BENCH,
 	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
-	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH, O_DECODE
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH, O_DECODE, O_L2_PREFETCH
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -293,6 +297,7 @@ static const struct option long_opts[] = {
 	{"bw", required_argument, 0, O_BW}, {"timeout", required_argument, 0, O_TIMEOUT},
 	{"weights", required_argument, 0, O_WEIGHTS}, {"json", no_argument, 0, O_JSON},
 	{"ubatch-size", required_argument, 0, O_UBATCH}, {"decode", required_argument, 0, O_DECODE},
+	{"l2-prefetch", required_argument, 0, O_L2_PREFETCH},
 	{"host", required_argument, 0, O_HOST},
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
@@ -395,6 +400,11 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 			fail("--decode %s: expected persistent or kernels", v);
 		a->decode = strcmp(v, "persistent") ? GPU_DECODE_KERNELS : GPU_DECODE_PERSISTENT;
 		break;
+	case O_L2_PREFETCH: {
+		double kib = parse_double(v, "--l2-prefetch", 0, 1 << 20);
+		a->l2_prefetch = kib > 0 ? (int64_t)(kib * 1024) : -1;
+		break;
+	}
 	case O_BENCH: a->bench = 1; break;
 	case O_PROFILE: a->profile = 1; break;
 	case O_PROFILE_EAGER: a->profile = a->profile_eager = 1; break;
@@ -872,7 +882,7 @@ static const char *weights_of(const Args *a, const Graph *g)
 static EngineOpts engine_opts(const Args *a, int cuda)
 {
 	return (EngineOpts){.cuda = cuda, .slots = 1, .temp = a->temp, .top_k = a->top_k, .top_p = a->top_p,
-	                    .seed = a->seed, .pdl = a->pdl, .no_lt = a->no_lt, .decode = a->decode, .timeout = a->timeout, .progress = cuda && isatty(2),
+	                    .seed = a->seed, .pdl = a->pdl, .no_lt = a->no_lt, .decode = a->decode, .l2_prefetch = a->l2_prefetch, .timeout = a->timeout, .progress = cuda && isatty(2),
 	                    .keep_logits = a->dump != NULL, .round_bf16 = a->round_bf16 && !cuda};
 }
 

@@ -1823,6 +1823,10 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	memcpy(img + a_first, cut, 4 * (size_t)(nseg + 1) * (size_t)sc->nworker);
 	free(cut);
 	memcpy(img + a_wait, sc->wait, 4 * nw);
+	/* the control block (persist.cuh GlmPCtl: epoch, done, pre_max): zero but for the L2 prefetch's bytes */
+	int64_t pre = o->l2_prefetch == 0 ? 128 * (int64_t)sc->block : o->l2_prefetch < 0 ? 0 : o->l2_prefetch;
+	uint32_t pre_max = (uint32_t)(pre < UINT32_MAX ? pre : UINT32_MAX);
+	memcpy(img + a_ctl + 8, &pre_max, 4);
 	size_t at = a_args;
 	for (int i = 0; i < c->nl && !rc; i++) {
 		const Launch *l = &c->l[i];
@@ -1888,7 +1892,8 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 		snprintf(segs, sizeof segs, "; %d launches a step around %d collectives", nseg, nseg - 1);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path,
 	         "persistent (%d workers: %d SMs x %d, %d threads, up to %u lanes, %u bytes of dynamic shared memory, %d "
-	         "tasks%s)", sc->nworker, sc->sms, sc->per_sm, sc->block, most, dsm, sc->ntask_all, segs);
+	         "tasks, L2 prefetch %u bytes a task%s)", sc->nworker, sc->sms, sc->per_sm, sc->block, most, dsm,
+	         sc->ntask_all, pre_max, segs);
 	return 0;
 }
 

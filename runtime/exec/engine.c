@@ -59,7 +59,7 @@ int engine_open(Engine **out, const Graph *g, const char *weights, const EngineO
 	if (o->cuda) {
 		GpuOpts go = {.temp = o->temp, .top_k = o->top_k, .top_p = o->top_p, .seed = o->seed, .progress = o->progress,
 		              .keep_logits = o->keep_logits, .batch = e->o.slots, .pdl = o->pdl,
-		              .no_lt = o->no_lt, .decode = o->decode, .fit_min = o->fit_min};
+		              .no_lt = o->no_lt, .decode = o->decode, .l2_prefetch = o->l2_prefetch, .fit_min = o->fit_min};
 		RanksOpts ro = {.timeout = o->timeout > 0 ? o->timeout : 60};
 		if (ranks_opts_from_env(&ro, tp, err, len))
 			return -1;

@@ -40,6 +40,7 @@ typedef struct {
 	int pdl;                     /* GPU: programmatic dependent launch (--pdl) */
 	int no_lt;                   /* GPU: prefill GEMMs on the plan's own kernels, not cuBLASLt (--no-cublaslt) */
 	int decode;                  /* GPU: GPU_DECODE_* (gpu.h), the 1-token decode step's path (--decode) */
+	int64_t l2_prefetch;         /* GPU: GpuOpts.l2_prefetch (--l2-prefetch) */
 	int64_t fit_min;             /* GPU: caches of max_seq positions that do not fit shrink to what fits, if at
 	                             ** least this many (engine_max_seq then says how many); 0: fail */
 	double timeout;              /* GPU: the watchdog's seconds without progress (0: 60) */
@@ -139,7 +140,7 @@ typedef struct {
 	char name[256];
 	int cc_major, cc_minor, recompiled, have_lt;
 	long lt_matmuls;
-	char decode_path[160];       /* GPU: which 1-token decode path runs (GpuStats.decode_path) */
+	char decode_path[224];       /* GPU: which 1-token decode path runs (GpuStats.decode_path) */
 } EngineStats;
 void engine_stats(const Engine *e, EngineStats *s);
 

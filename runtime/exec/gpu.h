@@ -24,6 +24,8 @@ typedef struct {
 	int no_lt;                   /* --no-cublaslt: prefill GEMMs on the plan's own kernels, not cuBLASLt */
 	int decode;                  /* --decode: GPU_DECODE_AUTO (persistent when the plan has a T = 1 schedule),
 	                             ** GPU_DECODE_PERSISTENT or GPU_DECODE_KERNELS */
+	int64_t l2_prefetch;         /* --l2-prefetch: the bytes of each persistent task's weights its worker asks L2
+	                             ** for while it waits; 0: one 128-byte line a thread of the worker, < 0: none */
 	int64_t fit_min;             /* a KV cache of S positions that does not fit: take the most that fit, if at
 	                             ** least this many (gpu_max_seq says how many); 0: fail */
 	/* Tensor parallelism (ranks.c fills these): this Gpu is rank `rank` of `tp` (0: 1) on CUDA device
@@ -99,7 +101,7 @@ typedef struct {
 	int recompiled;              /* NVRTC ran at open: 1 the plan's kernels, 2 the persistent kernel */
 	int have_lt;                 /* cuBLASLt found: prefill matmuls go through it */
 	long lt_matmuls;
-	char decode_path[160];       /* "persistent (N workers)", or "kernels" and why when a schedule was not used */
+	char decode_path[224];       /* "persistent (N workers)", or "kernels" and why when a schedule was not used */
 } GpuStats;
 void gpu_stats(const Gpu *x, GpuStats *s);
 /* Positions per sequence slot the caches hold (gpu_open's S, or fewer under GpuOpts.fit_min). */
