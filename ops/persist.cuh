@@ -169,13 +169,12 @@ __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int
 		epoch = glm_p_acquire(&ctl->epoch);
 	__syncthreads();
 	unsigned e1 = epoch + 1;
-#ifndef GLM_SIMT
-	const long long pre_max = ctl->pre_max;
-#endif
 #ifdef GLM_SIMT
 	__syncthreads();
 	if (tid == 0)
 		simt_block_leave();
+#else
+	const long long pre_max = ctl->pre_max;
 #endif
 	for (int i = lo[w]; i < hi[w]; i++) {
 		GlmPTask tk = task[i];

@@ -115,7 +115,7 @@ if [ -f $tmp/$n.time ]; then
 	got=$(SIMTCUDA_SHARED_LESS=1024 gpu $n --tokens 3,1,4 -n 2 --decode persistent 2>$tmp/err)
 	rc=$?
 	[ $rc != 0 ] && [ "$(echo $got | wc -w)" -le 1 ] && grep -q "simt: __trap() in a kernel" $tmp/err &&
-		ok "$n: lane pools sized too small trap in glm_pool_at (exit $rc)" ||
+		ok "$n: lane pools sized too small trap (a body's arrays past its lane's pool, glm_pool_at; exit $rc)" ||
 		bad "$n: an undersized lane pool traps" "exit $rc, ids '$got', $(grep -v '^glmrun: note' $tmp/err | head -c 300)"
 fi
 

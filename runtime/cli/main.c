@@ -401,8 +401,8 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 		a->decode = strcmp(v, "persistent") ? GPU_DECODE_KERNELS : GPU_DECODE_PERSISTENT;
 		break;
 	case O_L2_PREFETCH: {
-		double kib = parse_double(v, "--l2-prefetch", 0, 1 << 20);
-		a->l2_prefetch = kib > 0 ? (int64_t)(kib * 1024) : -1;
+		int64_t bytes = (int64_t)(parse_double(v, "--l2-prefetch", 0, 1 << 20) * 1024);
+		a->l2_prefetch = bytes > 0 ? bytes : -1; /* 0 in GpuOpts is the default, so "none" is -1 */
 		break;
 	}
 	case O_BENCH: a->bench = 1; break;
