@@ -1665,25 +1665,12 @@ __device__ __forceinline__ uint4 p2p_sum16(const char *base, long long stride, i
 	return out;
 }
 
-/*
-** y = the sum over tp ranks of x (n elements), one launch on every rank with the same n and grid. Block
-** b pushes its chunk of x into slot e&1 of every rank's mailbox (its own included) as sender `rank`,
-** raises its flag there, waits until all tp senders' flags for block b in its own mailbox equal e,
-** then sums its chunk of the tp parts in rank order. The epoch e = seq + 1 counts calls, which every
-** rank makes in the same order, so a flag equal to e is this call's. Two slots suffice: a rank writes
-** slot e&1 again only in call e+2, after waiting in call e+1 for every peer, each of which had finished
-** call e (kernels on a stream run in order). The last block to finish advances seq for the next call.
-** Needs n·sizeof(A) a multiple of 16 and at most cap, x and y 16-byte aligned, all grids co-resident
-** (blocks spin): grid nb <= P2P_NBMAX blocks of 512.
-*/
-template <typename A>
-__device__ void k_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
+/* The exchange of block b of call e: its 16-byte units [lo, hi) of x into slot e&1 of every rank's mailbox as
+** sender `rank`, its flag raised there, then (on return) every sender's flag for block b seen here. */
+__device__ __forceinline__ void p2p_exchange(const uint4 *xv, long long lo, long long hi, unsigned e, int b,
+                                             const P2pCtl *c)
 {
-	const unsigned e = *(volatile const unsigned *)c->seq + 1;
-	const int slot = (int)(e & 1u), tp = c->tp, me = c->rank, b = blockIdx.x;
-	const long long nv = n * (long long)sizeof(A) / 16, per = (nv + gridDim.x - 1) / gridDim.x;
-	const long long lo = b * per, hi = lo + per < nv ? lo + per : nv;
-	const uint4 *xv = (const uint4 *)x;
+	const int slot = (int)(e & 1u), tp = c->tp, me = c->rank;
 	for (int q = 0; q < tp; q++) {
 		uint4 *to = (uint4 *)(c->mbox[q] + P2P_FLAGS_BYTES + ((long long)slot * tp + me) * c->cap);
 		for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
@@ -1701,10 +1688,11 @@ __device__ void k_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
 			;
 	}
 	__syncthreads();
-	const char *parts = c->mbox[me] + P2P_FLAGS_BYTES + (long long)slot * tp * c->cap;
-	uint4 *yv = (uint4 *)y;
-	for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
-		yv[i] = p2p_sum16<A>(parts, c->cap, tp, i * 16);
+}
+
+/* The block is done with call e: the last block of the grid to finish advances seq for the next call. */
+__device__ __forceinline__ void p2p_arrive(unsigned e, const P2pCtl *c)
+{
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		__threadfence();
@@ -1715,6 +1703,80 @@ __device__ void k_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
 		}
 	}
 }
+
+/*
+** y = the sum over tp ranks of x (n elements), one launch on every rank with the same n and grid. Block
+** b pushes its chunk of x into slot e&1 of every rank's mailbox (its own included) as sender `rank`,
+** raises its flag there, waits until all tp senders' flags for block b in its own mailbox equal e,
+** then sums its chunk of the tp parts in rank order. The epoch e = seq + 1 counts calls, which every
+** rank makes in the same order, so a flag equal to e is this call's. Two slots suffice: a rank writes
+** slot e&1 again only in call e+2, after waiting in call e+1 for every peer, each of which had finished
+** call e (kernels on a stream run in order). The last block to finish advances seq for the next call.
+** Needs n·sizeof(A) a multiple of 16 and at most cap, x and y 16-byte aligned, all grids co-resident
+** (blocks spin): grid nb <= P2P_NBMAX blocks of 512.
+*/
+template <typename A>
+__device__ void k_p2p_allreduce(A *y, const A *x, long long n, const P2pCtl *c)
+{
+	const unsigned e = *(volatile const unsigned *)c->seq + 1;
+	const long long nv = n * (long long)sizeof(A) / 16, per = (nv + gridDim.x - 1) / gridDim.x;
+	const long long lo = blockIdx.x * per, hi = lo + per < nv ? lo + per : nv;
+	p2p_exchange((const uint4 *)x, lo, hi, e, blockIdx.x, c);
+	const char *parts = c->mbox[c->rank] + P2P_FLAGS_BYTES + (long long)(e & 1u) * c->tp * c->cap;
+	uint4 *yv = (uint4 *)y;
+	for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
+		yv[i] = p2p_sum16<A>(parts, c->cap, c->tp, i * 16);
+	p2p_arrive(e, c);
+}
+
+/*
+** y = the tp ranks' x (bytes each) one after another in rank order, NCCL's allgather through the same
+** mailbox, slots, flags and epoch as k_p2p_allreduce (so the two may follow each other in any order): block
+** b exchanges its chunk as there, then copies its chunk of each part to its place in y. Only the persistent
+** decode kernel runs it (the logits' allgather as a task, below). Needs bytes a multiple of 16 and at most
+** cap, x and y 16-byte aligned, all blocks co-resident; grid nb <= P2P_NBMAX.
+*/
+__device__ void k_p2p_allgather(char *y, const char *x, long long bytes, const P2pCtl *c)
+{
+	const unsigned e = *(volatile const unsigned *)c->seq + 1;
+	const long long nv = bytes / 16, per = (nv + gridDim.x - 1) / gridDim.x;
+	const long long lo = blockIdx.x * per, hi = lo + per < nv ? lo + per : nv;
+	p2p_exchange((const uint4 *)x, lo, hi, e, blockIdx.x, c);
+	const char *parts = c->mbox[c->rank] + P2P_FLAGS_BYTES + (long long)(e & 1u) * c->tp * c->cap;
+	for (int q = 0; q < c->tp; q++) {
+		const uint4 *from = (const uint4 *)(parts + q * c->cap);
+		uint4 *yv = (uint4 *)(y + q * bytes);
+		for (long long i = lo + threadIdx.x; i < hi; i += blockDim.x)
+			yv[i] = __ldcg(from + i);
+	}
+	p2p_arrive(e, c);
+}
+
+#ifdef GLM_PERSIST
+/* A collective's argument record in the persistent kernel (glmrun writes it, 32 bytes): destination, source,
+** the source's bytes on this rank, the P2P control block. */
+struct GlmPColl {
+	void *y;
+	const void *x;
+	long long bytes;
+	const P2pCtl *c;
+};
+static_assert(sizeof(GlmPColl) == 32, "the layout glmrun writes");
+
+/* The bodies of a tensor-parallel step's collectives as persistent tasks (emit_cuda_persist's dispatch). */
+template <typename A>
+__device__ void glm_p_allreduce(const unsigned char *arg)
+{
+	const GlmPColl *p = (const GlmPColl *)arg;
+	k_p2p_allreduce<A>((A *)p->y, (const A *)p->x, p->bytes / (long long)sizeof(A), p->c);
+}
+
+__device__ void glm_p_allgather(const unsigned char *arg)
+{
+	const GlmPColl *p = (const GlmPColl *)arg;
+	k_p2p_allgather((char *)p->y, (const char *)p->x, p->bytes, p->c);
+}
+#endif
 
 /* murmur3's 32-bit finalizer: a bijective avalanche mix. */
 __device__ __forceinline__ unsigned mix32(unsigned h)

@@ -150,9 +150,10 @@ __device__ __forceinline__ unsigned long long glm_p_smid()
 #endif
 }
 
-/* Worker blockIdx.x's tasks task[lo[w] .. hi[w]): all of its list when the step is one launch of the kernel,
-** or one segment's part when collectives (tensor parallelism) cut the step into several launches, each
-** segment's list after the last's on the stream (runtime/core/sched.c). The epoch is the step's in every
+/* Worker blockIdx.x's tasks task[lo[w] .. hi[w]): all of its list when the step is one launch of the kernel
+** (with tensor parallelism, its collectives P2P tasks: kernels.cuh glm_p_allreduce), or one segment's part
+** when glmrun runs the collectives through NCCL between launches, each segment's list after the last's on the
+** stream (runtime/core/sched.c). The epoch is the step's in every
 ** segment; `close` marks the step's last launch, whose last worker out bumps it. */
 __device__ __forceinline__ void glm_persist_loop(const GlmPTask *task, const int *lo, const int *hi,
                                                  const GlmPLaunch *lt, const int *wait, unsigned *count,

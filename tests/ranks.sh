@@ -40,7 +40,7 @@ np=$(echo "$prompt" | tr ',' ' ' | wc -w)
 out=$(fake bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 12 --stats --dump-logits $tmp/l.f32 2>$tmp/err)
 rc=$?
 [ $rc = 0 ] && [ "$(echo $out | wc -w)" = 12 ] && ok "tp 2 runs on two GPUs (12 tokens)" || bad "tp 2 runs on two GPUs" "status $rc: $(head -c 300 $tmp/err)"
-grep -q "stats: ranks 2 (GPUs 0..1), NCCL 2.99.1 from build/fake/libnccl.so.2, peer access 2 of 2 pairs, 5 collectives per step; rank 0 made 2 NCCL calls and 8 P2P allreduces" $tmp/err &&
+grep -q "stats: ranks 2 (GPUs 0..1), NCCL 2.99.1 from build/fake/libnccl.so.2, peer access 2 of 2 pairs, 5 collectives per step; rank 0 made 2 NCCL calls and 8 P2P collectives" $tmp/err &&
 	ok "tp 2: allreduces through the P2P kernel, the allgather through NCCL" || bad "tp 2: collective routing" "$(grep ranks $tmp/err)"
 grep -q "graph launches 11 (1.00 per step)" $tmp/err && ok "tp 2: one graph launch per decode step" ||
 	bad "tp 2: one graph launch per decode step" "$(grep launches $tmp/err)"
@@ -48,18 +48,18 @@ sz=$(stat -c %s $tmp/l.f32)
 [ "$sz" = $(((np + 11) * 512 * 4)) ] && ok "tp 2: --dump-logits writes every row (ranks' logits compared each step)" ||
 	bad "tp 2: --dump-logits" "$sz bytes"
 fake GLMRUN_P2P_MAX=0 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
-grep -q "rank 0 made 10 NCCL calls and 0 P2P allreduces (up to 0 bytes)" $tmp/err && ok "GLMRUN_P2P_MAX=0: every collective through NCCL" ||
+grep -q "rank 0 made 10 NCCL calls and 0 P2P collectives (up to 0 bytes)" $tmp/err && ok "GLMRUN_P2P_MAX=0: every collective through NCCL" ||
 	bad "GLMRUN_P2P_MAX=0" "$(grep ranks $tmp/err)"
 # The decode graph holds NCCL calls: it must be destroyed before the communicator (the real NCCL waits
 # forever otherwise; an H200 pair showed a 60 s watchdog warning at every exit before this was fixed).
 grep -qi "warning\|ncclCommDestroy" $tmp/err && bad "clean-up: graphs destroyed before the communicators" "$(grep -i 'warning\|destroy' $tmp/err)" ||
 	ok "clean-up: graphs destroyed before the communicators (no warning at exit)"
 fake GLMRUN_P2P_MAX=1000 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
-grep -q "rank 0 made 6 NCCL calls and 4 P2P allreduces (up to 1000 bytes)" $tmp/err &&
+grep -q "rank 0 made 6 NCCL calls and 4 P2P collectives (up to 1000 bytes)" $tmp/err &&
 	ok "GLMRUN_P2P_MAX=1000: the decode allreduces (256 bytes) by P2P, the prefill's ($((np * 256)) bytes) by NCCL" ||
 	bad "GLMRUN_P2P_MAX=1000" "$(grep ranks $tmp/err)"
 fake FAKECUDA_NO_PEER=1 bin/glmrun $tmp/tp2.plan --device cuda --tokens "$prompt" -n 4 --stats >/dev/null 2>$tmp/err
-grep -q "note: no peer access between GPUs 0->1, 1->0" $tmp/err && grep -q "peer access 0 of 2 pairs.*0 P2P allreduces" $tmp/err &&
+grep -q "note: no peer access between GPUs 0->1, 1->0" $tmp/err && grep -q "peer access 0 of 2 pairs.*0 P2P collectives" $tmp/err &&
 	ok "no peer access: said once, and NCCL carries every collective" || bad "no peer access" "$(cat $tmp/err)"
 
 # expect_fail NAME SUBSTRING CMD...: non-zero, one line on stderr containing SUBSTRING.
@@ -188,21 +188,28 @@ got=$(sed -n "s/^glmrun: chat context \([0-9]*\) positions: the model's window o
 	ok "--chat on the GPU: $got of the window's 4096 positions fit in $kib KiB, said once, the chat runs" ||
 	bad "--chat on the GPU, window too large" "need '$need' kib $kib status $rc: $(head -c 300 $tmp/err)"
 
-# The persistent decode kernel at tp 2 (issue 47): the collectives cut the step into segments, each one launch
-# of the kernel (a plan for the fake's one SM), with the collectives between them in the same decode graph:
-# one graph launch a step, the ranks in lockstep, and the same collective calls as the kernel path's.
+# The persistent decode kernel at tp 2 (issue 47), a plan for the fake's one SM: with the P2P exchange the
+# step is one launch of it, its collectives tasks inside (runtime/core/sched.c); with GLMRUN_P2P_MAX=0 the
+# kernel is launched a segment at a time, the NCCL calls between them in the same decode graph, the same
+# calls as the kernel path's. One graph launch a step either way, the ranks in lockstep.
 if bin/glmc compile models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 1 -o $tmp/tp2p.plan 2>$tmp/err; then
-	for d in persistent kernels; do
-		fake bin/glmrun $tmp/tp2p.plan --device cuda --tokens "$prompt" -n 12 --stats --decode $d >$tmp/$d.ids 2>$tmp/$d.err
+	for d in persistent kernels persistent.nccl kernels.nccl; do
+		fake $([ "${d#*.}" = nccl ] && echo GLMRUN_P2P_MAX=0) bin/glmrun $tmp/tp2p.plan --device cuda \
+			--tokens "$prompt" -n 12 --stats --decode ${d%.nccl} >$tmp/$d.ids 2>$tmp/$d.err
 		echo "rc=$?" >>$tmp/$d.ids
 	done
-	calls() { sed -n 's/.*rank 0 made \([0-9]*\) NCCL calls and \([0-9]*\) P2P allreduces.*/\1 \2/p' $1; }
+	calls() { sed -n 's/.*rank 0 made \([0-9]*\) NCCL calls and \([0-9]*\) P2P collectives.*/\1 \2/p' $1; }
 	grep -q "rc=0" $tmp/persistent.ids && grep -q "rc=0" $tmp/kernels.ids &&
-		grep -q "decode_path: persistent (1 workers: .*; 6 launches a step around 5 collectives)" $tmp/persistent.err &&
-		grep -q "graph launches 11 (1.00 per step), kernels per step 7," $tmp/persistent.err &&
-		[ -n "$(calls $tmp/persistent.err)" ] && [ "$(calls $tmp/persistent.err)" = "$(calls $tmp/kernels.err)" ] &&
-		ok "tp 2 --decode persistent: 6 kernel launches around 5 collectives in one graph launch a step, the kernel path's collective calls" ||
-		bad "tp 2 --decode persistent" "$(grep -hE 'rc=|decode_path|graph launches|made' $tmp/persistent.ids $tmp/persistent.err $tmp/kernels.err | head -c 600)"
+		grep -q "decode_path: persistent (1 workers: .*; 5 collectives as P2P tasks inside it)" $tmp/persistent.err &&
+		grep -q "graph launches 11 (1.00 per step), kernels per step 2," $tmp/persistent.err &&
+		ok "tp 2 --decode persistent: one kernel launch a step, its 5 collectives P2P tasks inside it" ||
+		bad "tp 2 --decode persistent" "$(grep -hE 'rc=|decode_path|graph launches|made' $tmp/persistent.ids $tmp/persistent.err | head -c 600)"
+	grep -q "rc=0" $tmp/persistent.nccl.ids && grep -q "rc=0" $tmp/kernels.nccl.ids &&
+		grep -q "decode_path: persistent (1 workers: .*; 6 launches a step around 5 collectives)" $tmp/persistent.nccl.err &&
+		grep -q "graph launches 11 (1.00 per step), kernels per step 7," $tmp/persistent.nccl.err &&
+		[ -n "$(calls $tmp/persistent.nccl.err)" ] && [ "$(calls $tmp/persistent.nccl.err)" = "$(calls $tmp/kernels.nccl.err)" ] &&
+		ok "tp 2 --decode persistent, GLMRUN_P2P_MAX=0: 6 kernel launches around 5 NCCL calls in one graph launch a step, the kernel path's calls" ||
+		bad "tp 2 --decode persistent, GLMRUN_P2P_MAX=0" "$(grep -hE 'rc=|decode_path|graph launches|made' $tmp/persistent.nccl.ids $tmp/persistent.nccl.err $tmp/kernels.nccl.err | head -c 600)"
 else
 	bad "tp 2 --decode persistent compiles" "$(head -c 300 $tmp/err)"
 fi

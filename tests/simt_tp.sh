@@ -49,8 +49,9 @@ declare -A args=([llama-tp2]="models/llama.lua --weights $FIX/llama --tp 2"
 	[llama-tp4]="models/llama.lua --weights $FIX/llama --tp 4"
 	[qwen3_moe-tp2]="models/qwen3_moe.lua --weights $FIX/qwen3_moe --tp 2"
 	[llama-bf16-tp2]="models/llama.lua --weights $FIX/llama --dtype bf16 --tp 2"
-	[llama-persist-tp2]="models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 3 --blocks-per-sm 1")
-cases="llama-persist-tp2 qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2"
+	[llama-persist-tp2]="models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 3 --blocks-per-sm 1"
+	[llama-persist-tp4]="models/llama.lua --weights $FIX/llama --tp 4 --decode persistent --sms 2 --blocks-per-sm 1")
+cases="llama-persist-tp2 llama-persist-tp4 qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2"
 
 # build NAME [G++ FLAGS]: $tmp/NAME.plan and its kernels for the CPU, $tmp/NAME.so (a private copy per GPU
 # needs -fno-gnu-unique); errors in $tmp/NAME.err.
@@ -100,8 +101,8 @@ case_run() {
 	echo "# $label: $(since $t0) s"
 }
 
-# "rank 0 made N NCCL calls and M P2P allreduces": N and M of LABEL's run.
-calls() { sed -n 's/.*rank 0 made \([0-9]*\) NCCL calls and \([0-9]*\) P2P allreduces.*/\1 \2/p' $tmp/$1.ranks; }
+# "rank 0 made N NCCL calls and M P2P collectives": N and M of LABEL's run.
+calls() { sed -n 's/.*rank 0 made \([0-9]*\) NCCL calls and \([0-9]*\) P2P collectives.*/\1 \2/p' $tmp/$1.ranks; }
 
 if [ -f $tmp/llama-tp2.built ]; then
 	case_run llama-tp2 2 llama-tp2
@@ -118,7 +119,7 @@ if [ -f $tmp/llama-tp2.built ]; then
 	if gpu 2 $tmp/llama-tp2.so -- $tmp/llama-tp2.plan --tokens $p -n 3 --stats --dump-logits $tmp/p70g >$tmp/p70g.ids \
 		2>$tmp/p70.stats && bin/glmrun $tmp/llama-tp2.plan --device cpu --tokens $p -n 3 --dump-logits $tmp/p70c \
 		>$tmp/p70c.ids 2>$tmp/err && cmp -s $tmp/p70g.ids $tmp/p70c.ids && r=$($CMP --pair $tmp/p70g $tmp/p70c 1e-4 2>&1) &&
-		grep -q "rank 0 made 2 NCCL calls and 8 P2P allreduces" $tmp/p70.stats; then
+		grep -q "rank 0 made 2 NCCL calls and 8 P2P collectives" $tmp/p70.stats; then
 		ok "llama-tp2: a 70-token prompt (its allreduces by the unfused P2P kernel): ids equal the CPU's, logits $r"
 	else
 		bad "llama-tp2: a 70-token prompt" "$(grep -v stats: $tmp/p70.stats | head -c 300) ids $(cat $tmp/p70g.ids) vs $(cat $tmp/p70c.ids) $r $(grep 'rank 0 made' $tmp/p70.stats)"
@@ -176,22 +177,26 @@ if [ -f $tmp/llama-bf16-tp2.built ]; then
 else
 	bad "llama-bf16-tp2: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-bf16-tp2.err | head -c 400)"
 fi
-# The persistent decode kernel at tp 2 (glmc --decode persistent, 3 workers): one launch of it a segment, the
-# collectives between them in the decode graph. 5 tokens (its concurrent workers are slow on the CPU): with
-# the P2P kernel between the segments, ids and logits against the CPU ranks; with every collective by NCCL,
-# logits equal to --decode kernels' bit for bit (the same template code on the same blocks, and the same
-# collectives: with P2P the kernel path fuses the exchange into the next kernel, which sums the row in
-# another order, so there they differ at the f32 level).
+# The persistent decode kernel at tp 2 (glmc --decode persistent, 3 workers). With the P2P exchange the
+# whole step is one launch of it, its 4 allreduces done inside the residual norms' tasks and the logits'
+# allgather a task (runtime/core/sched.c): ids and logits against the CPU ranks, and logits equal to
+# --decode kernels' bit for bit (the kernel path does the same allreduces inside the same norm kernel, and
+# its NCCL allgather moves the same bytes). With every collective by NCCL (GLMRUN_P2P_MAX=0) the kernel is
+# launched a segment at a time around them, and again equals --decode kernels bit for bit.
 if [ -f $tmp/llama-persist-tp2.built ]; then
 	t0=$(date +%s.%N) prompt=$($CMP --prompt $FIX/llama) pl=$tmp/llama-persist-tp2.plan
 	pgpu() { gpu 2 $tmp/llama-persist-tp2.so GLM_SIMT_PSO=$tmp/llama-persist-tp2.p.so "$@"; }
 	cpu=$(bin/glmrun $pl --device cpu --tokens "$prompt" -n 5 --dump-logits $tmp/pp.c 2>$tmp/err)
 	if got=$(pgpu -- $pl --decode persistent --tokens "$prompt" -n 5 --stats --dump-logits $tmp/pp.g 2>$tmp/pp.stats); then
 		r=$($CMP --pair $tmp/pp.g $tmp/pp.c 1e-4 2>&1) && [ "$got" = "$cpu" ] &&
-			grep -q "decode_path: persistent (3 workers: .*; 6 launches a step around 5 collectives)" $tmp/pp.stats &&
-			grep -q "graph launches 4 (1.00 per step)" $tmp/pp.stats && grep -q "rank 0 made 2 NCCL calls and 8 P2P" $tmp/pp.stats &&
-			ok "llama-persist-tp2: --decode persistent, 6 launches around 5 collectives a step, one graph launch: ids equal the CPU's, logits $r" ||
+			grep -q "decode_path: persistent (3 workers: .*; 5 collectives as P2P tasks inside it)" $tmp/pp.stats &&
+			grep -q "graph launches 4 (1.00 per step), kernels per step 2" $tmp/pp.stats &&
+			grep -q "rank 0 made 1 NCCL calls and 9 P2P" $tmp/pp.stats &&
+			ok "llama-persist-tp2: --decode persistent, one launch a step with its 5 collectives as P2P tasks: ids equal the CPU's, logits $r" ||
 			bad "llama-persist-tp2: --decode persistent" "ids '$got' vs '$cpu' $r $(grep -hE 'decode_path|launches|made' $tmp/pp.stats)"
+		pgpu -- $pl --decode kernels --tokens "$prompt" -n 5 --dump-logits $tmp/pp.k >/dev/null 2>$tmp/pp.k.stats &&
+			cmp -s $tmp/pp.g $tmp/pp.k && ok "llama-persist-tp2: P2P tasks: logits equal --decode kernels' bit for bit" ||
+			bad "llama-persist-tp2: P2P tasks vs --decode kernels" "$($CMP --pair $tmp/pp.g $tmp/pp.k 0 2>&1) $(grep -v stats: $tmp/pp.k.stats | head -c 300)"
 	else
 		bad "llama-persist-tp2: --decode persistent on 2 simt GPUs" "$(grep -v stats: $tmp/pp.stats | head -c 400)"
 	fi
@@ -202,8 +207,31 @@ if [ -f $tmp/llama-persist-tp2.built ]; then
 	cmp -s $tmp/pp.persistent $tmp/pp.kernels && grep -q "decode_path: persistent" $tmp/pp.persistent.stats &&
 		ok "llama-persist-tp2: GLMRUN_P2P_MAX=0: logits equal --decode kernels' bit for bit" ||
 		bad "llama-persist-tp2: GLMRUN_P2P_MAX=0, persistent vs kernels" "$($CMP --pair $tmp/pp.persistent $tmp/pp.kernels 0 2>&1)"
+	grep -q "decode_path: persistent (.*; 6 launches a step around 5 collectives)" $tmp/pp.persistent.stats &&
+		ok "llama-persist-tp2: GLMRUN_P2P_MAX=0: 6 launches a step around the collectives" ||
+		bad "llama-persist-tp2: GLMRUN_P2P_MAX=0: segments" "$(grep decode_path $tmp/pp.persistent.stats)"
 	echo "# llama-persist-tp2: $(since $t0) s"
 else
 	bad "llama-persist-tp2: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-persist-tp2.err | head -c 400)"
+fi
+# At tp 4 the fixture's allreduces are not all fused into a norm (k_add_rmsnorm_ar keeps whole rows): the others
+# run as k_p2p_allreduce tasks (kernels.cuh glm_p_allreduce), the kernel path launching the same kernel.
+if [ -f $tmp/llama-persist-tp4.built ]; then
+	t0=$(date +%s.%N) prompt=$($CMP --prompt $FIX/llama) pl=$tmp/llama-persist-tp4.plan
+	pgpu() { gpu 4 $tmp/llama-persist-tp4.so GLM_SIMT_PSO=$tmp/llama-persist-tp4.p.so "$@"; }
+	cpu=$(bin/glmrun $pl --device cpu --tokens "$prompt" -n 4 2>$tmp/err)
+	n=$(bin/glmc explain $pl | sed -n 's/.* \([0-9]*\) collectives, as tasks where P2P.*/\1/p')
+	if got=$(pgpu -- $pl --decode persistent --tokens "$prompt" -n 4 --stats --dump-logits $tmp/p4.g 2>$tmp/p4.stats) &&
+		pgpu -- $pl --decode kernels --tokens "$prompt" -n 4 --dump-logits $tmp/p4.k >/dev/null 2>$tmp/p4.k.stats; then
+		[ "$got" = "$cpu" ] && cmp -s $tmp/p4.g $tmp/p4.k && [ -n "$n" ] &&
+			grep -q "decode_path: persistent (2 workers: .*; $n collectives as P2P tasks inside it)" $tmp/p4.stats &&
+			ok "llama-persist-tp4: one launch a step, $n collectives as P2P tasks: ids equal the CPU's, logits equal --decode kernels' bit for bit" ||
+			bad "llama-persist-tp4" "ids '$got' vs '$cpu' $($CMP --pair $tmp/p4.g $tmp/p4.k 0 2>&1) $(grep -h decode_path $tmp/p4.stats)"
+	else
+		bad "llama-persist-tp4: on 4 simt GPUs" "$(grep -hv stats: $tmp/p4.stats $tmp/p4.k.stats | head -c 400)"
+	fi
+	echo "# llama-persist-tp4: $(since $t0) s"
+else
+	bad "llama-persist-tp4: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-persist-tp4.err | head -c 400)"
 fi
 echo "# tests/simt_tp.sh: $(since $t00) s"

@@ -5,10 +5,11 @@
 ** shown to catch what they exist for, on schedules broken on purpose: a dropped wait (a launch that may
 ** read before its producer finished, or overwrite what a reader still needs), a worker list out of launch
 ** order (deadlock), blocks run twice or never, a cache-sized grid without shares; a forged plan whose
-** schedule lost a wait is refused by plan_read. Tensor-parallel plans: the collectives cut the step into
-** segments (one kernel launch each, the collectives between them on the stream), so they have no tasks
-** and no wait crosses them, while a dropped wait inside a segment is still caught. The graphs are compiled here up to the launch list and memory
-** plan (no NVRTC: the schedule never reads the cubin).
+** schedule lost a wait is refused by plan_read. Tensor-parallel plans: the collectives are tasks of the
+** one-shot P2P exchange (an allreduce fused into the next launch has none, that launch waiting for its
+** source's producer), every user of the mailbox waits for the one before, and a dropped wait past a
+** collective is caught. The graphs are compiled here up to the launch list and memory plan (no NVRTC: the
+** schedule never reads the cubin).
 */
 #include "check.h"
 #include "glm.h"
@@ -255,8 +256,17 @@ static void test_broken(void)
 	arena_free(&A);
 }
 
-/* Tensor-parallel plans: segments between the collectives, proved and simulated; within a segment the
-** waits still matter. */
+/* Whether launch j reaches launch i (i < j) through s's waits. */
+static int reaches(const Sched *s, int j, int i)
+{
+	for (int k = s->wait_off[j]; k < s->wait_off[j + 1]; k++)
+		if (s->wait[k] == i || (s->wait[k] > i && reaches(s, s->wait[k], i)))
+			return 1;
+	return 0;
+}
+
+/* Tensor-parallel plans: the collectives as P2P tasks, proved and simulated; the mailbox's users in order;
+** the waits across collectives still matter. */
 static void test_tp(void)
 {
 	static const char *fx[][2] = {{"llama", "llama"}, {"qwen3_moe", "qwen3_moe"}, {"glm4_moe_lite", "glm4_moe_lite"}};
@@ -265,7 +275,7 @@ static void test_tp(void)
 			Arena A = {0};
 			Graph g;
 			graph_init(&g, &A);
-			char err[512] = "", name[160];
+			char err[512] = "", name[200];
 			int rc = build(&g, fx[f][0], fx[f][1], 0, tp, err, sizeof err);
 			rc = rc ? rc : sched_build(&g, 1, 132, 2, err, sizeof err);
 			rc = rc ? rc : sched_check(&g, &g.cuda.sched[0], err, sizeof err);
@@ -277,19 +287,32 @@ static void test_tp(void)
 				continue;
 			}
 			const Sched *s = &g.cuda.sched[0];
-			int *seg = malloc(sizeof(int) * (size_t)g.cuda.nl), coll = 0, coll_tasks = 0, crossing = 0, inside = 0;
-			int nseg = sched_segments(&g, 1, seg);
+			int *seg = malloc(sizeof(int) * (size_t)g.cuda.nl), fused = 0, tasked = 0, bad_tasks = 0, crossing = 0;
+			int users = 0, unordered = 0, prev = -1;
+			sched_segments(&g, 1, seg);
 			for (int i = 0; i < g.cuda.nl; i++) {
 				const Launch *l = &g.cuda.l[i];
-				int used = l->tmin <= 1 && l->tmax >= 1;
-				coll += used && l->kind != LK_KERNEL, coll_tasks += l->kind != LK_KERNEL ? s->ntask[i] : 0;
+				int used = l->tmin <= 1 && l->tmax >= 1, p2p = 0;
+				for (int k = 0; k < l->narg; k++)
+					p2p |= l->arg[k].kind == KA_P2P;
+				if (used && l->kind != LK_KERNEL) {
+					int64_t want = l->inside_next ? 0 : sched_coll_blocks(sched_coll_bytes(&g, i, 1));
+					fused += l->inside_next, tasked += !l->inside_next && s->ntask[i] > 0;
+					bad_tasks += (l->inside_next ? s->ntask[i] != 0 : s->ntask[i] != (int)(want < 264 ? want : 264));
+				}
+				if (used && s->ntask[i] && (p2p || l->kind != LK_KERNEL)) { /* the mailbox's users, in step order */
+					unordered += prev >= 0 && !reaches(s, i, prev);
+					prev = i, users++;
+				}
 				for (int k = s->wait_off[i]; k < s->wait_off[i + 1]; k++)
-					crossing += seg[s->wait[k]] != seg[i], inside++;
+					crossing += seg[s->wait[k]] != seg[i];
 			}
-			snprintf(name, sizeof name, "%s tp %d: %d collectives cut it into %d segments, with no tasks and no wait "
-			         "across them (%d waits inside)", fx[f][0], tp, coll, nseg, inside);
-			check(coll >= 2 && nseg == coll + 1 && !coll_tasks && !crossing && inside > 0, name,
-			      "%d collectives, %d segments, %d collective tasks, %d waits across", coll, nseg, coll_tasks, crossing);
+			snprintf(name, sizeof name, "%s tp %d: %d allreduces inside the next launch, %d collectives as P2P tasks, "
+			         "the %d users of the mailbox each after the one before, %d waits across collectives", fx[f][0], tp,
+			         fused, tasked, users, crossing);
+			check(fused >= 2 && tasked >= 1 && !bad_tasks && users == fused + tasked && !unordered && crossing > 0, name,
+			      "fused %d, tasked %d, wrong task counts %d, users %d, unordered %d, crossing %d", fused, tasked,
+			      bad_tasks, users, unordered, crossing);
 			/* a launch past the first collective with the most waits loses them: the proof must still name a pair */
 			int j = -1;
 			for (int i = 0; i < g.cuda.nl; i++)
@@ -300,8 +323,8 @@ static void test_tp(void)
 				drop_waits(&c, j);
 				rc = sched_check(&g, &c, err, sizeof err);
 				int rs = sched_simulate(&g, &c, 5, 64, err + 256, sizeof err - 256);
-				snprintf(name, sizeof name, "%s tp %d: launch %d (segment %d) without its waits is caught by the proof "
-				         "and the simulation", fx[f][0], tp, j, seg[j]);
+				snprintf(name, sizeof name, "%s tp %d: launch %d (past %d collectives) without its waits is caught by the "
+				         "proof and the simulation", fx[f][0], tp, j, seg[j]);
 				check(rc && has(err, "may run before") && rs && has(err + 256, "touches the same memory"), name,
 				      "check %d (%s), simulate %d (%s)", rc, err, rs, err + 256);
 			} else

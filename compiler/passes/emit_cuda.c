@@ -2430,6 +2430,11 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 		kid[i] = -1;
 		if (l->tmin > T || l->tmax < T || (sc && !sc->ntask[i]))
 			continue;
+		if (l->kind != LK_KERNEL && sc) { /* a collective as P2P tasks: kernels.cuh glm_p_allreduce / glm_p_allgather */
+			kid[i] = -2 - l->kind;
+			nb++;
+			continue;
+		}
 		if (l->kind != LK_KERNEL || !l->kernel || strncmp(l->kernel, "glm_k", 5)) {
 			free(kid);
 			return seterr(err, len, "emit_cuda_persist: launch %d (node %d) is a %s, which the persistent kernel "
@@ -2449,16 +2454,22 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 	int rc = 0;
 	*nbody = 0;
 	for (int i = 0; i < cu->nl && !rc; i++) {
-		int first = kid[i] >= 0;
+		int first = kid[i] != -1;
 		for (int j = 0; j < i && first; j++)
 			first = kid[j] != kid[i];
-		if (first)
-			rc = persist_body(&e, kid[i], cu->source, cu->l[i].kernel, err, len), ++*nbody;
+		if (first && kid[i] >= 0)
+			rc = persist_body(&e, kid[i], cu->source, cu->l[i].kernel, err, len);
+		*nbody += first; /* a collective's body is persist.cuh's, one a kind */
 	}
 	if (!rc) {
 		appendf(&e, "__device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm)\n{\n"
 		        "\tswitch (launch) {\n");
 		for (int i = 0; i < cu->nl; i++) {
+			if (kid[i] == -2 - LK_ALLREDUCE)
+				appendf(&e, "\tcase %d:\n\t\tglm_p_allreduce<%s>(arg);\n\t\treturn;\n", i,
+				        cu->act == DT_BF16 ? "bf16" : "float");
+			else if (kid[i] == -2 - LK_ALLGATHER)
+				appendf(&e, "\tcase %d:\n\t\tglm_p_allgather(arg);\n\t\treturn;\n", i);
 			if (kid[i] < 0)
 				continue;
 			int last = 1;

@@ -8,8 +8,8 @@
 ** other touches), taken latest first, skipping any already reached through the waits taken so far: a
 ** GEMV waits for the norm before it, not also for everything that norm waited for. The counters then
 ** carry the stream's order only where memory can tell the difference. A tensor-parallel step's
-** collectives cut it into segments, one kernel launch each (sched_segments): only launches of the same
-** segment need waits, the stream orders the rest.
+** collectives are tasks of the one-shot P2P exchange (runtime/core/sched.c's essay), waited for like any
+** launch, so the whole step is one launch of the kernel.
 **
 ** Tasks. A launch of B blocks becomes min(B, workers) tasks of contiguous blocks, as equal as integers
 ** allow: one task per block while blocks are few (attention's heads, the router), one block range per
@@ -59,20 +59,18 @@ int sched_build(Graph *g, int T, int sms, int per_sm, char *err, size_t len)
 	if (sms < 1 || per_sm < 1 || nw > 65536)
 		return seterr(err, len, "a persistent schedule needs 1 to 65536 workers, got %d SMs x %d", sms, per_sm);
 	unsigned char *conf = malloc((size_t)nl * (size_t)nl + 1);
-	int *seg = malloc(sizeof(int) * ((size_t)nl + 1));
 	size_t W = ((size_t)nl + 63) / 64;
 	uint64_t *reach = calloc((size_t)nl * W + 1, sizeof(uint64_t));
 	int64_t *blocks = calloc((size_t)nl + 1, sizeof(int64_t)), *load = calloc((size_t)nw, sizeof(int64_t));
 	int *heap = malloc(sizeof(int) * (size_t)nw), *owner = NULL, *cnt = calloc((size_t)nw + 1, sizeof(int));
 	SchedTask *tmp = NULL;
 	int rc = -1;
-	if (!conf || !seg || !reach || !blocks || !load || !heap || !cnt) {
+	if (!conf || !reach || !blocks || !load || !heap || !cnt) {
 		seterr(err, len, "out of memory");
 		goto out;
 	}
 	if (sched_conflicts(g, T, conf, err, len))
 		goto out;
-	sched_segments(g, T, seg);
 	Sched *s = arena_alloc(g->A, sizeof *s);
 	s->T = T, s->sms = sms, s->per_sm = per_sm, s->nworker = nw, s->nl = nl, s->block = 32;
 	s->ntask = arena_alloc(g->A, sizeof(int32_t) * (size_t)(nl + 1));
@@ -102,7 +100,7 @@ int sched_build(Graph *g, int T, int sms, int per_sm, char *err, size_t len)
 		s->wait_off[j] = nw_used;
 		uint64_t *rj = reach + (size_t)j * W;
 		for (int i = j - 1; i >= 0; i--) {
-			if (!conf[(size_t)i * nl + j] || seg[i] != seg[j] || (rj[i / 64] >> (i % 64) & 1))
+			if (!conf[(size_t)i * nl + j] || (rj[i / 64] >> (i % 64) & 1))
 				continue;
 			s->wait[nw_used++] = i;
 			rj[i / 64] |= 1ull << (i % 64);
@@ -152,6 +150,6 @@ int sched_build(Graph *g, int T, int sms, int per_sm, char *err, size_t len)
 	g->cuda.sched = all, g->cuda.nsched++;
 	rc = 0;
 out:
-	free(conf), free(seg), free(reach), free(blocks), free(load), free(heap), free(owner), free(cnt), free(tmp);
+	free(conf), free(reach), free(blocks), free(load), free(heap), free(owner), free(cnt), free(tmp);
 	return rc;
 }

@@ -1213,7 +1213,7 @@ static void print_stats(const Engine *e, int np, long n, double t0, double t1, d
 		return;
 	if (s.nccl_version)
 		fprintf(stderr, "stats: ranks %d (GPUs 0..%d), NCCL %d.%d.%d from %s, peer access %d of %d pairs, %d "
-		        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P allreduces (up to %ld bytes)\n",
+		        "collectives per step; rank 0 made %ld NCCL calls and %ld P2P collectives (up to %ld bytes)\n",
 		        s.tp, s.tp - 1, s.nccl_version / 10000, s.nccl_version / 100 % 100, s.nccl_version % 100,
 		        s.nccl_path, s.peer_ok, s.peer_pairs, s.collectives_per_step, s.nccl_calls, s.p2p_calls, s.p2p_max);
 	else

@@ -465,16 +465,16 @@ int64_t memplan_value_bytes(const Node *n, int *region);
 ** sched.c — what a persistent decode schedule must satisfy, and the proof that it does
 */
 /* Launches i < j of a step of T tokens conflict when one writes memory the other reads or writes
-** (activation bytes after the memory plan's reuse, caches, the shared scratch and zeroed regions). Sets
-** conf[i·nl + j] (i < j) for every conflicting pair of launches used at T; returns -1 when a launch used
-** at T cannot run inside a persistent kernel (a collective; why in err). */
+** (activation bytes after the memory plan's reuse, caches, the shared scratch and zeroed regions, the P2P
+** mailbox). Sets conf[i·nl + j] (i < j) for every conflicting pair of launches used at T; returns -1 when a
+** launch used at T cannot run inside a persistent kernel (a GEMM cuBLASLt may take; why in err). */
 int sched_conflicts(const Graph *g, int T, unsigned char *conf, char *err, size_t len);
 /* The plan's schedule for steps of T tokens, or NULL when it has none (one a T at most: sched_build). */
 const Sched *sched_for(const Cuda *c, int T);
 /* The bytes launch i moves at T (its weights, activations and cache rows), the balancing weight. */
 int64_t sched_launch_bytes(const Graph *g, int i, int T);
-/* The persistent kernel's launches in a step of T tokens: 1 + the collectives used at T (tensor parallelism),
-** which run on the stream between them. seg (may be NULL), per launch: the segment it runs in (a collective
+/* glmrun's fallback where P2P cannot carry a step's collectives: the persistent kernel's launches in a step
+** of T tokens, 1 + the collectives used at T (tensor parallelism), which run on the stream between them. seg (may be NULL), per launch: the segment it runs in (a collective
 ** counts with the segment after it). */
 int sched_segments(const Graph *g, int T, int *seg);
 /* Lanes of a body of `block` threads in a persistent worker of `worker` (ops/persist.cuh: blocks run at once
@@ -490,9 +490,16 @@ void sched_lane_bytes(int64_t dyn_smem, int64_t static_smem, int64_t *own, int64
 ** lanes would share (the decode attention's merge: k_attn_*; kernels.cuh GLM_SH_LANE gives the block
 ** reductions' small ones a copy a lane). */
 int sched_lanes_ok(const Graph *g, int i);
-/* A launch's blocks at T (the product of its grid), 0 when it is not used at T; *uses_s set when the grid
-** depends on the cache size S (the count is then taken at S = 1). */
+/* A launch's blocks at T (the product of its grid; a collective's P2P blocks, or 0 where the next launch does
+** it or P2P cannot: sched.c's essay), 0 when it is not used at T; *uses_s set when the grid depends on the
+** cache size S (the count is then taken at S = 1). */
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s);
+/* The one-shot P2P exchange's blocks for a message of `bytes` (a block a 512 × 16 bytes, 1 .. P2P_NBMAX of
+** ops/kernels.cuh): glmrun's P2P launches and the persistent kernel's collective tasks. */
+#define SCHED_P2P_NBMAX 64
+int64_t sched_coll_blocks(int64_t bytes);
+/* Collective launch i's message at T: its source's bytes on one rank. */
+int64_t sched_coll_bytes(const Graph *g, int i, int T);
 /* Prove s safe for g: every used launch's blocks covered once by its tasks, each worker's list in launch
 ** order, every wait on an earlier launch, and every conflicting pair ordered by the waits (transitively).
 ** With all workers resident, that excludes deadlock under any interleaving (sched.c). */
@@ -512,7 +519,8 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** then the payload: metadata, fusion reasons, weight manifest, nodes, outputs (little-endian, strings length-prefixed).
 */
 #define PLAN_MAGIC "GLMPLAN\n"
-/* 14: the persistent kernel's cubin (Cuda.pcubin) after its program;
+/* 15: a tensor-parallel schedule's collectives as P2P tasks, its waits across them;
+** 14: the persistent kernel's cubin (Cuda.pcubin) after its program;
 ** 13: persistent decode schedules (Sched) and the persistent kernel's program after the CUDA section's weight types;
 ** 12: Launch.kind (collectives by kind, not by an '@' name) and Launch.inside_next (not a fourth KA_INT argument),
 ** fusion reasons as their own list after the metadata (not "fusion.NNNN" keys);
@@ -521,7 +529,7 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 14
+#define PLAN_VERSION 15
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

@@ -34,12 +34,19 @@
 ** order), so it can run it. Some worker can always move, under any interleaving, until all is done.
 ** sched_simulate checks the same properties by running interleavings, from the waits alone.
 **
-** Collectives. A tensor-parallel step has allreduces and allgathers (NCCL, or the one-shot P2P kernel)
-** between its kernels. They are not tasks: the step becomes one launch of the persistent kernel per
-** segment, a segment being the launches between two collectives, with the collectives launched on the
-** stream between them (sched_segments). The stream orders everything across a segment boundary, so a
-** conflicting pair in different segments needs no wait (condition 4 is asked only within a segment), a
-** collective has no tasks, and the deadlock argument above holds for each segment's launch on its own.
+** Collectives. A tensor-parallel step has allreduces and allgathers between its kernels. With the one-shot
+** P2P exchange (glmrun's, through peer memory) they are tasks like the others: an allreduce that the next
+** launch may do itself (Launch.inside_next, k_add_rmsnorm_ar) has no tasks, its next launch reading its
+** source; any other collective runs as sched_coll_blocks(bytes) blocks of k_p2p_allreduce or
+** k_p2p_allgather, each waiting inside its task for the same block of every other rank. Every user of the
+** P2P mailbox writes one more region (ACC_P2P), so the waits order the exchanges as the stream would, which
+** their shared epoch needs (kernels.cuh). The deadlock argument extends across ranks because every rank
+** runs the same schedule: a task spinning on a peer's block waits for the task at the same place in the
+** same worker's list there, and by induction on launches both get there. Where P2P cannot carry a
+** collective (no peer access, a message past the mailbox, an integer allreduce), glmrun falls back to one
+** launch of the kernel per segment, the launches between two collectives (sched_segments), the collectives
+** launched on the stream between them and their tasks emptied: the waits stay valid (more order, never
+** less) and the deadlock argument holds for each segment's launch on its own.
 */
 #include "glm.h"
 #include "quant.h"
@@ -48,13 +55,14 @@
 #include <string.h>
 
 /* One memory range a launch touches: region 0 the token arena (per-token bytes), 1 the static arena, 2 the
-** scratch buffer, 3 the zeroed counters, 4 + node a buffer of its own (a cache, an unplanned value). */
+** scratch buffer, 3 the zeroed counters, 4 the P2P mailbox and its epoch, 5 + node a buffer of its own (a
+** cache, an unplanned value). */
 typedef struct {
 	int64_t region, lo, hi;
 	int write;
 } Access;
 
-enum { ACC_TOKEN, ACC_STATIC, ACC_SCRATCH, ACC_ZERO, ACC_NODE };
+enum { ACC_TOKEN, ACC_STATIC, ACC_SCRATCH, ACC_ZERO, ACC_P2P, ACC_NODE };
 
 static int launch_used(const Graph *g, int i, int T)
 {
@@ -119,14 +127,34 @@ static int64_t size_at(const Graph *g, Size s, int T, int *uses_s)
 	return (p + s.div - 1) / s.div;
 }
 
+int64_t sched_coll_blocks(int64_t bytes)
+{
+	int64_t nb = (bytes / 16 + 511) / 512;
+	return nb < 1 ? 1 : nb > SCHED_P2P_NBMAX ? SCHED_P2P_NBMAX : nb;
+}
+
+int64_t sched_coll_bytes(const Graph *g, int i, int T)
+{
+	const Launch *l = &g->cuda.l[i];
+	int src = l->arg[1].s.node, uses_s = 0;
+	size_t es = g->node[src].dtype == DT_I32 ? 4 : dtype_size(g->cuda.act == DT_BF16 ? DT_BF16 : DT_F32);
+	return size_at(g, l->arg[2].s, T, &uses_s) * (int64_t)es;
+}
+
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s)
 {
 	*uses_s = 0;
-	if (!launch_used(g, i, T) || g->cuda.l[i].kind != LK_KERNEL)
-		return 0; /* a collective runs between the persistent kernel's launches, not as tasks */
+	const Launch *l = &g->cuda.l[i];
+	if (!launch_used(g, i, T))
+		return 0;
+	if (l->kind != LK_KERNEL) { /* a P2P task (the essay); none for what P2P cannot carry, or the next launch does */
+		int64_t b = l->narg == 3 && l->arg[1].kind == KA_BUF ? sched_coll_bytes(g, i, T) : 0;
+		int ints = l->kind == LK_ALLREDUCE && g->node[l->arg[1].s.node].dtype == DT_I32;
+		return l->inside_next || ints || b < 16 || b % 16 ? 0 : sched_coll_blocks(b);
+	}
 	int64_t b = 1;
 	for (int k = 0; k < 3; k++)
-		b *= size_at(g, g->cuda.l[i].grid[k], T, uses_s);
+		b *= size_at(g, l->grid[k], T, uses_s);
 	return b;
 }
 
@@ -157,10 +185,14 @@ static int footprint(const Graph *g, int i, Access *acc)
 				x.lo = nd->mem_off, x.hi = nd->mem_off + bytes;
 			} else
 				x.region = ACC_NODE + v;
-		} else
+		} else if (a->kind == KA_P2P)
+			x.region = ACC_P2P;
+		else
 			continue; /* rope tables, slots, ints, floats: read-only or values */
 		acc[n++] = x;
 	}
+	if (l->kind != LK_KERNEL) /* a collective's task: the mailbox too */
+		acc[n++] = (Access){ACC_P2P, 0, 1, 1};
 	return n;
 }
 
@@ -371,20 +403,17 @@ int sched_check(const Graph *g, const Sched *s, char *err, size_t len)
 		return -1;
 	int nl = g->cuda.nl;
 	unsigned char *conf = malloc((size_t)nl * (size_t)nl + 1);
-	int *seg = malloc(sizeof(int) * ((size_t)nl + 1));
 	size_t W = 0;
 	uint64_t *reach = reach_sets(s, nl, &W);
-	int rc = !conf || !reach || !seg ? seterr(err, len, "out of memory") : sched_conflicts(g, s->T, conf, err, len);
-	if (!rc)
-		sched_segments(g, s->T, seg);
+	int rc = !conf || !reach ? seterr(err, len, "out of memory") : sched_conflicts(g, s->T, conf, err, len);
 	for (int j = 0; j < nl && !rc; j++)
 		for (int i = 0; i < j && !rc; i++)
-			if (conf[(size_t)i * nl + j] && seg[i] == seg[j] && !(reach[(size_t)j * W + (size_t)i / 64] >> (i % 64) & 1))
+			if (conf[(size_t)i * nl + j] && !(reach[(size_t)j * W + (size_t)i / 64] >> (i % 64) & 1))
 				rc = seterr(err, len, "schedule for T=%d: launch %d (%s of node %%%d) may run before launch %d (%s of "
 				            "node %%%d) finishes, and they touch the same memory", s->T, j,
 				            launch_name(&g->cuda.l[j]), g->cuda.l[j].node, i, launch_name(&g->cuda.l[i]),
 				            g->cuda.l[i].node);
-	free(conf), free(reach), free(seg);
+	free(conf), free(reach);
 	return rc ? -1 : 0;
 }
 
@@ -394,21 +423,14 @@ static uint64_t rnd(uint64_t *x)
 	return *x;
 }
 
-/* The simulation's state: per launch its tasks done and its segment; the lowest segment with tasks left. */
-typedef struct {
-	int *done, *seg, cur;
-} SimState;
-
-/* Whether worker w, idle, may start its next task: it has one, its segment's kernel launch has begun (every
-** earlier segment finished), and every launch that task waits for is done. */
-static int sim_ready(const Sched *s, const int *pc, const SimState *st, int w)
+/* Whether worker w, idle, may start its next task: it has one, and every launch that task waits for is
+** done. One launch of the kernel for the whole step (with the collectives as tasks); glmrun's per-segment
+** fallback only adds order. */
+static int sim_ready(const Sched *s, const int *pc, const int *done, int w)
 {
 	if (pc[w] == s->first[w + 1])
 		return 0;
 	int L = s->task[pc[w]].launch;
-	const int *done = st->done;
-	if (st->seg[L] != st->cur)
-		return 0;
 	for (int k = s->wait_off[L]; k < s->wait_off[L + 1]; k++)
 		if (done[s->wait[k]] != s->ntask[s->wait[k]])
 			return 0;
@@ -416,11 +438,11 @@ static int sim_ready(const Sched *s, const int *pc, const SimState *st, int w)
 }
 
 /* The workers that can move (running: finish; idle and ready: start), rebuilt from scratch. */
-static int sim_movers(const Sched *s, const int *pc, const SimState *st, const int *busy, int *can)
+static int sim_movers(const Sched *s, const int *pc, const int *done, const int *busy, int *can)
 {
 	int nc = 0;
 	for (int w = 0; w < s->nworker; w++)
-		if (busy[w] || sim_ready(s, pc, st, w))
+		if (busy[w] || sim_ready(s, pc, done, w))
 			can[nc++] = w;
 	return nc;
 }
@@ -433,12 +455,9 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 	unsigned char *conf = malloc((size_t)nl * (size_t)nl + 1);
 	int *done = malloc(sizeof(int) * (size_t)nl), *pc = malloc(sizeof(int) * (size_t)nw),
 	    *busy = malloc(sizeof(int) * (size_t)nw), *can = malloc(sizeof(int) * (size_t)nw),
-	    *coff = calloc((size_t)nl + 1, sizeof(int)), *cl = NULL, *seg = malloc(sizeof(int) * ((size_t)nl + 1));
-	int nseg = sched_segments(g, s->T, seg), *segleft = calloc((size_t)nseg + 1, sizeof(int));
-	SimState st = {done, seg, 0};
-	int rc = !conf || !done || !pc || !busy || !can || !coff || !seg || !segleft
-	             ? seterr(err, len, "out of memory")
-	             : sched_conflicts(g, s->T, conf, err, len);
+	    *coff = calloc((size_t)nl + 1, sizeof(int)), *cl = NULL;
+	int rc = !conf || !done || !pc || !busy || !can || !coff ? seterr(err, len, "out of memory")
+	                                                          : sched_conflicts(g, s->T, conf, err, len);
 	/* each launch's conflicting earlier launches, as lists (the check at every task start) */
 	for (int j = 0; j < nl && !rc; j++) {
 		coff[j + 1] = coff[j];
@@ -454,14 +473,9 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 	uint64_t x = seed | 1;
 	for (int r = 0; r < rounds && !rc; r++) {
 		memset(done, 0, sizeof(int) * (size_t)nl);
-		memset(segleft, 0, sizeof(int) * (size_t)nseg);
-		for (int i = 0; i < nl; i++)
-			segleft[seg[i]] += s->ntask[i];
-		for (st.cur = 0; st.cur < nseg - 1 && !segleft[st.cur];)
-			st.cur++;
 		for (int w = 0; w < nw; w++)
 			pc[w] = s->first[w], busy[w] = 0;
-		int left = s->ntask_all, nc = sim_movers(s, pc, &st, busy, can);
+		int left = s->ntask_all, nc = sim_movers(s, pc, done, busy, can);
 		/* each move: a running worker finishes its task, or a ready one starts its next */
 		while (left && !rc) {
 			if (!nc) {
@@ -475,12 +489,9 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 			int c = (int)(rnd(&x) % (uint64_t)nc), w = can[c], L = s->task[pc[w]].launch;
 			if (busy[w]) {
 				busy[w] = 0, pc[w]++, left--;
-				int seg_done = !--segleft[seg[L]];
-				while (st.cur < nseg - 1 && !segleft[st.cur]) /* the stream starts the next segment's launch */
-					st.cur++;
-				if (++done[L] == s->ntask[L] || seg_done)
-					nc = sim_movers(s, pc, &st, busy, can); /* a launch done: others may be ready now */
-				else if (!sim_ready(s, pc, &st, w))
+				if (++done[L] == s->ntask[L])
+					nc = sim_movers(s, pc, done, busy, can); /* a launch done: others may be ready now */
+				else if (!sim_ready(s, pc, done, w))
 					can[c] = can[--nc];
 				continue;
 			}
@@ -493,7 +504,7 @@ int sched_simulate(const Graph *g, const Sched *s, uint64_t seed, int rounds, ch
 			busy[w] = 1;
 		}
 	}
-	free(conf), free(done), free(pc), free(busy), free(can), free(coff), free(cl), free(seg), free(segleft);
+	free(conf), free(done), free(pc), free(busy), free(can), free(coff), free(cl);
 	return rc ? -1 : 0;
 }
 
@@ -514,7 +525,8 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f)
 	        "worker: max %lld, mean %lld", s->T, used, s->ntask_all, s->nworker, s->sms, s->per_sm, s->block, waits,
 	        (long long)mx, (long long)(tot / s->nworker));
 	if (nseg > 1)
-		fprintf(f, "; the kernel launched %d times a step, the %d collectives between", nseg, nseg - 1);
+		fprintf(f, "; %d collectives, as tasks where P2P carries them all (else the kernel launched %d times a step "
+		        "around them)", nseg - 1, nseg);
 	fprintf(f, "\n");
 	for (int i = 0; i < s->nl && launches; i++) {
 		if (!s->ntask[i])

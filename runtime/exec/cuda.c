@@ -100,6 +100,9 @@ struct Gpu {
 	int pnseg;                   /* segments a step: 1 + the collectives between them (tp > 1) */
 	int plaunches;               /* the kernel's launches a step: the segments with tasks, and the last */
 	int *pcoll, *psegtasks;      /* per segment: the collective launched after it (Cuda.l index), its tasks */
+	int pcolls;                  /* the step's collectives (P2P tasks when pnseg is 1) */
+	uint32_t *plane;             /* per launch: lanes, own and pool bytes (persist.cuh GlmPLaunch) */
+	uint32_t ppre;               /* GlmPCtl.pre_max */
 	uint64_t *ptrace;            /* --profile: persist_trace's steps x ntask_all x 4 (persist.cuh's trace) */
 	int ptrace_steps;
 };
@@ -124,6 +127,8 @@ static int q_upload_blocks(Gpu *x, const Weights *d, int wi, int rank, int tp, u
                            size_t len);
 static int lt_qweight(Gpu *x, int wnode, int64_t T, CUdeviceptr *wp, char *err, size_t len);
 static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len);
+static int persist_p2p_ok(const Gpu *x);
+static int persist_tables(Gpu *x, int one, char *err, size_t len);
 static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len);
 static int persist_trace(Gpu *x, int steps, char *err, size_t len);
 
@@ -770,6 +775,12 @@ static int p2p_fused_next(const Gpu *x, int i, int64_t T)
 	return p2p && p2p_fits(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], bytes);
 }
 
+/* A collective's destination: its buffer, or its part of the scratch when a kernel reorders the parts next. */
+static CUdeviceptr coll_to(const Gpu *x, const Launch *l, int64_t T)
+{
+	return l->arg[0].kind == KA_SCRATCH ? x->scr + scratch_bytes(x, l, T, 0) : x->ptr[l->arg[0].s.node];
+}
+
 /*
 ** A collective launch (LK_ALLREDUCE / LK_ALLGATHER, see emit_cuda.c): one NCCL call (or the one-shot P2P
 ** kernel for a small allreduce) on this rank's stream, eager or captured into the decode graph like a
@@ -789,7 +800,7 @@ static int coll_launch(Gpu *x, const Launch *l, int64_t T, char *err, size_t len
 		return seterr(err, len, "plan: %s %%%d (%s:%d) needs an NCCL communicator, and this GPU has none (tp %d)",
 		              op_table[n->op].name, l->node, n->src ? n->src : "?", n->line, x->tp);
 	int src = l->arg[1].s.node;
-	CUdeviceptr to = l->arg[0].kind == KA_SCRATCH ? x->scr + scratch_bytes(x, l, T, 0) : x->ptr[l->arg[0].s.node];
+	CUdeviceptr to = coll_to(x, l, T);
 	size_t cnt = (size_t)size_val(x, l->arg[2].s, T);
 	ncclDataType_t dt = x->g->node[src].dtype == DT_I32 ? ncclInt32 : elsize(x, src) == 2 ? ncclBfloat16 : ncclFloat32;
 	ncclResult_t r;
@@ -1262,7 +1273,7 @@ void gpu_close(Gpu *x)
 		dlclose(x->cu.so);
 	free(x->fn), free(x->gemm), free(x->ptr), free(x->rope), free(x->wq);
 	free(x->graph), free(x->exec), free(x->captured_logits);
-	free(x->ptrace), free(x->pcoll), free(x->psegtasks);
+	free(x->ptrace), free(x->pcoll), free(x->psegtasks), free(x->plane);
 	free(x);
 }
 
@@ -1622,7 +1633,8 @@ int gpu_p2p_start(Gpu *x, const uint64_t *mbox, size_t max_bytes, char *err, siz
 		c.mbox[q] = mbox[q];
 	CK(x->cu.htod(x->p2p_ctl, &c, sizeof c), "cuMemcpyHtoD (P2P control)");
 	x->p2p_max = max_bytes < x->p2p_cap ? max_bytes : x->p2p_cap;
-	return 0;
+	/* the persistent kernel: now the collectives may be its tasks, the step one launch */
+	return x->pfn && persist_p2p_ok(x) ? persist_tables(x, 1, err, len) : 0;
 }
 
 int gpu_bind_thread(Gpu *x, char *err, size_t len)
@@ -1642,7 +1654,10 @@ int gpu_bind_thread(Gpu *x, char *err, size_t len)
 ** (persist.cuh's GlmPLaunch), every launch's argument record (the values launch_step passes, laid out as
 ** cuLaunchKernel lays them out), the counters and the step control block. A 1-token decode step then
 ** captures the one launch instead of the launch list. Anything the GPU cannot hold falls back to the
-** kernels with one line saying why.
+** kernels with one line saying why. Tensor parallelism: the tables are first made for one launch a segment
+** between the collectives (on the stream); once the ranks have started the one-shot P2P exchange and it
+** carries every collective of the step, gpu_p2p_start makes them again for one launch with the collectives
+** as tasks inside it (runtime/core/sched.c).
 */
 
 /* The host image of persist.cuh's GlmPLaunch (64 bytes) and GlmPTask (24, SchedTask's layout). */
@@ -1655,6 +1670,7 @@ typedef struct {
 	uint32_t lanes, own, pool;
 } PLaunch;
 _Static_assert(sizeof(PLaunch) == 64 && sizeof(SchedTask) == 24, "persist.cuh's GlmPLaunch and GlmPTask");
+#define PERSIST_COLL_RECORD 32 /* kernels.cuh GlmPColl: destination, source, bytes, the P2P control block */
 
 /* The fallback: the kernels run the step; why, on stderr once (rank 0's: the ranks' GPUs are alike) and in
 ** --stats. Always 0. */
@@ -1779,16 +1795,59 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	int ok = persist_module(x, sc, &dsm, lane, err, len);
 	if (ok <= 0)
 		return free(lane), ok;
+	x->plane = lane, x->pdsm = dsm;
+	/* the control block's L2 prefetch bytes (persist.cuh GlmPCtl.pre_max) */
+	int64_t pre = o->l2_prefetch == 0 ? 128 * (int64_t)sc->block : o->l2_prefetch < 0 ? 0 : o->l2_prefetch;
+	x->ppre = (uint32_t)(pre < UINT32_MAX ? pre : UINT32_MAX);
+	return persist_tables(x, 0, err, len);
+}
+
+/* Whether the one-shot P2P exchange, once started, carries every collective of the 1-token step as the
+** persistent kernel's tasks (runtime/core/sched.c): an allreduce the next launch does itself, or one with
+** tasks whose message fits the mailbox. */
+static int persist_p2p_ok(const Gpu *x)
+{
+	const Cuda *c = &x->g->cuda;
+	const Sched *sc = sched_for(c, 1);
+	for (int i = 0; i < c->nl; i++) {
+		const Launch *l = &c->l[i];
+		if (l->kind == LK_KERNEL || l->tmin > 1 || l->tmax < 1)
+			continue;
+		if (l->inside_next ? !p2p_fused_next(x, i, 1)
+		                   : !sc->ntask[i] ||
+		                         !p2p_fits(x, coll_to(x, l, 1), x->ptr[l->arg[1].s.node], (size_t)sched_coll_bytes(x->g, i, 1)))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+** The persistent kernel's tables on the GPU (replacing any before). one: the whole step is one launch, the
+** collectives P2P tasks inside it (persist_p2p_ok); else one launch a segment, the collectives on the stream
+** between them and their tasks empty.
+*/
+static int persist_tables(Gpu *x, int one, char *err, size_t len)
+{
+	const Cuda *c = &x->g->cuda;
+	const Sched *sc = sched_for(c, 1);
+	const uint32_t *lane = x->plane;
+	if (x->pmem)
+		x->cu.free(x->pmem), x->pmem = 0;
+	free(x->pcoll), free(x->psegtasks);
+	x->pcoll = x->psegtasks = NULL, x->plaunches = 0, x->pcolls = 0;
 	/* the segments: the kernel's launches between the collectives (runtime/core/sched.c), and per segment k
 	** and worker w, cut[k·nworker + w]: w's first task in segment k or later (its lists are in launch order) */
-	int *seg = malloc(sizeof(int) * ((size_t)c->nl + 1)), nseg = sched_segments(x->g, 1, seg);
+	int *seg = calloc((size_t)c->nl + 1, sizeof(int)), nseg = one ? 1 : sched_segments(x->g, 1, seg);
 	int *cut = malloc(sizeof(int) * (size_t)(nseg + 1) * (size_t)sc->nworker);
 	x->pcoll = calloc((size_t)nseg, sizeof(int)), x->psegtasks = calloc((size_t)nseg, sizeof(int));
 	if (!seg || !cut || !x->pcoll || !x->psegtasks)
-		return free(seg), free(cut), free(lane), seterr(err, len, "out of memory");
+		return free(seg), free(cut), seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++)
-		if (c->l[i].kind != LK_KERNEL && c->l[i].tmin <= 1 && c->l[i].tmax >= 1)
-			x->pcoll[seg[i] - 1] = i;
+		if (c->l[i].kind != LK_KERNEL && c->l[i].tmin <= 1 && c->l[i].tmax >= 1) {
+			x->pcolls++;
+			if (!one)
+				x->pcoll[seg[i] - 1] = i;
+		}
 	for (int w = 0; w < sc->nworker; w++)
 		for (int k = 0, t = sc->first[w]; k <= nseg; k++) {
 			while (k < nseg && t < sc->first[w + 1] && seg[sc->task[t].launch] < k)
@@ -1800,6 +1859,7 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	x->pnseg = nseg;
 	for (int k = 0; k < nseg; k++)
 		x->plaunches += x->psegtasks[k] || k == nseg - 1; /* persist_launch's rule */
+	x->stats.kernels_per_step = x->plaunches + 1; /* and the sampler */
 	free(seg);
 	/* the image: tasks, cut, wait, launch table, counters (zero), control (zero), argument records */
 	size_t nw = (size_t)sc->wait_off[c->nl], a_task = 0, a_first = (sizeof(SchedTask) * (size_t)sc->ntask_all + 255) & ~(size_t)255,
@@ -1809,13 +1869,13 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	       a_ctl = a_count + ((4 * (size_t)c->nl + 255) & ~(size_t)255), a_args = a_ctl + 256, total = a_args;
 	size_t *off = malloc(sizeof(size_t) * MAXKARG);
 	if (!off)
-		return free(cut), free(lane), seterr(err, len, "out of memory");
+		return free(cut), seterr(err, len, "out of memory");
 	for (int i = 0; i < c->nl; i++)
 		if (sc->ntask[i])
-			total += persist_record(&c->l[i], off);
+			total += c->l[i].kind == LK_KERNEL ? persist_record(&c->l[i], off) : PERSIST_COLL_RECORD;
 	unsigned char *img = calloc(1, total);
 	if (!img)
-		return free(off), free(cut), free(lane), seterr(err, len, "out of memory");
+		return free(off), free(cut), seterr(err, len, "out of memory");
 	SchedTask *tk = (SchedTask *)(img + a_task);
 	PLaunch *lt = (PLaunch *)(img + a_lt);
 	int64_t *blocks = calloc((size_t)c->nl + 1, sizeof *blocks);
@@ -1824,25 +1884,36 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	free(cut);
 	memcpy(img + a_wait, sc->wait, 4 * nw);
 	/* the control block (persist.cuh GlmPCtl: epoch, done, pre_max): zero but for the L2 prefetch's bytes */
-	int64_t pre = o->l2_prefetch == 0 ? 128 * (int64_t)sc->block : o->l2_prefetch < 0 ? 0 : o->l2_prefetch;
-	uint32_t pre_max = (uint32_t)(pre < UINT32_MAX ? pre : UINT32_MAX);
-	memcpy(img + a_ctl + 8, &pre_max, 4);
+	memcpy(img + a_ctl + 8, &x->ppre, 4);
 	size_t at = a_args;
 	for (int i = 0; i < c->nl && !rc; i++) {
 		const Launch *l = &c->l[i];
 		if (!sc->ntask[i])
 			continue;
+		PLaunch *p = &lt[i];
+		p->ntask = (uint32_t)sc->ntask[i], p->wait_lo = sc->wait_off[i], p->wait_hi = sc->wait_off[i + 1];
+		p->arg = (int64_t)(at - a_args);
+		if (l->kind != LK_KERNEL && l->tmin <= 1 && l->tmax >= 1) {
+			/* a collective's P2P blocks (kernels.cuh GlmPColl), on all the worker's threads; a segmented step's
+			** collective runs on the stream instead and its tasks below are emptied */
+			int64_t bytes = sched_coll_bytes(x->g, i, 1);
+			CUdeviceptr rec[4] = {coll_to(x, l, 1), x->ptr[l->arg[1].s.node], (CUdeviceptr)bytes, one ? x->p2p_ctl : 0};
+			p->grid[0] = (uint32_t)sched_coll_blocks(bytes), p->grid[1] = p->grid[2] = 1;
+			p->block = (uint32_t)sc->block, p->lanes = 1;
+			blocks[i] = p->grid[0];
+			memcpy(img + at, rec, sizeof rec);
+			at += PERSIST_COLL_RECORD;
+			continue;
+		}
 		if (l->kind != LK_KERNEL || l->tmin > 1 || l->tmax < 1 || x->gemm[i]) {
 			rc = seterr(err, len, "plan: launch %d (%s) in the persistent schedule is not a 1-token decode kernel", i,
 			            launch_name(l));
 			break;
 		}
-		PLaunch *p = &lt[i];
 		for (int k = 0; k < 3; k++)
 			p->grid[k] = (uint32_t)size_val(x, l->grid[k], 1);
 		blocks[i] = (int64_t)p->grid[0] * p->grid[1] * p->grid[2];
-		p->block = (uint32_t)l->block, p->ntask = (uint32_t)sc->ntask[i];
-		p->wait_lo = sc->wait_off[i], p->wait_hi = sc->wait_off[i + 1];
+		p->block = (uint32_t)l->block;
 		p->lanes = lane[3 * i], p->own = lane[3 * i + 1], p->pool = lane[3 * i + 2];
 		for (int k = 0; k < l->narg && !p->pre; k++)
 			if (l->arg[k].kind == KA_BUF && x->g->node[l->arg[k].s.node].kind == VK_WEIGHT && blocks[i]) {
@@ -1850,13 +1921,12 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 				p->pre_step = (int64_t)(gpu_weight_bytes(x, l->arg[k].s.node) / (size_t)blocks[i]);
 			}
 		ArgV v[MAXKARG];
-		arg_values(x, l, 1, 0, 0, v);
+		arg_values(x, l, 1, 0, one ? x->p2p_ctl : 0, v);
 		size_t rb = persist_record(l, off);
 		for (int k = 0; k < l->narg; k++) {
 			int kd = l->arg[k].kind;
 			memcpy(img + at + off[k], &v[k], kd == KA_INT || kd == KA_RANK || kd == KA_PDL || kd == KA_FLOAT ? 4 : 8);
 		}
-		p->arg = (int64_t)(at - a_args);
 		at += rb;
 	}
 	for (int t = 0; t < sc->ntask_all && !rc; t++) {
@@ -1869,6 +1939,8 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 			            t, s.launch, s.blo, s.bhi, (long long)B);
 			break;
 		}
+		if (!one && c->l[s.launch].kind != LK_KERNEL)
+			s.blo = s.bhi = 0; /* run on the stream between the segments: the task only counts itself */
 		tk[t] = s;
 	}
 	if (!rc) {
@@ -1881,19 +1953,21 @@ static int persist_open(Gpu *x, const GpuOpts *o, char *err, size_t len)
 	unsigned most = 1; /* the most lanes a launch runs, for --stats */
 	for (int i = 0; i < c->nl; i++)
 		most = sc->ntask[i] && lane[3 * i] > most ? lane[3 * i] : most;
-	free(img), free(off), free(blocks), free(lane);
+	free(img), free(off), free(blocks);
 	if (rc)
 		return -1;
 	x->ptask = x->pmem + a_task, x->pcut = x->pmem + a_first, x->pwait = x->pmem + a_wait, x->plt = x->pmem + a_lt;
 	x->pcount = x->pmem + a_count, x->pctl = x->pmem + a_ctl, x->pargs = x->pmem + a_args;
-	x->pworkers = (unsigned)sc->nworker, x->pblock = (unsigned)sc->block, x->pdsm = dsm;
-	char segs[64] = "";
+	x->pworkers = (unsigned)sc->nworker, x->pblock = (unsigned)sc->block;
+	char segs[80] = "";
 	if (nseg > 1)
 		snprintf(segs, sizeof segs, "; %d launches a step around %d collectives", nseg, nseg - 1);
+	else if (x->pcolls)
+		snprintf(segs, sizeof segs, "; %d collectives as P2P tasks inside it", x->pcolls);
 	snprintf(x->stats.decode_path, sizeof x->stats.decode_path,
 	         "persistent (%d workers: %d SMs x %d, %d threads, up to %u lanes, %u bytes of dynamic shared memory, %d "
-	         "tasks, L2 prefetch %u bytes a task%s)", sc->nworker, sc->sms, sc->per_sm, sc->block, most, dsm,
-	         sc->ntask_all, pre_max, segs);
+	         "tasks, L2 prefetch %u bytes a task%s)", sc->nworker, sc->sms, sc->per_sm, sc->block, most, x->pdsm,
+	         sc->ntask_all, x->ppre, segs);
 	return 0;
 }
 
@@ -1912,6 +1986,8 @@ static int persist_launch(Gpu *x, CUdeviceptr trace, char *err, size_t len)
 		if (!close && coll_launch(x, &x->g->cuda.l[x->pcoll[k]], 1, err, len))
 			return -1;
 	}
+	if (x->pnseg == 1)
+		x->stats.p2p_calls += x->pcolls; /* its tasks */
 	return 0;
 }
 

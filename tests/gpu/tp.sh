@@ -98,7 +98,7 @@ for m in ${MODELS:-llama qwen3 qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite glm_
 				r=$($CMP --pair $f.f32 $W/$m-tp1-nccl.f32 1e-4)
 				record "$tag logits vs tp 1" "$([ $? = 0 ] && echo ok || echo FAIL)" "$r"
 				calls=$(sed -n 's/.*made \([0-9]*\) NCCL calls and \([0-9]*\) P2P.*/\1 nccl, \2 p2p/p' "$f.stats")
-				p2pn=$(sed -n 's/.*and \([0-9]*\) P2P allreduces.*/\1/p' "$f.stats")
+				p2pn=$(sed -n 's/.*and \([0-9]*\) P2P collectives.*/\1/p' "$f.stats")
 				if [ $mode = p2p ]; then
 					[ "${p2pn:-0}" -gt 0 ] && record "$tag allreduces went through the P2P kernel" ok "$calls" ||
 						record "$tag allreduces went through the P2P kernel" FAIL "$calls $(grep 'stats: ranks' "$f.stats")"
