@@ -329,10 +329,16 @@ int simt_launch_concurrent(dim3 g, dim3 b, const std::function<void()> &f)
 	for (int sweep = 0, soft = 0, hard = 0; live > 0; sweep++) {
 		simt_progress = simt_spun = simt_moved = 0;
 		for (long long i = 0; i < n; i++) {
-			SimtFiber &fb = simt_fibers[sweep & 1 ? n - 1 - i : i];
+			long long at = sweep & 1 ? n - 1 - i : i;
+			SimtFiber &fb = simt_fibers[at];
 			if (fb.done)
 				continue;
 			SimtBlk &B = simt_blks[fb.blk];
+			/* a block whose thread 0 spins (a persistent worker waiting for its task's inputs or the section)
+			** while all its other threads wait at its barrier: only thread 0 can move it, so the others are
+			** not resumed (they would only see the same generation and yield) */
+			if (at % nt && B.bar.count == nt - 1 && simt_fibers[at - at % nt].spin)
+				continue;
 			simt_warps = B.warps.data(), simt_block = &B.bar, simt_named = B.named;
 			simt_resume(&fb);
 			live -= fb.done;
