@@ -197,6 +197,13 @@ if [ -f $tmp/llama-persist-tp2.built ]; then
 		pgpu -- $pl --decode kernels --tokens "$prompt" -n 5 --dump-logits $tmp/pp.k >/dev/null 2>$tmp/pp.k.stats &&
 			cmp -s $tmp/pp.g $tmp/pp.k && ok "llama-persist-tp2: P2P tasks: logits equal --decode kernels' bit for bit" ||
 			bad "llama-persist-tp2: P2P tasks vs --decode kernels" "$($CMP --pair $tmp/pp.g $tmp/pp.k 0 2>&1) $(grep -v stats: $tmp/pp.k.stats | head -c 300)"
+		# GLMRUN_P2P_MAX below the logits' 2048 bytes: the mailbox is still sized for the step's tasks (the
+		# prefill's larger allreduces go through NCCL, so the logits are held to the CPU's, not to the run above)
+		got=$(pgpu GLMRUN_P2P_MAX=1000 -- $pl --decode persistent --tokens "$prompt" -n 5 --stats --dump-logits $tmp/pp.m \
+			2>$tmp/pp.m.stats) && [ "$got" = "$cpu" ] && r=$($CMP --pair $tmp/pp.m $tmp/pp.c 1e-4 2>&1) &&
+			grep -q "decode_path: persistent (.*; 5 collectives as P2P tasks inside it)" $tmp/pp.m.stats &&
+			ok "llama-persist-tp2: GLMRUN_P2P_MAX=1000: the mailbox holds the 2048-byte allgather task, one launch, logits $r" ||
+			bad "llama-persist-tp2: GLMRUN_P2P_MAX=1000" "ids '$got' vs '$cpu' $r $(grep -hv 'stats: [^d]' $tmp/pp.m.stats | head -c 400)"
 	else
 		bad "llama-persist-tp2: --decode persistent on 2 simt GPUs" "$(grep -v stats: $tmp/pp.stats | head -c 400)"
 	fi

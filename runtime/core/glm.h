@@ -500,6 +500,9 @@ int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s);
 int64_t sched_coll_blocks(int64_t bytes);
 /* Collective launch i's message at T: its source's bytes on one rank. */
 int64_t sched_coll_bytes(const Graph *g, int i, int T);
+/* The largest message of the collectives that the plan's schedule for T runs as tasks (0: none), which the
+** P2P mailbox must hold for the step to be one launch. */
+int64_t sched_coll_max_bytes(const Graph *g, int T);
 /* Prove s safe for g: every used launch's blocks covered once by its tasks, each worker's list in launch
 ** order, every wait on an earlier launch, and every conflicting pair ordered by the waits (transitively).
 ** With all workers resident, that excludes deadlock under any interleaving (sched.c). */

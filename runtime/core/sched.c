@@ -141,6 +141,16 @@ int64_t sched_coll_bytes(const Graph *g, int i, int T)
 	return size_at(g, l->arg[2].s, T, &uses_s) * (int64_t)es;
 }
 
+int64_t sched_coll_max_bytes(const Graph *g, int T)
+{
+	const Sched *s = sched_for(&g->cuda, T);
+	int64_t m = 0;
+	for (int i = 0; s && i < g->cuda.nl; i++)
+		if (s->ntask[i] && g->cuda.l[i].kind != LK_KERNEL && sched_coll_bytes(g, i, T) > m)
+			m = sched_coll_bytes(g, i, T);
+	return m;
+}
+
 int64_t sched_launch_blocks(const Graph *g, int i, int T, int *uses_s)
 {
 	*uses_s = 0;

@@ -1813,9 +1813,11 @@ static int persist_p2p_ok(const Gpu *x)
 		const Launch *l = &c->l[i];
 		if (l->kind == LK_KERNEL || l->tmin > 1 || l->tmax < 1)
 			continue;
+		/* a task's message: within the mailbox (ranks.c sizes it for them), not only GLMRUN_P2P_MAX */
+		int64_t b = sched_coll_bytes(x->g, i, 1);
+		CUdeviceptr to = coll_to(x, l, 1), from = x->ptr[l->arg[1].s.node];
 		if (l->inside_next ? !p2p_fused_next(x, i, 1)
-		                   : !sc->ntask[i] ||
-		                         !p2p_fits(x, coll_to(x, l, 1), x->ptr[l->arg[1].s.node], (size_t)sched_coll_bytes(x->g, i, 1)))
+		                   : !sc->ntask[i] || !x->p2p_max || b > (int64_t)x->p2p_cap || b % 16 || to % 16 || from % 16)
 			return 0;
 	}
 	return 1;

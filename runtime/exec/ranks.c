@@ -115,9 +115,12 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 		gpu_set_comm(x, &R->nc, R->comm[rank]);
 		return 0;
 	}
-	case CMD_P2P_ALLOC:
+	case CMD_P2P_ALLOC: {
 		crew_note(R->crew, rank, "allocating the P2P mailbox");
-		return gpu_p2p_alloc(x, (size_t)(R->ro.p2p_max + 255) / 256 * 256, &R->mbox[rank], err, len) < 0 ? -1 : 0;
+		/* the messages up to GLMRUN_P2P_MAX, and the persistent kernel's collective tasks (the logits' allgather) */
+		int64_t cap = sched_coll_max_bytes(R->g, 1) > R->ro.p2p_max ? sched_coll_max_bytes(R->g, 1) : R->ro.p2p_max;
+		return gpu_p2p_alloc(x, (size_t)(cap + 255) / 256 * 256, &R->mbox[rank], err, len) < 0 ? -1 : 0;
+	}
 	case CMD_P2P_START:
 		crew_note(R->crew, rank, "starting the P2P allreduce");
 		return gpu_p2p_start(x, R->mbox, (size_t)R->p2p_max, err, len);
