@@ -10,7 +10,9 @@
 # 2. The hang test: rank tp-1 stalled by the test hook (GLMRUN_TEST_STALL_RANK) must end glmrun with a
 #    non-zero status and a watchdog message naming that rank within the timeout (5 s), at tp 1 and at
 #    the largest tp.
-# 3. The allreduce micro-benchmark inside CUDA graphs, NCCL default and NCCL_PROTO=LL, with the P2P kernel.
+# 3. The persistent decode kernel (--decode persistent) at tp 2 and the largest tp, with its collectives as P2P
+#    tasks and through NCCL between segments: ids and logits equal to --decode kernels' bit for bit.
+# 4. The allreduce micro-benchmark inside CUDA graphs, NCCL default and NCCL_PROTO=LL, with the P2P kernel.
 # Prints a pass/fail table and "N passed, N failed"; exits non-zero on any failure.
 #
 # Usage: tests/gpu/tp.sh     all visible GPUs (NGPU=N: fewer), all fixtures (MODELS="llama qwen3": some)
@@ -148,6 +150,33 @@ if [ "$big" -gt 1 ]; then
 		record "tp $big: rank 0 stalled before the prefill reported" ok "$msg" ||
 		record "tp $big: rank 0 stalled before the prefill reported" FAIL "status $rc: $(head -c 400 "$W/stall.err")"
 fi
+
+# The persistent decode kernel at tp 2 and the largest tp (issue 47): with the P2P exchange one launch a step,
+# its collectives tasks inside it; with GLMRUN_P2P_MAX=0 one launch a segment, NCCL between. Either way the
+# same ids as --decode kernels and the same logits bit for bit (the same kernels' code on the same blocks,
+# the same exchanges), one graph launch a step.
+for tp in $(echo 2 $big | tr ' ' '\n' | sort -u); do
+	[ "$tp" -le "$ngpu" ] && [ "$tp" -gt 1 ] || continue
+	plan=$W/llama-tp$tp-persist.plan prompt=$($CMP --prompt $FIX/llama)
+	if ! bin/glmc compile models/llama.lua --weights $FIX/llama --tp $tp --decode persistent -o "$plan" >/dev/null 2>"$W/err"; then
+		record "tp $tp --decode persistent compile" FAIL "$(head -c 300 "$W/err")"
+		continue
+	fi
+	for mode in p2p nccl; do
+		env $([ $mode = nccl ] && echo GLMRUN_P2P_MAX=0) timeout 120 bin/glmrun "$plan" --device cuda --tokens "$prompt" -n 12 \
+			--decode persistent --stats --dump-logits "$W/pp.$mode" >"$W/pp.$mode.ids" 2>"$W/pp.$mode.err"
+		rp=$?
+		env $([ $mode = nccl ] && echo GLMRUN_P2P_MAX=0) timeout 120 bin/glmrun "$plan" --device cuda --tokens "$prompt" -n 12 \
+			--decode kernels --dump-logits "$W/pk.$mode" >"$W/pk.$mode.ids" 2>"$W/pk.$mode.err"
+		rk=$?
+		want="collectives as P2P tasks inside it"
+		[ $mode = nccl ] && want="launches a step around"
+		[ $rp = 0 ] && [ $rk = 0 ] && cmp -s "$W/pp.$mode.ids" "$W/pk.$mode.ids" && cmp -s "$W/pp.$mode" "$W/pk.$mode" &&
+			grep -q "decode_path: persistent (.*$want" "$W/pp.$mode.err" && grep -q "(1.00 per step)" "$W/pp.$mode.err" &&
+			record "tp $tp --decode persistent ($mode): = kernels bit for bit" ok "$(grep -o '; [0-9]* [a-z ]*P2P tasks inside it\|; [0-9]* launches a step around [0-9]* collectives' "$W/pp.$mode.err")" ||
+			record "tp $tp --decode persistent ($mode)" FAIL "status $rp/$rk $($CMP --pair "$W/pp.$mode" "$W/pk.$mode" 0 2>&1) $(grep -h 'decode_path\|error' "$W/pp.$mode.err" | head -c 300)"
+	done
+done
 
 # The allreduce micro-benchmark (latency per call inside a CUDA graph; the slowest rank's).
 if [ -x build/bench/allreduce ]; then
