@@ -2459,7 +2459,7 @@ static char *persist_source(const Graph *g, int T, int *block_, int *per_sm_, in
 			first = kid[j] != kid[i];
 		if (first && kid[i] >= 0)
 			rc = persist_body(&e, kid[i], cu->source, cu->l[i].kernel, err, len);
-		*nbody += first; /* a collective's body is persist.cuh's, one a kind */
+		*nbody += first; /* a collective's body is kernels.cuh's glm_p_*, one a kind */
 	}
 	if (!rc) {
 		appendf(&e, "__device__ void glm_persist_run(int launch, const unsigned char *arg, unsigned char *dsm)\n{\n"

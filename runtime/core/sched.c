@@ -43,10 +43,11 @@
 ** their shared epoch needs (kernels.cuh). The deadlock argument extends across ranks because every rank
 ** runs the same schedule: a task spinning on a peer's block waits for the task at the same place in the
 ** same worker's list there, and by induction on launches both get there. Where P2P cannot carry a
-** collective (no peer access, a message past the mailbox, an integer allreduce), glmrun falls back to one
-** launch of the kernel per segment, the launches between two collectives (sched_segments), the collectives
-** launched on the stream between them and their tasks emptied: the waits stay valid (more order, never
-** less) and the deadlock argument holds for each segment's launch on its own.
+** collective (no peer access, GLMRUN_P2P_MAX=0, an integer allreduce, a message not in 16-byte units: such
+** a collective has no tasks), glmrun falls back to one launch of the kernel per segment, the launches
+** between two collectives (sched_segments), the collectives launched on the stream between them and their
+** tasks emptied: the waits stay valid (more order, never less) and the deadlock argument holds for each
+** segment's launch on its own.
 */
 #include "glm.h"
 #include "quant.h"
