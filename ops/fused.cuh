@@ -76,30 +76,13 @@ __device__ void k_add_rmsnorm_ar(A *sum, A *y, A *b, const A *a, const A *part, 
 	}
 	const int VE = 16 / (int)sizeof(A), RV = RN_REG / VE; /* values and 16-byte units a thread */
 	const unsigned e = *(volatile const unsigned *)c->seq + 1;
-	const int slot = (int)(e & 1u), tp = c->tp, me = c->rank, blk = blockIdx.x, t = threadIdx.x, st = blockDim.x;
+	const int tp = c->tp, blk = blockIdx.x, t = threadIdx.x, st = blockDim.x;
 	const int nv = N / VE;
 	const long long row = (long long)blk * N, off = row * (long long)sizeof(A);
 	if (N % VE || nv > RV * st)
 		__trap();
-	const uint4 *pv = (const uint4 *)(part + row);
-	for (int q = 0; q < tp; q++) {
-		uint4 *to = (uint4 *)(c->mbox[q] + P2P_FLAGS_BYTES + ((long long)slot * tp + me) * c->cap + off);
-		for (int i = t; i < nv; i += st)
-			to[i] = pv[i];
-	}
-	__syncthreads();
-	if (t == 0) {
-		__threadfence_system();
-		for (int q = 0; q < tp; q++)
-			p2p_put_flag((unsigned *)c->mbox[q] + (slot * P2P_MAXRANK + me) * P2P_NBMAX + blk, e);
-	}
-	if (t < tp) {
-		const unsigned *f = (const unsigned *)c->mbox[me] + (slot * P2P_MAXRANK + t) * P2P_NBMAX + blk;
-		while (p2p_get_flag(f) != e)
-			;
-	}
-	__syncthreads();
-	const char *parts = c->mbox[me] + P2P_FLAGS_BYTES + (long long)slot * tp * c->cap + off;
+	p2p_exchange((const uint4 *)part, off / 16, off / 16 + nv, e, blk, c); /* row blk's 16-byte units */
+	const char *parts = c->mbox[c->rank] + P2P_FLAGS_BYTES + (long long)(e & 1u) * tp * c->cap + off;
 	uint4 *bv = (uint4 *)(b + row), *sv = (uint4 *)(sum + row), *yv = (uint4 *)(y + row);
 	const uint4 *av = (const uint4 *)(a + row);
 	float v[RN_REG], ss = 0.0f;
@@ -137,15 +120,7 @@ __device__ void k_add_rmsnorm_ar(A *sum, A *y, A *b, const A *a, const A *part, 
 	put(sv, 1.0f, false);
 	float inv = 1.0f / sqrtf(block_sum(ss) / (float)N + eps);
 	put(yv, inv, HAS_W);
-	__syncthreads();
-	if (t == 0) {
-		__threadfence();
-		if (atomicAdd(c->arrive, 1u) == gridDim.x - 1) {
-			*c->arrive = 0;
-			*(volatile unsigned *)c->seq = e;
-			__threadfence();
-		}
-	}
+	p2p_arrive(e, c);
 }
 
 /*

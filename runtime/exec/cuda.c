@@ -732,17 +732,18 @@ static int prof_record(Gpu *x, CUevent ev, char *err, size_t len)
 	return 0;
 }
 
-/* Whether the one-shot P2P allreduce is started and a message of `bytes` from `from` to `to` fits it. */
-static int p2p_fits(const Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t bytes)
+/* Whether the one-shot P2P allreduce is started and a message of `bytes` from `from` to `to` fits it: at most
+** `limit` bytes (GLMRUN_P2P_MAX's for the kernel path, the mailbox's for the persistent kernel's tasks). */
+static int p2p_fits(const Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t bytes, size_t limit)
 {
-	return x->p2p_max && bytes <= x->p2p_max && bytes % 16 == 0 && to % 16 == 0 && from % 16 == 0;
+	return x->p2p_max && bytes <= limit && bytes % 16 == 0 && to % 16 == 0 && from % 16 == 0;
 }
 
 /* The one-shot P2P allreduce, when started and the message fits it: 1 launched, 0 not taken. */
 static int p2p_launch(Gpu *x, CUdeviceptr to, CUdeviceptr from, size_t cnt, size_t es, char *err, size_t len)
 {
 	size_t bytes = cnt * es, nv = bytes / 16;
-	if (!p2p_fits(x, to, from, bytes))
+	if (!p2p_fits(x, to, from, bytes, x->p2p_max))
 		return 0;
 	unsigned nb = (unsigned)((nv + 511) / 512);
 	nb = nb < 1 ? 1 : nb > P2P_NBMAX ? P2P_NBMAX : nb;
@@ -772,7 +773,7 @@ static int p2p_fused_next(const Gpu *x, int i, int64_t T)
 			return 0;
 	}
 	size_t bytes = (size_t)size_val(x, l->arg[2].s, T) * elsize(x, l->arg[1].s.node);
-	return p2p && p2p_fits(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], bytes);
+	return p2p && p2p_fits(x, x->ptr[l->node], x->ptr[l->arg[1].s.node], bytes, x->p2p_max);
 }
 
 /* A collective's destination: its buffer, or its part of the scratch when a kernel reorders the parts next. */
@@ -1814,10 +1815,9 @@ static int persist_p2p_ok(const Gpu *x)
 		if (l->kind == LK_KERNEL || l->tmin > 1 || l->tmax < 1)
 			continue;
 		/* a task's message: within the mailbox (ranks.c sizes it for them), not only GLMRUN_P2P_MAX */
-		int64_t b = sched_coll_bytes(x->g, i, 1);
-		CUdeviceptr to = coll_to(x, l, 1), from = x->ptr[l->arg[1].s.node];
 		if (l->inside_next ? !p2p_fused_next(x, i, 1)
-		                   : !sc->ntask[i] || !x->p2p_max || b > (int64_t)x->p2p_cap || b % 16 || to % 16 || from % 16)
+		                   : !sc->ntask[i] || !p2p_fits(x, coll_to(x, l, 1), x->ptr[l->arg[1].s.node],
+		                                                (size_t)sched_coll_bytes(x->g, i, 1), x->p2p_cap))
 			return 0;
 	}
 	return 1;

@@ -118,7 +118,7 @@ static int work(void *ctx, int rank, int cmd, char *err, size_t len)
 	case CMD_P2P_ALLOC: {
 		crew_note(R->crew, rank, "allocating the P2P mailbox");
 		/* the messages up to GLMRUN_P2P_MAX, and the persistent kernel's collective tasks (the logits' allgather) */
-		int64_t cap = sched_coll_max_bytes(R->g, 1) > R->ro.p2p_max ? sched_coll_max_bytes(R->g, 1) : R->ro.p2p_max;
+		int64_t task = sched_coll_max_bytes(R->g, 1), cap = task > R->ro.p2p_max ? task : R->ro.p2p_max;
 		return gpu_p2p_alloc(x, (size_t)(cap + 255) / 256 * 256, &R->mbox[rank], err, len) < 0 ? -1 : 0;
 	}
 	case CMD_P2P_START:
