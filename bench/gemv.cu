@@ -23,7 +23,7 @@
 **
 **   build/bench/gemv [--act bf16|f32] [--only TYPE] [--shape NxK] [--iters N] [--fused]
 ** --shape times one weight shape (N rows × K values) instead of the default six.
-** Then every other GGUF block type (the general path of ops/quant.cuh, qd_val and qg_chunk: Q4_0, Q4_1,
+** Then every other GGUF block type (the general types of ops/quant.cuh, q_load/q_decode: Q4_0, Q4_1,
 ** Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, IQ1_S, IQ1_M, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S,
 ** TQ1_0, TQ2_0, NVFP4): random blocks with finite scales, rows unpadded as glmrun keeps them, k_qgemv at
 ** the split glmc emits only, over 4096×4096, 14336×4096, GLM-5's routed expert (2048×6144 gate/up,
@@ -215,7 +215,7 @@ struct Kind {
 	int qt;                 /* ggml id; 30 bf16, 1 f16 */
 	Launch plain;           /* bf16/f16 */
 	Launch q[4];            /* WPR 1, 2, 4, 8 */
-	bool gen = false;       /* a general type (ops/quant.cuh qg_chunk): GEN_SHAPES, q_wpr's split only */
+	bool gen = false;       /* a general type (ops/quant.cuh q_load/q_decode): GEN_SHAPES, q_wpr's split only */
 };
 
 /* The general types' shapes: 4096², Llama-3-8B's gate/up (14336×4096), a GLM-5 routed expert's gate/up

@@ -2,7 +2,8 @@
 ** ops/quant.cuh — kernels that read GGUF block-quantized weights as they are stored, appended to
 ** kernels.cuh and fused.cuh by glmc and built from their helpers. The template parameter QT is the ggml
 ** type id: Q8_0, Q4_K, Q5_K and Q6_K (8, 12, 13, 14) have the tuned paths described here; every other
-** block type glmc reads takes the general path (QGen, qd_val, qg_chunk: see "The other GGUF block types").
+** block type glmc reads (QGen) has its own loads and decoders into the same runs (see "The other GGUF block
+** types") and its exact decoder qd_val.
 **
 ** Device layout: a quantized [rows, K] weight keeps its GGUF blocks byte for byte, each row padded with
 ** zero bytes to a multiple of 16 bytes (q_stride), so every row starts 16-byte aligned and the aligned
@@ -76,8 +77,8 @@ template <> struct QGeo<35> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, 
 template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, UN = 1 }; };   /* MXFP4 */
 template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = 1 }; };   /* NVFP4 */
 
-/* Q8_0, Q4_K, Q5_K and Q6_K have their own loads and decoders; every other type takes the general path
-** (qd_val, qg_chunk below), which reads bytes one at a time, so its rows need no alignment. */
+/* Q8_0, Q4_K, Q5_K and Q6_K have the tuned paths; every other type (the general ones) is read in words
+** realigned in registers (qg_ldb below), so its rows need no alignment. */
 template <int QT> struct QGen { enum { YES = !(QT == 8 || QT == 12 || QT == 13 || QT == 14) }; };
 
 /* Device bytes of one row of K values: whole block slots, padded to 16 bytes; the general types' rows
@@ -369,15 +370,25 @@ __device__ __forceinline__ void q_decode(const QRaw<14> &r, const unsigned char 
 	}
 }
 
-/* The first value of the lane's run i within its block (Q8_0: its own block; K-quants: see q_decode). */
+/* The first value of the lane's run i within its block (Q8_0: its own block; K-quants: see q_decode; the
+** general types: values 32c + 16i.., c = lane % LPB). */
 template <int QT> __device__ __forceinline__ int q_off(int lane, int i)
 {
 	int c = lane & 7;
+	if (QGen<QT>::YES)
+		return 32 * (lane % QGeo<QT>::LPB) + 16 * i;
 	if (QT == 8)
 		return 16 * i;
 	if (QT == 14)
 		return 128 * (c >> 2) + 32 * (((c >> 1) & 1) + 2 * i) + 16 * (c & 1);
 	return 64 * (c >> 1) + 32 * i + 16 * (c & 1);
+}
+
+/* Whether a type's prepared bytes are Q8_0's 2^23 + u (q_run's Q8 form: Q8_0, IQ4_NL, IQ4_XS) rather than
+** the K-quants' 1 + u/128. */
+template <int QT> __device__ constexpr bool q_rep8()
+{
+	return QT == 8 || QT == 20 || QT == 23;
 }
 
 /*
@@ -429,15 +440,13 @@ __device__ __forceinline__ void q_run(float (&acc)[R][TM], const QRun *const (&r
 
 /*
 ** ---- The other GGUF block types (Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, IQ4_NL, IQ4_XS, MXFP4, the IQ1/IQ2/IQ3
-** grid types, TQ1_0, TQ2_0, NVFP4): exact decoding, one value at a time ----
+** grid types, TQ1_0, TQ2_0, NVFP4) ----
 **
-** These stay in their GGUF blocks on the GPU too, byte for byte (rows padded to 16 bytes, no slots), and
-** every kernel templated on QT reads them through the two functions below: qd_val (value i of a block,
-** bit for bit ops/quant.c: the same float operations in the same order, each rounded explicitly so no
-** FMA is contracted) and qg_chunk (q_chunk's contract: a lane decodes the 32 values it owns and does 32
-** FMAs a row against the staged x). The codebooks are ops/quant_grids.h's, __device__ arrays here. Blocks
-** are read byte by byte (most are 17-110 bytes, so no load is aligned): a general path, correct first;
-** the hand-tuned paths above serve Q8_0 and the K-quants.
+** These stay in their GGUF blocks on the GPU too, byte for byte (rows as in the file, no padding, no
+** slots). Two readers: qd_val (value i of a block, bit for bit ops/quant.c: the same float operations in
+** the same order, each rounded explicitly so no FMA is contracted) for the exact dequantization (q_elem),
+** and q_load / q_decode below, which give the GEMVs the tuned path's runs. The codebooks are
+** ops/quant_grids.h's, __device__ arrays here.
 */
 
 /* A small integer (|q| < 2^22) as float, exactly (float)q, from its bits and one add: the general path
@@ -643,77 +652,463 @@ template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, 
 	return __fmul_rn(qd_f(mxfp4_values[j < 8 ? q & 15 : q >> 4]), qd_ue4m3_half(b[s]));
 }
 
-/* The BY bytes of a block at p (any alignment) into loc, read as the aligned 32-bit words that hold them
-** (never a word past the one with the block's last byte) and shifted into place: a lane that owns a
-** whole 32-value block (Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) then decodes from registers, not from
-** a byte load per field (the indices into loc are constants once qg_chunk's loop is unrolled). */
-template <int BY> __device__ __forceinline__ void qg_bytes(const unsigned char *p, unsigned char (&loc)[BY])
+/*
+** The general types in the tuned path's form. A lane owns 32 consecutive values of one block (values
+** 32c..32c+31, c = lane % LPB) as two runs of 16 (q_kchunk, q_run): q_load gathers the bytes it needs as
+** 32-bit words (qg_ldb: the aligned words that hold them, shifted into place, since most blocks are 17-110
+** bytes and start at any even or odd byte), and q_decode turns them into prepared bytes and the run's a, b:
+** every value of a run is D·u + M with u an integer in [0, 128) (the K-quants' float 1 + u/128 in one byte
+** permute; a = 128·D, b = M − a; a small range of u is spread over the byte, u·2^k, so that S − X keeps its
+** bits: the run's sum S = X + Σu·x/128 would otherwise be mostly X) or, for the IQ4 codebooks whose values span 241, in [0, 256) as Q8_0's
+** 2^23 + u (b = 0, M = −128·D). The dot products are not the CPU's float order (scales apply to a run's
+** sum), so they agree to rounding, as the K-quants' do; qd_val above stays the exact decoder.
+**
+** The per-type tricks, each exact on the bytes: grid magnitudes g < 64 with sign masks m (0xFF a negative
+** byte, from four sign bits by one multiply and a sign-replicating permute) become 0xC0 + s·g as
+** (g ^ m) + 0xC0C0C0C0 − m (bytes that stay in [0, 255] sum without interfering, so the word arithmetic is
+** the bytes' own); IQ1's signed grid bytes W become their signed sum W − ((W << 1) & 0x01010100) the same
+** way; 4-bit codebooks are looked up eight nibbles at a time by byte permutes (q_tab16); TQ1_0's base-3
+** digits are taken two bytes at a time in 16-bit halves.
+*/
+
+/* N words of the bytes p..p+4N−1 (any alignment; all of them inside the block): the aligned words that
+** hold them, never one past the word with byte p+4N−1, funnel-shifted into place. */
+template <int N> __device__ __forceinline__ void qg_ldb(const unsigned char *p, unsigned (&w)[N])
 {
-	const int W = (BY + 3) / 4 + 1;
-	unsigned long long a = (unsigned long long)p, a0 = a & ~3ull, last = (a + BY - 1) & ~3ull;
-	unsigned mis = (unsigned)(a & 3), w[W];
+	unsigned long long a = (unsigned long long)p;
+	const unsigned *a0 = (const unsigned *)(a & ~3ull);
+	unsigned mis = (unsigned)(a & 3), t[N + 1];
 #pragma unroll
-	for (int k = 0; k < W; k++)
-		w[k] = a0 + 4ull * k <= last ? __ldg((const unsigned *)a0 + k) : 0u;
+	for (int k = 0; k < N; k++)
+		t[k] = __ldg(a0 + k);
+	t[N] = mis ? __ldg(a0 + N) : 0u;
 #pragma unroll
-	for (int k = 0; k < BY; k += 4) {
-		unsigned v = __funnelshift_r(w[k / 4], w[k / 4 + 1], 8 * mis);
+	for (int k = 0; k < N; k++)
+		w[k] = __funnelshift_r(t[k], t[k + 1], 8 * mis);
+}
+
+/* One word of the bytes at p (qg_ldb<1>). */
+__device__ __forceinline__ unsigned qg_ld1(const unsigned char *p)
+{
+	unsigned w[1];
+	qg_ldb<1>(p, w);
+	return w[0];
+}
+
+/* The half at p (p even), as float. */
+__device__ __forceinline__ float qg_h(const unsigned char *p)
+{
+	return q_h2f(q_whalf(q_ldw(p), p));
+}
+
+/* The byte at p. */
+__device__ __forceinline__ unsigned qg_b(const unsigned char *p)
+{
+	return q_wbyte(q_ldw(p), p);
+}
+
+/* Each byte of t as 0xFF when its top bit is set, else 0 (the sign-replicating byte permute). */
+__device__ __forceinline__ unsigned q_sxb(unsigned t)
+{
+#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
+	unsigned d;
+	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(t), "r"(0u), "r"(0xBA98u));
+	return d;
+#else
+	unsigned d = 0;
+	for (int k = 0; k < 4; k++)
+		d |= (t >> (8 * k + 7) & 1u) ? 0xFFu << 8 * k : 0u;
+	return d;
+#endif
+}
+
+/* Sign masks of bits 0..3 (H false) or 4..7 (H true) of s: byte k 0xFF when bit k (4 + k) is set. Each
+** multiply puts bit k at bit 8k + 7 with no carries between the four copies. */
+template <bool H> __device__ __forceinline__ unsigned q_smask(unsigned s)
+{
+	return H ? q_sxb((s & 0xF0u) * 0x01020408u) : q_sxb((s & 0x0Fu) * 0x10204080u);
+}
+
+/* Prepared bytes 0xC0 + s·g·2^S of four grid magnitudes g (g·2^S < 64) under sign masks m. */
+template <int S> __device__ __forceinline__ unsigned q_sgrid(unsigned g, unsigned m)
+{
+	return ((g ^ m) << S) + 0xC0C0C0C0u - (m << S);
+}
+
+/* The 16-entry byte table T at the 8 nibbles of q (nibble 2k the low one of byte k): lo gets the entries of
+** the low nibbles (bytes 0..3), hi those of the high ones. Selectors keep their top bit clear (a set one
+** would replicate a sign); the third permute of each half picks the upper table where the nibble is >= 8. */
+__device__ __forceinline__ void q_tab16(unsigned q, unsigned t0, unsigned t1, unsigned t2, unsigned t3, unsigned &lo,
+                                        unsigned &hi)
+{
+	unsigned s = q & 0x77777777u, up = 0x32103210u | ((q & 0x88888888u) >> 1), r[2];
 #pragma unroll
-		for (int q = 0; q < 4; q++)
-			if (k + q < BY)
-				loc[k + q] = (unsigned char)(v >> 8 * q);
+	for (int h = 0; h < 2; h++) {
+		unsigned sh = s >> 16 * h;
+		r[h] = __byte_perm(__byte_perm(t0, t1, sh), __byte_perm(t2, t3, sh), up >> 16 * h);
+	}
+	lo = __byte_perm(r[0], r[1], 0x6420);
+	hi = __byte_perm(r[0], r[1], 0x7531);
+}
+
+/* The IQ4 codebook as Q8_0-style bytes (value + 128), and MXFP4/NVFP4's as 0x80 | 4·(value + 12). */
+__device__ __forceinline__ void q_tab_iq4(unsigned q, unsigned &lo, unsigned &hi)
+{
+	q_tab16(q, 0x3F2D1801u, 0x766A5D4Fu, 0xA6998D81u, 0xF1D9C5B5u, lo, hi);
+}
+
+__device__ __forceinline__ void q_tab_mx(unsigned q, unsigned &lo, unsigned &hi)
+{
+	q_tab16(q, 0xBCB8B4B0u, 0xE0D0C8C0u, 0xA4A8ACB0u, 0x809098A0u, lo, hi);
+}
+
+/* The bits m of w as prepared bytes (w already shifted so that each byte's field sits under m). */
+__device__ __forceinline__ unsigned q_prep(unsigned w, unsigned m)
+{
+	return q_andor(w, m, 0x80808080u);
+}
+
+/* Bits 0..3 of t into bit 6 of bytes 0..3 (Q5's fifth bits, its quants times 4), with the 0x80. */
+__device__ __forceinline__ unsigned q_bit6(unsigned t)
+{
+	return q_andor((t & 15u) * 0x08102040u, 0x40404040u, 0x80808080u);
+}
+
+/* A run's a and b for values D·u + M, its prepared bytes holding u·2^k (Dk = D / 2^k). */
+__device__ __forceinline__ void q_ab(QRun &run, float Dk, float M)
+{
+	run.a = 128.0f * Dk;
+	run.b = M - run.a;
+}
+
+/* IQ1's prepared bytes: 32 times the signed grid bytes W (-1, 0, 1), plus k. */
+__device__ __forceinline__ unsigned q_iq1(unsigned W, unsigned k)
+{
+	return ((W - ((W << 1) & 0x01010100u)) << 5) + k;
+}
+
+template <> struct QRaw<2> { unsigned dw, q[4]; };          /* Q4_0 */
+template <> struct QRaw<3> { unsigned dm, q[4]; };          /* Q4_1 */
+template <> struct QRaw<6> { unsigned dw, qh, q[4]; };      /* Q5_0 */
+template <> struct QRaw<7> { unsigned dm, qh, q[4]; };      /* Q5_1 */
+template <> struct QRaw<10> { unsigned sc, dd, q[8]; };     /* Q2_K */
+template <> struct QRaw<11> { unsigned dw, hb, sl, sh, q[8]; }; /* Q3_K */
+template <> struct QRaw<16> { unsigned dw, g[2]; };         /* IQ2_XXS */
+template <> struct QRaw<17> { unsigned dw, g[2], scw; };    /* IQ2_XS */
+template <> struct QRaw<18> { unsigned dw, g[2], aux; };    /* IQ3_XXS */
+template <> struct QRaw<19> { unsigned dw, qs, hw; };       /* IQ1_S */
+template <> struct QRaw<20> { unsigned dw, q[4]; };         /* IQ4_NL */
+template <> struct QRaw<21> { unsigned dw, g[2], hw, sg, scw; }; /* IQ3_S */
+template <> struct QRaw<22> { unsigned dw, qs, sg, hw, scw; };   /* IQ2_S */
+template <> struct QRaw<23> { unsigned hd[2], q[4]; };      /* IQ4_XS */
+template <> struct QRaw<29> { unsigned qs, hw, sc[2]; };    /* IQ1_M */
+template <> struct QRaw<34> { unsigned dw, q[8]; };         /* TQ1_0 */
+template <> struct QRaw<35> { unsigned dw, q[8]; };         /* TQ2_0 */
+template <> struct QRaw<39> { unsigned ew, q[4]; };         /* MXFP4 */
+template <> struct QRaw<40> { unsigned sw, q[4]; };         /* NVFP4 */
+
+/* The loads of the general types: block bi of row, this lane's share (c = lane % LPB). */
+template <int QT>
+__device__ __forceinline__ void q_load(QRaw<QT> &r, const unsigned char *row, long long bi, int lane)
+{
+	const unsigned char *b = row + bi * QGeo<QT>::BYTES;
+	int c = lane % QGeo<QT>::LPB;
+	if constexpr (QT == 2 || QT == 20) { /* Q4_0, IQ4_NL: d, 16 quant bytes */
+		r.dw = q_ldw(b);
+		qg_ldb<4>(b + 2, r.q);
+	} else if constexpr (QT == 3) {
+		r.dm = qg_ld1(b);
+		qg_ldb<4>(b + 4, r.q);
+	} else if constexpr (QT == 6) {
+		r.dw = q_ldw(b);
+		r.qh = qg_ld1(b + 2);
+		qg_ldb<4>(b + 6, r.q);
+	} else if constexpr (QT == 7) {
+		r.dm = qg_ld1(b);
+		r.qh = qg_ld1(b + 4);
+		qg_ldb<4>(b + 8, r.q);
+	} else if constexpr (QT == 10) { /* Q2_K: scales 2c, 2c + 1; quants 32(c/4)..; d, dmin */
+		r.sc = qg_ld1(b + 2 * c);
+		r.dd = qg_ld1(b + 80);
+		qg_ldb<8>(b + 16 + 32 * (c >> 2), r.q);
+	} else if constexpr (QT == 11) { /* Q3_K: bit c of all of hmask (packed: word w's at bit w of each byte),
+	                                    quants 32(c/4).., the low and the high scale bytes, d */
+		unsigned hm[8];
+		r.dw = q_ldw(b + 108);
+		qg_ldb<8>(b, hm);
+		qg_ldb<8>(b + 32 + 32 * (c >> 2), r.q);
+		r.sl = qg_ld1(b + 96 + 2 * (c & 3));
+		r.sh = qg_ld1(b + 104 + 2 * (c & 1));
+		r.hb = 0;
+#pragma unroll
+		for (int w = 0; w < 8; w++)
+			r.hb |= ((hm[w] >> c) & 0x01010101u) << w;
+	} else if constexpr (QT == 16 || QT == 17) { /* IQ2_XXS, IQ2_XS: group c's 8 bytes (IQ2_XS: its scale) */
+		r.dw = q_ldw(b);
+		qg_ldb<2>(b + 2 + 8 * c, r.g);
+		if constexpr (QT == 17)
+			r.scw = q_ldw(b + 66 + c);
+	} else if constexpr (QT == 18) {
+		r.dw = q_ldw(b);
+		qg_ldb<2>(b + 2 + 8 * c, r.g);
+		r.aux = qg_ld1(b + 66 + 4 * c);
+	} else if constexpr (QT == 19) { /* IQ1_S: 4 grid bytes, the group's 16-bit high part */
+		r.dw = q_ldw(b);
+		r.qs = qg_ld1(b + 2 + 4 * c);
+		r.hw = q_ldw(b + 34 + 2 * c);
+	} else if constexpr (QT == 21) {
+		r.dw = q_ldw(b);
+		qg_ldb<2>(b + 2 + 8 * c, r.g);
+		r.hw = q_ldw(b + 66 + c);
+		r.sg = qg_ld1(b + 74 + 4 * c);
+		r.scw = q_ldw(b + 106 + (c >> 1));
+	} else if constexpr (QT == 22) {
+		r.dw = q_ldw(b);
+		r.qs = qg_ld1(b + 2 + 4 * c);
+		r.sg = qg_ld1(b + 34 + 4 * c);
+		r.hw = q_ldw(b + 66 + c);
+		r.scw = q_ldw(b + 74 + c);
+	} else if constexpr (QT == 23) { /* IQ4_XS: d, the high scale bits, the low ones; sub-block c's quants */
+		qg_ldb<2>(b, r.hd);
+		qg_ldb<4>(b + 8 + 16 * c, r.q);
+	} else if constexpr (QT == 29) { /* IQ1_M: 4 grid bytes, 2 high bytes, the 8 scale bytes (d inside) */
+		r.qs = qg_ld1(b + 4 * c);
+		r.hw = q_ldw(b + 32 + 2 * c);
+		qg_ldb<2>(b + 48, r.sc);
+	} else if constexpr (QT == 34) { /* TQ1_0: bytes 0..31 (c < 5) or 32..51 */
+		r.dw = q_ldw(b + 52);
+		if (c < 5) {
+			qg_ldb<8>(b, r.q);
+		} else {
+			qg_ldb<5>(b + 32, *(unsigned(*)[5])r.q);
+#pragma unroll
+			for (int k = 5; k < 8; k++)
+				r.q[k] = 0u;
+		}
+	} else if constexpr (QT == 35) {
+		r.dw = q_ldw(b + 64);
+		qg_ldb<8>(b + 32 * (c >> 2), r.q);
+	} else if constexpr (QT == 39) {
+		r.ew = q_ldw(b);
+		qg_ldb<4>(b + 1, r.q);
+	} else if constexpr (QT == 40) { /* NVFP4: the 4 scale bytes; sub-blocks 2c, 2c + 1 */
+		r.sw = qg_ld1(b);
+		qg_ldb<4>(b + 4 + 16 * c, r.q);
 	}
 }
 
-/*
-** q_chunk's contract for the general types: acc[r][t] += rows[r][k0, k0 + kc) · x[t][0, kc) for t < tn, x
-** staged at xs[t·kcap + q_xsw(i)]; this warp takes the 1024-value units u0, u0 + ustep, ... of the chunk.
-** As q_chunk, a lane owns 32 values of one block of the unit (LPB lanes a block); it decodes them exactly
-** (qd_val) and does one FMA a value and row.
-*/
-template <int QT, int R, int TM>
-__device__ __forceinline__ void qg_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
-                                         const float *xs, int kcap, int tn, int u0, int ustep)
+/* TQ1_0's base-3 digit n (p = 3^n) of the four bytes of w, times 32, as prepared bytes: the even and the odd
+** bytes in 16-bit halves, so a byte times p (< 2^15) never reaches its neighbour. */
+__device__ __forceinline__ unsigned q_tdig(unsigned w, unsigned p)
 {
-	const int BL = QGeo<QT>::BLCK, LPB = QGeo<QT>::LPB, BY = QGeo<QT>::BYTES;
-	int lane = threadIdx.x & 31, lb = lane / LPB, sub = 32 * (lane % LPB);
-	int nu = (kc + 1023) >> 10;
-	long long kb0 = k0 / BL; /* the chunk's first block (chunks start at multiples of 1024) */
-	for (int u = u0; u < nu; u += ustep) {
-		int e = (u << 10) + lb * BL; /* chunk-relative first value of the lane's block */
-		if (e >= kc)
-			continue;
-		float wf[R][32];
+	unsigned e = ((((w & 0x00FF00FFu) * p) & 0x00FF00FFu) * 3u >> 8) & 0x00030003u;
+	unsigned o = (((((w >> 8) & 0x00FF00FFu) * p) & 0x00FF00FFu) * 3u >> 8) & 0x00030003u;
+	return q_prep(((o << 8) | e) << 5, 0x60606060u);
+}
+
+/* 3^n for n in 0..4. */
+__device__ __forceinline__ unsigned q_pow3(int n)
+{
+	return n == 0 ? 1u : n == 1 ? 3u : n == 2 ? 9u : n == 3 ? 27u : 81u;
+}
+
+/* The general types' decode: the lane's two runs (run i: values 32c + 16i .. +15 of the block). */
+template <int QT>
+__device__ __forceinline__ void q_decode(const QRaw<QT> &r, const unsigned char *row, long long bi, int lane,
+                                         QRun (&run)[2])
+{
+	const unsigned char *b = row + bi * QGeo<QT>::BYTES;
+	int c = lane % QGeo<QT>::LPB;
+	if constexpr (QT == 2 || QT == 3 || QT == 6 || QT == 7) { /* Q4_0, Q4_1, Q5_0, Q5_1 */
+		float d, M;
+		if constexpr (QT == 3 || QT == 7)
+			d = q_h2f(r.dm), M = q_h2f(r.dm >> 16);
+		else
+			d = q_h2f(q_whalf(r.dw, b)), M = (QT == 2 ? -8.0f : -16.0f) * d;
 #pragma unroll
-		for (int r = 0; r < R; r++) {
-			const unsigned char *blk = rows[r] + (kb0 + e / BL) * BY;
-			if constexpr (BL == 32) { /* the lane's whole block, through registers */
-				unsigned char loc[BY];
-				qg_bytes<BY>(blk, loc);
+		for (int i = 0; i < 2; i++) {
 #pragma unroll
-				for (int j = 0; j < 32; j++)
-					wf[r][j] = qd_val<QT>(loc, j);
-			} else {
-#pragma unroll
-				for (int j = 0; j < 32; j++)
-					wf[r][j] = qd_val<QT>(blk, sub + j);
+			for (int w = 0; w < 4; w++) {
+				if constexpr (QT == 6 || QT == 7) /* u·4 */
+					run[i].v[w] = q_andor(i ? r.q[w] >> 2 : r.q[w] << 2, 0x3C3C3C3Cu, q_bit6(r.qh >> (16 * i + 4 * w)));
+				else /* u·8 */
+					run[i].v[w] = q_prep(i ? r.q[w] >> 1 : r.q[w] << 3, 0x78787878u);
 			}
+			q_ab(run[i], (QT == 6 || QT == 7 ? 0.25f : 0.125f) * d, M);
+		}
+	} else if constexpr (QT == 20 || QT == 23) { /* IQ4_NL, IQ4_XS: the codebook, Q8_0's form */
+		float d;
+		if constexpr (QT == 20) {
+			d = q_h2f(q_whalf(r.dw, b));
+		} else {
+			unsigned sh = r.hd[0] >> 16, sl = r.hd[1] >> 8 * (c >> 1);
+			int ls = (int)((sl >> 4 * (c & 1)) & 15u) | (int)((sh >> 2 * c) & 3u) << 4;
+			d = q_h2f(r.hd[0]) * (float)(ls - 32);
 		}
 #pragma unroll
-		for (int t = 0; t < TM; t++) {
-			if (t < tn) {
+		for (int w = 0; w < 4; w++)
+			q_tab_iq4(r.q[w], run[0].v[w], run[1].v[w]);
 #pragma unroll
-				for (int p = 0; p < 8; p++) {
-					float4 xv = *(const float4 *)(xs + t * kcap + q_xsw(e + sub + 4 * p));
+		for (int i = 0; i < 2; i++)
+			run[i].a = d, run[i].b = 0.0f;
+	} else if constexpr (QT == 39) { /* MXFP4: E8M0 scale, halved */
+		unsigned e = q_wbyte(r.ew, b);
+		float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
 #pragma unroll
-					for (int r = 0; r < R; r++) {
-						acc[r][t] = fmaf(xv.x, wf[r][4 * p], acc[r][t]);
-						acc[r][t] = fmaf(xv.y, wf[r][4 * p + 1], acc[r][t]);
-						acc[r][t] = fmaf(xv.z, wf[r][4 * p + 2], acc[r][t]);
-						acc[r][t] = fmaf(xv.w, wf[r][4 * p + 3], acc[r][t]);
-					}
-				}
+		for (int w = 0; w < 4; w++)
+			q_tab_mx(r.q[w], run[0].v[w], run[1].v[w]);
+#pragma unroll
+		for (int i = 0; i < 2; i++)
+			q_ab(run[i], 0.25f * d, -12.0f * d);
+	} else if constexpr (QT == 40) { /* NVFP4: run i is sub-block 2c + i, its 8 bytes' low nibbles then high */
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			float d = qd_ue4m3_half((r.sw >> 8 * (2 * c + i)) & 0xFFu);
+			q_tab_mx(r.q[2 * i], run[i].v[0], run[i].v[2]);
+			q_tab_mx(r.q[2 * i + 1], run[i].v[1], run[i].v[3]);
+			q_ab(run[i], 0.25f * d, -12.0f * d);
+		}
+	} else if constexpr (QT == 10 || QT == 35) { /* Q2_K, TQ2_0: crumbs at shift 2(c%4) of 32 bytes, u·32 */
+		int sh = 2 * (c & 3);
+		float d;
+		if constexpr (QT == 10)
+			d = q_h2f(r.dd);
+		else
+			d = q_h2f(q_whalf(r.dw, b + 64));
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+#pragma unroll
+			for (int w = 0; w < 4; w++)
+				run[i].v[w] = q_prep(r.q[4 * i + w] >> sh << 5, 0x60606060u);
+			if constexpr (QT == 10) {
+				unsigned s = (r.sc >> 8 * i) & 0xFFu;
+				q_ab(run[i], 0.03125f * (d * (float)(s & 15u)), -(q_h2f(r.dd >> 16) * (float)(s >> 4)));
+			} else {
+				q_ab(run[i], 0.03125f * d, -d);
 			}
+		}
+	} else if constexpr (QT == 11) { /* Q3_K: crumb | the hmask bit c as 4, value dl·(u − 4); u·16 */
+		int sh = 2 * (c & 3);
+		float d = q_h2f(q_whalf(r.dw, b + 108));
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			/* scale bytes 2(c % 4) + i (low 4 bits) and 8 + 2(c % 2) + i (high 2) */
+			unsigned lo = (r.sl >> (8 * i + 4 * (c >> 2))) & 15u;
+			unsigned hi = (r.sh >> (8 * i + 2 * (c >> 1))) & 3u;
+			float dl = d * (float)((int)(lo | hi << 4) - 32);
+#pragma unroll
+			for (int w = 0; w < 4; w++) {
+				unsigned hb = (r.hb >> (4 * i + w)) & 0x01010101u;
+				run[i].v[w] = q_andor(r.q[4 * i + w] >> sh << 4, 0x30303030u, hb * 64u + 0x80808080u);
+			}
+			q_ab(run[i], 0.0625f * dl, -4.0f * dl);
+		}
+	} else if constexpr (QT == 16 || QT == 17 || QT == 22) { /* IQ2_XXS, IQ2_XS, IQ2_S: 8-value grid rows */
+		float d = q_h2f(q_whalf(r.dw, b));
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			float db;
+			if constexpr (QT == 16)
+				db = d * (0.5f + (float)(r.g[1] >> 28)) * 0.25f;
+			else
+				db = d * (0.5f + (float)((q_wbyte(r.scw, b + (QT == 17 ? 66 : 74) + c) >> 4 * i) & 15u)) * 0.25f;
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int l = 2 * i + k;
+				unsigned long long gr;
+				unsigned s;
+				if constexpr (QT == 16) {
+					gr = __ldg(iq2xxs_grid + ((r.g[0] >> 8 * l) & 0xFFu));
+					s = __ldg(iq_ksigns + ((r.g[1] >> 7 * l) & 127u));
+				} else if constexpr (QT == 17) {
+					unsigned v = (r.g[l >> 1] >> 16 * (l & 1)) & 0xFFFFu;
+					gr = __ldg(iq2xs_grid + (v & 511u));
+					s = __ldg(iq_ksigns + (v >> 9));
+				} else {
+					unsigned qh = q_wbyte(r.hw, b + 66 + c);
+					gr = __ldg(iq2s_grid + (((r.qs >> 8 * l) & 0xFFu) | ((qh >> 2 * l) & 3u) << 8));
+					s = (r.sg >> 8 * l) & 0xFFu;
+				}
+				run[i].v[2 * k] = q_sgrid<0>((unsigned)gr, q_smask<false>(s));
+				run[i].v[2 * k + 1] = q_sgrid<0>((unsigned)(gr >> 32), q_smask<true>(s));
+			}
+			q_ab(run[i], db, -64.0f * db);
+		}
+	} else if constexpr (QT == 18 || QT == 21) { /* IQ3_XXS, IQ3_S: 4-value grid rows, two a group of 8 */
+		float d = q_h2f(q_whalf(r.dw, b)), db;
+		if constexpr (QT == 18)
+			db = d * (0.5f + (float)(r.aux >> 28)) * 0.5f;
+		else
+			db = d * (float)(1 + 2 * (int)((q_wbyte(r.scw, b + 106 + (c >> 1)) >> 4 * (c & 1)) & 15u));
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int l = 2 * i + k;
+				unsigned s, gi[2];
+				if constexpr (QT == 18)
+					s = __ldg(iq_ksigns + ((r.aux >> 7 * l) & 127u));
+				else
+					s = (r.sg >> 8 * l) & 0xFFu;
+#pragma unroll
+				for (int h = 0; h < 2; h++) {
+					unsigned idx = (r.g[l >> 1] >> 8 * (2 * (l & 1) + h)) & 0xFFu;
+					if constexpr (QT == 21)
+						idx |= ((q_wbyte(r.hw, b + 66 + c) >> (2 * l + h)) & 1u) << 8;
+					gi[h] = __ldg((QT == 18 ? iq3xxs_grid : iq3s_grid) + idx);
+				}
+				run[i].v[2 * k] = q_sgrid<QT == 21 ? 2 : 0>(gi[0], q_smask<false>(s));
+				run[i].v[2 * k + 1] = q_sgrid<QT == 21 ? 2 : 0>(gi[1], q_smask<true>(s));
+			}
+			float Dk = (QT == 21 ? 0.25f : 1.0f) * db; /* IQ3_S's magnitudes (<= 15) times 4 */
+			q_ab(run[i], Dk, -64.0f * Dk);
+		}
+	} else if constexpr (QT == 19) { /* IQ1_S: u = grid + 1, value dl·(u − 1 + delta); u·32 */
+		unsigned h = q_whalf(r.hw, b + 34 + 2 * c);
+		float dl = q_h2f(q_whalf(r.dw, b)) * (float)(2 * (int)((h >> 12) & 7u) + 1);
+		float M = dl * ((h & 0x8000u) ? -1.0f - IQ1_DELTA : IQ1_DELTA - 1.0f);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int l = 2 * i + k;
+				unsigned long long gr = __ldg(iq1s_grid + (((r.qs >> 8 * l) & 0xFFu) | ((h >> 3 * l) & 7u) << 8));
+				run[i].v[2 * k] = q_iq1((unsigned)gr, 0xA0A0A0A0u);
+				run[i].v[2 * k + 1] = q_iq1((unsigned)(gr >> 32), 0xA0A0A0A0u);
+			}
+			q_ab(run[i], 0.03125f * dl, M);
+		}
+	} else if constexpr (QT == 29) { /* IQ1_M: u = 32·grid ± 4 + 36 (the delta of each 8), value dl/32·(u − 36) */
+		unsigned sc[4] = {r.sc[0] & 0xFFFFu, r.sc[0] >> 16, r.sc[1] & 0xFFFFu, r.sc[1] >> 16};
+		float d = q_h2f(sc[0] >> 12 | (sc[1] >> 8 & 0xf0u) | (sc[2] >> 4 & 0xf00u) | (sc[3] & 0xf000u));
+		unsigned hh = q_whalf(r.hw, b + 32 + 2 * c);
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+			float dl = d * (float)(2 * (int)((sc[c >> 1] >> (6 * (c & 1) + 3 * i)) & 7u) + 1);
+#pragma unroll
+			for (int k = 0; k < 2; k++) {
+				int l = 2 * i + k;
+				unsigned h = hh >> 4 * l; /* byte l/2's nibble l%2 */
+				unsigned long long gr = __ldg(iq1s_grid + (((r.qs >> 8 * l) & 0xFFu) | (h & 7u) << 8));
+				unsigned kk = (h & 8u) ? 0xA0A0A0A0u : 0xA8A8A8A8u;
+				run[i].v[2 * k] = q_iq1((unsigned)gr, kk);
+				run[i].v[2 * k + 1] = q_iq1((unsigned)(gr >> 32), kk);
+			}
+			q_ab(run[i], 0.03125f * dl, -1.125f * dl);
+		}
+	} else if constexpr (QT == 34) { /* TQ1_0: base-3 digits, value d·(digit − 1); u·32 */
+		float d = q_h2f(q_whalf(r.dw, b + 52));
+#pragma unroll
+		for (int i = 0; i < 2; i++) {
+#pragma unroll
+			for (int w = 0; w < 4; w++) {
+				/* c < 5: digit c of bytes 16i + 4w..; c = 5, 6: digit 2(c − 5) + i of bytes 32 + 4w..; c = 7:
+				** digit 4 of those (run 0), digit w of bytes 48..51 (run 1) */
+				unsigned src = c < 5 ? r.q[4 * i + w] : (c == 7 && i == 1) ? r.q[4] : r.q[w];
+				unsigned p = q_pow3(c < 5 ? c : c == 7 ? (i ? w : 4) : 2 * (c - 5) + i);
+				run[i].v[w] = q_tdig(src, p);
+			}
+			q_ab(run[i], 0.03125f * d, -d);
 		}
 	}
 }
@@ -769,21 +1164,18 @@ __device__ __forceinline__ void q_kchunk(float (&acc)[R][TM], const unsigned cha
 #pragma unroll
 				for (int r = 0; r < R; r++)
 					rp[r] = &run[r][i];
-				q_run<QT == 8, R, TM>(acc, rp, xs + e[h] + bo[i], xsum + ((e[h] + off[i]) >> 4), kcap, tn, sw[i]);
+				q_run<q_rep8<QT>(), R, TM>(acc, rp, xs + e[h] + bo[i], xsum + ((e[h] + off[i]) >> 4), kcap, tn, sw[i]);
 			}
 		}
 	}
 }
 
-/* q_kchunk's contract for every block type: the tuned path of Q8_0 and the K-quants, else qg_chunk. */
+/* q_kchunk's contract, the name every kernel calls. */
 template <int QT, int R, int TM>
 __device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
                                         const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
 {
-	if constexpr (QGen<QT>::YES)
-		qg_chunk<QT, R, TM>(acc, rows, k0, kc, xs, kcap, tn, u0, ustep);
-	else
-		q_kchunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, u0, ustep);
+	q_kchunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, u0, ustep);
 }
 
 /* 16 consecutive values at p as floats: 16-byte loads when p is 16-byte aligned (a decode step's rows

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/gpu/quant_types.sh — every GGUF block type on the general path of ops/quant.cuh (qd_val, qg_chunk;
+# tests/gpu/quant_types.sh — every GGUF block type on the general path of ops/quant.cuh (qd_val, q_load/q_decode;
 # issue 48) kept in its blocks on the GPU, end to end on the device machine. For each type a small llama
 # model (hidden 256, 3 layers, every matrix of that type, the embedding and the LM head too:
 # tests/tools/mk_iq_model.py --type) is compiled, and:

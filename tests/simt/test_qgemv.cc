@@ -69,7 +69,7 @@ static QRows qrows(int qt, long long rows, long long K, const char *name)
 	QRows q;
 	size_t rb = quant_row_bytes(qt, K);
 	q.stride = (long long)quant_dev_row_bytes(qt, K);
-	q.b.assign((size_t)(rows * q.stride) + 16, 0); /* + the tail of a last aligned word (quant.cuh qg_bytes) */
+	q.b.assign((size_t)(rows * q.stride) + 16, 0); /* + the tail of a last aligned word (quant.cuh qg_ldb) */
 	q.f.resize((size_t)(rows * K));
 	uint64_t seed = weights_random_seed(name);
 	std::vector<unsigned char> row(rb);
@@ -729,7 +729,7 @@ template <typename A, int QT, bool HB> static void test_qgemm(int T, int K, int 
 	      fmt("rel-L2 %.3g > %.3g", e, tol<A>()));
 }
 
-/* A general type QT (ops/quant.cuh qd_val, qg_chunk): the exact decoders, the decode GEMV (one token:
+/* A general type QT (ops/quant.cuh qd_val, q_load/q_decode): the exact decoders, the decode GEMV (one token:
 ** the staging fast path, whole rows and two chunks, an in-block split, blocks looping over row groups;
 ** three tokens), the fused norm group (one token, late or not, and three), the routed experts' gate/up and the MoE end,
 ** the prefill GEMM. K of one block and rows of a partial 1024-value unit where the block allows. */
