@@ -664,7 +664,7 @@ template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, 
 ** sum), so they agree to rounding, as the K-quants' do; qd_val above stays the exact decoder.
 **
 ** The per-type tricks, each exact on the bytes: grid magnitudes g < 64 with sign masks m (0xFF a negative
-** byte, from four sign bits by one multiply and a sign-replicating permute) become 0xC0 + s·g as
+** byte, 8 at a time from a table of the sign byte or of the 7-bit sign index) become 0xC0 + s·g as
 ** (g ^ m) + 0xC0C0C0C0 − m (bytes that stay in [0, 255] sum without interfering, so the word arithmetic is
 ** the bytes' own); IQ1's signed grid bytes W become their signed sum W − ((W << 1) & 0x01010100) the same
 ** way; 4-bit codebooks are looked up eight nibbles at a time by byte permutes (q_tab16); TQ1_0's base-3
@@ -707,27 +707,109 @@ __device__ __forceinline__ unsigned qg_b(const unsigned char *p)
 	return q_wbyte(q_ldw(p), p);
 }
 
-/* Each byte of t as 0xFF when its top bit is set, else 0 (the sign-replicating byte permute). */
-__device__ __forceinline__ unsigned q_sxb(unsigned t)
-{
-#if defined(__CUDA_ARCH__) && !defined(GLM_SIMT)
-	unsigned d;
-	asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(t), "r"(0u), "r"(0xBA98u));
-	return d;
-#else
-	unsigned d = 0;
-	for (int k = 0; k < 4; k++)
-		d |= (t >> (8 * k + 7) & 1u) ? 0xFFu << 8 * k : 0u;
-	return d;
-#endif
-}
+/* Sign masks in one load: iq_smask[s] has byte j 0xFF where bit j of s is set (IQ2_S and IQ3_S store their
+** sign bytes); iq_ksmask[i] = iq_smask[iq_ksigns[i]] (IQ2_XXS, IQ2_XS, IQ3_XXS store 7-bit indices). */
+static __device__ const unsigned long long iq_smask[256] = {
+	0x0000000000000000ull, 0x00000000000000ffull, 0x000000000000ff00ull, 0x000000000000ffffull,
+	0x0000000000ff0000ull, 0x0000000000ff00ffull, 0x0000000000ffff00ull, 0x0000000000ffffffull,
+	0x00000000ff000000ull, 0x00000000ff0000ffull, 0x00000000ff00ff00ull, 0x00000000ff00ffffull,
+	0x00000000ffff0000ull, 0x00000000ffff00ffull, 0x00000000ffffff00ull, 0x00000000ffffffffull,
+	0x000000ff00000000ull, 0x000000ff000000ffull, 0x000000ff0000ff00ull, 0x000000ff0000ffffull,
+	0x000000ff00ff0000ull, 0x000000ff00ff00ffull, 0x000000ff00ffff00ull, 0x000000ff00ffffffull,
+	0x000000ffff000000ull, 0x000000ffff0000ffull, 0x000000ffff00ff00ull, 0x000000ffff00ffffull,
+	0x000000ffffff0000ull, 0x000000ffffff00ffull, 0x000000ffffffff00ull, 0x000000ffffffffffull,
+	0x0000ff0000000000ull, 0x0000ff00000000ffull, 0x0000ff000000ff00ull, 0x0000ff000000ffffull,
+	0x0000ff0000ff0000ull, 0x0000ff0000ff00ffull, 0x0000ff0000ffff00ull, 0x0000ff0000ffffffull,
+	0x0000ff00ff000000ull, 0x0000ff00ff0000ffull, 0x0000ff00ff00ff00ull, 0x0000ff00ff00ffffull,
+	0x0000ff00ffff0000ull, 0x0000ff00ffff00ffull, 0x0000ff00ffffff00ull, 0x0000ff00ffffffffull,
+	0x0000ffff00000000ull, 0x0000ffff000000ffull, 0x0000ffff0000ff00ull, 0x0000ffff0000ffffull,
+	0x0000ffff00ff0000ull, 0x0000ffff00ff00ffull, 0x0000ffff00ffff00ull, 0x0000ffff00ffffffull,
+	0x0000ffffff000000ull, 0x0000ffffff0000ffull, 0x0000ffffff00ff00ull, 0x0000ffffff00ffffull,
+	0x0000ffffffff0000ull, 0x0000ffffffff00ffull, 0x0000ffffffffff00ull, 0x0000ffffffffffffull,
+	0x00ff000000000000ull, 0x00ff0000000000ffull, 0x00ff00000000ff00ull, 0x00ff00000000ffffull,
+	0x00ff000000ff0000ull, 0x00ff000000ff00ffull, 0x00ff000000ffff00ull, 0x00ff000000ffffffull,
+	0x00ff0000ff000000ull, 0x00ff0000ff0000ffull, 0x00ff0000ff00ff00ull, 0x00ff0000ff00ffffull,
+	0x00ff0000ffff0000ull, 0x00ff0000ffff00ffull, 0x00ff0000ffffff00ull, 0x00ff0000ffffffffull,
+	0x00ff00ff00000000ull, 0x00ff00ff000000ffull, 0x00ff00ff0000ff00ull, 0x00ff00ff0000ffffull,
+	0x00ff00ff00ff0000ull, 0x00ff00ff00ff00ffull, 0x00ff00ff00ffff00ull, 0x00ff00ff00ffffffull,
+	0x00ff00ffff000000ull, 0x00ff00ffff0000ffull, 0x00ff00ffff00ff00ull, 0x00ff00ffff00ffffull,
+	0x00ff00ffffff0000ull, 0x00ff00ffffff00ffull, 0x00ff00ffffffff00ull, 0x00ff00ffffffffffull,
+	0x00ffff0000000000ull, 0x00ffff00000000ffull, 0x00ffff000000ff00ull, 0x00ffff000000ffffull,
+	0x00ffff0000ff0000ull, 0x00ffff0000ff00ffull, 0x00ffff0000ffff00ull, 0x00ffff0000ffffffull,
+	0x00ffff00ff000000ull, 0x00ffff00ff0000ffull, 0x00ffff00ff00ff00ull, 0x00ffff00ff00ffffull,
+	0x00ffff00ffff0000ull, 0x00ffff00ffff00ffull, 0x00ffff00ffffff00ull, 0x00ffff00ffffffffull,
+	0x00ffffff00000000ull, 0x00ffffff000000ffull, 0x00ffffff0000ff00ull, 0x00ffffff0000ffffull,
+	0x00ffffff00ff0000ull, 0x00ffffff00ff00ffull, 0x00ffffff00ffff00ull, 0x00ffffff00ffffffull,
+	0x00ffffffff000000ull, 0x00ffffffff0000ffull, 0x00ffffffff00ff00ull, 0x00ffffffff00ffffull,
+	0x00ffffffffff0000ull, 0x00ffffffffff00ffull, 0x00ffffffffffff00ull, 0x00ffffffffffffffull,
+	0xff00000000000000ull, 0xff000000000000ffull, 0xff0000000000ff00ull, 0xff0000000000ffffull,
+	0xff00000000ff0000ull, 0xff00000000ff00ffull, 0xff00000000ffff00ull, 0xff00000000ffffffull,
+	0xff000000ff000000ull, 0xff000000ff0000ffull, 0xff000000ff00ff00ull, 0xff000000ff00ffffull,
+	0xff000000ffff0000ull, 0xff000000ffff00ffull, 0xff000000ffffff00ull, 0xff000000ffffffffull,
+	0xff0000ff00000000ull, 0xff0000ff000000ffull, 0xff0000ff0000ff00ull, 0xff0000ff0000ffffull,
+	0xff0000ff00ff0000ull, 0xff0000ff00ff00ffull, 0xff0000ff00ffff00ull, 0xff0000ff00ffffffull,
+	0xff0000ffff000000ull, 0xff0000ffff0000ffull, 0xff0000ffff00ff00ull, 0xff0000ffff00ffffull,
+	0xff0000ffffff0000ull, 0xff0000ffffff00ffull, 0xff0000ffffffff00ull, 0xff0000ffffffffffull,
+	0xff00ff0000000000ull, 0xff00ff00000000ffull, 0xff00ff000000ff00ull, 0xff00ff000000ffffull,
+	0xff00ff0000ff0000ull, 0xff00ff0000ff00ffull, 0xff00ff0000ffff00ull, 0xff00ff0000ffffffull,
+	0xff00ff00ff000000ull, 0xff00ff00ff0000ffull, 0xff00ff00ff00ff00ull, 0xff00ff00ff00ffffull,
+	0xff00ff00ffff0000ull, 0xff00ff00ffff00ffull, 0xff00ff00ffffff00ull, 0xff00ff00ffffffffull,
+	0xff00ffff00000000ull, 0xff00ffff000000ffull, 0xff00ffff0000ff00ull, 0xff00ffff0000ffffull,
+	0xff00ffff00ff0000ull, 0xff00ffff00ff00ffull, 0xff00ffff00ffff00ull, 0xff00ffff00ffffffull,
+	0xff00ffffff000000ull, 0xff00ffffff0000ffull, 0xff00ffffff00ff00ull, 0xff00ffffff00ffffull,
+	0xff00ffffffff0000ull, 0xff00ffffffff00ffull, 0xff00ffffffffff00ull, 0xff00ffffffffffffull,
+	0xffff000000000000ull, 0xffff0000000000ffull, 0xffff00000000ff00ull, 0xffff00000000ffffull,
+	0xffff000000ff0000ull, 0xffff000000ff00ffull, 0xffff000000ffff00ull, 0xffff000000ffffffull,
+	0xffff0000ff000000ull, 0xffff0000ff0000ffull, 0xffff0000ff00ff00ull, 0xffff0000ff00ffffull,
+	0xffff0000ffff0000ull, 0xffff0000ffff00ffull, 0xffff0000ffffff00ull, 0xffff0000ffffffffull,
+	0xffff00ff00000000ull, 0xffff00ff000000ffull, 0xffff00ff0000ff00ull, 0xffff00ff0000ffffull,
+	0xffff00ff00ff0000ull, 0xffff00ff00ff00ffull, 0xffff00ff00ffff00ull, 0xffff00ff00ffffffull,
+	0xffff00ffff000000ull, 0xffff00ffff0000ffull, 0xffff00ffff00ff00ull, 0xffff00ffff00ffffull,
+	0xffff00ffffff0000ull, 0xffff00ffffff00ffull, 0xffff00ffffffff00ull, 0xffff00ffffffffffull,
+	0xffffff0000000000ull, 0xffffff00000000ffull, 0xffffff000000ff00ull, 0xffffff000000ffffull,
+	0xffffff0000ff0000ull, 0xffffff0000ff00ffull, 0xffffff0000ffff00ull, 0xffffff0000ffffffull,
+	0xffffff00ff000000ull, 0xffffff00ff0000ffull, 0xffffff00ff00ff00ull, 0xffffff00ff00ffffull,
+	0xffffff00ffff0000ull, 0xffffff00ffff00ffull, 0xffffff00ffffff00ull, 0xffffff00ffffffffull,
+	0xffffffff00000000ull, 0xffffffff000000ffull, 0xffffffff0000ff00ull, 0xffffffff0000ffffull,
+	0xffffffff00ff0000ull, 0xffffffff00ff00ffull, 0xffffffff00ffff00ull, 0xffffffff00ffffffull,
+	0xffffffffff000000ull, 0xffffffffff0000ffull, 0xffffffffff00ff00ull, 0xffffffffff00ffffull,
+	0xffffffffffff0000ull, 0xffffffffffff00ffull, 0xffffffffffffff00ull, 0xffffffffffffffffull,
+};
 
-/* Sign masks of bits 0..3 (H false) or 4..7 (H true) of s: byte k 0xFF when bit k (4 + k) is set. Each
-** multiply puts bit k at bit 8k + 7 with no carries between the four copies. */
-template <bool H> __device__ __forceinline__ unsigned q_smask(unsigned s)
-{
-	return H ? q_sxb((s & 0xF0u) * 0x01020408u) : q_sxb((s & 0x0Fu) * 0x10204080u);
-}
+static __device__ const unsigned long long iq_ksmask[128] = {
+	0x0000000000000000ull, 0xff000000000000ffull, 0xff0000000000ff00ull, 0x000000000000ffffull,
+	0xff00000000ff0000ull, 0x0000000000ff00ffull, 0x0000000000ffff00ull, 0xff00000000ffffffull,
+	0xff000000ff000000ull, 0x00000000ff0000ffull, 0x00000000ff00ff00ull, 0xff000000ff00ffffull,
+	0x00000000ffff0000ull, 0xff000000ffff00ffull, 0xff000000ffffff00ull, 0x00000000ffffffffull,
+	0xff0000ff00000000ull, 0x000000ff000000ffull, 0x000000ff0000ff00ull, 0xff0000ff0000ffffull,
+	0x000000ff00ff0000ull, 0xff0000ff00ff00ffull, 0xff0000ff00ffff00ull, 0x000000ff00ffffffull,
+	0x000000ffff000000ull, 0xff0000ffff0000ffull, 0xff0000ffff00ff00ull, 0x000000ffff00ffffull,
+	0xff0000ffffff0000ull, 0x000000ffffff00ffull, 0x000000ffffffff00ull, 0xff0000ffffffffffull,
+	0xff00ff0000000000ull, 0x0000ff00000000ffull, 0x0000ff000000ff00ull, 0xff00ff000000ffffull,
+	0x0000ff0000ff0000ull, 0xff00ff0000ff00ffull, 0xff00ff0000ffff00ull, 0x0000ff0000ffffffull,
+	0x0000ff00ff000000ull, 0xff00ff00ff0000ffull, 0xff00ff00ff00ff00ull, 0x0000ff00ff00ffffull,
+	0xff00ff00ffff0000ull, 0x0000ff00ffff00ffull, 0x0000ff00ffffff00ull, 0xff00ff00ffffffffull,
+	0x0000ffff00000000ull, 0xff00ffff000000ffull, 0xff00ffff0000ff00ull, 0x0000ffff0000ffffull,
+	0xff00ffff00ff0000ull, 0x0000ffff00ff00ffull, 0x0000ffff00ffff00ull, 0xff00ffff00ffffffull,
+	0xff00ffffff000000ull, 0x0000ffffff0000ffull, 0x0000ffffff00ff00ull, 0xff00ffffff00ffffull,
+	0x0000ffffffff0000ull, 0xff00ffffffff00ffull, 0xff00ffffffffff00ull, 0x0000ffffffffffffull,
+	0xffff000000000000ull, 0x00ff0000000000ffull, 0x00ff00000000ff00ull, 0xffff00000000ffffull,
+	0x00ff000000ff0000ull, 0xffff000000ff00ffull, 0xffff000000ffff00ull, 0x00ff000000ffffffull,
+	0x00ff0000ff000000ull, 0xffff0000ff0000ffull, 0xffff0000ff00ff00ull, 0x00ff0000ff00ffffull,
+	0xffff0000ffff0000ull, 0x00ff0000ffff00ffull, 0x00ff0000ffffff00ull, 0xffff0000ffffffffull,
+	0x00ff00ff00000000ull, 0xffff00ff000000ffull, 0xffff00ff0000ff00ull, 0x00ff00ff0000ffffull,
+	0xffff00ff00ff0000ull, 0x00ff00ff00ff00ffull, 0x00ff00ff00ffff00ull, 0xffff00ff00ffffffull,
+	0xffff00ffff000000ull, 0x00ff00ffff0000ffull, 0x00ff00ffff00ff00ull, 0xffff00ffff00ffffull,
+	0x00ff00ffffff0000ull, 0xffff00ffffff00ffull, 0xffff00ffffffff00ull, 0x00ff00ffffffffffull,
+	0x00ffff0000000000ull, 0xffffff00000000ffull, 0xffffff000000ff00ull, 0x00ffff000000ffffull,
+	0xffffff0000ff0000ull, 0x00ffff0000ff00ffull, 0x00ffff0000ffff00ull, 0xffffff0000ffffffull,
+	0xffffff00ff000000ull, 0x00ffff00ff0000ffull, 0x00ffff00ff00ff00ull, 0xffffff00ff00ffffull,
+	0x00ffff00ffff0000ull, 0xffffff00ffff00ffull, 0xffffff00ffffff00ull, 0x00ffff00ffffffffull,
+	0xffffffff00000000ull, 0x00ffffff000000ffull, 0x00ffffff0000ff00ull, 0xffffffff0000ffffull,
+	0x00ffffff00ff0000ull, 0xffffffff00ff00ffull, 0xffffffff00ffff00ull, 0x00ffffff00ffffffull,
+	0x00ffffffff000000ull, 0xffffffffff0000ffull, 0xffffffffff00ff00ull, 0x00ffffffff00ffffull,
+	0xffffffffffff0000ull, 0x00ffffffffff00ffull, 0x00ffffffffffff00ull, 0xffffffffffffffffull,
+};
 
 /* Prepared bytes 0xC0 + s·g·2^S of four grid magnitudes g (g·2^S < 64) under sign masks m. */
 template <int S> __device__ __forceinline__ unsigned q_sgrid(unsigned g, unsigned m)
@@ -1015,22 +1097,21 @@ __device__ __forceinline__ void q_decode(const QRaw<QT> &r, const unsigned char 
 #pragma unroll
 			for (int k = 0; k < 2; k++) {
 				int l = 2 * i + k;
-				unsigned long long gr;
-				unsigned s;
+				unsigned long long gr, m;
 				if constexpr (QT == 16) {
 					gr = __ldg(iq2xxs_grid + ((r.g[0] >> 8 * l) & 0xFFu));
-					s = __ldg(iq_ksigns + ((r.g[1] >> 7 * l) & 127u));
+					m = __ldg(iq_ksmask + ((r.g[1] >> 7 * l) & 127u));
 				} else if constexpr (QT == 17) {
 					unsigned v = (r.g[l >> 1] >> 16 * (l & 1)) & 0xFFFFu;
 					gr = __ldg(iq2xs_grid + (v & 511u));
-					s = __ldg(iq_ksigns + (v >> 9));
+					m = __ldg(iq_ksmask + (v >> 9));
 				} else {
 					unsigned qh = q_wbyte(r.hw, b + 66 + c);
 					gr = __ldg(iq2s_grid + (((r.qs >> 8 * l) & 0xFFu) | ((qh >> 2 * l) & 3u) << 8));
-					s = (r.sg >> 8 * l) & 0xFFu;
+					m = __ldg(iq_smask + ((r.sg >> 8 * l) & 0xFFu));
 				}
-				run[i].v[2 * k] = q_sgrid<0>((unsigned)gr, q_smask<false>(s));
-				run[i].v[2 * k + 1] = q_sgrid<0>((unsigned)(gr >> 32), q_smask<true>(s));
+				run[i].v[2 * k] = q_sgrid<0>((unsigned)gr, (unsigned)m);
+				run[i].v[2 * k + 1] = q_sgrid<0>((unsigned)(gr >> 32), (unsigned)(m >> 32));
 			}
 			q_ab(run[i], db, -64.0f * db);
 		}
@@ -1045,11 +1126,13 @@ __device__ __forceinline__ void q_decode(const QRaw<QT> &r, const unsigned char 
 #pragma unroll
 			for (int k = 0; k < 2; k++) {
 				int l = 2 * i + k;
-				unsigned s, gi[2];
-				if constexpr (QT == 18)
-					s = __ldg(iq_ksigns + ((r.aux >> 7 * l) & 127u));
-				else
-					s = (r.sg >> 8 * l) & 0xFFu;
+				unsigned gi[2];
+				unsigned long long m;
+				if constexpr (QT == 18) {
+					m = __ldg(iq_ksmask + ((r.aux >> 7 * l) & 127u));
+				} else {
+					m = __ldg(iq_smask + ((r.sg >> 8 * l) & 0xFFu));
+				}
 #pragma unroll
 				for (int h = 0; h < 2; h++) {
 					unsigned idx = (r.g[l >> 1] >> 8 * (2 * (l & 1) + h)) & 0xFFu;
@@ -1057,8 +1140,8 @@ __device__ __forceinline__ void q_decode(const QRaw<QT> &r, const unsigned char 
 						idx |= ((q_wbyte(r.hw, b + 66 + c) >> (2 * l + h)) & 1u) << 8;
 					gi[h] = __ldg((QT == 18 ? iq3xxs_grid : iq3s_grid) + idx);
 				}
-				run[i].v[2 * k] = q_sgrid<QT == 21 ? 2 : 0>(gi[0], q_smask<false>(s));
-				run[i].v[2 * k + 1] = q_sgrid<QT == 21 ? 2 : 0>(gi[1], q_smask<true>(s));
+				run[i].v[2 * k] = q_sgrid<QT == 21 ? 2 : 0>(gi[0], (unsigned)m);
+				run[i].v[2 * k + 1] = q_sgrid<QT == 21 ? 2 : 0>(gi[1], (unsigned)(m >> 32));
 			}
 			float Dk = (QT == 21 ? 0.25f : 1.0f) * db; /* IQ3_S's magnitudes (<= 15) times 4 */
 			q_ab(run[i], Dk, -64.0f * Dk);
