@@ -6,7 +6,8 @@
 # the values it covers a lane is the figure NOTES quotes (Q4_K/Q5_K: 2 units x 2 rows, 128 values;
 # Q6_K and Q8_0: 1 unit x 2 rows, 64 values).
 #
-#   bench/sass.sh [TYPE...]     TYPE: ggml ids 8 (Q8_0), 12 (Q4_K), 13 (Q5_K), 14 (Q6_K); default all
+#   bench/sass.sh [TYPE...]     TYPE: ggml ids 8 (Q8_0), 12 (Q4_K), 13 (Q5_K), 14 (Q6_K) (the default), or
+#                               a general type's (2 Q4_0 .. 40 NVFP4: 1 unit x 2 rows, 64 values, bench/NOTES.md 63)
 #
 # Env: NVDISASM (the binary; default: on PATH, else the PyPI package's), OUT (work files).
 set -u
