@@ -83,7 +83,9 @@ template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, U
 template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = GLM_QGEN_UN }; };   /* NVFP4 */
 
 /* Q8_0, Q4_K, Q5_K and Q6_K have the tuned paths; every other type (the general ones) is read in words
-** realigned in registers (qg_ldb below), so its rows need no alignment. */
+** realigned in registers (qg_ldb below), so its rows need no alignment but their blocks' own: blocks of an
+** even size start at even bytes (weights are 256-byte aligned), and their halves are read from the aligned
+** word that holds them. */
 template <int QT> struct QGen { enum { YES = !(QT == 8 || QT == 12 || QT == 13 || QT == 14) }; };
 
 /* Device bytes of one row of K values: whole block slots, padded to 16 bytes; the general types' rows
@@ -660,13 +662,14 @@ template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, 
 /*
 ** The general types in the tuned path's form. A lane owns 32 consecutive values of one block (values
 ** 32c..32c+31, c = lane % LPB) as two runs of 16 (q_kchunk, q_run): q_load gathers the bytes it needs as
-** 32-bit words (qg_ldb: the aligned words that hold them, shifted into place, since most blocks are 17-110
-** bytes and start at any even or odd byte), and q_decode turns them into prepared bytes and the run's a, b:
-** every value of a run is D·u + M with u an integer in [0, 128) (the K-quants' float 1 + u/128 in one byte
-** permute; a = 128·D, b = M − a; a small range of u is spread over the byte, u·2^k, so that S − X keeps its
-** bits: the run's sum S = X + Σu·x/128 would otherwise be mostly X) or, for the IQ4 codebooks whose values span 241, in [0, 256) as Q8_0's
-** 2^23 + u (b = 0, M = −128·D). The dot products are not the CPU's float order (scales apply to a run's
-** sum), so they agree to rounding, as the K-quants' do; qd_val above stays the exact decoder.
+** 32-bit words (qg_ldb: the aligned words that hold them, shifted into place, since blocks of 17-136 bytes
+** start at any even byte, MXFP4's at any byte), and q_decode turns them into prepared bytes and the run's a,
+** b: every value of a run is D·u + M with u an integer in [0, 128) (the K-quants' float 1 + u/128 in one
+** byte permute; a = 128·D, b = M − a; a small range of u is spread over the byte, u·2^k, so that S − X keeps
+** its bits: the run's sum S = X + Σu·x/128 would otherwise be mostly X) or, for the IQ4 codebooks whose
+** values span 241, in [0, 256) as Q8_0's 2^23 + u (b = 0, M = −128·D). The dot products are not the CPU's
+** float order (scales apply to a run's sum), so they agree to rounding, as the K-quants' do; qd_val above
+** stays the exact decoder.
 **
 ** The per-type tricks, each exact on the bytes: grid magnitudes g < 64 with sign masks m (0xFF a negative
 ** byte, 8 at a time from a table of the sign byte or of the 7-bit sign index) become 0xC0 + s·g as
