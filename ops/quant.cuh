@@ -57,8 +57,8 @@ template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, DEV = 144, LPB = 8
 template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, DEV = 176, LPB = 8, UN = 2 }; };
 template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, DEV = 224, LPB = 8, UN = 1 }; };
 /* The general types (QGen below): their GGUF blocks as they are, a lane per 32 values. Their UN is
-** GLM_QGEN_UN: 1 until a GPU round compares it with 2 and 4 (bench/gemv built with -DGLM_QGEN_UN=N); their
-** raw words are 3-10 a row, against Q4_K's 8 (Q3_K's 12 keep it at 1). */
+** GLM_QGEN_UN, 1: on an H100 2 was 2-12% slower for every type (bench/NOTES.md 63; bench/gemv built with
+** -DGLM_QGEN_UN=N times another); Q3_K's 12 raw words a row keep it at 1 regardless. */
 #ifndef GLM_QGEN_UN
 #define GLM_QGEN_UN 1
 #endif
