@@ -703,18 +703,6 @@ __device__ __forceinline__ unsigned qg_ld1(const unsigned char *p)
 	return w[0];
 }
 
-/* The half at p (p even), as float. */
-__device__ __forceinline__ float qg_h(const unsigned char *p)
-{
-	return q_h2f(q_whalf(q_ldw(p), p));
-}
-
-/* The byte at p. */
-__device__ __forceinline__ unsigned qg_b(const unsigned char *p)
-{
-	return q_wbyte(q_ldw(p), p);
-}
-
 /* Sign masks in one load: iq_smask[s] has byte j 0xFF where bit j of s is set (IQ2_S and IQ3_S store their
 ** sign bytes); iq_ksmask[i] = iq_smask[iq_ksigns[i]] (IQ2_XXS, IQ2_XS, IQ3_XXS store 7-bit indices). */
 static __device__ const unsigned long long iq_smask[256] = {
