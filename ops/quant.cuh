@@ -56,31 +56,27 @@ template <> struct QGeo<8> { enum { BLCK = 32, BYTES = 34, DEV = 34, LPB = 1, UN
 template <> struct QGeo<12> { enum { BLCK = 256, BYTES = 144, DEV = 144, LPB = 8, UN = 2 }; };
 template <> struct QGeo<13> { enum { BLCK = 256, BYTES = 176, DEV = 176, LPB = 8, UN = 2 }; };
 template <> struct QGeo<14> { enum { BLCK = 256, BYTES = 210, DEV = 224, LPB = 8, UN = 1 }; };
-/* The general types (QGen below): their GGUF blocks as they are, a lane per 32 values. Their UN is
-** GLM_QGEN_UN, 1: on an H100 2 was 2-12% slower for every type (bench/NOTES.md 63; bench/gemv built with
-** -DGLM_QGEN_UN=N times another); Q3_K's 12 raw words a row keep it at 1 regardless. */
-#ifndef GLM_QGEN_UN
-#define GLM_QGEN_UN 1
-#endif
-template <> struct QGeo<2> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = GLM_QGEN_UN }; };    /* Q4_0 */
-template <> struct QGeo<3> { enum { BLCK = 32, BYTES = 20, DEV = 20, LPB = 1, UN = GLM_QGEN_UN }; };    /* Q4_1 */
-template <> struct QGeo<6> { enum { BLCK = 32, BYTES = 22, DEV = 22, LPB = 1, UN = GLM_QGEN_UN }; };    /* Q5_0 */
-template <> struct QGeo<7> { enum { BLCK = 32, BYTES = 24, DEV = 24, LPB = 1, UN = GLM_QGEN_UN }; };    /* Q5_1 */
-template <> struct QGeo<10> { enum { BLCK = 256, BYTES = 84, DEV = 84, LPB = 8, UN = GLM_QGEN_UN }; };  /* Q2_K */
+/* The general types (QGen below): their GGUF blocks as they are, a lane per 32 values. UN 1: their raw
+** words are 3-12 a row, yet on an H100 two units a warp were 2-12% slower for every type (bench/NOTES.md 63). */
+template <> struct QGeo<2> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = 1 }; };    /* Q4_0 */
+template <> struct QGeo<3> { enum { BLCK = 32, BYTES = 20, DEV = 20, LPB = 1, UN = 1 }; };    /* Q4_1 */
+template <> struct QGeo<6> { enum { BLCK = 32, BYTES = 22, DEV = 22, LPB = 1, UN = 1 }; };    /* Q5_0 */
+template <> struct QGeo<7> { enum { BLCK = 32, BYTES = 24, DEV = 24, LPB = 1, UN = 1 }; };    /* Q5_1 */
+template <> struct QGeo<10> { enum { BLCK = 256, BYTES = 84, DEV = 84, LPB = 8, UN = 1 }; };  /* Q2_K */
 template <> struct QGeo<11> { enum { BLCK = 256, BYTES = 110, DEV = 110, LPB = 8, UN = 1 }; }; /* Q3_K */
-template <> struct QGeo<16> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ2_XXS */
-template <> struct QGeo<17> { enum { BLCK = 256, BYTES = 74, DEV = 74, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ2_XS */
-template <> struct QGeo<18> { enum { BLCK = 256, BYTES = 98, DEV = 98, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ3_XXS */
-template <> struct QGeo<19> { enum { BLCK = 256, BYTES = 50, DEV = 50, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ1_S */
-template <> struct QGeo<20> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = GLM_QGEN_UN }; };   /* IQ4_NL */
-template <> struct QGeo<21> { enum { BLCK = 256, BYTES = 110, DEV = 110, LPB = 8, UN = GLM_QGEN_UN }; }; /* IQ3_S */
-template <> struct QGeo<22> { enum { BLCK = 256, BYTES = 82, DEV = 82, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ2_S */
-template <> struct QGeo<23> { enum { BLCK = 256, BYTES = 136, DEV = 136, LPB = 8, UN = GLM_QGEN_UN }; }; /* IQ4_XS */
-template <> struct QGeo<29> { enum { BLCK = 256, BYTES = 56, DEV = 56, LPB = 8, UN = GLM_QGEN_UN }; };  /* IQ1_M */
-template <> struct QGeo<34> { enum { BLCK = 256, BYTES = 54, DEV = 54, LPB = 8, UN = GLM_QGEN_UN }; };  /* TQ1_0 */
-template <> struct QGeo<35> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = GLM_QGEN_UN }; };  /* TQ2_0 */
-template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, UN = GLM_QGEN_UN }; };   /* MXFP4 */
-template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = GLM_QGEN_UN }; };   /* NVFP4 */
+template <> struct QGeo<16> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = 1 }; };  /* IQ2_XXS */
+template <> struct QGeo<17> { enum { BLCK = 256, BYTES = 74, DEV = 74, LPB = 8, UN = 1 }; };  /* IQ2_XS */
+template <> struct QGeo<18> { enum { BLCK = 256, BYTES = 98, DEV = 98, LPB = 8, UN = 1 }; };  /* IQ3_XXS */
+template <> struct QGeo<19> { enum { BLCK = 256, BYTES = 50, DEV = 50, LPB = 8, UN = 1 }; };  /* IQ1_S */
+template <> struct QGeo<20> { enum { BLCK = 32, BYTES = 18, DEV = 18, LPB = 1, UN = 1 }; };   /* IQ4_NL */
+template <> struct QGeo<21> { enum { BLCK = 256, BYTES = 110, DEV = 110, LPB = 8, UN = 1 }; }; /* IQ3_S */
+template <> struct QGeo<22> { enum { BLCK = 256, BYTES = 82, DEV = 82, LPB = 8, UN = 1 }; };  /* IQ2_S */
+template <> struct QGeo<23> { enum { BLCK = 256, BYTES = 136, DEV = 136, LPB = 8, UN = 1 }; }; /* IQ4_XS */
+template <> struct QGeo<29> { enum { BLCK = 256, BYTES = 56, DEV = 56, LPB = 8, UN = 1 }; };  /* IQ1_M */
+template <> struct QGeo<34> { enum { BLCK = 256, BYTES = 54, DEV = 54, LPB = 8, UN = 1 }; };  /* TQ1_0 */
+template <> struct QGeo<35> { enum { BLCK = 256, BYTES = 66, DEV = 66, LPB = 8, UN = 1 }; };  /* TQ2_0 */
+template <> struct QGeo<39> { enum { BLCK = 32, BYTES = 17, DEV = 17, LPB = 1, UN = 1 }; };   /* MXFP4 */
+template <> struct QGeo<40> { enum { BLCK = 64, BYTES = 36, DEV = 36, LPB = 2, UN = 1 }; };   /* NVFP4 */
 
 /* Q8_0, Q4_K, Q5_K and Q6_K have the tuned paths; every other type (the general ones) is read in words
 ** realigned in registers (qg_ldb below), so its rows need no alignment but their blocks' own: blocks of an
