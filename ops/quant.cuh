@@ -700,7 +700,8 @@ __device__ __forceinline__ unsigned qg_ld1(const unsigned char *p)
 }
 
 /* Sign masks in one load: iq_smask[s] has byte j 0xFF where bit j of s is set (IQ2_S and IQ3_S store their
-** sign bytes); iq_ksmask[i] = iq_smask[iq_ksigns[i]] (IQ2_XXS, IQ2_XS, IQ3_XXS store 7-bit indices). */
+** sign bytes); iq_ksmask[i] = iq_smask[iq_ksigns[i]] (IQ2_XXS, IQ2_XS, IQ3_XXS store 7-bit indices). Both are
+** derived data; tests/simt/test_qgemv.cc checks them (and q_tab16's codebook words) against their sources. */
 static __device__ const unsigned long long iq_smask[256] = {
 	0x0000000000000000ull, 0x00000000000000ffull, 0x000000000000ff00ull, 0x000000000000ffffull,
 	0x0000000000ff0000ull, 0x0000000000ff00ffull, 0x0000000000ffff00ull, 0x0000000000ffffffull,

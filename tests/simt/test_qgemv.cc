@@ -749,9 +749,31 @@ template <int QT> static void gsuite(void)
 	test_qgemm<float, QT, true>(20, 512, 70);
 }
 
+/* The general types' derived tables against their sources: the sign masks against the sign bits and
+** quant_grids.h's iq_ksigns, the codebook words q_tab16 looks up against iq4nl_values and mxfp4_values. */
+static void test_derived_tables(void)
+{
+	int bad = 0;
+	for (int s = 0; s < 256; s++)
+		for (int j = 0; j < 8; j++)
+			bad += (int)((iq_smask[s] >> 8 * j) & 0xff) != ((s >> j) & 1 ? 0xff : 0);
+	for (int i = 0; i < 128; i++)
+		bad += iq_ksmask[i] != iq_smask[iq_ksigns[i]];
+	for (int n = 0; n < 16; n++) { /* nibble n at byte 0 of q: q_tab16's lo */
+		unsigned lo, hi;
+		q_tab_iq4((unsigned)n, lo, hi);
+		bad += (int)(lo & 0xff) != iq4nl_values[n] + 128;
+		q_tab_mx((unsigned)n << 4, lo, hi); /* the high nibble of byte 0: hi */
+		bad += (hi & 0xff) != (0x80u | (unsigned)(mxfp4_values[n] + 12) << 2);
+	}
+	check(bad == 0, "general types' sign-mask tables and codebook words match their sources",
+	      fmt("%d entries differ", bad));
+}
+
 /* Every general type, with the mixes a dynamic GGUF has (experts of one type, the shared expert another). */
 static void general_types(void)
 {
+	test_derived_tables();
 	gsuite<2>();
 	gsuite<3>();
 	gsuite<6>();
