@@ -657,7 +657,7 @@ template <> __device__ __forceinline__ float qd_val<40>(const unsigned char *b, 
 
 /*
 ** The general types in the tuned path's form. A lane owns 32 consecutive values of one block (values
-** 32c..32c+31, c = lane % LPB) as two runs of 16 (q_kchunk, q_run): q_load gathers the bytes it needs as
+** 32c..32c+31, c = lane % LPB) as two runs of 16 (q_chunk, q_run): q_load gathers the bytes it needs as
 ** 32-bit words (qg_ldb: the aligned words that hold them, shifted into place, since blocks of 17-136 bytes
 ** start at any even byte, MXFP4's at any byte), and q_decode turns them into prepared bytes and the run's a,
 ** b: every value of a run is D·u + M with u an integer in [0, 128) (the K-quants' float 1 + u/128 in one
@@ -1196,8 +1196,8 @@ __device__ __forceinline__ void q_decode(const QRaw<QT> &r, const unsigned char 
 ** issued first.
 */
 template <int QT, int R, int TM>
-__device__ __forceinline__ void q_kchunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
-                                         const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
+__device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
+                                        const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
 {
 	const int BL = QGeo<QT>::BLCK, UN = QGeo<QT>::UN;
 	int lane = threadIdx.x & 31, lb = q_lb<QT>(lane);
@@ -1244,14 +1244,6 @@ __device__ __forceinline__ void q_kchunk(float (&acc)[R][TM], const unsigned cha
 			}
 		}
 	}
-}
-
-/* q_kchunk's contract, the name every kernel calls. */
-template <int QT, int R, int TM>
-__device__ __forceinline__ void q_chunk(float (&acc)[R][TM], const unsigned char *const (&rows)[R], long long k0, int kc,
-                                        const float *xs, const float *xsum, int kcap, int tn, int u0, int ustep)
-{
-	q_kchunk<QT, R, TM>(acc, rows, k0, kc, xs, xsum, kcap, tn, u0, ustep);
 }
 
 /* 16 consecutive values at p as floats: 16-byte loads when p is 16-byte aligned (a decode step's rows
