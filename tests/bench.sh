@@ -152,14 +152,14 @@ if DEVICE=cpu SHAPES=tiny:f32 LENGTHS="16 100" STEPS=4 PEER=0 BUDGET=120 OUT=$tm
 else
 	bad "bench/long.sh on the CPU" "$(tail -5 $tmp/long.log)"
 fi
-# bench/experimental.sh on the CPU (the llama fixture without and with --experimental): its table, with
+# bench/fallback.sh on the CPU (the llama fixture with and without --fallback): its table, with
 # identical greedy ids (the CPU reference does not depend on the kernels chosen).
-if DEVICE=cpu KERNELS="attn_split" PROMPTS=16 CONTEXTS=16 OUT=$tmp/exp bench/experimental.sh >$tmp/exp.log 2>&1 &&
+if DEVICE=cpu KERNELS="attn_split" PROMPTS=16 CONTEXTS=16 OUT=$tmp/exp bench/fallback.sh >$tmp/exp.log 2>&1 &&
 	grep -q "^| attn_split | correctness | greedy ids same | logits rel-L2 0 |" $tmp/exp.log &&
 	grep -qE "^\| attn_split \| L=16 \| old prefill [0-9.]+ ms, decode [0-9.]+ ms \| new prefill [0-9.]+ ms" $tmp/exp.log; then
-	ok "bench/experimental.sh on the CPU prints its table"
+	ok "bench/fallback.sh on the CPU prints its table"
 else
-	bad "bench/experimental.sh on the CPU" "$(tail -5 $tmp/exp.log)"
+	bad "bench/fallback.sh on the CPU" "$(tail -5 $tmp/exp.log)"
 fi
 # bench/persist.sh on the CPU (the llama fixture's config at 2 layers, --decode persistent plans for 1 and 2
 # workers an SM): its table, each row with the persistent kernel's registers and stack, both paths' ids and

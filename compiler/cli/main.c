@@ -34,7 +34,7 @@ typedef struct {
 	const char *dtype;
 	const char *config;
 	const char *random;
-	const char *experimental;    /* --experimental: kernels not yet measured on a GPU (emit_cuda) */
+	const char *fallback;        /* --fallback: older kernels in place of newer ones (emit_cuda) */
 	int persistent;              /* --decode persistent: a task schedule for the 1-token step (sched.c) */
 	int sms, per_sm;             /* --sms, --blocks-per-sm: the persistent kernel's workers */
 	int layers;
@@ -95,10 +95,10 @@ static const char *usage =
 	"  --arch sm_XX     GPU architecture the kernels are compiled for with NVRTC (default sm_90;\n"
 	"                   sm_80 sm_86 sm_89 sm_90 sm_100 sm_120); glmrun recompiles for another GPU\n"
 	"  --dtype f32|bf16 activation type on the GPU (bf16 also converts float weights; default f32)\n"
-	"  --experimental K,...  also choose kernels tested on the CPU but not yet measured on a GPU:\n"
-	"                   attn_split (split decode attention for long contexts), moe_tc (routed experts'\n"
-	"                   prefill as a grouped tensor-core GEMM), dsa_tc (DSA prefill attention on the\n"
-	"                   tensor cores), or all\n"
+	"  --fallback K,...  the older kernel in place of a newer one (same values, slower where measured):\n"
+	"                   attn_split (split decode attention, for k_attn_step), moe_tc (routed experts'\n"
+	"                   prefill as a grouped tensor-core GEMM, for k_moe_up/k_moe_down), dsa_tc (DSA\n"
+	"                   prefill attention on the tensor cores, for k_mla), or all\n"
 	"  --decode kernels|persistent  how the 1-token decode step runs: one kernel a launch (default), or\n"
 	"                   one persistent kernel walking a task schedule proved safe here (glmc explain\n"
 	"                   shows it; glmrun runs it unless given --decode kernels; slower than the kernels on\n"
@@ -294,8 +294,8 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "glmc.version", GLM_VERSION);
 	graph_set_meta(g, "arch", o->arch);
 	graph_set_meta(g, "tp", "1");
-	if (o->experimental)
-		graph_set_meta(g, "compile.experimental", o->experimental);
+	if (o->fallback)
+		graph_set_meta(g, "compile.fallback", o->fallback);
 	if (dump_after(o, "bind", g))
 		goto done;
 	if (partition(g, o->tp, stderr, err, len) || verify(g, err, len))
@@ -554,7 +554,7 @@ static void help_for(const char *cmd)
 }
 
 enum { G_WEIGHTS = 256, G_LIB, G_TP, G_ARCH, G_AFTER, G_DTYPE, G_CONFIG, G_RANDOM, G_LAYERS, G_DOT, G_LUA_TIME,
-       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_EXPERIMENTAL, G_DECODE, G_SMS, G_PER_SM };
+       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_FALLBACK, G_DECODE, G_SMS, G_PER_SM };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, G_VERSION}, {"weights", required_argument, 0, G_WEIGHTS},
 	{"model", required_argument, 0, 'm'}, {"output", required_argument, 0, 'o'}, {"lib", required_argument, 0, G_LIB},
@@ -563,7 +563,7 @@ static const struct option long_opts[] = {
 	{"random-weights", required_argument, 0, G_RANDOM}, {"layers", required_argument, 0, G_LAYERS},
 	{"dot", required_argument, 0, G_DOT}, {"lua-time", required_argument, 0, G_LUA_TIME},
 	{"strict", no_argument, 0, G_STRICT}, {"force-model", no_argument, 0, G_FORCE_MODEL},
-	{"json", no_argument, 0, G_JSON}, {"experimental", required_argument, 0, G_EXPERIMENTAL},
+	{"json", no_argument, 0, G_JSON}, {"fallback", required_argument, 0, G_FALLBACK},
 	{"decode", required_argument, 0, G_DECODE}, {"sms", required_argument, 0, G_SMS},
 	{"blocks-per-sm", required_argument, 0, G_PER_SM}, {0, 0, 0, 0},
 };
@@ -586,7 +586,7 @@ static void take_opt(Opts *o, int c, const char *v)
 	case G_STRICT: o->strict = 1; break;
 	case G_FORCE_MODEL: o->force_model = 1; break;
 	case G_JSON: o->json = 1; break;
-	case G_EXPERIMENTAL: o->experimental = v; break;
+	case G_FALLBACK: o->fallback = v; break;
 	case G_DECODE:
 		if (strcmp(v, "kernels") && strcmp(v, "persistent"))
 			fail_usage("--decode takes kernels or persistent, got", v);

@@ -41,7 +41,7 @@ typedef struct {
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
-	int x_split, x_moe_tc, x_dsa_tc; /* glmc --experimental: kernels not yet measured on a GPU (exp_parse) */
+	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -786,9 +786,7 @@ static int attn_split_minb(int hb) { return hb <= 4 ? 2 : 0; }
 ** for a folded 1-token step k_attn_split_rope): grid (NS ranges, H/HB head groups, T), each range's state
 ** in scratch (T·NS·H·D floats, then T·NS·H (m, l) pairs) and a KA_ZERO counter per (token, head group)
 ** through which the last block of a group merges. In place of k_attn_step / k_attn_step_rope, whose H
-** blocks a step leave most SMs idle at a long context (issue 46), under glmc --experimental attn_split:
-** on an H100 it gave the old kernel's tokens but was 2.8% slower a Llama-3-8B step at a 1K context, and its
-** long-context gain is not yet measured (bench/NOTES.md entry 57). */
+** blocks a step leave most SMs idle at a long context (issue 46); glmc --fallback attn_split keeps those. */
 static void emit_attn_split(Em *e, int id, int rowb)
 {
 	Graph *g = e->g;
@@ -1076,7 +1074,7 @@ static int emit_indexer(Em *e, int id)
 	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, A_indexer_topk(n));
 	w_seq(&w, g, kc);
 	w.L.grid[0] = T;
-	w.L.block = 32;
+	w.L.block = 256;
 	snprintf(t, sizeof t, "k_indexer_select<%s>", A);
 	w_finish(e, &w, t);
 	return 0;
@@ -1405,8 +1403,8 @@ static int attn_tc_dim(const Graph *g, const Node *n)
 }
 
 /* Attention: the k/v cache write (unless a fused kernel did it), then 16 warps a block for decode steps
-** (k_attn_step when its rows suit it, k_attn_step_rope for a folded 1-token step; with --experimental
-** attn_split the split attention instead) and for prefills k_attn_tc (64 tokens a block on the tensor
+** (the split attention when k_attn_step's rows suit it; with glmc --fallback attn_split k_attn_step, or
+** k_attn_step_rope for a folded 1-token step) and for prefills k_attn_tc (64 tokens a block on the tensor
 ** cores) where it applies, else k_attention's 4 warps. */
 static int emit_attention(Em *e, int id)
 {
@@ -2200,24 +2198,25 @@ static const char *emit_sampler(Em *e)
 	return "glm_sample_rows";
 }
 
-/* The kernels the plan's meta "compile.experimental" (glmc --experimental, a comma list) asks for: those
-** written and tested on the CPU stand-in but not yet measured on a GPU, which glmc does not choose unless
-** asked. */
-static int exp_parse(Em *e, char *err, size_t len)
+/* The newer kernels glmc chooses where they apply, less those the plan's meta "compile.fallback" (glmc
+** --fallback, a comma list) names: each has an older kernel computing the same values, which --fallback
+** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer). */
+static int fb_parse(Em *e, char *err, size_t len)
 {
-	const char *v = graph_meta(e->g, "compile.experimental");
+	const char *v = graph_meta(e->g, "compile.fallback");
+	e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
 	while (v && *v) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
+			e->x_split = e->x_moe_tc = e->x_dsa_tc = 0;
 		else if (n == 10 && !strncmp(v, "attn_split", 10))
-			e->x_split = 1;
+			e->x_split = 0;
 		else if (n == 6 && !strncmp(v, "moe_tc", 6))
-			e->x_moe_tc = 1;
+			e->x_moe_tc = 0;
 		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
-			e->x_dsa_tc = 1;
+			e->x_dsa_tc = 0;
 		else
-			return seterr(err, len, "--experimental: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
+			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
 			              (int)n, v);
 		v += n + (v[n] == ',');
 	}
@@ -2229,7 +2228,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	Em e = {.g = g};
 	if (target_for_arch(arch, &e.t))
 		return seterr(err, len, "emit_cuda: unknown GPU architecture '%s'", arch);
-	if (exp_parse(&e, err, len))
+	if (fb_parse(&e, err, len))
 		return -1;
 	g->cuda = (Cuda){.arch = arena_strdup(g->A, arch), .act = act, .wconv = act == DT_BF16 ? DT_BF16 : -1};
 	/* cuda_wdtype's answer, found once rather than by a search per weight */

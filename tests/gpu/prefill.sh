@@ -10,7 +10,7 @@
 # tokens where the CUDA-core prefill, summing as the CPU does, gave 0; deepseek_v3 0.087): such a run is
 # held instead to its --verify --round-bf16 (routed_first below): a router must be the first node above
 # verify's bound, or verify must report a routing moved at a near tie with no node but the output failing;
-# an attention, linear or norm node failing inside the model fails the row. Env: MODELS, LENGTHS, GLMC_FLAGS (e.g. "--experimental all"), FIX
+# an attention, linear or norm node failing inside the model fails the row. Env: MODELS, LENGTHS, GLMC_FLAGS (e.g. "--fallback all"), FIX
 # (build/fixtures), OUT (/tmp/glm-prefill).
 set -u
 cd "$(dirname "$0")/../.."

@@ -7,7 +7,7 @@
 # STEPS_LENGTHS (prompt lengths for tests/gpu/steps.sh; default 1 2 3 5 8 9), SKIP_TP=1 (tp.sh run on
 # its own) and SKIP_KERNELS=1 (the kernel test binaries run on their own) shorten a round that must fit
 # the device's 10-minute command limit.
-# GLMC_FLAGS (e.g. "--experimental all") compiles the fixture plans with more glmc flags.
+# GLMC_FLAGS (e.g. "--fallback all") compiles the fixture plans with more glmc flags.
 set -u
 cd "$(dirname "$0")/../.."
 FIX=${FIX:-build/fixtures}

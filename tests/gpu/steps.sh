@@ -6,7 +6,7 @@
 # Steps of up to 8 tokens run the fused decode GEMVs; 9 takes the prefill kernels. Plans come from
 # $OUT/<fixture>-<dtype>.plan when tests/gpu/run.sh made them, else are compiled here. Env: MODELS, DTYPES,
 # LENGTHS, GPUFLAGS (more glmrun flags for the GPU runs, e.g. --pdl: the same bounds must hold), GLMC_FLAGS
-# (more glmc flags for the plans it compiles, e.g. --experimental all).
+# (more glmc flags for the plans it compiles, e.g. --fallback all).
 set -u
 cd "$(dirname "$0")/../.."
 FIX=${FIX:-build/fixtures}
