@@ -2879,77 +2879,179 @@ __device__ void topk_heap(int *out, const float *x, int n, int k)
 	}
 }
 
+/* A float as an unsigned key in the order of ranks_before (ref.c's `before`): larger keys rank first,
+** every NaN above everything, -0 equal to +0. No float has key 0, which marks a taken or absent expert. */
+__device__ __forceinline__ unsigned moe_key(float v)
+{
+	if (v != v)
+		return 0xffffffffu;
+	unsigned u = v == 0.0f ? 0u : __float_as_uint(v);
+	return u & 0x80000000u ? ~u : u | 0x80000000u;
+}
+
 /*
-** DSA top-k selection, exactly as ref_indexer (whose topk_like_torch reproduces torch.topk's choice
-** among ties): for query t = blockIdx.x with n = pos[t] + 1 visible rows, when n <= topk
-** sel[t*topk + j] = j < n ? j : -1; otherwise the selection runs over the m = pos[e-1] + 1 rows the
-** step ends with for t's sequence (rows t..e-1 the run of rows in slot seq[t], T = gridDim.x; the later
-** ones at -inf for earlier queries), score[t*total .. +m),
-** where total (>= m) is the rows' stride, e.g. the key cache's capacity: pairs (value, index) in
-** index order, then ref.c's introselect (median-of-three pivot, unguarded Hoare partition, insertion
-** sort below four elements) with nth = topk - 1; when topk*64 <= m or the depth limit is hit, largest
-** first with ties to the lower index (ref_topk) instead. Ranking m rows, not total, is what makes the
-** choice among ties (and the path taken) that of ref_indexer and torch. The chosen indices are
-** written in the order the selection leaves them, any index > pos[t] mapped to -1.
-** scratch holds 2*total ints per query: the pairs as two arrays, the values' bits in the first total
-** and the indices in the second (comparisons then read one array only). A is unused (kept so the
-** emitter instantiates every template alike). grid (T), block 32; only thread 0 selects (all write an
-** every-row list).
+** DSA top-k selection, as ref_indexer: for query t = blockIdx.x with n = pos[t] + 1 visible rows, when n <=
+** topk sel[t*topk + j] = j < n ? j : -1; otherwise the topk best of the m = pos[e-1] + 1 rows the step ends
+** with for t's sequence (rows t..e-1 the run of rows in slot seq[t], T = gridDim.x; the later ones at -inf
+** for earlier queries), score[t*total .. +m), where total (>= m) is the rows' stride, e.g. the key cache's
+** capacity. The chosen rows are written in increasing order, any row > pos[t] as -1 (they come last).
 **
-** Cost: sequential on one thread. The introselect visits about 2-3·m slots (one dependent global
-** load each, mostly L1 hits), so on the order of 0.1 µs per key row: ~0.5 ms at 4k keys, tens of ms
-** at 200k, per query and layer. Decode has T = 1; prefill runs the T queries in parallel blocks. The
-** largest-first path is a heap of topk over the m scores, O(m·log topk) in the worst case.
+** The block finds the topk-th best score's key (moe_key: larger first, NaN above all) by a radix select,
+** 8 bits a round from the top, each round a shared histogram of the keys still in the running: 4 passes
+** over the m scores, then one more that writes the rows at or above that key through a block-wide count.
+** That set is the reference's whenever the rows tied at the threshold key all make it (almost always with
+** real scores: a tie is two equal float sums). When only some of them do, which ones is torch.topk's choice
+** (it depends on how many rows are ranked, ref.c's topk_like_torch), so thread 0 makes it as the reference
+** does, over scratch (2*total ints per query): the pairs (value, index) in index order, ref.c's introselect
+** (median-of-three pivot, unguarded Hoare partition, insertion sort below four elements) with nth =
+** topk - 1, or largest first with ties to the lower index (ref_topk) when topk*64 <= m or the depth limit
+** is hit; its rows are then flagged in scratch and written in increasing order the same way. A is unused
+** (kept so the emitter instantiates every template alike). grid (T), block a multiple of 32 up to 1024.
+**
+** Cost: five passes over m scores (L2 hits; 128 loads a thread at m = 32K and 256 threads) where the
+** reference's single thread took about 0.2 µs a row (8 ms a layer at 32K keys on an H100, bench/NOTES.md
+** entry 64); the tie path keeps that cost, for the rare query that needs it.
 */
+#define SEL_U 8 /* rows a thread takes at once in k_indexer_select's passes (loads in flight) */
 template <typename A>
 __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk,
                                  const int *seq, int S)
 {
 	(void)S;
-	int t = blockIdx.x, n = pos[t] + 1, lane = threadIdx.x;
+	__shared__ int hist[256], wcount[SEL_U * 32], s_m, s_want, s_eq;
+	__shared__ unsigned s_pre;
+	int t = blockIdx.x, n = pos[t] + 1, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
 	int *out = sel + (long long)t * topk;
 	if (n <= topk) { /* every row: the block's threads write the list */
-		for (int j = threadIdx.x; j < topk; j += blockDim.x)
+		for (int j = tid; j < topk; j += nt)
 			out[j] = j < n ? j : -1;
 		return;
 	}
 	/* The rows the step ends with for t's sequence: its run of rows in one slot ends at row e - 1 (the
 	** CPU's slot_run; a step of several sequences ranks each its own way), found 32 rows at a time. */
-	int e = gridDim.x;
-	for (int base = t + 1; base < (int)gridDim.x; base += 32) {
-		int u = base + lane;
-		unsigned b = __ballot_sync(0xffffffffu, u < (int)gridDim.x && seq[u] != seq[t]);
-		if (b) {
-			e = base + __ffs(b) - 1;
-			break;
+	if (warp == 0) {
+		int e = gridDim.x;
+		for (int base = t + 1; base < (int)gridDim.x; base += 32) {
+			int u = base + lane;
+			unsigned b = __ballot_sync(0xffffffffu, u < (int)gridDim.x && seq[u] != seq[t]);
+			if (b) {
+				e = base + __ffs(b) - 1;
+				break;
+			}
 		}
+		int m = pos[e - 1] + 1;
+		m = m > n ? m : n; /* positions are increasing in a run; never rank fewer rows than are visible */
+		if (lane == 0)
+			s_m = m < total ? m : total;
 	}
-	int m = pos[e - 1] + 1;
-	m = m > n ? m : n; /* positions are increasing in a run; never rank fewer rows than are visible */
-	m = m < total ? m : total;
-	if (threadIdx.x != 0)
-		return;
+	__syncthreads();
+	int m = s_m;
 	const float *x = score + (long long)t * total;
-	TkPairs q;
-	q.v = (float *)(scratch + (long long)t * 2 * total);
-	q.i = scratch + (long long)t * 2 * total + total;
-	bool fallback = (long long)topk * 64 <= m;
-	if (!fallback) {
-		for (int i = 0; i < m; i++) {
-			q.v[i] = x[i];
-			q.i[i] = i;
+	/* the radix select: pre holds the threshold key's bits found so far (msk of them), want the rows still
+	** to take among the keys that match them; each round narrows by 8 bits */
+	unsigned pre = 0, msk = 0;
+	int want = topk, eq = 0;
+	for (int shift = 24; shift >= 0; shift -= 8) {
+		for (int i = tid; i < 256; i += nt)
+			hist[i] = 0;
+		__syncthreads();
+		for (int i0 = tid; i0 < m; i0 += SEL_U * nt) { /* SEL_U loads in flight, then their counts */
+			float v[SEL_U];
+#pragma unroll
+			for (int u = 0; u < SEL_U; u++)
+				v[u] = i0 + u * nt < m ? x[i0 + u * nt] : 0.0f;
+#pragma unroll
+			for (int u = 0; u < SEL_U; u++) {
+				unsigned k = moe_key(v[u]);
+				if (i0 + u * nt < m && (k & msk) == pre)
+					atomicAdd(&hist[(k >> shift) & 255], 1);
+			}
 		}
-		fallback = !tk_select(q, 0, topk - 1, m);
+		__syncthreads();
+		if (tid == 0) { /* the keys in the running number want or more, so the walk stops at a bin */
+			int above = 0, b = 255;
+			while (above + hist[b] < want)
+				above += hist[b--];
+			s_want = want - above, s_eq = hist[b], s_pre = pre | (unsigned)b << shift;
+		}
+		__syncthreads();
+		want = s_want, eq = s_eq, pre = s_pre, msk |= 255u << shift;
 	}
-	if (fallback) {
-		topk_heap(out, x, m, topk);
-	} else {
-		for (int j = 0; j < topk; j++)
-			out[j] = q.i[j];
+	int *flag = scratch + (long long)t * 2 * total;
+	bool tie = want < eq; /* only some of the rows at the threshold key are chosen: the reference's choice */
+	if (tie) {
+		if (tid == 0) {
+			TkPairs q;
+			q.v = (float *)flag;
+			q.i = flag + total;
+			bool fallback = (long long)topk * 64 <= m;
+			if (!fallback) {
+				for (int i = 0; i < m; i++) {
+					q.v[i] = x[i];
+					q.i[i] = i;
+				}
+				fallback = !tk_select(q, 0, topk - 1, m);
+			}
+			if (fallback)
+				topk_heap(out, x, m, topk);
+			else
+				for (int j = 0; j < topk; j++)
+					out[j] = q.i[j];
+		}
+		__syncthreads();
+		for (int i = tid; i < m; i += nt)
+			flag[i] = 0;
+		__syncthreads();
+		for (int j = tid; j < topk; j += nt)
+			flag[out[j]] = 1;
+		__syncthreads();
 	}
-	for (int j = 0; j < topk; j++)
-		if (out[j] >= n)
-			out[j] = -1;
+	/* the chosen rows in increasing order, a tile of SEL_U·nt rows at a time: row i0 + u·nt + tid is thread
+	** tid's u-th, so the tile's rows go in (u, warp, lane) order: each warp's count per u at wcount[u·nw +
+	** warp], which warp 0 turns into exclusive prefixes (its lanes a run of q entries each) */
+	int nw = (nt + 31) >> 5, ne = SEL_U * nw, q = (ne + 31) >> 5, base = 0;
+	for (int i0 = 0; i0 < m; i0 += SEL_U * nt) {
+		bool f[SEL_U];
+		unsigned b[SEL_U];
+#pragma unroll
+		for (int u = 0; u < SEL_U; u++) {
+			int i = i0 + u * nt + tid;
+			f[u] = i < m && (tie ? flag[i] != 0 : moe_key(x[i]) >= pre);
+		}
+#pragma unroll
+		for (int u = 0; u < SEL_U; u++) {
+			b[u] = __ballot_sync(0xffffffffu, f[u]);
+			if (lane == 0)
+				wcount[u * nw + warp] = __popc(b[u]);
+		}
+		__syncthreads();
+		if (warp == 0) {
+			int run = 0;
+			for (int c = lane * q; c < lane * q + q && c < ne; c++)
+				run += wcount[c];
+			int incl = run;
+			for (int o = 1; o < 32; o <<= 1) {
+				int y = __shfl_up_sync(0xffffffffu, incl, o);
+				incl += lane >= o ? y : 0;
+			}
+			int at = base + incl - run;
+			for (int c = lane * q; c < lane * q + q && c < ne; c++) {
+				int cnt = wcount[c];
+				wcount[c] = at, at += cnt;
+			}
+			if (lane == 31)
+				s_want = incl; /* the tile's chosen rows */
+		}
+		__syncthreads();
+#pragma unroll
+		for (int u = 0; u < SEL_U; u++) {
+			int i = i0 + u * nt + tid;
+			if (f[u])
+				out[wcount[u * nw + warp] + __popc(b[u] & ((1u << lane) - 1))] = i < n ? i : -1;
+		}
+		base += s_want;
+		__syncthreads();
+	}
 }
 
 /*
@@ -2964,15 +3066,6 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 ** has its (up to) 8 logit and bias loads in flight at once (E <= 256 is one pass).
 */
 
-/* A float as an unsigned key in the order of ranks_before (ref.c's `before`): larger keys rank first,
-** every NaN above everything, -0 equal to +0. No float has key 0, which marks a taken or absent expert. */
-__device__ __forceinline__ unsigned moe_key(float v)
-{
-	if (v != v)
-		return 0xffffffffu;
-	unsigned u = v == 0.0f ? 0u : __float_as_uint(v);
-	return u & 0x80000000u ? ~u : u | 0x80000000u;
-}
 
 /* The warp's best (key, low) pair, larger key first, then larger low (low = ~index: the lower index);
 ** every lane gets it. Two redux instructions on sm_80+, a shuffle butterfly before. */

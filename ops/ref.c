@@ -741,6 +741,13 @@ static void topk_like_torch(int32_t *out, const float *x, int n, int k, TkPair *
 		out[j] = q[j].i;
 }
 
+/* qsort's order of chosen rows: increasing (the GPU's k_indexer_select writes them so, in parallel). */
+static int row_order(const void *a, const void *b)
+{
+	int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+	return (x > y) - (x < y);
+}
+
 void ref_indexer(int32_t *sel, const float *q, const float *k, const float *w, float *kcache, const int32_t *pos,
                  int T, int H, int D, int S, int topk, float scale)
 {
@@ -777,6 +784,7 @@ void ref_indexer(int32_t *sel, const float *q, const float *k, const float *w, f
 			continue;
 		}
 		topk_like_torch(out, score, total, topk, tq);
+		qsort(out, (size_t)topk, sizeof *out, row_order);
 		for (int j = 0; j < topk; j++)
 			if (out[j] >= n)
 				out[j] = -1;

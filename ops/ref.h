@@ -119,7 +119,8 @@ void ref_mla(float *y, const float *q, const float *kv, float *cache, const int3
 /*
 ** DeepSeek sparse-attention indexer: writes k[T,D] into kcache[S,D] at rows pos[t]; for token t scores
 ** each row s <= pos[t] as sum_h w[t,h] · relu(scale · q[t,h,:]·kcache[s,:]) and returns in sel[t, 0..topk)
-** the rows with the largest scores (ties to the lower row), -1 where fewer than topk rows are visible.
+** the rows with the largest scores (ties as torch.topk chooses them), in increasing order, -1 where fewer
+** than topk rows are visible.
 */
 void ref_indexer(int32_t *sel, const float *q, const float *k, const float *w, float *kcache, const int32_t *pos,
                  int T, int H, int D, int S, int topk, float scale);

@@ -1764,7 +1764,7 @@ __global__ void __launch_bounds__(256) g_indexer_scores(float *score, const A *q
 }
 
 template <typename A>
-__global__ void __launch_bounds__(32) g_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total,
+__global__ void __launch_bounds__(256) g_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total,
 						       int topk)
 {
 	k_indexer_select<A>(sel, score, scratch, pos, total, topk, g_zero_seq, 0);
@@ -2392,7 +2392,7 @@ static void test_indexer(IdxMode mode, int H, int D, int topk, int prefill, int 
 		g_indexer_scores<A><<<dim3(blocks(total, 8), T), 256>>>(dscore, upload(q), upload(w), kc, dpos, H, D, total,
 									scale);
 		CK_LAUNCH();
-		g_indexer_select<A><<<T, 32>>>(dsel, dscore, dscratch, dpos, total, topk);
+		g_indexer_select<A><<<T, 256>>>(dsel, dscore, dscratch, dpos, total, topk);
 		CK_LAUNCH();
 
 		std::string at = call == 0 ? fmt("prefill T=%d", T) : fmt("step %d (pos %d)", call, p0);
