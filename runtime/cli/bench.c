@@ -517,6 +517,7 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 		bv(&k, "device", "cpu (reference executor, %d rank%s)", es->tp, es->tp > 1 ? "s" : "");
 	bv(&k, "batch", "%d", o->batch);
 	bv(&k, "prompt_tokens", "%ld", o->prompt);
+	bv(&k, "prefill_chunk", "%ld", o->chunk > 0 && o->chunk < o->prompt ? o->chunk : o->prompt);
 	bv(&k, "warmup_steps", "%ld", o->warmup);
 	bv(&k, "decode_steps", "%ld", o->steps);
 	bv(&k, "context_mean", "%.1f", ctx);
@@ -646,7 +647,8 @@ int bench_main(const Graph *g, const char *plan, const char *weights, const Engi
 	double t[3] = {0}, t0 = bench_now();
 	Engine *e = NULL;
 	EngineOpts eo2 = *eo;
-	eo2.slots = B, eo2.chunk = P > B ? P : B, eo2.max_seq = S, eo2.keep_logits = 0;
+	long C = o->chunk > 0 && o->chunk < P ? o->chunk : P; /* the steps the prompt's prefill takes, as a run's */
+	eo2.slots = B, eo2.chunk = C > B ? C : B, eo2.max_seq = S, eo2.keep_logits = 0;
 	int rc = engine_open(&e, g, weights, &eo2, err, sizeof err);
 	if (!rc) {
 		for (int i = 0; i < g->n; i++) /* rank 0's bytes on the GPU: the step's roofline is per GPU */

@@ -14,6 +14,7 @@ typedef struct {
 	int profile;                 /* --profile: also time every kernel of the decode step */
 	int profile_eager;           /* --profile-eager: launch the profiled steps eagerly, not as a graph */
 	long prompt;                 /* --bench-prompt N: random prompt tokens (default 128) */
+	long chunk;                  /* prompt tokens one prefill step evaluates (-ub, as a run prefills) */
 	long steps;                  /* decode steps measured (-n, default 64) */
 	long warmup;                 /* decode steps run first and not measured (the first captures the graph) */
 	long profile_steps;          /* steps the per-kernel times are averaged over */

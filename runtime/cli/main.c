@@ -110,7 +110,7 @@ static const char *usage =
 	"  --bench              benchmark decoding (no prompt needed): prefill a random prompt, run 3 warm-up\n"
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
-	"  --bench-prompt N     tokens of the random prompt (default 128)\n"
+	"  --bench-prompt N     tokens of the random prompt (default 128), prefilled in steps of -ub as a run's\n"
 	"  -ub, --ubatch-size N prompt tokens one prefill step evaluates (default 2048; --chat 512; plans with\n"
 	"                       DSA's indexer: the whole prompt, as its selection depends on the split): a\n"
 	"                       longer prompt runs in steps of N against the cache (bounded memory and time)\n"
@@ -925,7 +925,8 @@ static int run_bench(const Args *a, const Graph *g)
 	int cuda = want_cuda(a, g);
 	if (a->profile && !cuda)
 		fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
-	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = a->bench_prompt ? a->bench_prompt : 128,
+	long np = a->bench_prompt ? a->bench_prompt : 128;
+	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = np, .chunk = prefill_chunk(a, g, np),
 	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
 	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
 	                .batch = a->batch ? a->batch : 1, .json = a->json};
