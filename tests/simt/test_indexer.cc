@@ -6,13 +6,16 @@
 ** every-row list). Queries, keys and weights are small integers and halves, so every score is exact in
 ** float and double alike and ties are frequent: the chosen rows must equal the reference's exactly
 ** (torch.topk's choice among ties, which depends on how many rows are ranked: the kernel's one-thread
-** path), in increasing order. With `real` they are random floats, ties absent, so the kernel's radix
-** select decides alone, over several tiles of its block. The selection is poisoned before each launch. Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
+** path), in increasing order; past SEL_EXACT ranked rows the kernel takes the lowest of the tied rows
+** instead, which the test then expects (ref_topk over the same scores). With `real` they are random
+** floats, ties absent, so the kernel's radix select decides alone, over several tiles of its block. The
+** selection is poisoned before each launch. Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
 */
 #include "simt.h"
 
 #include "../../ops/kernels.cuh"
 
+#include <algorithm>
 #include <vector>
 
 #include "../tap.h"
@@ -74,6 +77,20 @@ static void test_step(std::vector<std::array<int, 3>> runs, int topk, const char
 		ref_indexer(want.data() + (size_t)t0 * topk, q.data() + (size_t)t0 * H * D, k.data(), w.data() + (size_t)t0 * H,
 		            cache.data(), pos.data() + t0, n, H, D, S, topk, 1.0f);
 	}
+	/* past SEL_EXACT ranked rows: the lowest rows among equal scores (ref_topk's rule), in increasing order */
+	for (int i = 0, t0 = 0; i < (int)runs.size(); t0 += runs[i][2], i++) {
+		int m = runs[i][1] + runs[i][2];
+		for (int j = 0; j < runs[i][2] && m > SEL_EXACT; j++) {
+			int t = t0 + j, n = pos[t] + 1;
+			if (n <= topk)
+				continue;
+			int32_t *w = want.data() + (size_t)t * topk;
+			ref_topk(w, score.data() + (size_t)t * S, 1, m, topk);
+			std::sort(w, w + topk);
+			for (int k = 0; k < topk; k++)
+				w[k] = w[k] < n ? w[k] : -1;
+		}
+	}
 	int bad = -1;
 	for (int i = 0; i < T * topk && bad < 0; i++)
 		if (sel[i] != want[i])
@@ -102,6 +119,8 @@ int main()
 	test_step({{{2, 700, 6}}, {{0, 2, 2}}}, 128, "two prompts in one step, random scores", 1100, 1024, true);
 	/* contexts of several of the passes' 8 x 256-row tiles, with and without ties */
 	test_step({{{0, 4999, 1}}, {{1, 2100, 1}}}, 300, "a decode step past two tiles, random scores", 5000, 256, true);
-	test_step({{{0, 4999, 1}}, {{1, 2100, 1}}}, 300, "a decode step past two tiles, ties", 5000, 256, false);
+	test_step({{{0, 4999, 1}}, {{1, 2100, 1}}}, 300, "a decode step past two tiles, ties (the lowest rows)", 5000, 256, false);
+	test_step({{{0, 1023, 1}}, {{1, 1024, 1}}, {{2, 1200, 1}}}, 100, "a decode step at SEL_EXACT's bound, ties", 1300, 256);
+	test_step({{{2, 1500, 20}}}, 200, "a prompt past SEL_EXACT, ties (the lowest rows)", 1600, 128);
 	return finish();
 }
