@@ -479,6 +479,23 @@ gi=$(bin/glmrun "$tmp/lv.plan" --device cpu --tokens "$ids" -n 16 | tr ' ' ',')
 t3=$(bin/glmrun "$tmp/lv.plan" --device cpu -p "Good morning" --force "$gi" 2>/dev/null)
 [ -n "$t3" ] && [ "$t3" = "$t1" ] && ok "-p with --force of the greedy ids answers the greedy text" || bad "-p with --force" "'$t3' vs '$t1'"
 
+# --fallback: the newer kernels by default (the DSA fixture's bf16 plan: the routed experts' grouped GEMM
+# k_moe_up_tc, the DSA prefill k_dsa_tc; Llama-3-8B's head rows: the split decode attention), the older ones
+# when named; an unknown name is one line of error.
+kn() { grep -ao 'k_moe_up_tc<[^>]*>\|k_dsa_tc<[^>]*>\|k_mla<[^>]*>\|k_moe_up<[^>]*>\|k_attn_split[a-z_]*<[^>]*>\|k_attn_step[a-z_]*<[^>]*>' "$1" | sed 's/<.*//' | sort -u | tr '\n' ' '; }
+bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16 -o $tmp/fb0.plan 2>/dev/null &&
+	bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16 --fallback moe_tc,dsa_tc -o $tmp/fb1.plan 2>/dev/null &&
+	[ "$(kn $tmp/fb0.plan)" = "k_dsa_tc k_moe_up k_moe_up_tc " ] && [ "$(kn $tmp/fb1.plan)" = "k_mla k_moe_up " ] &&
+	ok "--fallback moe_tc,dsa_tc takes the CUDA-core MoE and DSA prefill kernels back" ||
+	bad "--fallback moe_tc,dsa_tc" "default: $(kn $tmp/fb0.plan), fallback: $(kn $tmp/fb1.plan)"
+C8=models/configs/llama3_8b.json
+bin/glmc compile models/llama.lua --config $C8 --random-weights bf16 --dtype bf16 --layers 1 -o $tmp/fb2.plan 2>/dev/null &&
+	bin/glmc compile models/llama.lua --config $C8 --random-weights bf16 --dtype bf16 --layers 1 --fallback all -o $tmp/fb3.plan 2>/dev/null &&
+	[ "$(kn $tmp/fb2.plan)" = "k_attn_split k_attn_split_rope " ] && [ "$(kn $tmp/fb3.plan)" = "k_attn_step k_attn_step_rope " ] &&
+	ok "--fallback all takes k_attn_step back from the split decode attention" ||
+	bad "--fallback all" "default: $(kn $tmp/fb2.plan), fallback: $(kn $tmp/fb3.plan)"
+expect_fail "--fallback with an unknown kernel" "--fallback: unknown kernel 'bogus'" bin/glmc compile models/llama.lua --weights $FIX/llama --fallback attn_split,bogus -o $tmp/fb4.plan
+
 # Help and dumps.
 bin/glmc --help | grep -qF "glmc compile [MODEL.lua] --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"
 bin/glmrun --help | grep -q -- "--dump-logits FILE" && ok "glmrun --help" || bad "glmrun --help" "usage missing"
