@@ -111,9 +111,8 @@ static const char *usage =
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
 	"  --bench-prompt N     tokens of the random prompt (default 128), prefilled in steps of -ub as a run's\n"
-	"  -ub, --ubatch-size N prompt tokens one prefill step evaluates (default 2048; --chat 512; plans with\n"
-	"                       DSA's indexer: the whole prompt, as its selection depends on the split): a\n"
-	"                       longer prompt runs in steps of N against the cache (bounded memory and time)\n"
+	"  -ub, --ubatch-size N prompt tokens one prefill step evaluates (default 2048; --chat 512): a longer\n"
+	"                       prompt runs in steps of N against the cache (bounded memory and time)\n"
 	"  --json               with --bench: the block as one JSON object (numbers where a value is one)\n"
 	"  --profile            --bench, then time every kernel and collective of the decode step (CUDA events,\n"
 	"                       averaged over 10 steps): time, bytes, GB/s per kernel, by operator and by layer\n"
@@ -898,14 +897,12 @@ static void note_random(const Graph *g)
 /* Prompt tokens one prefill step evaluates: --ubatch-size, else 2048, never more than the longest prompt (np).
 ** Each step is one command under the GPU watchdog and sizes the activation buffers, so a long prompt runs in
 ** steps of bounded time and memory (bench/NOTES.md entry 55: a 16K-token prompt in one pass outlived it).
-** A plan with DSA's indexer prefills in one pass unless asked: its key selection depends on how the prompt is
-** split into steps, and one pass is what transformers computes. */
-static int64_t prefill_chunk(const Args *a, const Graph *g, int64_t np)
+** DSA plans too: a step's indexer ranks the rows the step ends with, so the split can change only which of
+** several rows of exactly equal score a query takes (torch.topk's choice depends on how many it ranks);
+** the rows themselves are the same, and one pass of a long prompt does not fit (bench/NOTES.md entry 64). */
+static int64_t prefill_chunk(const Args *a, int64_t np)
 {
 	int64_t c = a->ubatch ? a->ubatch : 2048;
-	for (int i = 0; i < g->n && !a->ubatch; i++)
-		if (g->node[i].op == OP_INDEXER)
-			c = np;
 	return c < np ? c : np;
 }
 
@@ -926,7 +923,7 @@ static int run_bench(const Args *a, const Graph *g)
 	if (a->profile && !cuda)
 		fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
 	long np = a->bench_prompt ? a->bench_prompt : 128;
-	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = np, .chunk = prefill_chunk(a, g, np),
+	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = np, .chunk = prefill_chunk(a, np),
 	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
 	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
 	                .batch = a->batch ? a->batch : 1, .json = a->json};
@@ -1060,7 +1057,7 @@ static int run_batch(const Args *a, const Graph *g, const Tok *tk)
 	              .stop = a->stop, .ignore_eos = a->ignore_eos, .dump = a->dump, .stop_flag = &interrupted};
 	int cuda = want_cuda(a, g);
 	EngineOpts eo = engine_opts(a, cuda);
-	eo.slots = n, eo.chunk = prefill_chunk(a, g, sum), eo.max_seq = max_seq; /* prompts may share a step */
+	eo.slots = n, eo.chunk = prefill_chunk(a, sum), eo.max_seq = max_seq; /* prompts may share a step */
 	note_random(g);
 	double t0 = now();
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
@@ -1247,7 +1244,7 @@ static int run_text(const Args *a, const Graph *g, const Tok *tk, const ChatFmt 
 	char err[1024];
 	int64_t V = vocab_of(a, g);
 	EngineOpts eo = engine_opts(a, want_cuda(a, g));
-	eo.chunk = prefill_chunk(a, g, np), eo.max_seq = positions(a, g, np);
+	eo.chunk = prefill_chunk(a, np), eo.max_seq = positions(a, g, np);
 	note_random(g);
 	Engine *e = open_engine(g, weights_of(a, g), &eo);
 	FILE *df = NULL;
