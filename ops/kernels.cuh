@@ -2919,8 +2919,11 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
                                  const int *seq, int S)
 {
 	(void)S;
-	__shared__ int hist[256], wcount[SEL_U * 32], s_m, s_want, s_eq;
-	__shared__ unsigned s_pre;
+	GLM_SH(int, hist, [256]);
+	GLM_SH_AFTER(hist, int, wcount, [SEL_U * 32]);
+	GLM_SH_AFTER(wcount, int, sv, [4]); /* the rows ranked, then a round's want, equal keys and prefix */
+	int &s_m = sv[0], &s_want = sv[1], &s_eq = sv[2];
+	unsigned &s_pre = reinterpret_cast<unsigned &>(sv[3]);
 	int t = blockIdx.x, n = pos[t] + 1, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
 	int *out = sel + (long long)t * topk;
 	if (n <= topk) { /* every row: the block's threads write the list */
