@@ -2920,8 +2920,7 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 {
 	(void)S;
 	GLM_SH(int, hist, [256]);
-	GLM_SH_AFTER(hist, int, wcount, [SEL_U * 32]);
-	GLM_SH_AFTER(wcount, int, sv, [4]); /* the rows ranked, then a round's want, equal keys and prefix */
+	GLM_SH_AFTER(hist, int, sv, [4]); /* the rows ranked, then a round's want, equal keys and prefix */
 	int &s_m = sv[0], &s_want = sv[1], &s_eq = sv[2];
 	unsigned &s_pre = reinterpret_cast<unsigned &>(sv[3]);
 	int t = blockIdx.x, n = pos[t] + 1, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
@@ -3012,55 +3011,31 @@ __device__ void k_indexer_select(int *sel, float *score, int *scratch, const int
 			flag[out[j]] = 1;
 		__syncthreads();
 	}
-	/* the chosen rows in increasing order, a tile of SEL_U·nt rows at a time: row i0 + u·nt + tid is thread
-	** tid's u-th, so the tile's rows go in (u, warp, lane) order. A row is above the threshold (key > pre,
-	** or flagged on the tie path) or at it (key == pre); a row at it is chosen while fewer than want rows at
-	** it come before, so a chosen row's place is (rows above before it) + min(rows at it before, want). Each
-	** warp's two counts per u, packed as above + (at << 16) (a tile is at most 8192 rows), at wcount[u·nw +
-	** warp], which warp 0 turns into exclusive prefixes (its lanes a run of q entries each). */
-	int nw = (nt + 31) >> 5, ne = SEL_U * nw, q = (ne + 31) >> 5, base_a = 0, base_e = 0;
+	/* the chosen rows in increasing order, a tile of SEL_U·nt rows at a time, thread tid's the SEL_U rows from
+	** i0 + SEL_U·tid. A row is above the threshold (key > pre, or flagged on the tie path) or at it (key ==
+	** pre); a row at it is chosen while fewer than want rows at it come before, so a chosen row's place is
+	** (rows above before it) + min(rows at it before, want): both counts by one block_scan_excl, packed as
+	** above + (at << 16) (a tile is at most 8192 rows). */
+	int base_a = 0, base_e = 0;
 	for (int i0 = 0; i0 < m; i0 += SEL_U * nt) {
-		unsigned ba[SEL_U], be[SEL_U];
+		int r0 = i0 + SEL_U * tid, na = 0, ne = 0;
+		bool above[SEL_U], at[SEL_U];
 #pragma unroll
 		for (int u = 0; u < SEL_U; u++) {
-			int i = i0 + u * nt + tid;
+			int i = r0 + u;
 			unsigned k = i < m ? moe_key(x[i]) : 0u;
-			bool above = i < m && (tie ? flag[i] != 0 : k > pre), at = i < m && !tie && k == pre;
-			ba[u] = __ballot_sync(0xffffffffu, above);
-			be[u] = __ballot_sync(0xffffffffu, at);
-			if (lane == 0)
-				wcount[u * nw + warp] = __popc(ba[u]) + (__popc(be[u]) << 16);
+			above[u] = i < m && (tie ? flag[i] != 0 : k > pre), at[u] = i < m && !tie && k == pre;
+			na += above[u], ne += at[u];
 		}
-		__syncthreads();
-		if (warp == 0) {
-			int run = 0;
-			for (int c = lane * q; c < lane * q + q && c < ne; c++)
-				run += wcount[c];
-			int incl = run;
-			for (int o = 1; o < 32; o <<= 1) {
-				int y = __shfl_up_sync(0xffffffffu, incl, o);
-				incl += lane >= o ? y : 0;
-			}
-			int at = incl - run;
-			for (int c = lane * q; c < lane * q + q && c < ne; c++) {
-				int cnt = wcount[c];
-				wcount[c] = at, at += cnt;
-			}
-			if (lane == 31)
-				s_want = incl; /* the tile's two counts */
-		}
-		__syncthreads();
-		unsigned below = (1u << lane) - 1;
+		int tile, before = block_scan_excl(na + (ne << 16), &tile);
+		int a = base_a + (before & 0xffff), e = base_e + (before >> 16);
 #pragma unroll
 		for (int u = 0; u < SEL_U; u++) {
-			int i = i0 + u * nt + tid, pc = wcount[u * nw + warp];
-			int a = base_a + (pc & 0xffff) + __popc(ba[u] & below);
-			int e = base_e + (pc >> 16) + __popc(be[u] & below);
-			if ((ba[u] >> lane & 1) || ((be[u] >> lane & 1) && e < want))
-				out[a + (e < want ? e : want)] = i < n ? i : -1;
+			if (above[u] || (at[u] && e < want))
+				out[a + (e < want ? e : want)] = r0 + u < n ? r0 + u : -1;
+			a += above[u], e += at[u];
 		}
-		base_a += s_want & 0xffff, base_e += s_want >> 16;
-		__syncthreads();
+		base_a += tile & 0xffff, base_e += tile >> 16;
 	}
 }
 
