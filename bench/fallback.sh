@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # bench/fallback.sh — the newer kernels against the older ones glmc --fallback keeps (attn_split, moe_tc,
-# dsa_tc), run on the device machine from the repository root with bin/ and build/ carried. For each
+# dsa_tc, mla_expand), run on the device machine from the repository root with bin/ and build/ carried. For each
 # kernel, a plan of a real shape (random weights) compiled with --fallback KERNEL (old) and without (new):
 #   - the same 300-token prompt and 8 decode steps through both: greedy ids and the logits' rel-L2
 #     (bf16 plans: the two differ in summation order, so rel-L2 stays at the bf16 level, ~1e-2, unless a
 #     routed model's router meets a near tie: tests/gpu/prefill.sh tells those apart);
-#   - glmrun --bench: prefill ms (moe_tc: GLM-4.7-Flash; dsa_tc with moe_tc: the GLM-5 slice) at PROMPTS,
+#   - glmrun --bench: prefill ms (moe_tc and mla_expand: GLM-4.7-Flash; dsa_tc with moe_tc: the GLM-5 slice)
+#     at PROMPTS,
 #     and decode ms/step (attn_split: Llama-3.1-8B) at CONTEXTS, old against new in the same run.
 # The kernels' own GPU tests are rows of build/gpu/test_kernels and test_qgemv (tests/gpu/run.sh runs
 # them); tests/gpu/run.sh and prefill.sh take GLMC_FLAGS="--fallback all" for the fixtures.
-# Environment: OUT (/tmp/glm-fallback), KERNELS ("attn_split moe_tc dsa_tc"), PROMPTS ("1024 4096"), CONTEXTS
+# Environment: OUT (/tmp/glm-fallback), KERNELS ("attn_split moe_tc dsa_tc mla_expand"), PROMPTS ("1024 4096"), CONTEXTS
 # ("1000 8000 32000"), DEVICE (cuda; cpu checks the script on the llama fixture: tests/bench.sh).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-fallback}
-KERNELS=${KERNELS:-"attn_split moe_tc dsa_tc"}
+KERNELS=${KERNELS:-"attn_split moe_tc dsa_tc mla_expand"}
 PROMPTS=${PROMPTS:-"1024 4096"}
 CONTEXTS=${CONTEXTS:-"1000 8000 32000"}
 DEVICE=${DEVICE:-cuda}
@@ -26,6 +27,7 @@ shape() {
 	attn_split) echo "llama models/configs/llama3_1_8b.json bf16 0 attn_split" ;;
 	moe_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 moe_tc" ;;
 	dsa_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 dsa_tc,moe_tc" ;; # old: both older kernels
+	mla_expand) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_expand" ;;
 	esac
 }
 rows=()

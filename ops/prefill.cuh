@@ -184,12 +184,23 @@ __device__ __forceinline__ void pf_store(bf16 *y0, bf16 *y1, const float (&o)[NO
 ** and columns past K are staged as zeros.
 */
 template <bool HAS_BIAS>
+__device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *w, const bf16 *bias, int T, int K, int N,
+                             int t0, int n0);
+
+template <bool HAS_BIAS>
 __device__ void k_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, int T, int K, int N)
+{
+	pf_gemm_tile<HAS_BIAS>(y, x, K, w, bias, T, K, N, blockIdx.y * 128, blockIdx.x * 128);
+}
+
+/* k_gemm_tc's tile of y at rows t0.., columns n0.., x's rows ldx elements apart (a multiple of 8). */
+template <bool HAS_BIAS>
+__device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *w, const bf16 *bias, int T, int K, int N,
+                             int t0, int n0)
 {
 	const int BK = 32, LD = 40;
 	__shared__ __align__(16) unsigned short xs[2][128 * LD], ws[2][128 * LD];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
-	int t0 = blockIdx.y * 128, n0 = blockIdx.x * 128;
 	float acc[4][4][4];
 #pragma unroll
 	for (int i = 0; i < 4; i++)
@@ -206,7 +217,7 @@ __device__ void k_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bia
 			int e = tid + 256 * i, r = e >> 2, c = 8 * (e & 3), k = k0 + c;
 			unsigned short *dx = &xs[s][r * LD + c], *dw = &ws[s][r * LD + c];
 			if (t0 + r < T && k < K)
-				qs_cp16(dx, x + (long long)(t0 + r) * K + k);
+				qs_cp16(dx, x + (long long)(t0 + r) * ldx + k);
 			else
 				*(uint4 *)dx = make_uint4(0, 0, 0, 0);
 			if (n0 + r < N && k < K)
@@ -465,6 +476,133 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 }
 
 /*
+** MLA prefill in the expanded form, part 1: the keys' no-rope parts and the values of every cached row of
+** one sequence, through kv_b: kx[j, h·Dn + d] = Σ_l wk[h·Dn + d, l] · c_j[l] and vx[j, h·Dv + e] =
+** Σ_l wv[h·Dv + e, l] · c_j[l] for rows j < pos[T − 1] + 1 of slot seq[0] (c_j: the first L values of
+** cache row j, rows Dk apart), bf16 as the GEMM of k_gemm_tc (pf_gemm_tile). The step's rows are one
+** sequence at consecutive positions (the launch is LAUNCH_ONE_SEQ). wk is [H·Dn, L], wv [H·Dv, L] (kv_b's
+** row slots, Hugging Face's layout). grid (ceil(max(H·Dn, H·Dv)/128), ceil(S/128), 2: keys, values),
+** block 256; tiles past the sequence's rows exit at once.
+**
+** Why expand: the absorbed attention (k_mla_tc) forms every score over the Dk-wide latent (576 for GLM)
+** and sums values Dv = 512 wide, again for each 128-wide output slice; expanded, a score is Dn + Dr wide
+** (256 for GLM-4.7-Flash, 192 for DeepSeek-V3/GLM-5) and a value Dv_head (256 / 128). The expansion costs
+** per cached row what one query row's attention saves over about 50 rows, so it pays from a prompt chunk
+** of 64 rows on (MLA_X_TMIN, emit_cuda.c).
+*/
+__device__ void k_mla_xkv(bf16 *kx, bf16 *vx, const bf16 *cache, const bf16 *wk, const bf16 *wv, const int *pos, int H,
+                          int Dn, int Dv, int L, int Dk, const int *seq, int S, int T)
+{
+	int kn = pos[T - 1] + 1, t0 = blockIdx.y * 128, n0 = blockIdx.x * 128, z = blockIdx.z;
+	int N = z ? H * Dv : H * Dn;
+	if (t0 >= kn || n0 >= N)
+		return;
+	pf_gemm_tile<false>(z ? vx : kx, cache + (long long)seq[0] * S * Dk, Dk, z ? wv : wk, nullptr, kn, L, N, t0, n0);
+}
+
+/*
+** MLA prefill in the expanded form, part 2: causal attention of one sequence's chunk over its expanded
+** rows, bf16 on the tensor cores. Query row t, head h: its no-rope part from q3 [T, H, Dn + Dr] (the
+** projected query, before the split), its rotated part from qr [T, H, Dr]; key row j: kx[j, h] (Dn) then the
+** cache row's rotated key (Dr values at L); value row j: vx[j, h] (Dv). y [T, H, Dv] is the value absorb's
+** output ([T, H·Dv], what the output projection reads). DK = Dn + Dr rounded up to 16 (the padding is
+** zeros in q and k), at most 256; block z keeps output dims DS·z.. (DS a multiple of 16). grid (H,
+** ceil(T/64), Dv/DS), block 128, dynamic shared memory (64 + 2·32)·(DK + 8)·2 + 2·32·(DS + 8)·2 bytes.
+**
+** The scheme is k_attn_tc's with k_mla_tc's fragments: a block takes 64 query rows of one head (staged in
+** shared memory), warp w rows 16w.., and walks the keys in tiles of 32, two tiles staged (cp.async) so
+** the next one's copies fly while the tensor cores work on this one; the online softmax, the probabilities
+** as bf16 hi and lo parts and the masks past each row's position are pf_softmax's and pf_pv's.
+*/
+template <int DK, int DS>
+__device__ void k_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 *kx, const bf16 *vx, const bf16 *cache,
+                            const int *pos, int H, int Dn, int Dr, int Dv, int L, int Dk, float scale, const int *seq,
+                            int S, int T, unsigned char *dsm)
+{
+	const int NK = 32, LQ = DK + 8, LV = DS + 8, DQ = Dn + Dr;
+	unsigned short *qs = (unsigned short *)dsm, *kb = qs + 64 * LQ, *vb = kb + 2 * NK * LQ;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
+	int h = blockIdx.x, t0 = blockIdx.y * 64, dv0 = DS * blockIdx.z;
+	int tl = t0 + 63 < T ? t0 + 63 : T - 1, kend = pos[tl] + 1; /* the block's last row sees the most keys */
+	const bf16 *cb = cache + (long long)seq[0] * S * Dk;
+	for (int e = tid; e < 64 * (DK / 8); e += 128) {
+		int r = e / (DK / 8), c = 8 * (e % (DK / 8)), t = t0 + r;
+		unsigned short *d = &qs[r * LQ + c];
+		if (t < T && c < Dn)
+			qs_cp16(d, q3 + ((long long)t * H + h) * DQ + c);
+		else if (t < T && c < DQ)
+			qs_cp16(d, qr + ((long long)t * H + h) * Dr + c - Dn);
+		else
+			*(uint4 *)d = make_uint4(0, 0, 0, 0);
+	}
+	qs_commit(); /* waited for with the first key tile */
+	auto stage = [&](int b, int j0) {
+		unsigned short *ks = kb + b * NK * LQ, *vs = vb + b * NK * LV;
+		for (int e = tid; e < NK * (DK / 8); e += 128) {
+			int r = e / (DK / 8), c = 8 * (e % (DK / 8)), j = j0 + r;
+			unsigned short *d = &ks[r * LQ + c];
+			if (j < kend && c < Dn)
+				qs_cp16(d, kx + ((long long)j * H + h) * Dn + c);
+			else if (j < kend && c < DQ)
+				qs_cp16(d, cb + (long long)j * Dk + L + c - Dn);
+			else
+				*(uint4 *)d = make_uint4(0, 0, 0, 0);
+		}
+		for (int e = tid; e < NK * (DS / 8); e += 128) {
+			int r = e / (DS / 8), c = 8 * (e % (DS / 8)), j = j0 + r;
+			unsigned short *d = &vs[r * LV + c];
+			if (j < kend)
+				qs_cp16(d, vx + ((long long)j * H + h) * Dv + dv0 + c);
+			else
+				*(uint4 *)d = make_uint4(0, 0, 0, 0);
+		}
+		qs_commit();
+	};
+	int lr0 = 16 * warp + g, lr1 = lr0 + 8;
+	int p0 = t0 + lr0 < T ? pos[t0 + lr0] : -1, p1 = t0 + lr1 < T ? pos[t0 + lr1] : -1;
+	int wmax = pf_warp_max(p0 > p1 ? p0 : p1);
+
+	float o[DS / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+	for (int i = 0; i < DS / 8; i++)
+		o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+	stage(0, 0);
+	for (int j0 = 0, b = 0; j0 < kend; j0 += NK, b ^= 1) {
+		if (j0 + NK < kend) { /* the next tile's copies fly while this one is used */
+			stage(b ^ 1, j0 + NK);
+			qs_wait<1>();
+		} else {
+			qs_wait<0>();
+		}
+		__syncthreads();
+		if (j0 <= wmax) { /* warp-uniform: a tile past every row of the warp is skipped */
+			const unsigned short *ks = kb + b * NK * LQ;
+			float s[4][4];
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+			for (int kd = 0; kd < DK / 16; kd++) {
+				unsigned a[4], bf[2][4];
+				pf_ldsm4<false>(a, &qs[(16 * warp + (lane & 15)) * LQ + 16 * kd + 8 * (lane >> 4)]);
+#pragma unroll
+				for (int np = 0; np < 2; np++)
+					pf_ldsm4<false>(bf[np], &ks[(16 * np + (lane & 7) + 8 * (lane >> 4)) * LQ + 16 * kd + 8 * ((lane >> 3) & 1)]);
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++)
+					qm_mma(s[nt], a[0], a[1], a[2], a[3], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
+			}
+			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
+			pf_pv(o, s, vb + b * NK * LV, LV);
+		}
+		__syncthreads(); /* buffer b is read: the next iteration's stage refills it */
+	}
+	qs_wait<0>();
+	pf_store(y + ((long long)(t0 + lr0) * H + h) * Dv + dv0, y + ((long long)(t0 + lr1) * H + h) * Dv + dv0, o, l0, l1,
+	         p0, p1);
+}
+
+/*
 ** Sparse (DSA) latent attention of a prefill on the tensor cores, bf16: the contract of k_mla with a
 ** selection (token t reads the cache rows sel[t·nsel + j], j < nsel, of slot seq[t] that are >= 0 and
 ** <= pos[t]; entries are taken as listed, so they must be distinct, as the indexer's top-k is; with
@@ -488,9 +626,55 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** warp of a row group computes the same max and sum) and the probabilities as bf16 hi and lo parts are
 ** k_mla_tc's.
 */
+template <int DS, int NZ, int RG, bool SPLIT>
+__device__ void pf_mla_rows(bf16 *y, float *pacc, float *pml, const bf16 *q, const bf16 *cache, const int *pos,
+                            const int *sel, int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S,
+                            unsigned char *dsm, int t, int zs, int hz, int x, int NS);
+
 template <int DS, int NZ, int RG>
 __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, const int *sel, int nsel,
                          int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S, unsigned char *dsm)
+{
+	pf_mla_rows<DS, NZ, RG, false>(y, nullptr, nullptr, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S, dsm,
+	                               blockIdx.x, blockIdx.y, blockIdx.z, 0, 1);
+}
+
+/* The ranges a split step deals a token's n candidates to (k_mla_split_tc): 64 a range or more (two key
+** tiles), at most ns. */
+__host__ __device__ __forceinline__ int mla_split_tc_ranges(int n, int ns)
+{
+	int r = (n + 63) / 64;
+	return r < 1 ? 1 : r > ns ? ns : r;
+}
+
+/*
+** Split-context ("flash-decoding") latent attention of a decode step on the tensor cores, bf16: k_mla_split's
+** contract without its merge (MERGE false: k_mla_vabsorb<.., true> merges), i.e. for token t = blockIdx.z
+** the candidates (rows 0..pos[t], or the nsel entries of its sel row, the visible first with vfirst) dealt
+** round-robin to nr = mla_split_tc_ranges(n, NS) ranges, NS = gridDim.x, and each range's softmax state
+** written as k_mla_split writes it (pml: m and l per head, pacc: the Dv unnormalised sums; blocks x >= nr
+** write m = -inf, l = 0). blockIdx.y = slice + (Dv/(DS·NZ))·head group. The tiles are k_dsa_tc's: a
+** block's 16·RG heads are the mma's rows, so each cache row read serves all of them and is read by one
+** block only (k_mla_split reads it once per group of HB heads, on the CUDA cores). grid (NS,
+** Dv/(DS·NZ)·ceil(H/(16·RG)), T), block 32·RG·NZ, dynamic shared memory as k_dsa_tc's.
+*/
+template <int DS, int NZ, int RG>
+__device__ void k_mla_split_tc(float *pacc, float *pml, const bf16 *q, const bf16 *cache, const int *pos, const int *sel,
+                               int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S,
+                               unsigned char *dsm)
+{
+	int nz = Dv / (DS * NZ);
+	pf_mla_rows<DS, NZ, RG, true>(nullptr, pacc, pml, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, seq, S, dsm,
+	                              blockIdx.z, blockIdx.y % nz, blockIdx.y / nz, blockIdx.x, gridDim.x);
+}
+
+/* The body of k_dsa_tc (one block takes all of token t's candidates, SPLIT false: x 0 of NS 1) and of
+** k_mla_split_tc (range x of NS; SPLIT: the range's softmax state out, not y). zs: the output slice group,
+** hz: the head group. */
+template <int DS, int NZ, int RG, bool SPLIT>
+__device__ void pf_mla_rows(bf16 *y, float *pacc, float *pml, const bf16 *q, const bf16 *cache, const int *pos,
+                            const int *sel, int nsel, int vfirst, int H, int Dk, int Dv, float scale, const int *seq, int S,
+                            unsigned char *dsm, int t, int zs, int hz, int x, int NS)
 {
 	const int NK = 32, KW = NK / NZ, NTW = KW / 8, LD = Dk + 8, SL = NK + 4, BIG = 1 << 30;
 	const int R = 16 * RG, NTH = 32 * RG * NZ; /* head rows, threads */
@@ -498,11 +682,20 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 	__shared__ float sc[R * SL]; /* the tile's scores, [head row][key] */
 	__shared__ int krow[2][NK], kany[2];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
-	int rg = warp % RG, zw = warp / RG, dv0 = DS * (NZ * blockIdx.y + zw);
-	int t = blockIdx.x, h0 = R * blockIdx.z, p = pos[t];
+	int rg = warp % RG, zw = warp / RG, dv0 = DS * (NZ * zs + zw);
+	int h0 = R * hz, p = pos[t];
 	int nh = H - h0 < R ? H - h0 : R; /* this block's heads */
-	int n = vfirst && nsel > p + 1 ? p + 1 : nsel;
-	const int *st = sel + (long long)t * nsel;
+	/* the candidates: rows 0..p, or the selection's (its visible first with vfirst) */
+	int n = !sel ? p + 1 : vfirst && nsel > p + 1 ? p + 1 : nsel;
+	int nr = SPLIT ? mla_split_tc_ranges(n, NS) : 1, cnt = n > x ? (n - x + nr - 1) / nr : 0;
+	const int *st = sel ? sel + (long long)t * nsel : nullptr;
+	if (SPLIT && x >= nr) { /* block-uniform: an empty state for the merge that reads all NS */
+		if (zs == 0 && tid < nh) {
+			float *ml = pml + (((long long)t * NS + x) * H + h0 + tid) * 2;
+			ml[0] = neg_inf(), ml[1] = 0.0f;
+		}
+		return;
+	}
 	const bf16 *cb = cache + (long long)seq[t] * S * Dk, *qt = q + ((long long)t * H + h0) * Dk;
 	for (int e = tid; e < R * (Dk / 8); e += NTH) {
 		int r = e / (Dk / 8), c = 8 * (e % (Dk / 8));
@@ -531,8 +724,9 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 	auto stage = [&](int b, int j0) {
 		if (warp == 0) {
 			int s = -1;
-			if (j0 + lane < n) {
-				s = st[j0 + lane];
+			if (j0 + lane < cnt) {
+				int j = x + (j0 + lane) * nr;
+				s = st ? st[j] : j;
 				s = s >= 0 && s <= p ? s : -1;
 			}
 			krow[b][lane] = s;
@@ -551,10 +745,10 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 		}
 		qs_commit();
 	};
-	if (n > 0)
+	if (cnt > 0)
 		stage(0, 0);
-	for (int j0 = 0, b = 0; j0 < n; j0 += NK, b ^= 1) {
-		if (j0 + NK < n) { /* the next tile's copies fly while this one is used */
+	for (int j0 = 0, b = 0; j0 < cnt; j0 += NK, b ^= 1) {
+		if (j0 + NK < cnt) { /* the next tile's copies fly while this one is used */
 			stage(b ^ 1, j0 + NK);
 			qs_wait<1>();
 		} else {
@@ -607,6 +801,31 @@ __device__ void k_dsa_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 		__syncthreads(); /* buffer b and its list are read: the next iteration's stage refills them */
 	}
 	qs_wait<0>(); /* q's copy, when there was no tile */
-	bf16 *yt = y + ((long long)t * H + h0) * Dv + dv0;
-	pf_store(yt + (long long)lr0 * Dv, yt + (long long)lr1 * Dv, o, l0, l1, p0 < 0 ? -1 : 0, p1 < 0 ? -1 : 0);
+	if (!SPLIT) {
+		bf16 *yt = y + ((long long)t * H + h0) * Dv + dv0;
+		pf_store(yt + (long long)lr0 * Dv, yt + (long long)lr1 * Dv, o, l0, l1, p0 < 0 ? -1 : 0, p1 < 0 ? -1 : 0);
+		return;
+	}
+	/* the range's state: l summed over the four lanes of a row (m is the same on all four), the sums as they are */
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+	l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+	l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+	long long b = ((long long)t * NS + x) * H + h0;
+#pragma unroll
+	for (int hr = 0; hr < 2; hr++) {
+		int r = hr ? lr1 : lr0;
+		if (r >= nh)
+			continue;
+		float *acc = pacc + (b + r) * Dv + dv0;
+#pragma unroll
+		for (int i = 0; i < DS / 8; i++) {
+			int d = 8 * i + 2 * cc;
+			acc[d] = o[i][2 * hr], acc[d + 1] = o[i][2 * hr + 1];
+		}
+		if (zs == 0 && zw == 0 && cc == 0) {
+			pml[(b + r) * 2] = hr ? m1 : m0;
+			pml[(b + r) * 2 + 1] = hr ? l1 : l0;
+		}
+	}
 }

@@ -132,9 +132,9 @@ static void launch_liveness(void)
 	check(rc == 0 && g.node[v[2]].mem_off != g.node[v[0]].mem_off, "a kernel reading x late keeps x's bytes from b",
 	      "%s (x @%lld, b @%lld)", err, (long long)g.node[v[0]].mem_off, (long long)g.node[v[2]].mem_off);
 	unsigned char mark[8];
-	cuda_touched(&g, 1, mark);
+	cuda_touched(&g, 1, 0, mark);
 	int m1 = mark[v[1]], m0 = mark[v[0]];
-	cuda_touched(&g, 9, mark);
+	cuda_touched(&g, 9, 0, mark);
 	check(!m1 && m0 && mark[v[1]], "cuda_touched: a is stored by prefill only", "T=1: a %d x %d; T=9: a %d", m1, m0,
 	      mark[v[1]]);
 	/* the plan made without the launches (b over x) is valid for the CPU order only */
@@ -146,6 +146,20 @@ static void launch_liveness(void)
 	ls[3] = launch(v[2], 1, 8, 2, ab, rw); /* the decode kernel reads a, which no decode launch writes */
 	check(memplan(&g, 1, err, sizeof err) < 0 && strstr(err, "before any launch writes it in a step of 1 tokens"),
 	      "the checker catches a kernel reading a value no earlier launch wrote", "%s", err);
+	/* a step of 9+ rows is two schedules (LAUNCH_ONE_SEQ / LAUNCH_MULTI_SEQ): a written only by the
+	** several-sequence launch, read by one both run, fails as one sequence's chunk; a one-sequence launch
+	** writing a too mends it */
+	Launch l6[6] = {ls[0], ls[1], ls[1], ls[2], launch(v[2], 1, 8, 2, xb, rw), ls[4]};
+	l6[1].flags = LAUNCH_MULTI_SEQ, l6[2].flags = LAUNCH_ONE_SEQ;
+	g.cuda.l = l6, g.cuda.nl = 6;
+	check(memplan(&g, 1, err, sizeof err) == 0, "a value written by either variant of a step is written in both",
+	      "%s", err);
+	cuda_touched(&g, 9, 1, mark);
+	check(mark[v[1]] && mark[v[2]], "cuda_touched: a one-sequence step stores what its own launches write",
+	      "a %d b %d", mark[v[1]], mark[v[2]]);
+	l6[2].flags = LAUNCH_MULTI_SEQ;
+	check(memplan(&g, 1, err, sizeof err) < 0 && strstr(err, "step of 9 tokens of one sequence"),
+	      "the checker catches a read that only one sequence's chunk leaves unwritten", "%s", err);
 	arena_free(&A);
 }
 

@@ -99,7 +99,9 @@ static const char *usage =
 	"                   where measured):\n"
 	"                   attn_split (split decode attention, for k_attn_step), moe_tc (routed experts'\n"
 	"                   prefill as a grouped tensor-core GEMM, for k_moe_up/k_moe_down), dsa_tc (DSA\n"
-	"                   prefill attention on the tensor cores, for k_mla), or all\n"
+	"                   prefill attention on the tensor cores, for k_mla), mla_expand (a prompt chunk's\n"
+	"                   MLA attention over keys and values expanded through kv_b, for the absorbed\n"
+	"                   k_mla_tc), or all\n"
 	"  --decode kernels|persistent  how the 1-token decode step runs: one kernel a launch (default), or\n"
 	"                   one persistent kernel walking a task schedule proved safe here (glmc explain\n"
 	"                   shows it; glmrun runs it unless given --decode kernels; slower than the kernels on\n"
@@ -334,11 +336,13 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 		for (int i = 0; i < g->cuda.nl; i++) {
 			char tmpl[160];
 			const Launch *l = &g->cuda.l[i];
-			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s%s\n", l->node, launch_name(l), l->block,
+			printf("launch %%%d %s grid-block %d t=[%d,%d] args %d %s%s%s%s\n", l->node, launch_name(l), l->block,
 			       l->tmin, l->tmax, l->narg, l->kind == LK_KERNEL ? cuda_template(g, l->kernel, tmpl, sizeof tmpl) : "NCCL",
 			       l->inside_next ? " (may run inside the next kernel)" : "",
 			       g->cuda.l[i].flags & LAUNCH_NORM_LATE ? " (norm read late, unrounded)"
-			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "");
+			       : g->cuda.l[i].flags & LAUNCH_NORM_TC ? " (norm read late, bf16(x·nw))" : "",
+			       l->flags & LAUNCH_ONE_SEQ ? " (one sequence's chunk only)"
+			       : l->flags & LAUNCH_MULTI_SEQ ? " (steps of several sequences only)" : "");
 		}
 		print_kernel_counts(g, stdout);
 		goto done;

@@ -41,7 +41,9 @@ typedef struct {
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
-	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
+	int x_split, x_moe_tc, x_dsa_tc, x_mla; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
+	int *mla_xq;                 /* per mla node: its FK_MLA_Q when its one-sequence prefill is expanded, or -1 */
+	char *absorb_only;           /* per node: its kernels serve the absorbed MLA only (mla_x_prepare) */
 } Em;
 
 /* One wrapper under construction: formal parameters and the template call's arguments. */
@@ -640,6 +642,144 @@ static void emit_qhelpers(Em *e)
 ** as before: 16 ranges of 20 heads × 512 floats for GLM-4.7-Flash). */
 #define MLA_SPLIT_TMAX 16
 
+/* A prompt chunk of at least this many rows of one sequence runs a dense mla node expanded (k_mla_xkv,
+** k_mla_xattn: ops/prefill.cuh says why and what it costs); smaller or mixed steps stay absorbed. */
+#define MLA_X_TMIN 64
+
+/* Launch records [from, e->nl) that reach steps of MLA_X_TMIN rows become LAUNCH_MULTI_SEQ there (the
+** part below, if any, stays as it was, just before it): the absorbed MLA's kernels, which a one-sequence
+** chunk of that size replaces by the expanded ones. */
+static void split_multi_seq(Em *e, int from)
+{
+	for (int i = from; i < e->nl; i++) {
+		Launch *l = &e->l[i];
+		if (l->tmax < MLA_X_TMIN || (l->flags & LAUNCH_MULTI_SEQ))
+			continue;
+		if (l->tmin >= MLA_X_TMIN) {
+			l->flags |= LAUNCH_MULTI_SEQ;
+			continue;
+		}
+		if (e->nl == e->lcap) {
+			e->lcap = e->lcap ? e->lcap * 2 : 256;
+			e->l = realloc(e->l, sizeof *e->l * (size_t)e->lcap);
+			GLM_ASSERT(e->l);
+		}
+		memmove(&e->l[i + 2], &e->l[i + 1], sizeof *e->l * (size_t)(e->nl - i - 1));
+		e->nl++;
+		e->l[i + 1] = e->l[i];
+		e->l[i].tmax = MLA_X_TMIN - 1;
+		e->l[i + 1].tmin = MLA_X_TMIN, e->l[i + 1].flags |= LAUNCH_MULTI_SEQ;
+		i++;
+	}
+}
+
+/* The expanded path's output slice a block keeps (k_mla_xattn's DS): the whole value head up to
+** MLA_X_DSMAX (256: a block forms each score once for GLM-4.7-Flash's 256-wide values; bench/fallback.sh
+** measures it against 128 with a glmc built -DMLA_X_DSMAX=128). */
+#ifndef MLA_X_DSMAX
+#define MLA_X_DSMAX 256
+#endif
+static int mla_x_ds(int64_t Dv)
+{
+	for (int ds = MLA_X_DSMAX; ds >= 16; ds /= 2)
+		if (Dv % ds == 0)
+			return ds;
+	return 0;
+}
+
+/* The padded score width of the expanded path (k_mla_xattn's DK). */
+static int64_t mla_x_dk(int64_t Dn, int64_t Dr) { return (Dn + Dr + 15) / 16 * 16; }
+
+/* Which dense mla nodes prefill a one-sequence chunk expanded: bf16 plans whose query preparation and value
+** absorb were fused (FK_MLA_Q, FK_MLA_OUT: they name q before its split, W_UK, the rotated q_pe, W_UV and
+** the output), with W_UK and W_UV as bf16 rows [H, Dn, L] and [H, Dv, L] (Hugging Face's kv_b slots; GGUF's
+** split attn_k_b is stored transposed and stays absorbed), and shapes the kernels take. The absorbed query's
+** nodes (slice, permute, matmul W_UK, permute, concat) then serve the absorbed launches only. */
+static void mla_x_prepare(Em *e)
+{
+	Graph *g = e->g;
+	for (int i = 0; i < g->n; i++)
+		e->mla_xq[i] = -1, e->absorb_only[i] = 0;
+	if (!e->x_mla || g->cuda.act != DT_BF16)
+		return;
+	for (int k = 0; k < g->nfk; k++) {
+		const FuseKernel *f = &g->fk[k];
+		if (f->kind != FK_MLA_OUT)
+			continue;
+		int M = f->m[0], qk = -1;
+		const Node *n = &g->node[M];
+		for (int j = 0; j < g->nfk; j++)
+			if (g->fk[j].kind == FK_MLA_Q && g->fk[j].m[0] == M)
+				qk = j;
+		if (qk < 0 || n->nin > 4)
+			continue;
+		const FuseKernel *q = &g->fk[qk];
+		int wk = q->mla_q.wuk, wv = f->mla_out.wuv, q3 = q->mla_q.q, R = q->mla_q.rope;
+		const Node *K = &g->node[wk], *V = &g->node[wv], *Q = &g->node[q3];
+		int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L;
+		if (q->mla_q.wuk_t || K->ndim != 3 || V->ndim != 3 || Q->ndim != 3 || K->dim[0] != H || V->dim[0] != H ||
+		    K->dim[2] != L || V->dim[2] != L || Q->dim[1] != H || e->wq[wk] >= 0 || e->wq[wv] >= 0 ||
+		    cuda_wdtype(g, wk) != DT_BF16 || cuda_wdtype(g, wv) != DT_BF16)
+			continue;
+		int64_t Dn = K->dim[1], Dv = V->dim[1], DK = mla_x_dk(Dn, Dr), DS = mla_x_ds(Dv);
+		int64_t smem = (64 + 2 * 32) * (DK + 8) * 2 + 2 * 32 * (DS + 8) * 2;
+		if (Q->dim[2] != Dn + Dr || Dn % 8 || Dr % 8 || L % 8 || Dk % 8 || DK > 256 || !DS || smem > e->t.smem_block ||
+		    g->node[R].ndim != 2 || g->node[R].dim[1] != H * Dr)
+			continue;
+		e->mla_xq[M] = qk;
+		int cat = q->mla_q.concat, p2 = g->node[cat].in[0], mm = g->node[p2].in[0], p1 = g->node[mm].in[0];
+		int absorbed[] = {g->node[p1].in[0], p1, mm, p2, cat, n->in[0]};
+		for (size_t a = 0; a < sizeof absorbed / sizeof absorbed[0]; a++)
+			e->absorb_only[absorbed[a]] = 1;
+	}
+}
+
+/*
+** The expanded MLA prefill of one sequence's chunk (LAUNCH_ONE_SEQ, MLA_X_TMIN rows and up), after the
+** value absorb's launches at the same host: k_mla_xkv expands the sequence's cached rows into two scratch
+** regions (keys' no-rope parts [S, H·Dn], values [S, H·Dv]), and k_mla_xattn, declaring the same regions
+** in the same order (so the same bytes), attends over them and writes the value absorb's output.
+*/
+static void emit_mla_x(Em *e, const FuseKernel *f, const FuseKernel *q)
+{
+	Graph *g = e->g;
+	int M = f->m[0];
+	const Node *n = &g->node[M];
+	int cache = n->in[2], pos = n->in[3], wk = q->mla_q.wuk, wv = f->mla_out.wuv, q3 = q->mla_q.q, R = q->mla_q.rope;
+	int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L, Dn = g->node[wk].dim[1];
+	int64_t Dv = g->node[wv].dim[1], DK = mla_x_dk(Dn, Dr), DS = mla_x_ds(Dv);
+	Size S = sz_dims(cache, 0, 1, 1), T = sz_numel(g, pos, 1);
+	char t[256];
+	Wr w;
+	w_start(&w, f->host);
+	w_scratch(&w, S, sz_const(H * Dn), "bf16", 2), w_scratch(&w, S, sz_const(H * Dv), "bf16", 2);
+	w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, wk, 0, NULL), w_buf(&w, g, wv, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, H), w_int(&w, Dn), w_int(&w, Dv), w_int(&w, L), w_int(&w, Dk);
+	w_seq(&w, g, cache);
+	w_size(&w, T, 0);
+	w.L.grid[0] = sz_const((H * (Dn > Dv ? Dn : Dv) + 127) / 128), w.L.grid[1] = sz_dims(cache, 0, 1, 128);
+	w.L.grid[2] = sz_const(2);
+	w.L.tmin = MLA_X_TMIN, w.L.flags = LAUNCH_ONE_SEQ;
+	w_finish(e, &w, "k_mla_xkv");
+
+	w_start(&w, f->host);
+	w_buf(&w, g, f->mla_out.out, 1, NULL), w_buf(&w, g, q3, 0, NULL), w_buf(&w, g, R, 0, NULL);
+	w_scratch(&w, S, sz_const(H * Dn), "bf16", 2), w_scratch(&w, S, sz_const(H * Dv), "bf16", 2);
+	w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+	w_int(&w, H), w_int(&w, Dn), w_int(&w, Dr), w_int(&w, Dv), w_int(&w, L), w_int(&w, Dk);
+	w_float(&w, A_mla_scale(n));
+	w_seq(&w, g, cache);
+	w_size(&w, T, 0);
+	w_callsep(&w);
+	cat(w.call, sizeof w.call, "glm_dsm");
+	w.L.grid[0] = sz_const(H), w.L.grid[1] = sz_numel(g, pos, 64), w.L.grid[2] = sz_const(Dv / DS);
+	w.L.block = 128;
+	w.L.smem = (int)((64 + 2 * 32) * (DK + 8) * 2 + 2 * 32 * (DS + 8) * 2);
+	w.L.tmin = MLA_X_TMIN, w.L.flags = LAUNCH_ONE_SEQ;
+	snprintf(t, sizeof t, "k_mla_xattn<%d, %d>", (int)DK, (int)DS);
+	w_finish(e, &w, t);
+}
+
 /* Whether mla node id's value absorb (FK_MLA_OUT, hosted at id: its launches follow the attention's)
 ** merges the split attention's range states itself, so that k_mla_split stops after writing them. The
 ** merging absorb's limits (dv <= 512, 64 ranges) are the mla node's own: its emission refuses dv > 512. */
@@ -1023,6 +1163,8 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 		w.L.smem = (int)tc_smem;
 		snprintf(t, sizeof t, "k_mla_tc<%d>", DS);
 		w_finish(e, &w, t);
+		if (e->mla_xq[id] >= 0)
+			split_multi_seq(e, e->nl - 1);
 		return 0;
 	}
 	w_start(&w, id);
@@ -1039,6 +1181,8 @@ static int emit_mla(Em *e, int id, char *err, size_t len)
 	w.L.block = 128;
 	snprintf(t, sizeof t, "k_mla<%s>", A);
 	w_finish(e, &w, t);
+	if (e->mla_xq[id] >= 0)
+		split_multi_seq(e, e->nl - 1);
 	return 0;
 }
 
@@ -2023,7 +2167,7 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 	Graph *g = e->g;
 	const char *A = g->cuda.act == DT_BF16 ? "bf16" : "float";
 	const Node *n = &g->node[f->m[0]];
-	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]);
+	int wv = f->mla_out.wuv, merged = mla_absorb_merges(g, f->m[0]), first = e->nl;
 	int64_t H = A_mla_heads(n), Dv = A_mla_dv(n), Do = g->node[wv].dim[1];
 	Size T = sz_numel(g, n->in[3], 1);
 	for (int pass = !merged; pass < 2; pass++) { /* pass 0: the merging launch; 1: the plain one */
@@ -2043,6 +2187,10 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 		char t[256];
 		snprintf(t, sizeof t, "k_mla_vabsorb<%s, %s, %s>", A, ctype(g, wv), bool_s(!pass));
 		w_finish(e, &w, t);
+	}
+	if (e->mla_xq[f->m[0]] >= 0) {
+		split_multi_seq(e, first);
+		emit_mla_x(e, f, &g->fk[e->mla_xq[f->m[0]]]);
 	}
 }
 
@@ -2164,6 +2312,8 @@ static int emit_node(Em *e, int id, char *err, size_t len)
 			e->l[keep++] = *l;
 	}
 	e->nl = keep;
+	if (e->absorb_only[id])
+		split_multi_seq(e, first);
 	for (int k = e->fk_head[id]; k >= 0 && !rc; k = e->fk_next[k]) {
 		const FuseKernel *f = &g->fk[k];
 		if (f->kind == FK_GEMV)
@@ -2204,20 +2354,22 @@ static const char *emit_sampler(Em *e)
 static int fb_parse(Em *e, char *err, size_t len)
 {
 	const char *v = graph_meta(e->g, "compile.fallback");
-	e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
+	e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = 1;
 	while (v && *v) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_split = e->x_moe_tc = e->x_dsa_tc = 0;
+			e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = 0;
 		else if (n == 10 && !strncmp(v, "attn_split", 10))
 			e->x_split = 0;
 		else if (n == 6 && !strncmp(v, "moe_tc", 6))
 			e->x_moe_tc = 0;
 		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
 			e->x_dsa_tc = 0;
+		else if (n == 10 && !strncmp(v, "mla_expand", 10))
+			e->x_mla = 0;
 		else
-			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
-			              (int)n, v);
+			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc, mla_expand or "
+			              "all)", (int)n, v);
 		v += n + (v[n] == ',');
 	}
 	return 0;
@@ -2250,6 +2402,9 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 	e.wq = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.wq);
 	select_kernels(g, &e.t, e.wq);
+	e.mla_xq = malloc(sizeof(int) * nn), e.absorb_only = malloc(nn);
+	GLM_ASSERT(e.mla_xq && e.absorb_only);
+	mla_x_prepare(&e);
 	e.sel_first = malloc(sizeof(int) * (size_t)(g->nfk ? g->nfk : 1)), e.sel_node = malloc(sizeof(int) * nn);
 	GLM_ASSERT(e.sel_first && e.sel_node);
 	for (int k = 0; k < g->nfk; k++)
@@ -2296,7 +2451,7 @@ int emit_cuda(Graph *g, const char *arch, int act, int compile, FILE *warn, char
 		free(e.keys[i]);
 	free(e.keys), free(e.l), free(e.src), free(e.norm_of), free(e.add_of), free(e.own_tmin), free(e.kv_fused), free(e.tail_tmin);
 	free(e.rope_fold);
-	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first), free(e.sel_node);
+	free(e.wq), free(e.fk_head), free(e.fk_next), free(e.sel_first), free(e.sel_node), free(e.mla_xq), free(e.absorb_only);
 	if (rc || !compile)
 		return rc;
 	return emit_cuda_compile(g, warn, err, len);

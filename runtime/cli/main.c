@@ -648,7 +648,7 @@ static int verify_run(const Graph *g, Engine *gpu, Engine *cpu, const int32_t *p
 		for (int i = 0; i < nl; i++)
 			worst[i] = -1, wnode[i] = -1;
 		int nf_gpu = -1, nf_cpu = -1; /* the first node holding a NaN or Inf, on each side */
-		cuda_touched(g, T, stored);
+		cuda_touched(g, T, 1, stored); /* engine_values: one sequence at positions 0.. (or np) */
 		for (int i = 0; i < g->n; i++) {
 			const Node *n = &g->node[i];
 			if (n->kind != VK_ACT)

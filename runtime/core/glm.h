@@ -174,7 +174,14 @@ enum { LK_KERNEL, LK_ALLREDUCE, LK_ALLGATHER, LK_NKINDS };
 ** operand is bf16(x⊙nw), the inverse RMS applied after the dots), so in a bf16 plan the linears it computes
 ** read bf16(x⊙nw)·inv where every other reader sees bf16(x·inv·nw) (glmrun --round-bf16 models this too). */
 #define LAUNCH_NORM_TC 2
-#define LAUNCH_FLAGS_ALL (LAUNCH_NORM_LATE | LAUNCH_NORM_TC)
+/* LAUNCH_ONE_SEQ / LAUNCH_MULTI_SEQ: the launch runs only in steps whose rows are one sequence at consecutive
+** positions (a prompt's chunk), or only in the others. A prefill of one sequence may take a path that
+** costs per context row once for the whole step (MLA's keys and values expanded through kv_b, emit_cuda.c),
+** which a step of many sequences, each with its own context, cannot; the two variants of a step are two
+** schedules for memplan's checks. */
+#define LAUNCH_ONE_SEQ 4
+#define LAUNCH_MULTI_SEQ 8
+#define LAUNCH_FLAGS_ALL (LAUNCH_NORM_LATE | LAUNCH_NORM_TC | LAUNCH_ONE_SEQ | LAUNCH_MULTI_SEQ)
 
 #define MAXKARG 48
 typedef struct {
@@ -191,6 +198,14 @@ typedef struct {
 	int narg;
 	KArg arg[MAXKARG];
 } Launch;
+
+/* Whether launch l runs in a step of T rows; one_seq: the rows are one sequence at consecutive positions. */
+static inline int launch_runs(const Launch *l, int64_t T, int one_seq)
+{
+	if (T < l->tmin || T > l->tmax)
+		return 0;
+	return !(l->flags & (one_seq ? LAUNCH_MULTI_SEQ : LAUNCH_ONE_SEQ));
+}
 
 /*
 ** A decode step as a persistent kernel's static task schedule (sched.c says why it is safe; compiler/passes/
@@ -457,7 +472,7 @@ int memplan(Graph *g, int optimize, char *err, size_t len);
 int memplan_check(const Graph *g, char *err, size_t len);
 /* Which activations the GPU stores in a step of T tokens: mark[i] = 1 when some launch used at T reads
 ** or writes node i's buffer (views included). A fused-away value (a norm formed inside a GEMV) is 0. */
-void cuda_touched(const Graph *g, int64_t T, unsigned char *mark);
+void cuda_touched(const Graph *g, int64_t T, int one_seq, unsigned char *mark);
 /* Bytes of a node's value per token (*region MEM_TOKEN) or in all (MEM_STATIC), as memplan lays it out. */
 int64_t memplan_value_bytes(const Node *n, int *region);
 
@@ -532,7 +547,7 @@ void sched_dump(const Graph *g, const Sched *s, int launches, FILE *f);
 ** 8: glm_sample takes the greedy split's partials and counters and runs on grid (rows, SAMPLE_NB) (an
 ** older plan's sampler would advance each row once per block); 7: KA_P2P, an allreduce done inside the
 ** next kernel; 6: KA_PDL, the decode GEMVs' programmatic-launch flag (5: every kernel waits first) */
-#define PLAN_VERSION 15
+#define PLAN_VERSION 16
 
 int plan_write(const Graph *g, const char *path, char *err, size_t len);
 /* Read and verify a plan into g (allocated from g's arena). */

@@ -141,12 +141,12 @@ static void liveness(const Graph *g, int *first, int *last)
 	}
 }
 
-void cuda_touched(const Graph *g, int64_t T, unsigned char *mark)
+void cuda_touched(const Graph *g, int64_t T, int one_seq, unsigned char *mark)
 {
 	memset(mark, 0, (size_t)g->n);
 	for (int i = 0; i < g->cuda.nl; i++) {
 		const Launch *l = &g->cuda.l[i];
-		if (T < l->tmin || T > l->tmax)
+		if (!launch_runs(l, T, one_seq))
 			continue;
 		for (int k = 0; k < l->narg; k++)
 			if (l->arg[k].kind == KA_BUF && g->node[l->arg[k].s.node].kind == VK_ACT)
@@ -395,7 +395,7 @@ int memplan(Graph *g, int optimize, char *err, size_t len)
 ** i) or the GPU launches used at T tokens (step k is the k-th such launch). first/last per activation
 ** root; owner[step] is the node the step belongs to. Returns the number of steps.
 */
-static int schedule(const Graph *g, int64_t T, int cpu, int *first, int *last, int *owner)
+static int schedule(const Graph *g, int64_t T, int one_seq, int cpu, int *first, int *last, int *owner)
 {
 	int n = g->n, steps = 0;
 	for (int i = 0; i < n; i++)
@@ -414,7 +414,7 @@ static int schedule(const Graph *g, int64_t T, int cpu, int *first, int *last, i
 	} else {
 		for (int i = 0; i < g->cuda.nl; i++) {
 			const Launch *l = &g->cuda.l[i];
-			if (T < l->tmin || T > l->tmax)
+			if (!launch_runs(l, T, one_seq))
 				continue;
 			owner[steps] = l->node;
 			for (int k = 0; k < l->narg; k++)
@@ -434,19 +434,19 @@ static int schedule(const Graph *g, int64_t T, int cpu, int *first, int *last, i
 /* The GPU launches used at T tokens read only activations that an earlier launch of the same step wrote,
 ** and the outputs are written: a fused kernel launched before its inputs exist, or a value that no kernel
 ** computes any more, fails here. written is scratch of g->n bytes. */
-static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t len)
+static int dataflow(const Graph *g, int64_t T, int one_seq, char *written, char *err, size_t len)
 {
 	memset(written, 0, (size_t)g->n);
 	for (int i = 0; i < g->cuda.nl; i++) {
 		const Launch *l = &g->cuda.l[i];
-		if (T < l->tmin || T > l->tmax)
+		if (!launch_runs(l, T, one_seq))
 			continue;
 		for (int k = 0; k < l->narg; k++) {
 			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
 			if (r >= 0 && l->arg[k].f == 0 && !written[r])
 				return seterr(err, len, "launch %d (%s for %s %%%d) reads %s %%%d before any launch writes it in a "
-				              "step of %lld tokens", i, launch_name(l), op_table[g->node[l->node].op].name, l->node,
-				              op_table[g->node[r].op].name, r, (long long)T);
+				              "step of %lld tokens%s", i, launch_name(l), op_table[g->node[l->node].op].name, l->node,
+				              op_table[g->node[r].op].name, r, (long long)T, one_seq ? " of one sequence" : "");
 		}
 		for (int k = 0; k < l->narg; k++) {
 			int r = l->arg[k].kind == KA_BUF ? act_root(g, l->arg[k].s.node) : -1;
@@ -457,8 +457,8 @@ static int dataflow(const Graph *g, int64_t T, char *written, char *err, size_t 
 	for (int i = 0; i < g->nout; i++) {
 		int r = act_root(g, g->out[i]);
 		if (r >= 0 && !written[r])
-			return seterr(err, len, "output %s (%%%d) is not written by any launch in a step of %lld tokens",
-			              g->out_name[i], g->out[i], (long long)T);
+			return seterr(err, len, "output %s (%%%d) is not written by any launch in a step of %lld tokens%s",
+			              g->out_name[i], g->out[i], (long long)T, one_seq ? " of one sequence" : "");
 	}
 	return 0;
 }
@@ -569,13 +569,14 @@ int memplan_check(const Graph *g, char *err, size_t len)
 	}
 	int64_t ts[64];
 	int nts = g->cuda.nl ? step_sizes(g, ts, 64) : 0;
-	for (int s = 0; s < nts && !rc; s++)
-		rc = dataflow(g, ts[s], (char *)owner, err, len);
+	/* every step size, as a step of several sequences and as one sequence's chunk (LAUNCH_ONE_SEQ) */
+	for (int s = 0; s < 2 * nts && !rc; s++)
+		rc = dataflow(g, ts[s / 2], s & 1, (char *)owner, err, len);
 	Live *items = malloc(sizeof *items * (size_t)(nr ? nr : 1)), *act = malloc(sizeof *act * (size_t)(nr ? nr : 1));
 	if (!items || !act)
 		rc = seterr(err, len, "memplan: out of memory");
-	for (int s = -1; s < nts && !rc; s++) {
-		schedule(g, s < 0 ? 0 : ts[s], s < 0, first, last, owner);
+	for (int s = -1; s < 2 * nts && !rc; s++) {
+		schedule(g, s < 0 ? 0 : ts[s / 2], s & 1, s < 0, first, last, owner);
 		rc = no_overlap(g, roots, nr, first, last, owner, items, act, s < 0 ? "CPU node order" : "GPU launches", err,
 		                len);
 	}

@@ -68,7 +68,7 @@ enum { ACC_TOKEN, ACC_STATIC, ACC_SCRATCH, ACC_ZERO, ACC_P2P, ACC_NODE };
 static int launch_used(const Graph *g, int i, int T)
 {
 	const Launch *l = &g->cuda.l[i];
-	return T >= l->tmin && T <= l->tmax;
+	return launch_runs(l, T, T == 1);
 }
 
 const Sched *sched_for(const Cuda *c, int T)

@@ -849,14 +849,25 @@ static void arg_values(const Gpu *x, const Launch *l, int64_t T, int prog, CUdev
 	}
 }
 
-/* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture). */
-static int launch_step(Gpu *x, int64_t T, char *err, size_t len)
+/* Whether a step's rows are one sequence's chunk: the same slot (seq NULL: all slot 0) at consecutive
+** positions. */
+static int one_chunk(const int32_t *seq, const int32_t *pos, int64_t T)
+{
+	for (int64_t i = 1; i < T; i++)
+		if ((seq && seq[i] != seq[0]) || pos[i] != pos[0] + (int32_t)i)
+			return 0;
+	return 1;
+}
+
+/* Launch every kernel of the plan for a step of T tokens on the stream (eagerly or under capture); one_seq:
+** the rows are one sequence at consecutive positions (launch_runs). */
+static int launch_step(Gpu *x, int64_t T, int one_seq, char *err, size_t len)
 {
 	const Cuda *c = &x->g->cuda;
 	int after_kernel = 0; /* the last thing queued on the stream was one of the plan's kernels */
 	for (int i = 0; i < c->nl; i++) {
 		const Launch *l = &c->l[i];
-		if (T < l->tmin || T > l->tmax)
+		if (!launch_runs(l, T, one_seq))
 			continue;
 		if (l->kind != LK_KERNEL) {
 			/* --profile times a collective as it does a kernel: its share of the step is issue 10's figure */
@@ -1036,7 +1047,7 @@ int gpu_prefill_slot(Gpu *x, int slot, const int32_t *tokens, int64_t T, int32_t
 		r = x->cu.htod_async(x->ptr[x->pos], pos, (size_t)T * 4, x->st);
 	if (r != CUDA_SUCCESS)
 		return free(pos), cuerr(x, r, "cuMemcpyHtoDAsync (prompt)", err, len);
-	if (launch_step(x, T, err, len))
+	if (launch_step(x, T, 1, err, len))
 		return free(pos), -1;
 	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
 	/* All rows of logits, then the sampler, which expects the position of the row it samples in pos[0]. */
@@ -1081,7 +1092,7 @@ int gpu_prefill_parts(Gpu *x, int64_t T, const int32_t *tokens, const int32_t *p
 	CK(x->cu.htod_async(x->ptr[x->tokens], tokens, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (prompts)");
 	CK(x->cu.htod_async(x->ptr[x->pos], pos, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (positions)");
 	CK(x->cu.htod_async(x->seq, seq, (size_t)T * 4, x->st), "cuMemcpyHtoDAsync (sequence slots)");
-	if (launch_step(x, T, err, len))
+	if (launch_step(x, T, one_chunk(seq, pos, T), err, len))
 		return -1;
 	x->stats.kernel_launches_eager += x->stats.kernels_per_step;
 	if (logits && step_logits(x, T, logits, err, len))
@@ -1163,7 +1174,7 @@ int gpu_decode_rows(Gpu *x, int rows, int32_t *next, float *logits, char *err, s
 		}
 		CK(x->cu.capture_begin(x->st, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), "cuStreamBeginCapture");
 		x->capturing = 1;
-		int rc = rows == 1 && x->pfn ? persist_launch(x, 0, err, len) : launch_step(x, rows, err, len);
+		int rc = rows == 1 && x->pfn ? persist_launch(x, 0, err, len) : launch_step(x, rows, rows == 1, err, len);
 		x->capturing = 0;
 		if (!rc && logits)
 			rc = queue_readback(x, rows, 1, err, len);
@@ -1197,7 +1208,7 @@ int gpu_step_outputs(Gpu *x, const int32_t *tokens, const int32_t *pos, int64_t 
 	CK(x->cu.htod(x->ptr[x->pos], pos, (size_t)T * 4), "cuMemcpyHtoD (positions)");
 	if (fill_ints(x, x->seq, 0, T, err, len))
 		return -1;
-	if (launch_step(x, T, err, len))
+	if (launch_step(x, T, one_chunk(NULL, pos, T), err, len))
 		return -1;
 	CK(x->cu.stream_sync(x->st), "step");
 	const Graph *g = x->g;
@@ -1470,7 +1481,7 @@ size_t gpu_weight_bytes(const Gpu *x, int id)
 static int prof_step(Gpu *x, char *err, size_t len)
 {
 	int nl = x->g->cuda.nl;
-	if (launch_step(x, 1, err, len) || prof_record(x, x->prof_ev[2 * nl], err, len) || launch_sample(x, 0, 1, err, len))
+	if (launch_step(x, 1, 1, err, len) || prof_record(x, x->prof_ev[2 * nl], err, len) || launch_sample(x, 0, 1, err, len))
 		return -1;
 	return prof_record(x, x->prof_ev[2 * nl + 1], err, len);
 }

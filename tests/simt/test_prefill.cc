@@ -11,6 +11,9 @@
 ** dense causal lists, random subsets with -1s and rows past the position, top-k lists, contexts of 1, 63,
 ** 64, 65, 130 and 300 rows, 4 to 72 heads (GLM-5's 64 with its 576/512 latent), rows past a slot's last
 ** position NaN, and a guard past the output.
+** k_mla_xkv and k_mla_xattn (the expanded MLA prefill) against double references and the absorbed form
+** (test_mla_x). k_mla_split_tc (the decode step's split attention on the tensor cores: k_dsa_tc's tiles
+** over round-robin ranges) with its range states merged as k_mla_vabsorb merges them (test_split).
 ** Prints "ok - NAME" / "FAIL - NAME: detail" and "N passed, N failed".
 */
 #include "simt.h"
@@ -206,6 +209,119 @@ template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector
 	check(u <= 1.0, fmt("k_mla_tc<%d> T %d H %d Dk %d Dv %d %s", DS, T, H, Dk, Dv, what), fmt("worst %.2f units", u));
 }
 
+/*
+** MLA prefill in the expanded form (k_mla_xkv, then k_mla_xattn) for one sequence's chunk of T tokens
+** after ctx cached rows. The expansion against a double GEMM of the same bf16 values (one bf16 unit plus
+** 1e-5); the attention against a double causal softmax over the kernel's own expanded rows (one
+** unit plus 1.5e-5, as k_attn_tc's); and the whole against the absorbed form it replaces: ref_mla over
+** the latent with W_UK folded into the query, then W_UV, in f32 (rel-L2, the expanded rows being bf16).
+*/
+template <int DK, int DS>
+static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, const char *what)
+{
+	int S = ctx + T + 5, Dk = L + Dr, DQ = Dn + Dr;
+	std::vector<int> pos(T), seq(T, 0);
+	for (int t = 0; t < T; t++)
+		pos[t] = ctx + t;
+	std::vector<bf16> q3, qr, cache, wk, wv;
+	std::vector<float> q3f, qrf, cf, wkf, wvf;
+	rnd_bf16((size_t)T * H * DQ, -0.5f, 0.5f, q3, q3f);
+	rnd_bf16((size_t)T * H * Dr, -0.5f, 0.5f, qr, qrf);
+	rnd_bf16((size_t)S * Dk, -1, 1, cache, cf);
+	rnd_bf16((size_t)H * Dn * L, -0.3f, 0.3f, wk, wkf);
+	rnd_bf16((size_t)H * Dv * L, -0.3f, 0.3f, wv, wvf);
+	int kn = ctx + T;
+	std::vector<bf16> kx((size_t)S * H * Dn), vx((size_t)S * H * Dv), y((size_t)T * H * Dv);
+	for (auto *v : {&kx, &vx, &y})
+		for (auto &e : *v)
+			e.x = 0x7fc0; /* NaN */
+	int NX = (H * (Dn > Dv ? Dn : Dv) + 127) / 128;
+	simt_launch(dim3{(unsigned)NX, (unsigned)(S + 127) / 128, 2}, dim3{256, 1, 1}, [&] {
+		k_mla_xkv(kx.data(), vx.data(), cache.data(), wk.data(), wv.data(), pos.data(), H, Dn, Dv, L, Dk, seq.data(), S, T);
+	});
+	std::vector<float> kw((size_t)kn * H * Dn), vw((size_t)kn * H * Dv);
+	for (int j = 0; j < kn; j++)
+		for (int n = 0; n < H * (Dn + Dv); n++) {
+			bool isk = n < H * Dn;
+			const float *w = isk ? &wkf[(size_t)n * L] : &wvf[(size_t)(n - H * Dn) * L];
+			double a = 0;
+			for (int l = 0; l < L; l++)
+				a += (double)w[l] * cf[(size_t)j * Dk + l];
+			(isk ? kw[(size_t)j * H * Dn + n] : vw[(size_t)j * H * Dv + n - H * Dn]) = (float)a;
+		}
+	std::vector<bf16> kxs(kx.begin(), kx.begin() + (size_t)kn * H * Dn), vxs(vx.begin(), vx.begin() + (size_t)kn * H * Dv);
+	/* floor: the f32 sums' own error over L terms of a few tenths, where cancellation leaves a small value */
+	double uk = worst_units(kxs, kw, 1e-5), uv = worst_units(vxs, vw, 1e-5);
+	check(uk <= 1.0 && uv <= 1.0, fmt("k_mla_xkv T %d ctx %d H %d Dn %d Dv %d L %d %s", T, ctx, H, Dn, Dv, L, what),
+	      fmt("worst %.2f / %.2f units", uk, uv));
+
+	float scale = 1.0f / sqrtf((float)DQ);
+	size_t dsm_bytes = (size_t)(64 + 2 * 32) * (DK + 8) * 2 + (size_t)2 * 32 * (DS + 8) * 2;
+	std::vector<uint4> dsm((dsm_bytes + 15) / 16);
+	simt_launch(dim3{(unsigned)H, (unsigned)(T + 63) / 64, (unsigned)(Dv / DS)}, dim3{128, 1, 1}, [&] {
+		k_mla_xattn<DK, DS>(y.data(), q3.data(), qr.data(), kx.data(), vx.data(), cache.data(), pos.data(), H, Dn, Dr, Dv,
+		                    L, Dk, scale, seq.data(), S, T, (unsigned char *)dsm.data());
+	});
+	/* the attention over the kernel's own expanded rows */
+	std::vector<float> want((size_t)T * H * Dv), yabs((size_t)T * H * Dv);
+	std::vector<double> p(kn);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			double mx = -INFINITY, sum = 0;
+			for (int j = 0; j <= pos[t]; j++) {
+				double a = 0;
+				for (int d = 0; d < Dn; d++)
+					a += (double)q3f[((size_t)t * H + h) * DQ + d] * h_f(kx[((size_t)j * H + h) * Dn + d]);
+				for (int d = 0; d < Dr; d++)
+					a += (double)qrf[((size_t)t * H + h) * Dr + d] * cf[(size_t)j * Dk + L + d];
+				p[j] = a * scale;
+				mx = p[j] > mx ? p[j] : mx;
+			}
+			for (int j = 0; j <= pos[t]; j++)
+				sum += (p[j] = exp(p[j] - mx));
+			for (int e = 0; e < Dv; e++) {
+				double a = 0;
+				for (int j = 0; j <= pos[t]; j++)
+					a += p[j] * h_f(vx[((size_t)j * H + h) * Dv + e]);
+				want[((size_t)t * H + h) * Dv + e] = (float)(a / sum);
+			}
+		}
+	double u = worst_units(y, want, 1.5e-5);
+	check(u <= 1.0, fmt("k_mla_xattn<%d, %d> T %d ctx %d H %d Dn %d Dr %d Dv %d %s", DK, DS, T, ctx, H, Dn, Dr, Dv, what),
+	      fmt("worst %.2f units", u));
+	/* the absorbed form: ql = W_UKᵀ q_nope, ref_mla over the latent (it writes the step's rows), W_UV */
+	std::vector<float> qabs((size_t)T * H * Dk), ol((size_t)T * H * L), kv((size_t)T * Dk);
+	for (int t = 0; t < T; t++) {
+		std::copy(&cf[(size_t)pos[t] * Dk], &cf[(size_t)(pos[t] + 1) * Dk], &kv[(size_t)t * Dk]);
+		for (int h = 0; h < H; h++) {
+			float *qa = &qabs[((size_t)t * H + h) * Dk];
+			for (int l = 0; l < L; l++) {
+				double a = 0;
+				for (int d = 0; d < Dn; d++)
+					a += (double)q3f[((size_t)t * H + h) * DQ + d] * wkf[((size_t)h * Dn + d) * L + l];
+				qa[l] = (float)a;
+			}
+			for (int d = 0; d < Dr; d++)
+				qa[L + d] = qrf[((size_t)t * H + h) * Dr + d];
+		}
+	}
+	std::vector<float> cs(cf);
+	ref_mla(ol.data(), qabs.data(), kv.data(), cs.data(), pos.data(), NULL, 0, T, H, Dk, L, S, scale);
+	double num = 0, den = 0;
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++)
+			for (int e = 0; e < Dv; e++) {
+				double a = 0;
+				for (int l = 0; l < L; l++)
+					a += (double)wvf[((size_t)h * Dv + e) * L + l] * ol[((size_t)t * H + h) * L + l];
+				double d = h_f(y[((size_t)t * H + h) * Dv + e]) - a;
+				num += d * d, den += a * a;
+			}
+	double rel = sqrt(num / (den > 0 ? den : 1));
+	check(rel < 6e-3, fmt("k_mla_xattn<%d, %d> T %d ctx %d %s: equals the absorbed form", DK, DS, T, ctx, what),
+	      fmt("rel-L2 %.2e", rel));
+}
+
 /* How test_dsa builds each token's selection: DSA_DENSE rows 0..pos then -1s (k_indexer_select's list for
 ** a context within its top-k; vfirst); DSA_SUBSET a random subset of the slot's rows, some past pos
 ** (masked by causality), in random order with -1s between (fewer than nsel; not vfirst); DSA_TOPK nsel
@@ -229,8 +345,13 @@ static void shuffle(std::vector<int> &v)
 ** slot's last position are NaN: a kernel that reads a row it must not shows it.
 */
 template <int DS, int NZ, int RG>
+static void test_split(int H, int Dk, int Dv, int T, int S, int NS, const std::vector<bf16> &q, const std::vector<bf16> &kc,
+                       const std::vector<int> &pos, const std::vector<int> &seq, const int *sel, int nsel, int vfirst,
+                       float scale, const std::vector<float> &want, const char *name);
+
+template <int DS, int NZ, int RG>
 static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<int> seq, int mode, int nsel,
-                     const char *what)
+                     const char *what, int split_ns = 0, bool nosel = false)
 {
 	int T = (int)seq.size(), slots = (int)ctx.size();
 	std::vector<int> pos;
@@ -297,11 +418,18 @@ static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<in
 		for (int i = 0; i < n; i++)
 			std::copy(&ys[(size_t)i * H * Dv], &ys[(size_t)(i + 1) * H * Dv], &want[(size_t)ts[i] * H * Dv]);
 	}
+	static const char *mname[] = {"dense", "subset", "top-k"};
+	int vfirst = mode != DSA_SUBSET;
+	if (split_ns) { /* the decode step's split kernel, its states merged here */
+		test_split<DS, NZ, RG>(H, Dk, Dv, T, S, split_ns, q, kc, pos, seq, nosel ? nullptr : sel.data(), nsel, vfirst, scale,
+		                       want, fmt("k_mla_split_tc<%d, %d, %d> NS %d T %d H %d Dk %d Dv %d %s %s", DS, NZ, RG,
+		                                 split_ns, T, H, Dk, Dv, nosel ? "no selection" : mname[mode], what).c_str());
+		return;
+	}
 	for (auto &v : y)
 		v.x = 0x7fc0;
 	y.resize(y.size() + (size_t)64 * Dv, h_bf(1234.0f)); /* a guard: no block writes past its token's heads */
 	std::vector<uint4> dsm((size_t)(16 * RG + 64) * (Dk + 8) * 2 / 16);
-	int vfirst = mode != DSA_SUBSET;
 	simt_launch(dim3{(unsigned)T, (unsigned)(Dv / (DS * NZ)), (unsigned)(H + 16 * RG - 1) / (16 * RG)},
 	            dim3{(unsigned)(32 * RG * NZ), 1, 1}, [&] {
 		k_dsa_tc<DS, NZ, RG>(y.data(), q.data(), kc.data(), pos.data(), sel.data(), nsel, vfirst, H, Dk, Dv, scale, seq.data(),
@@ -312,9 +440,55 @@ static void test_dsa(int H, int Dk, int Dv, std::vector<int> ctx, std::vector<in
 		guard = guard && y[i].x == h_bf(1234.0f).x;
 	y.resize((size_t)T * H * Dv);
 	double u = guard ? worst_units(y, want, 1.5e-5) : INFINITY;
-	static const char *mname[] = {"dense", "subset", "top-k"};
 	check(u <= 1.0, fmt("k_dsa_tc<%d, %d, %d> T %d H %d Dk %d Dv %d nsel %d %s %s", DS, NZ, RG, T, H, Dk, Dv, nsel, mname[mode], what),
 	      fmt("worst %.2f units", u));
+}
+
+/*
+** k_mla_split_tc: the states of NS ranges (poisoned first: NaN sums, m = 7, l = -1) merged here as
+** k_mla_vabsorb merges them (weights exp(m_x − max m), 0 for m_x = −inf), against ref_mla; every state past
+** a token's ranges must say "empty" (m = −inf, l = 0).
+*/
+template <int DS, int NZ, int RG>
+static void test_split(int H, int Dk, int Dv, int T, int S, int NS, const std::vector<bf16> &q, const std::vector<bf16> &kc,
+                       const std::vector<int> &pos, const std::vector<int> &seq, const int *sel, int nsel, int vfirst,
+                       float scale, const std::vector<float> &want, const char *name)
+{
+	std::vector<float> acc((size_t)T * NS * H * Dv, NAN), ml((size_t)T * NS * H * 2);
+	for (size_t i = 0; i < ml.size(); i += 2)
+		ml[i] = 7.0f, ml[i + 1] = -1.0f;
+	std::vector<uint4> dsm((size_t)(16 * RG + 64) * (Dk + 8) * 2 / 16);
+	int nz = Dv / (DS * NZ), HG = (H + 16 * RG - 1) / (16 * RG);
+	simt_launch(dim3{(unsigned)NS, (unsigned)(nz * HG), (unsigned)T}, dim3{(unsigned)(32 * RG * NZ), 1, 1}, [&] {
+		k_mla_split_tc<DS, NZ, RG>(acc.data(), ml.data(), q.data(), kc.data(), pos.data(), sel, nsel, vfirst, H, Dk, Dv,
+		                           scale, seq.data(), S, (unsigned char *)dsm.data());
+	});
+	std::vector<bf16> y((size_t)T * H * Dv);
+	bool empty_ok = true;
+	for (int t = 0; t < T; t++) {
+		int p = pos[t], n = !sel ? p + 1 : vfirst && nsel > p + 1 ? p + 1 : nsel, nr = mla_split_tc_ranges(n, NS);
+		for (int h = 0; h < H; h++) {
+			double M = -INFINITY;
+			for (int x = 0; x < NS; x++) {
+				const float *m = &ml[(((size_t)t * NS + x) * H + h) * 2];
+				if (x >= nr)
+					empty_ok = empty_ok && m[0] == -INFINITY && m[1] == 0.0f;
+				else
+					M = m[0] > M ? m[0] : M;
+			}
+			for (int d = 0; d < Dv; d++) {
+				double num = 0, den = 0;
+				for (int x = 0; x < nr; x++) {
+					const float *m = &ml[(((size_t)t * NS + x) * H + h) * 2];
+					double w = m[0] == -INFINITY ? 0 : exp(m[0] - M);
+					num += w * acc[(((size_t)t * NS + x) * H + h) * Dv + d], den += w * m[1];
+				}
+				y[((size_t)t * H + h) * Dv + d] = h_bf((float)(num / den));
+			}
+		}
+	}
+	double u = empty_ok ? worst_units(y, want, 1.5e-5) : INFINITY;
+	check(u <= 1.0, name, empty_ok ? fmt("worst %.2f units", u) : std::string("a range past the token's ranges is not empty"));
 }
 
 int main(void)
@@ -357,5 +531,23 @@ int main(void)
 	test_dsa<64, 2, 2>(20, 144, 128, {30, 0}, {0, 1, 0, 1, 1}, DSA_SUBSET, 40, "20 heads in two row groups");
 	test_dsa<32, 1, 1>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_TOPK, 8, "the fixture's shape (top 8)");
 	test_dsa<32, 1, 2>(4, 40, 32, {0}, std::vector<int>(20, 0), DSA_DENSE, 8, "the fixture's shape, first 8 rows");
+	/* the decode step's split kernel: one token a slot at contexts across the 64-row ranges and 32-row tiles
+	** (1 to 300 rows: 1 to 5 ranges of NS 4; 2100 rows: NS caps them), dense (no selection; the reference's
+	** selection lists every row) and DSA */
+	{
+		std::vector<int> ctx = {0, 62, 63, 64, 129, 299}, seq = {0, 1, 2, 3, 4, 5};
+		test_dsa<64, 2, 1>(8, 144, 128, ctx, seq, DSA_DENSE, 320, "six contexts", 4, true);
+		test_dsa<32, 4, 2>(20, 144, 128, ctx, seq, DSA_SUBSET, 96, "six contexts, 20 heads", 4);
+		test_dsa<64, 1, 1>(8, 144, 128, {129, 299}, {0, 1}, DSA_TOPK, 64, "top 64", 3);
+		test_dsa<128, 4, 2>(20, 576, 512, {2100}, {0}, DSA_DENSE, 2101, "GLM-4.7-Flash's heads and latent", 8, true);
+		test_dsa<32, 1, 1>(4, 40, 32, {0, 70}, {0, 1}, DSA_DENSE, 71, "the fixtures' shape", 2, true);
+	}
+	/* the expanded MLA prefill: the fixtures' shape, chunks across the 64-row query and 32-row key tiles */
+	for (int T : {1, 63, 64, 65})
+		test_mla_x<32, 16>(T, 0, 4, 16, 8, 16, 32, "the fixtures' shape");
+	test_mla_x<32, 16>(70, 100, 4, 16, 8, 16, 32, "a chunk after 100 cached rows");
+	test_mla_x<256, 256>(66, 37, 2, 192, 64, 256, 512, "GLM-4.7-Flash's head, after 37 rows");
+	test_mla_x<256, 128>(40, 0, 2, 192, 64, 256, 512, "GLM-4.7-Flash's head in two slices");
+	test_mla_x<192, 128>(65, 130, 3, 128, 64, 128, 96, "DeepSeek-V3's head dims");
 	return finish();
 }
