@@ -171,32 +171,35 @@ gpu $tmp/llama-f32.so $tmp/glm4_moe_lite-bf16.plan --tokens 1,2 -n 2 >/dev/null 
 	{ grep -q "is missing from the module" $tmp/err && ok "another plan's kernels refused" ||
 		bad "another plan's kernels refused" "$(cat $tmp/err)"; }
 
-# The expanded MLA prefill (k_mla_xkv, k_mla_xattn: a one-sequence chunk of 64 rows and up in a bf16 plan)
-# against the absorbed one it replaces (--fallback mla_expand) and the CPU in f32, on the glm4_moe_lite
-# shape with every layer dense (tests/data/glm4_moe_lite_dense.json: no router, so no near tie moves an
-# expert) and random bf16 weights: a 150-token prompt in steps of 70 (chunks of 70 expanded, the second after
-# 70 cached rows, then 10 absorbed) and 3 decode steps, the CPU's tokens forced; logits within 2e-2.
+# The trial MLA kernels (glmc --trial all): the expanded prefill (k_mla_xkv, k_mla_xattn: a one-sequence
+# chunk of 64 rows and up) and the decode step's split attention on the tensor cores (k_mla_split_tc),
+# against the plan without them (k_mla_tc's absorbed prefill, k_mla_split) and the CPU in f32, on the
+# glm4_moe_lite shape with every layer dense (tests/data/glm4_moe_lite_dense.json: no router, so no near tie
+# moves an expert) and random bf16 weights: a 150-token prompt in steps of 70 (chunks of 70 expanded, the
+# second after 70 cached rows, then 10 absorbed) and 12 decode steps over 150-161 rows (three ranges), the
+# CPU's tokens forced; logits within 2e-2.
 dargs="models/glm4_moe_lite.lua --config tests/data/glm4_moe_lite_dense.json --random-weights bf16 --dtype bf16"
 dp=$(seq 3 152 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
 for v in x f; do
-	fb=""
-	[ $v = f ] && fb="--fallback mla_expand"
-	bin/glmc compile $dargs $fb -o $tmp/dense-$v.plan 2>$tmp/err && build/tools/simtsrc $tmp/dense-$v.plan >$tmp/dense-$v.cc &&
+	tr=""
+	[ $v = x ] && tr="--trial all"
+	bin/glmc compile $dargs $tr -o $tmp/dense-$v.plan 2>$tmp/err && build/tools/simtsrc $tmp/dense-$v.plan >$tmp/dense-$v.cc &&
 		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dense-$v.cc tests/simt/simt.cc \
 			-o $tmp/dense-$v.so 2>>$tmp/err || bad "dense glm4_moe_lite ($v) built" "$(head -c 300 $tmp/err)"
 done
-nx=$(grep -ac 'k_mla_xattn<[0-9]' $tmp/dense-x.plan)
-nf=$(grep -ac 'k_mla_xattn<[0-9]' $tmp/dense-f.plan)
-[ "$nx" -gt 0 ] && [ "$nf" = 0 ] && ok "the expanded MLA prefill is in the bf16 plan, not in --fallback mla_expand's" ||
-	bad "expanded MLA prefill chosen" "k_mla_xattn in the plans: $nx and $nf (fallback)"
-if ids=$(bin/glmrun $tmp/dense-x.plan --device cpu --tokens "$dp" -n 3 --dump-logits $tmp/dc 2>$tmp/err); then
+kx=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-x.plan | sort -u | tr '\n' ' ')
+kf=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-f.plan | sort -u | tr '\n' ' ')
+[ "$kx" = "k_mla_split_tc<3 k_mla_xattn<3 " ] && [ -z "$kf" ] &&
+	ok "--trial all puts k_mla_xattn and k_mla_split_tc in the bf16 plan; without it neither is there" ||
+	bad "--trial all's kernels" "with: '$kx', without: '$kf'"
+if ids=$(bin/glmrun $tmp/dense-x.plan --device cpu --tokens "$dp" -n 12 --dump-logits $tmp/dc 2>$tmp/err); then
 	for v in x f; do
 		gpu $tmp/dense-$v.so $tmp/dense-$v.plan --tokens "$dp" -ub 70 --force "$(echo $ids | tr ' ' ,)" \
 			--dump-logits $tmp/dg$v >/dev/null 2>$tmp/err || bad "dense glm4_moe_lite ($v) on the double" "$(head -c 300 $tmp/err)"
 	done
 	r1=$($CMP --pair $tmp/dgx $tmp/dc 2e-2 2>&1) && r2=$($CMP --pair $tmp/dgx $tmp/dgf 2e-2 2>&1) &&
-		ok "expanded MLA prefill, 150 tokens in steps of 70: logits vs the CPU (f32) $r1, vs the absorbed plan $r2" ||
-		bad "expanded MLA prefill, 150 tokens in steps of 70" "vs the CPU: $r1; vs the absorbed plan: ${r2:-}"
+		ok "trial MLA kernels, 150 tokens in steps of 70 and 12 steps: logits vs the CPU (f32) $r1, vs the plan without them $r2" ||
+		bad "trial MLA kernels, 150 tokens in steps of 70" "vs the CPU: $r1; vs the plan without them: ${r2:-}"
 else
 	bad "dense glm4_moe_lite on the CPU" "$(head -c 300 $tmp/err)"
 fi

@@ -41,7 +41,8 @@ typedef struct {
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
-	int x_split, x_moe_tc, x_dsa_tc, x_mla; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
+	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
+	int x_mla, x_split_tc;       /* the trial kernels, chosen when glmc --trial named them (fb_parse) */
 	int *mla_xq;                 /* per mla node: its FK_MLA_Q when its one-sequence prefill is expanded, or -1 */
 	char *absorb_only;           /* per node: its kernels serve the absorbed MLA only (mla_x_prepare) */
 } Em;
@@ -794,10 +795,35 @@ static int mla_absorb_merges(const Graph *g, int id)
 
 /* The split attention's two scratch regions (range accumulators, then (m, l) pairs), declared alike by
 ** k_mla_split and the absorb that merges them: a launch's regions are laid out in their order. */
-static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv)
+static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv, int NS)
 {
-	int NS = 64 / mla_split_hb(H);
 	w_scratch(w, T, sz_const(NS * H * Dv), "float", 4), w_scratch(w, T, sz_const(NS * H * 2), "float", 4);
+}
+
+/* k_mla_split_tc's geometry for mla node id (the tiles of k_dsa_tc: DS output dims a warp, NZ slices and RG
+** groups of 16 heads a block, its dynamic shared memory), or 0 when it does not apply: --trial
+** mla_split_tc, a bf16 plan, the value absorb merging the ranges (k_mla_split_tc writes states only), and
+** shapes the tiles take. */
+static int mla_split_tc_geom(const Em *e, int id, int *DS, int *NZ, int *RG, int *smem)
+{
+	const Graph *g = e->g;
+	const Node *n = &g->node[id];
+	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), H = A_mla_heads(n);
+	if (!e->x_split_tc || g->cuda.act != DT_BF16 || !mla_absorb_merges(g, id) || Dk % 8 || Dv % 32 || Dv > Dk)
+		return 0;
+	*DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32;
+	*NZ = (Dv / *DS) % 4 == 0 ? 4 : (Dv / *DS) % 2 == 0 ? 2 : 1;
+	*RG = H >= 32 ? 2 : (int)((H + 15) / 16); /* GLM-4.7-Flash's 20 heads: one group of 32 rows; GLM-5's 64: two */
+	*smem = (int)((16 * *RG + 2 * 32) * (Dk + 8) * 2);
+	return *smem + *RG * 2304 + 264 <= e->t.smem_block;
+}
+
+/* The ranges of mla node id's split attention: k_mla_split_tc's 64 (the merging absorb's most), else
+** k_mla_split's 64 / HB. */
+static int mla_split_ns(const Em *e, int id)
+{
+	int DS, NZ, RG, smem;
+	return mla_split_tc_geom(e, id, &DS, &NZ, &RG, &smem) ? 64 : 64 / mla_split_hb(A_mla_heads(&e->g->node[id]));
 }
 
 /*
@@ -821,10 +847,34 @@ static void emit_mla_split(Em *e, int id)
 	Size T = sz_numel(g, pos, 1);
 	char t[256];
 	Wr w;
+	int DS, NZ, RG, smem;
+	if (mla_split_tc_geom(e, id, &DS, &NZ, &RG, &smem)) { /* the tensor cores' split: states for the absorb */
+		NS = mla_split_ns(e, id);
+		w_start(&w, id);
+		w.L.tmax = MLA_SPLIT_TMAX;
+		w_mla_states(&w, T, H, Dv, NS);
+		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		if (sel >= 0)
+			w_buf(&w, g, sel, 0, NULL), w_int(&w, g->node[sel].dim[1]), w_int(&w, g->node[sel].op == OP_INDEXER);
+		else
+			w_null(&w), w_int(&w, 0), w_int(&w, 0);
+		w_int(&w, H), w_int(&w, A_mla_dk(n)), w_int(&w, Dv), w_float(&w, A_mla_scale(n));
+		w_seq(&w, g, cache);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_const(NS);
+		w.L.grid[1] = sz_const(Dv / (DS * NZ) * ((H + 16 * RG - 1) / (16 * RG)));
+		w.L.grid[2] = T;
+		w.L.block = 32 * RG * NZ;
+		w.L.smem = smem;
+		snprintf(t, sizeof t, "k_mla_split_tc<%d, %d, %d>", DS, NZ, RG);
+		w_finish(e, &w, t);
+		return;
+	}
 	w_start(&w, id);
 	w.L.tmax = MLA_SPLIT_TMAX;
 	merge ? w_buf(&w, g, id, 1, NULL) : w_null(&w); /* y: not written when the absorb merges */
-	w_mla_states(&w, T, H, Dv);
+	w_mla_states(&w, T, H, Dv, NS);
 	merge ? w_zero(&w, T, sz_const(HG), "int", 4) : w_null(&w);
 	w_buf(&w, g, q, 0, NULL), w_buf(&w, g, cache, 0, NULL), w_buf(&w, g, pos, 0, NULL);
 	/* an indexer's selection lists its visible rows first (k_indexer_select), so the kernel deals out
@@ -2178,7 +2228,7 @@ static void emit_fk_mla_out(Em *e, const FuseKernel *f)
 		w_buf(&w, g, wv, 0, NULL);
 		w_size(&w, T, 0), w_int(&w, H), w_int(&w, Dv), w_int(&w, Do);
 		if (!pass)
-			w_mla_states(&w, T, H, Dv), w_int(&w, 64 / mla_split_hb(H));
+			w_mla_states(&w, T, H, Dv, mla_split_ns(e, f->m[0])), w_int(&w, mla_split_ns(e, f->m[0]));
 		w.L.grid[0] = sz_const((Do + 8 * MLA_VR - 1) / (8 * MLA_VR));
 		w.L.grid[1] = sz_numel(g, n->in[3], 8);
 		w.L.grid[2] = sz_const(H);
@@ -2350,26 +2400,38 @@ static const char *emit_sampler(Em *e)
 
 /* The newer kernels glmc chooses where they apply, less those the plan's meta "compile.fallback" (glmc
 ** --fallback, a comma list) names: each has an older kernel computing the same values, which --fallback
-** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer). */
+** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer).
+** The trial kernels (meta "compile.trial", glmc --trial) are tested on the CPU stand-in but not yet measured
+** on a GPU: off unless named, until a measurement makes them the default. */
 static int fb_parse(Em *e, char *err, size_t len)
 {
-	const char *v = graph_meta(e->g, "compile.fallback");
-	e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = 1;
-	while (v && *v) {
+	e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
+	e->x_mla = e->x_split_tc = 0;
+	for (const char *v = graph_meta(e->g, "compile.fallback"); v && *v;) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = 0;
+			e->x_split = e->x_moe_tc = e->x_dsa_tc = 0;
 		else if (n == 10 && !strncmp(v, "attn_split", 10))
 			e->x_split = 0;
 		else if (n == 6 && !strncmp(v, "moe_tc", 6))
 			e->x_moe_tc = 0;
 		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
 			e->x_dsa_tc = 0;
-		else if (n == 10 && !strncmp(v, "mla_expand", 10))
-			e->x_mla = 0;
 		else
-			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc, mla_expand or "
-			              "all)", (int)n, v);
+			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
+			              (int)n, v);
+		v += n + (v[n] == ',');
+	}
+	for (const char *v = graph_meta(e->g, "compile.trial"); v && *v;) {
+		size_t n = strcspn(v, ",");
+		if (n == 3 && !strncmp(v, "all", 3))
+			e->x_mla = e->x_split_tc = 1;
+		else if (n == 10 && !strncmp(v, "mla_expand", 10))
+			e->x_mla = 1;
+		else if (n == 12 && !strncmp(v, "mla_split_tc", 12))
+			e->x_split_tc = 1;
+		else
+			return seterr(err, len, "--trial: unknown kernel '%.*s' (mla_expand, mla_split_tc or all)", (int)n, v);
 		v += n + (v[n] == ',');
 	}
 	return 0;

@@ -359,6 +359,29 @@ __global__ void __launch_bounds__(32 * RG * NZ) g_dsa_tc(bf16 *y, const bf16 *q,
 	k_dsa_tc<DS, NZ, RG>(y, q, cache, pos, sel, nsel, vfirst, H, Dk, Dv, scale, g_zero_seq, 0, g_dsm);
 }
 
+template <int DS, int NZ, int RG>
+__global__ void __launch_bounds__(32 * RG * NZ) g_mla_split_tc(float *pacc, float *pml, const bf16 *q, const bf16 *cache,
+                                                               const int *pos, int H, int Dk, int Dv, float scale)
+{
+	extern __shared__ __align__(128) unsigned char g_dsm[];
+	k_mla_split_tc<DS, NZ, RG>(pacc, pml, q, cache, pos, nullptr, 0, 0, H, Dk, Dv, scale, g_zero_seq, 0, g_dsm);
+}
+
+__global__ void __launch_bounds__(256) g_mla_xkv(bf16 *kx, bf16 *vx, const bf16 *cache, const bf16 *wk, const bf16 *wv,
+                                                 const int *pos, int H, int Dn, int Dv, int L, int Dk, int S, int T)
+{
+	k_mla_xkv(kx, vx, cache, wk, wv, pos, H, Dn, Dv, L, Dk, g_zero_seq, S, T);
+}
+
+template <int DK, int DS>
+__global__ void __launch_bounds__(128) g_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 *kx, const bf16 *vx,
+                                                   const bf16 *cache, const int *pos, int H, int Dn, int Dr, int Dv, int L,
+                                                   int Dk, float scale, int S, int T)
+{
+	extern __shared__ __align__(128) unsigned char g_dsm[];
+	k_mla_xattn<DK, DS>(y, q3, qr, kx, vx, cache, pos, H, Dn, Dr, Dv, L, Dk, scale, g_zero_seq, S, T, g_dsm);
+}
+
 template <bool HB>
 __global__ void __launch_bounds__(256) g_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *b, int T, int K, int N)
 {
@@ -1101,6 +1124,114 @@ template <int DS, int NZ, int RG> static void test_dsa_tc(int H, int Dk, int Dv,
 	CK_LAUNCH();
 	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
 	check(u <= 1.0, fmt("dsa_tc<%d, %d, %d> H=%d Dk=%d Dv=%d T=%d after %d rows, nsel %d", DS, NZ, RG, H, Dk, Dv, T, ctx, nsel),
+	      fmt("worst %.2f units", u));
+}
+
+/* ops/prefill.cuh's k_mla_split_tc: a decode row at position ctx over its dense context, NS ranges; the
+** states (poisoned first) merged here as k_mla_vabsorb merges them, against ref_mla on the same bf16
+** values, within a bf16 unit plus 1.5e-5 as test_dsa_tc. */
+template <int DS, int NZ, int RG> static void test_mla_split_tc(int H, int Dk, int Dv, int ctx, int NS, float scale)
+{
+	int S = ctx + 1;
+	std::vector<float> cache = through<bf16>(rnd((size_t)S * Dk)), q = through<bf16>(rnd((size_t)H * Dk, -0.3f, 0.3f));
+	std::vector<float> kv(cache.begin() + (size_t)ctx * Dk, cache.end()), cr = cache, want((size_t)H * Dv);
+	std::vector<int> pos = {ctx};
+	ref_mla(want.data(), q.data(), kv.data(), cr.data(), pos.data(), NULL, 0, 1, H, Dk, Dv, S, scale);
+	float *acc = poisoned<float>((size_t)NS * H * Dv), *ml = poisoned<float>((size_t)NS * H * 2);
+	int smem = (16 * RG + 64) * (Dk + 8) * 2, nz = Dv / (DS * NZ), HG = (H + 16 * RG - 1) / (16 * RG);
+	CK(cudaFuncSetAttribute(g_mla_split_tc<DS, NZ, RG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	g_mla_split_tc<DS, NZ, RG><<<dim3(NS, nz * HG, 1), 32 * RG * NZ, smem>>>(acc, ml, upload(to_type<bf16>(q)),
+	                                                                       upload(to_type<bf16>(cache)), upload(pos), H, Dk, Dv, scale);
+	CK_LAUNCH();
+	std::vector<float> a = download(acc, (size_t)NS * H * Dv), m = download(ml, (size_t)NS * H * 2), got((size_t)H * Dv);
+	int nr = mla_split_tc_ranges(ctx + 1, NS);
+	bool empty = true;
+	for (int h = 0; h < H; h++) {
+		double M = -INFINITY;
+		for (int x = 0; x < NS; x++) {
+			const float *mx = &m[((size_t)x * H + h) * 2];
+			if (x >= nr)
+				empty = empty && mx[0] == -INFINITY && mx[1] == 0.0f;
+			else
+				M = mx[0] > M ? mx[0] : M;
+		}
+		for (int d = 0; d < Dv; d++) {
+			double num = 0, den = 0;
+			for (int x = 0; x < nr; x++) {
+				const float *mx = &m[((size_t)x * H + h) * 2];
+				double w = mx[0] == -INFINITY ? 0 : exp(mx[0] - M);
+				num += w * a[((size_t)x * H + h) * Dv + d], den += w * mx[1];
+			}
+			got[(size_t)h * Dv + d] = ref_bf16_to_f32(ref_f32_to_bf16((float)(num / den)));
+		}
+	}
+	double u = empty ? worst_units(got, want, 1.5e-5) : INFINITY;
+	check(u <= 1.0, fmt("mla_split_tc<%d, %d, %d> H=%d Dk=%d Dv=%d at %d rows, NS %d", DS, NZ, RG, H, Dk, Dv, ctx + 1, NS),
+	      empty ? fmt("worst %.2f units", u) : std::string("a range past the last is not empty"));
+}
+
+/* ops/prefill.cuh's expanded MLA prefill: k_mla_xkv against a double GEMM of the same bf16 values (one
+** bf16 unit plus 1e-5), then k_mla_xattn against a double causal softmax over the GPU's own expanded rows
+** (one unit plus 1.5e-5): T tokens after ctx cached rows, one sequence. */
+template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L)
+{
+	int S = ctx + T, Dk = L + Dr, DQ = Dn + Dr, kn = ctx + T;
+	std::vector<float> q3 = through<bf16>(rnd((size_t)T * H * DQ, -0.5f, 0.5f)), qr = through<bf16>(rnd((size_t)T * H * Dr, -0.5f, 0.5f));
+	std::vector<float> c = through<bf16>(rnd((size_t)S * Dk)), wk = through<bf16>(rnd((size_t)H * Dn * L, -0.3f, 0.3f));
+	std::vector<float> wv = through<bf16>(rnd((size_t)H * Dv * L, -0.3f, 0.3f));
+	std::vector<int> pos(T);
+	for (int t = 0; t < T; t++)
+		pos[t] = ctx + t;
+	bf16 *dkx = poisoned<bf16>((size_t)S * H * Dn), *dvx = poisoned<bf16>((size_t)S * H * Dv), *dy = poisoned<bf16>((size_t)T * H * Dv);
+	bf16 *dc = upload(to_type<bf16>(c));
+	int *dpos = upload(pos);
+	g_mla_xkv<<<dim3((H * (Dn > Dv ? Dn : Dv) + 127) / 128, (S + 127) / 128, 2), 256>>>(dkx, dvx, dc, upload(to_type<bf16>(wk)),
+	                                                                                 upload(to_type<bf16>(wv)), dpos, H, Dn, Dv, L, Dk, S, T);
+	CK_LAUNCH();
+	std::vector<float> kx = to_float(download(dkx, (size_t)kn * H * Dn)), vx = to_float(download(dvx, (size_t)kn * H * Dv));
+	std::vector<float> kw((size_t)kn * H * Dn), vw((size_t)kn * H * Dv);
+	for (int j = 0; j < kn; j++)
+		for (int n = 0; n < H * (Dn + Dv); n++) {
+			bool isk = n < H * Dn;
+			const float *w = isk ? &wk[(size_t)n * L] : &wv[(size_t)(n - H * Dn) * L];
+			double a = 0;
+			for (int l = 0; l < L; l++)
+				a += (double)w[l] * c[(size_t)j * Dk + l];
+			(isk ? kw[(size_t)j * H * Dn + n] : vw[(size_t)j * H * Dv + n - H * Dn]) = (float)a;
+		}
+	double uk = worst_units(kx, kw, 1e-5), uv = worst_units(vx, vw, 1e-5);
+	check(uk <= 1.0 && uv <= 1.0, fmt("mla_xkv T=%d after %d rows H=%d Dn=%d Dv=%d L=%d", T, ctx, H, Dn, Dv, L),
+	      fmt("worst %.2f / %.2f units", uk, uv));
+	float scale = 1.0f / sqrtf((float)DQ);
+	int smem = (64 + 64) * (DK + 8) * 2 + 64 * (DS + 8) * 2;
+	CK(cudaFuncSetAttribute(g_mla_xattn<DK, DS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+	g_mla_xattn<DK, DS><<<dim3(H, (T + 63) / 64, Dv / DS), 128, smem>>>(dy, upload(to_type<bf16>(q3)), upload(to_type<bf16>(qr)),
+	                                                                   dkx, dvx, dc, dpos, H, Dn, Dr, Dv, L, Dk, scale, S, T);
+	CK_LAUNCH();
+	std::vector<float> want((size_t)T * H * Dv);
+	std::vector<double> p(kn);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			double mx = -INFINITY, sum = 0;
+			for (int j = 0; j <= pos[t]; j++) {
+				double a = 0;
+				for (int d = 0; d < Dn; d++)
+					a += (double)q3[((size_t)t * H + h) * DQ + d] * kx[((size_t)j * H + h) * Dn + d];
+				for (int d = 0; d < Dr; d++)
+					a += (double)qr[((size_t)t * H + h) * Dr + d] * c[(size_t)j * Dk + L + d];
+				p[j] = a * scale, mx = p[j] > mx ? p[j] : mx;
+			}
+			for (int j = 0; j <= pos[t]; j++)
+				sum += (p[j] = exp(p[j] - mx));
+			for (int e = 0; e < Dv; e++) {
+				double a = 0;
+				for (int j = 0; j <= pos[t]; j++)
+					a += p[j] * vx[((size_t)j * H + h) * Dv + e];
+				want[((size_t)t * H + h) * Dv + e] = (float)(a / sum);
+			}
+		}
+	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
+	check(u <= 1.0, fmt("mla_xattn<%d, %d> T=%d after %d rows H=%d Dn=%d Dr=%d Dv=%d", DK, DS, T, ctx, H, Dn, Dr, Dv),
 	      fmt("worst %.2f units", u));
 }
 
@@ -2854,6 +2985,14 @@ template <typename A> static void activation_suite()
 		test_dsa_tc<128, 4, 1>(8, 576, 512, 2040, 20, 2048, 0.0625f); /* tp 8's 8 heads, crossing 2048 rows */
 		test_dsa_tc<64, 2, 4>(72, 144, 128, 60, 9, 32, 0.1f);   /* two head groups */
 		test_dsa_tc<32, 1, 1>(4, 40, 32, 5, 20, 8, 0.2f);       /* the fixture's shape (top 8) */
+		test_mla_split_tc<128, 4, 2>(20, 576, 512, 0, 64, 0.07f);     /* GLM-4.7-Flash's decode at 1 row */
+		test_mla_split_tc<128, 4, 2>(20, 576, 512, 8191, 64, 0.07f);  /* and at 8K: 64 ranges of 128 */
+		test_mla_split_tc<128, 4, 2>(64, 576, 512, 2100, 64, 0.07f);  /* GLM-5's 64 heads, two groups */
+		test_mla_split_tc<32, 1, 1>(4, 40, 32, 70, 64, 0.2f);        /* the fixtures' shape, two ranges */
+		test_mla_x<256, 256>(300, 2048, 20, 192, 64, 256, 512); /* GLM-4.7-Flash: a chunk after 2048 rows */
+		test_mla_x<256, 128>(65, 0, 20, 192, 64, 256, 512);
+		test_mla_x<192, 128>(130, 70, 16, 128, 64, 128, 512);   /* DeepSeek-V3 / GLM-5 at tp 8 */
+		test_mla_x<32, 16>(63, 1, 4, 16, 8, 16, 32);            /* the fixtures' shape */
 		test_gemm_tc<false>(300, 4096, 1024);
 		test_gemm_tc<true>(9, 136, 200);
 		test_gemm_tc<false>(513, 1000, 130);
