@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # bench/fallback.sh — the newer kernels against the older ones glmc --fallback keeps (attn_split, moe_tc,
-# dsa_tc), and the trial kernels glmc --trial names (mla_expand, mla_split_tc) against the default, run on the
+# dsa_tc), and the trial kernels glmc --trial names (mla_expand, mla_split_tc, indexer_tc) against the default, run on the
 # device machine from the repository root with bin/ and build/ carried. For each kernel, a plan of a real
 # shape (random weights) compiled with --fallback KERNEL (old) and without (new), or without (old) and with
 # --trial KERNEL (new):
 #   - the same 300-token prompt and 8 decode steps through both: greedy ids and the logits' rel-L2
 #     (bf16 plans: the two differ in summation order, so rel-L2 stays at the bf16 level, ~1e-2, unless a
 #     routed model's router meets a near tie: tests/gpu/prefill.sh tells those apart);
-#   - glmrun --bench: prefill ms (moe_tc and mla_expand: GLM-4.7-Flash; dsa_tc with moe_tc: the GLM-5 slice)
+#   - glmrun --bench: prefill ms (moe_tc and mla_expand: GLM-4.7-Flash; dsa_tc with moe_tc, indexer_tc: the GLM-5 slice)
 #     at PROMPTS,
 #     and decode ms/step (attn_split: Llama-3.1-8B) at CONTEXTS, old against new in the same run.
 # The kernels' own GPU tests are rows of build/gpu/test_kernels and test_qgemv (tests/gpu/run.sh runs
 # them); tests/gpu/run.sh and prefill.sh take GLMC_FLAGS="--fallback all" for the fixtures.
-# Environment: OUT (/tmp/glm-fallback), KERNELS ("attn_split moe_tc dsa_tc mla_expand mla_split_tc"), PROMPTS ("1024 4096"), CONTEXTS
+# Environment: OUT (/tmp/glm-fallback), KERNELS ("attn_split moe_tc dsa_tc mla_expand mla_split_tc indexer_tc"), PROMPTS ("1024 4096"), CONTEXTS
 # ("1000 8000 32000"), DEVICE (cuda; cpu checks the script on the llama fixture: tests/bench.sh).
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/glm-fallback}
-KERNELS=${KERNELS:-"attn_split moe_tc dsa_tc mla_expand mla_split_tc"}
+KERNELS=${KERNELS:-"attn_split moe_tc dsa_tc mla_expand mla_split_tc indexer_tc"}
 PROMPTS=${PROMPTS:-"1024 4096"}
 CONTEXTS=${CONTEXTS:-"1000 8000 32000"}
 DEVICE=${DEVICE:-cuda}
@@ -31,6 +31,7 @@ shape() {
 	dsa_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 dsa_tc,moe_tc fallback" ;; # old: both older kernels
 	mla_expand) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_expand trial" ;;
 	mla_split_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_split_tc trial" ;;
+	indexer_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 indexer_tc trial" ;;
 	esac
 }
 rows=()

@@ -603,6 +603,125 @@ __device__ void k_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 
 }
 
 /*
+** DSA lightning-indexer scores of a prefill step on the tensor cores, bf16: k_indexer_scores' contract
+** (score[t·total + s] = Σ_h w[t,h] · relu(scale · q[t, h·D : +D]·kcache[s, :D]) for s <= pos[t], else −inf;
+** token t reads the key rows of slot seq[t]), D a multiple of 16, at most 256. grid (ceil(total/64),
+** ceil(T/64)), block 128, dynamic shared memory (64 + 2·64)·(D + 8)·2 bytes (52,224 for GLM-5's 128).
+**
+** A block takes 64 query rows and 64 key rows: the key tile is staged once, then each head's 64×D query
+** tile in turn (two staged: cp.async brings head h + 1's while the tensor cores take head h). Warp w
+** forms the scores of its rows 16w.. against the 64 keys for head h in f32 (the mma's C layout, k_attn_tc's
+** fragments), and adds w[t,h]·relu(scale·score) into its accumulators: every head's dot product is exact
+** bf16 products summed in f32 as k_indexer_scores sums them, in another order (a score may differ from it
+** and from ref_indexer's double sums in its last bits, so the top-k may take another of two nearly equal
+** rows). Rows of the block that belong to different sequences are served as k_attn_tc serves them: the
+** key tile is the slot of each pass's rows. A key tile past every row's position writes −inf at once.
+*/
+template <int D>
+__device__ void k_indexer_scores_tc(float *score, const bf16 *q, const bf16 *w, const bf16 *kcache, const int *pos, int H,
+                                    int total, float scale, const int *seq, int S, int T, unsigned char *dsm)
+{
+	const int LD = D + 8, KD = D / 16;
+	unsigned short *ks = (unsigned short *)dsm, *qb = ks + 64 * LD;
+	__shared__ int rpos[64], rseq[64], pass_slot, pass_kn;
+	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
+	int s0 = blockIdx.x * 64, t0 = blockIdx.y * 64;
+	if (tid < 64) {
+		int t = t0 + tid;
+		rpos[tid] = t < T ? pos[t] : -1;
+		rseq[tid] = t < T ? seq[t] : -1;
+	}
+	int r0 = 16 * warp + g, r1 = r0 + 8;
+	auto store = [&](const float (&acc)[8][4], int p0, int p1) { /* this pass's rows (p >= 0) */
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int r = e < 2 ? r0 : r1, p = e < 2 ? p0 : p1, s = s0 + 8 * nt + 2 * cc + (e & 1);
+				if (t0 + r < T && s < total && p >= 0)
+					score[(long long)(t0 + r) * total + s] = s <= p ? acc[nt][e] : neg_inf();
+			}
+	};
+	for (;;) {
+		int slot, kn;
+		pf_next_pass(rpos, rseq, pass_slot, pass_kn, slot, kn);
+		if (slot < 0)
+			break;
+		int p0 = rseq[r0] == slot ? rpos[r0] : -1, p1 = rseq[r1] == slot ? rpos[r1] : -1;
+		float acc[8][4];
+#pragma unroll
+		for (int nt = 0; nt < 8; nt++)
+			acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+		if (s0 >= kn) { /* block-uniform: no row of this pass sees these keys */
+			store(acc, p0, p1);
+		} else {
+			const bf16 *kb = kcache + (long long)slot * S * D;
+			for (int e = tid; e < 64 * (D / 8); e += 128) {
+				int r = e / (D / 8), c = 8 * (e % (D / 8));
+				if (s0 + r < kn)
+					qs_cp16(&ks[r * LD + c], kb + (long long)(s0 + r) * D + c);
+				else
+					*(uint4 *)&ks[r * LD + c] = make_uint4(0, 0, 0, 0);
+			}
+			auto stage = [&](int b, int h) { /* head h's query rows of this pass (others zero) */
+				unsigned short *qs = qb + b * 64 * LD;
+				for (int e = tid; e < 64 * (D / 8); e += 128) {
+					int r = e / (D / 8), c = 8 * (e % (D / 8));
+					if (rseq[r] == slot)
+						qs_cp16(&qs[r * LD + c], q + ((long long)(t0 + r) * H + h) * D + c);
+					else
+						*(uint4 *)&qs[r * LD + c] = make_uint4(0, 0, 0, 0);
+				}
+				qs_commit();
+			};
+			stage(0, 0); /* one group with the key tile */
+			int wmax = pf_warp_max(p0 > p1 ? p0 : p1);
+			for (int h = 0, b = 0; h < H; h++, b ^= 1) {
+				if (h + 1 < H) {
+					stage(b ^ 1, h + 1);
+					qs_wait<1>();
+				} else {
+					qs_wait<0>();
+				}
+				__syncthreads();
+				if (wmax >= s0) { /* warp-uniform: some row of this warp sees a key of the tile */
+					const unsigned short *qs = qb + b * 64 * LD;
+					float sc[8][4];
+#pragma unroll
+					for (int nt = 0; nt < 8; nt++)
+						sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.0f;
+#pragma unroll
+					for (int kd = 0; kd < KD; kd++) {
+						unsigned a[4], bf[4][4];
+						pf_ldsm4<false>(a, &qs[(16 * warp + (lane & 15)) * LD + 16 * kd + 8 * (lane >> 4)]);
+#pragma unroll
+						for (int np = 0; np < 4; np++)
+							pf_ldsm4<false>(bf[np], &ks[(16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + 16 * kd +
+							                            8 * ((lane >> 3) & 1)]);
+#pragma unroll
+						for (int nt = 0; nt < 8; nt++)
+							qm_mma(sc[nt], a[0], a[1], a[2], a[3], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
+					}
+					float w0 = p0 >= 0 ? to_f(w[(long long)(t0 + r0) * H + h]) : 0.0f;
+					float w1 = p1 >= 0 ? to_f(w[(long long)(t0 + r1) * H + h]) : 0.0f;
+#pragma unroll
+					for (int nt = 0; nt < 8; nt++) {
+						float d0 = sc[nt][0] * scale, d1 = sc[nt][1] * scale, d2 = sc[nt][2] * scale, d3 = sc[nt][3] * scale;
+						acc[nt][0] += w0 * (d0 > 0.0f ? d0 : 0.0f), acc[nt][1] += w0 * (d1 > 0.0f ? d1 : 0.0f);
+						acc[nt][2] += w1 * (d2 > 0.0f ? d2 : 0.0f), acc[nt][3] += w1 * (d3 > 0.0f ? d3 : 0.0f);
+					}
+				}
+				__syncthreads(); /* buffer b is read: the next head's stage refills it */
+			}
+			store(acc, p0, p1);
+		}
+		__syncthreads();
+		if (tid < 64 && rseq[tid] == slot)
+			rseq[tid] = -1; /* served */
+	}
+}
+
+/*
 ** Sparse (DSA) latent attention of a prefill on the tensor cores, bf16: the contract of k_mla with a
 ** selection (token t reads the cache rows sel[t·nsel + j], j < nsel, of slot seq[t] that are >= 0 and
 ** <= pos[t]; entries are taken as listed, so they must be distinct, as the indexer's top-k is; with

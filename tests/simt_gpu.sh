@@ -203,3 +203,29 @@ if ids=$(bin/glmrun $tmp/dense-x.plan --device cpu --tokens "$dp" -n 12 --dump-l
 else
 	bad "dense glm4_moe_lite on the CPU" "$(head -c 300 $tmp/err)"
 fi
+
+# --trial indexer_tc: the DSA fixture's bf16 plan scores a 40-token prompt's keys on the tensor cores
+# (k_indexer_scores_tc) where the default plan uses the CUDA cores (k_indexer_scores): the same selections
+# but at a near tie, so logits within 2e-2 of the default plan's (the CPU's tokens forced).
+ip=$(seq 0 39 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
+for v in i d; do
+	tr=""
+	[ $v = i ] && tr="--trial indexer_tc"
+	bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16 $tr -o $tmp/dsa-$v.plan 2>$tmp/err &&
+		build/tools/simtsrc $tmp/dsa-$v.plan >$tmp/dsa-$v.cc &&
+		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dsa-$v.cc tests/simt/simt.cc \
+			-o $tmp/dsa-$v.so 2>>$tmp/err || bad "DSA fixture ($v) built" "$(head -c 300 $tmp/err)"
+done
+ni=$(grep -ac 'k_indexer_scores_tc<[0-9]' $tmp/dsa-i.plan)
+nd=$(grep -ac 'k_indexer_scores_tc<[0-9]' $tmp/dsa-d.plan)
+if ids=$(bin/glmrun $tmp/dsa-d.plan --device cpu --round-bf16 --tokens "$ip" -n 4 2>$tmp/err); then
+	for v in i d; do
+		gpu $tmp/dsa-$v.so $tmp/dsa-$v.plan --tokens "$ip" --force "$(echo $ids | tr ' ' ,)" --dump-logits $tmp/ig$v \
+			>/dev/null 2>$tmp/err || bad "DSA fixture ($v) on the double" "$(head -c 300 $tmp/err)"
+	done
+	r=$($CMP --pair $tmp/igi $tmp/igd 2e-2 2>&1) && [ "$ni" -gt 0 ] && [ "$nd" = 0 ] &&
+		ok "--trial indexer_tc: the DSA fixture's 40-token prefill scores on the tensor cores, logits vs the default plan $r" ||
+		bad "--trial indexer_tc" "kernel in the plans: $ni / $nd (default); $r"
+else
+	bad "DSA fixture on the CPU" "$(head -c 300 $tmp/err)"
+fi

@@ -42,7 +42,7 @@ typedef struct {
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
 	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
-	int x_mla, x_split_tc;       /* the trial kernels, chosen when glmc --trial named them (fb_parse) */
+	int x_mla, x_split_tc, x_idx_tc; /* the trial kernels, chosen when glmc --trial named them (fb_parse) */
 	int *mla_xq;                 /* per mla node: its FK_MLA_Q when its one-sequence prefill is expanded, or -1 */
 	char *absorb_only;           /* per node: its kernels serve the absorbed MLA only (mla_x_prepare) */
 } Em;
@@ -1261,8 +1261,31 @@ static int emit_indexer(Em *e, int id)
 	w_seq(&w, g, kc);
 	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
 	w.L.grid[1] = T;
+	/* --trial indexer_tc: steps above the decode's take the scores on the tensor cores (bf16, D a multiple
+	** of 16 up to 256) */
+	int64_t D = A_indexer_dim(n), ismem = (64 + 2 * 64) * (D + 8) * 2;
+	int tc = e->x_idx_tc && g->cuda.act == DT_BF16 && D % 16 == 0 && D <= 256 && ismem <= e->t.smem_block;
+	if (tc)
+		w.L.tmax = MLA_SPLIT_TMAX;
 	snprintf(t, sizeof t, "k_indexer_scores<%s>", A);
 	w_finish(e, &w, t);
+	if (tc) {
+		w_start(&w, id);
+		w.L.tmin = MLA_SPLIT_TMAX + 1;
+		w_scratch(&w, T, S, "float", 4);
+		w_buf(&w, g, q, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, kc, 0, NULL), w_buf(&w, g, pos, 0, NULL);
+		w_int(&w, A_indexer_heads(n)), w_size(&w, S, 0), w_float(&w, A_indexer_scale(n));
+		w_seq(&w, g, kc);
+		w_size(&w, T, 0);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_dims(kc, 0, 1, 64);
+		w.L.grid[1] = sz_numel(g, pos, 64);
+		w.L.block = 128;
+		w.L.smem = (int)ismem;
+		snprintf(t, sizeof t, "k_indexer_scores_tc<%d>", (int)D);
+		w_finish(e, &w, t);
+	}
 	w_start(&w, id);
 	w_buf(&w, g, id, 1, NULL), w_scratch(&w, T, S, "float", 4), w_scratch(&w, T, S, "int", 8);
 	w_buf(&w, g, pos, 0, NULL), w_size(&w, S, 0), w_int(&w, A_indexer_topk(n));
@@ -2406,7 +2429,7 @@ static const char *emit_sampler(Em *e)
 static int fb_parse(Em *e, char *err, size_t len)
 {
 	e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
-	e->x_mla = e->x_split_tc = 0;
+	e->x_mla = e->x_split_tc = e->x_idx_tc = 0;
 	for (const char *v = graph_meta(e->g, "compile.fallback"); v && *v;) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
@@ -2425,13 +2448,16 @@ static int fb_parse(Em *e, char *err, size_t len)
 	for (const char *v = graph_meta(e->g, "compile.trial"); v && *v;) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_mla = e->x_split_tc = 1;
+			e->x_mla = e->x_split_tc = e->x_idx_tc = 1;
 		else if (n == 10 && !strncmp(v, "mla_expand", 10))
 			e->x_mla = 1;
 		else if (n == 12 && !strncmp(v, "mla_split_tc", 12))
 			e->x_split_tc = 1;
+		else if (n == 10 && !strncmp(v, "indexer_tc", 10))
+			e->x_idx_tc = 1;
 		else
-			return seterr(err, len, "--trial: unknown kernel '%.*s' (mla_expand, mla_split_tc or all)", (int)n, v);
+			return seterr(err, len, "--trial: unknown kernel '%.*s' (mla_expand, mla_split_tc, indexer_tc or all)",
+			              (int)n, v);
 		v += n + (v[n] == ',');
 	}
 	return 0;

@@ -491,6 +491,61 @@ static void test_split(int H, int Dk, int Dv, int T, int S, int NS, const std::v
 	check(u <= 1.0, name, empty_ok ? fmt("worst %.2f units", u) : std::string("a range past the token's ranges is not empty"));
 }
 
+/*
+** k_indexer_scores_tc: T query rows of H heads (slots as test_attn) against their slot's key rows, against
+** a double reference of the same bf16 values: within 1e-5 of Σ_h |w|·|scale·q·k| (what f32 sums of exact
+** products may lose), −inf past each row's position, nothing written past total (a guard).
+*/
+template <int D>
+static void test_iscores(int H, std::vector<int> ctx, std::vector<int> seq, int total_extra, const char *what)
+{
+	int T = (int)seq.size(), slots = (int)ctx.size();
+	std::vector<int> pos;
+	std::vector<std::vector<int>> toks;
+	int S = slot_layout(ctx, seq, pos, toks), total = S + total_extra;
+	std::vector<bf16> q, w, kc;
+	std::vector<float> qf, wf, kf;
+	rnd_bf16((size_t)T * H * D, -1, 1, q, qf);
+	rnd_bf16((size_t)T * H, -1, 1, w, wf);
+	rnd_bf16((size_t)slots * S * D, -1, 1, kc, kf);
+	float scale = 1.0f / sqrtf((float)D);
+	std::vector<float> sc((size_t)T * total + 64, NAN);
+	for (size_t i = (size_t)T * total; i < sc.size(); i++)
+		sc[i] = 1234.0f;
+	std::vector<uint4> dsm((size_t)(64 + 128) * (D + 8) * 2 / 16);
+	simt_launch(dim3{(unsigned)(total + 63) / 64, (unsigned)(T + 63) / 64, 1}, dim3{128, 1, 1}, [&] {
+		k_indexer_scores_tc<D>(sc.data(), q.data(), w.data(), kc.data(), pos.data(), H, total, scale, seq.data(), S, T,
+		                       (unsigned char *)dsm.data());
+	});
+	double worst = 0;
+	bool ok = true;
+	for (int t = 0; t < T && ok; t++)
+		for (int s = 0; s < total; s++) {
+			double got = sc[(size_t)t * total + s];
+			if (s > pos[t]) {
+				ok = ok && got == -INFINITY;
+				continue;
+			}
+			double want = 0, mag = 0;
+			for (int h = 0; h < H; h++) {
+				double d = 0, m = 0;
+				for (int i = 0; i < D; i++) {
+					double p = (double)qf[((size_t)t * H + h) * D + i] * kf[((size_t)seq[t] * S + s) * D + i];
+					d += p, m += fabs(p);
+				}
+				d *= scale;
+				want += wf[(size_t)t * H + h] * (d > 0 ? d : 0), mag += fabs(wf[(size_t)t * H + h]) * m * scale;
+			}
+			double e = fabs(got - want) / (1e-5 * mag + 1e-30);
+			if (!(e <= worst))
+				worst = e;
+		}
+	for (size_t i = (size_t)T * total; i < sc.size(); i++)
+		ok = ok && sc[i] == 1234.0f;
+	check(ok && worst <= 1.0, fmt("k_indexer_scores_tc<%d> T %d H %d total %d %s", D, T, H, total, what),
+	      ok ? fmt("worst %.2f of the bound", worst) : std::string("a row past its position is not -inf, or a write past total"));
+}
+
 int main(void)
 {
 	alarm(1200);
@@ -541,6 +596,16 @@ int main(void)
 		test_dsa<64, 1, 1>(8, 144, 128, {129, 299}, {0, 1}, DSA_TOPK, 64, "top 64", 3);
 		test_dsa<128, 4, 2>(20, 576, 512, {2100}, {0}, DSA_DENSE, 2101, "GLM-4.7-Flash's heads and latent", 8, true);
 		test_dsa<32, 1, 1>(4, 40, 32, {0, 70}, {0, 1}, DSA_DENSE, 71, "the fixtures' shape", 2, true);
+	}
+	/* the indexer's prefill scores on the tensor cores: prompts across the 64-row tiles, a chunk after cached
+	** rows, a continuous batch's slots, total past the rows (the cache's capacity) */
+	test_iscores<16>(4, {0}, std::vector<int>(70, 0), 0, "the fixtures' shape, a 70-token prompt");
+	test_iscores<128>(5, {100}, std::vector<int>(65, 0), 30, "GLM-5's dims, a chunk after 100 rows");
+	{
+		std::vector<int> seq(40);
+		for (int t = 0; t < 40; t++)
+			seq[t] = t % 3 == 2 ? 2 : (t < 20 ? 0 : 1);
+		test_iscores<32>(3, {3, 70, 0}, seq, 5, "three slots");
 	}
 	/* the expanded MLA prefill: the fixtures' shape, chunks across the 64-row query and 32-row key tiles */
 	for (int T : {1, 63, 64, 65})
