@@ -50,8 +50,12 @@ declare -A args=([llama-tp2]="models/llama.lua --weights $FIX/llama --tp 2"
 	[qwen3_moe-tp2]="models/qwen3_moe.lua --weights $FIX/qwen3_moe --tp 2"
 	[llama-bf16-tp2]="models/llama.lua --weights $FIX/llama --dtype bf16 --tp 2"
 	[llama-persist-tp2]="models/llama.lua --weights $FIX/llama --tp 2 --decode persistent --sms 3 --blocks-per-sm 1"
-	[llama-persist-tp4]="models/llama.lua --weights $FIX/llama --tp 4 --decode persistent --sms 2 --blocks-per-sm 1")
-cases="llama-persist-tp2 llama-persist-tp4 qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2"
+	[llama-persist-tp4]="models/llama.lua --weights $FIX/llama --tp 4 --decode persistent --sms 2 --blocks-per-sm 1"
+	[llama-q8_0-tp2]="models/llama.lua --weights $tmp/llama-q8_0.gguf --tp 2"
+	[llama-rand-tp2]="models/llama.lua --config $FIX/llama/config.json --random-weights f32 --tp 2")
+cases="llama-persist-tp2 llama-persist-tp4 qwen3_moe-tp2 llama-tp4 llama-tp2 llama-bf16-tp2 llama-q8_0-tp2 llama-rand-tp2"
+build/tools/mkgguf $FIX/llama $tmp/llama-q8_0.gguf --type q8_0 >/dev/null 2>$tmp/err ||
+	bad "the llama fixture as Q8_0 GGUF" "$(head -c 300 $tmp/err)"
 
 # build NAME [G++ FLAGS]: $tmp/NAME.plan and its kernels for the CPU, $tmp/NAME.so (a private copy per GPU
 # needs -fno-gnu-unique); errors in $tmp/NAME.err.
@@ -242,3 +246,19 @@ else
 	bad "llama-persist-tp4: plan and kernels built" "$(grep -v '^glmc: wrote' $tmp/llama-persist-tp4.err | head -c 400)"
 fi
 echo "# tests/simt_tp.sh: $(since $t00) s"
+
+# Each rank's own part of the weights that stay as generated or GGUF blocks on the GPU: Q8_0 blocks kept
+# (read through weights_load_raw) and random weights generated in place, at tp 2. Until 2026-12-07 glmrun
+# gave every rank the first part of each such tensor (rank 0 of 1), so a quantized GGUF on several GPUs
+# produced garbage with status 0. Ids equal the CPU ranks' (whose loader splits by rank), logits within 1e-4.
+for name in llama-q8_0-tp2 llama-rand-tp2; do
+	[ -f $tmp/$name.built ] || { bad "$name: plan and kernels built" "$(head -c 300 $tmp/$name.err)"; continue; }
+	p=$(for i in $(seq 1 9); do echo $((i * 37 % 512)); done | paste -sd,)
+	if gpu 2 $tmp/$name.so -- $tmp/$name.plan --tokens $p -n 6 --dump-logits $tmp/$name.g >$tmp/$name.gids 2>$tmp/$name.stats &&
+		bin/glmrun $tmp/$name.plan --device cpu --tokens $p -n 6 --dump-logits $tmp/$name.c >$tmp/$name.cids 2>$tmp/err &&
+		cmp -s $tmp/$name.gids $tmp/$name.cids && r=$($CMP --pair $tmp/$name.g $tmp/$name.c 1e-4 2>&1); then
+		ok "$name: each rank's part of the weights: ids equal the CPU ranks', logits $r"
+	else
+		bad "$name: each rank's part of the weights" "$(grep -v 'stats:\|RANDOM' $tmp/$name.stats | head -c 300) ids $(cat $tmp/$name.gids) vs $(cat $tmp/$name.cids) ${r:-}"
+	fi
+done

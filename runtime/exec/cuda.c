@@ -247,7 +247,8 @@ static int upload_weights(Gpu *x, const char *weights, const GpuOpts *o, char *e
 		if (random || x->wq[w->node] >= 0) {
 			/* generated on the GPU, or GGUF blocks kept as they are (quantized weights, below) */
 			size_t b = x->wq[w->node] >= 0 ? q_bytes(x, w->node) : (size_t)node_numel(n, 0, 0) * elsize(x, w->node);
-			rc = random ? q_upload_random(x, i, 0, 1, err, len) : q_upload_blocks(x, &d, i, 0, 1, stage, stage_cap, err, len);
+			rc = random ? q_upload_random(x, i, x->rank, x->tp, err, len)
+			            : q_upload_blocks(x, &d, i, x->rank, x->tp, stage, stage_cap, err, len);
 			done += b;
 			progress(x, o, done, total);
 			continue;
@@ -1332,7 +1333,7 @@ static int q_launch(Gpu *x, CUfunction f, long long n, void **args, const char *
 }
 
 /*
-** Weight wi of a random plan, generated in place: rank's part of tp (this GPU path runs rank 0 of 1).
+** Weight wi of a random plan, generated in place: rank's part of tp.
 ** The generators map the part to the whole tensor: floats by elements (part, inner) along the split
 ** axis; blocks by rows (part, inner) for a leading axis, by block columns (cparts, crank) for the last.
 */
