@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # bench/fallback.sh — the newer kernels against the older ones glmc --fallback keeps (attn_split, moe_tc,
-# dsa_tc), and the trial kernels glmc --trial names (mla_expand, mla_split_tc, indexer_tc) against the default, run on the
-# device machine from the repository root with bin/ and build/ carried. For each kernel, a plan of a real
-# shape (random weights) compiled with --fallback KERNEL (old) and without (new), or without (old) and with
-# --trial KERNEL (new):
+# dsa_tc, mla_expand, mla_split_tc, indexer_tc), run on the device machine from the repository root with bin/
+# and build/ carried. For each kernel, a plan of a real shape (random weights) compiled with --fallback KERNEL
+# (old) and without (new):
 #   - the same 300-token prompt and 8 decode steps through both: greedy ids and the logits' rel-L2
 #     (bf16 plans: the two differ in summation order, so rel-L2 stays at the bf16 level, ~1e-2, unless a
 #     routed model's router meets a near tie: tests/gpu/prefill.sh tells those apart);
@@ -23,20 +22,20 @@ CONTEXTS=${CONTEXTS:-"1000 8000 32000"}
 DEVICE=${DEVICE:-cuda}
 mkdir -p "$OUT"
 value() { sed -n "s/^$1: \([^ ]*\).*/\1/p" "$2" 2>/dev/null | head -1; }
-# shape KERNEL: model, config, weights, layers, the --fallback or --trial value, and which of the two
+# shape KERNEL: model, config, weights, layers, the --fallback value
 shape() {
 	case $1 in
-	attn_split) echo "llama models/configs/llama3_1_8b.json bf16 0 attn_split fallback" ;;
-	moe_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 moe_tc fallback" ;;
-	dsa_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 dsa_tc,moe_tc fallback" ;; # old: both older kernels
-	mla_expand) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_expand trial" ;;
-	mla_split_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_split_tc trial" ;;
-	indexer_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 indexer_tc trial" ;;
+	attn_split) echo "llama models/configs/llama3_1_8b.json bf16 0 attn_split" ;;
+	moe_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 moe_tc" ;;
+	dsa_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 dsa_tc,moe_tc" ;; # old: both older kernels
+	mla_expand) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_expand" ;;
+	mla_split_tc) echo "glm4_moe_lite models/configs/glm4_7_flash.json bf16 0 mla_split_tc" ;;
+	indexer_tc) echo "glm5 models/configs/glm5.json q4_k_m 8 indexer_tc" ;;
 	esac
 }
 rows=()
 for k in $KERNELS; do
-	read -r m cfg w layers x how <<<"$(shape $k)"
+	read -r m cfg w layers x <<<"$(shape $k)"
 	lf=""
 	[ "$layers" != 0 ] && lf="--layers $layers"
 	if [ "$DEVICE" != cuda ]; then # the script's own check: the llama fixture's config, two layers
@@ -45,8 +44,7 @@ for k in $KERNELS; do
 	fi
 	for v in old new; do
 		xf=""
-		[ $how = fallback ] && [ $v = old ] && xf="--fallback $x"
-		[ $how = trial ] && [ $v = new ] && xf="--trial $x"
+		[ $v = old ] && xf="--fallback $x"
 		# shellcheck disable=SC2086
 		bin/glmc compile models/$m.lua --config "$cfg" --random-weights $w --dtype bf16 $lf $xf -o "$OUT/$k-$v.plan" \
 			>"$OUT/$k-$v.compile.txt" 2>&1 || { echo "$k $v: compile failed: $(tail -1 "$OUT/$k-$v.compile.txt")"; continue 2; }
@@ -68,6 +66,6 @@ for k in $KERNELS; do
 		rows+=("$line")
 	done
 done
-echo "| kernel | what | old (--fallback, or default) | new (default, or --trial) |"
+echo "| kernel | what | old (--fallback) | new (default) |"
 echo "|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -14,7 +14,7 @@
 # Environment: OUT (default /tmp/glm-long), WORK (plans; /tmp/glm-long-work), SHAPES (default
 # "llama3_1_8b:bf16 glm4_7_flash:bf16 glm5_slice:q4_k_m"; Llama-3.1-8B: the Llama-3-8B shape with its 128K window), LENGTHS (default "1024 8192 32768"), STEPS (decode
 # steps timed, 16), PEAK_TFLOPS (989: H100/H200 SXM dense bf16 without sparsity), PEER (1/0), BUDGET
-# (seconds for everything, default 540), GLMC_FLAGS (more glmc flags for every plan, e.g. "--trial all"), DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's
+# (seconds for everything, default 540), GLMC_FLAGS (more glmc flags for every plan, e.g. "--fallback all"), DEVICE (cuda; cpu with the shape "tiny", the llama test fixture's
 # config, checks this script without a GPU: tests/bench.sh does that).
 set -u
 cd "$(dirname "$0")/.."

@@ -495,16 +495,15 @@ bin/glmc compile models/llama.lua --config $C8 --random-weights bf16 --dtype bf1
 	ok "--fallback all takes k_attn_step back from the split decode attention" ||
 	bad "--fallback all" "default: $(kn $tmp/fb2.plan), fallback: $(kn $tmp/fb3.plan)"
 expect_fail "--fallback with an unknown kernel" "--fallback: unknown kernel 'bogus'" bin/glmc compile models/llama.lua --weights $FIX/llama --fallback attn_split,bogus -o $tmp/fb4.plan
-expect_fail "--trial with an unknown kernel" "--trial: unknown kernel 'attn_split' (mla_expand, mla_split_tc, indexer_tc or all)" bin/glmc compile models/llama.lua --weights $FIX/llama --trial mla_expand,attn_split -o $tmp/fb5.plan
-# --trial: the MLA fixture's bf16 plan takes the expanded prefill and the tensor-core decode split only when named
+# the MLA fixture's bf16 plan: the expanded prefill and the tensor-core decode split, the older kernels when named
 tk() { grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]\|k_mla_split<[a-z]' "$1" | sed 's/<.*//' | sort -u | tr '\n' ' '; }
 bin/glmc compile models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16 -o $tmp/tr0.plan 2>/dev/null &&
-	bin/glmc compile models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16 --trial mla_split_tc -o $tmp/tr1.plan 2>/dev/null &&
-	bin/glmc compile models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16 --trial all -o $tmp/tr2.plan 2>/dev/null &&
-	[ "$(tk $tmp/tr0.plan)" = "k_mla_split " ] && [ "$(tk $tmp/tr1.plan)" = "k_mla_split_tc " ] &&
-	[ "$(tk $tmp/tr2.plan)" = "k_mla_split_tc k_mla_xattn " ] &&
-	ok "--trial names the MLA kernels a plan takes (none by default)" ||
-	bad "--trial" "default: $(tk $tmp/tr0.plan), mla_split_tc: $(tk $tmp/tr1.plan), all: $(tk $tmp/tr2.plan)"
+	bin/glmc compile models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16 --fallback mla_expand -o $tmp/tr1.plan 2>/dev/null &&
+	bin/glmc compile models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16 --fallback mla_split_tc,mla_expand -o $tmp/tr2.plan 2>/dev/null &&
+	[ "$(tk $tmp/tr0.plan)" = "k_mla_split_tc k_mla_xattn " ] && [ "$(tk $tmp/tr1.plan)" = "k_mla_split_tc " ] &&
+	[ "$(tk $tmp/tr2.plan)" = "k_mla_split " ] &&
+	ok "--fallback mla_expand,mla_split_tc takes the absorbed prefill and k_mla_split back" ||
+	bad "--fallback mla_expand,mla_split_tc" "default: $(tk $tmp/tr0.plan), mla_expand: $(tk $tmp/tr1.plan), both: $(tk $tmp/tr2.plan)"
 
 # Help and dumps.
 bin/glmc --help | grep -qF "glmc compile [MODEL.lua] --weights PATH -o OUT.plan" && ok "glmc --help" || bad "glmc --help" "usage missing"

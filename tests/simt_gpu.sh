@@ -171,9 +171,9 @@ gpu $tmp/llama-f32.so $tmp/glm4_moe_lite-bf16.plan --tokens 1,2 -n 2 >/dev/null 
 	{ grep -q "is missing from the module" $tmp/err && ok "another plan's kernels refused" ||
 		bad "another plan's kernels refused" "$(cat $tmp/err)"; }
 
-# The trial MLA kernels (glmc --trial all): the expanded prefill (k_mla_xkv, k_mla_xattn: a one-sequence
-# chunk of 64 rows and up) and the decode step's split attention on the tensor cores (k_mla_split_tc),
-# against the plan without them (k_mla_tc's absorbed prefill, k_mla_split) and the CPU in f32, on the
+# The newer MLA kernels: the expanded prefill (k_mla_xkv, k_mla_xattn: a one-sequence chunk of 64 rows and
+# up) and the decode step's split attention on the tensor cores (k_mla_split_tc), against the plan without
+# them (--fallback mla_expand,mla_split_tc: k_mla_tc's absorbed prefill, k_mla_split) and the CPU in f32, on the
 # glm4_moe_lite shape with every layer dense (tests/data/glm4_moe_lite_dense.json: no router, so no near tie
 # moves an expert) and random bf16 weights: a 150-token prompt in steps of 70 (chunks of 70 expanded, the
 # second after 70 cached rows, then 10 absorbed) and 12 decode steps over 150-161 rows (three ranges), the
@@ -182,7 +182,7 @@ dargs="models/glm4_moe_lite.lua --config tests/data/glm4_moe_lite_dense.json --r
 dp=$(seq 3 152 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
 for v in x f; do
 	tr=""
-	[ $v = x ] && tr="--trial all"
+	[ $v = f ] && tr="--fallback mla_expand,mla_split_tc"
 	bin/glmc compile $dargs $tr -o $tmp/dense-$v.plan 2>$tmp/err && build/tools/simtsrc $tmp/dense-$v.plan >$tmp/dense-$v.cc &&
 		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dense-$v.cc tests/simt/simt.cc \
 			-o $tmp/dense-$v.so 2>>$tmp/err || bad "dense glm4_moe_lite ($v) built" "$(head -c 300 $tmp/err)"
@@ -190,27 +190,27 @@ done
 kx=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-x.plan | sort -u | tr '\n' ' ')
 kf=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-f.plan | sort -u | tr '\n' ' ')
 [ "$kx" = "k_mla_split_tc<3 k_mla_xattn<3 " ] && [ -z "$kf" ] &&
-	ok "--trial all puts k_mla_xattn and k_mla_split_tc in the bf16 plan; without it neither is there" ||
-	bad "--trial all's kernels" "with: '$kx', without: '$kf'"
+	ok "the bf16 plan takes k_mla_xattn and k_mla_split_tc; --fallback mla_expand,mla_split_tc neither" ||
+	bad "the newer MLA kernels in the plans" "default: '$kx', fallback: '$kf'"
 if ids=$(bin/glmrun $tmp/dense-x.plan --device cpu --tokens "$dp" -n 12 --dump-logits $tmp/dc 2>$tmp/err); then
 	for v in x f; do
 		gpu $tmp/dense-$v.so $tmp/dense-$v.plan --tokens "$dp" -ub 70 --force "$(echo $ids | tr ' ' ,)" \
 			--dump-logits $tmp/dg$v >/dev/null 2>$tmp/err || bad "dense glm4_moe_lite ($v) on the double" "$(head -c 300 $tmp/err)"
 	done
 	r1=$($CMP --pair $tmp/dgx $tmp/dc 2e-2 2>&1) && r2=$($CMP --pair $tmp/dgx $tmp/dgf 2e-2 2>&1) &&
-		ok "trial MLA kernels, 150 tokens in steps of 70 and 12 steps: logits vs the CPU (f32) $r1, vs the plan without them $r2" ||
-		bad "trial MLA kernels, 150 tokens in steps of 70" "vs the CPU: $r1; vs the plan without them: ${r2:-}"
+		ok "newer MLA kernels, 150 tokens in steps of 70 and 12 steps: logits vs the CPU (f32) $r1, vs the plan without them $r2" ||
+		bad "newer MLA kernels, 150 tokens in steps of 70" "vs the CPU: $r1; vs the plan without them: ${r2:-}"
 else
 	bad "dense glm4_moe_lite on the CPU" "$(head -c 300 $tmp/err)"
 fi
 
-# --trial indexer_tc: the DSA fixture's bf16 plan scores a 40-token prompt's keys on the tensor cores
-# (k_indexer_scores_tc) where the default plan uses the CUDA cores (k_indexer_scores): the same selections
-# but at a near tie, so logits within 2e-2 of the default plan's (the CPU's tokens forced).
+# The DSA fixture's bf16 plan scores a 40-token prompt's keys on the tensor cores (k_indexer_scores_tc) where
+# --fallback indexer_tc's uses the CUDA cores (k_indexer_scores): the same selections but at a near tie, so
+# logits within 2e-2 of the fallback plan's (the CPU's tokens forced).
 ip=$(seq 0 39 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
 for v in i d; do
 	tr=""
-	[ $v = i ] && tr="--trial indexer_tc"
+	[ $v = d ] && tr="--fallback indexer_tc"
 	bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16 $tr -o $tmp/dsa-$v.plan 2>$tmp/err &&
 		build/tools/simtsrc $tmp/dsa-$v.plan >$tmp/dsa-$v.cc &&
 		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dsa-$v.cc tests/simt/simt.cc \
@@ -224,8 +224,8 @@ if ids=$(bin/glmrun $tmp/dsa-d.plan --device cpu --round-bf16 --tokens "$ip" -n 
 			>/dev/null 2>$tmp/err || bad "DSA fixture ($v) on the double" "$(head -c 300 $tmp/err)"
 	done
 	r=$($CMP --pair $tmp/igi $tmp/igd 2e-2 2>&1) && [ "$ni" -gt 0 ] && [ "$nd" = 0 ] &&
-		ok "--trial indexer_tc: the DSA fixture's 40-token prefill scores on the tensor cores, logits vs the default plan $r" ||
-		bad "--trial indexer_tc" "kernel in the plans: $ni / $nd (default); $r"
+		ok "indexer_tc: the DSA fixture's 40-token prefill scores on the tensor cores, logits vs --fallback indexer_tc's $r" ||
+		bad "indexer_tc" "kernel in the plans: $ni / $nd (fallback); $r"
 else
 	bad "DSA fixture on the CPU" "$(head -c 300 $tmp/err)"
 fi

@@ -35,7 +35,6 @@ typedef struct {
 	const char *config;
 	const char *random;
 	const char *fallback;        /* --fallback: older kernels in place of newer ones (emit_cuda) */
-	const char *trial;           /* --trial: newer kernels not yet measured on a GPU, off unless named */
 	int persistent;              /* --decode persistent: a task schedule for the 1-token step (sched.c) */
 	int sms, per_sm;             /* --sms, --blocks-per-sm: the persistent kernel's workers */
 	int layers;
@@ -100,13 +99,11 @@ static const char *usage =
 	"                   where measured):\n"
 	"                   attn_split (split decode attention, for k_attn_step), moe_tc (routed experts'\n"
 	"                   prefill as a grouped tensor-core GEMM, for k_moe_up/k_moe_down), dsa_tc (DSA\n"
-	"                   prefill attention on the tensor cores, for k_mla), or all\n"
-	"  --trial K,...    a newer kernel not yet measured on a GPU (tested on the CPU stand-in; off until a\n"
-	"                   measurement makes it the default): mla_expand (a one-sequence prompt chunk's MLA\n"
-	"                   prefill over keys and values expanded through kv_b, for the absorbed k_mla_tc),\n"
-	"                   mla_split_tc (the MLA decode step's split attention on the tensor cores, for\n"
-	"                   k_mla_split), indexer_tc (the DSA indexer's prefill scores on the tensor cores,\n"
-	"                   for k_indexer_scores), or all\n"
+	"                   prefill attention on the tensor cores, for k_mla), mla_expand (a one-sequence\n"
+	"                   prompt chunk's MLA prefill over keys and values expanded through kv_b, for the\n"
+	"                   absorbed k_mla_tc), mla_split_tc (the MLA decode step's split attention on the\n"
+	"                   tensor cores, for k_mla_split), indexer_tc (the DSA indexer's prefill scores on\n"
+	"                   the tensor cores, for k_indexer_scores), or all\n"
 	"  --decode kernels|persistent  how the 1-token decode step runs: one kernel a launch (default), or\n"
 	"                   one persistent kernel walking a task schedule proved safe here (glmc explain\n"
 	"                   shows it; glmrun runs it unless given --decode kernels; slower than the kernels on\n"
@@ -304,8 +301,6 @@ static int compile(const Opts *o, Graph *g, char *err, size_t len)
 	graph_set_meta(g, "tp", "1");
 	if (o->fallback)
 		graph_set_meta(g, "compile.fallback", o->fallback);
-	if (o->trial)
-		graph_set_meta(g, "compile.trial", o->trial);
 	if (dump_after(o, "bind", g))
 		goto done;
 	if (partition(g, o->tp, stderr, err, len) || verify(g, err, len))
@@ -566,7 +561,7 @@ static void help_for(const char *cmd)
 }
 
 enum { G_WEIGHTS = 256, G_LIB, G_TP, G_ARCH, G_AFTER, G_DTYPE, G_CONFIG, G_RANDOM, G_LAYERS, G_DOT, G_LUA_TIME,
-       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_FALLBACK, G_TRIAL, G_DECODE, G_SMS, G_PER_SM };
+       G_STRICT, G_FORCE_MODEL, G_VERSION, G_JSON, G_FALLBACK, G_DECODE, G_SMS, G_PER_SM };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, G_VERSION}, {"weights", required_argument, 0, G_WEIGHTS},
 	{"model", required_argument, 0, 'm'}, {"output", required_argument, 0, 'o'}, {"lib", required_argument, 0, G_LIB},
@@ -576,7 +571,6 @@ static const struct option long_opts[] = {
 	{"dot", required_argument, 0, G_DOT}, {"lua-time", required_argument, 0, G_LUA_TIME},
 	{"strict", no_argument, 0, G_STRICT}, {"force-model", no_argument, 0, G_FORCE_MODEL},
 	{"json", no_argument, 0, G_JSON}, {"fallback", required_argument, 0, G_FALLBACK},
-	{"trial", required_argument, 0, G_TRIAL},
 	{"decode", required_argument, 0, G_DECODE}, {"sms", required_argument, 0, G_SMS},
 	{"blocks-per-sm", required_argument, 0, G_PER_SM}, {0, 0, 0, 0},
 };
@@ -600,7 +594,6 @@ static void take_opt(Opts *o, int c, const char *v)
 	case G_FORCE_MODEL: o->force_model = 1; break;
 	case G_JSON: o->json = 1; break;
 	case G_FALLBACK: o->fallback = v; break;
-	case G_TRIAL: o->trial = v; break;
 	case G_DECODE:
 		if (strcmp(v, "kernels") && strcmp(v, "persistent"))
 			fail_usage("--decode takes kernels or persistent, got", v);

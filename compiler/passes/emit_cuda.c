@@ -42,7 +42,7 @@ typedef struct {
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
 	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
-	int x_mla, x_split_tc, x_idx_tc; /* the trial kernels, chosen when glmc --trial named them (fb_parse) */
+	int x_mla, x_split_tc, x_idx_tc;
 	int *mla_xq;                 /* per mla node: its FK_MLA_Q when its one-sequence prefill is expanded, or -1 */
 	char *absorb_only;           /* per node: its kernels serve the absorbed MLA only (mla_x_prepare) */
 } Em;
@@ -801,7 +801,7 @@ static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv, int NS)
 }
 
 /* k_mla_split_tc's geometry for mla node id (the tiles of k_dsa_tc: DS output dims a warp, NZ slices and RG
-** groups of 16 heads a block, its dynamic shared memory), or 0 when it does not apply: --trial
+** groups of 16 heads a block, its dynamic shared memory), or 0 when it does not apply: not --fallback
 ** mla_split_tc, a bf16 plan, the value absorb merging the ranges (k_mla_split_tc writes states only), and
 ** shapes the tiles take. */
 static int mla_split_tc_geom(const Em *e, int id, int *DS, int *NZ, int *RG, int *smem)
@@ -1261,8 +1261,8 @@ static int emit_indexer(Em *e, int id)
 	w_seq(&w, g, kc);
 	w.L.grid[0] = sz_dims(kc, 0, 1, 8);
 	w.L.grid[1] = T;
-	/* --trial indexer_tc: steps above the decode's take the scores on the tensor cores (bf16, D a multiple
-	** of 16 up to 256) */
+	/* steps above the decode's take the scores on the tensor cores (bf16, D a multiple of 16 up to 256),
+	** unless --fallback indexer_tc */
 	int64_t D = A_indexer_dim(n), ismem = (64 + 2 * 64) * (D + 8) * 2;
 	int tc = e->x_idx_tc && g->cuda.act == DT_BF16 && D % 16 == 0 && D <= 256 && ismem <= e->t.smem_block;
 	if (tc)
@@ -2423,41 +2423,29 @@ static const char *emit_sampler(Em *e)
 
 /* The newer kernels glmc chooses where they apply, less those the plan's meta "compile.fallback" (glmc
 ** --fallback, a comma list) names: each has an older kernel computing the same values, which --fallback
-** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer).
-** The trial kernels (meta "compile.trial", glmc --trial) are tested on the CPU stand-in but not yet measured
-** on a GPU: off unless named, until a measurement makes them the default. */
+** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer). */
 static int fb_parse(Em *e, char *err, size_t len)
 {
-	e->x_split = e->x_moe_tc = e->x_dsa_tc = 1;
-	e->x_mla = e->x_split_tc = e->x_idx_tc = 0;
+	e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = e->x_split_tc = e->x_idx_tc = 1;
 	for (const char *v = graph_meta(e->g, "compile.fallback"); v && *v;) {
 		size_t n = strcspn(v, ",");
 		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_split = e->x_moe_tc = e->x_dsa_tc = 0;
+			e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = e->x_split_tc = e->x_idx_tc = 0;
 		else if (n == 10 && !strncmp(v, "attn_split", 10))
 			e->x_split = 0;
 		else if (n == 6 && !strncmp(v, "moe_tc", 6))
 			e->x_moe_tc = 0;
 		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
 			e->x_dsa_tc = 0;
-		else
-			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc or all)",
-			              (int)n, v);
-		v += n + (v[n] == ',');
-	}
-	for (const char *v = graph_meta(e->g, "compile.trial"); v && *v;) {
-		size_t n = strcspn(v, ",");
-		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_mla = e->x_split_tc = e->x_idx_tc = 1;
 		else if (n == 10 && !strncmp(v, "mla_expand", 10))
-			e->x_mla = 1;
+			e->x_mla = 0;
 		else if (n == 12 && !strncmp(v, "mla_split_tc", 12))
-			e->x_split_tc = 1;
+			e->x_split_tc = 0;
 		else if (n == 10 && !strncmp(v, "indexer_tc", 10))
-			e->x_idx_tc = 1;
+			e->x_idx_tc = 0;
 		else
-			return seterr(err, len, "--trial: unknown kernel '%.*s' (mla_expand, mla_split_tc, indexer_tc or all)",
-			              (int)n, v);
+			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc, mla_expand, "
+			              "mla_split_tc, indexer_tc or all)", (int)n, v);
 		v += n + (v[n] == ',');
 	}
 	return 0;
