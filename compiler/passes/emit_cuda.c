@@ -41,8 +41,8 @@ typedef struct {
 	int *sel_first;              /* per fused kernel its first record in g->sel, or -1 */
 	int *sel_node;               /* per linear its first own-kernel record in g->sel, or -1 */
 	Target t;                    /* the GPU of --arch */
-	int x_split, x_moe_tc, x_dsa_tc; /* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
-	int x_mla, x_split_tc, x_idx_tc;
+	/* the newer kernels chosen, unless glmc --fallback named them (fb_parse) */
+	int x_split, x_moe_tc, x_dsa_tc, x_mla, x_split_tc, x_idx_tc;
 	int *mla_xq;                 /* per mla node: its FK_MLA_Q when its one-sequence prefill is expanded, or -1 */
 	char *absorb_only;           /* per node: its kernels serve the absorbed MLA only (mla_x_prepare) */
 } Em;
@@ -675,8 +675,8 @@ static void split_multi_seq(Em *e, int from)
 }
 
 /* The expanded path's output slice a block keeps (k_mla_xattn's DS): the whole value head up to
-** MLA_X_DSMAX (256: a block forms each score once for GLM-4.7-Flash's 256-wide values; bench/fallback.sh
-** measures it against 128 with a glmc built -DMLA_X_DSMAX=128). */
+** MLA_X_DSMAX (256: a block forms each score once for GLM-4.7-Flash's 256-wide values; a glmc built with
+** -DMLA_X_DSMAX=128 prefilled 8K tokens in 788 ms against 638, bench/NOTES.md 65). */
 #ifndef MLA_X_DSMAX
 #define MLA_X_DSMAX 256
 #endif
