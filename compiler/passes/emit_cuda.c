@@ -802,14 +802,17 @@ static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv, int NS)
 
 /* k_mla_split_tc's geometry for mla node id (the tiles of k_dsa_tc: DS output dims a warp, NZ slices and RG
 ** groups of 16 heads a block, its dynamic shared memory), or 0 when it does not apply: not --fallback
-** mla_split_tc, a bf16 plan, the value absorb merging the ranges (k_mla_split_tc writes states only), and
+** mla_split_tc, a bf16 plan, a dense node, the value absorb merging the ranges (k_mla_split_tc writes states only), and
 ** shapes the tiles take. */
 static int mla_split_tc_geom(const Em *e, int id, int *DS, int *NZ, int *RG, int *smem)
 {
 	const Graph *g = e->g;
 	const Node *n = &g->node[id];
 	int64_t Dk = A_mla_dk(n), Dv = A_mla_dv(n), H = A_mla_heads(n);
-	if (!e->x_split_tc || g->cuda.act != DT_BF16 || !mla_absorb_merges(g, id) || Dk % 8 || Dv % 32 || Dv > Dk)
+	/* a DSA selection's decode (GLM-5) keeps k_mla_split: the kernel takes one (tests/simt/test_prefill), but
+	** only the dense case is measured (GLM-4.7-Flash, bench/NOTES.md 65) */
+	if (!e->x_split_tc || g->cuda.act != DT_BF16 || !mla_absorb_merges(g, id) || Dk % 8 || Dv % 32 || Dv > Dk ||
+	    n->nin > 4)
 		return 0;
 	*DS = Dv % 128 == 0 ? 128 : Dv % 64 == 0 ? 64 : 32;
 	*NZ = (Dv / *DS) % 4 == 0 ? 4 : (Dv / *DS) % 2 == 0 ? 2 : 1;
