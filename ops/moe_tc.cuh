@@ -26,9 +26,11 @@
 ** bf16 plans at steps of many tokens (compiler/passes/emit_cuda.c).
 **
 ** Row tiles: expert e has ceil(n_e / 128) tiles; their count over all experts is at most ceil(T·k/128)
-** + E. The GEMM grids are (column tiles, ceil(T·k/128), 2), a block's linear index y + gridDim.y·z, and
-** a block walks the tiles from its index in strides of the grid: from T·k >= 128·E tokens every tile has
-** a block of its own; below that a block may take several small tiles.
+** + E. A block's linear index is y + gridDim.y·z and a block walks the tiles from its index in strides of
+** the grid, so any grid computes the step; glmc gives every tile a block of its own (2E blocks in y below
+** T·k = 128·E, (ceil(T·k/128), 2) from there), so that a decode step of a few dozen tokens, whose tiles
+** hold one to a few rows of ~all E experts, streams its weights from every SM. A warp skips the mma work of
+** its 16-row slices past the tile's rows (a tile of 2 rows costs one slice of the eight, not all).
 */
 
 /* MOE_TC_BM, MOE_TC_EMAX, MOE_TC_DOWN_SMEM: ops/gemv_shape.h (glmc emits the launches) */
@@ -202,23 +204,28 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 			qs_commit();
 		};
 
+		int wrows = r1 - r0 - 64 * wm; /* the warp's rows of the tile: 16-row slices past them are zeros */
 		moe_tc_steps((C + BK - 1) / BK, BK, stage, [&](int s) {
+			if (wrows <= 0)
+				return;
 #pragma unroll
 			for (int kk = 0; kk < BK; kk += 16) {
 				unsigned a[4][4], b[2][4];
 #pragma unroll
 				for (int mt = 0; mt < 4; mt++)
-					pf_ldsm4<false>(a[mt], &xs[s][(64 * wm + 16 * mt + (lane & 15)) * LD + kk + 8 * (lane >> 4)]);
+					if (16 * mt < wrows)
+						pf_ldsm4<false>(a[mt], &xs[s][(64 * wm + 16 * mt + (lane & 15)) * LD + kk + 8 * (lane >> 4)]);
 #pragma unroll
 				for (int np = 0; np < 2; np++) /* np 0: gate rows, 1: up rows */
 					pf_ldsm4<false>(b[np], &ws[s][(32 * wn + 16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + kk +
 					                              8 * ((lane >> 3) & 1)]);
 #pragma unroll
 				for (int mt = 0; mt < 4; mt++)
+					if (16 * mt < wrows)
 #pragma unroll
-					for (int nt = 0; nt < 4; nt++)
-						qm_mma(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt >> 1][2 * (nt & 1)],
-						       b[nt >> 1][2 * (nt & 1) + 1]);
+						for (int nt = 0; nt < 4; nt++)
+							qm_mma(acc[mt][nt], a[mt][0], a[mt][1], a[mt][2], a[mt][3], b[nt >> 1][2 * (nt & 1)],
+							       b[nt >> 1][2 * (nt & 1) + 1]);
 			}
 		});
 
@@ -309,9 +316,12 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 			qs_commit();
 		};
 
+		int wrows = r1 - r0 - 64 * wm; /* as k_moe_up_tc: slices past the warp's rows are skipped */
 		moe_tc_steps((F + BK - 1) / BK, BK, stage, [&](int s) {
 			const float *a_s = as + s * 128 * LA;
 			const unsigned short *w_s = ws + s * 128 * LD;
+			if (wrows <= 0)
+				return;
 #pragma unroll
 			for (int kk = 0; kk < BK; kk += 16) {
 				unsigned b[2][4];
@@ -321,6 +331,8 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 					                            8 * ((lane >> 3) & 1)]);
 #pragma unroll
 				for (int mt = 0; mt < 4; mt++) {
+					if (16 * mt >= wrows)
+						continue;
 					unsigned ah[4], al[4];
 					moe_tc_afrag(ah, al, a_s + (64 * wm + 16 * mt) * LA + kk, LA);
 #pragma unroll

@@ -550,14 +550,16 @@ static int emit_qembedding(Em *e, int id)
 ** Steps of at least this many tokens run a bf16 plan's routed experts as a grouped GEMM on the tensor
 ** cores (ops/moe_tc.cuh); smaller ones keep k_moe_up and k_moe_down. Those read an expert's rows once per
 ** (token, slot): about T·k·3·C·F·2 bytes a layer (Flash at 32 tokens: 128 slots, 2.4 GB). The grouped
-** GEMM reads each chosen expert's rows once per 128-row tile (at 32 tokens about 55 of Flash's 64
-** experts, 1.0 GB) but pays for whole 128-row tiles on the tensor cores (one tile an expert at 2 rows
-** each: ~180 GFLOP, ~0.45 ms at 400 TFLOPS against ~0.9 ms of reads for the old pair). The two meet
-** near 16 tokens by this count; 32 leaves a margin until the GPU measures it (steps of 9-31 tokens are
-** continuous-batching decode steps more often than prompts). Experts kept in blocks take the same
-** threshold, unmeasured: the grouped GEMM dequantizes every staged value (q_elem) on the CUDA cores.
+** GEMM reads each chosen expert's rows once per row tile (at 32 tokens about 55 of Flash's 64 experts,
+** 1.0 GB), a block a tile (moe_tc_rows), and a tile of a few rows costs the tensor cores one 16-row
+** slice of its eight. 32 is where the grouped GEMM was first measured; smaller steps are continuous-
+** batching decode steps, where the two are to be compared on a GPU (MOE_TC_TMIN is a build knob until
+** then). Experts kept in blocks take the same threshold, unmeasured: the grouped GEMM dequantizes every
+** staged value (q_elem) on the CUDA cores.
 */
+#ifndef MOE_TC_TMIN
 #define MOE_TC_TMIN 32
+#endif
 
 static int moe_tc_ok(const Em *e, const Node *n);
 static void emit_moe_tc(Em *e, int id);
@@ -1395,9 +1397,26 @@ static void moe_tc_regions(Wr *w, Size T, int64_t E, int64_t K, int64_t F, int64
 		w_scratch(w, T, sz_const(K * C), "float", 4);
 }
 
+/* The row-tile grid (y, z) of the grouped GEMMs for steps tmin..tmax: a block for each of the step's
+** at most ceil(T·k/128) + E tiles. A Size cannot add, so steps under 128·E/k tokens (where ceil(T·k/128)
+** <= E) take the constant 2E, and larger ones (ceil(T·k/128), 2). Returns the first step size past the
+** constant grid's range. */
+static int moe_tc_rows(Wr *w, const Graph *g, int ids, int64_t E, int64_t K, int tmin, int tmax, int small)
+{
+	int64_t tbig = (MOE_TC_BM * E + K - 1) / K;
+	if (small) {
+		w->L.tmin = tmin, w->L.tmax = (int)(tbig - 1 < tmax ? tbig - 1 : tmax);
+		w->L.grid[1] = sz_const(2 * E), w->L.grid[2] = sz_const(1);
+	} else {
+		w->L.tmin = (int)(tbig > tmin ? tbig : tmin), w->L.tmax = tmax;
+		w->L.grid[1] = sz_numel(g, ids, MOE_TC_BM), w->L.grid[2] = sz_const(2);
+	}
+	return w->L.tmin <= w->L.tmax;
+}
+
 /* Routed experts of steps of MOE_TC_TMIN tokens or more on the tensor cores: k_moe_group, k_moe_up_tc,
 ** k_moe_down_tc, k_moe_sum_tc (ops/moe_tc.cuh), for bf16 experts and for experts kept in blocks
-** (emit_qmoe). Row-tile grids are (.., ceil(T·k/128), 2). */
+** (emit_qmoe). The two GEMMs are launched for the small steps' grid and the large steps' (moe_tc_rows). */
 static void emit_moe_tc(Em *e, int id)
 {
 	Graph *g = e->g;
@@ -1405,7 +1424,7 @@ static void emit_moe_tc(Em *e, int id)
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
 	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], K = g->node[ids].dim[1], E = g->node[ga].dim[0];
 	int tmin = e->tail_tmin[id] > MOE_TC_TMIN ? e->tail_tmin[id] : MOE_TC_TMIN;
-	Size T = sz_dims(x, 0, 1, 1), rows = sz_numel(g, ids, MOE_TC_BM);
+	Size T = sz_dims(x, 0, 1, 1);
 	char t[128];
 	Wr w;
 	w_start(&w, id);
@@ -1415,27 +1434,33 @@ static void emit_moe_tc(Em *e, int id)
 	w.L.grid[0] = sz_const(E);
 	w_finish(e, &w, "k_moe_group");
 
-	w_start(&w, id);
-	w.L.tmin = tmin;
-	moe_tc_regions(&w, T, E, K, F, C, 3);
-	w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
-	w_int(&w, C), w_int(&w, F), w_int(&w, K), w_int(&w, E);
-	w.L.grid[0] = sz_const((F + 63) / 64), w.L.grid[1] = rows, w.L.grid[2] = sz_const(2);
-	w.minb = 2; /* two blocks an SM: ptxas took up to 135 registers without the figure (nvcc 12, sm_90), 128 with */
-	snprintf(t, sizeof t, "k_moe_up_tc<%s, %d, %d>", ctype(g, ga), moe_tc_wtype(e, ga), moe_tc_wtype(e, up));
-	w_finish(e, &w, t);
+	for (int small = 1; small >= 0; small--) {
+		w_start(&w, id);
+		if (!moe_tc_rows(&w, g, ids, E, K, tmin, 1 << 30, small))
+			continue;
+		moe_tc_regions(&w, T, E, K, F, C, 3);
+		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
+		w_int(&w, C), w_int(&w, F), w_int(&w, K), w_int(&w, E);
+		w.L.grid[0] = sz_const((F + 63) / 64);
+		w.minb = 2; /* two blocks an SM: ptxas took up to 135 registers without the figure (nvcc 12, sm_90), 128 with */
+		snprintf(t, sizeof t, "k_moe_up_tc<%s, %d, %d>", ctype(g, ga), moe_tc_wtype(e, ga), moe_tc_wtype(e, up));
+		w_finish(e, &w, t);
+	}
 
-	w_start(&w, id);
-	w.L.tmin = tmin;
-	moe_tc_regions(&w, T, E, K, F, C, 4);
-	w_buf(&w, g, dn, 0, NULL), w_int(&w, C), w_int(&w, F), w_int(&w, E);
-	w_callsep(&w);
-	cat(w.call, sizeof w.call, "glm_dsm");
-	w.L.grid[0] = sz_const((C + 127) / 128), w.L.grid[1] = rows, w.L.grid[2] = sz_const(2);
-	w.L.smem = MOE_TC_DOWN_SMEM;
-	w.minb = 2;
-	snprintf(t, sizeof t, "k_moe_down_tc<%s, %d>", ctype(g, dn), moe_tc_wtype(e, dn));
-	w_finish(e, &w, t);
+	for (int small = 1; small >= 0; small--) {
+		w_start(&w, id);
+		if (!moe_tc_rows(&w, g, ids, E, K, tmin, 1 << 30, small))
+			continue;
+		moe_tc_regions(&w, T, E, K, F, C, 4);
+		w_buf(&w, g, dn, 0, NULL), w_int(&w, C), w_int(&w, F), w_int(&w, E);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
+		w.L.grid[0] = sz_const((C + 127) / 128);
+		w.L.smem = MOE_TC_DOWN_SMEM;
+		w.minb = 2;
+		snprintf(t, sizeof t, "k_moe_down_tc<%s, %d>", ctype(g, dn), moe_tc_wtype(e, dn));
+		w_finish(e, &w, t);
+	}
 
 	w_start(&w, id);
 	w.L.tmin = tmin;
