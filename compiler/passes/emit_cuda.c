@@ -552,14 +552,16 @@ static int emit_qembedding(Em *e, int id)
 ** (token, slot): about T·k·3·C·F·2 bytes a layer (Flash at 32 tokens: 128 slots, 2.4 GB). The grouped
 ** GEMM reads each chosen expert's rows once per row tile (at 32 tokens about 55 of Flash's 64 experts,
 ** 1.0 GB), a block a tile (moe_tc_rows), and a tile of a few rows costs the tensor cores one 16-row
-** slice of its eight. 32 is where the grouped GEMM was first measured; smaller steps are continuous-
-** batching decode steps, where the two are to be compared on a GPU (MOE_TC_TMIN is a build knob until
-** then). Experts kept in blocks take the same threshold, unmeasured: the grouped GEMM dequantizes every
-** staged value (q_elem) on the CUDA cores.
+** slice of its eight. Measured on GLM-4.7-Flash's decode steps (H100, bench/NOTES.md 67): the old pair
+** is faster at 9 tokens (19.0 against 20.4 ms), the grouped GEMM from 12 (21.9 against 23.0; at 24 tokens
+** 31.2 against 41.3). Experts kept in blocks take the same threshold, unmeasured: the grouped GEMM
+** dequantizes every staged value (q_elem) on the CUDA cores.
 */
-#ifndef MOE_TC_TMIN
-#define MOE_TC_TMIN 32
-#endif
+#define MOE_TC_TMIN 12
+
+/* The first step size moe_ffn node id takes the grouped GEMM at: MOE_TC_TMIN, or past the steps whose
+** down projection is fused (FK_MOE_DOWN), which need the older first half. */
+static int moe_tc_from(const Em *e, int id) { return e->tail_tmin[id] > MOE_TC_TMIN ? e->tail_tmin[id] : MOE_TC_TMIN; }
 
 static int moe_tc_ok(const Em *e, const Node *n);
 static void emit_moe_tc(Em *e, int id);
@@ -584,7 +586,7 @@ static int emit_qmoe(Em *e, int id)
 	w_int(&w, C), w_int(&w, Fd), w_int(&w, K);
 	int tc = moe_tc_ok(e, n);
 	if (tc)
-		w.L.tmax = MOE_TC_TMIN - 1;
+		w.L.tmax = moe_tc_from(e, id) - 1;
 	if (e->wq[ga] == QT_Q4_K && e->wq[up] == QT_Q4_K) { /* the tensor-core kernel: 64 f a block */
 		w.L.grid[0] = sz_const((Fd + 63) / 64), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
 		snprintf(t, sizeof t, "k_qmoe_up_mma<%s>", A);
@@ -596,7 +598,7 @@ static int emit_qmoe(Em *e, int id)
 	w_start(&w, id);
 	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
 	if (tc)
-		w.L.tmax = MOE_TC_TMIN - 1;
+		w.L.tmax = moe_tc_from(e, id) - 1;
 	w_buf(&w, g, id, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4);
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, "unsigned char");
@@ -1423,7 +1425,7 @@ static void emit_moe_tc(Em *e, int id)
 	const Node *n = &g->node[id];
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
 	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], K = g->node[ids].dim[1], E = g->node[ga].dim[0];
-	int tmin = e->tail_tmin[id] > MOE_TC_TMIN ? e->tail_tmin[id] : MOE_TC_TMIN;
+	int tmin = moe_tc_from(e, id);
 	Size T = sz_dims(x, 0, 1, 1);
 	char t[128];
 	Wr w;
@@ -1495,13 +1497,13 @@ static int emit_moe_ffn(Em *e, int id)
 	w.L.grid[0] = sz_const((Fd + 3) / 4), w.L.grid[1] = sz_const(K), w.L.grid[2] = T;
 	w.L.block = 128;
 	if (tc)
-		w.L.tmax = MOE_TC_TMIN - 1;
+		w.L.tmax = moe_tc_from(e, id) - 1;
 	snprintf(t, sizeof t, "k_moe_up<%s, %s>", A, ctype(g, ga));
 	w_finish(e, &w, t);
 	w_start(&w, id);
 	w.L.tmin = e->tail_tmin[id]; /* small steps may run the fused down projection (FK_MOE_DOWN) */
 	if (tc)
-		w.L.tmax = MOE_TC_TMIN - 1;
+		w.L.tmax = moe_tc_from(e, id) - 1;
 	w_buf(&w, g, id, 1, NULL);
 	w_scratch(&w, T, KF, "float", 4); /* the same region k_moe_up filled */
 	w_buf(&w, g, ids, 0, NULL), w_buf(&w, g, wt, 0, NULL), w_buf(&w, g, dn, 0, NULL);
