@@ -183,9 +183,9 @@ __device__ __forceinline__ void pf_store(bf16 *y0, bf16 *y1, const float (&o)[NO
 ** bf16 (80 bytes), so the eight rows an ldmatrix phase reads fall in different banks. Rows past T or N
 ** and columns past K are staged as zeros.
 */
-template <bool HAS_BIAS>
+template <bool HAS_BIAS, bool WKN = false>
 __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *w, const bf16 *bias, int T, int K, int N,
-                             int t0, int n0);
+                             int t0, int n0, int hw = 0);
 
 template <bool HAS_BIAS>
 __device__ void k_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bias, int T, int K, int N)
@@ -193,13 +193,25 @@ __device__ void k_gemm_tc(bf16 *y, const bf16 *x, const bf16 *w, const bf16 *bia
 	pf_gemm_tile<HAS_BIAS>(y, x, K, w, bias, T, K, N, blockIdx.y * 128, blockIdx.x * 128);
 }
 
-/* k_gemm_tc's tile of y at rows t0.., columns n0.., x's rows ldx elements apart (a multiple of 8). */
-template <bool HAS_BIAS>
-__device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *w, const bf16 *bias, int T, int K, int N,
-                             int t0, int n0)
+/* pf_gemm_tile's two stages of x and w tiles (4 · 128 · 40 bf16): one array whatever the instantiation, so
+** a kernel calling two of them (k_mla_xkv<true>: keys k-major, values by rows) holds 40 KB, not 80. */
+__device__ __forceinline__ unsigned short *pf_gemm_smem()
 {
-	const int BK = 32, LD = 40;
-	__shared__ __align__(16) unsigned short xs[2][128 * LD], ws[2][128 * LD];
+	__shared__ __align__(16) unsigned short sm[4 * 128 * 40];
+	return sm;
+}
+
+/* k_gemm_tc's tile of y at rows t0.., columns n0.., x's rows ldx elements apart (a multiple of 8).
+** WKN: w is stored k-major in blocks of hw columns (a multiple of 8): column n = b·hw + i, k at
+** w[(b·K + k)·hw + i], as GGUF's split attn_k_b ([H, L, Dn]: per head L rows of Dn); its tile is staged
+** as k rows of 128 columns and read by the transposing ldmatrix. */
+template <bool HAS_BIAS, bool WKN>
+__device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *w, const bf16 *bias, int T, int K, int N,
+                             int t0, int n0, int hw)
+{
+	const int BK = 32, LD = 40, LDN = 136; /* WKN rows: 272 bytes, so an ldmatrix phase's 8 rows miss each other's banks */
+	auto xs = reinterpret_cast<unsigned short (*)[128 * LD]>(pf_gemm_smem()); /* [2][128 · LD] */
+	auto ws = xs + 2;                                                         /* [2][128 · LD]: 32 · LDN fits */
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	float acc[4][4][4];
 #pragma unroll
@@ -220,10 +232,18 @@ __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *
 				qs_cp16(dx, x + (long long)(t0 + r) * ldx + k);
 			else
 				*(uint4 *)dx = make_uint4(0, 0, 0, 0);
-			if (n0 + r < N && k < K)
+			if (WKN) {
+				int kr = e >> 4, n = n0 + 8 * (e & 15);
+				dw = &ws[s][kr * LDN + 8 * (e & 15)];
+				if (n < N && k0 + kr < K)
+					qs_cp16(dw, w + ((long long)(n / hw) * K + k0 + kr) * hw + n % hw);
+				else
+					*(uint4 *)dw = make_uint4(0, 0, 0, 0);
+			} else if (n0 + r < N && k < K) {
 				qs_cp16(dw, w + (long long)(n0 + r) * K + k);
-			else
+			} else {
 				*(uint4 *)dw = make_uint4(0, 0, 0, 0);
+			}
 		}
 		qs_commit();
 	};
@@ -247,8 +267,11 @@ __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *
 				pf_ldsm4<false>(a[mt], &xs[s][(64 * wm + 16 * mt + (lane & 15)) * LD + kk + 8 * (lane >> 4)]);
 #pragma unroll
 			for (int np = 0; np < 2; np++) /* columns 0-7 at k, k + 8, then columns 8-15 */
-				pf_ldsm4<false>(b[np], &ws[s][(32 * wn + 16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + kk +
-				                              8 * ((lane >> 3) & 1)]);
+				if (WKN)
+					pf_ldsm4<true>(b[np], &ws[s][(kk + (lane & 15)) * LDN + 32 * wn + 16 * np + 8 * (lane >> 4)]);
+				else
+					pf_ldsm4<false>(b[np], &ws[s][(32 * wn + 16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + kk +
+					                              8 * ((lane >> 3) & 1)]);
 #pragma unroll
 			for (int mt = 0; mt < 4; mt++)
 #pragma unroll
@@ -480,8 +503,8 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** one sequence, through kv_b: kx[j, h·Dn + d] = Σ_l wk[h·Dn + d, l] · c_j[l] and vx[j, h·Dv + e] =
 ** Σ_l wv[h·Dv + e, l] · c_j[l] for rows j < pos[T − 1] + 1 of slot seq[0] (c_j: the first L values of
 ** cache row j, rows Dk apart), bf16 as the GEMM of k_gemm_tc (pf_gemm_tile). The step's rows are one
-** sequence at consecutive positions (the launch is LAUNCH_ONE_SEQ). wk is [H·Dn, L], wv [H·Dv, L] (kv_b's
-** row slots, Hugging Face's layout). grid (ceil(max(H·Dn, H·Dv)/128), ceil(S/128), 2: keys, values),
+** sequence at consecutive positions (the launch is LAUNCH_ONE_SEQ). wk is [H·Dn, L] (kv_b's row slots,
+** Hugging Face's layout) or, WKT, [H, L, Dn] (GGUF's split attn_k_b); wv [H·Dv, L] in both. grid (ceil(max(H·Dn, H·Dv)/128), ceil(S/128), 2: keys, values),
 ** block 256; tiles past the sequence's rows exit at once.
 **
 ** Why expand: the absorbed attention (k_mla_tc) forms every score over the Dk-wide latent (576 for GLM)
@@ -490,14 +513,19 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** per cached row what one query row's attention saves over about 50 rows, so it pays from a prompt chunk
 ** of 64 rows on (MLA_X_TMIN, emit_cuda.c).
 */
+template <bool WKT>
 __device__ void k_mla_xkv(bf16 *kx, bf16 *vx, const bf16 *cache, const bf16 *wk, const bf16 *wv, const int *pos, int H,
                           int Dn, int Dv, int L, int Dk, const int *seq, int S, int T)
 {
 	int kn = pos[T - 1] + 1, t0 = blockIdx.y * 128, n0 = blockIdx.x * 128, z = blockIdx.z;
 	int N = z ? H * Dv : H * Dn;
+	const bf16 *c = cache + (long long)seq[0] * S * Dk;
 	if (t0 >= kn || n0 >= N)
 		return;
-	pf_gemm_tile<false>(z ? vx : kx, cache + (long long)seq[0] * S * Dk, Dk, z ? wv : wk, nullptr, kn, L, N, t0, n0);
+	if (WKT && !z)
+		pf_gemm_tile<false, true>(kx, c, Dk, wk, nullptr, kn, L, N, t0, n0, Dn);
+	else
+		pf_gemm_tile<false>(z ? vx : kx, c, Dk, z ? wv : wk, nullptr, kn, L, N, t0, n0);
 }
 
 /*

@@ -204,6 +204,32 @@ else
 	bad "dense glm4_moe_lite on the CPU" "$(head -c 300 $tmp/err)"
 fi
 
+# GGUF's split attn_k_b (stored [H, L, Dn]) prefills expanded too (k_mla_xkv<true>): the glm4_moe_lite fixture
+# converted to an f32 GGUF (mkgguf's default MLA layout is the split one) and compiled bf16, a 100-token
+# prompt in steps of 70 (one chunk expanded, then one absorbed) and 3 decode steps, gives the logits of the
+# Hugging Face checkpoint's plan (kv_b's rows, k_mla_xkv<false>) bit for bit: the same products summed in
+# the same order, only the weight tile staged another way.
+gp=$(seq 3 102 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
+if build/tools/mkgguf $FIX/glm4_moe_lite $tmp/lite.gguf --type f32 >/dev/null 2>$tmp/err; then
+	for v in g h; do
+		w=$FIX/glm4_moe_lite
+		[ $v = g ] && w=$tmp/lite.gguf
+		bin/glmc compile models/glm4_moe_lite.lua --weights $w --dtype bf16 -o $tmp/split-$v.plan 2>$tmp/err &&
+			build/tools/simtsrc $tmp/split-$v.plan >$tmp/split-$v.cc &&
+			${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/split-$v.cc tests/simt/simt.cc \
+				-o $tmp/split-$v.so 2>>$tmp/err &&
+			gpu $tmp/split-$v.so $tmp/split-$v.plan --tokens "$gp" -ub 70 -n 3 --dump-logits $tmp/split-$v.lg \
+				>/dev/null 2>>$tmp/err || bad "glm4_moe_lite ($v) for the split W_UK case" "$(head -c 300 $tmp/err)"
+	done
+	kg=$(grep -ao 'k_mla_xkv<[a-z]*>(' $tmp/split-g.plan | sort -u | tr '\n' ' ')
+	kh=$(grep -ao 'k_mla_xkv<[a-z]*>(' $tmp/split-h.plan | sort -u | tr '\n' ' ')
+	[ "$kg" = "k_mla_xkv<true>( " ] && [ "$kh" = "k_mla_xkv<false>( " ] && cmp -s $tmp/split-g.lg $tmp/split-h.lg &&
+		ok "GGUF's split attn_k_b prefills expanded (k_mla_xkv<true>): 100 tokens in steps of 70, logits equal the HF plan's bit for bit" ||
+		bad "GGUF's split attn_k_b expanded" "kernels '$kg' / '$kh', logits $($CMP --pair $tmp/split-g.lg $tmp/split-h.lg 1 2>&1)"
+else
+	bad "the glm4_moe_lite fixture as an f32 GGUF (mkgguf)" "$(head -c 300 $tmp/err)"
+fi
+
 # The DSA fixture's bf16 plan scores a 40-token prompt's keys on the tensor cores (k_indexer_scores_tc) where
 # --fallback indexer_tc's uses the CUDA cores (k_indexer_scores): the same selections but at a near tie, so
 # logits within 2e-2 of the fallback plan's (the CPU's tokens forced).

@@ -697,8 +697,8 @@ static int64_t mla_x_dk(int64_t Dn, int64_t Dr) { return (Dn + Dr + 15) / 16 * 1
 
 /* Which dense mla nodes prefill a one-sequence chunk expanded: bf16 plans whose query preparation and value
 ** absorb were fused (FK_MLA_Q, FK_MLA_OUT: they name q before its split, W_UK, the rotated q_pe, W_UV and
-** the output), with W_UK and W_UV as bf16 rows [H, Dn, L] and [H, Dv, L] (Hugging Face's kv_b slots; GGUF's
-** split attn_k_b is stored transposed and stays absorbed), and shapes the kernels take. The absorbed query's
+** the output), with W_UK and W_UV as bf16 rows [H, Dn, L] and [H, Dv, L] (Hugging Face's kv_b slots), or
+** W_UK as [H, L, Dn] (GGUF's split attn_k_b, mla_q.wuk_t), and shapes the kernels take. The absorbed query's
 ** nodes (slice, permute, matmul W_UK, permute, concat) then serve the absorbed launches only. */
 static void mla_x_prepare(Em *e)
 {
@@ -721,12 +721,12 @@ static void mla_x_prepare(Em *e)
 		const FuseKernel *q = &g->fk[qk];
 		int wk = q->mla_q.wuk, wv = f->mla_out.wuv, q3 = q->mla_q.q, R = q->mla_q.rope;
 		const Node *K = &g->node[wk], *V = &g->node[wv], *Q = &g->node[q3];
-		int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L;
-		if (q->mla_q.wuk_t || K->ndim != 3 || V->ndim != 3 || Q->ndim != 3 || K->dim[0] != H || V->dim[0] != H ||
-		    K->dim[2] != L || V->dim[2] != L || Q->dim[1] != H || e->wq[wk] >= 0 || e->wq[wv] >= 0 ||
+		int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L, kt = q->mla_q.wuk_t;
+		if (K->ndim != 3 || V->ndim != 3 || Q->ndim != 3 || K->dim[0] != H || V->dim[0] != H ||
+		    K->dim[kt ? 1 : 2] != L || V->dim[2] != L || Q->dim[1] != H || e->wq[wk] >= 0 || e->wq[wv] >= 0 ||
 		    cuda_wdtype(g, wk) != DT_BF16 || cuda_wdtype(g, wv) != DT_BF16)
 			continue;
-		int64_t Dn = K->dim[1], Dv = V->dim[1], DK = mla_x_dk(Dn, Dr), DS = mla_x_ds(Dv);
+		int64_t Dn = K->dim[kt ? 2 : 1], Dv = V->dim[1], DK = mla_x_dk(Dn, Dr), DS = mla_x_ds(Dv);
 		int64_t smem = (64 + 2 * 32) * (DK + 8) * 2 + 2 * 32 * (DS + 8) * 2;
 		if (Q->dim[2] != Dn + Dr || Dn % 8 || Dr % 8 || L % 8 || Dk % 8 || DK > 256 || !DS || smem > e->t.smem_block ||
 		    g->node[R].ndim != 2 || g->node[R].dim[1] != H * Dr)
@@ -751,7 +751,8 @@ static void emit_mla_x(Em *e, const FuseKernel *f, const FuseKernel *q)
 	int M = f->m[0];
 	const Node *n = &g->node[M];
 	int cache = n->in[2], pos = n->in[3], wk = q->mla_q.wuk, wv = f->mla_out.wuv, q3 = q->mla_q.q, R = q->mla_q.rope;
-	int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L, Dn = g->node[wk].dim[1];
+	int kt = q->mla_q.wuk_t;
+	int64_t H = A_mla_heads(n), L = A_mla_dv(n), Dk = A_mla_dk(n), Dr = Dk - L, Dn = g->node[wk].dim[kt ? 2 : 1];
 	int64_t Dv = g->node[wv].dim[1], DK = mla_x_dk(Dn, Dr), DS = mla_x_ds(Dv);
 	Size S = sz_dims(cache, 0, 1, 1), T = sz_numel(g, pos, 1);
 	char t[256];
@@ -765,7 +766,7 @@ static void emit_mla_x(Em *e, const FuseKernel *f, const FuseKernel *q)
 	w.L.grid[0] = sz_const((H * (Dn > Dv ? Dn : Dv) + 127) / 128), w.L.grid[1] = sz_dims(cache, 0, 1, 128);
 	w.L.grid[2] = sz_const(2);
 	w.L.tmin = MLA_X_TMIN, w.L.flags = LAUNCH_ONE_SEQ;
-	w_finish(e, &w, "k_mla_xkv");
+	w_finish(e, &w, kt ? "k_mla_xkv<true>" : "k_mla_xkv<false>");
 
 	w_start(&w, f->host);
 	w_buf(&w, g, f->mla_out.out, 1, NULL), w_buf(&w, g, q3, 0, NULL), w_buf(&w, g, R, 0, NULL);

@@ -367,10 +367,11 @@ __global__ void __launch_bounds__(32 * RG * NZ) g_mla_split_tc(float *pacc, floa
 	k_mla_split_tc<DS, NZ, RG>(pacc, pml, q, cache, pos, nullptr, 0, 0, H, Dk, Dv, scale, g_zero_seq, 0, g_dsm);
 }
 
+template <bool WKT>
 __global__ void __launch_bounds__(256) g_mla_xkv(bf16 *kx, bf16 *vx, const bf16 *cache, const bf16 *wk, const bf16 *wv,
                                                  const int *pos, int H, int Dn, int Dv, int L, int Dk, int S, int T)
 {
-	k_mla_xkv(kx, vx, cache, wk, wv, pos, H, Dn, Dv, L, Dk, g_zero_seq, S, T);
+	k_mla_xkv<WKT>(kx, vx, cache, wk, wv, pos, H, Dn, Dv, L, Dk, g_zero_seq, S, T);
 }
 
 template <int DK, int DS>
@@ -1172,8 +1173,9 @@ template <int DS, int NZ, int RG> static void test_mla_split_tc(int H, int Dk, i
 
 /* ops/prefill.cuh's expanded MLA prefill: k_mla_xkv against a double GEMM of the same bf16 values (one
 ** bf16 unit plus 1e-5), then k_mla_xattn against a double causal softmax over the GPU's own expanded rows
-** (one unit plus 1.5e-5): T tokens after ctx cached rows, one sequence. */
-template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L)
+** (one unit plus 1.5e-5): T tokens after ctx cached rows, one sequence. wkt: W_UK uploaded as GGUF's
+** split attn_k_b, [H, L, Dn]. */
+template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, bool wkt = false)
 {
 	int S = ctx + T, Dk = L + Dr, DQ = Dn + Dr, kn = ctx + T;
 	std::vector<float> q3 = through<bf16>(rnd((size_t)T * H * DQ, -0.5f, 0.5f)), qr = through<bf16>(rnd((size_t)T * H * Dr, -0.5f, 0.5f));
@@ -1185,8 +1187,16 @@ template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, 
 	bf16 *dkx = poisoned<bf16>((size_t)S * H * Dn), *dvx = poisoned<bf16>((size_t)S * H * Dv), *dy = poisoned<bf16>((size_t)T * H * Dv);
 	bf16 *dc = upload(to_type<bf16>(c));
 	int *dpos = upload(pos);
-	g_mla_xkv<<<dim3((H * (Dn > Dv ? Dn : Dv) + 127) / 128, (S + 127) / 128, 2), 256>>>(dkx, dvx, dc, upload(to_type<bf16>(wk)),
-	                                                                                 upload(to_type<bf16>(wv)), dpos, H, Dn, Dv, L, Dk, S, T);
+	std::vector<float> wkg(wk.size());
+	for (int h = 0; h < H; h++)
+		for (int d = 0; d < Dn; d++)
+			for (int l = 0; l < L; l++)
+				wkg[((size_t)h * L + l) * Dn + d] = wk[((size_t)h * Dn + d) * L + l];
+	dim3 gx((H * (Dn > Dv ? Dn : Dv) + 127) / 128, (S + 127) / 128, 2);
+	if (wkt)
+		g_mla_xkv<true><<<gx, 256>>>(dkx, dvx, dc, upload(to_type<bf16>(wkg)), upload(to_type<bf16>(wv)), dpos, H, Dn, Dv, L, Dk, S, T);
+	else
+		g_mla_xkv<false><<<gx, 256>>>(dkx, dvx, dc, upload(to_type<bf16>(wk)), upload(to_type<bf16>(wv)), dpos, H, Dn, Dv, L, Dk, S, T);
 	CK_LAUNCH();
 	std::vector<float> kx = to_float(download(dkx, (size_t)kn * H * Dn)), vx = to_float(download(dvx, (size_t)kn * H * Dv));
 	std::vector<float> kw((size_t)kn * H * Dn), vw((size_t)kn * H * Dv);
@@ -1200,7 +1210,7 @@ template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, 
 			(isk ? kw[(size_t)j * H * Dn + n] : vw[(size_t)j * H * Dv + n - H * Dn]) = (float)a;
 		}
 	double uk = worst_units(kx, kw, 1e-5), uv = worst_units(vx, vw, 1e-5);
-	check(uk <= 1.0 && uv <= 1.0, fmt("mla_xkv T=%d after %d rows H=%d Dn=%d Dv=%d L=%d", T, ctx, H, Dn, Dv, L),
+	check(uk <= 1.0 && uv <= 1.0, fmt("mla_xkv%s T=%d after %d rows H=%d Dn=%d Dv=%d L=%d", wkt ? " (split W_UK)" : "", T, ctx, H, Dn, Dv, L),
 	      fmt("worst %.2f / %.2f units", uk, uv));
 	float scale = 1.0f / sqrtf((float)DQ);
 	int smem = (64 + 64) * (DK + 8) * 2 + 64 * (DS + 8) * 2;
@@ -2990,6 +3000,8 @@ template <typename A> static void activation_suite()
 		test_mla_split_tc<128, 4, 2>(64, 576, 512, 2100, 64, 0.07f);  /* GLM-5's 64 heads, two groups */
 		test_mla_split_tc<32, 1, 1>(4, 40, 32, 70, 64, 0.2f);        /* the fixtures' shape, two ranges */
 		test_mla_x<256, 256>(300, 2048, 20, 192, 64, 256, 512); /* GLM-4.7-Flash: a chunk after 2048 rows */
+		test_mla_x<256, 256>(300, 700, 20, 192, 64, 256, 512, true); /* its GGUF: split W_UK */
+		test_mla_x<192, 128>(130, 70, 16, 128, 64, 128, 512, true);
 		test_mla_x<256, 128>(65, 0, 20, 192, 64, 256, 512);
 		test_mla_x<192, 128>(130, 70, 16, 128, 64, 128, 512);   /* DeepSeek-V3 / GLM-5 at tp 8 */
 		test_mla_x<32, 16>(63, 1, 4, 16, 8, 16, 32);            /* the fixtures' shape */

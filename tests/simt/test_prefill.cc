@@ -216,8 +216,9 @@ template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector
 ** unit plus 1.5e-5, as k_attn_tc's); and the whole against the absorbed form it replaces: ref_mla over
 ** the latent with W_UK folded into the query, then W_UV, in f32 (rel-L2, the expanded rows being bf16).
 */
+/* wkt: W_UK given as GGUF's split attn_k_b, [H, L, Dn] (k_mla_xkv<true>); the references read [H, Dn, L]. */
 template <int DK, int DS>
-static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, const char *what)
+static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, const char *what, bool wkt = false)
 {
 	int S = ctx + T + 5, Dk = L + Dr, DQ = Dn + Dr;
 	std::vector<int> pos(T), seq(T, 0);
@@ -236,8 +237,16 @@ static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, con
 		for (auto &e : *v)
 			e.x = 0x7fc0; /* NaN */
 	int NX = (H * (Dn > Dv ? Dn : Dv) + 127) / 128;
+	std::vector<bf16> wkg(wk.size());
+	for (int h = 0; h < H; h++)
+		for (int d = 0; d < Dn; d++)
+			for (int l = 0; l < L; l++)
+				wkg[((size_t)h * L + l) * Dn + d] = wk[((size_t)h * Dn + d) * L + l];
 	simt_launch(dim3{(unsigned)NX, (unsigned)(S + 127) / 128, 2}, dim3{256, 1, 1}, [&] {
-		k_mla_xkv(kx.data(), vx.data(), cache.data(), wk.data(), wv.data(), pos.data(), H, Dn, Dv, L, Dk, seq.data(), S, T);
+		if (wkt)
+			k_mla_xkv<true>(kx.data(), vx.data(), cache.data(), wkg.data(), wv.data(), pos.data(), H, Dn, Dv, L, Dk, seq.data(), S, T);
+		else
+			k_mla_xkv<false>(kx.data(), vx.data(), cache.data(), wk.data(), wv.data(), pos.data(), H, Dn, Dv, L, Dk, seq.data(), S, T);
 	});
 	std::vector<float> kw((size_t)kn * H * Dn), vw((size_t)kn * H * Dv);
 	for (int j = 0; j < kn; j++)
@@ -252,7 +261,7 @@ static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, con
 	std::vector<bf16> kxs(kx.begin(), kx.begin() + (size_t)kn * H * Dn), vxs(vx.begin(), vx.begin() + (size_t)kn * H * Dv);
 	/* floor: the f32 sums' own error over L terms of a few tenths, where cancellation leaves a small value */
 	double uk = worst_units(kxs, kw, 1e-5), uv = worst_units(vxs, vw, 1e-5);
-	check(uk <= 1.0 && uv <= 1.0, fmt("k_mla_xkv T %d ctx %d H %d Dn %d Dv %d L %d %s", T, ctx, H, Dn, Dv, L, what),
+	check(uk <= 1.0 && uv <= 1.0, fmt("k_mla_xkv<%s> T %d ctx %d H %d Dn %d Dv %d L %d %s", wkt ? "true" : "false", T, ctx, H, Dn, Dv, L, what),
 	      fmt("worst %.2f / %.2f units", uk, uv));
 
 	float scale = 1.0f / sqrtf((float)DQ);
@@ -614,5 +623,8 @@ int main(void)
 	test_mla_x<256, 256>(66, 37, 2, 192, 64, 256, 512, "GLM-4.7-Flash's head, after 37 rows");
 	test_mla_x<256, 128>(40, 0, 2, 192, 64, 256, 512, "GLM-4.7-Flash's head in two slices");
 	test_mla_x<192, 128>(65, 130, 3, 128, 64, 128, 96, "DeepSeek-V3's head dims");
+	test_mla_x<256, 256>(66, 37, 2, 192, 64, 256, 512, "GLM-4.7-Flash's head, GGUF's split W_UK (tiles across heads)", true);
+	test_mla_x<32, 16>(70, 100, 4, 16, 8, 16, 40, "GGUF's split W_UK, L past the k step", true);
+	test_mla_x<192, 128>(65, 130, 3, 128, 64, 128, 96, "DeepSeek-V3's head dims, GGUF's split W_UK", true);
 	return finish();
 }
