@@ -33,7 +33,7 @@
 ** its 16-row slices past the tile's rows (a tile of 2 rows costs one slice of the eight, not all).
 */
 
-/* MOE_TC_BM, MOE_TC_EMAX, MOE_TC_DOWN_SMEM: ops/gemv_shape.h (glmc emits the launches) */
+/* MOE_TC_BM, MOE_TC_EMAX, MOE_TC_UP_SMEM, MOE_TC_DOWN_SMEM: ops/gemv_shape.h (glmc emits the launches) */
 
 /*
 ** Group the n = T·k slots by expert: meta[0..E] the first sorted row of each expert (meta[E] the rows
@@ -134,43 +134,54 @@ __device__ __forceinline__ void moe_tc_wpiece(unsigned short *dst, const void *w
 	}
 }
 
-/* The two-stage k loop of the grouped GEMMs (k_gemm_tc's scheme): stage(s, k0) copies the k step at k0
-** into stage s (its cp.async copies committed as one group), body(s) works on stage s while the next
-** step is copied. Every thread of the block calls it (it synchronises). */
-template <typename S, typename B> __device__ __forceinline__ void moe_tc_steps(int nk, int BK, S &&stage, B &&body)
+/* The k loop of the grouped GEMMs in NS shared-memory stages (k_gemm_tc's scheme, deeper): stage(s, k0)
+** copies the k step at k0 into stage s (its cp.async copies committed as one group), body(s) works on
+** stage s while the next NS - 1 steps' copies fly. Where no step is left to copy an empty group is
+** committed, so waiting for all but the newest NS - 1 groups always means this step's copies have landed.
+** The stage refilled at step ks is the one step ks - 1 worked on, released by its closing barrier. Every
+** thread of the block calls it (it synchronises). A decode-sized step's tiles have a few rows and little
+** mma work, so the copies in flight are what the GEMM's time is: two stages of 32 k values a block, two
+** blocks an SM, keep about 16 KB of weights in flight an SM, short of what the memory needs. */
+template <int NS, typename S, typename B> __device__ __forceinline__ void moe_tc_steps(int nk, int BK, S &&stage, B &&body)
 {
-	stage(0, 0);
+#pragma unroll
+	for (int i = 0; i < NS - 1; i++)
+		if (i < nk)
+			stage(i, i * BK);
+		else
+			qs_commit();
 	for (int ks = 0; ks < nk; ks++) {
-		int s = ks & 1;
-		if (ks + 1 < nk) {
-			stage(s ^ 1, (ks + 1) * BK);
-			qs_wait<1>();
-		} else {
-			qs_wait<0>();
-		}
+		int nx = ks + NS - 1;
+		if (nx < nk)
+			stage(nx % NS, nx * BK);
+		else
+			qs_commit();
+		qs_wait<NS - 1>();
 		__syncthreads();
-		body(s);
-		__syncthreads(); /* stage s is refilled by the step after next */
+		body(ks % NS);
+		__syncthreads(); /* stage ks % NS is refilled by the next step */
 	}
 }
 
 /*
 ** Routed experts' first half for the grouped rows: hid[r·F + f] = silu(g)·u for sorted row r (slot
 ** list[r], token list[r] / k, expert e), g = gate[e, f, :]·x[t], u = up[e, f, :]·x[t] as f32 sums of
-** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))). grid (ceil(F/64), ceil(T·k/128), 2),
-** block 256.
-** A tile is 128 rows by 64 f, C in steps of 32 through two shared-memory stages as k_gemm_tc (cp.async
-** of the next step while the tensor cores work on this one). The 128 weight rows staged per step are
+** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))). grid (ceil(F/64), row blocks as the file's
+** head says), block 256.
+** A tile is 128 rows by 64 f, C in steps of 32 through NS shared-memory stages (cp.async of the next steps
+** while the tensor cores work on this one). The 128 weight rows staged per step are
 ** gate and up interleaved by 16: row 32w + i is gate f = 16w + i and row 32w + 16 + i up f = 16w + i
 ** (i < 16), so warp (wm, wn) holds both sums of its rows at f 16wn.. 16wn + 15 and the epilogue needs no
-** exchange: its mma tiles 0, 1 are gate, 2, 3 up of the same f.
+** exchange: its mma tiles 0, 1 are gate, 2, 3 up of the same f. NS stages (moe_tc_steps) in dynamic
+** shared memory dsm, MOE_TC_UP_SMEM(NS) bytes.
 */
-template <typename W, int QG, int QU>
+template <typename W, int QG, int QU, int NS>
 __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x, const W *gate, const W *up,
-                            int C, int F, int k, int E)
+                            int C, int F, int k, int E, unsigned char *dsm)
 {
 	const int BK = 32, LD = 40;
-	__shared__ __align__(16) unsigned short xs[2][128 * LD], ws[2][128 * LD];
+	auto xs = reinterpret_cast<unsigned short (*)[128 * LD]>(dsm); /* [NS][128 · LD] */
+	auto ws = xs + NS;                                              /* [NS][128 · LD] */
 	__shared__ int rtok[128];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	int g = lane >> 2, cc = lane & 3, n0 = blockIdx.x * 64, nt_all = meta[2 * E + 1];
@@ -205,7 +216,7 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 		};
 
 		int wrows = r1 - r0 - 64 * wm; /* the warp's rows of the tile: 16-row slices past them are zeros */
-		moe_tc_steps((C + BK - 1) / BK, BK, stage, [&](int s) {
+		moe_tc_steps<NS>((C + BK - 1) / BK, BK, stage, [&](int s) {
 			if (wrows <= 0)
 				return;
 #pragma unroll
@@ -270,18 +281,19 @@ __device__ __forceinline__ void moe_tc_afrag(unsigned (&hi)[4], unsigned (&lo)[4
 /*
 ** Routed experts' second half for the grouped rows: ys[s·C + c] = down[e, c, :]·hid[r, :] for sorted row
 ** r, slot s = list[r], as f32 sums; unweighted (k_moe_sum_tc weights and sums the slots).
-** grid (ceil(C/128), ceil(T·k/128), 2), block 256, dynamic shared memory dsm of MOE_TC_DOWN_SMEM bytes.
-** A tile is 128 rows by 128 c, F in steps of 32 in two stages as k_moe_up_tc: hid as f32 rows of 40
+** grid as k_moe_up_tc's with ceil(C/128) columns, block 256, dynamic shared memory dsm of
+** MOE_TC_DOWN_SMEM(NS) bytes. A tile is 128 rows by 128 c, F in steps of 32 in NS stages as k_moe_up_tc:
+** hid as f32 rows of 40
 ** (float pairs of a fragment's eight rows in distinct banks), read into hi and lo fragments, two mmas
 ** each; down as bf16 rows of 40 through ldmatrix as k_gemm_tc's weights.
 */
-template <typename W, int QD>
+template <typename W, int QD, int NS>
 __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys, const W *down, int C,
                               int F, int E, unsigned char *dsm)
 {
 	const int BK = 32, LA = 40, LD = 40;
-	float *as = (float *)dsm;                                        /* [2][128 * LA] */
-	unsigned short *ws = (unsigned short *)(dsm + 2 * 128 * LA * 4); /* [2][128 * LD] */
+	float *as = (float *)dsm;                                         /* [NS][128 * LA] */
+	unsigned short *ws = (unsigned short *)(dsm + NS * 128 * LA * 4); /* [NS][128 * LD] */
 	__shared__ int rslot[128];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	int g = lane >> 2, cc = lane & 3, n0 = blockIdx.x * 128, nt_all = meta[2 * E + 1];
@@ -317,7 +329,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 		};
 
 		int wrows = r1 - r0 - 64 * wm; /* as k_moe_up_tc: slices past the warp's rows are skipped */
-		moe_tc_steps((F + BK - 1) / BK, BK, stage, [&](int s) {
+		moe_tc_steps<NS>((F + BK - 1) / BK, BK, stage, [&](int s) {
 			const float *a_s = as + s * 128 * LA;
 			const unsigned short *w_s = ws + s * 128 * LD;
 			if (wrows <= 0)

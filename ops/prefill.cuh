@@ -504,8 +504,9 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 ** Σ_l wv[h·Dv + e, l] · c_j[l] for rows j < pos[T − 1] + 1 of slot seq[0] (c_j: the first L values of
 ** cache row j, rows Dk apart), bf16 as the GEMM of k_gemm_tc (pf_gemm_tile). The step's rows are one
 ** sequence at consecutive positions (the launch is LAUNCH_ONE_SEQ). wk is [H·Dn, L] (kv_b's row slots,
-** Hugging Face's layout) or, WKT, [H, L, Dn] (GGUF's split attn_k_b); wv [H·Dv, L] in both. grid (ceil(max(H·Dn, H·Dv)/128), ceil(S/128), 2: keys, values),
-** block 256; tiles past the sequence's rows exit at once.
+** Hugging Face's layout) or, WKT, [H, L, Dn] (GGUF's split attn_k_b); wv [H·Dv, L] in both.
+** grid (ceil(max(H·Dn, H·Dv)/128), ceil(S/128), 2: keys, values), block 256; tiles past the sequence's
+** rows exit at once.
 **
 ** Why expand: the absorbed attention (k_mla_tc) forms every score over the Dk-wide latent (576 for GLM)
 ** and sums values Dv = 512 wide, again for each 128-wide output slice; expanded, a score is Dn + Dr wide

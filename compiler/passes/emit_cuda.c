@@ -1374,9 +1374,27 @@ static int moe_tc_wtype(const Em *e, int w)
 	return q == QT_Q8_0 || q == QT_Q4_K || q == QT_Q5_K || q == QT_Q6_K ? q : -2;
 }
 
+/* The grouped GEMMs' shared-memory stages (moe_tc_steps): as many as asked that fit the target's shared
+** memory a block, at least two. Two is what has been measured. Four for the first half and three for the
+** down projection would keep two blocks an SM on sm_90 (160 and 180 KB) and three or four times the weight
+** bytes in flight, which a decode-sized step (tiles of a few rows, little mma work) waits on: build knobs
+** (-DMOE_TC_UP_NS=4 -DMOE_TC_DOWN_NS=3) until a GPU compares them (bench/NOTES.md 69). */
+#ifndef MOE_TC_UP_NS
+#define MOE_TC_UP_NS 2
+#endif
+#ifndef MOE_TC_DOWN_NS
+#define MOE_TC_DOWN_NS 2
+#endif
+static int moe_tc_ns(const Em *e, int want, int bytes_a_stage)
+{
+	while (want > 2 && want * bytes_a_stage > e->t.smem_block)
+		want--;
+	return want;
+}
+
 /* Whether a moe_ffn node's experts take the grouped GEMM (ops/moe_tc.cuh): bf16 activations, gate, up and
 ** down all bf16 or all kept in blocks of the types moe_tc_wtype takes, C and F multiples of 8 (16-byte
-** rows for cp.async), at most MOE_TC_EMAX experts, and k_moe_down_tc's shared memory within the target's. */
+** rows for cp.async), at most MOE_TC_EMAX experts, and two stages of shared memory within the target's. */
 static int moe_tc_ok(const Em *e, const Node *n)
 {
 	const Graph *g = e->g;
@@ -1384,7 +1402,7 @@ static int moe_tc_ok(const Em *e, const Node *n)
 	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], E = g->node[ga].dim[0];
 	int qg = moe_tc_wtype(e, ga), qu = moe_tc_wtype(e, up), qd = moe_tc_wtype(e, dn);
 	return e->x_moe_tc && g->cuda.act == DT_BF16 && qg > -2 && qu > -2 && qd > -2 && (qg < 0) == (qu < 0) && (qg < 0) == (qd < 0) &&
-	       C % 8 == 0 && F % 8 == 0 && E <= MOE_TC_EMAX && MOE_TC_DOWN_SMEM <= e->t.smem_block;
+	       C % 8 == 0 && F % 8 == 0 && E <= MOE_TC_EMAX && MOE_TC_DOWN_SMEM(2) <= e->t.smem_block;
 }
 
 /* The grouped GEMM's scratch regions, in the one order every launch of emit_moe_tc lists them (each
@@ -1427,6 +1445,7 @@ static void emit_moe_tc(Em *e, int id)
 	int x = n->in[0], ids = n->in[1], wt = n->in[2], ga = n->in[3], up = n->in[4], dn = n->in[5];
 	int64_t C = g->node[x].dim[1], F = g->node[ga].dim[1], K = g->node[ids].dim[1], E = g->node[ga].dim[0];
 	int tmin = moe_tc_from(e, id);
+	int ns_up = moe_tc_ns(e, MOE_TC_UP_NS, MOE_TC_UP_SMEM(1)), ns_down = moe_tc_ns(e, MOE_TC_DOWN_NS, MOE_TC_DOWN_SMEM(1));
 	Size T = sz_dims(x, 0, 1, 1);
 	char t[128];
 	Wr w;
@@ -1444,9 +1463,12 @@ static void emit_moe_tc(Em *e, int id)
 		moe_tc_regions(&w, T, E, K, F, C, 3);
 		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
 		w_int(&w, C), w_int(&w, F), w_int(&w, K), w_int(&w, E);
+		w_callsep(&w);
+		cat(w.call, sizeof w.call, "glm_dsm");
 		w.L.grid[0] = sz_const((F + 63) / 64);
+		w.L.smem = MOE_TC_UP_SMEM(ns_up);
 		w.minb = 2; /* two blocks an SM: ptxas took up to 135 registers without the figure (nvcc 12, sm_90), 128 with */
-		snprintf(t, sizeof t, "k_moe_up_tc<%s, %d, %d>", ctype(g, ga), moe_tc_wtype(e, ga), moe_tc_wtype(e, up));
+		snprintf(t, sizeof t, "k_moe_up_tc<%s, %d, %d, %d>", ctype(g, ga), moe_tc_wtype(e, ga), moe_tc_wtype(e, up), ns_up);
 		w_finish(e, &w, t);
 	}
 
@@ -1459,9 +1481,9 @@ static void emit_moe_tc(Em *e, int id)
 		w_callsep(&w);
 		cat(w.call, sizeof w.call, "glm_dsm");
 		w.L.grid[0] = sz_const((C + 127) / 128);
-		w.L.smem = MOE_TC_DOWN_SMEM;
+		w.L.smem = MOE_TC_DOWN_SMEM(ns_down);
 		w.minb = 2;
-		snprintf(t, sizeof t, "k_moe_down_tc<%s, %d>", ctype(g, dn), moe_tc_wtype(e, dn));
+		snprintf(t, sizeof t, "k_moe_down_tc<%s, %d, %d>", ctype(g, dn), moe_tc_wtype(e, dn), ns_down);
 		w_finish(e, &w, t);
 	}
 

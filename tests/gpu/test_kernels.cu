@@ -2790,14 +2790,15 @@ __global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const i
 __global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x,
                                                    const bf16 *gate, const bf16 *up, int C, int F, int k, int E)
 {
-	k_moe_up_tc<bf16, -1, -1>(meta, list, hid, x, gate, up, C, F, k, E);
+	extern __shared__ __align__(128) unsigned char dsm[];
+	k_moe_up_tc<bf16, -1, -1, 4>(meta, list, hid, x, gate, up, C, F, k, E, dsm);
 }
 
 __global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys,
                                                      const bf16 *down, int C, int F, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
-	k_moe_down_tc<bf16, -1>(meta, list, hid, ys, down, C, F, E, dsm);
+	k_moe_down_tc<bf16, -1, 3>(meta, list, hid, ys, down, C, F, E, dsm);
 }
 
 __global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *hid,
@@ -2841,12 +2842,14 @@ static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
 	bf16 *dy = poisoned<bf16>(want.y.size());
 	g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
 	CK_LAUNCH();
-	g_moe_up_tc<<<dim3((F + 63) / 64, rows, 2), 256>>>(meta, list, dhid, upload(to_type<bf16>(x)),
-	                                                   upload(to_type<bf16>(gate)), upload(to_type<bf16>(up)), C, F, k, E);
+	CK(cudaFuncSetAttribute(g_moe_up_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_UP_SMEM(4)));
+	g_moe_up_tc<<<dim3((F + 63) / 64, rows, 2), 256, MOE_TC_UP_SMEM(4)>>>(meta, list, dhid, upload(to_type<bf16>(x)),
+	                                                                      upload(to_type<bf16>(gate)),
+	                                                                      upload(to_type<bf16>(up)), C, F, k, E);
 	CK_LAUNCH();
-	CK(cudaFuncSetAttribute(g_moe_down_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM));
-	g_moe_down_tc<<<dim3((C + 127) / 128, rows, 2), 256, MOE_TC_DOWN_SMEM>>>(meta, list, dhid, ys,
-	                                                                         upload(to_type<bf16>(down)), C, F, E);
+	CK(cudaFuncSetAttribute(g_moe_down_tc, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM(3)));
+	g_moe_down_tc<<<dim3((C + 127) / 128, rows, 2), 256, MOE_TC_DOWN_SMEM(3)>>>(meta, list, dhid, ys,
+	                                                                            upload(to_type<bf16>(down)), C, F, E);
 	CK_LAUNCH();
 	g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, dhid, ys, didx, upload(to_type<bf16>(w)), T, C,
 	                                                      k, E);

@@ -247,7 +247,8 @@ __global__ void __launch_bounds__(256, 2) g_moe_up_tc(const int *meta, const int
                                                       const unsigned char *g, const unsigned char *u, int C, int F, int k,
                                                       int E)
 {
-	k_moe_up_tc<unsigned char, QG, QU>(meta, list, h, x, g, u, C, F, k, E);
+	extern __shared__ __align__(128) unsigned char dsm[];
+	k_moe_up_tc<unsigned char, QG, QU, 4>(meta, list, h, x, g, u, C, F, k, E, dsm);
 }
 
 template <int QD>
@@ -255,7 +256,7 @@ __global__ void __launch_bounds__(256, 2) g_moe_down_tc(const int *meta, const i
                                                         const unsigned char *d, int C, int F, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
-	k_moe_down_tc<unsigned char, QD>(meta, list, h, ys, d, C, F, E, dsm);
+	k_moe_down_tc<unsigned char, QD, 3>(meta, list, h, ys, d, C, F, E, dsm);
 }
 
 __global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *h,
@@ -853,10 +854,13 @@ static void test_qmoe(int T, int C, int F, int E, int k)
 		const bf16 *dx = upload(x);
 		g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
 		CK_LAUNCH();
-		g_moe_up_tc<QG, QU><<<dim3(blocks(F, 64), rows, 2), 256>>>(meta, list, hid, dx, g.dev, u.dev, C, F, k, E);
+		CK(cudaFuncSetAttribute(g_moe_up_tc<QG, QU>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_UP_SMEM(4)));
+		g_moe_up_tc<QG, QU><<<dim3(blocks(F, 64), rows, 2), 256, MOE_TC_UP_SMEM(4)>>>(meta, list, hid, dx, g.dev, u.dev, C,
+		                                                                              F, k, E);
 		CK_LAUNCH();
-		CK(cudaFuncSetAttribute(g_moe_down_tc<QD>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM));
-		g_moe_down_tc<QD><<<dim3(blocks(C, 128), rows, 2), 256, MOE_TC_DOWN_SMEM>>>(meta, list, hid, ys, d.dev, C, F, E);
+		CK(cudaFuncSetAttribute(g_moe_down_tc<QD>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM(3)));
+		g_moe_down_tc<QD><<<dim3(blocks(C, 128), rows, 2), 256, MOE_TC_DOWN_SMEM(3)>>>(meta, list, hid, ys, d.dev, C, F,
+		                                                                               E);
 		CK_LAUNCH();
 		g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, hid, ys, didx, upload(wt), T, C, k, E);
 		CK_LAUNCH();

@@ -13,7 +13,8 @@
 ** half the experts get none; empty slots, id -1), token counts 1, 63, 64, 65, 130, C and F not multiples
 ** of the 32-wide k step or the 64- and 128-wide column tiles, and grids too small for one block a tile
 ** (T·k < 128·E: blocks walk several tiles) and glmc's grid of a block a tile, tiles of 1..128 rows (the
-** warps skip their empty 16-row slices). Outputs and scratch are poisoned before every launch.
+** warps skip their empty 16-row slices); glmc's 4 and 3 shared-memory stages, and 2 and others, with k
+** loops shorter and longer than the stages. Outputs and scratch are poisoned before every launch.
 ** Experts kept in GGUF blocks (Q4_K gate/up with Q6_K down, as a Q4_K_M file; Q8_0; Q5_K): rows quantized
 ** by ops/quant.c in the device layout; the kernels stage each value dequantized and rounded to bf16, so
 ** the reference gets quant_dequant's exact values rounded so (C, F multiples of 256 there).
@@ -130,7 +131,8 @@ static const char *kind_name(int kind)
 /* QG, QU, QD: the weights' block types, -1 for bf16 (W bf16, else unsigned char). */
 /* walk: the grid (ceil(T·k/128), 2) at any size, so blocks walk several tiles below T·k = 128·E; else glmc's
 ** grid (compiler/passes/emit_cuda.c moe_tc_rows: 2E rows there, a block a tile). */
-template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int T, int C, int F, int E, int k, bool walk = false)
+template <typename W, int QG, int QU, int QD, int NSU = 4, int NSD = 3>
+static void test_tc(int kind, int T, int C, int F, int E, int k, bool walk = false)
 {
 	int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM, gz = 2;
 	if (!walk && n < MOE_TC_BM * E)
@@ -151,16 +153,16 @@ template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int 
 	std::vector<bf16> y((size_t)T * C);
 	for (auto &v : y)
 		v.x = 0x7fc0; /* NaN */
-	std::vector<uint4> dsm(MOE_TC_DOWN_SMEM / 16);
+	std::vector<uint4> dsm(MOE_TC_DOWN_SMEM(NSD) / 16), dsu(MOE_TC_UP_SMEM(NSU) / 16);
 	simt_launch(dim3{(unsigned)E, 1, 1}, dim3{256, 1, 1}, [&] { k_moe_group(meta.data(), list.data(), idx.data(), n, E); });
 	check(moe_tc_grouped(want, meta, list, E), fmt("k_moe_group %s T %d E %d k %d", kind_name(kind), T, E, k), "offsets, tiles or slot order differ");
 
 	simt_launch(dim3{(unsigned)(F + 63) / 64, (unsigned)rows, (unsigned)gz}, dim3{256, 1, 1}, [&] {
-		k_moe_up_tc<W, QG, QU>(meta.data(), list.data(), hs.data(), x.data(), (const W *)gate.data(), (const W *)up.data(),
-		                       C, F, k, E);
+		k_moe_up_tc<W, QG, QU, NSU>(meta.data(), list.data(), hs.data(), x.data(), (const W *)gate.data(),
+		                            (const W *)up.data(), C, F, k, E, (unsigned char *)dsu.data());
 	});
 	simt_launch(dim3{(unsigned)(C + 127) / 128, (unsigned)rows, (unsigned)gz}, dim3{256, 1, 1}, [&] {
-		k_moe_down_tc<W, QD>(meta.data(), list.data(), hs.data(), ys.data(), (const W *)down.data(), C, F, E,
+		k_moe_down_tc<W, QD, NSD>(meta.data(), list.data(), hs.data(), ys.data(), (const W *)down.data(), C, F, E,
 		                     (unsigned char *)dsm.data());
 	});
 	simt_launch(dim3{(unsigned)((T * C + 1023) / 1024), 1, 1}, dim3{256, 1, 1}, [&] {
@@ -171,8 +173,8 @@ template <typename W, int QG, int QU, int QD> static void test_tc(int kind, int 
 		got[i] = ref_bf16_to_f32(y[i].x);
 	double worst = moe_tc_worst(got, want);
 	check(worst <= 1.0,
-	      fmt("moe grouped GEMM %s T %d C %d F %d E %d k %d, weights %d %d %d (%d row tiles, %d grid rows)",
-	          kind_name(kind), T, C, F, E, k, QG, QU, QD, want.tile0[E], gz * rows),
+	      fmt("moe grouped GEMM %s T %d C %d F %d E %d k %d, weights %d %d %d (%d row tiles, %d grid rows, %d/%d stages)",
+	          kind_name(kind), T, C, F, E, k, QG, QU, QD, want.tile0[E], gz * rows, NSU, NSD),
 	      fmt("worst %.2f units", worst));
 }
 
@@ -187,6 +189,9 @@ int main(void)
 	test_tc<bf16, B, B, B>(RANDOM, 32, 64, 32, 64, 4);  /* a 32-row decode step: 1-2 rows a tile, most slices skipped */
 	test_tc<bf16, B, B, B>(RANDOM, 48, 72, 40, 8, 3);   /* ~18 rows a tile: the second 16-row slice partly filled */
 	test_tc<bf16, B, B, B>(SKEWED, 40, 64, 32, 6, 2, true);
+	test_tc<bf16, B, B, B, 2, 2>(SKEWED, 63, 200, 72, 8, 4); /* two stages, as before the deeper ones */
+	test_tc<bf16, B, B, B, 2, 2>(RANDOM, 32, 64, 32, 64, 4);
+	test_tc<bf16, B, B, B, 3, 4>(RANDOM, 130, 264, 200, 5, 4); /* k steps past every stage count */
 	test_tc<bf16, B, B, B>(SKEWED, 65, 64, 96, 16, 2);  /* F past a 64-column tile */
 	test_tc<bf16, B, B, B>(SKEWED, 130, 72, 48, 6, 2);  /* expert 1: 130 rows, two row tiles */
 	test_tc<bf16, B, B, B>(RANDOM, 130, 136, 32, 5, 4); /* C past a 128-column tile, 520 slots */
