@@ -155,7 +155,10 @@ class CB:
 
     def alive(self):
         running = getattr(self.m, "is_running", None)
-        return running() if callable(running) else True
+        if callable(running):
+            return bool(running())
+        th = getattr(self.m, "_generation_thread", None)  # older managers: no is_running
+        return th.is_alive() if isinstance(th, threading.Thread) else True
 
     def close(self):
         self.stop = True
