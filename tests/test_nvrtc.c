@@ -107,22 +107,25 @@ int main(void)
 	         "const bf16 *d, int C, int F, int k) { k_moe_down<bf16, bf16>(y, h, i, w, d, C, F, k); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m7(float *y, const float *h, const int *i, const float *w, "
 	         "const float *d, int C, int F, int k) { k_moe_down<float, float>(y, h, i, w, d, C, F, k); }\n"
-	         /* the grouped GEMM of many-token steps (ops/moe_tc.cuh; tests/simt/test_moe_tc runs it), bf16 and Q4_K/Q6_K */
+	         /* the grouped GEMM of many-token steps (ops/moe_tc.cuh; tests/simt/test_moe_tc runs it), bf16 and Q4_K/Q6_K,
+	          * at the two stages glmc emits and the four and three it can be built for */
 	         "extern \"C\" __global__ void __launch_bounds__(256) m8(int *m, int *l, const int *i, int n, int E) { "
 	         "k_moe_group(m, l, i, n, E); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m9(int *m, int *l, float *h, const bf16 *x, const bf16 *g, "
-	         "const bf16 *u, int C, int F, int k, int E) { k_moe_up_tc<bf16, -1, -1>(m, l, h, x, g, u, C, F, k, E); }\n"
+	         "const bf16 *u, int C, int F, int k, int E) { extern __shared__ __align__(128) unsigned char dsm[]; "
+	         "k_moe_up_tc<bf16, -1, -1, 2>(m, l, h, x, g, u, C, F, k, E, dsm); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m10(int *m, int *l, float *h, float *ys, const bf16 *d, "
 	         "int C, int F, int E) { extern __shared__ __align__(128) unsigned char dsm[]; "
-	         "k_moe_down_tc<bf16, -1>(m, l, h, ys, d, C, F, E, dsm); }\n"
+	         "k_moe_down_tc<bf16, -1, 2>(m, l, h, ys, d, C, F, E, dsm); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m11(bf16 *y, int *m, int *l, float *h, float *ys, "
 	         "const int *i, const bf16 *w, int T, int C, int k, int E) { k_moe_sum_tc<bf16>(y, m, l, h, ys, i, w, T, C, k, E); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m12(int *m, int *l, float *h, const bf16 *x, "
 	         "const unsigned char *g, const unsigned char *u, int C, int F, int k, int E) { "
-	         "k_moe_up_tc<unsigned char, 12, 12>(m, l, h, x, g, u, C, F, k, E); }\n"
+	         "extern __shared__ __align__(128) unsigned char dsm[]; "
+	         "k_moe_up_tc<unsigned char, 12, 12, 4>(m, l, h, x, g, u, C, F, k, E, dsm); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m13(int *m, int *l, float *h, float *ys, "
 	         "const unsigned char *d, int C, int F, int E) { extern __shared__ __align__(128) unsigned char dsm[]; "
-	         "k_moe_down_tc<unsigned char, 14>(m, l, h, ys, d, C, F, E, dsm); }\n");
+	         "k_moe_down_tc<unsigned char, 14, 3>(m, l, h, ys, d, C, F, E, dsm); }\n");
 	for (int i = 0; i < 2; i++) {
 		char name[96];
 		snprintf(name, sizeof name, "MoE routing and expert kernels instantiate and compile for %s", arch[i * 3]);
