@@ -227,23 +227,18 @@ __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *
 #pragma unroll
 		for (int i = 0; i < 2; i++) {
 			int e = tid + 256 * i, r = e >> 2, c = 8 * (e & 3), k = k0 + c;
-			unsigned short *dx = &xs[s][r * LD + c], *dw = &ws[s][r * LD + c];
+			unsigned short *dx = &xs[s][r * LD + c];
 			if (t0 + r < T && k < K)
 				qs_cp16(dx, x + (long long)(t0 + r) * ldx + k);
 			else
 				*(uint4 *)dx = make_uint4(0, 0, 0, 0);
-			if (WKN) {
-				int kr = e >> 4, n = n0 + 8 * (e & 15);
-				dw = &ws[s][kr * LDN + 8 * (e & 15)];
-				if (n < N && k0 + kr < K)
-					qs_cp16(dw, w + ((long long)(n / hw) * K + k0 + kr) * hw + n % hw);
-				else
-					*(uint4 *)dw = make_uint4(0, 0, 0, 0);
-			} else if (n0 + r < N && k < K) {
-				qs_cp16(dw, w + (long long)(n0 + r) * K + k);
-			} else {
+			/* the weight piece: row r at k (by rows), or k row e >> 4 at columns 8(e & 15).. (k-major) */
+			int kr = WKN ? e >> 4 : k - k0, n = WKN ? n0 + 8 * (e & 15) : n0 + r;
+			unsigned short *dw = WKN ? &ws[s][kr * LDN + 8 * (e & 15)] : &ws[s][r * LD + c];
+			if (n < N && k0 + kr < K)
+				qs_cp16(dw, WKN ? w + ((long long)(n / hw) * K + k0 + kr) * hw + n % hw : w + (long long)n * K + k0 + kr);
+			else
 				*(uint4 *)dw = make_uint4(0, 0, 0, 0);
-			}
 		}
 		qs_commit();
 	};

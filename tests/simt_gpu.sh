@@ -180,12 +180,9 @@ gpu $tmp/llama-f32.so $tmp/glm4_moe_lite-bf16.plan --tokens 1,2 -n 2 >/dev/null 
 # CPU's tokens forced; logits within 2e-2.
 dargs="models/glm4_moe_lite.lua --config tests/data/glm4_moe_lite_dense.json --random-weights bf16 --dtype bf16"
 dp=$(seq 3 152 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
+args[dense-x]="$dargs" args[dense-f]="$dargs --fallback mla_expand,mla_split_tc"
 for v in x f; do
-	tr=""
-	[ $v = f ] && tr="--fallback mla_expand,mla_split_tc"
-	bin/glmc compile $dargs $tr -o $tmp/dense-$v.plan 2>$tmp/err && build/tools/simtsrc $tmp/dense-$v.plan >$tmp/dense-$v.cc &&
-		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dense-$v.cc tests/simt/simt.cc \
-			-o $tmp/dense-$v.so 2>>$tmp/err || bad "dense glm4_moe_lite ($v) built" "$(head -c 300 $tmp/err)"
+	build dense-$v || bad "dense glm4_moe_lite ($v) built" "$(head -c 300 $tmp/dense-$v.err)"
 done
 kx=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-x.plan | sort -u | tr '\n' ' ')
 kf=$(grep -ao 'k_mla_xattn<[0-9]\|k_mla_split_tc<[0-9]' $tmp/dense-f.plan | sort -u | tr '\n' ' ')
@@ -211,15 +208,12 @@ fi
 # the same order, only the weight tile staged another way.
 gp=$(seq 3 102 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
 if build/tools/mkgguf $FIX/glm4_moe_lite $tmp/lite.gguf --type f32 >/dev/null 2>$tmp/err; then
+	args[split-g]="models/glm4_moe_lite.lua --weights $tmp/lite.gguf --dtype bf16"
+	args[split-h]="models/glm4_moe_lite.lua --weights $FIX/glm4_moe_lite --dtype bf16"
 	for v in g h; do
-		w=$FIX/glm4_moe_lite
-		[ $v = g ] && w=$tmp/lite.gguf
-		bin/glmc compile models/glm4_moe_lite.lua --weights $w --dtype bf16 -o $tmp/split-$v.plan 2>$tmp/err &&
-			build/tools/simtsrc $tmp/split-$v.plan >$tmp/split-$v.cc &&
-			${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/split-$v.cc tests/simt/simt.cc \
-				-o $tmp/split-$v.so 2>>$tmp/err &&
-			gpu $tmp/split-$v.so $tmp/split-$v.plan --tokens "$gp" -ub 70 -n 3 --dump-logits $tmp/split-$v.lg \
-				>/dev/null 2>>$tmp/err || bad "glm4_moe_lite ($v) for the split W_UK case" "$(head -c 300 $tmp/err)"
+		{ build split-$v && gpu $tmp/split-$v.so $tmp/split-$v.plan --tokens "$gp" -ub 70 -n 3 \
+			--dump-logits $tmp/split-$v.lg >/dev/null 2>>$tmp/split-$v.err; } ||
+			bad "glm4_moe_lite ($v) for the split W_UK case" "$(head -c 300 $tmp/split-$v.err)"
 	done
 	kg=$(grep -ao 'k_mla_xkv<[a-z]*>(' $tmp/split-g.plan | sort -u | tr '\n' ' ')
 	kh=$(grep -ao 'k_mla_xkv<[a-z]*>(' $tmp/split-h.plan | sort -u | tr '\n' ' ')
@@ -234,13 +228,9 @@ fi
 # --fallback indexer_tc's uses the CUDA cores (k_indexer_scores): the same selections but at a near tie, so
 # logits within 2e-2 of the fallback plan's (the CPU's tokens forced).
 ip=$(seq 0 39 | awk '{ printf "%s%d", (NR > 1 ? "," : ""), ($1 * 37) % 500 + 3 }')
+args[dsa-i]="models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16" args[dsa-d]="${args[dsa-i]} --fallback indexer_tc"
 for v in i d; do
-	tr=""
-	[ $v = d ] && tr="--fallback indexer_tc"
-	bin/glmc compile models/glm5.lua --weights $FIX/glm_moe_dsa --dtype bf16 $tr -o $tmp/dsa-$v.plan 2>$tmp/err &&
-		build/tools/simtsrc $tmp/dsa-$v.plan >$tmp/dsa-$v.cc &&
-		${CXX:-c++} -std=c++17 -O1 -w -fPIC -shared -Itests/simt -Iops $tmp/dsa-$v.cc tests/simt/simt.cc \
-			-o $tmp/dsa-$v.so 2>>$tmp/err || bad "DSA fixture ($v) built" "$(head -c 300 $tmp/err)"
+	build dsa-$v || bad "DSA fixture ($v) built" "$(head -c 300 $tmp/dsa-$v.err)"
 done
 ni=$(grep -ac 'k_indexer_scores_tc<[0-9]' $tmp/dsa-i.plan)
 nd=$(grep -ac 'k_indexer_scores_tc<[0-9]' $tmp/dsa-d.plan)

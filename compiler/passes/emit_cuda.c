@@ -807,8 +807,8 @@ static void w_mla_states(Wr *w, Size T, int64_t H, int64_t Dv, int NS)
 
 /* k_mla_split_tc's geometry for mla node id (the tiles of k_dsa_tc: DS output dims a warp, NZ slices and RG
 ** groups of 16 heads a block, its dynamic shared memory), or 0 when it does not apply: not --fallback
-** mla_split_tc, a bf16 plan, a dense node, the value absorb merging the ranges (k_mla_split_tc writes states only), and
-** shapes the tiles take. */
+** mla_split_tc, a bf16 plan, a dense node, the value absorb merging the ranges (k_mla_split_tc writes
+** states only), and shapes the tiles take. */
 static int mla_split_tc_geom(const Em *e, int id, int *DS, int *NZ, int *RG, int *smem)
 {
 	const Graph *g = e->g;
@@ -1418,18 +1418,18 @@ static void moe_tc_regions(Wr *w, Size T, int64_t E, int64_t K, int64_t F, int64
 		w_scratch(w, T, sz_const(K * C), "float", 4);
 }
 
-/* The row-tile grid (y, z) of the grouped GEMMs for steps tmin..tmax: a block for each of the step's
-** at most ceil(T·k/128) + E tiles. A Size cannot add, so steps under 128·E/k tokens (where ceil(T·k/128)
-** <= E) take the constant 2E, and larger ones (ceil(T·k/128), 2). Returns the first step size past the
-** constant grid's range. */
-static int moe_tc_rows(Wr *w, const Graph *g, int ids, int64_t E, int64_t K, int tmin, int tmax, int small)
+/* The row-tile grid (y, z) and step range of a grouped GEMM launch from step tmin on: a block for each of
+** the step's at most ceil(T·k/128) + E tiles. A Size cannot add, so steps under 128·E/k tokens (where
+** ceil(T·k/128) <= E) take the constant 2E (small), and larger ones (ceil(T·k/128), 2). Returns whether
+** the launch has any steps. */
+static int moe_tc_rows(Wr *w, const Graph *g, int ids, int64_t E, int64_t K, int tmin, int small)
 {
 	int64_t tbig = (MOE_TC_BM * E + K - 1) / K;
 	if (small) {
-		w->L.tmin = tmin, w->L.tmax = (int)(tbig - 1 < tmax ? tbig - 1 : tmax);
+		w->L.tmin = tmin, w->L.tmax = (int)tbig - 1;
 		w->L.grid[1] = sz_const(2 * E), w->L.grid[2] = sz_const(1);
 	} else {
-		w->L.tmin = (int)(tbig > tmin ? tbig : tmin), w->L.tmax = tmax;
+		w->L.tmin = (int)(tbig > tmin ? tbig : tmin);
 		w->L.grid[1] = sz_numel(g, ids, MOE_TC_BM), w->L.grid[2] = sz_const(2);
 	}
 	return w->L.tmin <= w->L.tmax;
@@ -1458,7 +1458,7 @@ static void emit_moe_tc(Em *e, int id)
 
 	for (int small = 1; small >= 0; small--) {
 		w_start(&w, id);
-		if (!moe_tc_rows(&w, g, ids, E, K, tmin, 1 << 30, small))
+		if (!moe_tc_rows(&w, g, ids, E, K, tmin, small))
 			continue;
 		moe_tc_regions(&w, T, E, K, F, C, 3);
 		w_buf(&w, g, x, 0, NULL), w_buf(&w, g, ga, 0, NULL), w_buf(&w, g, up, 0, NULL);
@@ -1474,7 +1474,7 @@ static void emit_moe_tc(Em *e, int id)
 
 	for (int small = 1; small >= 0; small--) {
 		w_start(&w, id);
-		if (!moe_tc_rows(&w, g, ids, E, K, tmin, 1 << 30, small))
+		if (!moe_tc_rows(&w, g, ids, E, K, tmin, small))
 			continue;
 		moe_tc_regions(&w, T, E, K, F, C, 4);
 		w_buf(&w, g, dn, 0, NULL), w_int(&w, C), w_int(&w, F), w_int(&w, E);
@@ -2479,26 +2479,25 @@ static const char *emit_sampler(Em *e)
 ** takes back (to compare the two in one run, bench/fallback.sh, or to step around a fault in the newer). */
 static int fb_parse(Em *e, char *err, size_t len)
 {
-	e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = e->x_split_tc = e->x_idx_tc = 1;
+	struct {
+		const char *name;
+		int *on;
+	} k[] = {{"attn_split", &e->x_split}, {"moe_tc", &e->x_moe_tc},       {"dsa_tc", &e->x_dsa_tc},
+	         {"mla_expand", &e->x_mla},   {"mla_split_tc", &e->x_split_tc}, {"indexer_tc", &e->x_idx_tc}};
+	const int nk = (int)(sizeof k / sizeof k[0]);
+	for (int i = 0; i < nk; i++)
+		*k[i].on = 1;
 	for (const char *v = graph_meta(e->g, "compile.fallback"); v && *v;) {
 		size_t n = strcspn(v, ",");
-		if (n == 3 && !strncmp(v, "all", 3))
-			e->x_split = e->x_moe_tc = e->x_dsa_tc = e->x_mla = e->x_split_tc = e->x_idx_tc = 0;
-		else if (n == 10 && !strncmp(v, "attn_split", 10))
-			e->x_split = 0;
-		else if (n == 6 && !strncmp(v, "moe_tc", 6))
-			e->x_moe_tc = 0;
-		else if (n == 6 && !strncmp(v, "dsa_tc", 6))
-			e->x_dsa_tc = 0;
-		else if (n == 10 && !strncmp(v, "mla_expand", 10))
-			e->x_mla = 0;
-		else if (n == 12 && !strncmp(v, "mla_split_tc", 12))
-			e->x_split_tc = 0;
-		else if (n == 10 && !strncmp(v, "indexer_tc", 10))
-			e->x_idx_tc = 0;
-		else
+		int i = 0, all = n == 3 && !strncmp(v, "all", 3);
+		while (i < nk && !(strlen(k[i].name) == n && !strncmp(v, k[i].name, n)))
+			i++;
+		if (!all && i == nk)
 			return seterr(err, len, "--fallback: unknown kernel '%.*s' (attn_split, moe_tc, dsa_tc, mla_expand, "
 			              "mla_split_tc, indexer_tc or all)", (int)n, v);
+		for (int j = 0; j < nk; j++)
+			if (all || j == i)
+				*k[j].on = 0;
 		v += n + (v[n] == ',');
 	}
 	return 0;
