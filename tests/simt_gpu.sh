@@ -142,6 +142,17 @@ fi
 # --verify: the prompt and one decode step on the double and the CPU, layer by layer.
 gpu $tmp/llama-f32.so $tmp/llama-f32.plan --tokens "$($CMP --prompt $FIX/llama)" --verify >$tmp/verify 2>&1 &&
 	ok "llama-f32: --verify passes $(tail -1 $tmp/verify | sed "s/verify: passed //")" || bad "llama-f32: --verify" "$(tail -3 $tmp/verify)"
+# --verify where bf16 rounding moves routed experts at near ties (glm4_moe_lite, 65 random tokens: both MoE
+# layers, as on an H100): the moe_weights and moe_ffn nodes after each moved routing are held to the
+# reference of their own inputs, and only the output may stay above the bound.
+if [ -f $tmp/glm4_moe_lite-bf16.so ]; then
+	p65=424,295,294,225,454,469,453,347,446,230,73,478,270,201,484,46,263,115,163,138,127,140,358,376,375,236,233,407,460,487,51,156,21,342,256,327,277,8,176,440,75,266,9,186,165,443,440,134,429,330,229,243,304,363,199,379,5,311,66,274,295,464,165,135,135
+	gpu $tmp/glm4_moe_lite-bf16.so $tmp/glm4_moe_lite-bf16.plan -c 1024 --tokens $p65 -n 1 --verify --round-bf16 >$tmp/vmoe 2>&1
+	moved=$(grep -c "takes experts moved by a near tie: rel-L2 [0-9.e-]* against the reference of its own inputs$" $tmp/vmoe)
+	above=$(grep "ABOVE TOLERANCE" $tmp/vmoe | grep -vc "^  linear %174 ")
+	[ "$moved" = 4 ] && [ "$above" = 0 ] && ok "glm4_moe_lite-bf16: --verify at 65 tokens: the 4 nodes after moved routings match their own inputs' reference" ||
+		bad "glm4_moe_lite-bf16: --verify at 65 tokens" "$moved nodes checked on their own inputs (want 4), $above other nodes above the bound: $(grep -m2 'ABOVE\|moved' $tmp/vmoe | tr '\n' '|')"
+fi
 
 # A batch of 3 prompts (lengths 3/7/1: buckets 4, 2 and 1 as they end) on the double against the CPU's batch.
 so=$tmp/llama-f32.so
