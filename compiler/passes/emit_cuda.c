@@ -1375,15 +1375,16 @@ static int moe_tc_wtype(const Em *e, int w)
 }
 
 /* The grouped GEMMs' shared-memory stages (moe_tc_steps): as many as asked that fit the target's shared
-** memory a block, at least two. Two is what has been measured. Four for the first half and three for the
-** down projection would keep two blocks an SM on sm_90 (160 and 180 KB) and three or four times the weight
-** bytes in flight, which a decode-sized step (tiles of a few rows, little mma work) waits on: build knobs
-** (-DMOE_TC_UP_NS=4 -DMOE_TC_DOWN_NS=3) until a GPU compares them (bench/NOTES.md 69). */
+** memory a block, at least two. Four for the first half and three for the down projection keep two blocks
+** an SM on sm_90 (160 and 180 KB) and three or four times the weight bytes of two stages in flight, which a
+** decode-sized step (tiles of a few rows, little mma work) waits on. Measured on GLM-4.7-Flash against two
+** and two (H100, bench/NOTES.md 70): steps of 12/16/32/64 sequences 0.4/1.8/1.8/1.2% faster, 8 x 1024-token
+** prefill 1.4%. Build knobs, for such comparisons. */
 #ifndef MOE_TC_UP_NS
-#define MOE_TC_UP_NS 2
+#define MOE_TC_UP_NS 4
 #endif
 #ifndef MOE_TC_DOWN_NS
-#define MOE_TC_DOWN_NS 2
+#define MOE_TC_DOWN_NS 3
 #endif
 static int moe_tc_ns(const Em *e, int want, int bytes_a_stage)
 {
