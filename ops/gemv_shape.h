@@ -224,11 +224,11 @@ static inline int mla_split_hb(long long H)
 
 /* The routed experts' grouped GEMM of many-token steps (ops/moe_tc.cuh): rows of a row tile, the most
 ** experts k_moe_group counts in shared memory, and the GEMMs' dynamic shared memory at ns stages:
-** k_moe_up_tc's a bf16 x tile and a bf16 weight tile a stage, k_moe_down_tc's a float hid tile and a
+** k_moe_up_tc's a bf16 x tile and a bf16 weight tile a stage, k_moe_down_tc's a bf16 hid tile and a
 ** bf16 down tile, 128 rows of 40 values each. */
 #define MOE_TC_BM 128
 #define MOE_TC_EMAX 1024
 #define MOE_TC_UP_SMEM(ns) ((ns) * 128 * 40 * (2 + 2))
-#define MOE_TC_DOWN_SMEM(ns) ((ns) * 128 * 40 * (4 + 2))
+#define MOE_TC_DOWN_SMEM(ns) ((ns) * 128 * 40 * (2 + 2))
 
 #endif

@@ -10,10 +10,13 @@
 **                  first row tile (MOE_TC_BM rows a tile); slots whose expert is < 0 (or >= E) are left out.
 **   k_moe_up_tc    per row tile and 64 columns f: gate and up of the tile's expert over the gathered
 **                  x rows (one GEMM, the two weights' rows interleaved), SwiGLU on the f32 sums into hid
-**                  (float, one row per sorted slot).
+**                  (bf16, one row per sorted slot).
 **   k_moe_down_tc  per row tile and 128 columns c: hid rows times the expert's down rows into ys (float,
-**                  one row per slot t·k + j, unweighted). hid enters the tensor core as bf16 hi and lo
-**                  parts (pf_split2), so it keeps 16 bits of mantissa, as the float hid of k_moe_down.
+**                  one row per slot t·k + j, unweighted).
+**                  hid is the activation the down projection reads, so bf16 as in a bf16 model (transformers
+**                  rounds act(gate)·up to the model's dtype too): one mma a product, where a float hid
+**                  entering the tensor cores as bf16 hi and lo parts took two (k_moe_down, the small
+**                  steps' CUDA-core path, keeps it float).
 **   k_moe_sum_tc   y[t] = sum over j = 0..k-1 in order of w[t·k + j] · ys[t·k + j] (empty slots skipped),
 **                  rounded once to the activation type: deterministic, no float atomics.
 **
@@ -164,9 +167,9 @@ template <int NS, typename S, typename B> __device__ __forceinline__ void moe_tc
 }
 
 /*
-** Routed experts' first half for the grouped rows: hid[r·F + f] = silu(g)·u for sorted row r (slot
+** Routed experts' first half for the grouped rows: hid[r·F + f] = bf16(silu(g)·u) for sorted row r (slot
 ** list[r], token list[r] / k, expert e), g = gate[e, f, :]·x[t], u = up[e, f, :]·x[t] as f32 sums of
-** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))). grid (ceil(F/64), row blocks as the file's
+** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))), rounded once. grid (ceil(F/64), row blocks as the file's
 ** head says), block 256.
 ** A tile is 128 rows by 64 f, C in steps of 32 through NS shared-memory stages (cp.async of the next steps
 ** while the tensor cores work on this one). The 128 weight rows staged per step are
@@ -176,7 +179,7 @@ template <int NS, typename S, typename B> __device__ __forceinline__ void moe_tc
 ** shared memory dsm, MOE_TC_UP_SMEM(NS) bytes.
 */
 template <typename W, int QG, int QU, int NS>
-__device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x, const W *gate, const W *up,
+__device__ void k_moe_up_tc(const int *meta, const int *list, bf16 *hid, const bf16 *x, const W *gate, const W *up,
                             int C, int F, int k, int E, unsigned char *dsm)
 {
 	const int BK = 32, LD = 40;
@@ -254,28 +257,12 @@ __device__ void k_moe_up_tc(const int *meta, const int *list, float *hid, const 
 						continue;
 					float g0 = acc[mt][nt][2 * h], g1 = acc[mt][nt][2 * h + 1];
 					float u0 = acc[mt][nt + 2][2 * h], u1 = acc[mt][nt + 2][2 * h + 1];
-					float2 v;
-					v.x = g0 / (1.0f + expf(-g0)) * u0;
-					v.y = g1 / (1.0f + expf(-g1)) * u1;
-					*(float2 *)&hid[(long long)r * F + f] = v;
+					bf16 *h = &hid[(long long)r * F + f];
+					h[0] = from_f<bf16>(g0 / (1.0f + expf(-g0)) * u0);
+					h[1] = from_f<bf16>(g1 / (1.0f + expf(-g1)) * u1);
 				}
 			}
 	}
-}
-
-/* The A fragment of an m16n8k16 mma from f32 rows in shared memory (row stride LD floats): rows g and
-** g + 8 of the 16 at a, columns 2cc, 2cc + 1 and 2cc + 8, 2cc + 9, as bf16 hi parts (hi) and the rest
-** (lo), hi + lo holding each value to 16 bits of mantissa. */
-__device__ __forceinline__ void moe_tc_afrag(unsigned (&hi)[4], unsigned (&lo)[4], const float *a, int LD)
-{
-	int lane = threadIdx.x & 31, g = lane >> 2, cc = lane & 3;
-	const float *p0 = a + g * LD + 2 * cc, *p1 = p0 + 8 * LD;
-	float2 v0 = *(const float2 *)p0, v1 = *(const float2 *)p1, v2 = *(const float2 *)(p0 + 8),
-	       v3 = *(const float2 *)(p1 + 8);
-	pf_split2(v0.x, v0.y, hi[0], lo[0]);
-	pf_split2(v1.x, v1.y, hi[1], lo[1]);
-	pf_split2(v2.x, v2.y, hi[2], lo[2]);
-	pf_split2(v3.x, v3.y, hi[3], lo[3]);
 }
 
 /*
@@ -283,17 +270,15 @@ __device__ __forceinline__ void moe_tc_afrag(unsigned (&hi)[4], unsigned (&lo)[4
 ** r, slot s = list[r], as f32 sums; unweighted (k_moe_sum_tc weights and sums the slots).
 ** grid as k_moe_up_tc's with ceil(C/128) columns, block 256, dynamic shared memory dsm of
 ** MOE_TC_DOWN_SMEM(NS) bytes. A tile is 128 rows by 128 c, F in steps of 32 in NS stages as k_moe_up_tc:
-** hid as f32 rows of 40
-** (float pairs of a fragment's eight rows in distinct banks), read into hi and lo fragments, two mmas
-** each; down as bf16 rows of 40 through ldmatrix as k_gemm_tc's weights.
+** hid and down as bf16 rows of 40 through ldmatrix, as k_moe_up_tc's x and weights.
 */
 template <typename W, int QD, int NS>
-__device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys, const W *down, int C,
+__device__ void k_moe_down_tc(const int *meta, const int *list, const bf16 *hid, float *ys, const W *down, int C,
                               int F, int E, unsigned char *dsm)
 {
-	const int BK = 32, LA = 40, LD = 40;
-	float *as = (float *)dsm;                                         /* [NS][128 * LA] */
-	unsigned short *ws = (unsigned short *)(dsm + NS * 128 * LA * 4); /* [NS][128 * LD] */
+	const int BK = 32, LD = 40;
+	unsigned short *as = (unsigned short *)dsm;     /* [NS][128 * LD] */
+	unsigned short *ws = as + NS * 128 * LD;        /* [NS][128 * LD] */
 	__shared__ int rslot[128];
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp >> 2, wn = warp & 3;
 	int g = lane >> 2, cc = lane & 3, n0 = blockIdx.x * 128, nt_all = meta[2 * E + 1];
@@ -305,16 +290,16 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 		float acc[4][4][4];
 		moe_tc_zero(acc);
 
-		/* stage s <- the k step at k0: four 16-byte pieces of the hid tile and two of the down tile a thread */
+		/* stage s <- the k step at k0: two 16-byte pieces of the hid tile and two of the down tile a thread */
 		auto stage = [&](int s, int k0) {
 #pragma unroll
-			for (int i = 0; i < 4; i++) {
-				int p = tid + 256 * i, r = p >> 3, c = 4 * (p & 7), kc = k0 + c;
-				float *d = &as[s * 128 * LA + r * LA + c];
+			for (int i = 0; i < 2; i++) {
+				int p = tid + 256 * i, r = p >> 2, c = 8 * (p & 3), kc = k0 + c;
+				unsigned short *d = &as[s * 128 * LD + r * LD + c];
 				if (r0 + r < r1 && kc < F)
 					qs_cp16(d, hid + (long long)(r0 + r) * F + kc);
 				else
-					*(float4 *)d = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+					*(uint4 *)d = make_uint4(0, 0, 0, 0);
 			}
 #pragma unroll
 			for (int i = 0; i < 2; i++) {
@@ -330,7 +315,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 
 		int wrows = r1 - r0 - 64 * wm; /* as k_moe_up_tc: slices past the warp's rows are skipped */
 		moe_tc_steps<NS>((F + BK - 1) / BK, BK, stage, [&](int s) {
-			const float *a_s = as + s * 128 * LA;
+			const unsigned short *a_s = as + s * 128 * LD;
 			const unsigned short *w_s = ws + s * 128 * LD;
 			if (wrows <= 0)
 				return;
@@ -345,14 +330,12 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 				for (int mt = 0; mt < 4; mt++) {
 					if (16 * mt >= wrows)
 						continue;
-					unsigned ah[4], al[4];
-					moe_tc_afrag(ah, al, a_s + (64 * wm + 16 * mt) * LA + kk, LA);
+					unsigned a[4];
+					pf_ldsm4<false>(a, &a_s[(64 * wm + 16 * mt + (lane & 15)) * LD + kk + 8 * (lane >> 4)]);
 #pragma unroll
-					for (int nt = 0; nt < 4; nt++) {
-						unsigned b0 = b[nt >> 1][2 * (nt & 1)], b1 = b[nt >> 1][2 * (nt & 1) + 1];
-						qm_mma(acc[mt][nt], ah[0], ah[1], ah[2], ah[3], b0, b1);
-						qm_mma(acc[mt][nt], al[0], al[1], al[2], al[3], b0, b1);
-					}
+					for (int nt = 0; nt < 4; nt++)
+						qm_mma(acc[mt][nt], a[0], a[1], a[2], a[3], b[nt >> 1][2 * (nt & 1)],
+						       b[nt >> 1][2 * (nt & 1) + 1]);
 				}
 			}
 		});
@@ -385,7 +368,7 @@ __device__ void k_moe_down_tc(const int *meta, const int *list, const float *hid
 ** the regions in one order, so each sees them at the same offsets).
 */
 template <typename A>
-__device__ void k_moe_sum_tc(A *y, const int *meta, const int *list, const float *hid, const float *ys, const int *idx,
+__device__ void k_moe_sum_tc(A *y, const int *meta, const int *list, const bf16 *hid, const float *ys, const int *idx,
                              const A *w, int T, int C, int k, int E)
 {
 	long long i = 4 * ((long long)blockIdx.x * 256 + threadIdx.x);

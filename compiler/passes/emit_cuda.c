@@ -1408,13 +1408,13 @@ static int moe_tc_ok(const Em *e, const Node *n)
 
 /* The grouped GEMM's scratch regions, in the one order every launch of emit_moe_tc lists them (each
 ** sees them at the same offsets): the expert offsets and tile starts (2E + 2 ints), the sorted slots
-** (T·k ints), hid (T·k·F floats) and the slots' down rows (T·k·C floats); `upto` of them. */
+** (T·k ints), hid (T·k·F bf16) and the slots' down rows (T·k·C floats); `upto` of them. */
 static void moe_tc_regions(Wr *w, Size T, int64_t E, int64_t K, int64_t F, int64_t C, int upto)
 {
 	w_scratch(w, sz_const(2 * E + 2), sz_const(1), "int", 4);
 	w_scratch(w, T, sz_const(K), "int", 4);
 	if (upto > 2)
-		w_scratch(w, T, sz_const(K * F), "float", 4);
+		w_scratch(w, T, sz_const(K * F), "bf16", 2);
 	if (upto > 3)
 		w_scratch(w, T, sz_const(K * C), "float", 4);
 }

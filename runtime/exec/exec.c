@@ -172,8 +172,9 @@ static void late_keep(Exec *x, int i, int64_t T)
 ** partial sums on the way for tp > 2). Left in f32, as on the GPU: what lives only inside one kernel
 ** (accumulators, softmax state, the routed experts' hidden rows, split attention's partials: float
 ** scratch there), and weights kept in GGUF blocks (exact; the GPU's prefill from 32 tokens dequantizes
-** them to bf16 for cuBLASLt and for the routed experts' grouped GEMM, ops/moe_tc.cuh, which this does not
-** mirror). The caches are written from rounded nodes.
+** them to bf16 for cuBLASLt and for the routed experts' grouped GEMM). Not mirrored either: the grouped
+** GEMM of steps of 12 tokens and more (ops/moe_tc.cuh) stores the experts' hidden rows in bf16 and
+** dequantizes block weights to bf16. The caches are written from rounded nodes.
 ** One exception to "as its own kernel would store it" (d5c5a00, bench/NOTES.md entries 21 and 27): a
 ** decode GEMV launch that forms its RMSNorm prologue late (GP_RMSLATE, marked LAUNCH_NORM_LATE in the plan:
 ** today the one-token launch of a norm group, float or Q4_K) computes inv·(W·(x⊙nw)) and never rounds the

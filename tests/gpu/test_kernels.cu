@@ -2787,21 +2787,21 @@ __global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const i
 	k_moe_group(meta, list, idx, n, E);
 }
 
-__global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, float *hid, const bf16 *x,
+__global__ void __launch_bounds__(256) g_moe_up_tc(const int *meta, const int *list, bf16 *hid, const bf16 *x,
                                                    const bf16 *gate, const bf16 *up, int C, int F, int k, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
 	k_moe_up_tc<bf16, -1, -1, 4>(meta, list, hid, x, gate, up, C, F, k, E, dsm);
 }
 
-__global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const float *hid, float *ys,
+__global__ void __launch_bounds__(256) g_moe_down_tc(const int *meta, const int *list, const bf16 *hid, float *ys,
                                                      const bf16 *down, int C, int F, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
 	k_moe_down_tc<bf16, -1, 3>(meta, list, hid, ys, down, C, F, E, dsm);
 }
 
-__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *hid,
+__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const bf16 *hid,
                                                     const float *ys, const int *idx, const bf16 *w, int T, int C, int k,
                                                     int E)
 {
@@ -2838,7 +2838,8 @@ static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
 	}
 	MoeTcWant want = moe_tc_want(x, w, gate, up, down, idx, T, C, F, E, k);
 	int *didx = upload(idx), *meta = poisoned<int>(2 * E + 2), *list = poisoned<int>(n);
-	float *dhid = poisoned<float>((size_t)n * F), *ys = poisoned<float>((size_t)n * C);
+	bf16 *dhid = poisoned<bf16>((size_t)n * F);
+	float *ys = poisoned<float>((size_t)n * C);
 	bf16 *dy = poisoned<bf16>(want.y.size());
 	g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
 	CK_LAUNCH();
@@ -2857,8 +2858,11 @@ static void test_moe_tc(int T, int C, int F, int E, int k, bool skew)
 	std::string cfg = fmt("T=%d C=%d F=%d E=%d k=%d%s", T, C, F, E, k, skew ? " skewed" : "");
 	check(moe_tc_grouped(want, download(meta, 2 * E + 2), download(list, n), E), "moe_group " + cfg,
 	      "offsets, tiles or slot order differ");
-	double worst = moe_tc_worst(to_float(download(dy, want.y.size())), want);
-	check(worst <= 1.0, "moe grouped GEMM " + cfg, fmt("worst %.2f units", worst));
+	std::vector<float> got = to_float(download(dy, want.y.size())),
+	                   hs = to_float(download(dhid, (size_t)want.off[E] * F));
+	double wh = moe_tc_hid_worst(hs, want), worst = moe_tc_worst(got, hs, want), wr = moe_tc_ref_worst(got, want);
+	check(wh <= 1.0 && worst <= 1.0 && wr <= 1.0, "moe grouped GEMM " + cfg,
+	      fmt("worst %.2f units (hid %.2f, against ref_moe_ffn %.2f)", worst, wh, wr));
 	free_all();
 }
 

@@ -243,7 +243,7 @@ __global__ void __launch_bounds__(256) g_moe_group(int *meta, int *list, const i
 }
 
 template <int QG, int QU>
-__global__ void __launch_bounds__(256, 2) g_moe_up_tc(const int *meta, const int *list, float *h, const bf16 *x,
+__global__ void __launch_bounds__(256, 2) g_moe_up_tc(const int *meta, const int *list, bf16 *h, const bf16 *x,
                                                       const unsigned char *g, const unsigned char *u, int C, int F, int k,
                                                       int E)
 {
@@ -252,14 +252,14 @@ __global__ void __launch_bounds__(256, 2) g_moe_up_tc(const int *meta, const int
 }
 
 template <int QD>
-__global__ void __launch_bounds__(256, 2) g_moe_down_tc(const int *meta, const int *list, const float *h, float *ys,
+__global__ void __launch_bounds__(256, 2) g_moe_down_tc(const int *meta, const int *list, const bf16 *h, float *ys,
                                                         const unsigned char *d, int C, int F, int E)
 {
 	extern __shared__ __align__(128) unsigned char dsm[];
 	k_moe_down_tc<unsigned char, QD, 3>(meta, list, h, ys, d, C, F, E, dsm);
 }
 
-__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const float *h,
+__global__ void __launch_bounds__(256) g_moe_sum_tc(bf16 *y, const int *meta, const int *list, const bf16 *h,
                                                     const float *ys, const int *idx, const bf16 *w, int T, int C, int k,
                                                     int E)
 {
@@ -851,18 +851,19 @@ static void test_qmoe(int T, int C, int F, int E, int k)
 		int n = T * k, rows = (n + MOE_TC_BM - 1) / MOE_TC_BM, *meta = dalloc<int>(2 * E + 2, 0xff),
 		    *list = dalloc<int>(n, 0xff);
 		float *ys = dalloc<float>((size_t)n * C, 0xff);
+		bf16 *hb = dalloc<bf16>((size_t)n * F, 0xff);
 		const bf16 *dx = upload(x);
 		g_moe_group<<<E, 256>>>(meta, list, didx, n, E);
 		CK_LAUNCH();
 		CK(cudaFuncSetAttribute(g_moe_up_tc<QG, QU>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_UP_SMEM(4)));
-		g_moe_up_tc<QG, QU><<<dim3(blocks(F, 64), rows, 2), 256, MOE_TC_UP_SMEM(4)>>>(meta, list, hid, dx, g.dev, u.dev, C,
+		g_moe_up_tc<QG, QU><<<dim3(blocks(F, 64), rows, 2), 256, MOE_TC_UP_SMEM(4)>>>(meta, list, hb, dx, g.dev, u.dev, C,
 		                                                                              F, k, E);
 		CK_LAUNCH();
 		CK(cudaFuncSetAttribute(g_moe_down_tc<QD>, cudaFuncAttributeMaxDynamicSharedMemorySize, MOE_TC_DOWN_SMEM(3)));
-		g_moe_down_tc<QD><<<dim3(blocks(C, 128), rows, 2), 256, MOE_TC_DOWN_SMEM(3)>>>(meta, list, hid, ys, d.dev, C, F,
+		g_moe_down_tc<QD><<<dim3(blocks(C, 128), rows, 2), 256, MOE_TC_DOWN_SMEM(3)>>>(meta, list, hb, ys, d.dev, C, F,
 		                                                                               E);
 		CK_LAUNCH();
-		g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, hid, ys, didx, upload(wt), T, C, k, E);
+		g_moe_sum_tc<<<blocks((long long)T * C, 1024), 256>>>(dy, meta, list, hb, ys, didx, upload(wt), T, C, k, E);
 		CK_LAUNCH();
 		double e = rel_l2(widen(download(dy, (size_t)T * C)), want);
 		check(e <= tol<A>(), fmt("moe grouped GEMM gate %s up %s down %s T=%d C=%d F=%d E=%d k=%d", qname(QG), qname(QU),

@@ -149,7 +149,10 @@ static void test_tc(int kind, int T, int C, int F, int E, int k, bool walk = fal
 	MoeTcWant want = moe_tc_want(xf, wf, gf, uf, df, idx, T, C, F, E, k);
 
 	std::vector<int> meta(2 * E + 2, -7), list((size_t)n, -7);
-	std::vector<float> hs((size_t)n * F, NAN), ys((size_t)n * C, NAN);
+	std::vector<bf16> hs((size_t)n * F);
+	std::vector<float> ys((size_t)n * C, NAN);
+	for (auto &v : hs)
+		v.x = 0x7fc0; /* NaN */
 	std::vector<bf16> y((size_t)T * C);
 	for (auto &v : y)
 		v.x = 0x7fc0; /* NaN */
@@ -171,11 +174,14 @@ static void test_tc(int kind, int T, int C, int F, int E, int k, bool walk = fal
 	std::vector<float> got(y.size());
 	for (size_t i = 0; i < y.size(); i++)
 		got[i] = ref_bf16_to_f32(y[i].x);
-	double worst = moe_tc_worst(got, want);
-	check(worst <= 1.0,
+	std::vector<float> hf((size_t)want.off[E] * F);
+	for (size_t i = 0; i < hf.size(); i++)
+		hf[i] = ref_bf16_to_f32(hs[i].x);
+	double wh = moe_tc_hid_worst(hf, want), worst = moe_tc_worst(got, hf, want), wr = moe_tc_ref_worst(got, want);
+	check(wh <= 1.0 && worst <= 1.0 && wr <= 1.0,
 	      fmt("moe grouped GEMM %s T %d C %d F %d E %d k %d, weights %d %d %d (%d row tiles, %d grid rows, %d/%d stages)",
 	          kind_name(kind), T, C, F, E, k, QG, QU, QD, want.tile0[E], gz * rows, NSU, NSD),
-	      fmt("worst %.2f units", worst));
+	      fmt("worst %.2f units (hid %.2f, against ref_moe_ffn %.2f)", worst, wh, wr));
 }
 
 int main(void)
