@@ -83,6 +83,10 @@ if start main --device cpu --model-name tiny --max-seqs 4 --max-seq 96 --max-num
 	python3 tests/serve_client.py main "$url" "$P" "$tmp/main.log" "$tmp/chatml.gguf" || failed=1
 	stop main
 fi
+if start alone --device cpu --model-name tiny --max-seqs 4 --max-seq 96 --max-num-batched-tokens 8 --prefill-alone on; then
+	python3 tests/serve_client.py alone "$url" "$P" "$tmp/alone.log" "$tmp/chatml.gguf" || failed=1
+	stop alone
+fi
 if start auth --device cpu --api-key sekrit --max-seqs 1 --max-queue 1 --max-seq 96 --temp 0.8 --top-k 40 --seed 5; then
 	python3 tests/serve_client.py auth "$url" "$P" "$tmp/auth.log" "$tmp/chatml.gguf" || failed=1
 	stop auth

@@ -456,8 +456,31 @@ def fake_tests():
           f"{got}, rows {rows} steps {steps}")
 
 
+def alone_tests():
+    """--prefill-alone on (with --max-num-batched-tokens 8): a 30-token prompt arriving while another request
+    decodes prefills its whole chunks of 8 in steps of its own, the decoding request stepping in between; both
+    answers equal the same requests run alone (greedy)."""
+    def one(ids, n, delay):
+        time.sleep(delay)
+        body = {"prompt": ids, "max_tokens": n, "return_token_ids": True, "ignore_eos": True}
+        st, j = raw("POST", "/v1/completions", json.dumps(body).encode())
+        return st, j.get("choices", [{}])[0].get("token_ids") if st == 200 else j
+    mb = metrics()
+    a, b = [5, 9, 17], list(range(40, 70))
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        fa, fb = ex.submit(one, a, 40, 0), ex.submit(one, b, 10, 0.15)
+        (sa, ta), (sb, tb) = fa.result(), fb.result()
+    ma = metrics()
+    alone = ma["glmc_prefill_alone_steps_total"] - mb["glmc_prefill_alone_steps_total"]
+    want_a, want_b = ref_ids(a, 40, "--ignore-eos"), ref_ids(b, 10, "--ignore-eos")
+    check("--prefill-alone: a long prompt's whole chunks prefill alone while another request decodes",
+          1 <= alone <= 3 and ma["glmc_decode_steps_total"] - mb["glmc_decode_steps_total"] >= alone, f"alone steps {alone}, {ma}")
+    check("--prefill-alone: both answers equal the requests run alone", (sa, sb) == (200, 200) and ta == want_a and tb == want_b,
+          f"{sa} {ta!r} vs {want_a!r}; {sb} {tb!r} vs {want_b!r}")
+
+
 try:
-    {"main": lambda: (main_tests(), sampling_tests()), "auth": auth_tests, "fake": fake_tests, "tp2": tp2_tests,
+    {"main": lambda: (main_tests(), sampling_tests()), "auth": auth_tests, "fake": fake_tests, "tp2": tp2_tests, "alone": alone_tests,
      "tp2gpu": lambda: tp2_tests("on two simt GPUs")}[mode]()
 except Exception as ex:  # a crash is a failure with its reason, not a silent exit
     bad(f"{mode} client", f"{type(ex).__name__}: {ex}")

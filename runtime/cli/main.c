@@ -149,6 +149,10 @@ static const char *usage =
 	"                       4096); also llama-server's --ctx-size, vLLM's --max-model-len\n"
 	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step, over all new requests\n"
 	"                       (default 2048; vLLM's name)\n"
+	"  --prefill-alone auto|on|off\n"
+	"                       a prompt with a whole step of tokens (--max-num-batched-tokens) left prefills it\n"
+	"                       in a step of its own while others decode, they taking the next step; auto: where\n"
+	"                       the plan's one-sequence prefill is cheaper on the GPU (MLA expanded through kv_b)\n"
 	"  --max-queue N        requests waiting for a slot at most; more get 503 (default 64)\n"
 	"  --api-key KEY        /v1/ requires 'Authorization: Bearer KEY' (401 otherwise); both servers' name\n"
 	"  --model-name NAME    the model's id in responses and /v1/models (default: the plan's file name);\n"
@@ -259,6 +263,7 @@ typedef struct {
 	int serve, port, max_seqs, max_queue;          /* glmrun serve (runtime/cli/serve.c) */
 	const char *host, *api_key, *model_name;
 	long batch_tokens;
+	int prefill_alone;                             /* --prefill-alone: 0 auto, 1 on, 2 off */
 	int bench, profile, profile_eager, n_set, profile_top;   /* --bench / --profile (runtime/cli/bench.c) */
 	int json;                    /* --bench --json */
 	long ubatch;                 /* --ubatch-size: prompt tokens per prefill step (0: the mode's default) */
@@ -272,7 +277,7 @@ enum {
 	O_CHAT = 256, O_NO_THINK, O_TOKENIZER, O_STOP, O_CHAT_TEMPLATE, O_SYSTEM, O_IGNORE_EOS, O_TOKENS, O_FORCE,
 	O_BATCH, O_DEVICE, O_DUMP, O_TEMP, O_TOP_K, O_TOP_P, O_VERIFY, O_ROUND_BF16, O_STATS, O_PDL, O_NO_LT, O_BENCH,
 	O_BENCH_PROMPT, O_PROFILE, O_PROFILE_TOP, O_PROFILE_EAGER, O_BW, O_TIMEOUT, O_WEIGHTS, O_VERSION, O_JSON, O_HOST,
-	O_PORT, O_MAX_SEQS, O_BATCHED, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH, O_DECODE, O_L2_PREFETCH
+	O_PORT, O_MAX_SEQS, O_BATCHED, O_PREFILL_ALONE, O_MAX_QUEUE, O_API_KEY, O_MODEL_NAME, O_UBATCH, O_DECODE, O_L2_PREFETCH
 };
 static const struct option long_opts[] = {
 	{"help", no_argument, 0, 'h'}, {"version", no_argument, 0, O_VERSION}, {"model", required_argument, 0, 'm'},
@@ -301,7 +306,7 @@ static const struct option long_opts[] = {
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
 	{"max-model-len", required_argument, 0, 'c'}, {"max-num-batched-tokens", required_argument, 0, O_BATCHED},
-	{"max-queue", required_argument, 0, O_MAX_QUEUE}, {"api-key", required_argument, 0, O_API_KEY},
+	{"max-queue", required_argument, 0, O_MAX_QUEUE}, {"prefill-alone", required_argument, 0, O_PREFILL_ALONE}, {"api-key", required_argument, 0, O_API_KEY},
 	{"model-name", required_argument, 0, O_MODEL_NAME}, {"served-model-name", required_argument, 0, O_MODEL_NAME},
 	{"alias", required_argument, 0, O_MODEL_NAME}, {0, 0, 0, 0},
 };
@@ -417,6 +422,11 @@ static void take_opt(Args *a, int c, const char *v, const char *name)
 	case O_MAX_SEQS: a->max_seqs = (int)parse_long(v, name, 1, ENGINE_MAX_SLOTS - 1); break;
 	case O_BATCHED: a->batch_tokens = parse_long(v, name, 1, 1 << 20); break;
 	case O_MAX_QUEUE: a->max_queue = (int)parse_long(v, name, 1, 1 << 20); break;
+	case O_PREFILL_ALONE:
+		if (strcmp(v, "auto") && strcmp(v, "on") && strcmp(v, "off"))
+			fail("--prefill-alone takes auto, on or off, not '%s'", v);
+		a->prefill_alone = !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 2 : 0;
+		break;
 	case O_API_KEY: a->api_key = v; break;
 	case O_MODEL_NAME: a->model_name = v; break;
 	}
@@ -437,7 +447,8 @@ static void check_args(Args *a)
 		fail("no plan given (run 'glmrun --help')");
 	if (a->device && strcmp(a->device, "cpu") && strcmp(a->device, "cuda"))
 		fail("--device must be cpu or cuda, got '%s'", a->device);
-	int serve_opt = a->host || a->port || a->max_seqs || a->batch_tokens || a->max_queue || a->api_key || a->model_name;
+	int serve_opt = a->host || a->port || a->max_seqs || a->batch_tokens || a->prefill_alone || a->max_queue || a->api_key ||
+	                a->model_name;
 	if (a->serve) {
 		if (a->prompt || a->tokens || a->chat || a->batch || a->bench || a->profile || a->verify || a->force || a->dump ||
 		    a->system || a->n_set)
@@ -1372,6 +1383,7 @@ static int run_serve(const Args *a, const Graph *g)
 	                .tk = tk, .cf = chat ? &cf : NULL, .chat_err = cerr, .host = a->host ? a->host : "127.0.0.1",
 	                .port = a->port ? a->port : 8080, .max_seqs = a->max_seqs ? a->max_seqs : 4,
 	                .max_seq = a->max_seq ? a->max_seq : cap, .batch_tokens = a->batch_tokens ? a->batch_tokens : 2048,
+	                .prefill_alone = a->prefill_alone == 1 ? 1 : a->prefill_alone == 2 ? 0 : -1,
 	                .max_queue = a->max_queue ? a->max_queue : 64, .api_key = a->api_key,
 	                .model_name = a->model_name ? a->model_name : base};
 	if (serve_main(&so, err, sizeof err))

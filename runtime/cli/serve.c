@@ -74,6 +74,7 @@ typedef struct {
 	long requests[NSTATUS], prompt_tokens, gen_tokens, cancelled;
 	long steps, rows;            /* decode steps, and the live rows they ran (rows > steps: batching) */
 	long psteps, parts;          /* prefill steps, and the prompts' pieces they ran (parts > psteps: shared) */
+	long alone;                  /* prefill steps of one prompt alone while others decode (prefill_alone) */
 	long ttft[NTTFT + 1], tpot[NTPOT + 1], nttft, ntpot;
 	double sttft, stpot;
 } Metrics;
@@ -91,6 +92,7 @@ typedef struct {
 	Req *slot[ENGINE_MAX_SLOTS];
 	long nadm;                   /* requests admitted so far */
 	int dirty, rowsn;            /* the engine's rows need setting; rows of the last decode */
+	int alone, alone_turn;       /* prefill_alone in force; the last step was a prompt's alone (decode next) */
 	char broken[600];            /* the engine failed: every request gets this 500 */
 	long delay_us;               /* test hook GLMRUN_TEST_STEP_DELAY_MS: a pause after each decode step */
 	long seq;
@@ -369,10 +371,29 @@ static void take_live(Server *S, Req *r, int32_t tok)
 }
 
 /*
+** Whether a plan's one-sequence prefill takes a cheaper path on the GPU than a step of several sequences
+** (launches marked LAUNCH_ONE_SEQ: MLA expanded through kv_b, whose cost per context row is paid once a
+** step; GLM-4.7-Flash's 8K prompt took 638 ms so against 2155 absorbed on an H100, bench/NOTES.md 65). A
+** mixed step always runs the path of several sequences, so there a long prompt's chunk of
+** --max-num-batched-tokens rows goes alone, and the decoding sequences take the step after it: at Flash's
+** 32 sequences that step is 34 ms (NOTES 67), the absorbed form of a 2048-row chunk costs more than that
+** over the expanded from its first chunk on (and grows with the context).
+*/
+static int alone_pays(const Graph *g)
+{
+	for (int i = 0; i < g->cuda.nl; i++)
+		if (g->cuda.l[i].flags & LAUNCH_ONE_SEQ)
+			return 1;
+	return 0;
+}
+
+/*
 ** One scheduler step outside the lock. With prompts waiting, one mixed step (engine_prefill_parts): each
 ** decoding sequence's next token, then the prompts first admitted first, up to --max-num-batched-tokens
 ** tokens in all (at least one prompt token; a longer prompt goes on in the next step; the chunk that ends
-** a prompt samples its first token). Otherwise one decode step of the decoding sequences (on the GPU the
+** a prompt samples its first token). Under prefill_alone, a first prompt with a whole step's tokens left
+** (which would fill the mixed step but for the decoding rows) takes a step of its own instead, and the
+** decoding sequences the next one. Otherwise one decode step of the decoding sequences (on the GPU the
 ** graph of the smallest bucket of rows that holds them). Returns -1 with err when the engine failed.
 */
 static int step(Server *S, char *err, size_t len)
@@ -383,7 +404,18 @@ static int step(Server *S, char *err, size_t len)
 	pthread_mutex_lock(&S->mu);
 	int npre = prefilling(S, pre), nlive = decoding(S, live), np = 0;
 	pthread_mutex_unlock(&S->mu);
-	if (npre) {
+	int turn = S->alone_turn;
+	S->alone_turn = 0;
+	if (npre && nlive && S->alone && !turn && pre[0]->np - pre[0]->off >= S->o.batch_tokens) {
+		Req *r = pre[0];
+		part[0] = (EnginePart){.ids = r->prompt + r->off, .n = S->o.batch_tokens, .row = row_of(r, 0, (int32_t)r->off, 0)};
+		if (engine_prefill_parts(S->e, 1, part, next, NULL, err, len))
+			return -1;
+		pthread_mutex_lock(&S->mu);
+		S->dirty = 1, S->alone_turn = 1, S->m.psteps++, S->m.parts++, S->m.alone++;
+		if ((r->off += part[0].n) == r->np)
+			take_live(S, r, next[0]);
+	} else if (npre && !(turn && nlive)) {
 		for (; np < nlive; np++) {
 			Req *r = live[np];
 			int32_t pos = (int32_t)(r->np + r->made - 1);
@@ -1185,6 +1217,9 @@ static enum MHD_Result metrics(Server *S, struct MHD_Connection *c)
 	        "glmc_prefill_steps_total %ld\n", m->psteps);
 	fprintf(f, "# HELP glmc_prefill_parts_total Prompt pieces prefilled, summed over the steps (several prompts share "
 	        "a step).\n# TYPE glmc_prefill_parts_total counter\nglmc_prefill_parts_total %ld\n", m->parts);
+	fprintf(f, "# HELP glmc_prefill_alone_steps_total Prefill steps of one long prompt alone while others decode "
+	        "(--prefill-alone).\n# TYPE glmc_prefill_alone_steps_total counter\nglmc_prefill_alone_steps_total %ld\n",
+	        m->alone);
 	fprintf(f, "# HELP glmc_kv_slots_used KV-cache slots in use.\n# TYPE glmc_kv_slots_used gauge\n"
 	        "glmc_kv_slots_used %d\n", S->nrun);
 	fprintf(f, "# HELP glmc_kv_slots_total KV-cache slots (--max-seqs).\n# TYPE glmc_kv_slots_total gauge\n"
@@ -1347,6 +1382,7 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 		return -1;
 	}
 	S->vocab = engine_vocab(S->e);
+	S->alone = o->prefill_alone > 0 || (o->prefill_alone < 0 && engine_on_gpu(S->e) && alone_pays(o->g));
 	S->row_samp = !engine_on_gpu(S->e) || !strcmp(o->g->cuda.sample_kernel, "glm_sample_rows");
 	if (!S->row_samp)
 		slog("note: this plan's GPU sampler takes one setting for every request (compiled by an older glmc): "
@@ -1384,9 +1420,9 @@ int serve_main(const ServeOpts *o, char *err, size_t len)
 		close(fd);
 	}
 	else {
-		slog("%s on http://%s:%d (%s, %d sequences of %ld positions, %ld prompt tokens per step, model '%s')", o->plan,
-		      o->host, o->port, engine_on_gpu(S->e) ? "cuda" : "cpu", o->max_seqs, o->max_seq, o->batch_tokens,
-		      o->model_name);
+		slog("%s on http://%s:%d (%s, %d sequences of %ld positions, %ld prompt tokens per step%s, model '%s')",
+		     o->plan, o->host, o->port, engine_on_gpu(S->e) ? "cuda" : "cpu", o->max_seqs, o->max_seq, o->batch_tokens,
+		     S->alone ? ", long prompts' steps alone" : "", o->model_name);
 		int sig = 0;
 		sigwait(&sigs, &sig);
 		slog("%s: shutting down", sig == SIGTERM ? "SIGTERM" : "SIGINT");

@@ -29,6 +29,9 @@ typedef struct {
 	int max_seqs;                /* sequences decoded at once (KV-cache slots) */
 	long max_seq;                /* positions per slot */
 	long batch_tokens;           /* prompt tokens prefilled per scheduler step */
+	int prefill_alone;           /* a prompt with a whole step's tokens left prefills them in a step of its own
+	                             ** while others decode: 1 on, 0 off, -1 where the plan's one-sequence prefill
+	                             ** takes a cheaper path on the GPU (serve.c: alone_pays) */
 	int max_queue;               /* requests waiting for a slot at most; beyond: 503 */
 	const char *api_key;         /* NULL: no key */
 	const char *model_name;
