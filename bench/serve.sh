@@ -14,7 +14,8 @@
 # Environment: OUT (results; default /tmp/glm-serve-bench), WORK (plans; /tmp/glm-serve-work), SHAPES
 # (default "llama3_8b:bf16 glm4_7_flash:bf16"), CLIENTS (1,8,32,64), RPC (requests per client per level, 2),
 # PROMPT_LEN (uniform:64:256), OUTPUT_LEN (uniform:64:128), RATE (inf: closed loop; or requests/s), SEED
-# (0), BATCH_TOKENS (the server's --max-num-batched-tokens, 2048), PEER (1/0), BUDGET (seconds for everything; default 470, under the device's 10-minute limit),
+# (0), BATCH_TOKENS (the server's --max-num-batched-tokens, 2048), SERVE_ARGS (more glmrun serve flags, e.g.
+# "--prefill-alone off"), PEER (1/0), BUDGET (seconds for everything; default 470, under the device's 10-minute limit),
 # DEVICE (cuda; cpu with the shape "tiny", the llama fixture's config, checks this script without a GPU).
 set -u
 cd "$(dirname "$0")/.."
@@ -84,7 +85,7 @@ for sd in $SHAPES; do
 
 	port=$(free_port)
 	bin/glmrun serve "$plan" --device "$DEVICE" --port "$port" --max-seqs "$MAXC" --max-seq "$MAXSEQ" \
-		--max-num-batched-tokens "${BATCH_TOKENS:-2048}" --max-queue 1024 --model-name "$tag" 2>"$OUT/$tag.serve.log" &
+		--max-num-batched-tokens "${BATCH_TOKENS:-2048}" --max-queue 1024 --model-name "$tag" ${SERVE_ARGS:-} 2>"$OUT/$tag.serve.log" &
 	spid=$!
 	up=0
 	while [ "$(now)" -lt "$end" ] && kill -0 $spid 2>/dev/null; do
