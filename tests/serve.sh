@@ -150,6 +150,7 @@ expect_fail() {
 }
 expect_fail "serve takes no -p" "glmrun serve takes its prompts over HTTP" bin/glmrun serve "$P" -p hi
 expect_fail "--port without serve" "go with 'glmrun serve PLAN'" bin/glmrun "$P" --tokens 1 --port 8080
+expect_fail "--prefill-alone takes auto, on or off" "--prefill-alone takes auto, on or off, not 'maybe'" bin/glmrun serve "$P" --prefill-alone maybe
 expect_fail "--max-seqs out of range" "--max-seqs must be an integer in [1, 255]" bin/glmrun serve "$P" --max-seqs 0
 python3 -c 'import socket, time; s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(); print(s.getsockname()[1], flush=True); time.sleep(30)' >"$tmp/busy" &
 busy=$!

@@ -150,9 +150,9 @@ static const char *usage =
 	"  --max-num-batched-tokens N  prompt tokens prefilled per scheduler step, over all new requests\n"
 	"                       (default 2048; vLLM's name)\n"
 	"  --prefill-alone auto|on|off\n"
-	"                       a prompt with a whole step of tokens (--max-num-batched-tokens) left prefills it\n"
-	"                       in a step of its own while others decode, they taking the next step; auto: where\n"
-	"                       the plan's one-sequence prefill is cheaper on the GPU (MLA expanded through kv_b)\n"
+	"                       a prompt with a whole step of tokens (--max-num-batched-tokens) or more left reads\n"
+	"                       them in a step of its own, the running requests decoding in the next one (default\n"
+	"                       auto: on where the plan's one-sequence prefill is cheaper on the GPU, MLA in bf16)\n"
 	"  --max-queue N        requests waiting for a slot at most; more get 503 (default 64)\n"
 	"  --api-key KEY        /v1/ requires 'Authorization: Bearer KEY' (401 otherwise); both servers' name\n"
 	"  --model-name NAME    the model's id in responses and /v1/models (default: the plan's file name);\n"
@@ -306,7 +306,8 @@ static const struct option long_opts[] = {
 	{"port", required_argument, 0, O_PORT}, {"max-seqs", required_argument, 0, O_MAX_SEQS},
 	{"max-num-seqs", required_argument, 0, O_MAX_SEQS}, {"parallel", required_argument, 0, O_MAX_SEQS},
 	{"max-model-len", required_argument, 0, 'c'}, {"max-num-batched-tokens", required_argument, 0, O_BATCHED},
-	{"max-queue", required_argument, 0, O_MAX_QUEUE}, {"prefill-alone", required_argument, 0, O_PREFILL_ALONE}, {"api-key", required_argument, 0, O_API_KEY},
+	{"max-queue", required_argument, 0, O_MAX_QUEUE}, {"prefill-alone", required_argument, 0, O_PREFILL_ALONE},
+	{"api-key", required_argument, 0, O_API_KEY},
 	{"model-name", required_argument, 0, O_MODEL_NAME}, {"served-model-name", required_argument, 0, O_MODEL_NAME},
 	{"alias", required_argument, 0, O_MODEL_NAME}, {0, 0, 0, 0},
 };
