@@ -169,8 +169,8 @@ template <int NS, typename S, typename B> __device__ __forceinline__ void moe_tc
 /*
 ** Routed experts' first half for the grouped rows: hid[r·F + f] = bf16(silu(g)·u) for sorted row r (slot
 ** list[r], token list[r] / k, expert e), g = gate[e, f, :]·x[t], u = up[e, f, :]·x[t] as f32 sums of
-** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))), rounded once. grid (ceil(F/64), row blocks as the file's
-** head says), block 256.
+** exact bf16 products; silu as ref_moe_ffn (g / (1 + expf(-g))), the product rounded once. grid
+** (ceil(F/64), row blocks as the file's head says), block 256.
 ** A tile is 128 rows by 64 f, C in steps of 32 through NS shared-memory stages (cp.async of the next steps
 ** while the tensor cores work on this one). The 128 weight rows staged per step are
 ** gate and up interleaved by 16: row 32w + i is gate f = 16w + i and row 32w + 16 + i up f = 16w + i
