@@ -71,6 +71,15 @@ if bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 -n 6 --bw 50 
 else
 	bad "--bench on the CPU" "$(cat $tmp/err)"
 fi
+# --batch: the prompts share prefill steps of up to -ub tokens, as glmrun --batch and serve prefill them.
+for ub in 2048 24; do
+	bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 --batch 4 -n 4 -ub $ub >$tmp/bb$ub.txt 2>$tmp/err ||
+		bad "--bench --batch 4 -ub $ub" "$(cat $tmp/err)"
+done
+[ "$(value prefill_prompts_per_step $tmp/bb2048.txt)" = 4 ] && [ "$(value prefill_prompts_per_step $tmp/bb24.txt)" = 2 ] &&
+	awk -v a="$(value tok_s $tmp/bb2048.txt)" -v b="$(value tok_s $tmp/bb24.txt)" 'BEGIN { exit !(a > 0 && b > 0) }' &&
+	ok "--bench --batch 4: 4 prompts a prefill step, 2 with -ub 24, then decode" ||
+	bad "--bench --batch prefill steps" "$(grep -h prefill_prompts $tmp/bb*.txt | tr '\n' ' ')"
 # --json: the same block as one JSON object (Python's json parses it; numbers are numbers, the keys are the
 # lines' keys); not with --profile, not without --bench.
 if bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 -n 6 --bw 50 --json >$tmp/b.json 2>$tmp/err &&

@@ -493,6 +493,14 @@ static void bv(Bv *k, const char *key, const char *fmt, ...)
 	json_object_set_new(k->obj, key, *v && !*end ? json_real(d) : json_string(v));
 }
 
+/* The --batch prompts one prefill step takes: as many as fit -ub tokens (glmrun --batch and serve share
+** prefill steps so; a prompt longer than a step goes alone, in chunks), at most all of them. */
+static int per_step(const BenchOpts *o)
+{
+	long per = o->ub > o->prompt ? o->ub / o->prompt : 1;
+	return per > o->batch ? o->batch : (int)per;
+}
+
 /* The block of figures --bench prints (med: the median step in ms). */
 static void print_block(const Graph *g, const char *plan, const char *weights, const BenchOpts *o,
                         const EngineStats *es, int pdl_asked, double med, double mean, double lo, double hi,
@@ -518,6 +526,7 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 	bv(&k, "batch", "%d", o->batch);
 	bv(&k, "prompt_tokens", "%ld", o->prompt);
 	bv(&k, "prefill_chunk", "%ld", o->chunk > 0 && o->chunk < o->prompt ? o->chunk : o->prompt);
+	bv(&k, "prefill_prompts_per_step", "%d", per_step(o));
 	bv(&k, "warmup_steps", "%ld", o->warmup);
 	bv(&k, "decode_steps", "%ld", o->steps);
 	bv(&k, "context_mean", "%.1f", ctx);
@@ -569,9 +578,9 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 	fflush(stdout);
 }
 
-/* Prefill B random prompts (one slot each), then time the decode steps of all B; ms[] gets each measured
-** step, t[1] the prefill (the second of two: the first loads cuBLASLt's kernels and warms the caches),
-** t[2] the warm-up steps. */
+/* Prefill B random prompts (one slot each, per_step of them a step), then time the decode steps of all B;
+** ms[] gets each measured step, t[1] the prefill (the second of two: the first loads cuBLASLt's kernels and
+** warms the caches), t[2] the warm-up steps. */
 static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, double *ms, double *t, char *err,
                      size_t len)
 {
@@ -579,12 +588,18 @@ static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, doubl
 	long P = o->prompt;
 	int32_t tok[ENGINE_MAX_SLOTS];
 	EngineRow rows[ENGINE_MAX_SLOTS];
+	int per = per_step(o);
 	for (int rep = 0; rep < 2; rep++) {
 		double t0 = bench_now();
-		for (int b = 0; b < B; b++) {
+		for (int b = 0; b < B; b += per) {
+			int n = B - b < per ? B - b : per;
 			EngineRow r0 = {.slot = b};
-			if (engine_set_rows(e, 1, &r0, err, len) ||
-			    engine_prefill(e, b, prompt + (size_t)b * (size_t)P, P, 0, &tok[b], NULL, err, len))
+			EnginePart part[ENGINE_MAX_SLOTS];
+			for (int k = 0; k < n; k++)
+				part[k] = (EnginePart){.ids = prompt + (size_t)(b + k) * (size_t)P, .n = P, .row = {.slot = b + k}};
+			if (n == 1 ? engine_set_rows(e, 1, &r0, err, len) ||
+			                 engine_prefill(e, b, prompt + (size_t)b * (size_t)P, P, 0, &tok[b], NULL, err, len)
+			           : engine_prefill_parts(e, n, part, &tok[b], NULL, err, len))
 				return -1;
 		}
 		t[1] = bench_now() - t0;
@@ -648,6 +663,8 @@ int bench_main(const Graph *g, const char *plan, const char *weights, const Engi
 	Engine *e = NULL;
 	EngineOpts eo2 = *eo;
 	long C = o->chunk > 0 && o->chunk < P ? o->chunk : P; /* the steps the prompt's prefill takes, as a run's */
+	if (per_step(o) * P > C)
+		C = per_step(o) * P;
 	eo2.slots = B, eo2.chunk = C > B ? C : B, eo2.max_seq = S, eo2.keep_logits = 0;
 	int rc = engine_open(&e, g, weights, &eo2, err, sizeof err);
 	if (!rc) {

@@ -15,6 +15,7 @@ typedef struct {
 	int profile_eager;           /* --profile-eager: launch the profiled steps eagerly, not as a graph */
 	long prompt;                 /* --bench-prompt N: random prompt tokens (default 128) */
 	long chunk;                  /* prompt tokens one prefill step evaluates (-ub, as a run prefills) */
+	long ub;                     /* -ub: the most tokens of a prefill step, which --batch's prompts share */
 	long steps;                  /* decode steps measured (-n, default 64) */
 	long warmup;                 /* decode steps run first and not measured (the first captures the graph) */
 	long profile_steps;          /* steps the per-kernel times are averaged over */

@@ -111,6 +111,8 @@ static const char *usage =
 	"                       and N measured decode steps (-n, default 64), print one key: value block\n"
 	"                       (ms/step, tok/s, bytes read per step, GB/s, launches per step, prefill tok/s)\n"
 	"  --bench-prompt N     tokens of the random prompt (default 128), prefilled in steps of -ub as a run's\n"
+	"                       (with --batch B, B prompts sharing steps of up to -ub tokens, as glmrun --batch\n"
+	"                       and serve prefill them)\n"
 	"  -ub, --ubatch-size N prompt tokens one prefill step evaluates (default 2048; --chat 512): a longer\n"
 	"                       prompt runs in steps of N against the cache (bounded memory and time)\n"
 	"  --json               with --bench: the block as one JSON object (numbers where a value is one)\n"
@@ -992,6 +994,7 @@ static int run_bench(const Args *a, const Graph *g)
 		fail("--profile times the GPU's kernels; it needs --device cuda (and a GPU)");
 	long np = a->bench_prompt ? a->bench_prompt : 128;
 	BenchOpts bo = {.profile = a->profile, .profile_eager = a->profile_eager, .prompt = np, .chunk = prefill_chunk(a, np),
+	                .ub = a->ubatch ? a->ubatch : 2048,
 	                .steps = a->n_set ? a->n : 64, .warmup = 3, .profile_steps = 10,
 	                .profile_top = a->profile_top ? a->profile_top : 30, .bw_gbps = a->bw, .seed = a->seed,
 	                .batch = a->batch ? a->batch : 1, .json = a->json};
