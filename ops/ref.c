@@ -874,6 +874,12 @@ void ref_moe_weights(float *w, const float *logits, const int32_t *idx, int T, i
 void ref_moe_ffn(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
                  const float *down, int T, int C, int F, int E, int k)
 {
+	ref_moe_ffn_hid(y, x, idx, w, gate, up, down, T, C, F, E, k, 0);
+}
+
+void ref_moe_ffn_hid(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
+                     const float *down, int T, int C, int F, int E, int k, int hid_bf16)
+{
 	double *acc = malloc(sizeof(double) * (size_t)C);
 	float *hid = malloc(sizeof(float) * (size_t)F);
 	if (!acc || !hid) {
@@ -895,6 +901,8 @@ void ref_moe_ffn(float *y, const float *x, const int32_t *idx, const float *w, c
 					a += (double)g[(size_t)f * C + c] * xt[c], b += (double)u[(size_t)f * C + c] * xt[c];
 				float ga = (float)a;
 				hid[f] = ga / (1.0f + expf(-ga)) * (float)b;
+				if (hid_bf16)
+					hid[f] = ref_bf16_to_f32(ref_f32_to_bf16(hid[f]));
 			}
 			for (int c = 0; c < C; c++) {
 				double s = 0;

@@ -141,6 +141,10 @@ void ref_moe_weights(float *w, const float *logits, const int32_t *idx, int T, i
 ** [E,F,C], down [E,C,F]. Only the chosen experts' weights are read. */
 void ref_moe_ffn(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
                  const float *down, int T, int C, int F, int E, int k);
+/* The same with each hidden value silu(g)·u rounded to bf16 before the down projection when hid_bf16 (the
+** GPU's grouped GEMM stores them so, ops/moe_tc.cuh; glmrun --round-bf16 mirrors it). */
+void ref_moe_ffn_hid(float *y, const float *x, const int32_t *idx, const float *w, const float *gate, const float *up,
+                     const float *down, int T, int C, int F, int E, int k, int hid_bf16);
 
 /*
 ** The sampler's CPU twin (kernel k_sample in kernels.cuh, whose comment gives the algorithm): greedy when

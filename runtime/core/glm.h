@@ -578,6 +578,8 @@ struct Exec {
 	int round_act;               /* DT_BF16: values rounded as a bf16 plan stores them (exec_round_bf16), or DT_F32 */
 	ExecLate *late;              /* with round_act DT_BF16 on a plan with LAUNCH_NORM_LATE launches: per node, else NULL */
 	float *late_mem;             /* the rmsnorms' unrounded copies (ExecLate.keep), one block */
+	int *moe_hb;                 /* with round_act DT_BF16: per node 2 ints, the steps lo..hi whose moe_ffn runs the
+	                             ** grouped GEMM (its hidden rows stored in bf16; lo 0: none), else NULL */
 	struct Par *par;             /* the linears' threads (ops/par.h), started by the first large linear */
 	int par_tried;               /* 1 once that start was tried (par stays NULL on one thread) */
 	char err[512];               /* first run-time error (e.g. token id out of range) */

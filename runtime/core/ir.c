@@ -90,6 +90,8 @@ const char *cuda_template(const Graph *g, const char *kernel, char *buf, size_t 
 	const char *b = s ? strstr(s, "{ ") : NULL, *e;
 	if (b && !strncmp(b + 2, "glm_pdl_wait(); ", 16))
 		b += 16; /* most wrappers wait first (emit_cuda.c w_finish) */
+	if (b && !strncmp(b + 2, "extern __shared__", 17)) /* then declare their dynamic shared memory */
+		b = strstr(b, "glm_dsm[]; ") ? strstr(b, "glm_dsm[]; ") + 9 : NULL;
 	e = b ? strchr(b, '(') : NULL;
 	if (!e || (size_t)(e - b - 2) >= len)
 		return kernel;

@@ -854,7 +854,8 @@ static void cpu_moe_ffn(Exec *x, int id)
 	const Node *n = NODE;
 	int64_t T = exec_dim(x, n->in[0], 0), C = exec_dim(x, n->in[0], 1), k = exec_dim(x, n->in[1], 1);
 	int64_t E = exec_dim(x, n->in[3], 0), Fd = exec_dim(x, n->in[3], 1);
-	ref_moe_ffn(Y, F(0), I32(1), F(2), F(3), F(4), F(5), (int)T, (int)C, (int)Fd, (int)E, (int)k);
+	int hb = x->moe_hb && x->moe_hb[2 * id] && T >= x->moe_hb[2 * id] && T <= x->moe_hb[2 * id + 1];
+	ref_moe_ffn_hid(Y, F(0), I32(1), F(2), F(3), F(4), F(5), (int)T, (int)C, (int)Fd, (int)E, (int)k, hb);
 }
 
 /* The attribute names by slot, from the tables in glm.h (ATTRS_*); allreduce's (ATTRS_ALLREDUCE) are not

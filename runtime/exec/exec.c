@@ -172,9 +172,10 @@ static void late_keep(Exec *x, int i, int64_t T)
 ** partial sums on the way for tp > 2). Left in f32, as on the GPU: what lives only inside one kernel
 ** (accumulators, softmax state, the routed experts' hidden rows, split attention's partials: float
 ** scratch there), and weights kept in GGUF blocks (exact; the GPU's prefill from 32 tokens dequantizes
-** them to bf16 for cuBLASLt and for the routed experts' grouped GEMM). Not mirrored either: the grouped
-** GEMM of steps of 12 tokens and more (ops/moe_tc.cuh) stores the experts' hidden rows in bf16 and
-** dequantizes block weights to bf16. The caches are written from rounded nodes.
+** them to bf16 for cuBLASLt and for the routed experts' grouped GEMM, which this does not mirror). One
+** more thing rounded: the grouped GEMM (ops/moe_tc.cuh, steps of 12 tokens and more) stores the experts'
+** hidden rows in bf16, so in the steps its launches run a moe_ffn rounds them too (moe_hb_setup). The caches
+** are written from rounded nodes.
 ** One exception to "as its own kernel would store it" (d5c5a00, bench/NOTES.md entries 21 and 27): a
 ** decode GEMV launch that forms its RMSNorm prologue late (GP_RMSLATE, marked LAUNCH_NORM_LATE in the plan:
 ** today the one-token launch of a norm group, float or Q4_K) computes inv·(W·(x⊙nw)) and never rounds the
@@ -185,6 +186,27 @@ static void late_keep(Exec *x, int i, int64_t T)
 ** stage and round the norm as before. The late scale's other change, the f32 order of operations, is
 ** not modelled (f32-level).
 */
+/* The steps in which each moe_ffn runs the grouped GEMM, whose first half stores the hidden rows in bf16
+** (its k_moe_up_tc launches' step ranges; x->moe_hb), so that ref_moe_ffn_hid rounds them there too. */
+static int moe_hb_setup(Exec *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	char buf[160];
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		if (l->kind != LK_KERNEL || strncmp(cuda_template(g, l->kernel, buf, sizeof buf), "k_moe_up_tc<", 12))
+			continue;
+		if (!x->moe_hb && !(x->moe_hb = calloc(2 * (size_t)g->n, sizeof *x->moe_hb)))
+			return seterr(err, len, "out of memory");
+		int *r = &x->moe_hb[2 * l->node];
+		if (!r[0] || l->tmin < r[0])
+			r[0] = l->tmin > 0 ? l->tmin : 1;
+		if (l->tmax > r[1])
+			r[1] = l->tmax;
+	}
+	return 0;
+}
+
 int exec_round_bf16(Exec *x, char *err, size_t len)
 {
 	const Graph *g = x->g;
@@ -197,7 +219,8 @@ int exec_round_bf16(Exec *x, char *err, size_t len)
 			round_bf16(x->wt[id], node_numel(&g->node[id], 0, 0));
 	}
 	x->round_act = DT_BF16;
-	return late_setup(x, err, len);
+	int rc = late_setup(x, err, len);
+	return rc ? rc : moe_hb_setup(x, err, len);
 }
 
 int exec_init(Exec *x, const Graph *g, const char *weights, int64_t maxT, int64_t S, char *err, size_t len)
@@ -402,6 +425,7 @@ void exec_free(Exec *x)
 	free(x->wt);
 	free(x->late);
 	free(x->late_mem);
+	free(x->moe_hb);
 	par_free(x->par);
 	memset(x, 0, sizeof *x);
 }
