@@ -408,7 +408,8 @@ static int step(Server *S, char *err, size_t len)
 	S->alone_turn = 0;
 	if (npre && nlive && S->alone && !turn && pre[0]->np - pre[0]->off >= S->o.batch_tokens) {
 		Req *r = pre[0];
-		part[0] = (EnginePart){.ids = r->prompt + r->off, .n = S->o.batch_tokens, .row = row_of(r, 0, (int32_t)r->off, 0)};
+		part[0] = (EnginePart){.ids = r->prompt + r->off, .n = S->o.batch_tokens,
+		                       .row = row_of(r, 0, (int32_t)r->off, 0)};
 		if (engine_prefill_parts(S->e, 1, part, next, NULL, err, len))
 			return -1;
 		pthread_mutex_lock(&S->mu);

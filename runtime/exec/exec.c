@@ -160,6 +160,27 @@ static void late_keep(Exec *x, int i, int64_t T)
 	}
 }
 
+/* The steps in which each moe_ffn runs the grouped GEMM, whose first half stores the hidden rows in bf16
+** (its k_moe_up_tc launches' step ranges; x->moe_hb), so that ref_moe_ffn_hid rounds them there too. */
+static int moe_hb_setup(Exec *x, char *err, size_t len)
+{
+	const Graph *g = x->g;
+	char buf[160];
+	for (int i = 0; i < g->cuda.nl; i++) {
+		const Launch *l = &g->cuda.l[i];
+		if (l->kind != LK_KERNEL || strncmp(cuda_template(g, l->kernel, buf, sizeof buf), "k_moe_up_tc<", 12))
+			continue;
+		if (!x->moe_hb && !(x->moe_hb = calloc(2 * (size_t)g->n, sizeof *x->moe_hb)))
+			return seterr(err, len, "out of memory");
+		int *r = &x->moe_hb[2 * l->node];
+		if (!r[0] || l->tmin < r[0])
+			r[0] = l->tmin > 0 ? l->tmin : 1;
+		if (l->tmax > r[1])
+			r[1] = l->tmax;
+	}
+	return 0;
+}
+
 /*
 ** glmrun --round-bf16: the CPU reproduces a bf16 plan's GPU numerics, so its bf16 error can be predicted
 ** and tested without a GPU. What the GPU keeps in bf16 there (read from runtime/exec/cuda.c and the kernels
@@ -186,27 +207,6 @@ static void late_keep(Exec *x, int i, int64_t T)
 ** stage and round the norm as before. The late scale's other change, the f32 order of operations, is
 ** not modelled (f32-level).
 */
-/* The steps in which each moe_ffn runs the grouped GEMM, whose first half stores the hidden rows in bf16
-** (its k_moe_up_tc launches' step ranges; x->moe_hb), so that ref_moe_ffn_hid rounds them there too. */
-static int moe_hb_setup(Exec *x, char *err, size_t len)
-{
-	const Graph *g = x->g;
-	char buf[160];
-	for (int i = 0; i < g->cuda.nl; i++) {
-		const Launch *l = &g->cuda.l[i];
-		if (l->kind != LK_KERNEL || strncmp(cuda_template(g, l->kernel, buf, sizeof buf), "k_moe_up_tc<", 12))
-			continue;
-		if (!x->moe_hb && !(x->moe_hb = calloc(2 * (size_t)g->n, sizeof *x->moe_hb)))
-			return seterr(err, len, "out of memory");
-		int *r = &x->moe_hb[2 * l->node];
-		if (!r[0] || l->tmin < r[0])
-			r[0] = l->tmin > 0 ? l->tmin : 1;
-		if (l->tmax > r[1])
-			r[1] = l->tmax;
-	}
-	return 0;
-}
-
 int exec_round_bf16(Exec *x, char *err, size_t len)
 {
 	const Graph *g = x->g;
