@@ -236,7 +236,8 @@ __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *
 			int kr = WKN ? e >> 4 : k - k0, n = WKN ? n0 + 8 * (e & 15) : n0 + r;
 			unsigned short *dw = WKN ? &ws[s][kr * LDN + 8 * (e & 15)] : &ws[s][r * LD + c];
 			if (n < N && k0 + kr < K)
-				qs_cp16(dw, WKN ? w + ((long long)(n / hw) * K + k0 + kr) * hw + n % hw : w + (long long)n * K + k0 + kr);
+				qs_cp16(dw, WKN ? w + ((long long)(n / hw) * K + k0 + kr) * hw + n % hw
+				                : w + (long long)n * K + k0 + kr);
 			else
 				*(uint4 *)dw = make_uint4(0, 0, 0, 0);
 		}

@@ -108,7 +108,7 @@ int main(void)
 	         "extern \"C\" __global__ void __launch_bounds__(256) m7(float *y, const float *h, const int *i, const float *w, "
 	         "const float *d, int C, int F, int k) { k_moe_down<float, float>(y, h, i, w, d, C, F, k); }\n"
 	         /* the grouped GEMM of many-token steps (ops/moe_tc.cuh; tests/simt/test_moe_tc runs it), bf16 and Q4_K/Q6_K,
-	          * at the two stages glmc emits and the four and three it can be built for */
+	          * at two stages (a build knob) and at the four and three glmc emits */
 	         "extern \"C\" __global__ void __launch_bounds__(256) m8(int *m, int *l, const int *i, int n, int E) { "
 	         "k_moe_group(m, l, i, n, E); }\n"
 	         "extern \"C\" __global__ void __launch_bounds__(256) m9(int *m, int *l, bf16 *h, const bf16 *x, const bf16 *g, "

@@ -375,9 +375,8 @@ static void take_live(Server *S, Req *r, int32_t tok)
 ** (launches marked LAUNCH_ONE_SEQ: MLA expanded through kv_b, whose cost per context row is paid once a
 ** step; GLM-4.7-Flash's 8K prompt took 638 ms so against 2155 absorbed on an H100, bench/NOTES.md 65). A
 ** mixed step always runs the path of several sequences, so there a long prompt's chunk of
-** --max-num-batched-tokens rows goes alone, and the decoding sequences take the step after it: at Flash's
-** 32 sequences that step is 34 ms (NOTES 67), the absorbed form of a 2048-row chunk costs more than that
-** over the expanded from its first chunk on (and grows with the context).
+** --max-num-batched-tokens rows goes alone, and the decoding sequences take the step after it (the trade,
+** and the round that is to time it: bench/NOTES.md 72).
 */
 static int alone_pays(const Graph *g)
 {

@@ -168,7 +168,9 @@ static int moe_hb_setup(Exec *x, char *err, size_t len)
 	char buf[160];
 	for (int i = 0; i < g->cuda.nl; i++) {
 		const Launch *l = &g->cuda.l[i];
-		if (l->kind != LK_KERNEL || strncmp(cuda_template(g, l->kernel, buf, sizeof buf), "k_moe_up_tc<", 12))
+		/* cuda_template searches the plan's source: only for the moe_ffn nodes' launches */
+		if (l->kind != LK_KERNEL || g->node[l->node].op != OP_MOE_FFN ||
+		    strncmp(cuda_template(g, l->kernel, buf, sizeof buf), "k_moe_up_tc<", 12))
 			continue;
 		if (!x->moe_hb && !(x->moe_hb = calloc(2 * (size_t)g->n, sizeof *x->moe_hb)))
 			return seterr(err, len, "out of memory");
