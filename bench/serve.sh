@@ -98,6 +98,9 @@ for sd in $SHAPES; do
 		[ "$PEER" = 1 ] && lim=$((lim / 3)) # the peer is slower: it gets two thirds
 		timeout -k 5 $lim python3 bench/serve_load.py --url "http://127.0.0.1:$port" $LOADARGS --json "$OUT/$tag.glmrun.jsonl" |
 			tee "$OUT/$tag.load.txt" || say "$tag: serve_load.py failed or ran out of time (${lim}s)"
+		# the server's own counters after the load (the scheduler's steps, among them --prefill-alone's)
+		python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics', timeout=5).read().decode())" \
+			>"$OUT/$tag.metrics.txt" 2>&1
 	else
 		say "$tag: glmrun serve did not come up: $(tail -2 "$OUT/$tag.serve.log")"
 	fi
