@@ -2,13 +2,14 @@
 # bench/hid_round.sh — one device call for moe_tc's bf16 hidden rows (bench/NOTES.md 71) and the shared
 # --bench prefill (73): the kernel tests (build/gpu/test_kernels), tests/gpu/prefill.sh on the MoE
 # fixtures, then GLM-4.7-Flash plans of the float-hid kernels (PLANS/flash-old.plan, compiled by the glmc of
-# that commit) against the bf16-hid ones (PLANS/flash-new.plan), both run by this bin/glmrun, alternated:
+# that commit) against the bf16-hid ones (PLANS/flash-$NEW.plan), both run by this bin/glmrun, alternated:
 # a batch of 32 prompts of 160 tokens (prefill_ms, then decode ms/step), 8 prompts of 1024, one of 8192.
 # Carry bin, build/gpu, build/tools, build/fixtures and PLANS.
-#   ROUND=check|bench|all (all)  PLANS (build/probe/plans)  ROUNDS (2)  PREFILL_MODELS (the MoE fixtures)
+#   ROUND=check|bench|all (all)  PLANS (build/probe/plans)  ROUNDS (2)  NEW (new)  PREFILL_MODELS (the MoE
+#   fixtures)
 set -u
 cd "$(dirname "$0")/.."
-ROUND=${ROUND:-all} PLANS=${PLANS:-build/probe/plans} ROUNDS=${ROUNDS:-2}
+ROUND=${ROUND:-all} PLANS=${PLANS:-build/probe/plans} ROUNDS=${ROUNDS:-2} NEW=${NEW:-new}
 PREFILL_MODELS=${PREFILL_MODELS:-qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite}
 T0=$(date +%s)
 say() { echo "[$(printf '%4d' $(($(date +%s) - T0)))s] $*"; }
@@ -31,7 +32,7 @@ case_ab() {
 	local po= pn= so= sn=
 	for r in $(seq "$ROUNDS"); do
 		for v in old new; do
-			out=$(timeout 200 bin/glmrun "$PLANS/flash-$v.plan" --bench "$@" 2>&1)
+			out=$(timeout 200 bin/glmrun "$PLANS/flash-$([ $v = old ] && echo old || echo "$NEW").plan" --bench "$@" 2>&1)
 			p=$(echo "$out" | val prefill_ms) s=$(echo "$out" | val ms_per_step_median)
 			[ -z "$p" ] && echo "  $v failed: $(echo "$out" | tail -1)"
 			if [ $v = old ]; then po="$po ${p:-fail}" so="$so ${s:-fail}"; else pn="$pn ${p:-fail}" sn="$sn ${s:-fail}"; fi
@@ -47,12 +48,12 @@ case_ab "one 8192" -n 4 --bench-prompt 8192 -c 8300
 TRACE_LIB=${TRACE_LIB:-build/probe/trace}
 if [ -f "$TRACE_LIB/libglmtrace.so" ]; then
 	CUDA_INJECTION64_PATH=$PWD/$TRACE_LIB/libglmtrace.so GLM_TRACE=/tmp/p8k.tsv LD_LIBRARY_PATH=$PWD/$TRACE_LIB \
-		timeout 200 bin/glmrun "$PLANS/flash-new.plan" --bench -n 4 --bench-prompt 8192 -c 8300 >/tmp/p8k.out 2>&1
+		timeout 200 bin/glmrun "$PLANS/flash-$NEW.plan" --bench -n 4 --bench-prompt 8192 -c 8300 >/tmp/p8k.out 2>&1
 	say "8K prefill trace (prefill_ms $(val prefill_ms </tmp/p8k.out)): kernel ms outside graphs, by name"
 	# PLANS/flash-new.kmap: "glm_kN k_template" lines (the wrapper names the trace shows, and what they run)
 	awk 'FNR == NR { m[$1] = $2; next }
 		$4 == 0 { n = $1; sub(/\(.*/, "", n); if (n in m) n = n " " m[n]; t[n] += ($3 - $2) / 1e6; c[n]++; all += ($3 - $2) / 1e6 }
 		END { for (k in t) printf "  %9.2f ms %6d  %s\n", t[k], c[k], k; printf "  %9.2f ms total\n", all }' \
-		"$PLANS/flash-new.kmap" /tmp/p8k.tsv |
+		"$PLANS/flash-$NEW.kmap" /tmp/p8k.tsv |
 		sort -rn | head -25
 fi

@@ -126,28 +126,37 @@ __device__ __forceinline__ void pf_softmax(float (&s)[NT][4], float (&o)[NO][4],
 }
 
 /* o += p·v over a tile of 2·NT keys, 16 a step: the probability tiles 2kk and 2kk + 1 are the mma's A
-** fragment, as bf16 hi and lo parts; v is the tile's first key row at the output's first dim, rows LD
-** apart in shared memory, read transposed by ldmatrix (keys 16kk.. / 16kk + 8.. at dims 16dp.., then at
-** 16dp + 8..). */
-template <int NT, int NO>
+** fragment; v is the tile's first key row at the output's first dim, rows LD apart in shared memory, read
+** transposed by ldmatrix (keys 16kk.. / 16kk + 8.. at dims 16dp.., then at 16dp + 8..). HILO: p as bf16 hi
+** and lo parts, two mma a product, so o carries no rounding of p (the latent attentions, whose time is
+** their cache reads); else p rounded once to bf16, as FlashAttention feeds it (the prefill attentions,
+** whose time is the tensor cores'; the sum l stays the unrounded p's, as there). */
+template <bool HILO, int NT, int NO>
 __device__ __forceinline__ void pf_pv(float (&o)[NO][4], const float (&s)[NT][4], const unsigned short *v, int LD)
 {
 	int lane = threadIdx.x & 31;
 #pragma unroll
 	for (int kk = 0; kk < NT / 2; kk++) {
-		unsigned ph[4], pl[4];
-		pf_split2(s[2 * kk][0], s[2 * kk][1], ph[0], pl[0]);
-		pf_split2(s[2 * kk][2], s[2 * kk][3], ph[1], pl[1]);
-		pf_split2(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[2], pl[2]);
-		pf_split2(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[3], pl[3]);
+		unsigned ph[4], pl[4] = {0u, 0u, 0u, 0u};
+		if (HILO) {
+			pf_split2(s[2 * kk][0], s[2 * kk][1], ph[0], pl[0]);
+			pf_split2(s[2 * kk][2], s[2 * kk][3], ph[1], pl[1]);
+			pf_split2(s[2 * kk + 1][0], s[2 * kk + 1][1], ph[2], pl[2]);
+			pf_split2(s[2 * kk + 1][2], s[2 * kk + 1][3], ph[3], pl[3]);
+		} else {
+			ph[0] = qm_bf2(s[2 * kk][0], s[2 * kk][1]), ph[1] = qm_bf2(s[2 * kk][2], s[2 * kk][3]);
+			ph[2] = qm_bf2(s[2 * kk + 1][0], s[2 * kk + 1][1]), ph[3] = qm_bf2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+		}
 #pragma unroll
 		for (int dp = 0; dp < NO / 2; dp++) {
 			unsigned b[4];
 			pf_ldsm4<true>(b, &v[(16 * kk + (lane & 15)) * LD + 16 * dp + 8 * (lane >> 4)]);
 			qm_mma(o[2 * dp], ph[0], ph[1], ph[2], ph[3], b[0], b[1]);
-			qm_mma(o[2 * dp], pl[0], pl[1], pl[2], pl[3], b[0], b[1]);
 			qm_mma(o[2 * dp + 1], ph[0], ph[1], ph[2], ph[3], b[2], b[3]);
-			qm_mma(o[2 * dp + 1], pl[0], pl[1], pl[2], pl[3], b[2], b[3]);
+			if (HILO) {
+				qm_mma(o[2 * dp], pl[0], pl[1], pl[2], pl[3], b[0], b[1]);
+				qm_mma(o[2 * dp + 1], pl[0], pl[1], pl[2], pl[3], b[2], b[3]);
+			}
 		}
 	}
 }
@@ -306,24 +315,26 @@ __device__ void pf_gemm_tile(bf16 *y, const bf16 *x, long long ldx, const bf16 *
 ** most 128): the contract of k_attention (y[T, H·D]; q[T, H·D]; caches [slots·S, G·D]; token t reads
 ** rows 0..pos[t] of slot seq[t]), T the step's tokens. grid (H, ceil(T/64)), block 128.
 **
-** A block takes 64 query rows of head h, warp w rows 16w..16w+15, and walks the keys in tiles of 64
-** staged in shared memory (K and V as [key][D + 8]: conflict-free fragment reads). Per tile a warp forms
-** its 16x64 scores with the tensor cores (q's fragments stay in registers), masks keys past each row's
-** position, and keeps per row a running max and sum (the online softmax); the probabilities go back
-** into the tensor cores as bf16 hi and lo parts (pf_split2) against V read transposed by ldmatrix, so
-** the output carries no bf16 rounding of p. Rows of one tile that belong to different sequence slots
-** (a continuous batch) are served in one pass per slot, each pass over its own slot's keys; a tile of one
-** sequence (every prefill) takes a single pass. Keys past the pass's last position are staged as zeros.
+** A block takes 64 query rows of head h, warp w rows 16w..16w+15 (q's fragments stay in registers), and
+** walks the keys in tiles of 32, two tiles staged in shared memory (K and V as [key][D + 8]:
+** conflict-free ldmatrix reads), so the next tile's copies (cp.async) fly while the tensor cores work on
+** this one. Per tile a warp forms its 16x32 scores, masks keys past each row's position, and keeps per
+** row a running max and sum (the online softmax); the probabilities, rounded once to bf16 as
+** FlashAttention rounds them, go back into the tensor cores against V read transposed by ldmatrix.
+** Block y takes query tile gridDim.y − 1 − y: the tiles with the most keys start first, so the last
+** wave holds the short ones. Rows of one tile that belong to different sequence slots (a continuous
+** batch) are served in one pass per slot, each pass over its own slot's keys; a tile of one sequence
+** (every prefill) takes a single pass. Keys past the pass's last position are staged as zeros.
 */
 template <int D>
 __device__ void k_attn_tc(bf16 *y, const bf16 *q, const bf16 *kcache, const bf16 *vcache, const int *pos, int H,
                           int G, float scale, const int *seq, int S, int T)
 {
-	const int LD = D + 8, NK = 64, KD = D / 16;
-	__shared__ __align__(16) unsigned short ks[NK * LD], vs[NK * LD];
+	const int LD = D + 8, NK = 32, KD = D / 16;
+	__shared__ __align__(16) unsigned short ks[2 * NK * LD], vs[2 * NK * LD];
 	__shared__ int rpos[64], rseq[64], pass_slot, pass_kn;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, cc = lane & 3;
-	int h = blockIdx.x, t0 = blockIdx.y * 64, kvh = h / (H / G);
+	int h = blockIdx.x, t0 = (gridDim.y - 1 - blockIdx.y) * 64, kvh = h / (H / G);
 	long long KW = (long long)G * D;
 
 	if (tid < 64) {
@@ -355,17 +366,10 @@ __device__ void k_attn_tc(bf16 *y, const bf16 *q, const bf16 *kcache, const bf16
 		int wmax = pf_warp_max(p0 > p1 ? p0 : p1);
 		const bf16 *kb = kcache + (long long)slot * S * KW + (long long)kvh * D;
 		const bf16 *vb = vcache + (long long)slot * S * KW + (long long)kvh * D;
-
-		float o[D / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
-#pragma unroll
-		for (int i = 0; i < D / 8; i++)
-			o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-
-		for (int j0 = 0; j0 < kn; j0 += NK) {
-			__syncthreads(); /* the last tile's readers are done */
+		auto stage = [&](int b, int j0) {
 			for (int e = tid; e < NK * D / 8; e += 128) {
 				int r = e / (D / 8), c = 8 * (e % (D / 8));
-				unsigned short *dk = &ks[r * LD + c], *dv = &vs[r * LD + c];
+				unsigned short *dk = &ks[(b * NK + r) * LD + c], *dv = &vs[(b * NK + r) * LD + c];
 				if (j0 + r < kn) {
 					qs_cp16(dk, kb + (long long)(j0 + r) * KW + c);
 					qs_cp16(dv, vb + (long long)(j0 + r) * KW + c);
@@ -375,22 +379,43 @@ __device__ void k_attn_tc(bf16 *y, const bf16 *q, const bf16 *kcache, const bf16
 				}
 			}
 			qs_commit();
-			qs_wait<0>();
-			__syncthreads();
-			if (j0 > wmax) /* no row of this warp reaches the tile (warp-uniform) */
-				continue;
+		};
 
-			float s[8][4];
+		float o[D / 8][4], m0 = neg_inf(), m1 = neg_inf(), l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
-			for (int nt = 0; nt < 8; nt++) {
-				s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-				const unsigned *kr = (const unsigned *)&ks[(8 * nt + g) * LD];
-#pragma unroll
-				for (int kd = 0; kd < KD; kd++)
-					qm_mma(s[nt], qa[kd][0], qa[kd][1], qa[kd][2], qa[kd][3], kr[8 * kd + cc], kr[8 * kd + cc + 4]);
+		for (int i = 0; i < D / 8; i++)
+			o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+
+		stage(0, 0);
+		for (int j0 = 0, b = 0; j0 < kn; j0 += NK, b ^= 1) {
+			if (j0 + NK < kn) { /* the next tile's copies fly while this one is used */
+				stage(b ^ 1, j0 + NK);
+				qs_wait<1>();
+			} else {
+				qs_wait<0>();
 			}
-			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
-			pf_pv(o, s, vs, LD);
+			__syncthreads();
+			if (j0 <= wmax) { /* warp-uniform: a tile past every row of the warp is skipped */
+				const unsigned short *kt = ks + b * NK * LD;
+				float s[4][4];
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++)
+					s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+				for (int kd = 0; kd < KD; kd++) {
+					unsigned bf[2][4];
+#pragma unroll
+					for (int np = 0; np < 2; np++)
+						pf_ldsm4<false>(bf[np], &kt[(16 * np + (lane & 7) + 8 * (lane >> 4)) * LD + 16 * kd + 8 * ((lane >> 3) & 1)]);
+#pragma unroll
+					for (int nt = 0; nt < 4; nt++)
+						qm_mma(s[nt], qa[kd][0], qa[kd][1], qa[kd][2], qa[kd][3], bf[nt >> 1][2 * (nt & 1)],
+						       bf[nt >> 1][2 * (nt & 1) + 1]);
+				}
+				pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
+				pf_pv<false>(o, s, vs + b * NK * LD, LD);
+			}
+			__syncthreads(); /* buffer b is read: the next iteration's stage refills it */
 		}
 		pf_store(y + ((long long)(t0 + r0) * H + h) * D, y + ((long long)(t0 + r1) * H + h) * D, o, l0, l1, p0, p1);
 		__syncthreads();
@@ -412,8 +437,8 @@ __device__ void k_attn_tc(bf16 *y, const bf16 *q, const bf16 *kcache, const bf16
 ** (token, head) pair; 3 tokens of GLM-4.7-Flash's 20 heads, one of GLM-5's 64), staged once in shared
 ** memory, and walks the keys in tiles of 32 rows (Dk wide, so the values come with them). Block y = z
 ** accumulates output dims DS·z.. DS·z + DS − 1 (64 f32 a thread at DS 128, as k_attn_tc's 128-dim
-** heads): the scores are formed again for each of the Dv/DS slices. Scores, masks, the online softmax, the probabilities as
-** bf16 hi and lo parts and the passes per sequence slot are k_attn_tc's.
+** heads): the scores are formed again for each of the Dv/DS slices. Scores, masks, the online softmax and
+** the passes per sequence slot are k_attn_tc's; the probabilities go in as bf16 hi and lo parts (pf_pv).
 */
 template <int DS>
 __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *pos, int H, int Dk, int Dv, float scale,
@@ -485,7 +510,7 @@ __device__ void k_mla_tc(bf16 *y, const bf16 *q, const bf16 *cache, const int *p
 					qm_mma(s[nt], a[0], a[1], a[2], a[3], b[nt >> 1][2 * (nt & 1)], b[nt >> 1][2 * (nt & 1) + 1]);
 			}
 			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
-			pf_pv(o, s, ks + DS * z, LD);
+			pf_pv<true>(o, s, ks + DS * z, LD);
 		}
 		pf_store(y + (r0 + lr0) * Dv + DS * z, y + (r0 + lr1) * Dv + DS * z, o, l0, l1, p0, p1);
 		__syncthreads();
@@ -537,7 +562,8 @@ __device__ void k_mla_xkv(bf16 *kx, bf16 *vx, const bf16 *cache, const bf16 *wk,
 ** The scheme is k_attn_tc's with k_mla_tc's fragments: a block takes 64 query rows of one head (staged in
 ** shared memory), warp w rows 16w.., and walks the keys in tiles of 32, two tiles staged (cp.async) so
 ** the next one's copies fly while the tensor cores work on this one; the online softmax, the probabilities
-** as bf16 hi and lo parts and the masks past each row's position are pf_softmax's and pf_pv's.
+** rounded once to bf16 and the masks past each row's position are pf_softmax's and pf_pv's; the query
+** tiles with the most keys start first, as in k_attn_tc.
 */
 template <int DK, int DS>
 __device__ void k_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 *kx, const bf16 *vx, const bf16 *cache,
@@ -547,7 +573,7 @@ __device__ void k_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 
 	const int NK = 32, LQ = DK + 8, LV = DS + 8, DQ = Dn + Dr;
 	unsigned short *qs = (unsigned short *)dsm, *kb = qs + 64 * LQ, *vb = kb + 2 * NK * LQ;
 	int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2;
-	int h = blockIdx.x, t0 = blockIdx.y * 64, dv0 = DS * blockIdx.z;
+	int h = blockIdx.x, t0 = (gridDim.y - 1 - blockIdx.y) * 64, dv0 = DS * blockIdx.z; /* longest rows first */
 	int tl = t0 + 63 < T ? t0 + 63 : T - 1, kend = pos[tl] + 1; /* the block's last row sees the most keys */
 	const bf16 *cb = cache + (long long)seq[0] * S * Dk;
 	for (int e = tid; e < 64 * (DK / 8); e += 128) {
@@ -618,7 +644,7 @@ __device__ void k_mla_xattn(bf16 *y, const bf16 *q3, const bf16 *qr, const bf16 
 					qm_mma(s[nt], a[0], a[1], a[2], a[3], bf[nt >> 1][2 * (nt & 1)], bf[nt >> 1][2 * (nt & 1) + 1]);
 			}
 			pf_softmax(s, o, j0, p0, p1, scale, m0, m1, l0, l1);
-			pf_pv(o, s, vb + b * NK * LV, LV);
+			pf_pv<false>(o, s, vb + b * NK * LV, LV);
 		}
 		__syncthreads(); /* buffer b is read: the next iteration's stage refills it */
 	}
@@ -939,7 +965,7 @@ __device__ void pf_mla_rows(bf16 *y, float *pacc, float *pml, const bf16 *q, con
 						s[nt][2 + e] = vis ? sc[lr1 * SL + j] : neg_inf();
 					}
 				pf_softmax(s, o, 0, p0, p1, scale, m0, m1, l0, l1);
-				pf_pv(o, s, ks + dv0, LD);
+				pf_pv<true>(o, s, ks + dv0, LD);
 			}
 		}
 		__syncthreads(); /* buffer b and its list are read: the next iteration's stage refills them */

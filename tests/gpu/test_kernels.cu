@@ -50,6 +50,7 @@ extern "C" {
 }
 
 #include "../moe_tc_check.h"
+#include "../attn_p16.h"
 
 /* ---- CUDA errors (the checks: tests/tap.h) ---- */
 
@@ -1074,25 +1075,37 @@ static double worst_units(const std::vector<float> &got, const std::vector<float
 }
 
 /* ops/prefill.cuh's k_attn_tc: a prefill of T tokens after ctx cached rows (one slot), against
-** ref_attention on the same bf16 values: within a bf16 unit plus 1.5e-5 (the probabilities' hi/lo parts,
-** inputs within ±1), as tests/simt/test_prefill.cc holds the CPU stand-in. */
+** tests/attn_p16.h's reference on the same bf16 values (the probabilities rounded to bf16 in 32-key tiles):
+** within a bf16 unit plus 1.5e-5 plus its slack, as tests/simt/test_prefill.cc holds the CPU stand-in. */
 template <int D> static void test_attn_tc(int H, int G, int T, int ctx, float scale)
 {
 	int S = ctx + T;
 	size_t KW = (size_t)G * D;
 	std::vector<float> kc = through<bf16>(rnd(S * KW)), vc = through<bf16>(rnd(S * KW));
-	std::vector<float> q = through<bf16>(rnd((size_t)T * H * D)), want((size_t)T * H * D);
-	std::vector<float> k(kc.begin() + ctx * KW, kc.end()), v(vc.begin() + ctx * KW, vc.end());
-	std::vector<float> kr = kc, vr = vc;
+	std::vector<float> q = through<bf16>(rnd((size_t)T * H * D)), want((size_t)T * H * D), slack(want.size());
 	std::vector<int> pos(T), seq(T, 0);
-	for (int t = 0; t < T; t++)
+	std::vector<double> sc(S), out(D), sl(D);
+	for (int t = 0; t < T; t++) {
 		pos[t] = ctx + t;
-	ref_attention(want.data(), q.data(), k.data(), v.data(), kr.data(), vr.data(), pos.data(), T, H, G, D, D, S, scale);
+		for (int h = 0; h < H; h++) {
+			size_t kv0 = (size_t)(h / (H / G)) * D;
+			for (int j = 0; j <= pos[t]; j++) {
+				double a = 0;
+				for (int d = 0; d < D; d++)
+					a += (double)q[((size_t)t * H + h) * D + d] * kc[kv0 + j * KW + d];
+				sc[j] = a * scale;
+			}
+			attn_p16_row(out.data(), sl.data(), sc.data(), pos[t] + 1, 32, &vc[kv0], KW, D);
+			for (int d = 0; d < D; d++)
+				want[((size_t)t * H + h) * D + d] = (float)out[d], slack[((size_t)t * H + h) * D + d] = (float)sl[d];
+		}
+	}
 	bf16 *dy = poisoned<bf16>(want.size());
 	g_attn_tc<D><<<dim3(H, (T + 63) / 64), 128>>>(dy, upload(to_type<bf16>(q)), upload(to_type<bf16>(kc)),
 	                                               upload(to_type<bf16>(vc)), upload(pos), H, G, scale, upload(seq), S, T);
 	CK_LAUNCH();
-	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
+	std::vector<float> got = to_float(download(dy, want.size()));
+	double u = attn_p16_worst(got.data(), want.data(), slack.data(), got.size(), 1.5e-5);
 	check(u <= 1.0, fmt("attn_tc D=%d H=%d G=%d T=%d after %d rows", D, H, G, T, ctx), fmt("worst %.2f units", u));
 }
 
@@ -1173,7 +1186,8 @@ template <int DS, int NZ, int RG> static void test_mla_split_tc(int H, int Dk, i
 
 /* ops/prefill.cuh's expanded MLA prefill: k_mla_xkv against a double GEMM of the same bf16 values (one
 ** bf16 unit plus 1e-5), then k_mla_xattn against a double causal softmax over the GPU's own expanded rows
-** (one unit plus 1.5e-5): T tokens after ctx cached rows, one sequence. wkt: W_UK uploaded as GGUF's
+** (tests/attn_p16.h: the probabilities rounded in 32-key tiles; one unit plus 1.5e-5 plus its slack): T
+** tokens after ctx cached rows, one sequence. wkt: W_UK uploaded as GGUF's
 ** split attn_k_b, [H, L, Dn]. */
 template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, bool wkt = false)
 {
@@ -1218,29 +1232,24 @@ template <int DK, int DS> static void test_mla_x(int T, int ctx, int H, int Dn, 
 	g_mla_xattn<DK, DS><<<dim3(H, (T + 63) / 64, Dv / DS), 128, smem>>>(dy, upload(to_type<bf16>(q3)), upload(to_type<bf16>(qr)),
 	                                                                   dkx, dvx, dc, dpos, H, Dn, Dr, Dv, L, Dk, scale, S, T);
 	CK_LAUNCH();
-	std::vector<float> want((size_t)T * H * Dv);
-	std::vector<double> p(kn);
+	std::vector<float> want((size_t)T * H * Dv), slack(want.size());
+	std::vector<double> p(kn), out(Dv), sl(Dv);
 	for (int t = 0; t < T; t++)
 		for (int h = 0; h < H; h++) {
-			double mx = -INFINITY, sum = 0;
 			for (int j = 0; j <= pos[t]; j++) {
 				double a = 0;
 				for (int d = 0; d < Dn; d++)
 					a += (double)q3[((size_t)t * H + h) * DQ + d] * kx[((size_t)j * H + h) * Dn + d];
 				for (int d = 0; d < Dr; d++)
 					a += (double)qr[((size_t)t * H + h) * Dr + d] * c[(size_t)j * Dk + L + d];
-				p[j] = a * scale, mx = p[j] > mx ? p[j] : mx;
+				p[j] = a * scale;
 			}
-			for (int j = 0; j <= pos[t]; j++)
-				sum += (p[j] = exp(p[j] - mx));
-			for (int e = 0; e < Dv; e++) {
-				double a = 0;
-				for (int j = 0; j <= pos[t]; j++)
-					a += p[j] * vx[((size_t)j * H + h) * Dv + e];
-				want[((size_t)t * H + h) * Dv + e] = (float)(a / sum);
-			}
+			attn_p16_row(out.data(), sl.data(), p.data(), pos[t] + 1, 32, &vx[(size_t)h * Dv], (size_t)H * Dv, Dv);
+			for (int e = 0; e < Dv; e++)
+				want[((size_t)t * H + h) * Dv + e] = (float)out[e], slack[((size_t)t * H + h) * Dv + e] = (float)sl[e];
 		}
-	double u = worst_units(to_float(download(dy, want.size())), want, 1.5e-5);
+	std::vector<float> got = to_float(download(dy, want.size()));
+	double u = attn_p16_worst(got.data(), want.data(), slack.data(), got.size(), 1.5e-5);
 	check(u <= 1.0, fmt("mla_xattn<%d, %d> T=%d after %d rows H=%d Dn=%d Dr=%d Dv=%d", DK, DS, T, ctx, H, Dn, Dr, Dv),
 	      fmt("worst %.2f units", u));
 }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../tap.h"
+#include "../attn_p16.h"
 
 extern "C" {
 #include "../../ops/ref.h"
@@ -119,50 +120,46 @@ static int slot_layout(const std::vector<int> &ctx, const std::vector<int> &seq,
 
 /*
 ** One prefill step of T tokens into caches of `slots` slots of S rows: token t of slot seq[t] at pos[t],
-** each slot's tokens at increasing positions after a context of ctx[slot] rows already in the cache.
-** The reference: ref_attention per slot over that slot's tokens (it writes the step's rows itself).
+** each slot's tokens at increasing positions after a context of ctx[slot] rows already in the cache (the
+** step's own rows in it too, as the step's cache write leaves them). The reference: attn_p16_row over
+** rows 0..pos[t] of the token's slot (k_attn_tc's probabilities rounded to bf16 in its 32-key tiles),
+** within a bf16 unit plus 1.5e-5 plus its slack.
 */
 template <int D>
 static void test_attn(int T, int H, int G, std::vector<int> ctx, std::vector<int> seq, const char *what)
 {
-	int slots = (int)ctx.size();
 	std::vector<int> pos;
 	std::vector<std::vector<int>> toks;
-	int S = slot_layout(ctx, seq, pos, toks);
+	int S = slot_layout(ctx, seq, pos, toks), slots = (int)ctx.size();
 	size_t KW = (size_t)G * D;
 	std::vector<bf16> q, kc, vc, y((size_t)T * H * D);
-	std::vector<float> qf, kcf, vcf, want((size_t)T * H * D);
+	std::vector<float> qf, kcf, vcf, want((size_t)T * H * D), slack(want.size()), got(want.size());
 	rnd_bf16((size_t)T * H * D, -1, 1, q, qf);
 	rnd_bf16((size_t)slots * S * KW, -1, 1, kc, kcf);
 	rnd_bf16((size_t)slots * S * KW, -1, 1, vc, vcf);
 	float scale = 1.0f / sqrtf((float)D);
-	for (int s = 0; s < slots; s++) { /* this slot's tokens, their k and v the cache rows the step wrote */
-		const std::vector<int> &ts = toks[s];
-		int n = (int)ts.size();
-		if (!n)
-			continue;
-		std::vector<float> qs((size_t)n * H * D), ks(n * KW), vs(n * KW), ys((size_t)n * H * D);
-		std::vector<int32_t> ps(n);
-		for (int i = 0; i < n; i++) {
-			int t = ts[i];
-			ps[i] = pos[t];
-			std::copy(&qf[(size_t)t * H * D], &qf[(size_t)(t + 1) * H * D], &qs[(size_t)i * H * D]);
-			std::copy(&kcf[((size_t)s * S + pos[t]) * KW], &kcf[((size_t)s * S + pos[t] + 1) * KW], &ks[i * KW]);
-			std::copy(&vcf[((size_t)s * S + pos[t]) * KW], &vcf[((size_t)s * S + pos[t] + 1) * KW], &vs[i * KW]);
+	std::vector<double> sc(S), out(D), sl(D);
+	for (int t = 0; t < T; t++)
+		for (int h = 0; h < H; h++) {
+			size_t kv0 = (size_t)seq[t] * S * KW + (size_t)(h / (H / G)) * D;
+			for (int j = 0; j <= pos[t]; j++) {
+				double a = 0;
+				for (int d = 0; d < D; d++)
+					a += (double)qf[((size_t)t * H + h) * D + d] * kcf[kv0 + j * KW + d];
+				sc[j] = a * scale;
+			}
+			attn_p16_row(out.data(), sl.data(), sc.data(), pos[t] + 1, 32, &vcf[kv0], KW, D);
+			for (int d = 0; d < D; d++)
+				want[((size_t)t * H + h) * D + d] = (float)out[d], slack[((size_t)t * H + h) * D + d] = (float)sl[d];
 		}
-		std::vector<float> kcs(kcf.begin() + (size_t)s * S * KW, kcf.begin() + (size_t)(s + 1) * S * KW);
-		std::vector<float> vcs(vcf.begin() + (size_t)s * S * KW, vcf.begin() + (size_t)(s + 1) * S * KW);
-		ref_attention(ys.data(), qs.data(), ks.data(), vs.data(), kcs.data(), vcs.data(), ps.data(), n, H, G, D, D, S,
-		              scale);
-		for (int i = 0; i < n; i++)
-			std::copy(&ys[(size_t)i * H * D], &ys[(size_t)(i + 1) * H * D], &want[(size_t)ts[i] * H * D]);
-	}
 	for (auto &v : y)
 		v.x = 0x7fc0;
 	simt_launch(dim3{(unsigned)H, (unsigned)(T + 63) / 64, 1}, dim3{128, 1, 1}, [&] {
 		k_attn_tc<D>(y.data(), q.data(), kc.data(), vc.data(), pos.data(), H, G, scale, seq.data(), S, T);
 	});
-	double u = worst_units(y, want, 1.5e-5);
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = h_f(y[i]);
+	double u = attn_p16_worst(got.data(), want.data(), slack.data(), got.size(), 1.5e-5);
 	check(u <= 1.0, fmt("k_attn_tc D %d T %d H %d G %d %s", D, T, H, G, what), fmt("worst %.2f units", u));
 }
 
@@ -212,8 +209,8 @@ template <int DS> static void test_mla(int T, int H, int Dk, int Dv, std::vector
 /*
 ** MLA prefill in the expanded form (k_mla_xkv, then k_mla_xattn) for one sequence's chunk of T tokens
 ** after ctx cached rows. The expansion against a double GEMM of the same bf16 values (one bf16 unit plus
-** 1e-5); the attention against a double causal softmax over the kernel's own expanded rows (one
-** unit plus 1.5e-5, as k_attn_tc's); and the whole against the absorbed form it replaces: ref_mla over
+** 1e-5); the attention against attn_p16_row over the kernel's own expanded rows (its probabilities rounded
+** in 32-key tiles; one unit plus 1.5e-5 plus its slack, as k_attn_tc's); and the whole against the absorbed form it replaces: ref_mla over
 ** the latent with W_UK folded into the query, then W_UV, in f32 (rel-L2, the expanded rows being bf16).
 */
 /* wkt: W_UK given as GGUF's split attn_k_b, [H, L, Dn] (k_mla_xkv<true>); the references read [H, Dn, L]. */
@@ -273,10 +270,12 @@ static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, con
 	});
 	/* the attention over the kernel's own expanded rows */
 	std::vector<float> want((size_t)T * H * Dv), yabs((size_t)T * H * Dv);
-	std::vector<double> p(kn);
+	std::vector<double> p(kn), out(Dv), sl(Dv);
+	std::vector<float> vxf((size_t)kn * H * Dv), slack(want.size()), got(want.size());
+	for (size_t i = 0; i < vxf.size(); i++)
+		vxf[i] = h_f(vx[i]);
 	for (int t = 0; t < T; t++)
 		for (int h = 0; h < H; h++) {
-			double mx = -INFINITY, sum = 0;
 			for (int j = 0; j <= pos[t]; j++) {
 				double a = 0;
 				for (int d = 0; d < Dn; d++)
@@ -284,18 +283,14 @@ static void test_mla_x(int T, int ctx, int H, int Dn, int Dr, int Dv, int L, con
 				for (int d = 0; d < Dr; d++)
 					a += (double)qrf[((size_t)t * H + h) * Dr + d] * cf[(size_t)j * Dk + L + d];
 				p[j] = a * scale;
-				mx = p[j] > mx ? p[j] : mx;
 			}
-			for (int j = 0; j <= pos[t]; j++)
-				sum += (p[j] = exp(p[j] - mx));
-			for (int e = 0; e < Dv; e++) {
-				double a = 0;
-				for (int j = 0; j <= pos[t]; j++)
-					a += p[j] * h_f(vx[((size_t)j * H + h) * Dv + e]);
-				want[((size_t)t * H + h) * Dv + e] = (float)(a / sum);
-			}
+			attn_p16_row(out.data(), sl.data(), p.data(), pos[t] + 1, 32, &vxf[(size_t)h * Dv], (size_t)H * Dv, Dv);
+			for (int e = 0; e < Dv; e++)
+				want[((size_t)t * H + h) * Dv + e] = (float)out[e], slack[((size_t)t * H + h) * Dv + e] = (float)sl[e];
 		}
-	double u = worst_units(y, want, 1.5e-5);
+	for (size_t i = 0; i < y.size(); i++)
+		got[i] = h_f(y[i]);
+	double u = attn_p16_worst(got.data(), want.data(), slack.data(), got.size(), 1.5e-5);
 	check(u <= 1.0, fmt("k_mla_xattn<%d, %d> T %d ctx %d H %d Dn %d Dr %d Dv %d %s", DK, DS, T, ctx, H, Dn, Dr, Dv, what),
 	      fmt("worst %.2f units", u));
 	/* the absorbed form: ql = W_UKᵀ q_nope, ref_mla over the latent (it writes the step's rows), W_UV */
