@@ -6,7 +6,7 @@
 # a batch of 32 prompts of 160 tokens (prefill_ms, then decode ms/step), 8 prompts of 1024, one of 8192.
 # Carry bin, build/gpu, build/tools, build/fixtures and PLANS.
 #   ROUND=check|bench|all (all)  PLANS (build/probe/plans)  ROUNDS (2)  NEW (new)  PREFILL_MODELS (the MoE
-#   fixtures)
+#   fixtures)  KERNELS (1; 0 skips test_kernels)
 set -u
 cd "$(dirname "$0")/.."
 ROUND=${ROUND:-all} PLANS=${PLANS:-build/probe/plans} ROUNDS=${ROUNDS:-2} NEW=${NEW:-new}
@@ -14,10 +14,12 @@ PREFILL_MODELS=${PREFILL_MODELS:-qwen3_moe glm4_moe deepseek_v3 glm4_moe_lite}
 T0=$(date +%s)
 say() { echo "[$(printf '%4d' $(($(date +%s) - T0)))s] $*"; }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader || { echo "hid_round: no GPU"; exit 1; }
-if [ "$ROUND" != bench ]; then
+if [ "$ROUND" != bench ] && [ "${KERNELS:-1}" = 1 ]; then
 	timeout 240 build/gpu/test_kernels >/tmp/tk.log 2>&1
 	say "test_kernels (rc $?): $(tail -1 /tmp/tk.log); failed: $(grep -c '^FAIL' /tmp/tk.log); moe_tc rows: $(grep -ci 'moe_tc\|moe_up_tc\|moe_down_tc' /tmp/tk.log)"
 	grep '^FAIL' /tmp/tk.log | head -20
+fi
+if [ "$ROUND" != bench ]; then
 	MODELS="$PREFILL_MODELS" LENGTHS="9 65 300" OUT=/tmp/glm-prefill timeout 300 tests/gpu/prefill.sh >/tmp/pf.log 2>&1
 	say "prefill.sh (rc $?): $(grep -c '^ok' /tmp/pf.log) ok, $(grep -c '^FAIL' /tmp/pf.log) failed"
 	grep -v '^ok' /tmp/pf.log | head -30
