@@ -77,9 +77,16 @@ for ub in 2048 24; do
 		bad "--bench --batch 4 -ub $ub" "$(cat $tmp/err)"
 done
 [ "$(value prefill_prompts_per_step $tmp/bb2048.txt)" = 4 ] && [ "$(value prefill_prompts_per_step $tmp/bb24.txt)" = 2 ] &&
+	[ "$(value prefill_steps $tmp/bb2048.txt)" = 1 ] && [ "$(value prefill_steps $tmp/bb24.txt)" = 2 ] &&
 	awk -v a="$(value tok_s $tmp/bb2048.txt)" -v b="$(value tok_s $tmp/bb24.txt)" 'BEGIN { exit !(a > 0 && b > 0) }' &&
 	ok "--bench --batch 4: 4 prompts a prefill step, 2 with -ub 24, then decode" ||
 	bad "--bench --batch prefill steps" "$(grep -h prefill_prompts $tmp/bb*.txt | tr '\n' ' ')"
+# A prompt longer than -ub prefills in steps of -ub, as a run's does (a --batch change once made it one pass:
+# bench/NOTES.md 74): 40 tokens at -ub 16 take 3 steps of at most 16.
+bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 40 -ub 16 -n 2 >$tmp/bc.txt 2>$tmp/err &&
+	[ "$(value prefill_steps $tmp/bc.txt)" = 3 ] && [ "$(value prefill_chunk $tmp/bc.txt)" = 16 ] &&
+	ok "--bench: a 40-token prompt at -ub 16 prefills in 3 steps of 16" ||
+	bad "--bench prefill steps of -ub" "$(grep -h '^prefill_' $tmp/bc.txt $tmp/err | tr '\n' ' ')"
 # --json: the same block as one JSON object (Python's json parses it; numbers are numbers, the keys are the
 # lines' keys); not with --profile, not without --bench.
 if bin/glmrun $tmp/rnd.plan --device cpu --bench --bench-prompt 12 -n 6 --bw 50 --json >$tmp/b.json 2>$tmp/err &&

@@ -501,10 +501,17 @@ static int per_step(const BenchOpts *o)
 	return per > o->batch ? o->batch : (int)per;
 }
 
+/* Tokens one prefill step evaluates, as a run's steps go (it sizes the engine's activations): a prompt
+** longer than -ub in chunks of -ub; shorter ones per_step of them to a step. */
+static long step_tokens(const BenchOpts *o)
+{
+	return o->chunk > 0 && o->chunk < o->prompt ? o->chunk : per_step(o) * o->prompt;
+}
+
 /* The block of figures --bench prints (med: the median step in ms). */
 static void print_block(const Graph *g, const char *plan, const char *weights, const BenchOpts *o,
                         const EngineStats *es, int pdl_asked, double med, double mean, double lo, double hi,
-                        double ctx, const BenchBytes *bb, const double *t)
+                        double ctx, const BenchBytes *bb, const double *t, long psteps)
 {
 	Bv k = {o->json ? json_object() : NULL};
 	char b1[32];
@@ -525,8 +532,9 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 		bv(&k, "device", "cpu (reference executor, %d rank%s)", es->tp, es->tp > 1 ? "s" : "");
 	bv(&k, "batch", "%d", o->batch);
 	bv(&k, "prompt_tokens", "%ld", o->prompt);
-	bv(&k, "prefill_chunk", "%ld", o->chunk > 0 && o->chunk < o->prompt ? o->chunk : o->prompt);
+	bv(&k, "prefill_chunk", "%ld", step_tokens(o));
 	bv(&k, "prefill_prompts_per_step", "%d", per_step(o));
+	bv(&k, "prefill_steps", "%ld", psteps);
 	bv(&k, "warmup_steps", "%ld", o->warmup);
 	bv(&k, "decode_steps", "%ld", o->steps);
 	bv(&k, "context_mean", "%.1f", ctx);
@@ -580,17 +588,20 @@ static void print_block(const Graph *g, const char *plan, const char *weights, c
 
 /* Prefill B random prompts (one slot each, per_step of them a step), then time the decode steps of all B;
 ** ms[] gets each measured step, t[1] the prefill (the second of two: the first loads cuBLASLt's kernels and
-** warms the caches), t[2] the warm-up steps. */
-static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, double *ms, double *t, char *err,
-                     size_t len)
+** warms the caches), t[2] the warm-up steps, *psteps the steps that prefill took. */
+static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, double *ms, double *t, long *psteps,
+                     char *err, size_t len)
 {
 	int B = o->batch;
 	long P = o->prompt;
 	int32_t tok[ENGINE_MAX_SLOTS];
 	EngineRow rows[ENGINE_MAX_SLOTS];
 	int per = per_step(o);
+	EngineStats es;
 	for (int rep = 0; rep < 2; rep++) {
 		double t0 = bench_now();
+		engine_stats(e, &es);
+		*psteps = es.prefill_steps;
 		for (int b = 0; b < B; b += per) {
 			int n = B - b < per ? B - b : per;
 			EngineRow r0 = {.slot = b};
@@ -603,6 +614,8 @@ static int run_steps(Engine *e, const BenchOpts *o, const int32_t *prompt, doubl
 				return -1;
 		}
 		t[1] = bench_now() - t0;
+		engine_stats(e, &es);
+		*psteps = es.prefill_steps - *psteps;
 	}
 	for (int b = 0; b < B; b++)
 		rows[b] = (EngineRow){.slot = b, .token = tok[b], .pos = (int32_t)P, .step = 1};
@@ -662,17 +675,16 @@ int bench_main(const Graph *g, const char *plan, const char *weights, const Engi
 	double t[3] = {0}, t0 = bench_now();
 	Engine *e = NULL;
 	EngineOpts eo2 = *eo;
-	long C = o->chunk > 0 && o->chunk < P ? o->chunk : P; /* the steps the prompt's prefill takes, as a run's */
-	if (per_step(o) * P > C)
-		C = per_step(o) * P;
+	long C = step_tokens(o);
 	eo2.slots = B, eo2.chunk = C > B ? C : B, eo2.max_seq = S, eo2.keep_logits = 0;
+	long psteps = 0;
 	int rc = engine_open(&e, g, weights, &eo2, err, sizeof err);
 	if (!rc) {
 		for (int i = 0; i < g->n; i++) /* rank 0's bytes on the GPU: the step's roofline is per GPU */
 			if (g->node[i].kind == VK_WEIGHT)
 				wb[i] = (double)engine_weight_bytes(e, i);
 		t[0] = bench_now() - t0;
-		rc = run_steps(e, o, prompt, ms, t, err, sizeof err);
+		rc = run_steps(e, o, prompt, ms, t, &psteps, err, sizeof err);
 	}
 	if (rc) {
 		fprintf(stderr, "glmrun: %s%s\n", e ? "--bench: " : "", err);
@@ -692,7 +704,7 @@ int bench_main(const Graph *g, const char *plan, const char *weights, const Engi
 	double ctx = (double)P + (double)o->warmup + ((double)o->steps + 1) / 2;
 	BenchBytes bb;
 	bench_step_bytes(g, wb, es.cuda ? dtype_size(g->cuda.act) : 4, ctx, o->batch, &bb);
-	print_block(g, plan, weights, o, &es, eo->pdl, med, mean, ms[0], ms[o->steps - 1], ctx, &bb, t);
+	print_block(g, plan, weights, o, &es, eo->pdl, med, mean, ms[0], ms[o->steps - 1], ctx, &bb, t, psteps);
 	if (o->profile)
 		rc = profile_report(g, e, o, wb, ctx + (double)o->steps / 2 + (double)o->profile_steps / 2, med, V);
 	engine_close(e);

@@ -23,6 +23,7 @@ struct Engine {
 	int nx;
 	EngineRow *row;              /* CPU: the step buffer (o.slots rows) */
 	int32_t *tok, *pos, *seq;    /* CPU: one step's inputs (maxT entries) */
+	long prefill_steps;          /* prefill steps run (engine_prefill's chunks, engine_prefill_parts' calls) */
 };
 
 /* The 'logits' output node of g, or -1. */
@@ -130,6 +131,7 @@ int engine_prefill(Engine *e, int slot, const int32_t *ids, int64_t n, int32_t p
 		int64_t c = n - off < e->o.chunk ? n - off : e->o.chunk;
 		float *lg = logits ? logits + (size_t)off * (size_t)e->V : NULL;
 		int32_t p0 = pos0 + (int32_t)off;
+		e->prefill_steps++;
 		if (e->R) {
 			if (ranks_prefill(e->R, slot, ids + off, c, p0, next, lg, err, len))
 				return -1;
@@ -193,6 +195,7 @@ int engine_prefill_parts(Engine *e, int np, const EnginePart *p, int32_t *next, 
 		gpu_samp(e, &p[k].row, samp + 4 * k);
 	}
 	int rc;
+	e->prefill_steps++;
 	if (e->R) {
 		rc = ranks_prefill_parts(e->R, T, tok, pos, seq, np, last, step, samp, next, logits, err, len);
 	} else {
@@ -308,7 +311,7 @@ size_t engine_weight_bytes(const Engine *e, int id)
 void engine_stats(const Engine *e, EngineStats *s)
 {
 	memset(s, 0, sizeof *s);
-	s->tp = e->tp;
+	s->tp = e->tp, s->prefill_steps = e->prefill_steps;
 	if (!e->R)
 		return;
 	RanksStats rs;

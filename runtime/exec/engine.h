@@ -133,6 +133,7 @@ typedef struct {
 	int peer_pairs, peer_ok;
 	long p2p_max;
 	long graph_launches, decode_steps;
+	long prefill_steps;          /* prefill steps run, on any backend */
 	int kernels_per_step, collectives_per_step, pdl;
 	long nccl_calls, p2p_calls;
 	double upload_s;
