@@ -46,16 +46,19 @@ case_ab "batch 32 x 160" -n 16 --batch 32 --bench-prompt 160
 case_ab "batch 8 x 1024" -n 8 --batch 8 --bench-prompt 1024 -c 1100
 case_ab "one 8192" -n 4 --bench-prompt 8192 -c 8300
 # Where the 8K prefill goes (new plan): CUPTI's kernels outside the decode graphs (graph id 0), summed by
-# name over one run of 4 decode steps (the prefill's and the warm-up steps' kernels outside graphs). TRACE_LIB: a folder holding libglmtrace.so and libcupti.so.13.
+# name over one --bench run: its two prefills (--bench times the second), and glm_rand_* making the random
+# weights. TRACE_LIB: a folder holding libglmtrace.so and libcupti.so.13.
 TRACE_LIB=${TRACE_LIB:-build/probe/trace}
 if [ -f "$TRACE_LIB/libglmtrace.so" ]; then
 	CUDA_INJECTION64_PATH=$PWD/$TRACE_LIB/libglmtrace.so GLM_TRACE=/tmp/p8k.tsv LD_LIBRARY_PATH=$PWD/$TRACE_LIB \
 		timeout 200 bin/glmrun "$PLANS/flash-$NEW.plan" --bench -n 4 --bench-prompt 8192 -c 8300 >/tmp/p8k.out 2>&1
 	say "8K prefill trace (prefill_ms $(val prefill_ms </tmp/p8k.out)): kernel ms outside graphs, by name"
-	# PLANS/flash-new.kmap: "glm_kN k_template" lines (the wrapper names the trace shows, and what they run)
+	# "glm_kN k_template" lines: the wrapper names the trace shows, and what each runs (from the plan's source)
+	grep -ao 'glm_k[0-9]*([^)]*) *{[^}]*}' "$PLANS/flash-$NEW.plan" |
+		sed -E 's/^(glm_k[0-9]+)\(.*\{.*[^a-z_](k_[a-z_0-9]+)[<(].*/\1 \2/' | awk 'NF == 2' >/tmp/p8k.kmap
 	awk 'FNR == NR { m[$1] = $2; next }
 		$4 == 0 { n = $1; sub(/\(.*/, "", n); if (n in m) n = n " " m[n]; t[n] += ($3 - $2) / 1e6; c[n]++; all += ($3 - $2) / 1e6 }
 		END { for (k in t) printf "  %9.2f ms %6d  %s\n", t[k], c[k], k; printf "  %9.2f ms total\n", all }' \
-		"$PLANS/flash-$NEW.kmap" /tmp/p8k.tsv |
+		/tmp/p8k.kmap /tmp/p8k.tsv |
 		sort -rn | head -25
 fi
