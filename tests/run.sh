@@ -8,7 +8,8 @@
 # (glmrun --decode persistent on that double), tests/simt_tp.sh (tensor-parallel plans on several of its GPUs,
 # with an NCCL double that sums),
 # tests/bf16_cpu.sh, tests/llama3_rope.sh, tests/smol.sh (a real model: `make fetch-model` first), tests/safe.sh,
-# tests/cli_aliases.sh and tests/layers.sh (the include check),
+# tests/cli_aliases.sh, tests/chunks.sh (prefill in steps against one pass, every architecture) and
+# tests/layers.sh (the include check),
 # counts "ok"/"FAIL" lines, ends with "N passed, N failed".
 # A program that crashes or exits non-zero without reporting a FAIL counts as one failure.
 set -u
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 one=$(mktemp)
 trap 'rm -f "$log" "$one"' EXIT
-for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist build/simt/test_concurrent tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/simt_persist.sh tests/simt_tp.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/layers.sh; do
+for t in build/tests/test_* build/simt/test_qgemv build/simt/test_gemv build/simt/test_moe build/simt/test_prefill build/simt/test_attn_split build/simt/test_indexer build/simt/test_moe_tc build/simt/test_persist build/simt/test_concurrent tests/cli.sh tests/archs.sh tests/tok.sh tests/gguf_moe.sh tests/iq_gguf.sh tests/batch.sh tests/chat.sh tests/serve.sh tests/bench.sh tests/ranks.sh tests/simt_gpu.sh tests/simt_persist.sh tests/simt_tp.sh tests/bf16_cpu.sh tests/llama3_rope.sh tests/smol.sh tests/safe.sh tests/cli_aliases.sh tests/chunks.sh tests/layers.sh; do
 	[ -x "$t" ] || continue
 	echo "== $t"
 	"$t" >"$one" 2>&1
