@@ -7,7 +7,7 @@
 ** the running max m of the tiles up to its own, carries it to the final max exactly (a float rescale of
 ** the accumulator), and divides by the sum of the unrounded probabilities. The reference does the same in
 ** double. What it cannot follow is the kernel's f32 score landing on the other side of a bf16 rounding
-** boundary than the double one (about one probability in 10^4 here): each such flip moves an output by
+** boundary than the double one (rare: seen once in the tests' cases): each such flip moves an output by
 ** one unit of that probability times its value over l. So an output is held to one bf16 unit, plus the
 ** floor, plus `slack`: two flips of the row's largest such term. A key wrongly masked or kept moves it by
 ** 2^8 times one flip; a bound that counted every probability's rounding instead (2^-8 · Σ p·|v| / l)
